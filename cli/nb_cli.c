@@ -5,16 +5,49 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nb_cmd.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command COMMANDS[] = {
+    {"run", nb_cmd_run, "generate text; print setup, TTFT, decode ms/token and tokens/s"},
+    {"verify", nb_cmd_verify, "the production gate: 2 prompts x 32 tokens vs HF bf16"},
+    {"verify-full", nb_cmd_verify_full, "the gate on every prompt of the set"},
+    {"diagnosis", nb_cmd_diagnosis, "per-layer cosine vs HF (informational)"},
+    {"profile", nb_cmd_profile, "per-phase and per-kernel milliseconds"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: npubench <command> [options]   (npubench <command> --help)\n\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
+        fprintf(f, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    fprintf(f, "\nexit codes: 0 pass, 1 gate fail or regression, 2 usage or set-up error, "
+               "3 unavailable\n");
+}
+
 int nb_cli_main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        printf("usage: npubench <command> [options]\n");
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return NB_EXIT_USAGE;
     }
-    if (!strcmp(argv[1], "--version")) {
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return NB_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("npubench %s (%s)\n", NB_VERSION, NB_GIT_COMMIT);
-        return 0;
+        return NB_EXIT_OK;
     }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name))
+            return COMMANDS[i].fn(argc - 2, argv + 2);
     fprintf(stderr, "npubench: unknown command '%s'\n", argv[1]);
-    return 2;
+    usage(stderr);
+    return NB_EXIT_USAGE;
 }

@@ -7,6 +7,9 @@
 #include <stdint.h>
 
 #include "nb_bf16.h"
+#include "nb_err.h"
+
+/* ---- dispatch and threads ---------------------------------------------- */
 
 typedef enum nb_isa {
     NB_ISA_PORTABLE = 0,
@@ -14,19 +17,94 @@ typedef enum nb_isa {
     NB_ISA_AVX512BF16 /* AVX-512F/BW/VL + AVX512_BF16 */
 } nb_isa;
 
-/* Detects the best path once; NPUBENCH_ISA=portable|avx2|avx512bf16 caps it. */
+/* The best path this CPU supports, capped by NPUBENCH_ISA=portable|avx2|avx512bf16. */
 nb_isa nb_kernels_isa(void);
-/* Forces a path (tests compare each against portable); returns the previous.
- * Asking for a path the CPU lacks keeps the current one and returns -1. */
-int nb_kernels_set_isa(nb_isa isa);
+/* Forces a path (tests compare each against portable). Returns NB_EUNSUPPORTED
+ * when the CPU lacks it, leaving the current path. */
+nb_code nb_kernels_set_isa(nb_isa isa, nb_err *err);
 const char *nb_isa_name(nb_isa isa);
 
-/* Matrix products. W is row-major [m rows x k cols] (an nn.Linear weight);
- * X is [n x k]; Y is [n x m]: Y[i][j] = sum_t X[i][t] * W[j][t], accumulated
- * in fp32. The _bf16 variants round each output to bf16 (a bf16 Linear). */
-void nb_matmul_bf16(nb_bf16 *Y, const nb_bf16 *X, const nb_bf16 *W, int n, int k, int m);
-void nb_matmul_f32(float *Y, const float *X, const float *W, int n, int k, int m);
-/* Same product with fp32 outputs (the LM head feeds top-k in fp32). */
-void nb_matmul_bf16_f32out(float *Y, const nb_bf16 *X, const nb_bf16 *W, int n, int k, int m);
+/* Sizes the persistent thread pool the kernels use; 0 = all online cores.
+ * Call once at setup; kernels called before it run single-threaded. */
+nb_code nb_kernels_init(int n_threads, nb_err *err);
+int nb_kernels_threads(void);
+void nb_kernels_shutdown(void);
+
+/* ---- weight matrices --------------------------------------------------- */
+
+/* Element types a weight matrix can hold in memory. */
+typedef enum nb_wtype {
+    NB_W_F32 = 0, /* fp32 (the f32 deployment dtype) */
+    NB_W_BF16,    /* bf16 (the HF-faithful default) */
+    NB_W_Q4_1,    /* GGUF Q4_1 blocks, dequantized in registers */
+    NB_W_Q8_0     /* GGUF Q8_0 blocks */
+} nb_wtype;
+
+const char *nb_wtype_name(nb_wtype t);
+
+/* An nn.Linear weight [rows x cols] in the layout the active path streams
+ * best; built once at setup. Owned by the caller (nb_wmat_free). */
+typedef struct nb_wmat nb_wmat;
+
+nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *err);
+/* Copies row r, given in the matrix's own element type (floats, bf16, or
+ * cols/32 GGUF blocks). */
+void nb_wmat_set_row(nb_wmat *w, int r, const void *src);
+/* Repacks for streaming after every row is set. */
+nb_code nb_wmat_finish(nb_wmat *w, nb_err *err);
+void nb_wmat_free(nb_wmat *w);
+int nb_wmat_rows(const nb_wmat *w);
+int nb_wmat_cols(const nb_wmat *w);
+nb_wtype nb_wmat_type(const nb_wmat *w);
+size_t nb_wmat_bytes(const nb_wmat *w);
+/* Row r as fp32 (for embedding lookups): exact for f32/bf16, the block
+ * dequantization for quantized types. */
+void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst);
+
+/* Linear layers: Y[n x rows] = X[n x cols] . W^T, fp32 accumulation.
+ * _bf16: bf16 activations in and out (each output rounded to bf16, as a
+ * bf16 nn.Linear); W may be BF16, Q4_1 or Q8_0.
+ * _bf16_f32out: same product, fp32 outputs (the LM head feeds top-k).
+ * _f32: fp32 activations and W. */
+void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y);
+void nb_linear_bf16_f32out(const nb_wmat *W, const nb_bf16 *X, int n, float *Y);
+void nb_linear_f32(const nb_wmat *W, const float *X, int n, float *Y);
+
+/* ---- element-wise and row ops ------------------------------------------ */
+/* bf16 variants round exactly where HF transformers' bf16 Llama rounds. */
+
+/* LlamaRMSNorm: v = mean(x^2) in fp32; h = bf16(x * 1/sqrt(v + eps));
+ * y = bf16(w * h). n rows of dim. */
+void nb_rmsnorm_bf16(nb_bf16 *y, const nb_bf16 *x, const nb_bf16 *w, int n, int dim, float eps);
+void nb_rmsnorm_f32(float *y, const float *x, const float *w, int n, int dim, float eps);
+
+/* HF rotate_half RoPE on n_heads vectors of hd at one position.
+ * cos/sin: hd/2 values (the table already rounded to bf16 in bf16 mode).
+ * bf16: a' = bf16(bf16(a*c) + bf16(-b*s)), b' = bf16(bf16(b*c) + bf16(a*s))
+ * for a = x[i], b = x[i + hd/2]. */
+void nb_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin);
+void nb_rope_f32(float *x, int n_heads, int hd, const float *cos, const float *sin);
+
+/* out = bf16(bf16(silu(g)) * u) (HF: act_fn(gate) * up, both bf16 ops). */
+void nb_silu_mul_bf16(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n);
+void nb_silu_mul_f32(float *out, const float *g, const float *u, size_t n);
+
+/* x = bf16(x + d): the residual add. */
+void nb_add_bf16(nb_bf16 *x, const nb_bf16 *d, size_t n);
+void nb_add_f32(float *x, const float *d, size_t n);
+
+/* Causal GQA attention for n query rows at positions pos0..pos0+n-1 against
+ * cache rows 0..pos0+n-1 (the rows for the queries themselves included).
+ * q/out: [n][n_heads*hd]; k/v cache: [ctx][n_kv*hd] rows. Scores, softmax
+ * (scale 1/sqrt(hd)) and the weighted sum are fp32; only out is rounded
+ * (bf16 variant). Query head h reads kv head h / (n_heads / n_kv). */
+void nb_attention_bf16(nb_bf16 *out, const nb_bf16 *q, const nb_bf16 *kc, const nb_bf16 *vc,
+                       int n, int pos0, int n_heads, int n_kv, int hd);
+void nb_attention_f32(float *out, const float *q, const float *kc, const float *vc, int n,
+                      int pos0, int n_heads, int n_kv, int hd);
+
+/* The k largest of x[0..n): value descending, ties to the smaller index.
+ * k <= n; ids/vals hold k entries. NaN sorts last. */
+void nb_topk_f32(const float *x, int n, int k, int32_t *ids, float *vals);
 
 #endif

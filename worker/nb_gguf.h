@@ -61,6 +61,12 @@ nb_code nb_gguf_get_arr_i32(const nb_gguf *g, const char *key, int32_t *dst, uin
 nb_code nb_gguf_get_arr_f32(const nb_gguf *g, const char *key, float *dst, uint64_t n,
                             nb_err *err);
 
+/* Enumerates the metadata in file order (i < nb_gguf_n_kv). */
+uint64_t nb_gguf_n_kv(const nb_gguf *g);
+nb_code nb_gguf_kv_at(const nb_gguf *g, uint64_t i, nb_gguf_str *key, nb_gguf_vtype *type,
+                      nb_err *err);
+const char *nb_gguf_vtype_name(nb_gguf_vtype t);
+
 /* Tensors. A found tensor is a view into the mapping (see nb_tensor.h). */
 uint64_t nb_gguf_n_tensors(const nb_gguf *g);
 nb_code nb_gguf_tensor_at(const nb_gguf *g, uint64_t i, nb_tensor *out, nb_err *err);

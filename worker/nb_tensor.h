@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nb_bf16.h"
 #include "nb_err.h"
 
 typedef enum nb_ttype {
@@ -18,7 +19,9 @@ typedef enum nb_ttype {
     NB_TT_COUNT
 } nb_ttype;
 
-const char *nb_ttype_name(nb_ttype t);
+const char *nb_ttype_name(nb_ttype t); /* "Q4_1"; "?" when out of range */
+/* Case-insensitive name ("q4_1", "BF16") to type; -1 when unknown. */
+int nb_ttype_from_name(const char *name);
 /* Elements per block (1 for plain types) and bytes per block. */
 int nb_ttype_block_elems(nb_ttype t);
 int nb_ttype_block_bytes(nb_ttype t);
@@ -46,7 +49,13 @@ typedef struct nb_tensor {
 const void *nb_tensor_row(const nb_tensor *t, int64_t r);
 
 /* Dequantizes one stored row of n elements to fp32 exactly as gguf-py does
- * (float32 arithmetic, no fused multiply-add). */
+ * (float32 arithmetic, no fused multiply-add). n must be a block multiple;
+ * src needs no particular alignment. */
 void nb_dequant_row(nb_ttype t, const void *src, int64_t n, float *dst);
+
+/* Logical row r (HF order) as t->cols fp32 values, or rounded to bf16 (RNE)
+ * as HF transformers holds it after loading in bfloat16. */
+void nb_tensor_row_f32(const nb_tensor *t, int64_t r, float *dst);
+void nb_tensor_row_bf16(const nb_tensor *t, int64_t r, nb_bf16 *dst);
 
 #endif

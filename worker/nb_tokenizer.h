@@ -17,13 +17,20 @@ typedef enum nb_chat_style {
     NB_CHAT_LLAMA3     /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
 } nb_chat_style;
 
+/* Both loaders reproduce what transformers builds from the same source:
+ * from GGUF, what AutoTokenizer.from_pretrained(gguf_file=...) builds (its
+ * "pre" table; GPT-2's split for "smollm", with no digit split); from
+ * tokenizer.json, that file's pipeline (plus bos/eos/chat_template from a
+ * tokenizer_config.json beside it, when present). *out is freed with
+ * nb_tokenizer_free; a loaded tokenizer is read-only and thread-safe. */
 nb_code nb_tokenizer_from_gguf(const nb_gguf *g, nb_tokenizer **out, nb_err *err);
 nb_code nb_tokenizer_from_hf_json(const char *tokenizer_json_path, nb_tokenizer **out,
                                   nb_err *err);
 void nb_tokenizer_free(nb_tokenizer *t);
 
 /* Encodes UTF-8 text (invalid UTF-8 is NB_EINVAL naming the byte offset).
- * add_bos: prepend BOS when the model's metadata asks for it.
+ * add_bos: add the model's special tokens as HF's add_special_tokens=True
+ * does (BOS when the metadata / post-processor asks for it; EOS likewise).
  * parse_special: text matching a special token becomes that token.
  * *ids is malloc'ed and owned by the caller. */
 nb_code nb_tokenizer_encode(const nb_tokenizer *t, const char *text, size_t len, int add_bos,
@@ -31,13 +38,27 @@ nb_code nb_tokenizer_encode(const nb_tokenizer *t, const char *text, size_t len,
 
 /* Decodes ids to UTF-8 (byte-level tokens mapped back to raw bytes; special
  * tokens rendered as their text unless skip_special). *text is malloc'ed,
- * NUL-terminated; invalid ids are NB_EINVAL. */
+ * NUL-terminated; invalid ids are NB_EINVAL. As in HF's decode, bytes that
+ * do not form valid UTF-8 (a character cut at a token boundary) become one
+ * U+FFFD per maximal invalid subpart; use nb_tokenizer_piece for raw bytes. */
 nb_code nb_tokenizer_decode(const nb_tokenizer *t, const int32_t *ids, size_t n_ids,
                             int skip_special, char **text, size_t *len, nb_err *err);
 
+/* The raw bytes token id decodes to (possibly part of a UTF-8 character),
+ * owned by t. NB_EINVAL for an id out of range. */
+nb_code nb_tokenizer_piece(const nb_tokenizer *t, int32_t id, const char **bytes, size_t *len,
+                           nb_err *err);
+/* Id of the token spelled exactly so in the vocabulary (byte-alphabet
+ * spelling, e.g. "<|im_end|>" or "\xc4\xa0the"), or -1. */
+int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *token);
+
 /* Wraps one user message in the model's chat template with the assistant
- * turn opened (add_generation_prompt). *out is malloc'ed. NB_CHAT_NONE
- * copies the message unchanged. */
+ * turn opened (add_generation_prompt), as HF's apply_chat_template renders
+ * it, including a default system turn the template injects (SmolLM2, Qwen2.5)
+ * and Llama-3's bos_token / 3.1 date header. *out is malloc'ed. NB_CHAT_NONE
+ * copies the message unchanged; a template that is neither ChatML nor
+ * Llama-3 is NB_EUNSUPPORTED. Render with parse_special=1, add_bos=0 when
+ * the template writes BOS itself. */
 nb_code nb_tokenizer_chat(const nb_tokenizer *t, const char *user_msg, char **out, nb_err *err);
 
 nb_chat_style nb_tokenizer_chat_style(const nb_tokenizer *t);

@@ -1,0 +1,58 @@
+# npubench: a thin wrapper over CMake with the reference flow's targets.
+# MODEL=instruct|base|PATH  PROMPT="..."  N_TOKENS=N  DTYPE=bf16|f32|q4_1  THREADS=N
+BUILD    ?= build
+MODEL    ?= instruct
+DTYPE    ?= bf16
+THREADS  ?= 0
+NB        = $(BUILD)/npubench
+DEPLOY    = --model $(MODEL) --dtype $(DTYPE) --threads $(THREADS)
+PROMPT_ARG   = $(if $(PROMPT),--prompt "$(PROMPT)",)
+NTOKENS_ARG  = $(if $(N_TOKENS),--n-tokens $(N_TOKENS),)
+
+.PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize hf-reference bench clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNB_WERROR=ON >/dev/null
+	@cmake --build $(BUILD) -j$$(nproc)
+
+run: build
+	$(NB) run $(DEPLOY) $(PROMPT_ARG) $(NTOKENS_ARG)
+
+verify: build
+	$(NB) verify $(DEPLOY) $(NTOKENS_ARG)
+
+verify-full: build
+	$(NB) verify-full $(DEPLOY) $(NTOKENS_ARG)
+
+diagnosis: build
+	$(NB) diagnosis $(DEPLOY) $(PROMPT_ARG)
+
+profile: build
+	$(NB) profile $(DEPLOY) $(PROMPT_ARG) $(if $(N_TOKENS),--n-tokens $(N_TOKENS),--n-tokens 20)
+
+# The whole suite: warnings as errors, then the unit and corrupt-input tests
+# again under AddressSanitizer + UndefinedBehaviorSanitizer.
+test: build
+	cd $(BUILD) && ctest --output-on-failure
+	@$(MAKE) --no-print-directory test-sanitize
+
+test-sanitize:
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DNB_WERROR=ON -DNB_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD)-asan -j$$(nproc)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -LE e2e
+
+# Regenerates the committed HF bf16 traces (needs torch: scripts/setup_hf.sh).
+hf-reference: setup
+	scripts/hf_reference.sh
+
+bench: build
+	bench/run_all.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan reports

@@ -1,0 +1,31 @@
+/* nb_cmd: the subcommands behind `npubench <command>`, each returning an exit code.
+ * Exit codes are the CLI's contract: 0 pass, 1 gate fail or regression, 2 usage/set-up, 3 unavailable. */
+#ifndef NB_CMD_H
+#define NB_CMD_H
+
+#include <stdio.h>
+
+#include "nb_bench.h"
+#include "nb_err.h"
+
+enum {
+    NB_EXIT_OK = 0,
+    NB_EXIT_FAIL = 1,
+    NB_EXIT_USAGE = 2,
+    NB_EXIT_UNAVAILABLE = 3
+};
+
+int nb_cmd_exit_code(nb_code rc);
+/* Prints "npubench <cmd>: error: <msg>" and maps the code. */
+int nb_cmd_fail(const char *cmd, const nb_err *err);
+
+int nb_cmd_run(int argc, char **argv);
+int nb_cmd_verify(int argc, char **argv);
+int nb_cmd_verify_full(int argc, char **argv);
+int nb_cmd_diagnosis(int argc, char **argv);
+int nb_cmd_profile(int argc, char **argv);
+
+void nb_cmd_print_run(FILE *f, const nb_run_result *r);
+void nb_cmd_print_profile(FILE *f, const nb_profile_result *p);
+
+#endif

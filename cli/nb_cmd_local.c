@@ -1,0 +1,317 @@
+/* nb_cmd_local: run, verify, verify-full, diagnosis and profile on this machine's backend.
+ * The same job code the workers execute; this file only parses flags and prints. */
+#include "nb_cmd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_args.h"
+#include "nb_bench.h"
+#include "nb_deploy.h"
+#include "nb_diagnosis.h"
+#include "nb_kernels.h"
+#include "nb_report.h"
+#include "nb_verify.h"
+
+int nb_cmd_exit_code(nb_code rc)
+{
+    switch (rc) {
+    case NB_OK: return NB_EXIT_OK;
+    case NB_EUNAVAIL:
+    case NB_ETIMEOUT: return NB_EXIT_UNAVAILABLE;
+    default: return NB_EXIT_USAGE;
+    }
+}
+
+int nb_cmd_fail(const char *cmd, const nb_err *err)
+{
+    fprintf(stderr, "npubench %s: error: %s\n", cmd, err->msg);
+    return nb_cmd_exit_code(err->code);
+}
+
+/* Flags every local command shares, parsed into a deployment spec. */
+typedef struct common_flags {
+    const char *model, *dtype, *backend;
+    int threads, max_seq, device;
+} common_flags;
+
+#define COMMON_OPTS(c)                                                                           \
+    {"model", NB_OPT_STR, &(c).model, 0, 0, "instruct (default), base, a .gguf or an HF dir"},   \
+        {"dtype", NB_OPT_STR, &(c).dtype, 0, 0, "bf16 (default), f32 or q4_1"},                  \
+        {"backend", NB_OPT_STR, &(c).backend, 0, 0, "cpu (default) or xrt"},                     \
+        {"threads", NB_OPT_INT, &(c).threads, 0, 1024, "kernel threads, 0 = all cores"},         \
+        {"max-seq", NB_OPT_INT, &(c).max_seq, 0, 1 << 20, "KV cache length (default 2048)"},     \
+        {"device", NB_OPT_INT, &(c).device, 0, 255, "XRT device index"}
+
+static nb_code spec_from(const common_flags *c, nb_deploy_spec *s, nb_err *err)
+{
+    nb_deploy_spec_default(s);
+    if (c->model)
+        snprintf(s->model, sizeof s->model, "%s", c->model);
+    if (c->backend)
+        snprintf(s->backend, sizeof s->backend, "%s", c->backend);
+    if (c->dtype) {
+        nb_code rc = nb_dtype_parse(c->dtype, &s->dtype, err);
+        if (rc)
+            return nb_err_prefix(err, "--dtype: ");
+    }
+    s->threads = c->threads;
+    s->max_seq = c->max_seq;
+    s->device = (unsigned)c->device;
+    return NB_OK;
+}
+
+static int parse_or_usage(const char *cmd, const char *usage, int argc, char **argv,
+                          const nb_opt *opts, int n, int *help)
+{
+    nb_err err;
+    const char *pos[1];
+    int np = 0;
+    if (nb_args_parse(argc, argv, opts, n, pos, 0, &np, &err)) {
+        fprintf(stderr, "npubench %s: %s\n", cmd, err.msg);
+        nb_args_usage(stderr, usage, opts, n);
+        return NB_EXIT_USAGE;
+    }
+    if (*help) {
+        nb_args_usage(stdout, usage, opts, n);
+        return -1;
+    }
+    return NB_EXIT_OK;
+}
+
+static nb_code open_deploy(const common_flags *c, nb_deploy **d, nb_err *err)
+{
+    nb_deploy_spec spec;
+    nb_code rc = spec_from(c, &spec, err);
+    if (rc)
+        return rc;
+    return nb_deploy_open(&spec, d, err);
+}
+
+/* ---- run ------------------------------------------------------------------- */
+
+void nb_cmd_print_run(FILE *f, const nb_run_result *r)
+{
+    fprintf(f, "Setup: %.1f ms (once, outside every timed region)\n", r->setup_ms);
+    const nb_run_sample *last = &r->samples[r->n - 1];
+    fprintf(f, "Prompt tokens: %d, generated tokens: %d, repetitions: %d\n", last->prompt_tokens,
+            last->generated_tokens, r->n);
+    fprintf(f, "Time to first token (TTFT): %.3fs (%.2f ms ± %.2f)\n", r->ttft_ms.mean / 1000.0,
+            r->ttft_ms.mean, r->ttft_ms.stddev);
+    fprintf(f, "Decode: %.2f ms/token ± %.2f (TPOT %.2f ms)\n", r->decode_ms_per_token.mean,
+            r->decode_ms_per_token.stddev, r->tpot_ms.mean);
+    fprintf(f, "Tokens/second: %.2f ± %.2f\n", r->tps.mean, r->tps.stddev);
+}
+
+int nb_cmd_run(int argc, char **argv)
+{
+    common_flags c = {0};
+    const char *prompt = NULL;
+    int n_tokens = 100, reps = 3, warmup = 1, chat = -1, help = 0;
+    nb_opt opts[] = {
+        COMMON_OPTS(c),
+        {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt text"},
+        {"n-tokens", NB_OPT_INT, &n_tokens, 1, 65536, "tokens to generate (default 100)"},
+        {"reps", NB_OPT_INT, &reps, 1, 1000, "timed repetitions (default 3)"},
+        {"warmup", NB_OPT_INT, &warmup, 0, 100, "untimed warm-up runs (default 1)"},
+        {"chat", NB_OPT_FLAG, &chat, 1, 0, "apply the chat template"},
+        {"no-chat", NB_OPT_FLAG, &chat, 2, 0, "feed the raw prompt"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    int rc = parse_or_usage("run", "npubench run [options]", argc, argv, opts,
+                            (int)(sizeof opts / sizeof *opts), &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    nb_err err;
+    nb_deploy *d;
+    if (open_deploy(&c, &d, &err))
+        return nb_cmd_fail("run", &err);
+    nb_run_opts ro;
+    nb_run_opts_default(&ro);
+    ro.prompt = prompt;
+    ro.n_tokens = n_tokens;
+    ro.reps = reps;
+    ro.warmup = warmup;
+    ro.chat = chat == 1 ? 1 : chat == 2 ? 0 : -1;
+    nb_run_result r;
+    if (nb_bench_run(d, &ro, &r, &err)) {
+        nb_deploy_close(d);
+        return nb_cmd_fail("run", &err);
+    }
+    char desc[256];
+    nb_deploy_describe(d, desc, sizeof desc);
+    printf("Deployment: %s, %d threads, kernels %s\n", desc, nb_kernels_threads(),
+           nb_isa_name(nb_kernels_isa()));
+    nb_cmd_print_run(stdout, &r);
+    printf("Generated text:\n%s\n", r.text ? r.text : "");
+    nb_run_result_free(&r);
+    nb_deploy_close(d);
+    return NB_EXIT_OK;
+}
+
+/* ---- verify ---------------------------------------------------------------- */
+
+static int verify_common(const char *cmd, int argc, char **argv, int full)
+{
+    common_flags c = {0};
+    const char *prompts_file = NULL, *reference = NULL, *reports = "reports";
+    int max_prompts = full ? 0 : 2, n_tokens = 0, k = 0, help = 0, quiet = 0;
+    nb_opt opts[] = {
+        COMMON_OPTS(c),
+        {"prompts-file", NB_OPT_STR, &prompts_file, 0, 0, "prompt set (default: the preset's)"},
+        {"max-prompts", NB_OPT_INT, &max_prompts, 0, 4096, "first N prompts (0 = all)"},
+        {"reference", NB_OPT_STR, &reference, 0, 0, "HF trace to use instead of the lookup"},
+        {"n-tokens", NB_OPT_INT, &n_tokens, 0, 4096, "steps per prompt (default: the trace's)"},
+        {"k", NB_OPT_INT, &k, 0, NB_GATE_K_MAX, "top-k set size (default: the trace's)"},
+        {"reports", NB_OPT_STR, &reports, 0, 0, "report directory (default reports/)"},
+        {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "only the summary line"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    char usage[128];
+    snprintf(usage, sizeof usage, "npubench %s [options]", cmd);
+    int rc = parse_or_usage(cmd, usage, argc, argv, opts, (int)(sizeof opts / sizeof *opts), &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    nb_err err;
+    nb_deploy *d;
+    if (open_deploy(&c, &d, &err))
+        return nb_cmd_fail(cmd, &err);
+    nb_verify_opts vo = {.prompts_file = prompts_file, .reference = reference,
+                         .max_prompts = max_prompts, .n_tokens = n_tokens, .k = k};
+    nb_verify_result r;
+    if (nb_verify_run(d, &vo, &r, &err)) {
+        nb_deploy_close(d);
+        return nb_cmd_fail(cmd, &err);
+    }
+    nb_report_env env;
+    nb_report_env_from(d, NULL, &env);
+    if (!quiet)
+        nb_report_print_verify(stdout, &r, &env);
+    else
+        printf("[verify] %s (%d/%d prompts pass)\n", r.status == NB_GATE_PASS ? "PASS" : "FAIL",
+               r.n_pass, r.n);
+    char path[1200];
+    if (nb_report_write_verify(reports, &r, &env, cmd, path, sizeof path, &err))
+        fprintf(stderr, "npubench %s: warning: report not written: %s\n", cmd, err.msg);
+    else
+        printf("Report: %s (+ .md)\n", path);
+    int code = r.status == NB_GATE_PASS ? NB_EXIT_OK : NB_EXIT_FAIL;
+    nb_verify_result_free(&r);
+    nb_deploy_close(d);
+    return code;
+}
+
+int nb_cmd_verify(int argc, char **argv)
+{
+    return verify_common("verify", argc, argv, 0);
+}
+
+int nb_cmd_verify_full(int argc, char **argv)
+{
+    return verify_common("verify-full", argc, argv, 1);
+}
+
+/* ---- diagnosis ------------------------------------------------------------- */
+
+int nb_cmd_diagnosis(int argc, char **argv)
+{
+    common_flags c = {0};
+    const char *prompt = NULL, *reference = NULL, *reports = "reports";
+    int help = 0;
+    nb_opt opts[] = {
+        COMMON_OPTS(c),
+        {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt (default \"" NB_DIAGNOSIS_DEFAULT_PROMPT "\")"},
+        {"reference", NB_OPT_STR, &reference, 0, 0, "HF hidden-states trace"},
+        {"reports", NB_OPT_STR, &reports, 0, 0, "report directory (default reports/)"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    int rc = parse_or_usage("diagnosis", "npubench diagnosis [options]", argc, argv, opts,
+                            (int)(sizeof opts / sizeof *opts), &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    nb_err err;
+    nb_deploy *d;
+    if (open_deploy(&c, &d, &err))
+        return nb_cmd_fail("diagnosis", &err);
+    nb_diagnosis_result r;
+    if (nb_diagnosis_run(d, prompt, reference, NULL, &r, &err)) {
+        nb_deploy_close(d);
+        return nb_cmd_fail("diagnosis", &err);
+    }
+    nb_report_env env;
+    nb_report_env_from(d, NULL, &env);
+    nb_report_print_diagnosis(stdout, &r);
+    char path[1200];
+    if (nb_report_write_diagnosis(reports, &r, &env, path, sizeof path, &err))
+        fprintf(stderr, "npubench diagnosis: warning: report not written: %s\n", err.msg);
+    else
+        printf("Report: %s (+ .md)\n", path);
+    nb_diagnosis_result_free(&r);
+    nb_deploy_close(d);
+    return NB_EXIT_OK; /* informational: never fails on numbers */
+}
+
+/* ---- profile --------------------------------------------------------------- */
+
+void nb_cmd_print_profile(FILE *f, const nb_profile_result *p)
+{
+    fprintf(f, "Phase                         ms\n");
+    fprintf(f, "  setup (once)          %10.2f\n", p->setup_ms);
+    fprintf(f, "  prefill total         %10.2f ± %.2f  (%d prompt tokens)\n", p->prefill_ms.mean,
+            p->prefill_ms.stddev, p->prompt_tokens);
+    fprintf(f, "  decode per token      %10.2f ± %.2f  (%d tokens)\n", p->decode_avg_ms.mean,
+            p->decode_avg_ms.stddev, p->n_tokens);
+    fprintf(f, "  LM head per call      %10.3f\n", p->lm_head_ms);
+    fprintf(f, "Kernel (all %d repetitions)  calls   total ms     avg ms\n", p->reps);
+    for (int i = 0; i < NB_OP_COUNT; i++) {
+        const nb_op_stats *s = &p->ops[i];
+        if (!s->calls)
+            continue;
+        fprintf(f, "  %-22s %8ld %10.2f %10.4f\n", nb_op_name((nb_op)i), s->calls, s->total_ms,
+                s->total_ms / s->calls);
+    }
+}
+
+int nb_cmd_profile(int argc, char **argv)
+{
+    common_flags c = {0};
+    const char *prompt = NULL;
+    int n_tokens = 20, reps = 3, warmup = 1, help = 0;
+    nb_opt opts[] = {
+        COMMON_OPTS(c),
+        {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt text"},
+        {"n-tokens", NB_OPT_INT, &n_tokens, 1, 65536, "tokens to generate (default 20)"},
+        {"reps", NB_OPT_INT, &reps, 1, 1000, "timed repetitions (default 3)"},
+        {"warmup", NB_OPT_INT, &warmup, 0, 100, "untimed warm-up runs (default 1)"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    int rc = parse_or_usage("profile", "npubench profile [options]", argc, argv, opts,
+                            (int)(sizeof opts / sizeof *opts), &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    nb_err err;
+    nb_deploy *d;
+    if (open_deploy(&c, &d, &err))
+        return nb_cmd_fail("profile", &err);
+    nb_run_opts ro;
+    nb_run_opts_default(&ro);
+    ro.prompt = prompt;
+    ro.n_tokens = n_tokens;
+    ro.reps = reps;
+    ro.warmup = warmup;
+    nb_profile_result p;
+    if (nb_bench_profile(d, &ro, &p, &err)) {
+        nb_deploy_close(d);
+        return nb_cmd_fail("profile", &err);
+    }
+    char desc[256];
+    nb_deploy_describe(d, desc, sizeof desc);
+    printf("Deployment: %s, %d threads, kernels %s\n", desc, nb_kernels_threads(),
+           nb_isa_name(nb_kernels_isa()));
+    nb_cmd_print_profile(stdout, &p);
+    nb_cmd_print_run(stdout, &p.run);
+    nb_profile_result_free(&p);
+    nb_deploy_close(d);
+    return NB_EXIT_OK;
+}

@@ -1,0 +1,92 @@
+/* nb_file: small file helpers shared by reports, traces, prompt sets and configs.
+ * Reads are capped; writes are atomic (temp + rename). */
+#include "nb_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+nb_code nb_file_read(const char *path, size_t max_bytes, char **data, size_t *len, nb_err *err)
+{
+    *data = NULL;
+    if (len)
+        *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return nb_err_set(err, errno == ENOENT ? NB_ENOTFOUND : NB_EIO, "%s: cannot open: %s",
+                          path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return nb_err_set(err, NB_EIO, "%s: not a regular file", path);
+    }
+    if ((size_t)st.st_size > max_bytes) {
+        fclose(f);
+        return nb_err_set(err, NB_ENOMEM, "%s: %lld bytes exceeds the limit of %zu bytes", path,
+                          (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory (%zu bytes)", path, n);
+    }
+    size_t got = fread(buf, 1, n, f);
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        return nb_err_set(err, NB_EIO, "%s: short read (%zu of %zu bytes)", path, got, n);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len)
+        *len = n;
+    return NB_OK;
+}
+
+nb_code nb_file_write(const char *path, const void *data, size_t len, nb_err *err)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return nb_err_set(err, NB_EINVAL, "%s: path too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return nb_err_set(err, NB_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    size_t put = fwrite(data, 1, len, f);
+    int bad = put != len || fflush(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return nb_err_set(err, NB_EIO, "%s: write failed: %s", path, strerror(errno));
+    }
+    return NB_OK;
+}
+
+nb_code nb_file_mkdirs(const char *dir, nb_err *err)
+{
+    char buf[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof buf)
+        return nb_err_set(err, NB_EINVAL, "directory path '%s': empty or too long", dir);
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0775) != 0 && errno != EEXIST)
+                return nb_err_set(err, NB_EIO, "%s: cannot create directory: %s", buf,
+                                  strerror(errno));
+            buf[i] = c;
+        }
+    }
+    return NB_OK;
+}
+
+int nb_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}

@@ -1,0 +1,19 @@
+/* nb_file: whole-file reads with a size cap, atomic writes, directory creation.
+ * Every caller states the largest file it is willing to read. */
+#ifndef NB_FILE_H
+#define NB_FILE_H
+
+#include <stddef.h>
+
+#include "nb_err.h"
+
+/* Reads path into a malloc'ed, NUL-terminated buffer (caller frees).
+ * Files over max_bytes are NB_ENOMEM naming the limit. */
+nb_code nb_file_read(const char *path, size_t max_bytes, char **data, size_t *len, nb_err *err);
+/* Writes via a temporary file and rename, so readers never see half a file. */
+nb_code nb_file_write(const char *path, const void *data, size_t len, nb_err *err);
+/* mkdir -p. */
+nb_code nb_file_mkdirs(const char *dir, nb_err *err);
+int nb_file_exists(const char *path);
+
+#endif

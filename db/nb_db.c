@@ -1,0 +1,486 @@
+/* nb_db: opening the database (pragmas, identity check, migrations) and the
+ * plumbing every db/ source uses: locking, cached statements, transactions. */
+#include "nb_db.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_db_int.h"
+#include "nb_time.h"
+
+/* PRAGMA application_id of npubench databases: "NPBH". Lets open() refuse
+ * some other program's SQLite file instead of migrating tables into it. */
+#define NB_DB_APP_ID 0x4e504248
+
+void nb_db_lock(nb_db *db) { pthread_mutex_lock(&db->mu); }
+void nb_db_unlock(nb_db *db) { pthread_mutex_unlock(&db->mu); }
+
+nb_code nb_db_sqlerr(nb_db *db, nb_err *err, const char *what)
+{
+    int rc = sqlite3_extended_errcode(db->h);
+    nb_code code;
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: code = NB_EUNAVAIL; break;
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PERM: code = NB_EIO; break;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: code = NB_EFORMAT; break;
+    case SQLITE_CONSTRAINT:
+    case SQLITE_MISMATCH:
+    case SQLITE_TOOBIG:
+    case SQLITE_RANGE: code = NB_EINVAL; break;
+    case SQLITE_NOMEM: code = NB_ENOMEM; break;
+    default: code = NB_EINTERNAL; break;
+    }
+    return nb_err_set(err, code, "%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
+}
+
+nb_code nb_db_stmt(nb_db *db, const char *sql, sqlite3_stmt **out, nb_err *err)
+{
+    *out = NULL;
+    for (size_t i = 0; i < db->nstmts; i++) {
+        if (db->stmts[i].sql == sql) {
+            sqlite3_stmt *st = db->stmts[i].st;
+            sqlite3_reset(st);
+            sqlite3_clear_bindings(st);
+            *out = st;
+            return NB_OK;
+        }
+    }
+    if (db->nstmts == db->capstmts) {
+        size_t cap = db->capstmts ? db->capstmts * 2 : 32;
+        nb_db_stmt_slot *s = realloc(db->stmts, cap * sizeof *s);
+        if (!s)
+            return nb_err_set(err, NB_ENOMEM, "%s: out of memory caching statements",
+                              db->path);
+        db->stmts = s;
+        db->capstmts = cap;
+    }
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, "preparing statement");
+    db->stmts[db->nstmts].sql = sql;
+    db->stmts[db->nstmts].st = st;
+    db->nstmts++;
+    *out = st;
+    return NB_OK;
+}
+
+void nb_db_done(sqlite3_stmt *st)
+{
+    if (st)
+        sqlite3_reset(st);
+}
+
+nb_code nb_db_exec(nb_db *db, const char *sql, nb_err *err)
+{
+    if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, "executing SQL");
+    return NB_OK;
+}
+
+nb_code nb_db_tx_begin(nb_db *db, nb_db_tx *tx, nb_err *err)
+{
+    tx->outer = sqlite3_get_autocommit(db->h);
+    if (sqlite3_exec(db->h, tx->outer ? "BEGIN IMMEDIATE" : "SAVEPOINT nb_tx", NULL, NULL,
+                     NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, "starting a transaction");
+    return NB_OK;
+}
+
+nb_code nb_db_tx_commit(nb_db *db, nb_db_tx *tx, nb_err *err)
+{
+    if (sqlite3_exec(db->h, tx->outer ? "COMMIT" : "RELEASE nb_tx", NULL, NULL, NULL) !=
+        SQLITE_OK) {
+        nb_code rc = nb_db_sqlerr(db, err, "committing");
+        nb_db_tx_rollback(db, tx);
+        return rc;
+    }
+    return NB_OK;
+}
+
+void nb_db_tx_rollback(nb_db *db, nb_db_tx *tx)
+{
+    if (tx->outer) {
+        if (!sqlite3_get_autocommit(db->h))
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    } else {
+        sqlite3_exec(db->h, "ROLLBACK TO nb_tx; RELEASE nb_tx", NULL, NULL, NULL);
+    }
+}
+
+nb_code nb_db_step_done(nb_db *db, sqlite3_stmt *st, nb_err *err, const char *what)
+{
+    int rc = sqlite3_step(st);
+    nb_code code = NB_OK;
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        code = nb_db_sqlerr(db, err, what);
+    sqlite3_reset(st);
+    return code;
+}
+
+void nb_db_bind_str(sqlite3_stmt *st, int i, const char *s)
+{
+    sqlite3_bind_text(st, i, s ? s : "", -1, SQLITE_STATIC);
+}
+
+void nb_db_bind_opt_str(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+void nb_db_bind_opt_double(sqlite3_stmt *st, int i, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_double(st, i, v);
+}
+
+void nb_db_bind_opt_int(sqlite3_stmt *st, int i, int64_t v, int present)
+{
+    if (present)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+void nb_db_col_copy(sqlite3_stmt *st, int i, char *buf, size_t size)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    size_t n = t ? (size_t)sqlite3_column_bytes(st, i) : 0;
+    if (!size)
+        return;
+    if (n > size - 1)
+        n = size - 1;
+    if (n)
+        memcpy(buf, t, n);
+    buf[n] = '\0';
+}
+
+double nb_db_col_double(sqlite3_stmt *st, int i)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return NAN;
+    return sqlite3_column_double(st, i);
+}
+
+int64_t nb_db_col_int(sqlite3_stmt *st, int i, int64_t dflt)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return dflt;
+    return sqlite3_column_int64(st, i);
+}
+
+char *nb_db_col_strdup(sqlite3_stmt *st, int i, int *oom)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return NULL;
+    const unsigned char *t = sqlite3_column_text(st, i);
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    char *s = malloc(n + 1);
+    if (!s) {
+        *oom = 1;
+        return NULL;
+    }
+    if (n)
+        memcpy(s, t, n);
+    s[n] = '\0';
+    return s;
+}
+
+nb_code nb_db_check_len(nb_err *err, const char *field, const char *s, size_t max)
+{
+    if (!s)
+        return NB_OK;
+    size_t n = strnlen(s, max);
+    if (n >= max)
+        return nb_err_set(err, NB_EINVAL, "%s: %zu+ bytes, limit is %zu", field, n, max - 1);
+    return NB_OK;
+}
+
+nb_code nb_db_check_buf(nb_err *err, const char *field, const char *buf, size_t size)
+{
+    if (!memchr(buf, '\0', size))
+        return nb_err_set(err, NB_EINVAL, "%s: not NUL-terminated within %zu bytes", field,
+                          size);
+    return NB_OK;
+}
+
+void nb_db_copy(char *dst, size_t size, const char *src)
+{
+    if (size)
+        snprintf(dst, size, "%s", src ? src : "");
+}
+
+/* ---- arena ---- */
+
+struct nb_db_arena {
+    struct nb_db_arena *next;
+    size_t used, cap;
+    max_align_t data[]; /* cap bytes */
+};
+
+void *nb_db_arena_alloc(struct nb_db_arena **a, size_t size)
+{
+    const size_t align = sizeof(max_align_t);
+    if (size > SIZE_MAX / 2)
+        return NULL;
+    size = (size + align - 1) / align * align;
+    if (!size)
+        size = align;
+    if (!*a || (*a)->cap - (*a)->used < size) {
+        size_t cap = size > 4096 ? size : 4096;
+        struct nb_db_arena *n = malloc(sizeof *n + cap);
+        if (!n)
+            return NULL;
+        n->next = *a;
+        n->used = 0;
+        n->cap = cap;
+        *a = n;
+    }
+    void *p = (char *)(*a)->data + (*a)->used;
+    (*a)->used += size;
+    return p;
+}
+
+char *nb_db_arena_strdup(struct nb_db_arena **a, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *d = nb_db_arena_alloc(a, n + 1);
+    if (d)
+        memcpy(d, s, n + 1);
+    return d;
+}
+
+void nb_db_arena_free(struct nb_db_arena *a)
+{
+    while (a) {
+        struct nb_db_arena *n = a->next;
+        free(a);
+        a = n;
+    }
+}
+
+/* ---- open / close ---- */
+
+static int64_t real_clock(void *ud)
+{
+    (void)ud;
+    return nb_wall_ms();
+}
+
+void nb_db_set_clock(nb_db *db, nb_db_clock_fn fn, void *ud)
+{
+    nb_db_lock(db);
+    db->clock = fn ? fn : real_clock;
+    db->clock_ud = fn ? ud : NULL;
+    nb_db_unlock(db);
+}
+
+int64_t nb_db_now_ms(nb_db *db) { return db->clock(db->clock_ud); }
+
+const char *nb_db_path(const nb_db *db) { return db->path; }
+
+static nb_code pragma_int(nb_db *db, const char *sql, int64_t *out, nb_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, sql);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW)
+        return nb_db_sqlerr(db, err, sql);
+    return NB_OK;
+}
+
+/* Refuses files that are SQLite but not ours before anything is written. */
+static nb_code check_identity(nb_db *db, nb_err *err)
+{
+    int64_t app = 0, ntables = 0, has_version = 0;
+    nb_code rc = pragma_int(db, "PRAGMA application_id", &app, err);
+    if (rc)
+        return rc;
+    if (app != 0 && app != NB_DB_APP_ID)
+        return nb_err_set(err, NB_EFORMAT,
+                          "%s: not an npubench database (SQLite application_id 0x%08llx, "
+                          "expected 0x%08x)",
+                          db->path, (unsigned long long)app, NB_DB_APP_ID);
+    rc = pragma_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'", &ntables,
+                    err);
+    if (rc)
+        return rc;
+    rc = pragma_int(db,
+                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND "
+                    "name = 'schema_version'",
+                    &has_version, err);
+    if (rc)
+        return rc;
+    if (ntables > 0 && !has_version)
+        return nb_err_set(err, NB_EFORMAT,
+                          "%s: not an npubench database (%lld tables, no schema_version)",
+                          db->path, (long long)ntables);
+    return NB_OK;
+}
+
+static nb_code configure(nb_db *db, const nb_db_opts *opts, nb_err *err)
+{
+    int busy = opts && opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000;
+    sqlite3_busy_timeout(db->h, busy);
+    nb_code rc = check_identity(db, err);
+    if (rc)
+        return rc;
+    rc = nb_db_exec(db, "PRAGMA foreign_keys = ON", err);
+    if (rc)
+        return rc;
+    int64_t fk = 0;
+    rc = pragma_int(db, "PRAGMA foreign_keys", &fk, err);
+    if (rc)
+        return rc;
+    if (fk != 1)
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: this SQLite build does not enforce foreign keys", db->path);
+
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->h, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, "setting journal_mode=WAL");
+    char mode[16] = "";
+    if (sqlite3_step(st) == SQLITE_ROW)
+        nb_db_col_copy(st, 0, mode, sizeof mode);
+    sqlite3_finalize(st);
+    /* An in-memory database reports "memory"; it has no crash to survive. */
+    if (strcmp(mode, "wal") != 0 && strcmp(mode, "memory") != 0)
+        return nb_err_set(err, NB_EIO,
+                          "%s: cannot switch to WAL journal (got '%s'); is the file on a "
+                          "filesystem without shared memory support, or read-only?",
+                          db->path, mode[0] ? mode : sqlite3_errmsg(db->h));
+    rc = nb_db_exec(db,
+                    opts && opts->sync_full ? "PRAGMA synchronous = FULL"
+                                            : "PRAGMA synchronous = NORMAL",
+                    err);
+    if (rc)
+        return rc;
+    return nb_db_schema_migrate(db, err);
+}
+
+nb_code nb_db_open(const char *path, const nb_db_opts *opts, nb_db **out, nb_err *err)
+{
+    *out = NULL;
+    if (!path || !*path)
+        return nb_err_set(err, NB_EINVAL, "database path is empty");
+    nb_db *db = calloc(1, sizeof *db);
+    if (!db)
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+    db->path = strdup(path);
+    if (!db->path) {
+        free(db);
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+    }
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&db->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
+    db->clock = real_clock;
+
+    int rc = sqlite3_open_v2(path, &db->h,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                             NULL);
+    nb_code code;
+    if (rc != SQLITE_OK) {
+        code = nb_err_set(err, NB_EIO, "%s: cannot open database: %s", path,
+                          db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+        nb_db_close(db);
+        return code;
+    }
+    sqlite3_extended_result_codes(db->h, 1);
+    code = configure(db, opts, err);
+    if (code) {
+        nb_db_close(db);
+        return code;
+    }
+    *out = db;
+    return NB_OK;
+}
+
+void nb_db_close(nb_db *db)
+{
+    if (!db)
+        return;
+    if (db->h) {
+        if (!sqlite3_get_autocommit(db->h))
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        for (size_t i = 0; i < db->nstmts; i++)
+            sqlite3_finalize(db->stmts[i].st);
+        /* Keeps query plans good as tables grow; cheap when nothing changed. */
+        sqlite3_exec(db->h, "PRAGMA optimize", NULL, NULL, NULL);
+        sqlite3_close_v2(db->h);
+    }
+    free(db->stmts);
+    pthread_mutex_destroy(&db->mu);
+    free(db->path);
+    free(db);
+}
+
+nb_code nb_db_begin(nb_db *db, nb_err *err)
+{
+    nb_db_lock(db);
+    if (db->user_tx) {
+        nb_db_unlock(db);
+        return nb_err_set(err, NB_EINVAL, "%s: a transaction is already open on this handle",
+                          db->path);
+    }
+    if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        nb_code rc = nb_db_sqlerr(db, err, "starting a transaction");
+        nb_db_unlock(db);
+        return rc;
+    }
+    db->user_tx = 1; /* the lock stays held until commit/rollback */
+    return NB_OK;
+}
+
+nb_code nb_db_commit(nb_db *db, nb_err *err)
+{
+    nb_db_lock(db);
+    if (!db->user_tx) {
+        nb_db_unlock(db);
+        return nb_err_set(err, NB_EINVAL, "%s: commit without nb_db_begin", db->path);
+    }
+    nb_code rc = NB_OK;
+    if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = nb_db_sqlerr(db, err, "committing");
+        if (!sqlite3_get_autocommit(db->h))
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    }
+    db->user_tx = 0;
+    nb_db_unlock(db); /* this call's lock */
+    nb_db_unlock(db); /* the one nb_db_begin kept */
+    return rc;
+}
+
+void nb_db_rollback(nb_db *db)
+{
+    nb_db_lock(db);
+    if (!db->user_tx) {
+        nb_db_unlock(db);
+        return;
+    }
+    if (!sqlite3_get_autocommit(db->h))
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    db->user_tx = 0;
+    nb_db_unlock(db);
+    nb_db_unlock(db);
+}

@@ -1,0 +1,1026 @@
+/* nb_db_runs: writing a run and its detail rows in one transaction, reading
+ * them back, history queries over (deployment, time) and regression checks. */
+#include "nb_db_runs.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "nb_db_int.h"
+
+static const char *const outcome_names[] = {"PASS", "FAIL", "ERROR"};
+static const char *const source_names[] = {"local", "service", "import"};
+static const char *const metric_names[] = {"ttft", "tps", "decode", "tpot", "gate"};
+/* Column names per metric in runs and samples. */
+static const char *const value_cols[] = {"ttft_ms", "tps", "decode_ms_per_token", "tpot_ms"};
+static const char *const mean_cols[] = {"ttft_mean", "tps_mean", "decode_mean", "tpot_mean"};
+static const char *const stddev_cols[] = {"ttft_stddev", "tps_stddev", "decode_stddev",
+                                          "tpot_stddev"};
+
+const char *nb_db_outcome_name(nb_db_outcome o)
+{
+    return (unsigned)o < 3 ? outcome_names[o] : "ERROR";
+}
+
+const char *nb_db_source_name(nb_db_source s)
+{
+    return (unsigned)s < 3 ? source_names[s] : "local";
+}
+
+nb_code nb_db_outcome_parse(const char *s, nb_db_outcome *out, nb_err *err)
+{
+    for (int i = 0; i < 3; i++) {
+        if (s && strcasecmp(s, outcome_names[i]) == 0) {
+            *out = (nb_db_outcome)i;
+            return NB_OK;
+        }
+    }
+    return nb_err_set(err, NB_EINVAL, "outcome '%s': expected PASS, FAIL or ERROR",
+                      s ? s : "(null)");
+}
+
+static nb_db_outcome outcome_from_text(const char *s)
+{
+    nb_db_outcome o = NB_OUTCOME_ERROR;
+    nb_db_outcome_parse(s, &o, NULL);
+    return o;
+}
+
+static nb_db_source source_from_text(const char *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, source_names[i]) == 0)
+            return (nb_db_source)i;
+    return NB_SOURCE_LOCAL;
+}
+
+const char *nb_db_metric_name(nb_db_metric m)
+{
+    return (unsigned)m <= NB_METRIC_GATE ? metric_names[m] : "unknown";
+}
+
+nb_code nb_db_metric_parse(const char *s, nb_db_metric *out, nb_err *err)
+{
+    if (s) {
+        for (int i = 0; i <= NB_METRIC_GATE; i++) {
+            if (strcasecmp(s, metric_names[i]) == 0 ||
+                (i < NB_METRIC_N && strcasecmp(s, value_cols[i]) == 0)) {
+                *out = (nb_db_metric)i;
+                return NB_OK;
+            }
+        }
+    }
+    return nb_err_set(err, NB_EINVAL, "metric '%s': expected tps, ttft, decode, tpot or gate",
+                      s ? s : "(null)");
+}
+
+int nb_db_metric_higher_is_better(nb_db_metric m) { return m == NB_METRIC_TPS; }
+
+void nb_db_run_init(nb_db_run *run)
+{
+    memset(run, 0, sizeof *run);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        run->value[m] = run->mean[m] = run->stddev[m] = NAN;
+    run->prompt_tokens = run->generated_tokens = run->context_len = -1;
+    run->outcome = NB_OUTCOME_ERROR;
+    run->source = NB_SOURCE_LOCAL;
+}
+
+/* ---- insert ---- */
+
+static nb_code validate_run(const nb_db_run *r, nb_err *err)
+{
+    if (!r->kind || !*r->kind)
+        return nb_err_set(err, NB_EINVAL, "run.kind: required (verify, bench, profile...)");
+    if (r->deployment_id <= 0)
+        return nb_err_set(err, NB_EINVAL, "run.deployment_id: required, got %lld",
+                          (long long)r->deployment_id);
+    if (r->started_ms <= 0)
+        return nb_err_set(err, NB_EINVAL, "run.started_ms: required, got %lld",
+                          (long long)r->started_ms);
+    if ((unsigned)r->outcome > NB_OUTCOME_ERROR)
+        return nb_err_set(err, NB_EINVAL, "run.outcome: invalid value %d", (int)r->outcome);
+    if ((unsigned)r->source > NB_SOURCE_IMPORT)
+        return nb_err_set(err, NB_EINVAL, "run.source: invalid value %d", (int)r->source);
+    nb_code rc;
+    if ((rc = nb_db_check_len(err, "run.kind", r->kind, NB_DB_NAME_MAX)) ||
+        (rc = nb_db_check_len(err, "run.worker_id", r->worker_id, NB_DB_NAME_MAX)) ||
+        (rc = nb_db_check_len(err, "run.runner", r->runner, NB_DB_NAME_MAX)) ||
+        (rc = nb_db_check_len(err, "run.env.npubench_commit", r->env.npubench_commit,
+                              NB_DB_NAME_MAX)) ||
+        (rc = nb_db_check_len(err, "run.external_id", r->external_id, NB_DB_NAME_MAX)))
+        return rc;
+    struct {
+        const char *name;
+        const void *p;
+        size_t n;
+    } arrays[] = {
+        {"samples", r->samples, r->n_samples},
+        {"gate_checks", r->gate_checks, r->n_gate_checks},
+        {"cosines", r->cosines, r->n_cosines},
+        {"phases", r->phases, r->n_phases},
+        {"kernels", r->kernels, r->n_kernels},
+        {"toolchain", r->toolchain, r->n_toolchain},
+    };
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        if (arrays[i].n && !arrays[i].p)
+            return nb_err_set(err, NB_EINVAL, "run.%s: count %zu with a NULL array",
+                              arrays[i].name, arrays[i].n);
+    for (size_t i = 0; i < r->n_gate_checks; i++)
+        if (!r->gate_checks[i].status || !*r->gate_checks[i].status)
+            return nb_err_set(err, NB_EINVAL, "run.gate_checks[%zu].status: required", i);
+    for (size_t i = 0; i < r->n_phases; i++)
+        if (!r->phases[i].name)
+            return nb_err_set(err, NB_EINVAL, "run.phases[%zu].name: required", i);
+    for (size_t i = 0; i < r->n_kernels; i++)
+        if (!r->kernels[i].name)
+            return nb_err_set(err, NB_EINVAL, "run.kernels[%zu].name: required", i);
+    for (size_t i = 0; i < r->n_toolchain; i++)
+        if (!r->toolchain[i].key || !r->toolchain[i].value)
+            return nb_err_set(err, NB_EINVAL, "run.toolchain[%zu]: key and value required", i);
+    return NB_OK;
+}
+
+static const char run_ins_sql[] =
+    "INSERT INTO runs (job_id, job_seq, lease_id, deployment_id, worker_id, runner, kind, "
+    "outcome, error, started_ms, finished_ms, "
+    "ttft_ms, tps, decode_ms_per_token, tpot_ms, "
+    "ttft_mean, tps_mean, decode_mean, tpot_mean, "
+    "ttft_stddev, tps_stddev, decode_stddev, tpot_stddev, "
+    "prompt_tokens, generated_tokens, context_len, reps, "
+    "npubench_commit, board, cpu_info, npu_info, backend, dtype, threads, model_digest, "
+    "report_json, regression, regression_detail, source, external_id) VALUES ("
+    "?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?)";
+
+static nb_code insert_row(nb_db *db, const nb_db_run *r, int64_t *id, nb_err *err)
+{
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, run_ins_sql, &st, err);
+    if (rc)
+        return rc;
+    int i = 1;
+    nb_db_bind_opt_int(st, i++, r->job_id, r->job_id > 0);
+    nb_db_bind_opt_int(st, i++, r->job_seq, r->job_id > 0);
+    nb_db_bind_opt_str(st, i++, r->lease_id);
+    sqlite3_bind_int64(st, i++, r->deployment_id);
+    nb_db_bind_opt_str(st, i++, r->worker_id);
+    nb_db_bind_opt_str(st, i++, r->runner);
+    nb_db_bind_str(st, i++, r->kind);
+    nb_db_bind_str(st, i++, nb_db_outcome_name(r->outcome));
+    nb_db_bind_opt_str(st, i++, r->error);
+    sqlite3_bind_int64(st, i++, r->started_ms);
+    nb_db_bind_opt_int(st, i++, r->finished_ms, r->finished_ms > 0);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        nb_db_bind_opt_double(st, i++, r->value[m]);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        nb_db_bind_opt_double(st, i++, r->mean[m]);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        nb_db_bind_opt_double(st, i++, r->stddev[m]);
+    nb_db_bind_opt_int(st, i++, r->prompt_tokens, r->prompt_tokens >= 0);
+    nb_db_bind_opt_int(st, i++, r->generated_tokens, r->generated_tokens >= 0);
+    nb_db_bind_opt_int(st, i++, r->context_len, r->context_len >= 0);
+    nb_db_bind_opt_int(st, i++, r->reps, r->reps > 0);
+    nb_db_bind_opt_str(st, i++, r->env.npubench_commit);
+    nb_db_bind_opt_str(st, i++, r->env.board);
+    nb_db_bind_opt_str(st, i++, r->env.cpu_info);
+    nb_db_bind_opt_str(st, i++, r->env.npu_info);
+    nb_db_bind_opt_str(st, i++, r->env.backend);
+    nb_db_bind_opt_str(st, i++, r->env.dtype);
+    nb_db_bind_opt_int(st, i++, r->env.threads, r->env.threads > 0);
+    nb_db_bind_opt_str(st, i++, r->env.model_digest);
+    nb_db_bind_opt_str(st, i++, r->report_json);
+    sqlite3_bind_int(st, i++, r->regression ? 1 : 0);
+    nb_db_bind_opt_str(st, i++, r->regression_detail);
+    nb_db_bind_str(st, i++, nb_db_source_name(r->source));
+    nb_db_bind_opt_str(st, i++, r->external_id);
+    rc = nb_db_step_done(db, st, err, "inserting run");
+    if (!rc)
+        *id = sqlite3_last_insert_rowid(db->h);
+    return rc;
+}
+
+static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err *err)
+{
+    static const char samp_sql[] = "INSERT INTO samples (run_id, rep, ttft_ms, tps, "
+                                   "decode_ms_per_token, tpot_ms) VALUES (?,?,?,?,?,?)";
+    static const char gate_sql[] =
+        "INSERT INTO gate_checks (run_id, prompt_index, prompt, steps, divergence_step, "
+        "device_token, device_text, device_rank, ref_token, ref_text, ref_rank, device_top5, "
+        "ref_top5, agreed_prefix, status, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    static const char cos_sql[] = "INSERT INTO layer_cosines (run_id, layer, min, p5, median, "
+                                  "mean, max_abs) VALUES (?,?,?,?,?,?,?)";
+    static const char phase_sql[] = "INSERT INTO profile_phases (run_id, seq, name, calls, "
+                                    "total_ms, avg_ms) VALUES (?,?,?,?,?,?)";
+    static const char kern_sql[] = "INSERT INTO profile_kernels (run_id, seq, name, calls, "
+                                   "total_ms, avg_ms) VALUES (?,?,?,?,?,?)";
+    static const char tc_sql[] = "INSERT INTO toolchain (run_id, key, value) VALUES (?,?,?)";
+    sqlite3_stmt *st;
+    char what[96];
+    nb_code rc;
+    for (size_t k = 0; k < r->n_samples; k++) {
+        const nb_db_sample *s = &r->samples[k];
+        if ((rc = nb_db_stmt(db, samp_sql, &st, err)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int(st, 2, s->rep);
+        for (int m = 0; m < NB_METRIC_N; m++)
+            nb_db_bind_opt_double(st, 3 + m, s->v[m]);
+        snprintf(what, sizeof what, "inserting run.samples[%zu] (rep %d)", k, s->rep);
+        if ((rc = nb_db_step_done(db, st, err, what)))
+            return rc;
+    }
+    for (size_t k = 0; k < r->n_gate_checks; k++) {
+        const nb_db_gate_check *g = &r->gate_checks[k];
+        if ((rc = nb_db_stmt(db, gate_sql, &st, err)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int(st, 2, g->prompt_index);
+        nb_db_bind_opt_str(st, 3, g->prompt);
+        sqlite3_bind_int(st, 4, g->steps);
+        nb_db_bind_opt_int(st, 5, g->divergence_step, g->divergence_step >= 0);
+        sqlite3_bind_int(st, 6, g->device_token);
+        nb_db_bind_opt_str(st, 7, g->device_text);
+        nb_db_bind_opt_int(st, 8, g->device_rank, g->device_rank >= 0);
+        sqlite3_bind_int(st, 9, g->ref_token);
+        nb_db_bind_opt_str(st, 10, g->ref_text);
+        nb_db_bind_opt_int(st, 11, g->ref_rank, g->ref_rank >= 0);
+        nb_db_bind_opt_str(st, 12, g->device_top5_json);
+        nb_db_bind_opt_str(st, 13, g->ref_top5_json);
+        sqlite3_bind_int(st, 14, g->agreed_prefix);
+        nb_db_bind_str(st, 15, g->status);
+        nb_db_bind_opt_str(st, 16, g->reason);
+        snprintf(what, sizeof what, "inserting run.gate_checks[%zu] (prompt %d)", k,
+                 g->prompt_index);
+        if ((rc = nb_db_step_done(db, st, err, what)))
+            return rc;
+    }
+    for (size_t k = 0; k < r->n_cosines; k++) {
+        const nb_db_layer_cosine *c = &r->cosines[k];
+        if ((rc = nb_db_stmt(db, cos_sql, &st, err)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int(st, 2, c->layer);
+        nb_db_bind_opt_double(st, 3, c->min);
+        nb_db_bind_opt_double(st, 4, c->p5);
+        nb_db_bind_opt_double(st, 5, c->median);
+        nb_db_bind_opt_double(st, 6, c->mean);
+        nb_db_bind_opt_double(st, 7, c->max_abs);
+        snprintf(what, sizeof what, "inserting run.cosines[%zu] (layer %d)", k, c->layer);
+        if ((rc = nb_db_step_done(db, st, err, what)))
+            return rc;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const nb_db_profile_entry *e = pass ? r->kernels : r->phases;
+        size_t n = pass ? r->n_kernels : r->n_phases;
+        for (size_t k = 0; k < n; k++) {
+            if ((rc = nb_db_stmt(db, pass ? kern_sql : phase_sql, &st, err)))
+                return rc;
+            sqlite3_bind_int64(st, 1, id);
+            sqlite3_bind_int64(st, 2, (int64_t)k);
+            nb_db_bind_str(st, 3, e[k].name);
+            sqlite3_bind_int64(st, 4, e[k].calls);
+            nb_db_bind_opt_double(st, 5, e[k].total_ms);
+            nb_db_bind_opt_double(st, 6, e[k].avg_ms);
+            snprintf(what, sizeof what, "inserting run.%s[%zu]", pass ? "kernels" : "phases", k);
+            if ((rc = nb_db_step_done(db, st, err, what)))
+                return rc;
+        }
+    }
+    for (size_t k = 0; k < r->n_toolchain; k++) {
+        if ((rc = nb_db_stmt(db, tc_sql, &st, err)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        nb_db_bind_str(st, 2, r->toolchain[k].key);
+        nb_db_bind_str(st, 3, r->toolchain[k].value);
+        snprintf(what, sizeof what, "inserting run.toolchain[%zu] (key '%.40s')", k,
+                 r->toolchain[k].key);
+        if ((rc = nb_db_step_done(db, st, err, what)))
+            return rc;
+    }
+    return NB_OK;
+}
+
+static nb_code find_external_locked(nb_db *db, const char *ext, int64_t *id, nb_err *err)
+{
+    static const char sql[] = "SELECT id FROM runs WHERE external_id = ?";
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (rc)
+        return rc;
+    nb_db_bind_str(st, 1, ext);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        *id = sqlite3_column_int64(st, 0);
+    else if (s == SQLITE_DONE)
+        rc = nb_err_set(err, NB_ENOTFOUND, "no run with external id '%s'", ext);
+    else
+        rc = nb_db_sqlerr(db, err, "finding run by external id");
+    nb_db_done(st);
+    return rc;
+}
+
+static nb_code check_deployment(nb_db *db, int64_t id, nb_err *err)
+{
+    static const char sql[] = "SELECT 1 FROM deployments WHERE id = ?";
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_DONE)
+        rc = nb_err_set(err, NB_EINVAL, "run.deployment_id: no deployment with id %lld",
+                        (long long)id);
+    else if (s != SQLITE_ROW)
+        rc = nb_db_sqlerr(db, err, "checking deployment");
+    nb_db_done(st);
+    return rc;
+}
+
+nb_code nb_db_run_insert(nb_db *db, const nb_db_run *run, int64_t *id, nb_err *err)
+{
+    nb_code rc = validate_run(run, err);
+    if (rc)
+        return rc;
+    nb_db_lock(db);
+    nb_db_tx tx;
+    rc = nb_db_tx_begin(db, &tx, err);
+    if (!rc) {
+        int64_t other = 0, new_id = 0;
+        if (run->external_id) {
+            nb_err tmp;
+            nb_code f = find_external_locked(db, run->external_id, &other, &tmp);
+            if (f == NB_OK)
+                rc = nb_err_set(err, NB_EMISMATCH,
+                                "run.external_id '%s' is already stored (run %lld)",
+                                run->external_id, (long long)other);
+            else if (f != NB_ENOTFOUND)
+                rc = nb_err_set(err, f, "%s", tmp.msg);
+        }
+        if (!rc)
+            rc = check_deployment(db, run->deployment_id, err);
+        if (!rc)
+            rc = insert_row(db, run, &new_id, err);
+        if (!rc)
+            rc = insert_details(db, run, new_id, err);
+        if (!rc)
+            rc = nb_db_tx_commit(db, &tx, err);
+        else
+            nb_db_tx_rollback(db, &tx);
+        if (!rc)
+            *id = new_id;
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_run_find_external(nb_db *db, const char *external_id, int64_t *id, nb_err *err)
+{
+    if (!external_id)
+        return nb_err_set(err, NB_EINVAL, "run external id is NULL");
+    nb_db_lock(db);
+    nb_code rc = find_external_locked(db, external_id, id, err);
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_run_set_regression(nb_db *db, int64_t id, int regression, const char *detail,
+                                 nb_err *err)
+{
+    static const char sql[] = "UPDATE runs SET regression = ?, regression_detail = ? "
+                              "WHERE id = ?";
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        sqlite3_bind_int(st, 1, regression ? 1 : 0);
+        nb_db_bind_opt_str(st, 2, detail);
+        sqlite3_bind_int64(st, 3, id);
+        rc = nb_db_step_done(db, st, err, "setting regression flag");
+        if (!rc && sqlite3_changes(db->h) == 0)
+            rc = nb_err_set(err, NB_ENOTFOUND, "no run with id %lld", (long long)id);
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
+/* ---- get ---- */
+
+static const char *adup(struct nb_db_arena **a, sqlite3_stmt *st, int col, int *oom)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return NULL;
+    const unsigned char *t = sqlite3_column_text(st, col);
+    size_t n = (size_t)sqlite3_column_bytes(st, col);
+    char *d = nb_db_arena_alloc(a, n + 1);
+    if (!d) {
+        *oom = 1;
+        return NULL;
+    }
+    if (n)
+        memcpy(d, t, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* Counts rows of a detail table for one run so the array can be sized once. */
+static nb_code count_rows(nb_db *db, const char *sql, int64_t id, size_t *n, nb_err *err)
+{
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        *n = (size_t)sqlite3_column_int64(st, 0);
+    else
+        rc = nb_db_sqlerr(db, err, "counting run details");
+    nb_db_done(st);
+    return rc;
+}
+
+static void *alloc_array(nb_db_run *out, size_t n, size_t size, int *oom)
+{
+    if (!n)
+        return NULL;
+    if (n > SIZE_MAX / size) {
+        *oom = 1;
+        return NULL;
+    }
+    void *p = nb_db_arena_alloc(&out->arena_, n * size);
+    if (!p)
+        *oom = 1;
+    else
+        memset(p, 0, n * size);
+    return p;
+}
+
+static nb_code read_details(nb_db *db, int64_t id, nb_db_run *out, int *oom, nb_err *err)
+{
+    static const char n_samp[] = "SELECT count(*) FROM samples WHERE run_id = ?";
+    static const char n_gate[] = "SELECT count(*) FROM gate_checks WHERE run_id = ?";
+    static const char n_cos[] = "SELECT count(*) FROM layer_cosines WHERE run_id = ?";
+    static const char n_ph[] = "SELECT count(*) FROM profile_phases WHERE run_id = ?";
+    static const char n_kern[] = "SELECT count(*) FROM profile_kernels WHERE run_id = ?";
+    static const char n_tc[] = "SELECT count(*) FROM toolchain WHERE run_id = ?";
+    static const char q_samp[] = "SELECT rep, ttft_ms, tps, decode_ms_per_token, tpot_ms "
+                                 "FROM samples WHERE run_id = ? ORDER BY rep";
+    static const char q_gate[] =
+        "SELECT prompt_index, prompt, steps, divergence_step, device_token, device_text, "
+        "device_rank, ref_token, ref_text, ref_rank, device_top5, ref_top5, agreed_prefix, "
+        "status, reason FROM gate_checks WHERE run_id = ? ORDER BY prompt_index";
+    static const char q_cos[] = "SELECT layer, min, p5, median, mean, max_abs FROM "
+                                "layer_cosines WHERE run_id = ? ORDER BY layer";
+    static const char q_ph[] = "SELECT name, calls, total_ms, avg_ms FROM profile_phases "
+                               "WHERE run_id = ? ORDER BY seq";
+    static const char q_kern[] = "SELECT name, calls, total_ms, avg_ms FROM profile_kernels "
+                                 "WHERE run_id = ? ORDER BY seq";
+    static const char q_tc[] = "SELECT key, value FROM toolchain WHERE run_id = ? ORDER BY key";
+    size_t n;
+    sqlite3_stmt *st;
+    nb_code rc;
+
+    if ((rc = count_rows(db, n_samp, id, &n, err)))
+        return rc;
+    nb_db_sample *samp = alloc_array(out, n, sizeof *samp, oom);
+    if ((rc = nb_db_stmt(db, q_samp, &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    size_t k = 0;
+    while (samp && k < n && sqlite3_step(st) == SQLITE_ROW) {
+        samp[k].rep = sqlite3_column_int(st, 0);
+        for (int m = 0; m < NB_METRIC_N; m++)
+            samp[k].v[m] = nb_db_col_double(st, 1 + m);
+        k++;
+    }
+    nb_db_done(st);
+    out->samples = samp;
+    out->n_samples = samp ? k : 0;
+
+    if ((rc = count_rows(db, n_gate, id, &n, err)))
+        return rc;
+    nb_db_gate_check *g = alloc_array(out, n, sizeof *g, oom);
+    if ((rc = nb_db_stmt(db, q_gate, &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    k = 0;
+    while (g && k < n && sqlite3_step(st) == SQLITE_ROW) {
+        nb_db_gate_check *c = &g[k++];
+        c->prompt_index = sqlite3_column_int(st, 0);
+        c->prompt = adup(&out->arena_, st, 1, oom);
+        c->steps = sqlite3_column_int(st, 2);
+        c->divergence_step = (int)nb_db_col_int(st, 3, -1);
+        c->device_token = sqlite3_column_int(st, 4);
+        c->device_text = adup(&out->arena_, st, 5, oom);
+        c->device_rank = (int)nb_db_col_int(st, 6, -1);
+        c->ref_token = sqlite3_column_int(st, 7);
+        c->ref_text = adup(&out->arena_, st, 8, oom);
+        c->ref_rank = (int)nb_db_col_int(st, 9, -1);
+        c->device_top5_json = adup(&out->arena_, st, 10, oom);
+        c->ref_top5_json = adup(&out->arena_, st, 11, oom);
+        c->agreed_prefix = sqlite3_column_int(st, 12);
+        c->status = adup(&out->arena_, st, 13, oom);
+        c->reason = adup(&out->arena_, st, 14, oom);
+    }
+    nb_db_done(st);
+    out->gate_checks = g;
+    out->n_gate_checks = g ? k : 0;
+
+    if ((rc = count_rows(db, n_cos, id, &n, err)))
+        return rc;
+    nb_db_layer_cosine *cs = alloc_array(out, n, sizeof *cs, oom);
+    if ((rc = nb_db_stmt(db, q_cos, &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    k = 0;
+    while (cs && k < n && sqlite3_step(st) == SQLITE_ROW) {
+        cs[k].layer = sqlite3_column_int(st, 0);
+        cs[k].min = nb_db_col_double(st, 1);
+        cs[k].p5 = nb_db_col_double(st, 2);
+        cs[k].median = nb_db_col_double(st, 3);
+        cs[k].mean = nb_db_col_double(st, 4);
+        cs[k].max_abs = nb_db_col_double(st, 5);
+        k++;
+    }
+    nb_db_done(st);
+    out->cosines = cs;
+    out->n_cosines = cs ? k : 0;
+
+    for (int pass = 0; pass < 2; pass++) {
+        if ((rc = count_rows(db, pass ? n_kern : n_ph, id, &n, err)))
+            return rc;
+        nb_db_profile_entry *e = alloc_array(out, n, sizeof *e, oom);
+        if ((rc = nb_db_stmt(db, pass ? q_kern : q_ph, &st, err)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        k = 0;
+        while (e && k < n && sqlite3_step(st) == SQLITE_ROW) {
+            e[k].name = adup(&out->arena_, st, 0, oom);
+            e[k].calls = sqlite3_column_int64(st, 1);
+            e[k].total_ms = nb_db_col_double(st, 2);
+            e[k].avg_ms = nb_db_col_double(st, 3);
+            k++;
+        }
+        nb_db_done(st);
+        if (pass) {
+            out->kernels = e;
+            out->n_kernels = e ? k : 0;
+        } else {
+            out->phases = e;
+            out->n_phases = e ? k : 0;
+        }
+    }
+
+    if ((rc = count_rows(db, n_tc, id, &n, err)))
+        return rc;
+    nb_db_kv *kv = alloc_array(out, n, sizeof *kv, oom);
+    if ((rc = nb_db_stmt(db, q_tc, &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    k = 0;
+    while (kv && k < n && sqlite3_step(st) == SQLITE_ROW) {
+        kv[k].key = adup(&out->arena_, st, 0, oom);
+        kv[k].value = adup(&out->arena_, st, 1, oom);
+        k++;
+    }
+    nb_db_done(st);
+    out->toolchain = kv;
+    out->n_toolchain = kv ? k : 0;
+    return NB_OK;
+}
+
+static const char run_get_sql[] =
+    "SELECT id, job_id, job_seq, lease_id, deployment_id, worker_id, runner, kind, outcome, "
+    "error, started_ms, finished_ms, "
+    "ttft_ms, tps, decode_ms_per_token, tpot_ms, "
+    "ttft_mean, tps_mean, decode_mean, tpot_mean, "
+    "ttft_stddev, tps_stddev, decode_stddev, tpot_stddev, "
+    "prompt_tokens, generated_tokens, context_len, reps, "
+    "npubench_commit, board, cpu_info, npu_info, backend, dtype, threads, model_digest, "
+    "report_json, regression, regression_detail, source, external_id FROM runs WHERE id = ?";
+
+nb_code nb_db_run_get(nb_db *db, int64_t id, nb_db_run *out, nb_err *err)
+{
+    nb_db_run_init(out);
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    int oom = 0;
+    nb_code rc = nb_db_stmt(db, run_get_sql, &st, err);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, id);
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW) {
+            struct nb_db_arena **a = &out->arena_;
+            int i = 0;
+            out->id = sqlite3_column_int64(st, i++);
+            out->job_id = nb_db_col_int(st, i++, 0);
+            out->job_seq = (int)nb_db_col_int(st, i++, 0);
+            out->lease_id = adup(a, st, i++, &oom);
+            out->deployment_id = sqlite3_column_int64(st, i++);
+            out->worker_id = adup(a, st, i++, &oom);
+            out->runner = adup(a, st, i++, &oom);
+            out->kind = adup(a, st, i++, &oom);
+            out->outcome = outcome_from_text((const char *)sqlite3_column_text(st, i++));
+            out->error = adup(a, st, i++, &oom);
+            out->started_ms = sqlite3_column_int64(st, i++);
+            out->finished_ms = nb_db_col_int(st, i++, 0);
+            for (int m = 0; m < NB_METRIC_N; m++)
+                out->value[m] = nb_db_col_double(st, i++);
+            for (int m = 0; m < NB_METRIC_N; m++)
+                out->mean[m] = nb_db_col_double(st, i++);
+            for (int m = 0; m < NB_METRIC_N; m++)
+                out->stddev[m] = nb_db_col_double(st, i++);
+            out->prompt_tokens = nb_db_col_int(st, i++, -1);
+            out->generated_tokens = nb_db_col_int(st, i++, -1);
+            out->context_len = nb_db_col_int(st, i++, -1);
+            out->reps = (int)nb_db_col_int(st, i++, 0);
+            out->env.npubench_commit = adup(a, st, i++, &oom);
+            out->env.board = adup(a, st, i++, &oom);
+            out->env.cpu_info = adup(a, st, i++, &oom);
+            out->env.npu_info = adup(a, st, i++, &oom);
+            out->env.backend = adup(a, st, i++, &oom);
+            out->env.dtype = adup(a, st, i++, &oom);
+            out->env.threads = (int)nb_db_col_int(st, i++, 0);
+            out->env.model_digest = adup(a, st, i++, &oom);
+            out->report_json = adup(a, st, i++, &oom);
+            out->regression = sqlite3_column_int(st, i++);
+            out->regression_detail = adup(a, st, i++, &oom);
+            char src[16];
+            nb_db_col_copy(st, i++, src, sizeof src);
+            out->source = source_from_text(src);
+            out->external_id = adup(a, st, i++, &oom);
+        } else if (s == SQLITE_DONE) {
+            rc = nb_err_set(err, NB_ENOTFOUND, "no run with id %lld", (long long)id);
+        } else {
+            rc = nb_db_sqlerr(db, err, "reading run");
+        }
+        nb_db_done(st);
+    }
+    if (!rc)
+        rc = read_details(db, id, out, &oom, err);
+    nb_db_unlock(db);
+    if (!rc && oom)
+        rc = nb_err_set(err, NB_ENOMEM, "reading run %lld: out of memory", (long long)id);
+    if (rc)
+        nb_db_run_free(out);
+    return rc;
+}
+
+void nb_db_run_free(nb_db_run *run)
+{
+    if (!run)
+        return;
+    nb_db_arena_free(run->arena_);
+    nb_db_run_init(run);
+}
+
+/* ---- history ---- */
+
+/* Appends the WHERE clause for q's filters; binds come in the same order
+ * in bind_filters. */
+static void filter_sql(char *buf, size_t size, const nb_db_history_query *q)
+{
+    size_t n = strlen(buf);
+#define ADD(s) n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s", s)
+    ADD(" WHERE 1");
+    if (q->model && *q->model)
+        ADD(" AND d.model = ?");
+    if (q->board && *q->board)
+        ADD(" AND d.board = ?");
+    if (q->backend && *q->backend)
+        ADD(" AND d.backend = ?");
+    if (q->dtype && *q->dtype)
+        ADD(" AND d.dtype = ?");
+    if (q->deployment_id > 0)
+        ADD(" AND r.deployment_id = ?");
+    if (q->kind && *q->kind)
+        ADD(" AND r.kind = ?");
+    if (q->since_ms > 0)
+        ADD(" AND r.started_ms >= ?");
+    if (q->metric == NB_METRIC_GATE) {
+        ADD(" AND r.outcome IN ('PASS', 'FAIL')");
+    } else {
+        ADD(" AND r.");
+        ADD(value_cols[q->metric]);
+        ADD(" IS NOT NULL");
+    }
+#undef ADD
+}
+
+static int bind_filters(sqlite3_stmt *st, const nb_db_history_query *q)
+{
+    int i = 1;
+    if (q->model && *q->model)
+        nb_db_bind_str(st, i++, q->model);
+    if (q->board && *q->board)
+        nb_db_bind_str(st, i++, q->board);
+    if (q->backend && *q->backend)
+        nb_db_bind_str(st, i++, q->backend);
+    if (q->dtype && *q->dtype)
+        nb_db_bind_str(st, i++, q->dtype);
+    if (q->deployment_id > 0)
+        sqlite3_bind_int64(st, i++, q->deployment_id);
+    if (q->kind && *q->kind)
+        nb_db_bind_str(st, i++, q->kind);
+    if (q->since_ms > 0)
+        sqlite3_bind_int64(st, i++, q->since_ms);
+    return i;
+}
+
+static nb_code check_query(const nb_db_history_query *q, nb_err *err)
+{
+    if ((unsigned)q->metric > NB_METRIC_GATE)
+        return nb_err_set(err, NB_EINVAL, "history: invalid metric %d", (int)q->metric);
+    if (q->limit > NB_DB_HISTORY_MAX)
+        return nb_err_set(err, NB_EINVAL, "history: limit %zu exceeds %d", q->limit,
+                          NB_DB_HISTORY_MAX);
+    return NB_OK;
+}
+
+static nb_code prepare_dynamic(nb_db *db, const char *sql, sqlite3_stmt **st, nb_err *err)
+{
+    if (sqlite3_prepare_v2(db->h, sql, -1, st, NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, "preparing history query");
+    return NB_OK;
+}
+
+nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row **rows,
+                      size_t *n, nb_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    nb_code rc = check_query(q, err);
+    if (rc)
+        return rc;
+    char sql[1536];
+    int gate = q->metric == NB_METRIC_GATE;
+    snprintf(sql, sizeof sql,
+             "SELECT r.id, r.job_id, r.deployment_id, d.model, d.board, d.backend, d.dtype, "
+             "d.weights_digest, r.kind, r.npubench_commit, r.outcome, r.source, r.started_ms, "
+             "%s, %s, %s, r.reps, r.regression FROM runs r "
+             "JOIN deployments d ON d.id = r.deployment_id",
+             gate ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END" : value_cols[q->metric],
+             gate ? "NULL" : mean_cols[q->metric], gate ? "NULL" : stddev_cols[q->metric]);
+    filter_sql(sql, sizeof sql, q);
+    size_t len = strlen(sql);
+    snprintf(sql + len, sizeof sql - len, " ORDER BY r.started_ms DESC, r.id DESC LIMIT ?");
+    size_t limit = q->limit ? q->limit : 100;
+
+    nb_db_lock(db);
+    sqlite3_stmt *st = NULL;
+    rc = prepare_dynamic(db, sql, &st, err);
+    nb_db_history_row *arr = NULL;
+    size_t cnt = 0, cap = 0;
+    if (!rc) {
+        int i = bind_filters(st, q);
+        sqlite3_bind_int64(st, i, (int64_t)limit);
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            if (cnt == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                if (nc > limit)
+                    nc = limit;
+                nb_db_history_row *p = realloc(arr, nc * sizeof *p);
+                if (!p) {
+                    rc = nb_err_set(err, NB_ENOMEM, "history: out of memory");
+                    break;
+                }
+                arr = p;
+                cap = nc;
+            }
+            nb_db_history_row *h = &arr[cnt++];
+            memset(h, 0, sizeof *h);
+            h->run_id = sqlite3_column_int64(st, 0);
+            h->job_id = nb_db_col_int(st, 1, 0);
+            h->deployment_id = sqlite3_column_int64(st, 2);
+            nb_db_col_copy(st, 3, h->model, sizeof h->model);
+            nb_db_col_copy(st, 4, h->board, sizeof h->board);
+            nb_db_col_copy(st, 5, h->backend, sizeof h->backend);
+            nb_db_col_copy(st, 6, h->dtype, sizeof h->dtype);
+            nb_db_col_copy(st, 7, h->weights_digest, sizeof h->weights_digest);
+            nb_db_col_copy(st, 8, h->kind, sizeof h->kind);
+            nb_db_col_copy(st, 9, h->commit, sizeof h->commit);
+            h->outcome = outcome_from_text((const char *)sqlite3_column_text(st, 10));
+            char src[16];
+            nb_db_col_copy(st, 11, src, sizeof src);
+            h->source = source_from_text(src);
+            h->started_ms = sqlite3_column_int64(st, 12);
+            h->value = nb_db_col_double(st, 13);
+            h->mean = nb_db_col_double(st, 14);
+            h->stddev = nb_db_col_double(st, 15);
+            h->reps = (int)nb_db_col_int(st, 16, 0);
+            h->regression = sqlite3_column_int(st, 17);
+        }
+        if (!rc && s != SQLITE_DONE)
+            rc = nb_db_sqlerr(db, err, "running history query");
+        sqlite3_finalize(st);
+    }
+    nb_db_unlock(db);
+    if (rc) {
+        free(arr);
+        return rc;
+    }
+    *rows = arr;
+    *n = cnt;
+    return NB_OK;
+}
+
+nb_code nb_db_runs_last(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
+                        nb_db_history_row **rows, size_t *nrows, nb_err *err)
+{
+    if (deployment_id <= 0) {
+        *rows = NULL;
+        *nrows = 0;
+        return nb_err_set(err, NB_EINVAL, "last runs: deployment id %lld is invalid",
+                          (long long)deployment_id);
+    }
+    nb_db_history_query q = {.deployment_id = deployment_id, .metric = metric, .limit = n};
+    return nb_db_history(db, &q, rows, nrows, err);
+}
+
+nb_code nb_db_history_by_board(nb_db *db, const nb_db_history_query *q,
+                               nb_db_board_summary **rows, size_t *n, nb_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    nb_code rc = check_query(q, err);
+    if (rc)
+        return rc;
+    char sql[1536];
+    const char *v = q->metric == NB_METRIC_GATE
+                        ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END"
+                        : value_cols[q->metric];
+    snprintf(sql, sizeof sql,
+             "SELECT d.board, count(*), avg(%s), min(%s), max(%s), max(r.started_ms) "
+             "FROM runs r JOIN deployments d ON d.id = r.deployment_id",
+             v, v, v);
+    filter_sql(sql, sizeof sql, q);
+    size_t len = strlen(sql);
+    snprintf(sql + len, sizeof sql - len, " GROUP BY d.board ORDER BY d.board");
+
+    nb_db_lock(db);
+    sqlite3_stmt *st = NULL;
+    rc = prepare_dynamic(db, sql, &st, err);
+    nb_db_board_summary *arr = NULL;
+    size_t cnt = 0, cap = 0;
+    if (!rc) {
+        bind_filters(st, q);
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            if (cnt == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                nb_db_board_summary *p = realloc(arr, nc * sizeof *p);
+                if (!p) {
+                    rc = nb_err_set(err, NB_ENOMEM, "history by board: out of memory");
+                    break;
+                }
+                arr = p;
+                cap = nc;
+            }
+            nb_db_board_summary *b = &arr[cnt++];
+            memset(b, 0, sizeof *b);
+            nb_db_col_copy(st, 0, b->board, sizeof b->board);
+            b->n_runs = (size_t)sqlite3_column_int64(st, 1);
+            b->mean = nb_db_col_double(st, 2);
+            b->min = nb_db_col_double(st, 3);
+            b->max = nb_db_col_double(st, 4);
+            b->last_ms = sqlite3_column_int64(st, 5);
+        }
+        if (!rc && s != SQLITE_DONE)
+            rc = nb_db_sqlerr(db, err, "running history-by-board query");
+        sqlite3_finalize(st);
+    }
+    nb_db_unlock(db);
+    if (rc) {
+        free(arr);
+        return rc;
+    }
+    *rows = arr;
+    *n = cnt;
+    return NB_OK;
+}
+
+/* ---- regression ---- */
+
+nb_code nb_db_runs_baseline(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
+                            int64_t exclude_id, double **out, size_t *count, nb_err *err)
+{
+    *out = NULL;
+    *count = 0;
+    if ((unsigned)metric >= NB_METRIC_N)
+        return nb_err_set(err, NB_EINVAL, "baseline: metric %s has no samples",
+                          nb_db_metric_name(metric));
+    if (n == 0 || n > NB_DB_HISTORY_MAX)
+        return nb_err_set(err, NB_EINVAL, "baseline: run count %zu not in 1..%d", n,
+                          NB_DB_HISTORY_MAX);
+    const char *col = value_cols[metric];
+    char sql[768];
+    /* The LEFT JOIN yields one NULL-sample row for a run without samples,
+     * which then contributes its headline value. */
+    snprintf(sql, sizeof sql,
+             "WITH last AS (SELECT id, started_ms, %s AS v FROM runs "
+             "WHERE deployment_id = ?1 AND id <> ?2 AND %s IS NOT NULL "
+             "ORDER BY started_ms DESC, id DESC LIMIT ?3) "
+             "SELECT last.v, s.%s FROM last LEFT JOIN samples s "
+             "ON s.run_id = last.id AND s.%s IS NOT NULL "
+             "ORDER BY last.started_ms DESC, last.id DESC, s.rep",
+             col, col, col, col);
+    nb_db_lock(db);
+    sqlite3_stmt *st = NULL;
+    nb_code rc = prepare_dynamic(db, sql, &st, err);
+    double *arr = NULL;
+    size_t cnt = 0, cap = 0;
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, deployment_id);
+        sqlite3_bind_int64(st, 2, exclude_id);
+        sqlite3_bind_int64(st, 3, (int64_t)n);
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            if (cnt == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                double *p = realloc(arr, nc * sizeof *p);
+                if (!p) {
+                    rc = nb_err_set(err, NB_ENOMEM, "baseline: out of memory");
+                    break;
+                }
+                arr = p;
+                cap = nc;
+            }
+            arr[cnt++] = sqlite3_column_type(st, 1) == SQLITE_NULL
+                             ? sqlite3_column_double(st, 0)
+                             : sqlite3_column_double(st, 1);
+        }
+        if (!rc && s != SQLITE_DONE)
+            rc = nb_db_sqlerr(db, err, "reading baseline samples");
+        sqlite3_finalize(st);
+    }
+    nb_db_unlock(db);
+    if (rc) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *count = cnt;
+    return NB_OK;
+}
+
+nb_code nb_db_run_check_regression(nb_db *db, const nb_db_run *run,
+                                   const nb_db_regression_opts *opts,
+                                   nb_db_regression_report *rep, nb_err *err)
+{
+    static const nb_db_regression_opts dflt = NB_DB_REGRESSION_OPTS_DEFAULT;
+    if (!opts)
+        opts = &dflt;
+    memset(rep, 0, sizeof *rep);
+    if (run->deployment_id <= 0)
+        return nb_err_set(err, NB_EINVAL, "regression check: run.deployment_id is required");
+    if (run->n_samples && !run->samples)
+        return nb_err_set(err, NB_EINVAL, "regression check: run.samples is NULL");
+    size_t cap = run->n_samples ? run->n_samples : 1;
+    double *cur = malloc(cap * sizeof *cur);
+    if (!cur)
+        return nb_err_set(err, NB_ENOMEM, "regression check: out of memory");
+    size_t dl = 0;
+    nb_code rc = NB_OK;
+    for (int m = 0; m < NB_METRIC_N && !rc; m++) {
+        size_t nc = 0;
+        for (size_t i = 0; i < run->n_samples; i++)
+            if (!isnan(run->samples[i].v[m]))
+                cur[nc++] = run->samples[i].v[m];
+        if (!nc && !isnan(run->value[m]))
+            cur[nc++] = run->value[m];
+        if (!nc)
+            continue;
+        double *base = NULL;
+        size_t nb = 0;
+        rc = nb_db_runs_baseline(db, run->deployment_id, (nb_db_metric)m, opts->last_n,
+                                 run->id, &base, &nb, err);
+        if (rc)
+            break;
+        if (nb) {
+            nb_stats_regression_params p = {opts->min_rel_change, opts->alpha,
+                                            nb_db_metric_higher_is_better((nb_db_metric)m)};
+            rc = nb_stats_regression(cur, nc, base, nb, &p, &rep->m[m], err);
+            if (!rc) {
+                rep->checked[m] = 1;
+                if (rep->m[m].regression) {
+                    rep->regression = 1;
+                    if (dl < sizeof rep->detail) {
+                        int w = snprintf(rep->detail + dl, sizeof rep->detail - dl,
+                                         "%s%s %+.1f%% (median %.4g vs %.4g, p=%.3g, %zu vs "
+                                         "%zu samples)",
+                                         dl ? "; " : "", metric_names[m],
+                                         rep->m[m].rel_change * 100, rep->m[m].new_median,
+                                         rep->m[m].base_median, rep->m[m].p, nc, nb);
+                        dl += w > 0 ? (size_t)w : 0;
+                    }
+                }
+            }
+        }
+        free(base);
+    }
+    free(cur);
+    return rc;
+}

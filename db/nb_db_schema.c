@@ -1,0 +1,295 @@
+/* nb_db_schema: the ordered list of schema migrations and the code applying
+ * them, one transaction per step, recorded in schema_version. */
+#include "nb_db_schema.h"
+
+#include <stdio.h>
+
+#include "nb_db_int.h"
+
+/* Migration steps, applied in order; a step is never edited once released,
+ * changes are new steps appended at the end. */
+typedef struct migration {
+    const char *name;
+    const char *sql;
+} migration;
+
+static const char v1_sql[] =
+    "PRAGMA application_id = 1313882696;\n" /* 0x4e504248 "NPBH", see nb_db.c */
+    /* A deployment is what gets benchmarked: one model build on one backend,
+     * dtype and board. Runs hang off it; the tuple is its identity. */
+    "CREATE TABLE deployments (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  model TEXT NOT NULL CHECK (model <> ''),\n"
+    "  weights_digest TEXT NOT NULL DEFAULT '',\n"
+    "  backend TEXT NOT NULL CHECK (backend <> ''),\n"
+    "  dtype TEXT NOT NULL CHECK (dtype <> ''),\n"
+    "  board TEXT NOT NULL CHECK (board <> ''),\n"
+    "  created_ms INTEGER NOT NULL,\n"
+    "  UNIQUE (model, weights_digest, backend, dtype, board)\n"
+    ");\n"
+    "CREATE INDEX deployments_board ON deployments (board);\n"
+    "CREATE TABLE workers (\n"
+    "  id TEXT PRIMARY KEY,\n"
+    "  board_name TEXT NOT NULL DEFAULT '',\n"
+    "  board_type TEXT NOT NULL DEFAULT '',\n"
+    "  tags TEXT NOT NULL DEFAULT '',\n"
+    "  host TEXT NOT NULL DEFAULT '',\n"
+    "  backends TEXT NOT NULL DEFAULT '',\n"
+    "  deployments TEXT NOT NULL DEFAULT '',\n"
+    "  version TEXT NOT NULL DEFAULT '',\n"
+    "  device_id TEXT NOT NULL DEFAULT '',\n"
+    "  first_seen_ms INTEGER NOT NULL,\n"
+    "  last_seen_ms INTEGER NOT NULL,\n"
+    "  state TEXT NOT NULL DEFAULT 'alive' CHECK (state IN ('alive','stale','gone'))\n"
+    ") WITHOUT ROWID;\n"
+    /* The queue. Selector columns ('' = any) are matched against a worker's
+     * capabilities at lease time; a lease is (lease_id, leased_worker,
+     * lease_expiry_ms) and every lease-holder call must present lease_id. */
+    "CREATE TABLE jobs (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  parent_id INTEGER REFERENCES jobs (id) ON DELETE CASCADE,\n"
+    "  request_id TEXT UNIQUE,\n"
+    "  kind TEXT NOT NULL CHECK (kind <> ''),\n"
+    "  is_group INTEGER NOT NULL DEFAULT 0,\n"
+    "  spec BLOB,\n"
+    "  spec_format TEXT NOT NULL DEFAULT 'json' CHECK (spec_format IN ('json','proto')),\n"
+    "  sel_backend TEXT NOT NULL DEFAULT '',\n"
+    "  sel_board TEXT NOT NULL DEFAULT '',\n"
+    "  sel_board_type TEXT NOT NULL DEFAULT '',\n"
+    "  sel_deployment TEXT NOT NULL DEFAULT '',\n"
+    "  sel_worker TEXT NOT NULL DEFAULT '',\n"
+    "  sel_tags TEXT NOT NULL DEFAULT '',\n"
+    "  priority INTEGER NOT NULL DEFAULT 0,\n"
+    "  state TEXT NOT NULL CHECK (state IN\n"
+    "    ('queued','leased','running','done','failed','cancelled')),\n"
+    "  queued_reason TEXT NOT NULL DEFAULT '',\n"
+    "  error TEXT NOT NULL DEFAULT '',\n"
+    "  attempts INTEGER NOT NULL DEFAULT 0,\n"
+    "  max_attempts INTEGER NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),\n"
+    "  lease_id TEXT,\n"
+    "  leased_worker TEXT,\n"
+    "  lease_expiry_ms INTEGER,\n"
+    "  created_ms INTEGER NOT NULL,\n"
+    "  started_ms INTEGER,\n"
+    "  finished_ms INTEGER,\n"
+    "  progress_done INTEGER NOT NULL DEFAULT 0,\n"
+    "  progress_total INTEGER NOT NULL DEFAULT 0,\n"
+    "  progress_msg TEXT NOT NULL DEFAULT '',\n"
+    "  log_bytes INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE INDEX jobs_sched ON jobs (state, priority DESC, created_ms, id);\n"
+    "CREATE INDEX jobs_lease ON jobs (lease_expiry_ms) WHERE state IN ('leased','running');\n"
+    "CREATE INDEX jobs_parent ON jobs (parent_id);\n"
+    /* Job logs are rows, not a growing column of jobs: a jobs row is rewritten
+     * on every lease renewal and progress update, and must stay small. */
+    "CREATE TABLE job_logs (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,\n"
+    "  ts_ms INTEGER NOT NULL,\n"
+    "  text TEXT NOT NULL\n"
+    ");\n"
+    "CREATE INDEX job_logs_job ON job_logs (job_id, id);\n"
+    /* One row per verify/bench/profile result. (job_id, job_seq) is unique so
+     * a job's results can be written once only, whatever happens to leases. */
+    "CREATE TABLE runs (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  job_id INTEGER REFERENCES jobs (id) ON DELETE SET NULL,\n"
+    "  job_seq INTEGER,\n"
+    "  lease_id TEXT,\n"
+    "  deployment_id INTEGER NOT NULL REFERENCES deployments (id),\n"
+    "  worker_id TEXT,\n"
+    "  runner TEXT,\n"
+    "  kind TEXT NOT NULL CHECK (kind <> ''),\n"
+    "  outcome TEXT NOT NULL CHECK (outcome IN ('PASS','FAIL','ERROR')),\n"
+    "  error TEXT,\n"
+    "  started_ms INTEGER NOT NULL,\n"
+    "  finished_ms INTEGER,\n"
+    "  ttft_ms REAL, tps REAL, decode_ms_per_token REAL, tpot_ms REAL,\n"
+    "  ttft_mean REAL, tps_mean REAL, decode_mean REAL, tpot_mean REAL,\n"
+    "  ttft_stddev REAL, tps_stddev REAL, decode_stddev REAL, tpot_stddev REAL,\n"
+    "  prompt_tokens INTEGER, generated_tokens INTEGER, context_len INTEGER, reps INTEGER,\n"
+    "  npubench_commit TEXT, board TEXT, cpu_info TEXT, npu_info TEXT,\n"
+    "  backend TEXT, dtype TEXT, threads INTEGER, model_digest TEXT,\n"
+    "  report_json TEXT,\n"
+    "  regression INTEGER NOT NULL DEFAULT 0,\n"
+    "  regression_detail TEXT,\n"
+    "  source TEXT NOT NULL CHECK (source IN ('local','service','import')),\n"
+    "  external_id TEXT\n"
+    ");\n"
+    "CREATE UNIQUE INDEX runs_external ON runs (external_id) WHERE external_id IS NOT NULL;\n"
+    "CREATE UNIQUE INDEX runs_job ON runs (job_id, job_seq) WHERE job_id IS NOT NULL;\n"
+    "CREATE INDEX runs_deployment_time ON runs (deployment_id, started_ms);\n"
+    "CREATE INDEX runs_time ON runs (started_ms);\n"
+    "CREATE TABLE samples (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,\n"
+    "  rep INTEGER NOT NULL,\n"
+    "  ttft_ms REAL, tps REAL, decode_ms_per_token REAL, tpot_ms REAL,\n"
+    "  PRIMARY KEY (run_id, rep)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE gate_checks (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,\n"
+    "  prompt_index INTEGER NOT NULL,\n"
+    "  prompt TEXT,\n"
+    "  steps INTEGER,\n"
+    "  divergence_step INTEGER,\n"
+    "  device_token INTEGER, device_text TEXT, device_rank INTEGER,\n"
+    "  ref_token INTEGER, ref_text TEXT, ref_rank INTEGER,\n"
+    "  device_top5 TEXT, ref_top5 TEXT,\n"
+    "  agreed_prefix INTEGER,\n"
+    "  status TEXT NOT NULL,\n"
+    "  reason TEXT,\n"
+    "  PRIMARY KEY (run_id, prompt_index)\n"
+    ");\n"
+    "CREATE TABLE layer_cosines (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,\n"
+    "  layer INTEGER NOT NULL,\n"
+    "  min REAL, p5 REAL, median REAL, mean REAL, max_abs REAL,\n"
+    "  PRIMARY KEY (run_id, layer)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE profile_phases (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,\n"
+    "  seq INTEGER NOT NULL,\n"
+    "  name TEXT NOT NULL,\n"
+    "  calls INTEGER, total_ms REAL, avg_ms REAL,\n"
+    "  PRIMARY KEY (run_id, seq)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE profile_kernels (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,\n"
+    "  seq INTEGER NOT NULL,\n"
+    "  name TEXT NOT NULL,\n"
+    "  calls INTEGER, total_ms REAL, avg_ms REAL,\n"
+    "  PRIMARY KEY (run_id, seq)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE toolchain (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,\n"
+    "  key TEXT NOT NULL,\n"
+    "  value TEXT NOT NULL,\n"
+    "  PRIMARY KEY (run_id, key)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE reference_traces (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  model_digest TEXT NOT NULL,\n"
+    "  prompts_digest TEXT NOT NULL,\n"
+    "  n_tokens INTEGER NOT NULL,\n"
+    "  k INTEGER NOT NULL,\n"
+    "  path TEXT,\n"
+    "  blob BLOB,\n"
+    "  created_ms INTEGER NOT NULL,\n"
+    "  UNIQUE (model_digest, prompts_digest, n_tokens, k),\n"
+    "  CHECK ((path IS NULL) <> (blob IS NULL))\n"
+    ");\n"
+    /* "references" is an SQL keyword, hence the longer name. */
+    "CREATE TABLE reference_deployments (\n"
+    "  model TEXT PRIMARY KEY,\n"
+    "  deployment_id INTEGER NOT NULL REFERENCES deployments (id) ON DELETE CASCADE,\n"
+    "  set_ms INTEGER NOT NULL\n"
+    ");\n";
+
+static const migration migrations[] = {
+    {"initial schema", v1_sql},
+};
+
+#define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+int nb_db_schema_latest(void) { return N_MIGRATIONS; }
+
+static const char version_table_sql[] = "CREATE TABLE IF NOT EXISTS schema_version (\n"
+                                        "  version INTEGER PRIMARY KEY,\n"
+                                        "  name TEXT NOT NULL,\n"
+                                        "  applied_ms INTEGER NOT NULL\n"
+                                        ")";
+
+static nb_code read_version(nb_db *db, int *version, nb_err *err)
+{
+    static const char sql[] = "SELECT COALESCE(MAX(version), 0) FROM schema_version";
+    sqlite3_stmt *st;
+    nb_code code = nb_db_stmt(db, sql, &st, err);
+    if (code)
+        return code;
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        code = nb_db_sqlerr(db, err, "reading schema_version");
+        nb_db_done(st);
+        return code;
+    }
+    *version = sqlite3_column_int(st, 0);
+    nb_db_done(st);
+    return NB_OK;
+}
+
+nb_code nb_db_schema_version(nb_db *db, int *version, nb_err *err)
+{
+    nb_db_lock(db);
+    nb_code rc = read_version(db, version, err);
+    nb_db_unlock(db);
+    return rc;
+}
+
+static nb_code apply_step(nb_db *db, int version, nb_err *err)
+{
+    const migration *m = &migrations[version - 1];
+    nb_db_tx tx;
+    nb_code rc = nb_db_tx_begin(db, &tx, err);
+    if (rc)
+        return rc;
+    int cur = 0;
+    /* Re-read under the write lock: another process may have migrated
+     * between our check and BEGIN IMMEDIATE. */
+    rc = nb_db_exec(db, version_table_sql, err);
+    if (!rc)
+        rc = read_version(db, &cur, err);
+    if (!rc && cur >= version) {
+        nb_db_tx_rollback(db, &tx);
+        return NB_OK;
+    }
+    if (!rc)
+        rc = nb_db_exec(db, m->sql, err);
+    if (!rc) {
+        static const char ins[] =
+            "INSERT INTO schema_version (version, name, applied_ms) VALUES (?, ?, ?)";
+        sqlite3_stmt *st;
+        rc = nb_db_stmt(db, ins, &st, err);
+        if (!rc) {
+            sqlite3_bind_int(st, 1, version);
+            sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 3, nb_db_now_ms(db));
+            rc = nb_db_step_done(db, st, err, "recording schema version");
+        }
+    }
+    if (rc) {
+        nb_db_tx_rollback(db, &tx);
+        return nb_err_prefix(err, "migration %d (%s): ", version, m->name);
+    }
+    return nb_db_tx_commit(db, &tx, err);
+}
+
+nb_code nb_db_schema_migrate(nb_db *db, nb_err *err)
+{
+    int cur = 0;
+    int64_t has = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db->h,
+                           "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND "
+                           "name = 'schema_version'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, "reading the schema");
+    if (sqlite3_step(st) == SQLITE_ROW)
+        has = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (has) {
+        nb_code rc = read_version(db, &cur, err);
+        if (rc)
+            return rc;
+    }
+    if (cur > N_MIGRATIONS)
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: database schema version %d is newer than this npubench "
+                          "(which knows versions up to %d); use a newer npubench",
+                          db->path, cur, N_MIGRATIONS);
+    for (int v = cur + 1; v <= N_MIGRATIONS; v++) {
+        nb_code rc = apply_step(db, v, err);
+        if (rc)
+            return rc;
+    }
+    return NB_OK;
+}

@@ -1,0 +1,238 @@
+/* nb_db_workers: worker registration, heartbeats and the alive/stale/gone
+ * sweep; also the comma-list membership test the job matcher relies on. */
+#include "nb_db_workers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_db_int.h"
+
+static const char *const state_names[] = {"alive", "stale", "gone"};
+
+const char *nb_db_worker_state_name(nb_db_worker_state s)
+{
+    return (unsigned)s < 3 ? state_names[s] : "unknown";
+}
+
+static nb_db_worker_state parse_state(const char *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, state_names[i]) == 0)
+            return (nb_db_worker_state)i;
+    return NB_WORKER_GONE;
+}
+
+int nb_db_list_has(const char *list, const char *item)
+{
+    if (!list || !item)
+        return 0;
+    size_t n = strlen(item);
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        const char *start = p;
+        while (*p && *p != ',')
+            p++;
+        const char *end = p;
+        while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if ((size_t)(end - start) == n && n && memcmp(start, item, n) == 0)
+            return 1;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+#define WORKER_COLS                                                                          \
+    "id, board_name, board_type, tags, host, backends, deployments, version, device_id, "   \
+    "first_seen_ms, last_seen_ms, state"
+
+static void read_worker(sqlite3_stmt *st, nb_db_worker *w)
+{
+    memset(w, 0, sizeof *w);
+    nb_db_col_copy(st, 0, w->id, sizeof w->id);
+    nb_db_col_copy(st, 1, w->board_name, sizeof w->board_name);
+    nb_db_col_copy(st, 2, w->board_type, sizeof w->board_type);
+    nb_db_col_copy(st, 3, w->tags, sizeof w->tags);
+    nb_db_col_copy(st, 4, w->host, sizeof w->host);
+    nb_db_col_copy(st, 5, w->backends, sizeof w->backends);
+    nb_db_col_copy(st, 6, w->deployments, sizeof w->deployments);
+    nb_db_col_copy(st, 7, w->version, sizeof w->version);
+    nb_db_col_copy(st, 8, w->device_id, sizeof w->device_id);
+    w->first_seen_ms = sqlite3_column_int64(st, 9);
+    w->last_seen_ms = sqlite3_column_int64(st, 10);
+    char state[16];
+    nb_db_col_copy(st, 11, state, sizeof state);
+    w->state = parse_state(state);
+}
+
+nb_code nb_db_worker_upsert(nb_db *db, const nb_db_worker *w, nb_err *err)
+{
+    struct {
+        const char *name, *buf;
+        size_t size;
+    } f[] = {
+        {"worker.id", w->id, sizeof w->id},
+        {"worker.board_name", w->board_name, sizeof w->board_name},
+        {"worker.board_type", w->board_type, sizeof w->board_type},
+        {"worker.tags", w->tags, sizeof w->tags},
+        {"worker.host", w->host, sizeof w->host},
+        {"worker.backends", w->backends, sizeof w->backends},
+        {"worker.deployments", w->deployments, sizeof w->deployments},
+        {"worker.version", w->version, sizeof w->version},
+        {"worker.device_id", w->device_id, sizeof w->device_id},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        nb_code rc = nb_db_check_buf(err, f[i].name, f[i].buf, f[i].size);
+        if (rc)
+            return rc;
+    }
+    if (!w->id[0])
+        return nb_err_set(err, NB_EINVAL, "worker.id: required, got an empty string");
+    static const char sql[] =
+        "INSERT INTO workers (" WORKER_COLS ") "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, 'alive') "
+        "ON CONFLICT (id) DO UPDATE SET board_name = excluded.board_name, "
+        "board_type = excluded.board_type, tags = excluded.tags, host = excluded.host, "
+        "backends = excluded.backends, deployments = excluded.deployments, "
+        "version = excluded.version, device_id = excluded.device_id, "
+        "last_seen_ms = excluded.last_seen_ms, state = 'alive'";
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        for (int i = 0; i < 9; i++)
+            nb_db_bind_str(st, i + 1, f[i].buf);
+        sqlite3_bind_int64(st, 10, nb_db_now_ms(db));
+        rc = nb_db_step_done(db, st, err, "registering worker");
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_worker_touch(nb_db *db, const char *id, nb_err *err)
+{
+    static const char sql[] =
+        "UPDATE workers SET last_seen_ms = ?2, state = 'alive' WHERE id = ?1";
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        nb_db_bind_str(st, 1, id);
+        sqlite3_bind_int64(st, 2, nb_db_now_ms(db));
+        rc = nb_db_step_done(db, st, err, "recording heartbeat");
+        if (!rc && sqlite3_changes(db->h) == 0)
+            rc = nb_err_set(err, NB_ENOTFOUND, "worker '%s' is not registered", id ? id : "");
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_worker_get(nb_db *db, const char *id, nb_db_worker *out, nb_err *err)
+{
+    static const char sql[] = "SELECT " WORKER_COLS " FROM workers WHERE id = ?";
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        nb_db_bind_str(st, 1, id);
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW)
+            read_worker(st, out);
+        else if (s == SQLITE_DONE)
+            rc = nb_err_set(err, NB_ENOTFOUND, "worker '%s' is not registered", id ? id : "");
+        else
+            rc = nb_db_sqlerr(db, err, "reading worker");
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_worker_list(nb_db *db, nb_db_worker **out, size_t *n, nb_err *err)
+{
+    static const char sql[] = "SELECT " WORKER_COLS " FROM workers ORDER BY id";
+    *out = NULL;
+    *n = 0;
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    nb_db_worker *arr = NULL;
+    size_t cnt = 0, cap = 0;
+    if (!rc) {
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            if (cnt == cap) {
+                size_t nc = cap ? cap * 2 : 8;
+                nb_db_worker *p = realloc(arr, nc * sizeof *p);
+                if (!p) {
+                    rc = nb_err_set(err, NB_ENOMEM, "listing workers: out of memory");
+                    break;
+                }
+                arr = p;
+                cap = nc;
+            }
+            read_worker(st, &arr[cnt++]);
+        }
+        if (!rc && s != SQLITE_DONE)
+            rc = nb_db_sqlerr(db, err, "listing workers");
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
+    if (rc) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = cnt;
+    return NB_OK;
+}
+
+nb_code nb_db_worker_sweep(nb_db *db, int64_t stale_after_ms, int64_t gone_after_ms,
+                           size_t *n_stale, size_t *n_gone, nb_err *err)
+{
+    static const char gone_sql[] =
+        "UPDATE workers SET state = 'gone' WHERE state <> 'gone' AND last_seen_ms < ?";
+    static const char stale_sql[] =
+        "UPDATE workers SET state = 'stale' WHERE state = 'alive' AND last_seen_ms < ?";
+    if (stale_after_ms < 0 || gone_after_ms < stale_after_ms)
+        return nb_err_set(err, NB_EINVAL,
+                          "worker sweep: need 0 <= stale_after_ms (%lld) <= gone_after_ms "
+                          "(%lld)",
+                          (long long)stale_after_ms, (long long)gone_after_ms);
+    nb_db_lock(db);
+    int64_t now = nb_db_now_ms(db);
+    size_t ng = 0, ns = 0;
+    nb_db_tx tx;
+    nb_code rc = nb_db_tx_begin(db, &tx, err);
+    if (!rc) {
+        sqlite3_stmt *st;
+        rc = nb_db_stmt(db, gone_sql, &st, err);
+        if (!rc) {
+            sqlite3_bind_int64(st, 1, now - gone_after_ms);
+            rc = nb_db_step_done(db, st, err, "marking workers gone");
+            ng = rc ? 0 : (size_t)sqlite3_changes(db->h);
+        }
+        if (!rc)
+            rc = nb_db_stmt(db, stale_sql, &st, err);
+        if (!rc) {
+            sqlite3_bind_int64(st, 1, now - stale_after_ms);
+            rc = nb_db_step_done(db, st, err, "marking workers stale");
+            ns = rc ? 0 : (size_t)sqlite3_changes(db->h);
+        }
+        if (!rc)
+            rc = nb_db_tx_commit(db, &tx, err);
+        else
+            nb_db_tx_rollback(db, &tx);
+    }
+    nb_db_unlock(db);
+    if (!rc) {
+        if (n_stale)
+            *n_stale = ns;
+        if (n_gone)
+            *n_gone = ng;
+    }
+    return rc;
+}

@@ -1,0 +1,72 @@
+/* nb_wire: bounded protobuf-c pack/unpack and the RPC envelope's MACs.
+ * Every byte string from the network goes through nb_wire_unpack. */
+#ifndef NB_WIRE_H
+#define NB_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "nb_err.h"
+#include "npubench.pb-c.h"
+
+/* Default cap on the memory one nb_wire_unpack may allocate (cap = 0).
+ * protobuf-c allocates more than the input size (a 2-byte empty sub-message
+ * becomes a whole C struct), so the cap, not the input length, is what bounds
+ * the work.  Recursion is bounded by the schema: no message in
+ * npubench.proto contains itself, and unknown fields are skipped, not
+ * parsed, so protobuf-c's depth never exceeds the schema's nesting. */
+#define NB_WIRE_UNPACK_CAP_DEFAULT ((size_t)64 << 20)
+
+/* Unpacks len bytes as the message type desc into *(T **)out_msg, allocating
+ * at most cap bytes (0 = NB_WIRE_UNPACK_CAP_DEFAULT).  out_msg is the address
+ * of a pointer to the generated struct:
+ *     Npubench__RegisterRequest *req;
+ *     nb_wire_unpack(&npubench__register_request__descriptor, p, n, 0, &req, err);
+ * Errors: NB_EINVAL "malformed npubench.RegisterRequest payload (N bytes)";
+ * NB_ENOMEM when len or the allocations exceed cap.  The caller frees the
+ * message with nb_wire_free.  Absent strings unpack as "" (proto3), never NULL. */
+nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                       size_t cap, void *out_msg, nb_err *err);
+
+/* Frees a message from nb_wire_unpack (any generated struct pointer); NULL ok. */
+void nb_wire_free(void *msg);
+
+/* Packs a generated message into a malloc'ed buffer (*out, *len; caller
+ * frees; an empty message gives *out non-NULL and *len = 0). */
+nb_code nb_wire_pack(const void *msg, uint8_t **out, size_t *len, nb_err *err);
+
+/* --- envelope authentication ---------------------------------------------
+ * MAC = HMAC-SHA256(secret, canonical fields), where the canonical form
+ * length-prefixes every variable field (big-endian) after a domain label, so
+ * no two field tuples share an input and a request MAC never verifies as a
+ * response MAC.  A NULL or "" secret means "no authentication". */
+#define NB_WIRE_MAC_LEN 32
+#define NB_WIRE_METHOD_MAX 128 /* longest method name accepted */
+
+void nb_wire_request_mac(const char *secret, const char *method, uint64_t request_id,
+                         int64_t deadline_unix_ms, const uint8_t *payload, size_t len,
+                         uint8_t mac[NB_WIRE_MAC_LEN]);
+void nb_wire_response_mac(const char *secret, uint64_t request_id, int status,
+                          const char *message, const uint8_t *payload, size_t len,
+                          uint8_t mac[NB_WIRE_MAC_LEN]);
+
+/* Fills *env to carry the request; env points into the arguments and into
+ * mac_buf (which receives the MAC when secret is set), so nothing is
+ * allocated and the arguments must outlive env. */
+void nb_wire_request_init(Npubench__RequestEnvelope *env, uint8_t mac_buf[NB_WIRE_MAC_LEN],
+                          const char *secret, const char *method, uint64_t request_id,
+                          int64_t deadline_unix_ms, const uint8_t *payload, size_t len);
+void nb_wire_response_init(Npubench__ResponseEnvelope *env, uint8_t mac_buf[NB_WIRE_MAC_LEN],
+                           const char *secret, uint64_t request_id, int status,
+                           const char *message, const uint8_t *payload, size_t len);
+
+/* NB_OK when env carries a valid MAC for secret, NB_EAUTH otherwise
+ * (missing, wrong length, wrong value).  Constant time in the MAC value. */
+nb_code nb_wire_request_verify(const Npubench__RequestEnvelope *env, const char *secret,
+                               nb_err *err);
+nb_code nb_wire_response_verify(const Npubench__ResponseEnvelope *env, const char *secret,
+                                nb_err *err);
+
+#endif

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# setup.sh: installs what a fresh Debian machine needs to build and test npubench, then fetches the model.
+# Idempotent and quick when everything is already there (no apt-get when all packages are installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-pip
+          libnng-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libcmocka-dev
+          libxrt-dev libpcre2-dev libjson-c-dev)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+scripts/fetch_model.sh

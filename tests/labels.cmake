@@ -1,0 +1,1 @@
+set_tests_properties(test_e2e_verify PROPERTIES LABELS e2e)

@@ -1,0 +1,231 @@
+/* test_gate: the top-k gate's decision table, case by case.
+ * Each case builds device and reference traces by hand and checks status, step and ranks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "nb_gate.h"
+#include "nb_kernels.h"
+
+#define K 5
+
+/* A step choosing `tok` with top-5 = tok followed by others. */
+static nb_gate_step step(int32_t tok, int32_t a, int32_t b, int32_t c, int32_t d)
+{
+    nb_gate_step s;
+    memset(&s, 0, sizeof s);
+    s.token = tok;
+    int32_t ids[K] = {tok, a, b, c, d};
+    for (int i = 0; i < K; i++) {
+        s.topk[i] = ids[i];
+        s.logits[i] = 10.0f - (float)i;
+    }
+    return s;
+}
+
+static void fill(nb_gate_step *dst, int n, int32_t base)
+{
+    for (int i = 0; i < n; i++)
+        dst[i] = step(base + i, 900, 901, 902, 903);
+}
+
+static void test_all_match(void **state)
+{
+    (void)state;
+    nb_gate_step dev[32], ref[32];
+    fill(dev, 32, 100);
+    fill(ref, 32, 100);
+    nb_gate_result r;
+    nb_gate_check(dev, 32, ref, 32, K, &r);
+    assert_int_equal(r.status, NB_GATE_PASS);
+    assert_int_equal(r.divergence, -1);
+    assert_int_equal(r.agreed, 32);
+    assert_int_equal(r.n_steps, 32);
+}
+
+static void test_divergence_in_band(void **state)
+{
+    (void)state;
+    nb_gate_step dev[32], ref[32];
+    fill(dev, 32, 100);
+    fill(ref, 32, 100);
+    /* step 7: device picks 555, the reference's runner-up; the reference's
+     * choice 107 is the device's second. */
+    ref[7] = step(107, 555, 1, 2, 3);
+    dev[7] = step(555, 107, 4, 5, 6);
+    /* after the divergence anything goes: nothing more is checked */
+    for (int i = 8; i < 32; i++)
+        dev[i] = step(7000 + i, 1, 2, 3, 4);
+    nb_gate_result r;
+    nb_gate_check(dev, 32, ref, 32, K, &r);
+    assert_int_equal(r.status, NB_GATE_PASS);
+    assert_int_equal(r.divergence, 7);
+    assert_int_equal(r.agreed, 7);
+    assert_int_equal(r.dev_token, 555);
+    assert_int_equal(r.ref_token, 107);
+    assert_int_equal(r.dev_rank_in_ref, 1);
+    assert_int_equal(r.ref_rank_in_dev, 1);
+    assert_string_equal(r.reason, "");
+}
+
+static void test_device_token_not_in_ref(void **state)
+{
+    (void)state;
+    nb_gate_step dev[32], ref[32];
+    fill(dev, 32, 100);
+    fill(ref, 32, 100);
+    ref[3] = step(103, 1, 2, 3, 4);
+    dev[3] = step(999, 103, 5, 6, 7); /* 103 is in the device set, 999 not in ref */
+    nb_gate_result r;
+    nb_gate_check(dev, 32, ref, 32, K, &r);
+    assert_int_equal(r.status, NB_GATE_FAIL);
+    assert_int_equal(r.divergence, 3);
+    assert_int_equal(r.dev_rank_in_ref, -1);
+    assert_int_equal(r.ref_rank_in_dev, 1);
+    assert_non_null(strstr(r.reason, "device token 999 not in reference top-5"));
+}
+
+static void test_ref_token_not_in_device(void **state)
+{
+    (void)state;
+    nb_gate_step dev[32], ref[32];
+    fill(dev, 32, 100);
+    fill(ref, 32, 100);
+    ref[12] = step(112, 444, 1, 2, 3);
+    dev[12] = step(444, 5, 6, 7, 8); /* 444 in ref top-5, but 112 missing on device */
+    nb_gate_result r;
+    nb_gate_check(dev, 32, ref, 32, K, &r);
+    assert_int_equal(r.status, NB_GATE_FAIL);
+    assert_int_equal(r.divergence, 12);
+    assert_int_equal(r.dev_rank_in_ref, 1);
+    assert_int_equal(r.ref_rank_in_dev, -1);
+    assert_non_null(strstr(r.reason, "reference token 112 not in device top-5"));
+}
+
+static void test_divergence_at_step0(void **state)
+{
+    (void)state;
+    nb_gate_step dev[32], ref[32];
+    fill(dev, 32, 100);
+    fill(ref, 32, 100);
+    dev[0] = step(50, 1, 2, 3, 4);
+    nb_gate_result r;
+    nb_gate_check(dev, 32, ref, 32, K, &r);
+    assert_int_equal(r.status, NB_GATE_FAIL);
+    assert_int_equal(r.divergence, 0);
+    assert_int_equal(r.agreed, 0);
+    /* the same divergence inside the band passes */
+    dev[0] = step(50, 100, 2, 3, 4);
+    ref[0] = step(100, 7, 8, 9, 50);
+    nb_gate_check(dev, 32, ref, 32, K, &r);
+    assert_int_equal(r.status, NB_GATE_PASS);
+    assert_int_equal(r.divergence, 0);
+    assert_int_equal(r.dev_rank_in_ref, 4);
+}
+
+static void test_only_first_divergence_checked(void **state)
+{
+    (void)state;
+    nb_gate_step dev[8], ref[8];
+    fill(dev, 8, 100);
+    fill(ref, 8, 100);
+    ref[2] = step(102, 77, 1, 2, 3);
+    dev[2] = step(77, 102, 1, 2, 3);
+    dev[5] = step(12345, 1, 2, 3, 4); /* would fail, but is after the divergence */
+    nb_gate_result r;
+    nb_gate_check(dev, 8, ref, 8, K, &r);
+    assert_int_equal(r.status, NB_GATE_PASS);
+    assert_int_equal(r.divergence, 2);
+}
+
+static void test_k_limits_the_band(void **state)
+{
+    (void)state;
+    nb_gate_step dev[4], ref[4];
+    fill(dev, 4, 100);
+    fill(ref, 4, 100);
+    ref[1] = step(101, 1, 2, 3, 77); /* device token at rank 4 */
+    dev[1] = step(77, 101, 1, 2, 3);
+    nb_gate_result r;
+    nb_gate_check(dev, 4, ref, 4, 5, &r);
+    assert_int_equal(r.status, NB_GATE_PASS);
+    nb_gate_check(dev, 4, ref, 4, 3, &r);
+    assert_int_equal(r.status, NB_GATE_FAIL);
+}
+
+static void test_length_mismatch_fails(void **state)
+{
+    (void)state;
+    nb_gate_step dev[32], ref[32];
+    fill(dev, 32, 100);
+    fill(ref, 32, 100);
+    nb_gate_result r;
+    nb_gate_check(dev, 20, ref, 32, K, &r);
+    assert_int_equal(r.status, NB_GATE_FAIL);
+    assert_int_equal(r.divergence, -1);
+}
+
+/* Ties: the top-k both sides build orders equal logits by the smaller id,
+ * so the greedy choice among tied logits is the smallest id. */
+static void test_tied_logits(void **state)
+{
+    (void)state;
+    float logits[10] = {1.0f, 3.0f, 3.0f, 2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 3.0f, 2.0f};
+    int32_t ids[5];
+    float vals[5];
+    nb_topk_f32(logits, 10, 5, ids, vals);
+    int32_t want[5] = {1, 2, 4, 8, 3};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(ids[i], want[i]);
+    /* A device that breaks the tie the other way diverges at that step, and
+     * the band still holds both tokens, so the gate passes. */
+    nb_gate_step dev[1], ref[1];
+    memset(dev, 0, sizeof dev);
+    memset(ref, 0, sizeof ref);
+    for (int i = 0; i < 5; i++) {
+        ref[0].topk[i] = ids[i];
+        dev[0].topk[i] = ids[i];
+    }
+    dev[0].topk[0] = 2;
+    dev[0].topk[1] = 1;
+    ref[0].token = ref[0].topk[0];
+    dev[0].token = dev[0].topk[0];
+    nb_gate_result r;
+    nb_gate_check(dev, 1, ref, 1, K, &r);
+    assert_int_equal(r.divergence, 0);
+    assert_int_equal(r.status, NB_GATE_PASS);
+}
+
+static void test_topk_nan_and_all_equal(void **state)
+{
+    (void)state;
+    float x[6] = {NAN, 0.0f, 0.0f, 0.0f, NAN, 0.0f};
+    int32_t ids[3];
+    float vals[3];
+    nb_topk_f32(x, 6, 3, ids, vals);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(ids[2], 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_match),
+        cmocka_unit_test(test_divergence_in_band),
+        cmocka_unit_test(test_device_token_not_in_ref),
+        cmocka_unit_test(test_ref_token_not_in_device),
+        cmocka_unit_test(test_divergence_at_step0),
+        cmocka_unit_test(test_only_first_divergence_checked),
+        cmocka_unit_test(test_k_limits_the_band),
+        cmocka_unit_test(test_length_mismatch_fails),
+        cmocka_unit_test(test_tied_logits),
+        cmocka_unit_test(test_topk_nan_and_all_equal),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

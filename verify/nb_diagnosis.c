@@ -1,0 +1,154 @@
+/* nb_diagnosis: captures every layer's output during one prefill and compares it with HF's.
+ * Layers 0..L-2 are raw block outputs; the last is post-final-norm, matching HF's hidden_states[-1]. */
+#include "nb_diagnosis.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_generate.h"
+#include "nb_kernels.h"
+#include "nb_sha256.h"
+#include "nb_verify.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void nb_cos_stats_rows(const float *a, const float *b, int n, int dim, nb_cos_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n <= 0)
+        return;
+    double *c = malloc(sizeof(double) * (size_t)n);
+    if (!c)
+        return;
+    double sum = 0.0, max_abs = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float *x = a + (size_t)i * dim, *y = b + (size_t)i * dim;
+        double dot = 0, nx = 0, ny = 0;
+        for (int t = 0; t < dim; t++) {
+            dot += (double)x[t] * y[t];
+            nx += (double)x[t] * x[t];
+            ny += (double)y[t] * y[t];
+            double d = fabs((double)x[t] - y[t]);
+            if (d > max_abs)
+                max_abs = d;
+        }
+        c[i] = nx > 0 && ny > 0 ? dot / (sqrt(nx) * sqrt(ny)) : (nx == ny ? 1.0 : 0.0);
+        sum += c[i];
+    }
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    out->min = c[0];
+    /* nearest-rank percentiles, as numpy's 'lower' would pick */
+    out->p5 = c[(size_t)floor(0.05 * (n - 1))];
+    out->median = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    out->mean = sum / n;
+    out->max_abs = max_abs;
+    free(c);
+}
+
+typedef struct capture {
+    float *rows; /* [n_layers][n_pos][dim] */
+    int n_layers, n_pos, dim;
+} capture;
+
+static void on_layer(void *user, int layer, int pos0, int n, int dim, const float *hidden)
+{
+    capture *c = user;
+    if (layer < 0 || layer >= c->n_layers || dim != c->dim || pos0 + n > c->n_pos)
+        return;
+    memcpy(c->rows + ((size_t)layer * c->n_pos + pos0) * dim, hidden,
+           sizeof(float) * (size_t)n * dim);
+}
+
+nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_path,
+                         const char *refdir, nb_diagnosis_result *out, nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *text = prompt ? prompt : NB_DIAGNOSIS_DEFAULT_PROMPT;
+    char digest[65];
+    nb_sha256_mem_hex(text, strlen(text), digest);
+    nb_trace *tr = NULL;
+    nb_code rc = trace_path ? nb_trace_load(trace_path, &tr, err)
+                            : nb_trace_find(refdir ? refdir : nb_verify_default_refdir(),
+                                            d->model_sha256, digest, 1, &tr, err);
+    if (rc)
+        return rc;
+    const nb_trace_hidden *h = tr->hidden;
+    const nb_model_config *cfg = nb_engine_cfg(d->engine);
+    if (!h) {
+        rc = nb_err_set(err, NB_EFORMAT, "%s: no hidden_states (not a diagnosis trace)", tr->path);
+        goto done;
+    }
+    if (strcmp(h->prompt, text)) {
+        rc = nb_err_set(err, NB_EMISMATCH, "%s: trace is for prompt \"%s\", not \"%s\"",
+                        tr->path, h->prompt, text);
+        goto done;
+    }
+    if (h->n_layers != cfg->n_layers || h->dim != cfg->dim || h->n_pos != h->n_ids) {
+        rc = nb_err_set(err, NB_EMISMATCH,
+                        "%s: trace has %d layers x %d dim, model %d x %d", tr->path, h->n_layers,
+                        h->dim, cfg->n_layers, cfg->dim);
+        goto done;
+    }
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if ((rc = nb_tokenizer_encode(d->tok, text, strlen(text), 1, 0, &ids, &n_ids, err)))
+        goto done;
+    if ((int)n_ids != h->n_ids || memcmp(ids, h->ids, n_ids * sizeof *ids)) {
+        free(ids);
+        rc = nb_err_set(err, NB_EMISMATCH,
+                        "diagnosis prompt: our tokenizer's %zu ids differ from the reference's %d",
+                        n_ids, h->n_ids);
+        goto done;
+    }
+    capture cap = {.n_layers = h->n_layers, .n_pos = h->n_pos, .dim = h->dim};
+    cap.rows = calloc((size_t)h->n_layers * h->n_pos * h->dim, sizeof(float));
+    out->layers = calloc((size_t)h->n_layers, sizeof *out->layers);
+    if (!cap.rows || !out->layers) {
+        free(ids);
+        free(cap.rows);
+        rc = nb_err_set(err, NB_ENOMEM, "out of memory for hidden states");
+        goto done;
+    }
+    nb_engine_set_layer_hook(d->engine, on_layer, &cap);
+    const float *logits;
+    rc = nb_engine_prefill(d->engine, ids, (int)n_ids, &logits, err);
+    nb_engine_set_layer_hook(d->engine, NULL, NULL);
+    free(ids);
+    if (!rc) {
+        out->k = tr->k;
+        nb_topk_f32(logits, nb_engine_vocab(d->engine), tr->k, out->dev_final.topk,
+                    out->dev_final.logits);
+        out->dev_final.token = out->dev_final.topk[0];
+        out->ref_final = h->final;
+        snprintf(out->prompt, sizeof out->prompt, "%s", text);
+        snprintf(out->trace_path, sizeof out->trace_path, "%s", tr->path);
+        out->n_pos = h->n_pos;
+        out->n_layers = h->n_layers;
+        size_t per = (size_t)h->n_pos * h->dim;
+        for (int l = 0; l < h->n_layers; l++) {
+            out->layers[l].layer = l;
+            out->layers[l].post_norm = l == h->n_layers - 1;
+            nb_cos_stats_rows(cap.rows + per * l, h->data + per * l, h->n_pos, h->dim,
+                              &out->layers[l].s);
+        }
+    }
+    free(cap.rows);
+done:
+    nb_trace_free(tr);
+    if (rc)
+        nb_diagnosis_result_free(out);
+    return rc;
+}
+
+void nb_diagnosis_result_free(nb_diagnosis_result *r)
+{
+    free(r->layers);
+    r->layers = NULL;
+    r->n_layers = 0;
+}

@@ -1,0 +1,55 @@
+/* nb_gate: top-k token-set inclusion at the first divergence (vLLM's check_logprobs_close idea).
+ * Discrete, so bf16 ULP noise passes while real regressions fail. */
+#include "nb_gate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int nb_gate_rank(const nb_gate_step *s, int k, int32_t id)
+{
+    for (int i = 0; i < k; i++)
+        if (s->topk[i] == id)
+            return i;
+    return -1;
+}
+
+void nb_gate_check(const nb_gate_step *dev, int n_dev, const nb_gate_step *ref, int n_ref, int k,
+                   nb_gate_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->divergence = -1;
+    out->dev_token = out->ref_token = -1;
+    out->dev_rank_in_ref = out->ref_rank_in_dev = -1;
+    out->n_steps = n_dev < n_ref ? n_dev : n_ref;
+    if (k < 1)
+        k = 1;
+    if (k > NB_GATE_K_MAX)
+        k = NB_GATE_K_MAX;
+    for (int i = 0; i < out->n_steps; i++) {
+        if (dev[i].token == ref[i].token)
+            continue;
+        out->divergence = i;
+        out->agreed = i;
+        out->dev_token = dev[i].token;
+        out->ref_token = ref[i].token;
+        out->dev_rank_in_ref = nb_gate_rank(&ref[i], k, dev[i].token);
+        out->ref_rank_in_dev = nb_gate_rank(&dev[i], k, ref[i].token);
+        if (out->dev_rank_in_ref < 0) {
+            out->status = NB_GATE_FAIL;
+            snprintf(out->reason, sizeof out->reason,
+                     "step %d: device token %d not in reference top-%d", i, dev[i].token, k);
+        } else if (out->ref_rank_in_dev < 0) {
+            out->status = NB_GATE_FAIL;
+            snprintf(out->reason, sizeof out->reason,
+                     "step %d: reference token %d not in device top-%d", i, ref[i].token, k);
+        }
+        return;
+    }
+    out->agreed = out->n_steps;
+    if (n_dev != n_ref) {
+        out->status = NB_GATE_FAIL;
+        snprintf(out->reason, sizeof out->reason,
+                 "device produced %d steps, reference %d: traces must be the same length", n_dev,
+                 n_ref);
+    }
+}

@@ -1,0 +1,360 @@
+/* nb_report: builds report documents with json-c and renders the same data as Markdown.
+ * The JSON is also what workers ship back to the coordinator and what the history stores. */
+#include "nb_report.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_file.h"
+#include "nb_kernels.h"
+#include "nb_time.h"
+
+void nb_report_env_from(const nb_deploy *d, const char *board, nb_report_env *env)
+{
+    memset(env, 0, sizeof *env);
+    snprintf(env->model, sizeof env->model, "%s", d->model_path);
+    snprintf(env->model_sha256, sizeof env->model_sha256, "%s", d->model_sha256);
+    snprintf(env->backend, sizeof env->backend, "%s", d->spec.backend);
+    snprintf(env->dtype, sizeof env->dtype, "%s", nb_dtype_name(d->spec.dtype));
+    snprintf(env->board, sizeof env->board, "%s", board ? board : "local");
+    env->threads = nb_kernels_threads();
+    snprintf(env->isa, sizeof env->isa, "%s", nb_isa_name(nb_kernels_isa()));
+}
+
+static json_object *jstr(const char *s)
+{
+    return json_object_new_string(s ? s : "");
+}
+
+static json_object *ids_json(const nb_gate_step *s, int k)
+{
+    json_object *a = json_object_new_array();
+    for (int i = 0; i < k; i++)
+        json_object_array_add(a, json_object_new_int(s->topk[i]));
+    return a;
+}
+
+static json_object *env_json(const nb_report_env *env)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "model", jstr(env->model));
+    json_object_object_add(o, "model_sha256", jstr(env->model_sha256));
+    json_object_object_add(o, "backend", jstr(env->backend));
+    json_object_object_add(o, "dtype", jstr(env->dtype));
+    json_object_object_add(o, "board", jstr(env->board));
+    json_object_object_add(o, "threads", json_object_new_int(env->threads));
+    json_object_object_add(o, "kernels", jstr(env->isa));
+    json_object_object_add(o, "npubench", jstr(NB_VERSION));
+    json_object_object_add(o, "commit", jstr(NB_GIT_COMMIT));
+    return o;
+}
+
+json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_env *env,
+                                   const char *kind)
+{
+    json_object *root = json_object_new_object();
+    char iso[32];
+    nb_time_iso(iso, nb_wall_ms());
+    json_object_object_add(root, "kind", jstr(kind));
+    json_object_object_add(root, "timestamp_utc", jstr(iso));
+    json_object *cfg = env_json(env);
+    json_object_object_add(cfg, "n_tokens", json_object_new_int(r->n_tokens));
+    json_object_object_add(cfg, "k", json_object_new_int(r->k));
+    json_object_object_add(cfg, "prompts_file", jstr(r->prompts_path));
+    json_object_object_add(cfg, "prompts_sha256", jstr(r->prompts_sha256));
+    json_object *ref = json_object_new_object();
+    json_object_object_add(ref, "trace", jstr(r->trace_path));
+    json_object_object_add(ref, "transformers", jstr(r->trace_transformers));
+    json_object_object_add(ref, "torch", jstr(r->trace_torch));
+    json_object_object_add(ref, "date", jstr(r->trace_date));
+    json_object_object_add(ref, "dtype", jstr("bfloat16"));
+    json_object_object_add(cfg, "reference", ref);
+    json_object_object_add(root, "config", cfg);
+    json_object *prompts = json_object_new_array();
+    json_object *recs = json_object_new_array();
+    for (int i = 0; i < r->n; i++) {
+        const nb_verify_record *v = &r->recs[i];
+        json_object_array_add(prompts, jstr(v->prompt));
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "index", json_object_new_int(v->index));
+        json_object_object_add(o, "prompt", jstr(v->prompt));
+        json_object_object_add(o, "prompt_tokens", json_object_new_int(v->n_prompt_ids));
+        json_object_object_add(o, "steps", json_object_new_int(v->gate.n_steps));
+        json_object_object_add(o, "divergence_step", json_object_new_int(v->gate.divergence));
+        json_object_object_add(o, "status",
+                               jstr(v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL"));
+        json_object_object_add(o, "fail_reason", jstr(v->gate.reason));
+        /* At the divergence, or the last step when the sequences agree. */
+        int at = v->gate.divergence >= 0 ? v->gate.divergence : v->gate.n_steps - 1;
+        json_object *dev = json_object_new_object(), *rf = json_object_new_object();
+        json_object_object_add(dev, "token", json_object_new_int(v->gate.dev_token));
+        json_object_object_add(dev, "text", jstr(v->dev_token_text));
+        json_object_object_add(dev, "rank_in_reference",
+                               json_object_new_int(v->gate.dev_rank_in_ref));
+        json_object_object_add(rf, "token", json_object_new_int(v->gate.ref_token));
+        json_object_object_add(rf, "text", jstr(v->ref_token_text));
+        json_object_object_add(rf, "rank_in_device", json_object_new_int(v->gate.ref_rank_in_dev));
+        if (at >= 0) {
+            json_object_object_add(dev, "topk", ids_json(&v->dev[at], r->k));
+            json_object_object_add(rf, "topk", ids_json(&v->ref[at], r->k));
+        }
+        json_object_object_add(o, "device", dev);
+        json_object_object_add(o, "reference", rf);
+        json_object_object_add(o, "agreed_prefix", jstr(v->agreed_text));
+        json_object_object_add(o, "device_text", jstr(v->dev_text));
+        json_object_object_add(o, "reference_text", jstr(v->ref_text));
+        /* The reference tooling's name for the per-step walk. */
+        json_object *checks = json_object_new_array();
+        int last = v->gate.divergence >= 0 ? v->gate.divergence : v->gate.n_steps - 1;
+        for (int s = 0; s <= last && s < v->gate.n_steps; s++) {
+            json_object *c = json_object_new_object();
+            json_object_object_add(c, "step", json_object_new_int(s));
+            json_object_object_add(c, "device_token", json_object_new_int(v->dev[s].token));
+            json_object_object_add(c, "reference_token", json_object_new_int(v->ref[s].token));
+            json_object_object_add(c, "match",
+                                   json_object_new_boolean(v->dev[s].token == v->ref[s].token));
+            json_object_array_add(checks, c);
+        }
+        json_object_object_add(o, "topk_checks", checks);
+        json_object_object_add(o, "prefill_ms", json_object_new_double(v->prefill_ms));
+        json_object_object_add(o, "decode_ms", json_object_new_double(v->decode_ms));
+        json_object_array_add(recs, o);
+    }
+    json_object_object_add(root, "prompts", prompts);
+    json_object_object_add(root, "records", recs);
+    json_object *sum = json_object_new_object();
+    json_object_object_add(sum, "status", jstr(r->status == NB_GATE_PASS ? "PASS" : "FAIL"));
+    json_object_object_add(sum, "prompts", json_object_new_int(r->n));
+    json_object_object_add(sum, "passed", json_object_new_int(r->n_pass));
+    json_object_object_add(sum, "failed", json_object_new_int(r->n_fail));
+    json_object_object_add(sum, "wall_ms", json_object_new_double(r->wall_ms));
+    json_object_object_add(root, "summary", sum);
+    return root;
+}
+
+json_object *nb_report_diagnosis_json(const nb_diagnosis_result *r, const nb_report_env *env)
+{
+    json_object *root = json_object_new_object();
+    char iso[32];
+    nb_time_iso(iso, nb_wall_ms());
+    json_object_object_add(root, "kind", jstr("diagnosis"));
+    json_object_object_add(root, "timestamp_utc", jstr(iso));
+    json_object_object_add(root, "config", env_json(env));
+    json_object_object_add(root, "prompt", jstr(r->prompt));
+    json_object_object_add(root, "positions", json_object_new_int(r->n_pos));
+    json_object_object_add(root, "reference", jstr(r->trace_path));
+    json_object *layers = json_object_new_array();
+    for (int l = 0; l < r->n_layers; l++) {
+        const nb_diagnosis_layer *L = &r->layers[l];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "layer", json_object_new_int(L->layer));
+        json_object_object_add(o, "post_final_norm", json_object_new_boolean(L->post_norm));
+        json_object_object_add(o, "cos_min", json_object_new_double(L->s.min));
+        json_object_object_add(o, "cos_p5", json_object_new_double(L->s.p5));
+        json_object_object_add(o, "cos_median", json_object_new_double(L->s.median));
+        json_object_object_add(o, "cos_mean", json_object_new_double(L->s.mean));
+        json_object_object_add(o, "max_abs", json_object_new_double(L->s.max_abs));
+        json_object_array_add(layers, o);
+    }
+    json_object_object_add(root, "layers", layers);
+    json_object_object_add(root, "device_topk", ids_json(&r->dev_final, r->k));
+    json_object_object_add(root, "reference_topk", ids_json(&r->ref_final, r->k));
+    return root;
+}
+
+/* Markdown cells must not break the table. */
+static void md_cell(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '|')
+            fputs("\\|", f);
+        else if (*s == '\n')
+            fputs("⏎", f);
+        else if (*s == '\r')
+            continue;
+        else
+            fputc(*s, f);
+    }
+}
+
+static void md_ids(FILE *f, const nb_gate_step *s, int k)
+{
+    for (int i = 0; i < k; i++)
+        fprintf(f, "%s%d", i ? ", " : "", s->topk[i]);
+}
+
+static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_env *env,
+                            const char *kind)
+{
+    fprintf(f, "# npubench %s — %s\n\n", kind, r->status == NB_GATE_PASS ? "PASS" : "FAIL");
+    fprintf(f, "| Config | Value |\n|---|---|\n");
+    fprintf(f, "| model | %s |\n| model sha256 | `%.16s` |\n", env->model, env->model_sha256);
+    fprintf(f, "| backend / dtype | %s / %s |\n| board | %s |\n| threads / kernels | %d / %s |\n",
+            env->backend, env->dtype, env->board, env->threads, env->isa);
+    fprintf(f, "| tokens per prompt / k | %d / %d |\n", r->n_tokens, r->k);
+    fprintf(f, "| prompts | %s (`%.16s`) |\n", r->prompts_path, r->prompts_sha256);
+    fprintf(f, "| reference | %s (transformers %s, torch %s, bf16) |\n\n", r->trace_path,
+            r->trace_transformers, r->trace_torch);
+    fprintf(f, "## Prompts\n\n| # | Prompt | Tokens |\n|---|---|---|\n");
+    for (int i = 0; i < r->n; i++) {
+        fprintf(f, "| %d | ", r->recs[i].index);
+        md_cell(f, r->recs[i].prompt);
+        fprintf(f, " | %d |\n", r->recs[i].n_prompt_ids);
+    }
+    fprintf(f, "\n## Top-k token check\n\n"
+               "| # | Status | Divergence | Device token (rank in ref) | Reference token (rank "
+               "in device) | Device top-%d | Reference top-%d |\n|---|---|---|---|---|---|---|\n",
+            r->k, r->k);
+    for (int i = 0; i < r->n; i++) {
+        const nb_verify_record *v = &r->recs[i];
+        fprintf(f, "| %d | %s | ", v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL");
+        if (v->gate.divergence < 0) {
+            fprintf(f, "none (%d/%d agree) | — | — | ", v->gate.agreed, v->gate.n_steps);
+            md_ids(f, &v->dev[v->gate.n_steps - 1], r->k);
+            fprintf(f, " | ");
+            md_ids(f, &v->ref[v->gate.n_steps - 1], r->k);
+        } else {
+            int s = v->gate.divergence;
+            fprintf(f, "step %d | %d `", s, v->gate.dev_token);
+            md_cell(f, v->dev_token_text);
+            fprintf(f, "` (%d) | %d `", v->gate.dev_rank_in_ref, v->gate.ref_token);
+            md_cell(f, v->ref_token_text);
+            fprintf(f, "` (%d) | ", v->gate.ref_rank_in_dev);
+            md_ids(f, &v->dev[s], r->k);
+            fprintf(f, " | ");
+            md_ids(f, &v->ref[s], r->k);
+        }
+        fprintf(f, " |\n");
+        fprintf(f, "|  | agreed prefix: ");
+        md_cell(f, v->agreed_text);
+        if (v->gate.reason[0]) {
+            fprintf(f, " — **");
+            md_cell(f, v->gate.reason);
+            fprintf(f, "**");
+        }
+        fprintf(f, " | | | | | |\n");
+    }
+    fprintf(f, "\n**Summary:** %d/%d prompts pass — %s (%.1f s)\n", r->n_pass, r->n,
+            r->status == NB_GATE_PASS ? "PASS" : "FAIL", r->wall_ms / 1000.0);
+}
+
+static void write_diag_md(FILE *f, const nb_diagnosis_result *r, const nb_report_env *env)
+{
+    fprintf(f, "# npubench diagnosis (informational)\n\n");
+    fprintf(f, "Model %s (%s/%s), prompt \"", env->model, env->backend, env->dtype);
+    md_cell(f, r->prompt);
+    fprintf(f, "\", %d positions, reference %s\n\n", r->n_pos, r->trace_path);
+    fprintf(f, "| Layer | cos min | cos p5 | cos median | cos mean | max_abs |\n"
+               "|---|---|---|---|---|---|\n");
+    for (int l = 0; l < r->n_layers; l++) {
+        const nb_diagnosis_layer *L = &r->layers[l];
+        fprintf(f, "| L%d%s | %.6f | %.6f | %.6f | %.6f | %.4g |\n", L->layer,
+                L->post_norm ? " (post final norm)" : "", L->s.min, L->s.p5, L->s.median,
+                L->s.mean, L->s.max_abs);
+    }
+    fprintf(f, "\nLast position top-%d: device ", r->k);
+    md_ids(f, &r->dev_final, r->k);
+    fprintf(f, "; reference ");
+    md_ids(f, &r->ref_final, r->k);
+    fprintf(f, "\n");
+}
+
+/* Writes json + md side by side with the same timestamped stem. */
+static nb_code write_pair(const char *dir, const char *prefix, json_object *doc,
+                          void (*md)(FILE *, const void *, const void *, const char *),
+                          const void *a, const void *b, const char *kind, char *json_path,
+                          size_t cap, nb_err *err)
+{
+    nb_code rc = nb_file_mkdirs(dir, err);
+    if (rc)
+        return rc;
+    char stamp[20], jp[1200], mp[1200];
+    nb_time_stamp(stamp, nb_wall_ms());
+    snprintf(jp, sizeof jp, "%s/%s_%s.json", dir, prefix, stamp);
+    snprintf(mp, sizeof mp, "%s/%s_%s.md", dir, prefix, stamp);
+    const char *js = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
+    if ((rc = nb_file_write(jp, js, strlen(js), err)))
+        return rc;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return nb_err_set(err, NB_ENOMEM, "out of memory for the markdown report");
+    md(f, a, b, kind);
+    fclose(f);
+    rc = nb_file_write(mp, buf, len, err);
+    free(buf);
+    if (!rc && json_path)
+        snprintf(json_path, cap, "%s", jp);
+    return rc;
+}
+
+static void md_verify_thunk(FILE *f, const void *a, const void *b, const char *kind)
+{
+    write_verify_md(f, a, b, kind);
+}
+
+static void md_diag_thunk(FILE *f, const void *a, const void *b, const char *kind)
+{
+    (void)kind;
+    write_diag_md(f, a, b);
+}
+
+nb_code nb_report_write_verify(const char *dir, const nb_verify_result *r,
+                               const nb_report_env *env, const char *kind, char *json_path,
+                               size_t cap, nb_err *err)
+{
+    json_object *doc = nb_report_verify_json(r, env, kind);
+    nb_code rc = write_pair(dir, "verify_topk_token", doc, md_verify_thunk, r, env, kind,
+                            json_path, cap, err);
+    json_object_put(doc);
+    return rc;
+}
+
+nb_code nb_report_write_diagnosis(const char *dir, const nb_diagnosis_result *r,
+                                  const nb_report_env *env, char *json_path, size_t cap,
+                                  nb_err *err)
+{
+    json_object *doc = nb_report_diagnosis_json(r, env);
+    nb_code rc = write_pair(dir, "diagnosis", doc, md_diag_thunk, r, env, "diagnosis",
+                            json_path, cap, err);
+    json_object_put(doc);
+    return rc;
+}
+
+void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_env *env)
+{
+    fprintf(f, "[verify] model %.16s %s/%s, %d prompts x %d tokens, top-%d\n", env->model_sha256,
+            env->backend, env->dtype, r->n, r->n_tokens, r->k);
+    for (int i = 0; i < r->n; i++) {
+        const nb_verify_record *v = &r->recs[i];
+        if (v->gate.divergence < 0)
+            fprintf(f, "  prompt %d: PASS  (all %d steps agree)\n", v->index, v->gate.n_steps);
+        else
+            fprintf(f, "  prompt %d: %s  diverge at step %d: device %d (ref rank %d) vs "
+                       "reference %d (device rank %d)%s%s\n",
+                    v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL",
+                    v->gate.divergence, v->gate.dev_token, v->gate.dev_rank_in_ref,
+                    v->gate.ref_token, v->gate.ref_rank_in_dev, v->gate.reason[0] ? " — " : "",
+                    v->gate.reason);
+    }
+    fprintf(f, "[verify] %s (%d/%d prompts pass)\n", r->status == NB_GATE_PASS ? "PASS" : "FAIL",
+            r->n_pass, r->n);
+}
+
+void nb_report_print_diagnosis(FILE *f, const nb_diagnosis_result *r)
+{
+    fprintf(f, "[diagnosis] prompt \"%s\" (%d positions) — informational, never fails\n",
+            r->prompt, r->n_pos);
+    fprintf(f, "%-22s %9s %9s %9s %9s %9s\n", "layer", "cos_min", "cos_p5", "cos_med",
+            "cos_mean", "max_abs");
+    for (int l = 0; l < r->n_layers; l++) {
+        const nb_diagnosis_layer *L = &r->layers[l];
+        char name[32];
+        snprintf(name, sizeof name, "L%d%s", L->layer, L->post_norm ? " (post-norm)" : "");
+        fprintf(f, "%-22s %9.6f %9.6f %9.6f %9.6f %9.4g\n", name, L->s.min, L->s.p5,
+                L->s.median, L->s.mean, L->s.max_abs);
+    }
+}

@@ -1,0 +1,40 @@
+/* nb_report: verify and diagnosis reports as JSON (machine) and Markdown (people).
+ * Files land as reports/<kind>_YYYYMMDD-HHMMSS.{json,md}, like the reference flow. */
+#ifndef NB_REPORT_H
+#define NB_REPORT_H
+
+#include <json-c/json.h>
+#include <stdio.h>
+
+#include "nb_deploy.h"
+#include "nb_diagnosis.h"
+#include "nb_verify.h"
+
+/* What every report header carries about where it ran. */
+typedef struct nb_report_env {
+    char model[1024], model_sha256[65], backend[16], dtype[16], board[64];
+    int threads;
+    char isa[32];
+} nb_report_env;
+
+void nb_report_env_from(const nb_deploy *d, const char *board, nb_report_env *env);
+
+/* JSON documents (caller releases with json_object_put). */
+json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_env *env,
+                                   const char *kind);
+json_object *nb_report_diagnosis_json(const nb_diagnosis_result *r, const nb_report_env *env);
+
+/* Writes <dir>/<prefix>_<stamp>.json and .md; paths (if non-NULL) receive
+ * the JSON path. */
+nb_code nb_report_write_verify(const char *dir, const nb_verify_result *r,
+                               const nb_report_env *env, const char *kind, char *json_path,
+                               size_t cap, nb_err *err);
+nb_code nb_report_write_diagnosis(const char *dir, const nb_diagnosis_result *r,
+                                  const nb_report_env *env, char *json_path, size_t cap,
+                                  nb_err *err);
+
+/* The console summary of a verify run (what `npubench verify` prints). */
+void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_env *env);
+void nb_report_print_diagnosis(FILE *f, const nb_diagnosis_result *r);
+
+#endif

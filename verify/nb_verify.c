@@ -1,0 +1,282 @@
+/* nb_verify: prompt set + trace + deployment -> per-prompt gate records.
+ * Refuses to compare unless our tokenizer reproduces the reference's prompt ids exactly. */
+#include "nb_verify.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_file.h"
+#include "nb_generate.h"
+#include "nb_time.h"
+#include "nb_utf8.h"
+
+void nb_verify_default_prompts(const char *preset, char *buf, size_t cap)
+{
+    const char *set = preset && !strcmp(preset, "base") ? "base" : "instruct";
+    snprintf(buf, cap, "verify/prompts/%s.txt", set);
+    if (!nb_file_exists(buf))
+        snprintf(buf, cap, "%s/verify/prompts/%s.txt", NB_SOURCE_DIR, set);
+}
+
+const char *nb_verify_default_refdir(void)
+{
+    return nb_file_exists("verify/references") ? "verify/references"
+                                               : NB_SOURCE_DIR "/verify/references";
+}
+
+static char *decode_ids(const nb_tokenizer *t, const int32_t *ids, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    nb_err e;
+    if (nb_tokenizer_decode(t, ids, n, 0, &text, &len, &e) != NB_OK)
+        return strdup("<undecodable>");
+    char *clean = nb_utf8_sanitize(text, len);
+    free(text);
+    return clean;
+}
+
+static char *decode_steps(const nb_tokenizer *t, const nb_gate_step *s, int n)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (!ids)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        ids[i] = s[i].token;
+    char *r = decode_ids(t, ids, (size_t)n);
+    free(ids);
+    return r;
+}
+
+static void summarise(nb_verify_result *r)
+{
+    r->n_pass = r->n_fail = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (r->recs[i].gate.status == NB_GATE_PASS)
+            r->n_pass++;
+        else
+            r->n_fail++;
+    }
+    r->status = r->n_fail ? NB_GATE_FAIL : NB_GATE_PASS;
+}
+
+static nb_code check_ids(const nb_trace_prompt *tp, const int32_t *ids, size_t n, int idx,
+                         nb_err *err)
+{
+    if ((int)n != tp->n_ids || memcmp(ids, tp->ids, n * sizeof *ids)) {
+        size_t at = 0;
+        while (at < n && (int)at < tp->n_ids && ids[at] == tp->ids[at])
+            at++;
+        return nb_err_set(err, NB_EMISMATCH,
+                          "prompt %d: our tokenizer gives %zu ids, the reference used %d (first "
+                          "difference at position %zu); both sides must decode from identical "
+                          "input — regenerate the trace with `make hf-reference` or fix the "
+                          "tokenizer",
+                          idx, n, tp->n_ids, at);
+    }
+    return NB_OK;
+}
+
+static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, int n_tokens,
+                             int k, nb_verify_record *rec, nb_err *err)
+{
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    nb_code rc = nb_tokenizer_encode(d->tok, tp->text, strlen(tp->text), 1, 0, &ids, &n_ids, err);
+    if (rc)
+        return nb_err_prefix(err, "prompt %d: ", idx);
+    if ((rc = check_ids(tp, ids, n_ids, idx, err))) {
+        free(ids);
+        return rc;
+    }
+    nb_gen g;
+    nb_gen_opts go = {.n_tokens = n_tokens, .k = k, .stop_eog = 0};
+    rc = nb_generate(d, ids, (int)n_ids, &go, &g, err);
+    free(ids);
+    if (rc)
+        return nb_err_prefix(err, "prompt %d: ", idx);
+    rec->index = idx;
+    rec->prompt = strdup(tp->text);
+    rec->n_prompt_ids = (int)n_ids;
+    rec->n_steps = g.n_steps;
+    rec->dev = g.steps;
+    g.steps = NULL;
+    rec->ref = malloc(sizeof(nb_gate_step) * (size_t)n_tokens);
+    rec->prefill_ms = g.prefill_ms;
+    rec->decode_ms = g.decode_ms;
+    nb_gen_free(&g);
+    if (!rec->prompt || !rec->ref)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    memcpy(rec->ref, tp->steps, sizeof(nb_gate_step) * (size_t)n_tokens);
+    nb_gate_check(rec->dev, rec->n_steps, rec->ref, n_tokens, k, &rec->gate);
+    rec->agreed_text = decode_steps(d->tok, rec->dev, rec->gate.agreed);
+    rec->dev_text = decode_steps(d->tok, rec->dev, rec->n_steps);
+    rec->ref_text = decode_steps(d->tok, rec->ref, n_tokens);
+    if (rec->gate.divergence >= 0) {
+        rec->dev_token_text = decode_ids(d->tok, &rec->gate.dev_token, 1);
+        rec->ref_token_text = decode_ids(d->tok, &rec->gate.ref_token, 1);
+    } else {
+        rec->dev_token_text = strdup("");
+        rec->ref_token_text = strdup("");
+    }
+    if (!rec->agreed_text || !rec->dev_text || !rec->ref_text || !rec->dev_token_text ||
+        !rec->ref_token_text)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    return NB_OK;
+}
+
+nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *out, nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = nb_now_ms();
+    char ppath[1024];
+    if (o->prompts_file)
+        snprintf(ppath, sizeof ppath, "%s", o->prompts_file);
+    else
+        nb_verify_default_prompts(d->preset, ppath, sizeof ppath);
+    nb_prompts ps;
+    nb_code rc = nb_prompts_load(ppath, &ps, err);
+    if (rc)
+        return rc;
+    nb_trace *tr = NULL;
+    if (o->reference)
+        rc = nb_trace_load(o->reference, &tr, err);
+    else
+        rc = nb_trace_find(o->refdir ? o->refdir : nb_verify_default_refdir(), d->model_sha256,
+                           ps.sha256, 0, &tr, err);
+    if (rc)
+        goto done;
+    /* The trace must be of this model and this very prompt set. */
+    if (strcmp(tr->model_sha256, d->model_sha256)) {
+        rc = nb_err_set(err, NB_EMISMATCH, "%s: made for model %.16s, deployment has %.16s",
+                        tr->path, tr->model_sha256, d->model_sha256);
+        goto done;
+    }
+    if (strcmp(tr->prompts_sha256, ps.sha256) || tr->n_prompts != ps.n) {
+        rc = nb_err_set(err, NB_EMISMATCH,
+                        "%s: made for prompt set %.16s (%d prompts), %s is %.16s (%d prompts); "
+                        "regenerate with `make hf-reference`",
+                        tr->path, tr->prompts_sha256, tr->n_prompts, ppath, ps.sha256, ps.n);
+        goto done;
+    }
+    int n_tokens = o->n_tokens ? o->n_tokens : tr->n_tokens;
+    int k = o->k ? o->k : tr->k;
+    if (n_tokens < 1 || n_tokens > tr->n_tokens) {
+        rc = nb_err_set(err, NB_EINVAL, "n_tokens %d: the reference has %d steps per prompt",
+                        n_tokens, tr->n_tokens);
+        goto done;
+    }
+    if (k < 1 || k > tr->k) {
+        rc = nb_err_set(err, NB_EINVAL, "k %d: the reference kept top-%d", k, tr->k);
+        goto done;
+    }
+    int total = ps.n;
+    if (o->max_prompts < 0 || o->first < 0 || o->count < 0) {
+        rc = nb_err_set(err, NB_EINVAL, "max_prompts/first/count must be >= 0");
+        goto done;
+    }
+    if (o->max_prompts > 0 && o->max_prompts < total)
+        total = o->max_prompts;
+    int first = o->first, last = o->count ? o->first + o->count : total;
+    if (first >= total || last > total) {
+        rc = nb_err_set(err, NB_EINVAL, "prompt range [%d, %d) outside the set's %d prompts",
+                        first, last, total);
+        goto done;
+    }
+    for (int i = first; i < last; i++)
+        if (tr->prompts[i].n_steps < n_tokens || strcmp(tr->prompts[i].text, ps.items[i])) {
+            rc = nb_err_set(err, NB_EMISMATCH, "%s: prompt %d differs from %s line or is short",
+                            tr->path, i, ppath);
+            goto done;
+        }
+    out->recs = calloc((size_t)(last - first), sizeof *out->recs);
+    if (!out->recs) {
+        rc = nb_err_set(err, NB_ENOMEM, "out of memory");
+        goto done;
+    }
+    out->k = k;
+    out->n_tokens = n_tokens;
+    snprintf(out->prompts_path, sizeof out->prompts_path, "%s", ppath);
+    snprintf(out->prompts_sha256, sizeof out->prompts_sha256, "%s", ps.sha256);
+    snprintf(out->trace_path, sizeof out->trace_path, "%s", tr->path);
+    snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s", tr->transformers);
+    snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
+    snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
+    for (int i = first; i < last; i++) {
+        if (o->cancelled && o->cancelled(o->progress_user)) {
+            rc = nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts", out->n,
+                            last - first);
+            break;
+        }
+        rc = verify_prompt(d, &tr->prompts[i], i, n_tokens, k, &out->recs[out->n], err);
+        out->n++;
+        if (rc)
+            break;
+        if (o->progress) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "prompt %d: %s", i,
+                     out->recs[out->n - 1].gate.status == NB_GATE_PASS ? "PASS" : "FAIL");
+            o->progress(o->progress_user, out->n, last - first, msg);
+        }
+    }
+    summarise(out);
+    out->wall_ms = nb_now_ms() - t0;
+done:
+    nb_trace_free(tr);
+    nb_prompts_free(&ps);
+    if (rc)
+        nb_verify_result_free(out);
+    return rc;
+}
+
+static void free_record(nb_verify_record *r)
+{
+    free(r->prompt);
+    free(r->dev);
+    free(r->ref);
+    free(r->dev_token_text);
+    free(r->ref_token_text);
+    free(r->agreed_text);
+    free(r->dev_text);
+    free(r->ref_text);
+}
+
+void nb_verify_result_free(nb_verify_result *r)
+{
+    for (int i = 0; i < r->n; i++)
+        free_record(&r->recs[i]);
+    free(r->recs);
+    memset(r, 0, sizeof *r);
+}
+
+nb_code nb_verify_merge(nb_verify_result *dst, nb_verify_result *src, nb_err *err)
+{
+    nb_verify_record *recs =
+        realloc(dst->recs, sizeof *recs * (size_t)(dst->n + src->n > 0 ? dst->n + src->n : 1));
+    if (!recs)
+        return nb_err_set(err, NB_ENOMEM, "out of memory merging shards");
+    dst->recs = recs;
+    memcpy(dst->recs + dst->n, src->recs, sizeof *recs * (size_t)src->n);
+    dst->n += src->n;
+    if (!dst->prompts_path[0]) {
+        memcpy(dst->prompts_path, src->prompts_path, sizeof dst->prompts_path);
+        memcpy(dst->prompts_sha256, src->prompts_sha256, sizeof dst->prompts_sha256);
+        memcpy(dst->trace_path, src->trace_path, sizeof dst->trace_path);
+        dst->k = src->k;
+        dst->n_tokens = src->n_tokens;
+    }
+    dst->wall_ms += src->wall_ms;
+    free(src->recs);
+    src->recs = NULL;
+    src->n = 0;
+    /* shards arrive in any order; reports list prompts in set order */
+    for (int i = 1; i < dst->n; i++)
+        for (int j = i; j > 0 && dst->recs[j - 1].index > dst->recs[j].index; j--) {
+            nb_verify_record t = dst->recs[j];
+            dst->recs[j] = dst->recs[j - 1];
+            dst->recs[j - 1] = t;
+        }
+    summarise(dst);
+    return NB_OK;
+}

@@ -1,0 +1,64 @@
+/* nb_verify: runs the gate for a deployment over a prompt set against the HF trace.
+ * Used by `npubench verify` locally and by workers for (sharded) VERIFY jobs. */
+#ifndef NB_VERIFY_H
+#define NB_VERIFY_H
+
+#include "nb_deploy.h"
+#include "nb_gate.h"
+#include "nb_prompts.h"
+#include "nb_trace.h"
+
+typedef struct nb_verify_opts {
+    const char *prompts_file; /* NULL: the preset's set (verify/prompts/<preset>.txt) */
+    const char *reference;    /* trace path; NULL: look it up by digests */
+    const char *refdir;       /* NULL: verify/references under the source tree */
+    int max_prompts;          /* 0: all (verify uses 2) */
+    int first, count;         /* shard: prompts [first, first+count) of the set; count 0 = to the end */
+    int n_tokens;             /* 0: the trace's */
+    int k;                    /* 0: the trace's */
+    /* progress: called after each prompt (done, total) */
+    void (*progress)(void *user, int done, int total, const char *msg);
+    void *progress_user;
+    /* cancellation: checked between prompts; non-zero stops with NB_ECANCELED */
+    int (*cancelled)(void *user);
+} nb_verify_opts;
+
+typedef struct nb_verify_record {
+    int index;              /* index in the prompt set */
+    char *prompt;
+    int n_prompt_ids;
+    nb_gate_result gate;
+    nb_gate_step *dev, *ref;/* n_steps each */
+    int n_steps;
+    char *dev_token_text, *ref_token_text; /* at the divergence ("" when none) */
+    char *agreed_text;      /* decoded agreed prefix */
+    char *dev_text, *ref_text; /* whole generations */
+    double prefill_ms, decode_ms;
+} nb_verify_record;
+
+typedef struct nb_verify_result {
+    nb_verify_record *recs;
+    int n;
+    int n_pass, n_fail;
+    nb_gate_status status;  /* PASS iff every record passes */
+    int k, n_tokens;
+    char prompts_path[1024], prompts_sha256[65], trace_path[1024];
+    char trace_transformers[32], trace_torch[32], trace_date[40];
+    double wall_ms;
+} nb_verify_result;
+
+/* Resolves the prompt set path for a preset ("instruct"/"base") into buf. */
+void nb_verify_default_prompts(const char *preset, char *buf, size_t cap);
+const char *nb_verify_default_refdir(void);
+
+/* Fills out (free with nb_verify_result_free). A gate FAIL is NB_OK with
+ * out->status == NB_GATE_FAIL; errors are set-up problems (no trace, token
+ * mismatch with the reference, bad input). */
+nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *out, nb_err *err);
+void nb_verify_result_free(nb_verify_result *r);
+
+/* Appends src's records to dst (shard merge); recomputes the summary.
+ * src is emptied. */
+nb_code nb_verify_merge(nb_verify_result *dst, nb_verify_result *src, nb_err *err);
+
+#endif

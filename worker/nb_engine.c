@@ -1,0 +1,617 @@
+/* nb_engine: Llama forward pass over nb_kernels, in bf16 (HF rounding points), f32 or q4_1.
+ * Prefill runs in chunks of whole-prompt GEMMs; decode is the same code with n = 1. */
+#include "nb_engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_kernels.h"
+#include "nb_time.h"
+
+#define DEFAULT_MAX_SEQ 2048
+#define PREFILL_CHUNK 128
+
+typedef struct layer {
+    nb_wmat *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+    void *attn_norm, *ffn_norm; /* dim elements, activation type */
+    void *kc, *vc;              /* [max_seq][kv_dim], activation type */
+} layer;
+
+struct nb_engine {
+    nb_model_config cfg;
+    nb_engine_opts opts;
+    int f32;      /* activations are fp32 (else bf16) */
+    size_t esz;   /* bytes per activation element */
+    int kv_dim, q_dim;
+    nb_wmat *embd, *lm_head; /* lm_head == embd when tied */
+    void *out_norm;
+    layer *layers;
+    float *rope_cos, *rope_sin; /* [max_seq][head_dim/2] */
+    /* scratch for PREFILL_CHUNK rows */
+    void *x, *xb, *q, *k, *v, *att, *g, *u;
+    float *hid;    /* fp32 copy of rows for the layer hook */
+    float *logits; /* vocab */
+    void *lbuf;    /* vocab activation-typed logits (bf16 rounding) */
+    int pos;       /* tokens in the cache */
+    int high_water;/* cache rows written since the last reset */
+    int fault_kv;  /* NPUBENCH_FAULT=kv_offset: decode writes KV one slot late */
+    nb_layer_hook hook;
+    void *hook_user;
+    int prof_on;
+    nb_op_stats prof[NB_OP_COUNT];
+    size_t weight_bytes;
+};
+
+const char *nb_dtype_name(nb_dtype d)
+{
+    switch (d) {
+    case NB_DTYPE_BF16: return "bf16";
+    case NB_DTYPE_F32: return "f32";
+    case NB_DTYPE_Q4_1: return "q4_1";
+    }
+    return "?";
+}
+
+nb_code nb_dtype_parse(const char *s, nb_dtype *out, nb_err *err)
+{
+    if (!strcmp(s, "bf16"))
+        *out = NB_DTYPE_BF16;
+    else if (!strcmp(s, "f32") || !strcmp(s, "fp32"))
+        *out = NB_DTYPE_F32;
+    else if (!strcmp(s, "q4_1"))
+        *out = NB_DTYPE_Q4_1;
+    else
+        return nb_err_set(err, NB_EINVAL, "dtype '%s': expected bf16, f32 or q4_1", s);
+    return NB_OK;
+}
+
+const char *nb_op_name(nb_op op)
+{
+    static const char *names[NB_OP_COUNT] = {
+        "embedding", "rmsnorm", "qkv_proj", "rope", "kv_write", "attention", "o_proj",
+        "gate_up_proj", "silu_mul", "down_proj", "residual", "final_norm", "lm_head"};
+    return op < NB_OP_COUNT ? names[op] : "?";
+}
+
+void nb_engine_opts_default(nb_engine_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = NB_DTYPE_BF16;
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+/* The weight type a tensor gets in memory under a dtype. */
+static nb_wtype wtype_for(nb_dtype d, nb_ttype stored)
+{
+    if (d == NB_DTYPE_F32)
+        return NB_W_F32;
+    if (d == NB_DTYPE_Q4_1) {
+        if (stored == NB_TT_Q4_1)
+            return NB_W_Q4_1;
+        if (stored == NB_TT_Q8_0)
+            return NB_W_Q8_0;
+    }
+    return NB_W_BF16;
+}
+
+/* Builds a weight matrix from a tensor view: quantized blocks are copied as
+ * they are; everything else is dequantized to fp32 and, for bf16, rounded
+ * to nearest-even exactly as HF's .to(bfloat16). */
+static nb_code load_wmat(nb_dtype d, const nb_tensor *t, nb_wmat **out, size_t *bytes,
+                         nb_err *err)
+{
+    nb_wtype wt = wtype_for(d, t->type);
+    if (t->cols > INT32_MAX || t->rows > INT32_MAX)
+        return nb_err_set(err, NB_EINVAL, "tensor '%s': too large", t->name);
+    nb_code rc = nb_wmat_create(wt, (int)t->rows, (int)t->cols, out, err);
+    if (rc)
+        return nb_err_prefix(err, "tensor '%s': ", t->name);
+    float *f = malloc(sizeof(float) * (size_t)t->cols);
+    nb_bf16 *b = malloc(sizeof(nb_bf16) * (size_t)t->cols);
+    if (!f || !b) {
+        free(f);
+        free(b);
+        nb_wmat_free(*out);
+        *out = NULL;
+        return nb_err_set(err, NB_ENOMEM, "tensor '%s': out of memory", t->name);
+    }
+    for (int64_t r = 0; r < t->rows; r++) {
+        const void *src = nb_tensor_row(t, r);
+        if (wt == NB_W_Q4_1 || wt == NB_W_Q8_0) {
+            nb_wmat_set_row(*out, (int)r, src);
+            continue;
+        }
+        nb_dequant_row(t->type, src, t->cols, f);
+        if (wt == NB_W_F32) {
+            nb_wmat_set_row(*out, (int)r, f);
+        } else {
+            for (int64_t c = 0; c < t->cols; c++)
+                b[c] = nb_f32_to_bf16(f[c]);
+            nb_wmat_set_row(*out, (int)r, b);
+        }
+    }
+    free(f);
+    free(b);
+    rc = nb_wmat_finish(*out, err);
+    if (rc) {
+        nb_wmat_free(*out);
+        *out = NULL;
+        return nb_err_prefix(err, "tensor '%s': ", t->name);
+    }
+    *bytes += nb_wmat_bytes(*out);
+    return NB_OK;
+}
+
+/* A norm weight vector in the activation type. */
+static nb_code load_vec(const nb_engine *e, const nb_tensor *t, void **out, nb_err *err)
+{
+    int64_t n = t->rows * t->cols;
+    if (n != e->cfg.dim)
+        return nb_err_set(err, NB_EMISMATCH, "tensor '%s': %lld elements, expected %d", t->name,
+                          (long long)n, e->cfg.dim);
+    float *f = malloc(sizeof(float) * (size_t)n);
+    if (!f)
+        return nb_err_set(err, NB_ENOMEM, "tensor '%s': out of memory", t->name);
+    nb_dequant_row(t->type, t->data, n, f);
+    if (e->f32) {
+        *out = f;
+        return NB_OK;
+    }
+    nb_bf16 *b = malloc(sizeof(nb_bf16) * (size_t)n);
+    if (!b) {
+        free(f);
+        return nb_err_set(err, NB_ENOMEM, "tensor '%s': out of memory", t->name);
+    }
+    for (int64_t i = 0; i < n; i++)
+        b[i] = nb_f32_to_bf16(f[i]);
+    free(f);
+    *out = b;
+    return NB_OK;
+}
+
+/* HF's inv_freq (fp32), with the llama3 long-context adjustment when set. */
+static void rope_inv_freq(const nb_model_config *c, float *inv)
+{
+    int hd = c->head_dim;
+    for (int i = 0; i < hd / 2; i++) {
+        float expo = (float)(2 * i) / (float)hd;
+        inv[i] = 1.0f / powf(c->rope_theta, expo);
+    }
+    if (c->rope_scaling != NB_ROPE_LLAMA3)
+        return;
+    float old = (float)c->rope_orig_max_pos;
+    float low_wl = old / c->rope_low_freq_factor, high_wl = old / c->rope_high_freq_factor;
+    for (int i = 0; i < hd / 2; i++) {
+        float wl = 2.0f * (float)M_PI / inv[i];
+        float f = wl > low_wl ? inv[i] / c->rope_factor : inv[i];
+        if (!(wl < high_wl) && !(wl > low_wl)) {
+            float s = (old / wl - c->rope_low_freq_factor) /
+                      (c->rope_high_freq_factor - c->rope_low_freq_factor);
+            f = (1.0f - s) * f / c->rope_factor + s * f;
+        }
+        inv[i] = f;
+    }
+}
+
+static nb_code build_rope(nb_engine *e, nb_err *err)
+{
+    int half = e->cfg.head_dim / 2, S = e->opts.max_seq;
+    e->rope_cos = malloc(sizeof(float) * (size_t)S * half);
+    e->rope_sin = malloc(sizeof(float) * (size_t)S * half);
+    float *inv = malloc(sizeof(float) * (size_t)half);
+    if (!e->rope_cos || !e->rope_sin || !inv) {
+        free(inv);
+        return nb_err_set(err, NB_ENOMEM, "out of memory for the RoPE table (%d positions)", S);
+    }
+    rope_inv_freq(&e->cfg, inv);
+    for (int p = 0; p < S; p++)
+        for (int i = 0; i < half; i++) {
+            float f = (float)p * inv[i];
+            float c = cosf(f), s = sinf(f);
+            /* HF casts cos/sin to the activation dtype before applying them */
+            e->rope_cos[(size_t)p * half + i] = e->f32 ? c : nb_round_bf16(c);
+            e->rope_sin[(size_t)p * half + i] = e->f32 ? s : nb_round_bf16(s);
+        }
+    free(inv);
+    return NB_OK;
+}
+
+static nb_code alloc_buf(void **p, size_t n, nb_err *err)
+{
+    *p = calloc(1, n ? n : 1);
+    return *p ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory (%zu bytes)", n);
+}
+
+nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **out,
+                        nb_err *err)
+{
+    *out = NULL;
+    nb_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return nb_err_set(err, NB_ENOMEM, "out of memory for the engine");
+    e->cfg = *nb_model_cfg(m);
+    e->opts = *o;
+    const nb_model_config *c = &e->cfg;
+    if (e->opts.max_seq == 0)
+        e->opts.max_seq = DEFAULT_MAX_SEQ < c->max_ctx ? DEFAULT_MAX_SEQ : c->max_ctx;
+    nb_code rc = NB_OK;
+    if (e->opts.max_seq < 1 || e->opts.max_seq > c->max_ctx || e->opts.max_seq > (1 << 20)) {
+        rc = nb_err_set(err, NB_EINVAL, "max_seq %d: must be 1..%d (the model's context length)",
+                        e->opts.max_seq, c->max_ctx);
+        goto fail;
+    }
+    if (c->head_dim % 2 || c->n_heads % c->n_kv_heads) {
+        rc = nb_err_set(err, NB_EUNSUPPORTED, "head_dim %d / heads %d / kv heads %d unsupported",
+                        c->head_dim, c->n_heads, c->n_kv_heads);
+        goto fail;
+    }
+    if ((rc = nb_kernels_init(o->threads, err)))
+        goto fail;
+    e->f32 = o->dtype == NB_DTYPE_F32;
+    e->esz = e->f32 ? sizeof(float) : sizeof(nb_bf16);
+    e->kv_dim = c->n_kv_heads * c->head_dim;
+    e->q_dim = c->n_heads * c->head_dim;
+    const char *fault = getenv("NPUBENCH_FAULT");
+    e->fault_kv = fault && !strcmp(fault, "kv_offset");
+
+    if ((rc = load_wmat(o->dtype, nb_model_tok_embd(m), &e->embd, &e->weight_bytes, err)))
+        goto fail;
+    if (c->tied_embeddings)
+        e->lm_head = e->embd;
+    else if ((rc = load_wmat(o->dtype, nb_model_lm_head(m), &e->lm_head, &e->weight_bytes, err)))
+        goto fail;
+    if ((rc = load_vec(e, nb_model_out_norm(m), &e->out_norm, err)))
+        goto fail;
+    e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
+    if (!e->layers) {
+        rc = nb_err_set(err, NB_ENOMEM, "out of memory for %d layers", c->n_layers);
+        goto fail;
+    }
+    size_t kv_bytes = (size_t)e->opts.max_seq * e->kv_dim * e->esz;
+    for (int l = 0; l < c->n_layers; l++) {
+        const nb_layer_weights *w = nb_model_layer(m, l);
+        layer *L = &e->layers[l];
+        if ((rc = load_wmat(o->dtype, &w->wq, &L->wq, &e->weight_bytes, err)) ||
+            (rc = load_wmat(o->dtype, &w->wk, &L->wk, &e->weight_bytes, err)) ||
+            (rc = load_wmat(o->dtype, &w->wv, &L->wv, &e->weight_bytes, err)) ||
+            (rc = load_wmat(o->dtype, &w->wo, &L->wo, &e->weight_bytes, err)) ||
+            (rc = load_wmat(o->dtype, &w->w_gate, &L->wg, &e->weight_bytes, err)) ||
+            (rc = load_wmat(o->dtype, &w->w_up, &L->wu, &e->weight_bytes, err)) ||
+            (rc = load_wmat(o->dtype, &w->w_down, &L->wd, &e->weight_bytes, err)) ||
+            (rc = load_vec(e, &w->attn_norm, &L->attn_norm, err)) ||
+            (rc = load_vec(e, &w->ffn_norm, &L->ffn_norm, err)) ||
+            (rc = alloc_buf(&L->kc, kv_bytes, err)) || (rc = alloc_buf(&L->vc, kv_bytes, err)))
+            goto fail;
+    }
+    if ((rc = build_rope(e, err)))
+        goto fail;
+    size_t R = PREFILL_CHUNK;
+    if ((rc = alloc_buf(&e->x, R * c->dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->xb, R * c->dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->q, R * e->q_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->k, R * e->kv_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->v, R * e->kv_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->att, R * e->q_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->g, R * c->ffn_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->u, R * c->ffn_dim * e->esz, err)) ||
+        (rc = alloc_buf((void **)&e->hid, R * c->dim * sizeof(float), err)) ||
+        (rc = alloc_buf((void **)&e->logits, (size_t)c->vocab * sizeof(float), err)) ||
+        (rc = alloc_buf(&e->lbuf, (size_t)c->vocab * e->esz, err)))
+        goto fail;
+    *out = e;
+    return NB_OK;
+fail:
+    nb_engine_free(e);
+    return rc;
+}
+
+void nb_engine_free(nb_engine *e)
+{
+    if (!e)
+        return;
+    if (e->layers) {
+        for (int l = 0; l < e->cfg.n_layers; l++) {
+            layer *L = &e->layers[l];
+            nb_wmat_free(L->wq);
+            nb_wmat_free(L->wk);
+            nb_wmat_free(L->wv);
+            nb_wmat_free(L->wo);
+            nb_wmat_free(L->wg);
+            nb_wmat_free(L->wu);
+            nb_wmat_free(L->wd);
+            free(L->attn_norm);
+            free(L->ffn_norm);
+            free(L->kc);
+            free(L->vc);
+        }
+        free(e->layers);
+    }
+    if (e->lm_head != e->embd)
+        nb_wmat_free(e->lm_head);
+    nb_wmat_free(e->embd);
+    free(e->out_norm);
+    free(e->rope_cos);
+    free(e->rope_sin);
+    free(e->x);
+    free(e->xb);
+    free(e->q);
+    free(e->k);
+    free(e->v);
+    free(e->att);
+    free(e->g);
+    free(e->u);
+    free(e->hid);
+    free(e->logits);
+    free(e->lbuf);
+    free(e);
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+#define AT(buf, i, width) ((void *)((char *)(buf) + (size_t)(i) * (size_t)(width) * e->esz))
+
+static inline double prof_begin(const nb_engine *e)
+{
+    return e->prof_on ? nb_now_ms() : 0.0;
+}
+
+static inline void prof_end(nb_engine *e, nb_op op, double t0)
+{
+    if (e->prof_on) {
+        e->prof[op].calls++;
+        e->prof[op].total_ms += nb_now_ms() - t0;
+    }
+}
+
+static void linear(nb_engine *e, const nb_wmat *w, const void *x, int n, void *y)
+{
+    if (e->f32)
+        nb_linear_f32(w, (const float *)x, n, y);
+    else
+        nb_linear_bf16(w, (const nb_bf16 *)x, n, y);
+}
+
+static void rmsnorm(nb_engine *e, void *y, const void *x, const void *w, int n)
+{
+    if (e->f32)
+        nb_rmsnorm_f32(y, x, w, n, e->cfg.dim, e->cfg.rms_eps);
+    else
+        nb_rmsnorm_bf16(y, x, w, n, e->cfg.dim, e->cfg.rms_eps);
+}
+
+static void add(nb_engine *e, void *x, const void *d, size_t n)
+{
+    if (e->f32)
+        nb_add_f32(x, d, n);
+    else
+        nb_add_bf16(x, d, n);
+}
+
+static void call_hook(nb_engine *e, int l, int pos0, int n, const void *rows)
+{
+    size_t cnt = (size_t)n * e->cfg.dim;
+    if (e->f32) {
+        memcpy(e->hid, rows, cnt * sizeof(float));
+    } else {
+        const nb_bf16 *b = rows;
+        for (size_t i = 0; i < cnt; i++)
+            e->hid[i] = nb_bf16_to_f32(b[i]);
+    }
+    e->hook(e->hook_user, l, pos0, n, e->cfg.dim, e->hid);
+}
+
+/* Runs n tokens at positions pos0.. through every layer. decode selects the
+ * fault switch's write slot; want_logits computes the last row's logits. */
+static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decode,
+                    int want_logits)
+{
+    const nb_model_config *c = &e->cfg;
+    int dim = c->dim, hd = c->head_dim, half = hd / 2;
+    double t = prof_begin(e);
+    float *row = e->hid; /* scratch: one fp32 embedding row */
+    for (int i = 0; i < n; i++) {
+        nb_wmat_get_row_f32(e->embd, ids[i], row);
+        if (e->f32) {
+            memcpy(AT(e->x, i, dim), row, sizeof(float) * dim);
+        } else {
+            nb_bf16 *xr = (nb_bf16 *)AT(e->x, i, dim);
+            for (int d = 0; d < dim; d++)
+                xr[d] = nb_f32_to_bf16(row[d]);
+        }
+    }
+    prof_end(e, NB_OP_EMBED, t);
+
+    /* Off by one slot during decode only: the gate must notice. */
+    int slot_shift = decode && e->fault_kv && pos0 + 1 < e->opts.max_seq ? 1 : 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *L = &e->layers[l];
+        t = prof_begin(e);
+        rmsnorm(e, e->xb, e->x, L->attn_norm, n);
+        prof_end(e, NB_OP_RMSNORM, t);
+
+        t = prof_begin(e);
+        linear(e, L->wq, e->xb, n, e->q);
+        linear(e, L->wk, e->xb, n, e->k);
+        linear(e, L->wv, e->xb, n, e->v);
+        prof_end(e, NB_OP_QKV_PROJ, t);
+
+        t = prof_begin(e);
+        for (int i = 0; i < n; i++) {
+            const float *cs = e->rope_cos + (size_t)(pos0 + i) * half;
+            const float *sn = e->rope_sin + (size_t)(pos0 + i) * half;
+            if (e->f32) {
+                nb_rope_f32((float *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
+                nb_rope_f32((float *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
+            } else {
+                nb_rope_bf16((nb_bf16 *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
+                nb_rope_bf16((nb_bf16 *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
+            }
+        }
+        prof_end(e, NB_OP_ROPE, t);
+
+        t = prof_begin(e);
+        memcpy(AT(L->kc, pos0 + slot_shift, e->kv_dim), e->k, (size_t)n * e->kv_dim * e->esz);
+        memcpy(AT(L->vc, pos0 + slot_shift, e->kv_dim), e->v, (size_t)n * e->kv_dim * e->esz);
+        prof_end(e, NB_OP_KV_WRITE, t);
+
+        t = prof_begin(e);
+        if (e->f32)
+            nb_attention_f32(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd);
+        else
+            nb_attention_bf16(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads,
+                              hd);
+        prof_end(e, NB_OP_ATTENTION, t);
+
+        t = prof_begin(e);
+        linear(e, L->wo, e->att, n, e->xb);
+        prof_end(e, NB_OP_O_PROJ, t);
+        t = prof_begin(e);
+        add(e, e->x, e->xb, (size_t)n * dim);
+        prof_end(e, NB_OP_RESIDUAL, t);
+
+        t = prof_begin(e);
+        rmsnorm(e, e->xb, e->x, L->ffn_norm, n);
+        prof_end(e, NB_OP_RMSNORM, t);
+        t = prof_begin(e);
+        linear(e, L->wg, e->xb, n, e->g);
+        linear(e, L->wu, e->xb, n, e->u);
+        prof_end(e, NB_OP_GATE_UP_PROJ, t);
+        t = prof_begin(e);
+        if (e->f32)
+            nb_silu_mul_f32(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
+        else
+            nb_silu_mul_bf16(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
+        prof_end(e, NB_OP_SILU_MUL, t);
+        t = prof_begin(e);
+        linear(e, L->wd, e->g, n, e->xb);
+        prof_end(e, NB_OP_DOWN_PROJ, t);
+        t = prof_begin(e);
+        add(e, e->x, e->xb, (size_t)n * dim);
+        prof_end(e, NB_OP_RESIDUAL, t);
+
+        if (e->hook && l < c->n_layers - 1)
+            call_hook(e, l, pos0, n, e->x);
+    }
+
+    /* Only the rows someone reads go through the final norm. */
+    int first = e->hook ? 0 : n - 1;
+    if (!e->hook && !want_logits)
+        return;
+    t = prof_begin(e);
+    rmsnorm(e, AT(e->xb, first, dim), AT(e->x, first, dim), e->out_norm, n - first);
+    prof_end(e, NB_OP_FINAL_NORM, t);
+    if (e->hook)
+        call_hook(e, c->n_layers - 1, pos0, n, e->xb);
+    if (!want_logits)
+        return;
+    t = prof_begin(e);
+    if (e->f32) {
+        nb_linear_f32(e->lm_head, AT(e->xb, n - 1, dim), 1, e->logits);
+    } else {
+        /* HF's bf16 lm_head returns bf16 logits: round them the same way so
+         * ties appear where the reference sees them. */
+        nb_linear_bf16(e->lm_head, AT(e->xb, n - 1, dim), 1, e->lbuf);
+        const nb_bf16 *lb = e->lbuf;
+        for (int i = 0; i < c->vocab; i++)
+            e->logits[i] = nb_bf16_to_f32(lb[i]);
+    }
+    prof_end(e, NB_OP_LM_HEAD, t);
+}
+
+void nb_engine_reset(nb_engine *e)
+{
+    /* Clear what the last sequence wrote so a faulty slot reads zeros, not
+     * stale keys, and runs stay reproducible. */
+    if (e->high_water > 0) {
+        size_t bytes = (size_t)e->high_water * e->kv_dim * e->esz;
+        for (int l = 0; l < e->cfg.n_layers; l++) {
+            memset(e->layers[l].kc, 0, bytes);
+            memset(e->layers[l].vc, 0, bytes);
+        }
+    }
+    e->pos = 0;
+    e->high_water = 0;
+}
+
+static nb_code check_ids(const nb_engine *e, const int32_t *ids, int n, nb_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= e->cfg.vocab)
+            return nb_err_set(err, NB_EINVAL, "token id %d at position %d: outside vocab 0..%d",
+                              ids[i], i, e->cfg.vocab - 1);
+    return NB_OK;
+}
+
+nb_code nb_engine_prefill(nb_engine *e, const int32_t *ids, int n, const float **logits,
+                          nb_err *err)
+{
+    if (n < 1)
+        return nb_err_set(err, NB_EINVAL, "prefill: empty prompt (0 tokens)");
+    if (n > e->opts.max_seq)
+        return nb_err_set(err, NB_EINVAL, "prefill: prompt of %d tokens exceeds max_seq %d", n,
+                          e->opts.max_seq);
+    nb_code rc = check_ids(e, ids, n, err);
+    if (rc)
+        return rc;
+    nb_engine_reset(e);
+    for (int p0 = 0; p0 < n; p0 += PREFILL_CHUNK) {
+        int cnt = n - p0 < PREFILL_CHUNK ? n - p0 : PREFILL_CHUNK;
+        forward(e, ids + p0, cnt, p0, 0, p0 + cnt == n);
+    }
+    e->pos = n;
+    e->high_water = n;
+    *logits = e->logits;
+    return NB_OK;
+}
+
+nb_code nb_engine_decode_step(nb_engine *e, int32_t token, int pos, const float **logits,
+                              nb_err *err)
+{
+    if (pos != e->pos)
+        return nb_err_set(err, NB_EINVAL, "decode_step: pos %d but the cache holds %d tokens",
+                          pos, e->pos);
+    if (pos >= e->opts.max_seq)
+        return nb_err_set(err, NB_EINVAL, "decode_step: pos %d reaches max_seq %d", pos,
+                          e->opts.max_seq);
+    nb_code rc = check_ids(e, &token, 1, err);
+    if (rc)
+        return rc;
+    forward(e, &token, 1, pos, 1, 1);
+    e->pos = pos + 1;
+    int hw = e->pos + (e->fault_kv ? 1 : 0);
+    if (hw > e->opts.max_seq)
+        hw = e->opts.max_seq;
+    if (hw > e->high_water)
+        e->high_water = hw;
+    *logits = e->logits;
+    return NB_OK;
+}
+
+void nb_engine_set_layer_hook(nb_engine *e, nb_layer_hook hook, void *user)
+{
+    e->hook = hook;
+    e->hook_user = user;
+}
+
+void nb_engine_profile(nb_engine *e, int on)
+{
+    e->prof_on = on;
+}
+
+void nb_engine_profile_reset(nb_engine *e)
+{
+    memset(e->prof, 0, sizeof e->prof);
+}
+
+const nb_op_stats *nb_engine_profile_stats(const nb_engine *e)
+{
+    return e->prof;
+}
+
+int nb_engine_vocab(const nb_engine *e) { return e->cfg.vocab; }
+int nb_engine_max_seq(const nb_engine *e) { return e->opts.max_seq; }
+nb_dtype nb_engine_dtype(const nb_engine *e) { return e->opts.dtype; }
+const nb_model_config *nb_engine_cfg(const nb_engine *e) { return &e->cfg; }
+size_t nb_engine_weight_bytes(const nb_engine *e) { return e->weight_bytes; }

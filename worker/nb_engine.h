@@ -1,0 +1,93 @@
+/* nb_engine: the CPU backend's Llama forward pass: setup() once, then
+ * prefill(tokens) and decode_step(token, pos). One path serves run, verify, diagnosis and profile. */
+#ifndef NB_ENGINE_H
+#define NB_ENGINE_H
+
+#include <stdint.h>
+
+#include "nb_err.h"
+#include "nb_model.h"
+
+typedef enum nb_dtype {
+    NB_DTYPE_BF16 = 0, /* HF-faithful: bf16 weights and activations, fp32 accumulation */
+    NB_DTYPE_F32,      /* fp32 everywhere */
+    NB_DTYPE_Q4_1      /* GGUF Q4_1/Q8_0 weights kept quantized, bf16 activations */
+} nb_dtype;
+
+const char *nb_dtype_name(nb_dtype d);
+nb_code nb_dtype_parse(const char *s, nb_dtype *out, nb_err *err);
+
+typedef struct nb_engine_opts {
+    nb_dtype dtype;
+    int max_seq;  /* KV cache length; 0 = 2048 (capped at the model's context) */
+    int threads;  /* 0 = all cores */
+} nb_engine_opts;
+
+void nb_engine_opts_default(nb_engine_opts *o);
+
+/* Operations the profile reports; every kernel call is charged to one. */
+typedef enum nb_op {
+    NB_OP_EMBED = 0,
+    NB_OP_RMSNORM,
+    NB_OP_QKV_PROJ,
+    NB_OP_ROPE,
+    NB_OP_KV_WRITE,
+    NB_OP_ATTENTION,
+    NB_OP_O_PROJ,
+    NB_OP_GATE_UP_PROJ,
+    NB_OP_SILU_MUL,
+    NB_OP_DOWN_PROJ,
+    NB_OP_RESIDUAL,
+    NB_OP_FINAL_NORM,
+    NB_OP_LM_HEAD,
+    NB_OP_COUNT
+} nb_op;
+
+const char *nb_op_name(nb_op op);
+
+typedef struct nb_op_stats {
+    long calls;
+    double total_ms;
+} nb_op_stats;
+
+/* Receives layer outputs during prefill (diagnosis): for layer < n_layers-1
+ * the block output, for the last layer the hidden state after the final
+ * norm (as HF's hidden_states[-1]); rows pos0..pos0+n-1 as fp32. */
+typedef void (*nb_layer_hook)(void *user, int layer, int pos0, int n, int dim,
+                              const float *hidden);
+
+typedef struct nb_engine nb_engine;
+
+/* Converts the model's weights into the dtype's layout and allocates the KV
+ * cache. The model must outlive the engine only during setup; afterwards
+ * the engine owns copies of everything it needs. */
+nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **out,
+                        nb_err *err);
+void nb_engine_free(nb_engine *e);
+
+/* Starts a new sequence at position 0. */
+void nb_engine_reset(nb_engine *e);
+
+/* Runs the prompt (positions 0..n-1 of a fresh sequence) and points *logits
+ * at the engine-owned vocab-sized logits of the last position (valid until
+ * the next call). */
+nb_code nb_engine_prefill(nb_engine *e, const int32_t *ids, int n, const float **logits,
+                          nb_err *err);
+/* Feeds token at position pos (== number of tokens already in the cache). */
+nb_code nb_engine_decode_step(nb_engine *e, int32_t token, int pos, const float **logits,
+                              nb_err *err);
+
+void nb_engine_set_layer_hook(nb_engine *e, nb_layer_hook hook, void *user);
+
+/* Per-op timing; off by default so the production path pays nothing. */
+void nb_engine_profile(nb_engine *e, int on);
+void nb_engine_profile_reset(nb_engine *e);
+const nb_op_stats *nb_engine_profile_stats(const nb_engine *e); /* NB_OP_COUNT entries */
+
+int nb_engine_vocab(const nb_engine *e);
+int nb_engine_max_seq(const nb_engine *e);
+nb_dtype nb_engine_dtype(const nb_engine *e);
+const nb_model_config *nb_engine_cfg(const nb_engine *e);
+size_t nb_engine_weight_bytes(const nb_engine *e);
+
+#endif

@@ -1,0 +1,71 @@
+/* nb_generate: the greedy loop; timing brackets only prefill/decode, never setup.
+ * Top-k uses nb_topk_f32 so both sides of the gate break ties the same way. */
+#include "nb_generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_kernels.h"
+#include "nb_time.h"
+
+static void pick(const float *logits, int vocab, int k, nb_gate_step *s)
+{
+    nb_topk_f32(logits, vocab, k, s->topk, s->logits);
+    s->token = s->topk[0];
+}
+
+nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_opts *o,
+                    nb_gen *out, nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (o->n_tokens < 1 || o->n_tokens > 65536)
+        return nb_err_set(err, NB_EINVAL, "n_tokens %d: must be 1..65536", o->n_tokens);
+    if (o->k < 1 || o->k > NB_GATE_K_MAX)
+        return nb_err_set(err, NB_EINVAL, "k %d: must be 1..%d", o->k, NB_GATE_K_MAX);
+    int max_seq = nb_engine_max_seq(d->engine);
+    if (n_ids + o->n_tokens - 1 > max_seq)
+        return nb_err_set(err, NB_EINVAL,
+                          "prompt of %d tokens + n_tokens %d exceeds max_seq %d", n_ids,
+                          o->n_tokens, max_seq);
+    out->steps = calloc((size_t)o->n_tokens, sizeof *out->steps);
+    out->step_ms = calloc((size_t)o->n_tokens, sizeof *out->step_ms);
+    if (!out->steps || !out->step_ms) {
+        nb_gen_free(out);
+        return nb_err_set(err, NB_ENOMEM, "out of memory for %d steps", o->n_tokens);
+    }
+    out->n_prompt = n_ids;
+    int vocab = nb_engine_vocab(d->engine);
+    const float *logits;
+    double t0 = nb_now_ms();
+    nb_code rc = nb_engine_prefill(d->engine, ids, n_ids, &logits, err);
+    if (rc) {
+        nb_gen_free(out);
+        return rc;
+    }
+    pick(logits, vocab, o->k, &out->steps[0]);
+    out->prefill_ms = nb_now_ms() - t0;
+    out->n_steps = 1;
+    double td = nb_now_ms();
+    for (int i = 1; i < o->n_tokens; i++) {
+        int32_t prev = out->steps[i - 1].token;
+        if (o->stop_eog && nb_tokenizer_is_eog(d->tok, prev))
+            break;
+        double ts = nb_now_ms();
+        if ((rc = nb_engine_decode_step(d->engine, prev, n_ids + i - 1, &logits, err))) {
+            nb_gen_free(out);
+            return rc;
+        }
+        pick(logits, vocab, o->k, &out->steps[i]);
+        out->step_ms[i - 1] = nb_now_ms() - ts;
+        out->n_steps++;
+    }
+    out->decode_ms = nb_now_ms() - td;
+    return NB_OK;
+}
+
+void nb_gen_free(nb_gen *g)
+{
+    free(g->steps);
+    free(g->step_ms);
+    memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,32 @@
+/* nb_generate: greedy decoding on a deployment with per-step top-k and timings.
+ * The one loop behind run, verify, profile and the worker's jobs. */
+#ifndef NB_GENERATE_H
+#define NB_GENERATE_H
+
+#include <stdint.h>
+
+#include "nb_deploy.h"
+#include "nb_step.h"
+
+typedef struct nb_gen_opts {
+    int n_tokens;   /* tokens to generate (>= 1) */
+    int k;          /* top-k kept per step (1..NB_GATE_K_MAX) */
+    int stop_eog;   /* stop at an end-of-generation token (run); verify never stops */
+} nb_gen_opts;
+
+typedef struct nb_gen {
+    nb_gate_step *steps;  /* n_steps entries; caller frees with nb_gen_free */
+    int n_steps;
+    int n_prompt;
+    double prefill_ms;    /* prefill + LM head + first-token selection */
+    double decode_ms;     /* wall time of decode steps 1..n-1 */
+    double *step_ms;      /* per decode step (n_steps - 1 entries) */
+} nb_gen;
+
+/* Prefills ids and greedy-decodes. The first token comes from the prefill
+ * logits; the argmax is top-1 of the same tie-broken order as the top-k. */
+nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_opts *o,
+                    nb_gen *out, nb_err *err);
+void nb_gen_free(nb_gen *g);
+
+#endif

@@ -1,0 +1,668 @@
+/* nb_model: reads a Llama config from GGUF metadata or HF config.json, binds
+ * and shape-checks every weight, and hides GGUF's q/k permutation behind views. */
+#include "nb_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "nb_json.h"
+#include "nb_safetensors.h"
+
+#define CONFIG_MAX_BYTES (4u << 20)
+
+/* Sanity bounds: far above any Llama we could run, low enough that products
+ * of them cannot overflow int64. */
+#define MAX_DIM 65536
+#define MAX_LAYERS 1024
+#define MAX_HEADS 1024
+#define MAX_HEAD_DIM 1024
+#define MAX_FFN (1 << 20)
+#define MAX_VOCAB (1 << 24)
+#define MAX_CTX (1 << 24)
+
+struct nb_model {
+    nb_model_format fmt;
+    char *path;
+    char *dir; /* HF only */
+    nb_gguf *gguf;
+    nb_safetensors *st;
+    nb_model_config cfg;
+    nb_tensor tok_embd, out_norm, lm_head;
+    nb_layer_weights *layers;
+    nb_ttype wtype;
+};
+
+/* ---- shared between formats ---- */
+
+static nb_code find(const nb_model *m, const char *name, nb_tensor *t, nb_err *err)
+{
+    nb_code rc = m->gguf ? nb_gguf_find_tensor(m->gguf, name, t, err)
+                         : nb_safetensors_find(m->st, name, t, err);
+    if (rc == NB_ENOTFOUND)
+        return nb_err_set(err, NB_ENOTFOUND, "%s: required tensor '%s' is missing", m->path, name);
+    return rc;
+}
+
+/* Binds a weight and checks it is rows x cols (a vector when rows == 0).
+ * what explains the expectation in terms of the config. */
+static nb_code bind(const nb_model *m, const char *name, int64_t rows, int64_t cols,
+                    const char *what, nb_tensor *t, nb_err *err)
+{
+    nb_code rc = find(m, name, t, err);
+    if (rc)
+        return rc;
+    int want_dims = rows ? 2 : 1;
+    int64_t want_rows = rows ? rows : 1;
+    if (t->n_dims != want_dims || t->rows != want_rows || t->cols != cols) {
+        if (rows)
+            return nb_err_set(err, NB_EMISMATCH,
+                              "%s: tensor '%s': shape %lldx%lld (%d-D), expected %lldx%lld (%s)",
+                              m->path, name, (long long)t->rows, (long long)t->cols, t->n_dims,
+                              (long long)rows, (long long)cols, what);
+        return nb_err_set(err, NB_EMISMATCH,
+                          "%s: tensor '%s': shape %lldx%lld (%d-D), expected a vector of %lld (%s)",
+                          m->path, name, (long long)t->rows, (long long)t->cols, t->n_dims,
+                          (long long)cols, what);
+    }
+    return NB_OK;
+}
+
+static nb_code bad_cfg(const nb_model *m, const char *field, double v, const char *rule,
+                       nb_err *err)
+{
+    return nb_err_set(err, NB_EINVAL, "%s: config %s = %g: %s", m->path, field, v, rule);
+}
+
+static nb_code check_range(const nb_model *m, const char *field, int v, int max, nb_err *err)
+{
+    if (v < 1 || v > max) {
+        char rule[64];
+        snprintf(rule, sizeof rule, "must be in 1..%d", max);
+        return bad_cfg(m, field, v, rule, err);
+    }
+    return NB_OK;
+}
+
+/* field names are the HF / GGUF key the value came from, so users can fix it */
+typedef struct cfg_names {
+    const char *layers, *dim, *ffn, *heads, *kv_heads, *head_dim, *vocab, *ctx, *eps, *theta;
+} cfg_names;
+
+static nb_code validate_cfg(const nb_model *m, const cfg_names *f, nb_err *err)
+{
+    const nb_model_config *c = &m->cfg;
+    nb_code rc;
+    if ((rc = check_range(m, f->layers, c->n_layers, MAX_LAYERS, err)) ||
+        (rc = check_range(m, f->dim, c->dim, MAX_DIM, err)) ||
+        (rc = check_range(m, f->ffn, c->ffn_dim, MAX_FFN, err)) ||
+        (rc = check_range(m, f->heads, c->n_heads, MAX_HEADS, err)) ||
+        (rc = check_range(m, f->kv_heads, c->n_kv_heads, MAX_HEADS, err)) ||
+        (rc = check_range(m, f->head_dim, c->head_dim, MAX_HEAD_DIM, err)) ||
+        (rc = check_range(m, f->vocab, c->vocab, MAX_VOCAB, err)) ||
+        (rc = check_range(m, f->ctx, c->max_ctx, MAX_CTX, err)))
+        return rc;
+    if (c->n_heads % c->n_kv_heads)
+        return nb_err_set(err, NB_EINVAL, "%s: config %s = %d is not divisible by %s = %d",
+                          m->path, f->heads, c->n_heads, f->kv_heads, c->n_kv_heads);
+    if (c->head_dim % 2)
+        return bad_cfg(m, f->head_dim, c->head_dim, "rotary embedding needs an even head size",
+                       err);
+    if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f))
+        return bad_cfg(m, f->eps, c->rms_eps, "must be in (0, 1)", err);
+    if (!(c->rope_theta > 0.0f && isfinite(c->rope_theta)))
+        return bad_cfg(m, f->theta, c->rope_theta, "must be positive and finite", err);
+    if (c->rope_scaling == NB_ROPE_LLAMA3) {
+        if (!(c->rope_factor >= 1.0f && isfinite(c->rope_factor)))
+            return bad_cfg(m, "rope scaling factor", c->rope_factor, "must be >= 1", err);
+        if (!(c->rope_low_freq_factor > 0.0f && c->rope_high_freq_factor > c->rope_low_freq_factor &&
+              isfinite(c->rope_high_freq_factor)))
+            return bad_cfg(m, "rope scaling high_freq_factor", c->rope_high_freq_factor,
+                           "needs 0 < low_freq_factor < high_freq_factor", err);
+        if (c->rope_orig_max_pos < 1 || c->rope_orig_max_pos > MAX_CTX)
+            return bad_cfg(m, "rope scaling original_max_position_embeddings",
+                           c->rope_orig_max_pos, "must be in 1..2^24", err);
+    }
+    return NB_OK;
+}
+
+typedef struct tensor_names {
+    const char *embd, *norm, *head;
+    const char *layer_fmt[9]; /* printf formats taking the layer index, nb_layer_weights order */
+} tensor_names;
+
+static const tensor_names gguf_names = {
+    "token_embd.weight", "output_norm.weight", "output.weight",
+    {"blk.%d.attn_norm.weight", "blk.%d.attn_q.weight", "blk.%d.attn_k.weight",
+     "blk.%d.attn_v.weight", "blk.%d.attn_output.weight", "blk.%d.ffn_norm.weight",
+     "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight"}};
+
+static const tensor_names hf_names = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+    {"model.layers.%d.input_layernorm.weight", "model.layers.%d.self_attn.q_proj.weight",
+     "model.layers.%d.self_attn.k_proj.weight", "model.layers.%d.self_attn.v_proj.weight",
+     "model.layers.%d.self_attn.o_proj.weight", "model.layers.%d.post_attention_layernorm.weight",
+     "model.layers.%d.mlp.gate_proj.weight", "model.layers.%d.mlp.up_proj.weight",
+     "model.layers.%d.mlp.down_proj.weight"}};
+
+static nb_code bind_layers(nb_model *m, const tensor_names *nm, nb_err *err)
+{
+    const nb_model_config *c = &m->cfg;
+    int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
+    struct {
+        int64_t rows, cols;
+        const char *what;
+    } shp[9] = {
+        {0, c->dim, "hidden size"},
+        {q, c->dim, "n_heads*head_dim x hidden size"},
+        {kv, c->dim, "n_kv_heads*head_dim x hidden size"},
+        {kv, c->dim, "n_kv_heads*head_dim x hidden size"},
+        {c->dim, q, "hidden size x n_heads*head_dim"},
+        {0, c->dim, "hidden size"},
+        {c->ffn_dim, c->dim, "intermediate size x hidden size"},
+        {c->ffn_dim, c->dim, "intermediate size x hidden size"},
+        {c->dim, c->ffn_dim, "hidden size x intermediate size"},
+    };
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->layers)
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", m->path);
+    for (int l = 0; l < c->n_layers; l++) {
+        nb_layer_weights *w = &m->layers[l];
+        nb_tensor *slot[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
+                              &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
+        for (int k = 0; k < 9; k++) {
+            char name[NB_TENSOR_NAME_MAX];
+            snprintf(name, sizeof name, nm->layer_fmt[k], l);
+            nb_code rc = bind(m, name, shp[k].rows, shp[k].cols, shp[k].what, slot[k], err);
+            if (rc)
+                return rc;
+        }
+        if (m->gguf) { /* llama.cpp's converter permuted these; HF order is the contract */
+            w->wq.qk_perm_heads = c->n_heads;
+            w->wk.qk_perm_heads = c->n_kv_heads;
+        }
+    }
+    return NB_OK;
+}
+
+/* Binds embedding, final norm and head; vocab must already be set. */
+static nb_code bind_globals(nb_model *m, const tensor_names *nm, int want_head, nb_err *err)
+{
+    const nb_model_config *c = &m->cfg;
+    nb_code rc;
+    if ((rc = bind(m, nm->embd, c->vocab, c->dim, "vocab x hidden size", &m->tok_embd, err)) ||
+        (rc = bind(m, nm->norm, 0, c->dim, "hidden size", &m->out_norm, err)))
+        return rc;
+    if (!want_head) {
+        m->lm_head = m->tok_embd;
+        m->cfg.tied_embeddings = 1;
+        return NB_OK;
+    }
+    m->cfg.tied_embeddings = 0;
+    return bind(m, nm->head, c->vocab, c->dim, "vocab x hidden size", &m->lm_head, err);
+}
+
+static void pick_weight_type(nb_model *m)
+{
+    int count[NB_TT_COUNT] = {0};
+    count[m->tok_embd.type]++;
+    if (!m->cfg.tied_embeddings)
+        count[m->lm_head.type]++;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const nb_layer_weights *w = &m->layers[l];
+        const nb_tensor *mats[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up,
+                                    &w->w_down};
+        for (int k = 0; k < 7; k++)
+            count[mats[k]->type]++;
+    }
+    int best = 0;
+    for (int t = 1; t < NB_TT_COUNT; t++)
+        if (count[t] > count[best])
+            best = t;
+    m->wtype = (nb_ttype)best;
+}
+
+/* ---- GGUF ---- */
+
+static nb_code gguf_int(const nb_model *m, const char *key, int required, int dflt, int *out,
+                        nb_err *err)
+{
+    int64_t v;
+    nb_code rc = nb_gguf_get_i64(m->gguf, key, &v, err);
+    if (rc == NB_ENOTFOUND && !required) {
+        *out = dflt;
+        return NB_OK;
+    }
+    if (rc)
+        return rc;
+    if (v < 0 || v > INT32_MAX)
+        return nb_err_set(err, NB_EINVAL, "%s: metadata '%s' = %lld is out of range", m->path,
+                          key, (long long)v);
+    *out = (int)v;
+    return NB_OK;
+}
+
+static nb_code gguf_float(const nb_model *m, const char *key, int required, float dflt,
+                          float *out, nb_err *err)
+{
+    double v;
+    nb_code rc = nb_gguf_get_f64(m->gguf, key, &v, err);
+    if (rc == NB_ENOTFOUND && !required) {
+        *out = dflt;
+        return NB_OK;
+    }
+    if (rc)
+        return rc;
+    *out = (float)v;
+    return NB_OK;
+}
+
+static int str_is(nb_gguf_str s, const char *lit)
+{
+    return s.len == strlen(lit) && !memcmp(s.ptr, lit, s.len);
+}
+
+static nb_code gguf_rope_scaling(nb_model *m, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    nb_tensor t;
+    if (nb_gguf_find_tensor(m->gguf, "rope_freqs.weight", &t, NULL) == NB_OK)
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: tensor 'rope_freqs.weight' (per-dimension rope frequency factors)"
+                          " is not supported", m->path);
+    nb_gguf_str ty;
+    nb_code rc = nb_gguf_get_str(m->gguf, "llama.rope.scaling.type", &ty, err);
+    if (rc == NB_ENOTFOUND)
+        return NB_OK;
+    if (rc)
+        return rc;
+    if (str_is(ty, "none"))
+        return NB_OK;
+    if (!str_is(ty, "llama3"))
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: llama.rope.scaling.type '%.*s' is not supported (none, llama3 are)",
+                          m->path, (int)(ty.len > 32 ? 32 : ty.len), ty.ptr);
+    c->rope_scaling = NB_ROPE_LLAMA3;
+    if ((rc = gguf_float(m, "llama.rope.scaling.factor", 1, 0, &c->rope_factor, err)) ||
+        (rc = gguf_float(m, "llama.rope.scaling.low_freq_factor", 1, 0, &c->rope_low_freq_factor,
+                         err)) ||
+        (rc = gguf_float(m, "llama.rope.scaling.high_freq_factor", 1, 0,
+                         &c->rope_high_freq_factor, err)) ||
+        (rc = gguf_int(m, "llama.rope.scaling.original_context_length", 1, 0,
+                       &c->rope_orig_max_pos, err)))
+        return rc;
+    return NB_OK;
+}
+
+static nb_code open_gguf(nb_model *m, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    nb_code rc = nb_gguf_open(m->path, &m->gguf, err);
+    if (rc)
+        return rc;
+    m->fmt = NB_FMT_GGUF;
+    nb_gguf_str s;
+    if ((rc = nb_gguf_get_str(m->gguf, "general.architecture", &s, err)))
+        return rc;
+    if (!str_is(s, "llama"))
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: general.architecture '%.*s' is not supported (only llama)", m->path,
+                          (int)(s.len > 32 ? 32 : s.len), s.ptr);
+    snprintf(c->arch, sizeof c->arch, "llama");
+    if (nb_gguf_get_str(m->gguf, "general.name", &s, NULL) == NB_OK && s.len) {
+        snprintf(c->name, sizeof c->name, "%.*s", (int)(s.len > 127 ? 127 : s.len), s.ptr);
+    } else {
+        const char *b = strrchr(m->path, '/');
+        snprintf(c->name, sizeof c->name, "%s", b ? b + 1 : m->path);
+    }
+    int rope_dims, key_len, val_len;
+    if ((rc = gguf_int(m, "llama.block_count", 1, 0, &c->n_layers, err)) ||
+        (rc = gguf_int(m, "llama.embedding_length", 1, 0, &c->dim, err)) ||
+        (rc = gguf_int(m, "llama.feed_forward_length", 1, 0, &c->ffn_dim, err)) ||
+        (rc = gguf_int(m, "llama.attention.head_count", 1, 0, &c->n_heads, err)) ||
+        (rc = gguf_int(m, "llama.attention.head_count_kv", 0, c->n_heads, &c->n_kv_heads, err)) ||
+        (rc = gguf_int(m, "llama.context_length", 1, 0, &c->max_ctx, err)) ||
+        (rc = gguf_float(m, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_eps, err)) ||
+        (rc = gguf_float(m, "llama.rope.freq_base", 0, 10000.0f, &c->rope_theta, err)))
+        return rc;
+    if (c->n_heads < 1)
+        return bad_cfg(m, "llama.attention.head_count", c->n_heads, "must be positive", err);
+    int dflt_hd = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
+    if ((rc = gguf_int(m, "llama.attention.key_length", 0, dflt_hd, &key_len, err)) ||
+        (rc = gguf_int(m, "llama.attention.value_length", 0, key_len, &val_len, err)) ||
+        (rc = gguf_int(m, "llama.rope.dimension_count", 0, key_len, &rope_dims, err)))
+        return rc;
+    if (!key_len)
+        return nb_err_set(err, NB_EINVAL,
+                          "%s: llama.embedding_length %d is not divisible by"
+                          " llama.attention.head_count %d (and no llama.attention.key_length)",
+                          m->path, c->dim, c->n_heads);
+    if (val_len != key_len)
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: llama.attention.value_length %d differs from key_length %d",
+                          m->path, val_len, key_len);
+    if (rope_dims != key_len)
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: llama.rope.dimension_count %d: partial rotary embedding (head size"
+                          " %d) is not supported", m->path, rope_dims, key_len);
+    c->head_dim = key_len;
+    if ((rc = gguf_rope_scaling(m, err)))
+        return rc;
+    nb_tensor embd;
+    if ((rc = find(m, gguf_names.embd, &embd, err)))
+        return rc;
+    if (embd.rows > MAX_VOCAB)
+        return bad_cfg(m, "vocab (token_embd.weight rows)", (double)embd.rows, "too large", err);
+    c->vocab = (int)embd.rows;
+    int vs;
+    if ((rc = gguf_int(m, "llama.vocab_size", 0, c->vocab, &vs, err)))
+        return rc;
+    if (vs != c->vocab)
+        return nb_err_set(err, NB_EMISMATCH,
+                          "%s: llama.vocab_size %d but token_embd.weight has %d rows", m->path, vs,
+                          c->vocab);
+    nb_gguf_vtype et;
+    uint64_t ntok;
+    if (nb_gguf_get_arr_info(m->gguf, "tokenizer.ggml.tokens", &et, &ntok, NULL) == NB_OK &&
+        ntok != (uint64_t)c->vocab)
+        return nb_err_set(err, NB_EMISMATCH,
+                          "%s: tokenizer.ggml.tokens has %llu entries but token_embd.weight has"
+                          " %d rows", m->path, (unsigned long long)ntok, c->vocab);
+    static const cfg_names names = {
+        "llama.block_count", "llama.embedding_length", "llama.feed_forward_length",
+        "llama.attention.head_count", "llama.attention.head_count_kv",
+        "llama.attention.key_length", "vocab", "llama.context_length",
+        "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base"};
+    if ((rc = validate_cfg(m, &names, err)))
+        return rc;
+    nb_tensor head;
+    int has_head = nb_gguf_find_tensor(m->gguf, gguf_names.head, &head, NULL) == NB_OK;
+    if ((rc = bind_globals(m, &gguf_names, has_head, err)))
+        return rc;
+    return bind_layers(m, &gguf_names, err);
+}
+
+/* ---- HF directory ---- */
+
+static json_object *jget(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+        return NULL;
+    return v;
+}
+
+static nb_code json_int(const nb_model *m, const char *cfgp, json_object *o, const char *key,
+                        int required, int dflt, int *out, nb_err *err)
+{
+    json_object *v = jget(o, key);
+    if (!v) {
+        if (required)
+            return nb_err_set(err, NB_EINVAL, "%s: '%s' is missing", cfgp, key);
+        *out = dflt;
+        return NB_OK;
+    }
+    int64_t x = json_object_get_int64(v);
+    if (!json_object_is_type(v, json_type_int) || x < 0 || x > INT32_MAX)
+        return nb_err_set(err, NB_EINVAL, "%s: '%s' must be a non-negative integer, got %.40s",
+                          cfgp, key, json_object_to_json_string(v));
+    *out = (int)x;
+    return NB_OK;
+}
+
+static nb_code json_num(const char *cfgp, json_object *o, const char *key, int required,
+                        float dflt, float *out, nb_err *err)
+{
+    json_object *v = jget(o, key);
+    if (!v) {
+        if (required)
+            return nb_err_set(err, NB_EINVAL, "%s: '%s' is missing", cfgp, key);
+        *out = dflt;
+        return NB_OK;
+    }
+    if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+        return nb_err_set(err, NB_EINVAL, "%s: '%s' must be a number, got %.40s", cfgp, key,
+                          json_object_to_json_string(v));
+    *out = (float)json_object_get_double(v);
+    return NB_OK;
+}
+
+static const char *json_str(json_object *o, const char *key)
+{
+    json_object *v = jget(o, key);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static nb_code hf_arch(const char *cfgp, json_object *root, nb_err *err)
+{
+    const char *mt = json_str(root, "model_type");
+    json_object *archs = jget(root, "architectures");
+    const char *a0 = NULL;
+    if (archs && json_object_is_type(archs, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(archs); i++) {
+            json_object *a = json_object_array_get_idx(archs, i);
+            const char *s = json_object_is_type(a, json_type_string) ? json_object_get_string(a)
+                                                                     : NULL;
+            if (s && !strcmp(s, "LlamaForCausalLM"))
+                return NB_OK;
+            if (!a0)
+                a0 = s;
+        }
+    }
+    if (mt && !strcmp(mt, "llama"))
+        return NB_OK;
+    return nb_err_set(err, NB_EUNSUPPORTED,
+                      "%s: architecture %s (model_type %s) is not supported (only"
+                      " LlamaForCausalLM / llama)", cfgp, a0 ? a0 : "(none)", mt ? mt : "(none)");
+}
+
+static nb_code hf_rope(nb_model *m, const char *cfgp, json_object *root, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    /* transformers 5 nests theta and scaling in rope_parameters; older
+     * configs have rope_theta and rope_scaling at top level */
+    json_object *rp = jget(root, "rope_parameters");
+    json_object *rs = rp ? rp : jget(root, "rope_scaling");
+    nb_code rc;
+    float theta_top;
+    if ((rc = json_num(cfgp, root, "rope_theta", 0, 10000.0f, &theta_top, err)) ||
+        (rc = json_num(cfgp, rp, "rope_theta", 0, theta_top, &c->rope_theta, err)))
+        return rc;
+    if (!rs)
+        return NB_OK;
+    if (!json_object_is_type(rs, json_type_object))
+        return nb_err_set(err, NB_EINVAL, "%s: '%s' must be an object", cfgp,
+                          rp ? "rope_parameters" : "rope_scaling");
+    const char *ty = json_str(rs, "rope_type");
+    if (!ty)
+        ty = json_str(rs, "type");
+    if (!ty || !strcmp(ty, "default"))
+        return NB_OK;
+    if (strcmp(ty, "llama3"))
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: rope_type '%.32s' is not supported (default, llama3 are)", cfgp, ty);
+    c->rope_scaling = NB_ROPE_LLAMA3;
+    if ((rc = json_num(cfgp, rs, "factor", 1, 0, &c->rope_factor, err)) ||
+        (rc = json_num(cfgp, rs, "low_freq_factor", 1, 0, &c->rope_low_freq_factor, err)) ||
+        (rc = json_num(cfgp, rs, "high_freq_factor", 1, 0, &c->rope_high_freq_factor, err)) ||
+        (rc = json_int(m, cfgp, rs, "original_max_position_embeddings", 1, 0,
+                       &c->rope_orig_max_pos, err)))
+        return rc;
+    return NB_OK;
+}
+
+static nb_code hf_config(nb_model *m, json_object *root, const char *cfgp, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    nb_code rc;
+    if (!json_object_is_type(root, json_type_object))
+        return nb_err_set(err, NB_EFORMAT, "%s: not a JSON object", cfgp);
+    if ((rc = hf_arch(cfgp, root, err)))
+        return rc;
+    snprintf(c->arch, sizeof c->arch, "llama");
+    const char *b = strrchr(m->dir, '/');
+    snprintf(c->name, sizeof c->name, "%s", b && b[1] ? b + 1 : m->dir);
+    if ((rc = json_int(m, cfgp, root, "num_hidden_layers", 1, 0, &c->n_layers, err)) ||
+        (rc = json_int(m, cfgp, root, "hidden_size", 1, 0, &c->dim, err)) ||
+        (rc = json_int(m, cfgp, root, "intermediate_size", 1, 0, &c->ffn_dim, err)) ||
+        (rc = json_int(m, cfgp, root, "num_attention_heads", 1, 0, &c->n_heads, err)) ||
+        (rc = json_int(m, cfgp, root, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads,
+                       err)) ||
+        (rc = json_int(m, cfgp, root, "max_position_embeddings", 0, 2048, &c->max_ctx, err)) ||
+        (rc = json_num(cfgp, root, "rms_norm_eps", 0, 1e-6f, &c->rms_eps, err)))
+        return rc;
+    if (c->n_heads < 1)
+        return bad_cfg(m, "num_attention_heads", c->n_heads, "must be positive", err);
+    int dflt_hd = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
+    if ((rc = json_int(m, cfgp, root, "head_dim", 0, dflt_hd, &c->head_dim, err)))
+        return rc;
+    if (!c->head_dim)
+        return nb_err_set(err, NB_EINVAL,
+                          "%s: hidden_size %d is not divisible by num_attention_heads %d (and no"
+                          " head_dim)", cfgp, c->dim, c->n_heads);
+    if ((rc = hf_rope(m, cfgp, root, err)))
+        return rc;
+    json_object *tie = jget(root, "tie_word_embeddings");
+    if (tie && !json_object_is_type(tie, json_type_boolean))
+        return nb_err_set(err, NB_EINVAL, "%s: 'tie_word_embeddings' must be true or false", cfgp);
+    c->tied_embeddings = tie ? json_object_get_boolean(tie) : 0;
+    return NB_OK;
+}
+
+static nb_code open_hf(nb_model *m, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    m->fmt = NB_FMT_SAFETENSORS;
+    if (!(m->dir = strdup(m->path)))
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    size_t dl = strlen(m->dir);
+    while (dl > 1 && m->dir[dl - 1] == '/')
+        m->dir[--dl] = '\0';
+    char cfgp[4096];
+    if (snprintf(cfgp, sizeof cfgp, "%s/config.json", m->dir) >= (int)sizeof cfgp)
+        return nb_err_set(err, NB_EINVAL, "%s: path too long", m->dir);
+    json_object *root;
+    nb_code rc = nb_json_read_file(cfgp, CONFIG_MAX_BYTES, &root, err);
+    if (rc)
+        return rc;
+    rc = hf_config(m, root, cfgp, err);
+    int vocab_cfg = 0;
+    if (!rc)
+        rc = json_int(m, cfgp, root, "vocab_size", 0, 0, &vocab_cfg, err);
+    json_object_put(root);
+    if (rc)
+        return rc;
+    if ((rc = nb_safetensors_open_dir(m->dir, &m->st, err)))
+        return rc;
+    nb_tensor embd;
+    if ((rc = find(m, hf_names.embd, &embd, err)))
+        return rc;
+    if (embd.rows > MAX_VOCAB)
+        return bad_cfg(m, "vocab (model.embed_tokens.weight rows)", (double)embd.rows,
+                       "too large", err);
+    c->vocab = (int)embd.rows;
+    if (vocab_cfg && vocab_cfg != c->vocab)
+        return nb_err_set(err, NB_EMISMATCH,
+                          "%s: vocab_size %d but model.embed_tokens.weight has %d rows", cfgp,
+                          vocab_cfg, c->vocab);
+    static const cfg_names names = {
+        "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings",
+        "rms_norm_eps", "rope_theta"};
+    if ((rc = validate_cfg(m, &names, err)))
+        return rc;
+    /* tied, or no lm_head at all: the head is the embedding (as HF ties it) */
+    nb_tensor head;
+    int want_head = !c->tied_embeddings &&
+                    nb_safetensors_find(m->st, hf_names.head, &head, NULL) == NB_OK;
+    if ((rc = bind_globals(m, &hf_names, want_head, err)))
+        return rc;
+    return bind_layers(m, &hf_names, err);
+}
+
+/* ---- public ---- */
+
+nb_code nb_model_open(const char *path, nb_model **out, nb_err *err)
+{
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return nb_err_set(err, NB_ENOTFOUND, "%s: no such model file or directory", path);
+    nb_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    nb_code rc = S_ISDIR(sb.st_mode) ? open_hf(m, err) : open_gguf(m, err);
+    if (rc) {
+        nb_model_close(m);
+        return rc;
+    }
+    pick_weight_type(m);
+    *out = m;
+    return NB_OK;
+}
+
+void nb_model_close(nb_model *m)
+{
+    if (!m)
+        return;
+    nb_gguf_close(m->gguf);
+    nb_safetensors_close(m->st);
+    free(m->layers);
+    free(m->dir);
+    free(m->path);
+    free(m);
+}
+
+const nb_model_config *nb_model_cfg(const nb_model *m)
+{
+    return &m->cfg;
+}
+
+nb_model_format nb_model_format_of(const nb_model *m)
+{
+    return m->fmt;
+}
+
+const char *nb_model_path(const nb_model *m)
+{
+    return m->path;
+}
+
+const nb_tensor *nb_model_tok_embd(const nb_model *m)
+{
+    return &m->tok_embd;
+}
+
+const nb_tensor *nb_model_out_norm(const nb_model *m)
+{
+    return &m->out_norm;
+}
+
+const nb_tensor *nb_model_lm_head(const nb_model *m)
+{
+    return &m->lm_head;
+}
+
+const nb_layer_weights *nb_model_layer(const nb_model *m, int l)
+{
+    return l >= 0 && l < m->cfg.n_layers ? &m->layers[l] : NULL;
+}
+
+const nb_gguf *nb_model_gguf(const nb_model *m)
+{
+    return m->gguf;
+}
+
+const char *nb_model_dir(const nb_model *m)
+{
+    return m->dir;
+}
+
+const char *nb_model_weight_type(const nb_model *m)
+{
+    return nb_ttype_name(m->wtype);
+}
