@@ -85,19 +85,36 @@ nb_code nb_db_exec(nb_db *db, const char *sql, nb_err *err)
     return NB_OK;
 }
 
+/* Transaction control runs through cached statements: a bulk insert opens
+ * and releases a savepoint per row, and re-parsing that SQL would dominate. */
+static const char sql_begin[] = "BEGIN IMMEDIATE";
+static const char sql_commit[] = "COMMIT";
+static const char sql_rollback[] = "ROLLBACK";
+static const char sql_savepoint[] = "SAVEPOINT nb_tx";
+static const char sql_release[] = "RELEASE nb_tx";
+static const char sql_rollback_to[] = "ROLLBACK TO nb_tx";
+
+static int run_cached(nb_db *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    if (nb_db_stmt(db, sql, &st, NULL) != NB_OK)
+        return sqlite3_exec(db->h, sql, NULL, NULL, NULL);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
 nb_code nb_db_tx_begin(nb_db *db, nb_db_tx *tx, nb_err *err)
 {
     tx->outer = sqlite3_get_autocommit(db->h);
-    if (sqlite3_exec(db->h, tx->outer ? "BEGIN IMMEDIATE" : "SAVEPOINT nb_tx", NULL, NULL,
-                     NULL) != SQLITE_OK)
+    if (run_cached(db, tx->outer ? sql_begin : sql_savepoint) != SQLITE_OK)
         return nb_db_sqlerr(db, err, "starting a transaction");
     return NB_OK;
 }
 
 nb_code nb_db_tx_commit(nb_db *db, nb_db_tx *tx, nb_err *err)
 {
-    if (sqlite3_exec(db->h, tx->outer ? "COMMIT" : "RELEASE nb_tx", NULL, NULL, NULL) !=
-        SQLITE_OK) {
+    if (run_cached(db, tx->outer ? sql_commit : sql_release) != SQLITE_OK) {
         nb_code rc = nb_db_sqlerr(db, err, "committing");
         nb_db_tx_rollback(db, tx);
         return rc;
@@ -109,9 +126,10 @@ void nb_db_tx_rollback(nb_db *db, nb_db_tx *tx)
 {
     if (tx->outer) {
         if (!sqlite3_get_autocommit(db->h))
-            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+            run_cached(db, sql_rollback);
     } else {
-        sqlite3_exec(db->h, "ROLLBACK TO nb_tx; RELEASE nb_tx", NULL, NULL, NULL);
+        run_cached(db, sql_rollback_to);
+        run_cached(db, sql_release);
     }
 }
 

@@ -8,13 +8,17 @@ VENV="${NB_HF_VENV:-$ROOT/.venv-hf}"
 PYTHON="${PYTHON:-python3}"
 
 # The reference traces record these versions; changing a pin means regenerating the traces
-# (scripts/hf_reference.sh). The other packages are their dependencies, resolved by pip.
+# (scripts/hf_reference.sh). tokenizers decides the prompt ids, so it is pinned too; the other
+# dependencies (torch's own nvidia-* wheels among them) are resolved by pip.
 PINS=(
     "torch==2.15.0"
     "transformers==5.24.0"
     "gguf==0.19.0"
     "accelerate==1.16.0"
     "numpy==2.4.6"
+    "tokenizers==0.23.3"
+    "safetensors==0.8.0"
+    "huggingface_hub==2.4.0"
 )
 
 # Exits 0 when the venv's interpreter runs and every pin matches exactly.
@@ -53,7 +57,7 @@ echo "setup_hf: installing ${PINS[*]} into $VENV"
 
 if ! pins_satisfied; then
     echo "setup_hf: $VENV still does not match the pins after install:" >&2
-    "$VENV/bin/python" -m pip list 2>/dev/null | grep -Ei '^(torch|transformers|gguf|accelerate|numpy) ' >&2 || true
+    "$VENV/bin/python" -m pip list 2>/dev/null | grep -Ei '^(torch|transformers|gguf|accelerate|numpy|tokenizers|safetensors|huggingface.hub) ' >&2 || true
     exit 1
 fi
 echo "setup_hf: done"

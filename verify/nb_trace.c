@@ -229,7 +229,7 @@ nb_code nb_trace_load(const char *path, nb_trace **out, nb_err *err)
         rc = nb_err_set(err, NB_EFORMAT, "%s: provenance.model_sha256 missing or malformed", path);
         goto done;
     }
-    if ((rc = get_int(path, root, "n_tokens", 1, TRACE_MAX_STEPS, &t->n_tokens, err)) ||
+    if ((rc = get_int(path, root, "n_tokens", 0, TRACE_MAX_STEPS, &t->n_tokens, err)) ||
         (rc = get_int(path, root, "k", 1, NB_GATE_K_MAX, &t->k, err)))
         goto done;
     json_object *chat = get(root, "chat");

@@ -66,10 +66,7 @@ nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     d->spec = *spec;
     double t0 = nb_now_ms();
-    nb_code rc = nb_deploy_resolve_model(spec->model, d->model_path, sizeof d->model_path,
-                                         d->preset, sizeof d->preset, err);
-    if (rc)
-        goto fail;
+    nb_code rc;
     if (!strcmp(spec->backend, "xrt")) {
         char info[256];
         if ((rc = nb_xrt_probe(spec->device, info, sizeof info, err)))
@@ -79,13 +76,16 @@ nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
         rc = nb_err_set(err, NB_EUNSUPPORTED,
                         "xrt backend: %s, but no in-process NPU kernels are available for %s; "
                         "use an exec deployment",
-                        info, d->model_path);
+                        info, spec->model);
         goto fail;
     }
     if (strcmp(spec->backend, "cpu")) {
         rc = nb_err_set(err, NB_EINVAL, "backend '%s': expected cpu or xrt", spec->backend);
         goto fail;
     }
+    if ((rc = nb_deploy_resolve_model(spec->model, d->model_path, sizeof d->model_path,
+                                      d->preset, sizeof d->preset, err)))
+        goto fail;
     if ((rc = nb_model_open(d->model_path, &d->model, err)))
         goto fail;
     if ((rc = open_tokenizer(d, err)))

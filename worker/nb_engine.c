@@ -520,11 +520,32 @@ static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decod
     prof_end(e, NB_OP_LM_HEAD, t);
 }
 
+/* Under the kv_offset fault every cache row starts as NaN, as uninitialised
+ * memory would in a real engine: the slot a late write skips is then read
+ * as garbage, not as a harmless zero. Only the fault mode pays for this. */
+static void poison_cache(nb_engine *e)
+{
+    size_t n = (size_t)e->opts.max_seq * e->kv_dim;
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        if (e->f32) {
+            float *k = e->layers[l].kc, *v = e->layers[l].vc;
+            for (size_t i = 0; i < n; i++)
+                k[i] = v[i] = NAN;
+        } else {
+            nb_bf16 *k = e->layers[l].kc, *v = e->layers[l].vc;
+            for (size_t i = 0; i < n; i++)
+                k[i] = v[i] = 0x7fc0; /* bf16 quiet NaN */
+        }
+    }
+}
+
 void nb_engine_reset(nb_engine *e)
 {
-    /* Clear what the last sequence wrote so a faulty slot reads zeros, not
-     * stale keys, and runs stay reproducible. */
-    if (e->high_water > 0) {
+    if (e->fault_kv) {
+        poison_cache(e);
+    } else if (e->high_water > 0) {
+        /* Clear what the last sequence wrote so runs stay reproducible
+         * whatever ran before. */
         size_t bytes = (size_t)e->high_water * e->kv_dim * e->esz;
         for (int l = 0; l < e->cfg.n_layers; l++) {
             memset(e->layers[l].kc, 0, bytes);

@@ -561,12 +561,6 @@ static nb_code parse(nb_gguf *g, nb_err *err)
     if ((rc = rd_u64(&r, &g->n_tensors, "header n_tensors")) ||
         (rc = rd_u64(&r, &g->n_kv, "header n_kv")))
         return rc;
-    /* n_tensors is checked here too so a huge count fails before the KV walk */
-    if (g->n_tensors > rd_left(&r) / GGUF_MIN_TINFO_BYTES)
-        return nb_err_set(err, NB_EFORMAT,
-                          "%s: header: n_tensors = %" PRIu64 " tensor infos cannot fit in the"
-                          " %zu bytes left in the file",
-                          g->path, g->n_tensors, rd_left(&r));
     if ((rc = parse_kvs(g, &r)) || (rc = read_alignment(g, err)))
         return rc;
     if (g->n_tensors > rd_left(&r) / GGUF_MIN_TINFO_BYTES)

@@ -108,6 +108,7 @@ struct nb_tokenizer {
     int chat_bos;      /* Llama-3: template starts with bos_token */
     int chat_dates;    /* Llama-3.1: template injects the knowledge-cutoff system turn */
     int chat_unknown;  /* a template neither ChatML nor Llama-3 */
+    int no_post;       /* tokenizer.json had no post_processor */
     char pre_name[64];
     char src[256]; /* file name for messages */
 };
@@ -317,7 +318,7 @@ static nb_code tok_src_alloc(tok_src *s, size_t n_vocab, size_t n_merges, size_t
     memset(s, 0, sizeof *s);
     s->n_vocab = n_vocab;
     s->n_merges = n_merges;
-    s->n_added = n_added;
+    s->n_added = 0; /* filled by the caller, up to n_added */
     s->vs = calloc(n_vocab ? n_vocab : 1, sizeof *s->vs);
     s->vn = calloc(n_vocab ? n_vocab : 1, sizeof *s->vn);
     s->ma = calloc(n_merges ? n_merges : 1, sizeof *s->ma);
@@ -489,8 +490,9 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
     return NB_OK;
 }
 
-/* PCRE2's \s under UCP lacks U+0085, which HF's Oniguruma \s (White_Space)
- * has: rewrite \s and \S into explicit classes before compiling. */
+/* HF's Oniguruma \s is Unicode White_Space; PCRE2's \s under UCP (10.42)
+ * also takes U+180E, which left White_Space in Unicode 6.3. Rewriting \s and
+ * \S into explicit White_Space classes makes the two agree. */
 #define WS_CLASS "\\t-\\r\\x{85}\\p{Z}"
 static char *rewrite_ws(const char *re)
 {
@@ -1128,8 +1130,15 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
         (drop && !json_object_is_type(drop, json_type_null)))
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: BPE with continuing_subword_prefix, "
                           "end_of_word_suffix, byte_fallback or dropout is not supported", t->src);
+    /* transformers 5 builds a tokenizer class that has its own __init__ from
+     * that class's pipeline, taking only vocab, merges and the post-processor
+     * from tokenizer.json. GPT2Tokenizer (SmolLM2's) thus gets GPT-2's
+     * ByteLevel split, no normalizer, whatever the file says (SmolLM2's file
+     * adds Digits, which `tokenizers` alone would honour). */
+    const char *cls = jstr(cfg, "tokenizer_class", NULL);
+    int gpt2_class = cls && (!strcmp(cls, "GPT2Tokenizer") || !strcmp(cls, "GPT2TokenizerFast"));
     json_object *norm = jget(root, "normalizer");
-    if (norm && !json_object_is_type(norm, json_type_null))
+    if (!gpt2_class && norm && !json_object_is_type(norm, json_type_null))
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: normalizer \"%s\" is not supported (only "
                           "null)", t->src, jstr(norm, "type", NULL) ? jstr(norm, "type", NULL) : "?");
     t->ignore_merges = jbool(model, "ignore_merges", 0);
@@ -1219,24 +1228,33 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
     if ((rc = tok_build(t, s, err)))
         return rc;
     json_object *pre = jget(root, "pre_tokenizer");
-    if (!pre || json_object_is_type(pre, json_type_null))
-        return nb_err_set(err, NB_EUNSUPPORTED, "%s: no pre_tokenizer (a byte-level BPE needs "
-                          "ByteLevel)", t->src);
-    if ((rc = hf_pre(t, pre, 0, err)))
-        return rc;
-    if (t->steps[t->n_steps - 1].kind != STEP_BYTELEVEL)
-        return nb_err_set(err, NB_EUNSUPPORTED, "%s: pre_tokenizer must end with ByteLevel "
-                          "(only byte-level BPE is supported)", t->src);
-    json_object *dec = jget(root, "decoder");
-    if (dec && !json_object_is_type(dec, json_type_null) && !jtype_is(dec, "ByteLevel"))
-        return nb_err_set(err, NB_EUNSUPPORTED, "%s: decoder \"%s\" is not supported (ByteLevel)",
-                          t->src, jstr(dec, "type", NULL) ? jstr(dec, "type", NULL) : "?");
+    if (gpt2_class) {
+        t->ignore_merges = 0;
+        t->unk = -1;
+        if ((rc = add_step(t, STEP_BYTELEVEL, RE_GPT2, 0, jbool(cfg, "add_prefix_space", 0), err)))
+            return rc;
+    } else {
+        if (!pre || json_object_is_type(pre, json_type_null))
+            return nb_err_set(err, NB_EUNSUPPORTED, "%s: no pre_tokenizer (a byte-level BPE "
+                              "needs ByteLevel)", t->src);
+        if ((rc = hf_pre(t, pre, 0, err)))
+            return rc;
+        if (t->steps[t->n_steps - 1].kind != STEP_BYTELEVEL)
+            return nb_err_set(err, NB_EUNSUPPORTED, "%s: pre_tokenizer must end with ByteLevel "
+                              "(only byte-level BPE is supported)", t->src);
+        json_object *dec = jget(root, "decoder");
+        if (dec && !json_object_is_type(dec, json_type_null) && !jtype_is(dec, "ByteLevel"))
+            return nb_err_set(err, NB_EUNSUPPORTED, "%s: decoder \"%s\" is not supported "
+                              "(ByteLevel)", t->src,
+                              jstr(dec, "type", NULL) ? jstr(dec, "type", NULL) : "?");
+        const char *unk = jstr(model, "unk_token", NULL);
+        if (unk)
+            t->unk = vocab_find(t, unk, strlen(unk));
+    }
     json_object *post = jget(root, "post_processor");
-    if ((rc = hf_post(t, post && !json_object_is_type(post, json_type_null) ? post : NULL, 0, err)))
+    t->no_post = !post || json_object_is_type(post, json_type_null);
+    if ((rc = hf_post(t, t->no_post ? NULL : post, 0, err)))
         return rc;
-    const char *unk = jstr(model, "unk_token", NULL);
-    if (unk)
-        t->unk = vocab_find(t, unk, strlen(unk));
     /* names: what the steps amount to, in GGUF "pre" terms where one fits */
     const pre_step *st = t->steps;
     if (t->n_steps == 1 && st[0].re)
@@ -1254,13 +1272,30 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
     else if (re && !strcmp(re, RE_QWEN2))
         snprintf(t->pre_name, sizeof t->pre_name, "qwen2");
     t->bos = cfg_token(t, cfg, "bos_token");
+    t->eos = cfg_token(t, cfg, "eos_token");
+    if (gpt2_class) { /* the class's defaults */
+        if (!jget(cfg, "bos_token"))
+            t->bos = find_cstr(t, "<|endoftext|>");
+        if (!jget(cfg, "eos_token"))
+            t->eos = find_cstr(t, "<|endoftext|>");
+    }
     if (t->bos < 0 && t->n_prefix)
         t->bos = t->prefix[0];
-    t->eos = cfg_token(t, cfg, "eos_token");
     static const char *eos_names[] = {"<|eot_id|>", "<|im_end|>", "<|end_of_text|>",
                                       "<|endoftext|>", "</s>"};
     for (size_t i = 0; t->eos < 0 && i < sizeof eos_names / sizeof *eos_names; i++)
         t->eos = find_cstr(t, eos_names[i]);
+    /* an explicit add_bos_token / add_eos_token makes transformers rebuild the
+     * post-processor as [bos] $A [eos] from those flags */
+    json_object *ab = jget(cfg, "add_bos_token"), *ae = jget(cfg, "add_eos_token");
+    if ((ab && json_object_is_type(ab, json_type_boolean)) ||
+        (ae && json_object_is_type(ae, json_type_boolean)) || t->no_post) {
+        t->n_prefix = t->n_suffix = 0;
+        if (jbool(cfg, "add_bos_token", 0) && t->bos >= 0)
+            t->prefix[t->n_prefix++] = t->bos;
+        if (jbool(cfg, "add_eos_token", 0) && t->eos >= 0)
+            t->suffix[t->n_suffix++] = t->eos;
+    }
     t->eot = find_cstr(t, "<|eot_id|>");
     size_t tl = 0;
     const char *tmpl = cfg_template(cfg, &tl);

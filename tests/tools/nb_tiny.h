@@ -80,6 +80,7 @@ typedef struct nb_tiny_buf {
     uint8_t *p;
     size_t n, cap;
     int oom;
+    uint64_t count; /* GGUF KVs written so far */
 } nb_tiny_buf;
 
 static inline void nb_tiny_put(nb_tiny_buf *b, const void *d, size_t n)
@@ -172,6 +173,8 @@ static inline int nb_tiny_write_file(const char *path, const void *d, size_t n)
 
 static inline int nb_tiny_read_file(const char *path, uint8_t **d, size_t *n)
 {
+    *d = NULL;
+    *n = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
@@ -189,6 +192,11 @@ static inline int nb_tiny_read_file(const char *path, uint8_t **d, size_t *n)
     *d = b.p;
     *n = b.n;
     return 0;
+}
+
+static inline int nb_tiny_file_exists(const char *path)
+{
+    return access(path, R_OK) == 0;
 }
 
 static inline int nb_tiny_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
@@ -498,6 +506,7 @@ static inline void nb_tiny_kv_hdr(nb_tiny_buf *b, const char *key, uint32_t type
 {
     nb_tiny_put_str(b, key);
     nb_tiny_put_u32(b, type);
+    b->count++;
 }
 
 static inline void nb_tiny_kv_u32(nb_tiny_buf *b, const char *key, uint32_t v)
@@ -551,13 +560,12 @@ static inline int nb_tiny_gguf_image(const nb_tiny_opts *o, nb_tiny_buf *out)
     nb_tiny_build_vocab(v);
     unsigned align = o->alignment ? o->alignment : 32;
     int quant = o->type == NB_TT_Q8_0 || o->type == NB_TT_Q4_0 || o->type == NB_TT_Q4_1;
-    uint64_t n_kv = 27 + (o->alignment ? 1 : 0) + (quant ? 1 : 0);
 
     nb_tiny_buf b = {0};
     nb_tiny_put(&b, "GGUF", 4);
     nb_tiny_put_u32(&b, 3);
     nb_tiny_put_u64(&b, (uint64_t)nt);
-    nb_tiny_put_u64(&b, n_kv);
+    nb_tiny_put_u64(&b, 0); /* n_kv, patched once the KVs are written */
     nb_tiny_kv_str(&b, "general.architecture", "llama");
     nb_tiny_kv_str(&b, "general.type", "model");
     nb_tiny_kv_str(&b, "general.name", "tiny-llama");
@@ -601,6 +609,8 @@ static inline int nb_tiny_gguf_image(const nb_tiny_opts *o, nb_tiny_buf *out)
     if (quant)
         nb_tiny_kv_u32(&b, "general.quantization_version", 2);
     free(v);
+    if (!b.oom)
+        memcpy(b.p + 16, &b.count, 8);
 
     uint64_t off = 0;
     size_t sizes[NB_TINY_MAX_TENSORS];
@@ -699,9 +709,9 @@ static inline int nb_tiny_write_st(const nb_tiny_opts *o, const char *path,
 
 static inline int nb_tiny_write_buf(const char *dir, const char *name, nb_tiny_buf *b)
 {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    int rc = b->oom ? -1 : nb_tiny_write_file(p, b->p, b->n);
+    char p[8192];
+    int bad = snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p;
+    int rc = b->oom || bad ? -1 : nb_tiny_write_file(p, b->p, b->n);
     free(b->p);
     memset(b, 0, sizeof *b);
     return rc;
@@ -802,7 +812,9 @@ static inline int nb_tiny_write_hf(const nb_tiny_opts *o, const char *dir, int s
         return -1;
     nb_tiny_tensor ts[NB_TINY_MAX_TENSORS];
     int nt = nb_tiny_tensors(o, ts);
-    char p[4096];
+    char p[8192];
+    if (strlen(dir) > 4096)
+        return -1;
     if (shards < 2) {
         snprintf(p, sizeof p, "%s/model.safetensors", dir);
         return nb_tiny_write_st(o, p, ts, 0, nt);

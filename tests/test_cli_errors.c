@@ -1,0 +1,144 @@
+/* test_cli_errors: bad input through the real binary — a clear message naming the field,
+ * exit 2 (or 3 for an unavailable device), never a crash. Runs under ASan/UBSan in CI. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+static char *tmp;
+static char cmd[8192];
+
+static int setup(void **s)
+{
+    (void)s;
+    tmp = tu_tmpdir();
+    return tmp ? 0 : -1;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    tu_rmrf(tmp);
+    return 0;
+}
+
+/* Runs npubench with args; checks exit code and that the output names `want`. */
+static void expect(const char *args, int code, const char *want)
+{
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", tu_env("NB_SRC", "."),
+             tu_env("NB_BIN", "npubench"), args);
+    tu_result r = tu_run(cmd);
+    print_message("$ npubench %s\n%s", args, r.out ? r.out : "");
+    assert_int_equal(r.code, code);
+    assert_non_null(r.out);
+    assert_non_null(strstr(r.out, want));
+    assert_null(strstr(r.out, "AddressSanitizer"));
+    assert_null(strstr(r.out, "runtime error"));
+    free(r.out);
+}
+
+/* Writes the first n bytes of the real model (or garbage) to tmp/name. */
+static void write_prefix(const char *name, long n, const char *magic)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    FILE *out = fopen(path, "wb");
+    assert_non_null(out);
+    if (magic) {
+        fwrite(magic, 1, strlen(magic), out);
+    } else {
+        const char *m = tu_model();
+        FILE *in = m ? fopen(m, "rb") : NULL;
+        assert_non_null(in);
+        char buf[65536];
+        long left = n;
+        while (left > 0) {
+            size_t got = fread(buf, 1, left < (long)sizeof buf ? (size_t)left : sizeof buf, in);
+            if (!got)
+                break;
+            fwrite(buf, 1, got, out);
+            left -= (long)got;
+        }
+        fclose(in);
+    }
+    fclose(out);
+}
+
+static void test_usage_errors(void **s)
+{
+    (void)s;
+    expect("frobnicate", 2, "unknown command 'frobnicate'");
+    expect("run --n-tokens 0", 2, "--n-tokens: 0 is outside the allowed range 1..65536");
+    expect("run --n-tokens abc", 2, "--n-tokens: 'abc' is not an integer");
+    expect("verify --k 99", 2, "--k: 99 is outside the allowed range");
+    expect("run --bogus", 2, "unknown option '--bogus'");
+    expect("run --dtype int3", 2, "--dtype: dtype 'int3': expected bf16, f32 or q4_1");
+    expect("run --model /nonexistent.gguf", 2, "/nonexistent.gguf");
+}
+
+static void test_corrupt_models(void **s)
+{
+    (void)s;
+    char args[4096];
+    write_prefix("magic.gguf", 0, "NOPE this is not a gguf file at all, padding padding");
+    snprintf(args, sizeof args, "run --model '%s/magic.gguf'", tmp);
+    expect(args, 2, "magic");
+    if (!tu_model()) {
+        print_message("SKIP truncation cases: model not fetched\n");
+        return;
+    }
+    long cuts[] = {10, 100, 5000, 1500000, 50000000};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "cut%ld.gguf", cuts[i]);
+        write_prefix(name, cuts[i], NULL);
+        snprintf(args, sizeof args, "verify --model '%s/%s'", tmp, name);
+        expect(args, 2, name);
+    }
+}
+
+static void test_bad_prompts(void **s)
+{
+    (void)s;
+    if (!tu_model())
+        skip();
+    expect("run --n-tokens 2 --reps 1 --warmup 0 --prompt \"$(printf 'caf\\303 bad')\"", 2,
+           "invalid UTF-8 at byte offset 3");
+    char path[4096], args[4200];
+    snprintf(path, sizeof path, "%s/bad.txt", tmp);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("# comment\nfine prompt\nbroken \xff\xfe prompt\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "verify --prompts-file '%s'", path);
+    expect(args, 2, "bad.txt:3: invalid UTF-8");
+    /* a prompt set with no committed trace says how to make one */
+    snprintf(path, sizeof path, "%s/new.txt", tmp);
+    f = fopen(path, "wb");
+    fputs("A prompt nobody has traced yet\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "verify --prompts-file '%s'", path);
+    expect(args, 2, "make hf-reference");
+}
+
+static void test_xrt_unavailable(void **s)
+{
+    (void)s;
+    expect("run --backend xrt --n-tokens 2", 3, "xrt backend");
+    expect("run --backend tpu", 2, "backend 'tpu'");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_corrupt_models),
+        cmocka_unit_test(test_bad_prompts),
+        cmocka_unit_test(test_xrt_unavailable),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,1691 @@
+/* test_db: the history database: migrations, the job queue state machine,
+ * runs and history queries, Mann-Whitney/regression, imports, kill -9 durability. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nb_db.h"
+#include "nb_db_deploy.h"
+#include "nb_db_import.h"
+#include "nb_db_jobs.h"
+#include "nb_db_runs.h"
+#include "nb_db_schema.h"
+#include "nb_db_traces.h"
+#include "nb_db_workers.h"
+#include "nb_stats.h"
+
+static char tmpdir[256];
+static int64_t fake_now = 1700000000000LL;
+
+static int64_t fake_clock(void *ud)
+{
+    (void)ud;
+    return fake_now;
+}
+
+#define assert_close(a, b, tol)                                                              \
+    do {                                                                                     \
+        double a_ = (a), b_ = (b);                                                           \
+        if (!(fabs(a_ - b_) <= (tol)))                                                       \
+            fail_msg("%s = %.17g, expected %.17g (tol %g)", #a, a_, b_, (double)(tol));      \
+    } while (0)
+
+#define assert_ok(call)                                                                      \
+    do {                                                                                     \
+        nb_err e_ = {0};                                                                     \
+        nb_code rc_ = (call);                                                                \
+        if (rc_ != NB_OK)                                                                    \
+            fail_msg("%s failed: %s: %s", #call, nb_code_name(rc_), e_.msg);                 \
+    } while (0)
+
+static void db_file(char *buf, size_t size, const char *name)
+{
+    snprintf(buf, size, "%s/%s.db", tmpdir, name);
+}
+
+static void remove_db(const char *path)
+{
+    char p[600];
+    unlink(path);
+    snprintf(p, sizeof p, "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path);
+    unlink(p);
+}
+
+/* A fresh database on the fake clock. */
+static nb_db *fresh_db(const char *name)
+{
+    char path[512];
+    db_file(path, sizeof path, name);
+    remove_db(path);
+    nb_db *db = NULL;
+    nb_err err = {0};
+    nb_code rc = nb_db_open(path, NULL, &db, &err);
+    if (rc)
+        fail_msg("open %s: %s", path, err.msg);
+    nb_db_set_clock(db, fake_clock, NULL);
+    return db;
+}
+
+static void close_db(nb_db *db)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s", nb_db_path(db));
+    nb_db_close(db);
+    remove_db(path);
+}
+
+static int64_t sql_int(const char *path, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+}
+
+static void sql_text(const char *path, const char *sql, char *out, size_t size)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    snprintf(out, size, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/nb_test_db.XXXXXX", t && *t ? t : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+/* Also removes what a failed test left behind. */
+static int group_teardown(void **state)
+{
+    (void)state;
+    DIR *d = opendir(tmpdir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char p[600];
+            snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    return rmdir(tmpdir);
+}
+
+static int64_t add_deployment(nb_db *db, const char *model, const char *backend,
+                              const char *dtype, const char *board)
+{
+    nb_db_deployment d = {0};
+    snprintf(d.model, sizeof d.model, "%s", model);
+    snprintf(d.backend, sizeof d.backend, "%s", backend);
+    snprintf(d.dtype, sizeof d.dtype, "%s", dtype);
+    snprintf(d.board, sizeof d.board, "%s", board);
+    int64_t id = 0;
+    assert_ok(nb_db_deployment_upsert(db, &d, &id, &e_));
+    return id;
+}
+
+static int64_t add_run(nb_db *db, int64_t dep, int64_t t, double tps, double ttft,
+                       nb_db_outcome o)
+{
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = dep;
+    r.kind = "bench";
+    r.outcome = o;
+    r.started_ms = t;
+    r.value[NB_METRIC_TPS] = tps;
+    r.value[NB_METRIC_TTFT] = ttft;
+    r.source = NB_SOURCE_SERVICE;
+    int64_t id = 0;
+    assert_ok(nb_db_run_insert(db, &r, &id, &e_));
+    return id;
+}
+
+static nb_db_worker make_worker(const char *id, const char *board, const char *backends,
+                                const char *tags, const char *deployments)
+{
+    nb_db_worker w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.id, sizeof w.id, "%s", id);
+    snprintf(w.board_name, sizeof w.board_name, "%s", board);
+    snprintf(w.board_type, sizeof w.board_type, "%s", "npu4");
+    snprintf(w.backends, sizeof w.backends, "%s", backends);
+    snprintf(w.tags, sizeof w.tags, "%s", tags);
+    snprintf(w.deployments, sizeof w.deployments, "%s", deployments);
+    return w;
+}
+
+static int64_t enqueue(nb_db *db, const char *req, const char *kind, int prio,
+                       const char *backend)
+{
+    nb_db_job_new j = {0};
+    j.request_id = req;
+    j.kind = kind;
+    j.spec = "{}";
+    j.spec_len = 2;
+    j.priority = prio;
+    j.sel.backend = backend;
+    int64_t id = 0;
+    assert_ok(nb_db_job_enqueue(db, &j, &id, NULL, &e_));
+    return id;
+}
+
+/* ---- schema ---- */
+
+static void test_migrate_and_reopen(void **state)
+{
+    (void)state;
+    char path[512];
+    db_file(path, sizeof path, "migrate");
+    remove_db(path);
+    nb_db *db = NULL;
+    nb_err err = {0};
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
+    int v = -1;
+    assert_ok(nb_db_schema_version(db, &v, &e_));
+    assert_int_equal(v, nb_db_schema_latest());
+    assert_true(nb_db_schema_latest() >= 1);
+    int64_t dep = add_deployment(db, "m", "cpu", "q4_1", "b1");
+    nb_db_close(db);
+
+    char mode[16];
+    sql_text(path, "PRAGMA journal_mode", mode, sizeof mode);
+    assert_string_equal(mode, "wal");
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM schema_version"),
+                     nb_db_schema_latest());
+
+    /* Reopening applies nothing and keeps the data. */
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
+    assert_ok(nb_db_schema_version(db, &v, &e_));
+    assert_int_equal(v, nb_db_schema_latest());
+    nb_db_deployment d;
+    assert_ok(nb_db_deployment_get(db, dep, &d, &e_));
+    assert_string_equal(d.model, "m");
+    /* foreign_keys is on: a run for a missing deployment is refused. */
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = 999;
+    r.kind = "bench";
+    r.started_ms = 1;
+    int64_t id;
+    assert_int_equal(nb_db_run_insert(db, &r, &id, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "deployment_id"));
+    nb_db_close(db);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs"), 0);
+    remove_db(path);
+}
+
+static void test_newer_schema_rejected(void **state)
+{
+    (void)state;
+    char path[512];
+    db_file(path, sizeof path, "newer");
+    remove_db(path);
+    nb_db *db = NULL;
+    nb_err err = {0};
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
+    nb_db_close(db);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO schema_version VALUES (%d, 'from the future', 0)",
+             nb_db_schema_latest() + 1);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_EUNSUPPORTED);
+    assert_null(db);
+    assert_non_null(strstr(err.msg, "newer"));
+    remove_db(path);
+}
+
+static void test_foreign_files_rejected(void **state)
+{
+    (void)state;
+    char path[512];
+    db_file(path, sizeof path, "foreign");
+    remove_db(path);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "CREATE TABLE photos (id INTEGER)", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    nb_db *db = NULL;
+    nb_err err = {0};
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_EFORMAT);
+    assert_non_null(strstr(err.msg, "not an npubench database"));
+    remove_db(path);
+
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("this is not a database, it is a text file that is long enough to have a header\n",
+          f);
+    fclose(f);
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_EFORMAT);
+    remove_db(path);
+}
+
+/* ---- deployments and references ---- */
+
+static void test_deployments_and_references(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("deploy");
+    int64_t a = add_deployment(db, "SmolLM2", "cpu", "q4_1", "x86-01");
+    int64_t a2 = add_deployment(db, "SmolLM2", "cpu", "q4_1", "x86-01");
+    int64_t b = add_deployment(db, "SmolLM2", "npu", "bf16", "strix-01");
+    assert_int_equal(a, a2);
+    assert_int_not_equal(a, b);
+
+    nb_db_deployment key = {0}, got;
+    snprintf(key.model, sizeof key.model, "SmolLM2");
+    snprintf(key.backend, sizeof key.backend, "npu");
+    snprintf(key.dtype, sizeof key.dtype, "bf16");
+    snprintf(key.board, sizeof key.board, "strix-01");
+    assert_ok(nb_db_deployment_find(db, &key, &got, &e_));
+    assert_int_equal(got.id, b);
+    snprintf(key.board, sizeof key.board, "nope");
+    nb_err err = {0};
+    assert_int_equal(nb_db_deployment_find(db, &key, &got, &err), NB_ENOTFOUND);
+    key.model[0] = '\0';
+    assert_int_equal(nb_db_deployment_upsert(db, &key, &a2, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "deployment.model"));
+
+    nb_db_deployment *list;
+    size_t n;
+    assert_ok(nb_db_deployment_list(db, "SmolLM2", &list, &n, &e_));
+    assert_int_equal(n, 2);
+    free(list);
+
+    assert_int_equal(nb_db_reference_get(db, "SmolLM2", &got, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_reference_set(db, a, &e_));
+    assert_ok(nb_db_reference_get(db, "SmolLM2", &got, &e_));
+    assert_int_equal(got.id, a);
+    assert_ok(nb_db_reference_set(db, b, &e_));
+    assert_ok(nb_db_reference_get(db, "SmolLM2", &got, &e_));
+    assert_int_equal(got.id, b);
+    assert_int_equal(nb_db_reference_set(db, 12345, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_reference_clear(db, "SmolLM2", &e_));
+    assert_int_equal(nb_db_reference_get(db, "SmolLM2", &got, &err), NB_ENOTFOUND);
+    close_db(db);
+}
+
+/* ---- workers ---- */
+
+static void test_workers(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("workers");
+    fake_now = 1000000;
+    nb_db_worker w = make_worker("w1", "strix-01", "npu,cpu", "lab-a", "*");
+    assert_ok(nb_db_worker_upsert(db, &w, &e_));
+    fake_now += 5000;
+    nb_db_worker w2 = make_worker("w2", "x86-01", "cpu", "", "");
+    assert_ok(nb_db_worker_upsert(db, &w2, &e_));
+    nb_db_worker got;
+    assert_ok(nb_db_worker_get(db, "w1", &got, &e_));
+    assert_int_equal(got.first_seen_ms, 1000000);
+    assert_int_equal(got.state, NB_WORKER_ALIVE);
+    assert_string_equal(got.backends, "npu,cpu");
+
+    /* w1 silent for 30 s, w2 for 25 s: both stale after 20 s. */
+    fake_now = 1000000 + 30000;
+    size_t ns = 0, ng = 0;
+    assert_ok(nb_db_worker_sweep(db, 20000, 60000, &ns, &ng, &e_));
+    assert_int_equal(ns, 2);
+    assert_int_equal(ng, 0);
+    assert_ok(nb_db_worker_touch(db, "w2", &e_));
+    fake_now = 1000000 + 70000;
+    assert_ok(nb_db_worker_sweep(db, 20000, 60000, &ns, &ng, &e_));
+    assert_int_equal(ng, 1); /* w1, last seen 70 s ago */
+    assert_ok(nb_db_worker_get(db, "w1", &got, &e_));
+    assert_int_equal(got.state, NB_WORKER_GONE);
+    assert_ok(nb_db_worker_get(db, "w2", &got, &e_));
+    assert_int_equal(got.state, NB_WORKER_STALE);
+    assert_int_equal(got.first_seen_ms, 1005000);
+    nb_err err;
+    assert_int_equal(nb_db_worker_touch(db, "w9", &err), NB_ENOTFOUND);
+    nb_db_worker *all;
+    size_t n;
+    assert_ok(nb_db_worker_list(db, &all, &n, &e_));
+    assert_int_equal(n, 2);
+    free(all);
+    assert_true(nb_db_list_has("npu, cpu", "cpu"));
+    assert_true(nb_db_list_has(" npu ,cpu", "npu"));
+    assert_false(nb_db_list_has("npu2,cpu", "npu"));
+    assert_false(nb_db_list_has("", "npu"));
+    close_db(db);
+}
+
+/* ---- queue ---- */
+
+static void test_enqueue_idempotent(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("idem");
+    nb_db_job_new j = {0};
+    j.request_id = "req-1";
+    j.kind = "bench";
+    j.spec = "{\"model\":\"m\"}";
+    j.spec_len = strlen(j.spec);
+    int64_t id1 = 0, id2 = 0;
+    int existed = -1;
+    assert_ok(nb_db_job_enqueue(db, &j, &id1, &existed, &e_));
+    assert_int_equal(existed, 0);
+    assert_ok(nb_db_job_enqueue(db, &j, &id2, &existed, &e_));
+    assert_int_equal(existed, 1);
+    assert_int_equal(id1, id2);
+
+    /* The same key for a different request is refused, not silently merged. */
+    nb_db_job_new other = j;
+    other.spec = "{\"model\":\"other\"}";
+    other.spec_len = strlen(other.spec);
+    nb_err err = {0};
+    int64_t id3 = 0;
+    assert_int_equal(nb_db_job_enqueue(db, &other, &id3, &existed, &err), NB_EMISMATCH);
+    assert_int_equal(id3, id1);
+    assert_non_null(strstr(err.msg, "req-1"));
+
+    /* Without a request id every enqueue is a new job. */
+    j.request_id = NULL;
+    assert_ok(nb_db_job_enqueue(db, &j, &id2, &existed, &e_));
+    assert_ok(nb_db_job_enqueue(db, &j, &id3, &existed, &e_));
+    assert_int_not_equal(id2, id3);
+    assert_int_not_equal(id1, id2);
+
+    nb_db_job got;
+    assert_ok(nb_db_job_get(db, id1, &got, &e_));
+    assert_int_equal(got.state, NB_JOB_QUEUED);
+    assert_int_equal(got.spec_len, j.spec_len);
+    assert_memory_equal(got.spec, j.spec, j.spec_len);
+    assert_string_equal(got.request_id, "req-1");
+    assert_int_equal(got.max_attempts, NB_DB_DEFAULT_MAX_ATTEMPTS);
+    assert_non_null(strstr(got.log, "enqueued bench"));
+    nb_db_job_free(&got);
+    int64_t found;
+    assert_ok(nb_db_job_find_request(db, "req-1", &found, &e_));
+    assert_int_equal(found, id1);
+
+    j.kind = "";
+    assert_int_equal(nb_db_job_enqueue(db, &j, &id2, &existed, &err), NB_EINVAL);
+    close_db(db);
+}
+
+static void test_priority_fifo(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("prio");
+    int64_t ids[5];
+    int prios[5] = {0, 5, 0, 5, 1};
+    for (int i = 0; i < 5; i++) {
+        fake_now = 2000000 + i; /* created in this order */
+        ids[i] = enqueue(db, NULL, "bench", prios[i], NULL);
+    }
+    int64_t expect[5] = {ids[1], ids[3], ids[4], ids[0], ids[2]};
+    nb_db_worker w = make_worker("w1", "b", "cpu", "", "");
+    for (int i = 0; i < 5; i++) {
+        nb_db_job job;
+        int found = 0;
+        assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 60000, &job, &found, &e_));
+        assert_true(found);
+        assert_int_equal(job.id, expect[i]);
+        assert_int_equal(job.state, NB_JOB_LEASED);
+        assert_string_equal(job.leased_worker, "w1");
+        assert_int_equal(strlen(job.lease_id), 32);
+        nb_db_job_free(&job);
+    }
+    nb_db_job job;
+    int found = 1;
+    assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 60000, &job, &found, &e_));
+    assert_false(found);
+    close_db(db);
+}
+
+static int reject_kind_profile(const nb_db_job *job, void *ud)
+{
+    int *calls = ud;
+    (*calls)++;
+    return strcmp(job->kind, "profile") != 0;
+}
+
+static void test_selector_matching(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("match");
+    nb_db_job_new j = {0};
+    j.kind = "verify";
+    j.sel.backend = "npu";
+    j.sel.tags = "lab-a, fast";
+    j.sel.deployment = "llama-1b/bf16";
+    int64_t npu_job;
+    assert_ok(nb_db_job_enqueue(db, &j, &npu_job, NULL, &e_));
+    nb_db_job_new p = {0};
+    p.kind = "profile";
+    p.priority = 10;
+    int64_t prof_job;
+    assert_ok(nb_db_job_enqueue(db, &p, &prof_job, NULL, &e_));
+    nb_db_job_new pin = {0};
+    pin.kind = "bench";
+    pin.sel.worker = "w-special";
+    pin.priority = 20;
+    int64_t pin_job;
+    assert_ok(nb_db_job_enqueue(db, &pin, &pin_job, NULL, &e_));
+
+    nb_db_job got;
+    assert_ok(nb_db_job_get(db, npu_job, &got, &e_));
+    nb_db_worker cpu = make_worker("w-cpu", "x86", "cpu", "lab-a,fast", "*");
+    nb_db_worker npu_notag = make_worker("w-npu1", "strix", "cpu,npu", "lab-a", "*");
+    nb_db_worker npu_nodep = make_worker("w-npu2", "strix", "npu", "fast,lab-a", "other");
+    nb_db_worker npu_ok = make_worker("w-npu3", "strix", "npu", "fast,lab-a,big",
+                                      "x,llama-1b/bf16");
+    char why[256];
+    assert_false(nb_db_job_matches(&got, &cpu, why, sizeof why));
+    assert_non_null(strstr(why, "backend 'npu'"));
+    assert_false(nb_db_job_matches(&got, &npu_notag, why, sizeof why));
+    assert_non_null(strstr(why, "tag 'fast'"));
+    assert_false(nb_db_job_matches(&got, &npu_nodep, why, sizeof why));
+    assert_non_null(strstr(why, "deployment"));
+    assert_true(nb_db_job_matches(&got, &npu_ok, why, sizeof why));
+    nb_db_job_free(&got);
+
+    /* The predicate vetoes the profile job; the pinned job is not for us. */
+    int calls = 0, found = 0;
+    nb_db_job job;
+    assert_ok(nb_db_job_lease(db, &npu_ok, reject_kind_profile, &calls, 1000, &job, &found,
+                              &e_));
+    assert_true(found);
+    assert_int_equal(job.id, npu_job);
+    assert_int_equal(calls, 2);
+    nb_db_job_free(&job);
+    /* A CPU worker takes the profile job; nobody but w-special the pinned one. */
+    assert_ok(nb_db_job_lease(db, &cpu, NULL, NULL, 1000, &job, &found, &e_));
+    assert_true(found);
+    assert_int_equal(job.id, prof_job);
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_lease(db, &cpu, NULL, NULL, 1000, &job, &found, &e_));
+    assert_false(found);
+    /* A stale worker gets nothing. */
+    nb_db_worker special = make_worker("w-special", "x86", "cpu", "", "");
+    special.state = NB_WORKER_STALE;
+    assert_ok(nb_db_job_lease(db, &special, NULL, NULL, 1000, &job, &found, &e_));
+    assert_false(found);
+    special.state = NB_WORKER_ALIVE;
+    assert_ok(nb_db_job_lease(db, &special, NULL, NULL, 1000, &job, &found, &e_));
+    assert_true(found);
+    assert_int_equal(job.id, pin_job);
+    nb_db_job_free(&job);
+
+    nb_err err;
+    assert_ok(nb_db_job_set_queued_reason(db, pin_job, "ignored: not queued", &e_));
+    assert_int_equal(nb_db_job_set_queued_reason(db, 999, "x", &err), NB_ENOTFOUND);
+    close_db(db);
+}
+
+static void test_lease_expiry_requeue(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("expiry");
+    fake_now = 5000000;
+    nb_db_job_new j = {0};
+    j.kind = "bench";
+    j.max_attempts = 2;
+    int64_t id;
+    assert_ok(nb_db_job_enqueue(db, &j, &id, NULL, &e_));
+    nb_db_worker w1 = make_worker("w1", "b", "cpu", "", "");
+    nb_db_worker w2 = make_worker("w2", "b", "cpu", "", "");
+
+    nb_db_job job;
+    int found;
+    assert_ok(nb_db_job_lease(db, &w1, NULL, NULL, 100, &job, &found, &e_));
+    assert_true(found);
+    assert_int_equal(job.lease_expiry_ms, 5000100);
+    char lease1[NB_DB_LEASE_ID_MAX];
+    snprintf(lease1, sizeof lease1, "%s", job.lease_id);
+    nb_db_job_free(&job);
+
+    /* Renewing before expiry keeps it alive past the old deadline. */
+    fake_now += 50;
+    int64_t exp;
+    assert_ok(nb_db_job_renew(db, id, lease1, 100, &exp, &e_));
+    assert_int_equal(exp, 5000150);
+    assert_ok(nb_db_job_start(db, id, lease1, &e_));
+    fake_now += 80; /* 5000130 < 5000150 */
+    size_t nq = 9, nf = 9;
+    assert_ok(nb_db_jobs_requeue_expired(db, &nq, &nf, &e_));
+    assert_int_equal(nq, 0);
+    assert_int_equal(nf, 0);
+
+    fake_now += 100; /* expired */
+    assert_ok(nb_db_jobs_requeue_expired(db, &nq, &nf, &e_));
+    assert_int_equal(nq, 1);
+    assert_int_equal(nf, 0);
+    assert_ok(nb_db_job_get(db, id, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_QUEUED);
+    assert_int_equal(job.attempts, 1);
+    assert_non_null(strstr(job.queued_reason, "expired"));
+    assert_non_null(strstr(job.queued_reason, "w1"));
+    assert_string_equal(job.lease_id, "");
+    nb_db_job_free(&job);
+
+    /* The old holder learns it lost the lease. */
+    nb_err err = {0};
+    assert_int_equal(nb_db_job_renew(db, id, lease1, 100, &exp, &err), NB_EMISMATCH);
+    assert_int_equal(nb_db_job_set_progress(db, id, lease1, 1, 2, "x", &err), NB_EMISMATCH);
+
+    assert_ok(nb_db_job_lease(db, &w2, NULL, NULL, 100, &job, &found, &e_));
+    assert_true(found);
+    assert_int_equal(job.attempts, 1);
+    nb_db_job_free(&job);
+    fake_now += 1000;
+    assert_ok(nb_db_jobs_requeue_expired(db, &nq, &nf, &e_));
+    assert_int_equal(nq, 0);
+    assert_int_equal(nf, 1);
+    assert_ok(nb_db_job_get(db, id, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_FAILED);
+    assert_int_equal(job.attempts, 2);
+    assert_non_null(strstr(job.error, "gave up after 2 of 2 attempts"));
+    assert_non_null(strstr(job.log, "leased to worker w2"));
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_lease(db, &w1, NULL, NULL, 100, &job, &found, &e_));
+    assert_false(found);
+
+    /* A worker that disappears hands its leases back at once. */
+    int64_t id2 = enqueue(db, NULL, "bench", 0, NULL);
+    assert_ok(nb_db_job_lease(db, &w1, NULL, NULL, 100000, &job, &found, &e_));
+    assert_int_equal(job.id, id2);
+    char lease2[NB_DB_LEASE_ID_MAX];
+    snprintf(lease2, sizeof lease2, "%s", job.lease_id);
+    nb_db_job_free(&job);
+    assert_ok(nb_db_jobs_release_worker(db, "w1", "connection reset", &nq, &nf, &e_));
+    assert_int_equal(nq, 1);
+    assert_ok(nb_db_job_get(db, id2, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_QUEUED);
+    assert_non_null(strstr(job.queued_reason, "connection reset"));
+    nb_db_job_free(&job);
+    /* ... and a worker shutting down releases its own lease. */
+    assert_ok(nb_db_job_lease(db, &w2, NULL, NULL, 100000, &job, &found, &e_));
+    snprintf(lease2, sizeof lease2, "%s", job.lease_id);
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_release(db, id2, lease2, "shutting down", &e_));
+    assert_ok(nb_db_job_get(db, id2, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_QUEUED);
+    assert_int_equal(job.attempts, 2);
+    nb_db_job_free(&job);
+    close_db(db);
+}
+
+static size_t runs_of_job(nb_db *db, int64_t job)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM runs WHERE job_id = %lld", (long long)job);
+    return (size_t)sql_int(nb_db_path(db), sql);
+}
+
+static void test_no_duplicate_run(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("dup");
+    fake_now = 7000000;
+    int64_t dep = add_deployment(db, "m", "cpu", "q4_1", "b");
+    int64_t id = enqueue(db, "r-dup", "bench", 0, NULL);
+    nb_db_worker w1 = make_worker("w1", "b", "cpu", "", "");
+    nb_db_worker w2 = make_worker("w2", "b", "cpu", "", "");
+    nb_db_job job;
+    int found;
+    assert_ok(nb_db_job_lease(db, &w1, NULL, NULL, 100, &job, &found, &e_));
+    char lease1[NB_DB_LEASE_ID_MAX], lease2[NB_DB_LEASE_ID_MAX];
+    snprintf(lease1, sizeof lease1, "%s", job.lease_id);
+    nb_db_job_free(&job);
+    fake_now += 500;
+    size_t nq, nf;
+    assert_ok(nb_db_jobs_requeue_expired(db, &nq, &nf, &e_));
+    assert_int_equal(nq, 1);
+    assert_ok(nb_db_job_lease(db, &w2, NULL, NULL, 10000, &job, &found, &e_));
+    snprintf(lease2, sizeof lease2, "%s", job.lease_id);
+    assert_string_not_equal(lease1, lease2);
+    nb_db_job_free(&job);
+
+    nb_db_sample samples[3] = {{0, {100, 20.0, 50, 51}}, {1, {101, 20.5, 49, 50}},
+                               {2, {99, 19.5, 51, 52}}};
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = dep;
+    r.kind = "bench";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = fake_now;
+    r.value[NB_METRIC_TPS] = 20.0;
+    r.samples = samples;
+    r.n_samples = 3;
+    r.source = NB_SOURCE_SERVICE;
+    nb_db_job_result res = {NB_JOB_DONE, NULL, &r, 1};
+
+    /* The first worker wakes up and reports: its lease is gone. */
+    nb_err err = {0};
+    int64_t rid = 0, rid2 = 0;
+    int dup = -1;
+    assert_int_equal(nb_db_job_complete(db, id, lease1, &res, &rid, &dup, &err), NB_EMISMATCH);
+    assert_non_null(strstr(err.msg, "not current"));
+    assert_int_equal(runs_of_job(db, id), 0);
+
+    assert_ok(nb_db_job_complete(db, id, lease2, &res, &rid, &dup, &e_));
+    assert_int_equal(dup, 0);
+    assert_true(rid > 0);
+    assert_int_equal(runs_of_job(db, id), 1);
+    /* The ack was lost and w2 retries: same answer, nothing new written. */
+    assert_ok(nb_db_job_complete(db, id, lease2, &res, &rid2, &dup, &e_));
+    assert_int_equal(dup, 1);
+    assert_int_equal(rid2, rid);
+    assert_int_equal(runs_of_job(db, id), 1);
+    assert_int_equal(nb_db_job_complete(db, id, lease1, &res, &rid2, &dup, &err),
+                     NB_EMISMATCH);
+    assert_int_equal(runs_of_job(db, id), 1);
+
+    assert_ok(nb_db_job_get(db, id, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_DONE);
+    assert_true(job.finished_ms > 0);
+    nb_db_job_free(&job);
+    nb_db_run got;
+    assert_ok(nb_db_run_get(db, rid, &got, &e_));
+    assert_int_equal(got.job_id, id);
+    assert_string_equal(got.lease_id, lease2);
+    assert_int_equal(got.n_samples, 3);
+    nb_db_run_free(&got);
+
+    /* The schema itself refuses a second run in the same slot of a job. */
+    r.job_id = id;
+    r.job_seq = 0;
+    assert_int_equal(nb_db_run_insert(db, &r, &rid2, &err), NB_EINVAL);
+    assert_int_equal(runs_of_job(db, id), 1);
+
+    /* A failing run insert rolls the completion back entirely. */
+    int64_t id2 = enqueue(db, NULL, "bench", 0, NULL);
+    assert_ok(nb_db_job_lease(db, &w2, NULL, NULL, 10000, &job, &found, &e_));
+    assert_int_equal(job.id, id2);
+    nb_db_run bad[2] = {r, r};
+    bad[0].job_id = 0;
+    bad[1].job_id = 0;
+    bad[1].deployment_id = 4242;
+    nb_db_job_result res2 = {NB_JOB_DONE, NULL, bad, 2};
+    assert_int_equal(nb_db_job_complete(db, id2, job.lease_id, &res2, NULL, NULL, &err),
+                     NB_EINVAL);
+    assert_int_equal(runs_of_job(db, id2), 0);
+    nb_db_job j2;
+    assert_ok(nb_db_job_get(db, id2, &j2, &e_));
+    assert_int_equal(j2.state, NB_JOB_LEASED);
+    nb_db_job_free(&j2);
+    nb_db_job_result failed = {NB_JOB_FAILED, "model file missing", NULL, 0};
+    assert_ok(nb_db_job_complete(db, id2, job.lease_id, &failed, NULL, &dup, &e_));
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_get(db, id2, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_FAILED);
+    assert_string_equal(job.error, "model file missing");
+    nb_db_job_free(&job);
+    close_db(db);
+}
+
+static void test_cancel(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("cancel");
+    int64_t q = enqueue(db, NULL, "bench", 0, NULL);
+    int64_t l = enqueue(db, NULL, "verify", 0, NULL);
+    assert_ok(nb_db_job_cancel(db, q, "user asked", &e_));
+    nb_db_job job;
+    assert_ok(nb_db_job_get(db, q, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_CANCELLED);
+    assert_string_equal(job.error, "user asked");
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_cancel(db, q, "again", &e_)); /* idempotent */
+
+    nb_db_worker w = make_worker("w1", "b", "cpu", "", "");
+    int found;
+    assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 10000, &job, &found, &e_));
+    assert_true(found);
+    assert_int_equal(job.id, l); /* never the cancelled one */
+    char lease[NB_DB_LEASE_ID_MAX];
+    snprintf(lease, sizeof lease, "%s", job.lease_id);
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_cancel(db, l, "superseded", &e_));
+    nb_err err = {0};
+    int64_t exp;
+    assert_int_equal(nb_db_job_renew(db, l, lease, 1000, &exp, &err), NB_ECANCELED);
+    assert_non_null(strstr(err.msg, "superseded"));
+    nb_db_job_result res = {NB_JOB_DONE, NULL, NULL, 0};
+    assert_int_equal(nb_db_job_complete(db, l, lease, &res, NULL, NULL, &err), NB_ECANCELED);
+    assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 10000, &job, &found, &e_));
+    assert_false(found);
+
+    int64_t d = enqueue(db, NULL, "bench", 0, NULL);
+    assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 10000, &job, &found, &e_));
+    assert_ok(nb_db_job_complete(db, d, job.lease_id, &res, NULL, NULL, &e_));
+    nb_db_job_free(&job);
+    assert_int_equal(nb_db_job_cancel(db, d, "late", &err), NB_EMISMATCH);
+    assert_int_equal(nb_db_job_cancel(db, 4242, "none", &err), NB_ENOTFOUND);
+
+    nb_db_job *list;
+    size_t n;
+    nb_db_job_filter f = {.states = NB_JOB_STATE_BIT(NB_JOB_CANCELLED), .oldest_first = 1};
+    assert_ok(nb_db_job_list(db, &f, &list, &n, &e_));
+    assert_int_equal(n, 2);
+    assert_int_equal(list[0].id, q);
+    assert_int_equal(list[1].id, l);
+    assert_null(list[0].spec);
+    nb_db_job_list_free(list, n);
+    close_db(db);
+}
+
+static void test_groups(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("groups");
+    nb_db_job_new g = {0};
+    g.kind = "matrix";
+    g.is_group = 1;
+    g.request_id = "matrix-1";
+    int64_t gid, kids[3];
+    assert_ok(nb_db_begin(db, &e_));
+    assert_ok(nb_db_job_enqueue(db, &g, &gid, NULL, &e_));
+    for (int i = 0; i < 3; i++) {
+        nb_db_job_new c = {0};
+        c.kind = "bench";
+        c.parent_id = gid;
+        assert_ok(nb_db_job_enqueue(db, &c, &kids[i], NULL, &e_));
+    }
+    assert_ok(nb_db_commit(db, &e_));
+
+    nb_db_job job;
+    assert_ok(nb_db_job_get(db, gid, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_RUNNING);
+    assert_int_equal(job.progress_total, 3);
+    nb_db_job_free(&job);
+
+    nb_db_worker w = make_worker("w1", "b", "cpu", "", "");
+    nb_db_job_result ok = {NB_JOB_DONE, NULL, NULL, 0};
+    for (int i = 0; i < 2; i++) {
+        int found;
+        assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 10000, &job, &found, &e_));
+        assert_true(found);
+        assert_int_equal(job.id, kids[i]); /* the group itself is never leased */
+        assert_ok(nb_db_job_complete(db, job.id, job.lease_id, &ok, NULL, NULL, &e_));
+        nb_db_job_free(&job);
+    }
+    assert_ok(nb_db_job_get(db, gid, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_RUNNING);
+    assert_int_equal(job.progress_done, 2);
+    nb_db_job_free(&job);
+    int found;
+    assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 10000, &job, &found, &e_));
+    nb_db_job_result bad = {NB_JOB_FAILED, "device lost", NULL, 0};
+    assert_ok(nb_db_job_complete(db, job.id, job.lease_id, &bad, NULL, NULL, &e_));
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_get(db, gid, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_FAILED);
+    assert_string_equal(job.error, "1 of 3 children failed");
+    nb_db_job_free(&job);
+
+    /* Cancelling a group cancels what has not finished, and the group. */
+    int64_t g2, k2[2];
+    g.request_id = "matrix-2";
+    assert_ok(nb_db_job_enqueue(db, &g, &g2, NULL, &e_));
+    for (int i = 0; i < 2; i++) {
+        nb_db_job_new c = {0};
+        c.kind = "bench";
+        c.parent_id = g2;
+        assert_ok(nb_db_job_enqueue(db, &c, &k2[i], NULL, &e_));
+    }
+    assert_ok(nb_db_job_cancel(db, g2, "stop the matrix", &e_));
+    for (int i = 0; i < 2; i++) {
+        assert_ok(nb_db_job_get(db, k2[i], &job, &e_));
+        assert_int_equal(job.state, NB_JOB_CANCELLED);
+        nb_db_job_free(&job);
+    }
+    assert_ok(nb_db_job_get(db, g2, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_CANCELLED);
+    nb_db_job_free(&job);
+    nb_db_job_filter f = {.parent_id = g2};
+    nb_db_job *list;
+    size_t n;
+    assert_ok(nb_db_job_list(db, &f, &list, &n, &e_));
+    assert_int_equal(n, 2);
+    nb_db_job_list_free(list, n);
+    f = (nb_db_job_filter){.parent_id = -1};
+    assert_ok(nb_db_job_list(db, &f, &list, &n, &e_));
+    assert_int_equal(n, 2); /* the two groups */
+    nb_db_job_list_free(list, n);
+    /* Children cannot join a finished group or a non-group. */
+    nb_db_job_new c = {0};
+    c.kind = "bench";
+    c.parent_id = g2;
+    int64_t x;
+    nb_err err;
+    assert_int_equal(nb_db_job_enqueue(db, &c, &x, NULL, &err), NB_EINVAL);
+    c.parent_id = kids[0];
+    assert_int_equal(nb_db_job_enqueue(db, &c, &x, NULL, &err), NB_EINVAL);
+    close_db(db);
+}
+
+static void test_progress_and_log(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("progress");
+    int64_t id = enqueue(db, NULL, "bench", 0, NULL);
+    nb_db_worker w = make_worker("w1", "b", "cpu", "", "");
+    nb_db_job job;
+    int found;
+    assert_ok(nb_db_job_lease(db, &w, NULL, NULL, 10000, &job, &found, &e_));
+    char lease[NB_DB_LEASE_ID_MAX];
+    snprintf(lease, sizeof lease, "%s", job.lease_id);
+    nb_db_job_free(&job);
+    assert_ok(nb_db_job_set_progress(db, id, lease, 3, 10, "rep 3/10", &e_));
+    assert_ok(nb_db_job_append_log(db, id, "loading model", &e_));
+    assert_ok(nb_db_job_append_log(db, id, "warmup done\n", &e_));
+    assert_ok(nb_db_job_get(db, id, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_RUNNING);
+    assert_true(job.started_ms > 0);
+    assert_int_equal(job.progress_done, 3);
+    assert_int_equal(job.progress_total, 10);
+    assert_string_equal(job.progress_msg, "rep 3/10");
+    const char *a = strstr(job.log, "loading model\n");
+    const char *b = strstr(job.log, "warmup done\n");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(a < b);
+    assert_null(strstr(job.log, "warmup done\n\n"));
+    nb_db_job_free(&job);
+    nb_err err;
+    assert_int_equal(nb_db_job_set_progress(db, id, "not-the-lease", 4, 10, "", &err),
+                     NB_EMISMATCH);
+    assert_int_equal(nb_db_job_append_log(db, 999, "x", &err), NB_ENOTFOUND);
+
+    /* The log is capped, once, with a marker. */
+    size_t big = 1u << 20;
+    char *chunk = malloc(big + 1);
+    assert_non_null(chunk);
+    memset(chunk, 'x', big);
+    chunk[big] = '\0';
+    for (int i = 0; i < 9; i++)
+        assert_ok(nb_db_job_append_log(db, id, chunk, &e_));
+    free(chunk);
+    assert_ok(nb_db_job_append_log(db, id, "after the cap", &e_));
+    assert_ok(nb_db_job_get(db, id, &job, &e_));
+    assert_true(strlen(job.log) < NB_DB_JOB_LOG_MAX + 4096);
+    assert_non_null(strstr(job.log, "[log truncated]"));
+    assert_null(strstr(job.log, "after the cap"));
+    nb_db_job_free(&job);
+
+    nb_db_job_filter f = {.states = NB_JOB_STATE_BIT(NB_JOB_RUNNING), .kind = "bench",
+                          .worker = "w1"};
+    nb_db_job *list;
+    size_t n;
+    assert_ok(nb_db_job_list(db, &f, &list, &n, &e_));
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].id, id);
+    nb_db_job_list_free(list, n);
+    f.kind = "verify";
+    assert_ok(nb_db_job_list(db, &f, &list, &n, &e_));
+    assert_int_equal(n, 0);
+    nb_db_job_list_free(list, n);
+    close_db(db);
+}
+
+/* ---- runs ---- */
+
+static void test_run_roundtrip(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("roundtrip");
+    int64_t dep = add_deployment(db, "SmolLM2-135M-Instruct", "cpu", "q4_1", "x86-01");
+    nb_db_sample s[2] = {{0, {120.5, 41.0, 24.4, 24.9}}, {1, {119.5, NAN, 24.2, 24.7}}};
+    nb_db_gate_check g[2] = {
+        {0, "The capital of France is", 32, -1, 12, 12, " Paris", " Paris", 0, 0,
+         "[[12,0.9]]", "[[12,0.91]]", 32, "PASS", NULL},
+        {1, "Once upon a time", 32, 17, 345, 678, " a", " the", 1, 2, "[]", "[]", 17, "FAIL",
+         "top-1 differs at step 17 beyond tolerance"},
+    };
+    nb_db_layer_cosine c[2] = {{0, 0.9991, 0.9995, 0.99991, 0.99987, 0.0123},
+                               {1, 0.998, 0.999, 0.9998, 0.9997, 0.05}};
+    nb_db_profile_entry ph[2] = {{"prefill", 1, 118.0, 118.0}, {"decode", 31, 760.0, 24.5}};
+    nb_db_profile_entry kn[1] = {{"matmul_q4_1", 930, 650.0, 0.699}};
+    nb_db_kv tc[2] = {{"gcc", "12.2.0"}, {"sqlite", "3.40.1"}};
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = dep;
+    r.worker_id = "w-cpu-1";
+    r.kind = "verify";
+    r.outcome = NB_OUTCOME_FAIL;
+    r.started_ms = 1710000000000LL;
+    r.finished_ms = 1710000005000LL;
+    r.value[NB_METRIC_TTFT] = 120.0;
+    r.value[NB_METRIC_TPS] = 41.0;
+    r.mean[NB_METRIC_TTFT] = 120.0;
+    r.stddev[NB_METRIC_TTFT] = 0.7071;
+    r.prompt_tokens = 6;
+    r.generated_tokens = 32;
+    r.reps = 2;
+    r.env.npubench_commit = "abc123def456";
+    r.env.board = "x86-01";
+    r.env.cpu_info = "AMD Ryzen 9 7940HS";
+    r.env.backend = "cpu";
+    r.env.dtype = "q4_1";
+    r.env.threads = 8;
+    r.env.model_digest = "b179c952";
+    r.report_json = "{\"ok\":false}";
+    r.regression = 1;
+    r.regression_detail = "tps -12%";
+    r.source = NB_SOURCE_LOCAL;
+    r.samples = s;
+    r.n_samples = 2;
+    r.gate_checks = g;
+    r.n_gate_checks = 2;
+    r.cosines = c;
+    r.n_cosines = 2;
+    r.phases = ph;
+    r.n_phases = 2;
+    r.kernels = kn;
+    r.n_kernels = 1;
+    r.toolchain = tc;
+    r.n_toolchain = 2;
+    int64_t id;
+    assert_ok(nb_db_run_insert(db, &r, &id, &e_));
+
+    nb_db_run o;
+    assert_ok(nb_db_run_get(db, id, &o, &e_));
+    assert_int_equal(o.id, id);
+    assert_int_equal(o.job_id, 0);
+    assert_string_equal(o.kind, "verify");
+    assert_int_equal(o.outcome, NB_OUTCOME_FAIL);
+    assert_int_equal(o.finished_ms, r.finished_ms);
+    assert_close(o.value[NB_METRIC_TTFT], 120.0, 0);
+    assert_true(isnan(o.value[NB_METRIC_DECODE]));
+    assert_close(o.stddev[NB_METRIC_TTFT], 0.7071, 0);
+    assert_int_equal(o.context_len, -1);
+    assert_int_equal(o.env.threads, 8);
+    assert_string_equal(o.env.cpu_info, "AMD Ryzen 9 7940HS");
+    assert_null(o.env.npu_info);
+    assert_int_equal(o.regression, 1);
+    assert_int_equal(o.source, NB_SOURCE_LOCAL);
+    assert_int_equal(o.n_samples, 2);
+    assert_true(isnan(o.samples[1].v[NB_METRIC_TPS]));
+    assert_close(o.samples[1].v[NB_METRIC_TTFT], 119.5, 0);
+    assert_int_equal(o.n_gate_checks, 2);
+    assert_int_equal(o.gate_checks[0].divergence_step, -1);
+    assert_int_equal(o.gate_checks[1].divergence_step, 17);
+    assert_string_equal(o.gate_checks[1].ref_text, " the");
+    assert_string_equal(o.gate_checks[1].status, "FAIL");
+    assert_null(o.gate_checks[0].reason);
+    assert_int_equal(o.n_cosines, 2);
+    assert_close(o.cosines[1].max_abs, 0.05, 0);
+    assert_int_equal(o.n_phases, 2);
+    assert_string_equal(o.phases[1].name, "decode");
+    assert_int_equal(o.n_kernels, 1);
+    assert_int_equal(o.kernels[0].calls, 930);
+    assert_int_equal(o.n_toolchain, 2);
+    assert_string_equal(o.toolchain[0].key, "gcc");
+    nb_db_run_free(&o);
+
+    /* Duplicate detail keys fail the whole insert. */
+    nb_db_sample dups[2] = {{0, {1, 2, 3, 4}}, {0, {1, 2, 3, 4}}};
+    r.samples = dups;
+    nb_err err = {0};
+    int64_t id2;
+    assert_int_equal(nb_db_run_insert(db, &r, &id2, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "samples[1]"));
+    assert_int_equal(sql_int(nb_db_path(db), "SELECT count(*) FROM runs"), 1);
+    r.samples = s;
+    r.kind = NULL;
+    assert_int_equal(nb_db_run_insert(db, &r, &id2, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "run.kind"));
+    r.kind = "verify";
+    r.external_id = "ext-1";
+    assert_ok(nb_db_run_insert(db, &r, &id2, &e_));
+    assert_int_equal(nb_db_run_insert(db, &r, &id2, &err), NB_EMISMATCH);
+    int64_t fid;
+    assert_ok(nb_db_run_find_external(db, "ext-1", &fid, &e_));
+    assert_int_equal(fid, id2);
+    assert_int_equal(nb_db_run_get(db, 777, &o, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_run_set_regression(db, id, 0, NULL, &e_));
+    assert_ok(nb_db_run_get(db, id, &o, &e_));
+    assert_int_equal(o.regression, 0);
+    assert_null(o.regression_detail);
+    nb_db_run_free(&o);
+    close_db(db);
+}
+
+static void test_history(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("history");
+    int64_t a = add_deployment(db, "llama", "npu", "bf16", "strix-01");
+    int64_t b = add_deployment(db, "llama", "npu", "bf16", "phoenix-01");
+    int64_t c = add_deployment(db, "qwen", "npu", "bf16", "strix-01");
+    int64_t a_cpu = add_deployment(db, "llama", "cpu", "q4_1", "strix-01");
+    const int64_t day = 86400000LL, t0 = 1735689600000LL; /* 2025-01-01 */
+    int64_t ra[10];
+    for (int i = 0; i < 10; i++)
+        ra[i] = add_run(db, a, t0 + i * day, 18.0 + i * 0.1, 400 - i,
+                        i == 7 ? NB_OUTCOME_FAIL : NB_OUTCOME_PASS);
+    for (int i = 0; i < 4; i++)
+        add_run(db, b, t0 + i * day + 1, 11.0, 650, NB_OUTCOME_PASS);
+    add_run(db, c, t0 + 5 * day, 33.0, 200, NB_OUTCOME_PASS);
+    add_run(db, a_cpu, t0 + 6 * day, 40.0, 120, NB_OUTCOME_PASS);
+    add_run(db, a, t0 + 11 * day, NAN, NAN, NB_OUTCOME_ERROR); /* no metrics */
+
+    nb_db_history_query q = {.model = "llama", .board = "strix-01", .metric = NB_METRIC_TPS,
+                             .since_ms = t0 + 3 * day, .limit = 100};
+    nb_db_history_row *rows;
+    size_t n;
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    /* strix-01 llama: npu runs 3..9 and the cpu run; the metric-less run is skipped */
+    assert_int_equal(n, 8);
+    for (size_t i = 1; i < n; i++)
+        assert_true(rows[i - 1].started_ms >= rows[i].started_ms);
+    assert_int_equal(rows[0].run_id, ra[9]);
+    assert_close(rows[0].value, 18.9, 1e-9);
+    assert_string_equal(rows[0].board, "strix-01");
+    assert_string_equal(rows[0].model, "llama");
+    free(rows);
+
+    q.backend = "npu";
+    q.limit = 3;
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 3);
+    assert_int_equal(rows[0].run_id, ra[9]);
+    assert_int_equal(rows[2].run_id, ra[7]);
+    assert_string_equal(rows[2].backend, "npu");
+    free(rows);
+
+    q = (nb_db_history_query){.model = "llama", .board = "strix-01", .backend = "npu",
+                              .metric = NB_METRIC_GATE};
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 10); /* ERROR runs have no gate result */
+    assert_close(rows[2].value, 0.0, 0); /* run 7 failed */
+    assert_int_equal(rows[2].outcome, NB_OUTCOME_FAIL);
+    assert_close(rows[0].value, 1.0, 0);
+    free(rows);
+
+    q = (nb_db_history_query){.dtype = "bf16", .metric = NB_METRIC_TTFT};
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 15);
+    free(rows);
+
+    assert_ok(nb_db_runs_last(db, a, NB_METRIC_TPS, 4, &rows, &n, &e_));
+    assert_int_equal(n, 4);
+    assert_int_equal(rows[0].run_id, ra[9]);
+    assert_int_equal(rows[3].run_id, ra[6]);
+    free(rows);
+
+    nb_db_board_summary *bs;
+    q = (nb_db_history_query){.model = "llama", .metric = NB_METRIC_TPS};
+    assert_ok(nb_db_history_by_board(db, &q, &bs, &n, &e_));
+    assert_int_equal(n, 2);
+    assert_string_equal(bs[0].board, "phoenix-01");
+    assert_int_equal(bs[0].n_runs, 4);
+    assert_close(bs[0].mean, 11.0, 1e-12);
+    assert_string_equal(bs[1].board, "strix-01");
+    assert_int_equal(bs[1].n_runs, 11);
+    assert_close(bs[1].max, 40.0, 0);
+    assert_close(bs[1].min, 18.0, 1e-12);
+    assert_int_equal(bs[1].last_ms, t0 + 9 * day);
+    free(bs);
+
+    nb_db_metric m;
+    assert_ok(nb_db_metric_parse("decode_ms_per_token", &m, &e_));
+    assert_int_equal(m, NB_METRIC_DECODE);
+    nb_err err;
+    assert_int_equal(nb_db_metric_parse("speed", &m, &err), NB_EINVAL);
+    q.limit = NB_DB_HISTORY_MAX + 1;
+    assert_int_equal(nb_db_history(db, &q, &rows, &n, &err), NB_EINVAL);
+    close_db(db);
+}
+
+/* ---- statistics ---- */
+
+/* Expected values come from scipy 1.17.1 (pip-installed into a scratch
+ * directory, run with the project venv's Python 3.11):
+ *   scipy.stats.mannwhitneyu(x, y, alternative='two-sided', method='exact'|'asymptotic')
+ * and, for the tied sample, from enumerating all C(11, 6) = 462 splits of the
+ * pooled midranks in Python (scipy's 'exact' ignores ties). */
+static void test_mann_whitney_known_values(void **state)
+{
+    (void)state;
+    const double x1[] = {1.1, 2.3, 3.5, 4.0, 5.2}, y1[] = {2.0, 6.1, 7.3, 8.4, 9.9, 10.5};
+    nb_stats_mwu r;
+    assert_ok(nb_stats_mann_whitney(x1, 5, y1, 6, NB_MWU_EXACT, &r, &e_));
+    assert_close(r.u, 4.0, 0);
+    assert_close(r.p, 0.051948051948051951, 1e-14);
+    assert_true(r.exact);
+    assert_ok(nb_stats_mann_whitney(x1, 5, y1, 6, NB_MWU_ASYMPTOTIC, &r, &e_));
+    assert_close(r.p, 0.055234253718063828, 1e-12);
+    assert_false(r.exact);
+    assert_ok(nb_stats_mann_whitney(x1, 5, y1, 6, NB_MWU_AUTO, &r, &e_));
+    assert_true(r.exact);
+
+    const double x2[] = {1, 2, 2, 3, 3, 3}, y2[] = {2, 3, 4, 4, 5};
+    assert_ok(nb_stats_mann_whitney(x2, 6, y2, 5, NB_MWU_EXACT, &r, &e_));
+    assert_close(r.u, 5.5, 0);
+    assert_close(r.p, 0.10822510822510822, 1e-14); /* 50 of 462 splits */
+    assert_ok(nb_stats_mann_whitney(x2, 6, y2, 5, NB_MWU_ASYMPTOTIC, &r, &e_));
+    assert_close(r.p, 0.088713691996776159, 1e-12);
+
+    double x3[10], y3[10];
+    for (int i = 0; i < 10; i++) {
+        x3[i] = i;
+        y3[i] = 10 + i;
+    }
+    assert_ok(nb_stats_mann_whitney(x3, 10, y3, 10, NB_MWU_EXACT, &r, &e_));
+    assert_close(r.u, 0, 0);
+    assert_close(r.p, 1.082508822446903e-05, 1e-17); /* 2 / C(20, 10) */
+    assert_ok(nb_stats_mann_whitney(x3, 10, y3, 10, NB_MWU_ASYMPTOTIC, &r, &e_));
+    assert_close(r.p, 0.00018267179110955002, 1e-15);
+
+    /* 20 vs 20, no ties: the largest exact case. */
+    const double x20[] = {50.002, 50.597, 49.452, 48.219, 49.091, 48.017, 50.12,
+                          52.68,  49.016, 48.759, 50.98,  50.714, 50.211, 48.139,
+                          49.941, 51.391, 47.312, 49.085, 46.198, 47.421};
+    const double y20[] = {48.317, 51.53,  49.465, 52.543, 52.314, 51.626, 46.966,
+                          50.923, 51.903, 52.227, 48.94,  51.044, 50.043, 50.382,
+                          54.122, 50.385, 51.935, 53.769, 50.833, 51.777};
+    assert_ok(nb_stats_mann_whitney(x20, 20, y20, 20, NB_MWU_AUTO, &r, &e_));
+    assert_true(r.exact);
+    assert_close(r.u, 88.0, 0);
+    assert_close(r.p, 0.0019571244942430312, 1e-14);
+    assert_ok(nb_stats_mann_whitney(x20, 20, y20, 20, NB_MWU_ASYMPTOTIC, &r, &e_));
+    assert_close(r.p, 0.0025606152871445872, 1e-12);
+    assert_close(nb_stats_mean(x20, 20), 49.36725, 1e-12);
+    assert_close(nb_stats_stddev(x20, 20), 1.5622242535631854, 1e-12);
+    assert_close(nb_stats_median(x20, 20), 49.2715, 1e-12);
+
+    /* 25 vs 30 with ties: beyond the exact limit, AUTO is asymptotic. */
+    double x25[25], y30[30];
+    for (int i = 0; i < 25; i++)
+        x25[i] = 100 + ((i * 37) % 23) * 0.5;
+    for (int i = 0; i < 30; i++)
+        y30[i] = 103 + ((i * 53) % 29) * 0.5;
+    assert_ok(nb_stats_mann_whitney(x25, 25, y30, 30, NB_MWU_AUTO, &r, &e_));
+    assert_false(r.exact);
+    assert_close(r.u, 170.5, 0);
+    assert_close(r.p, 0.00056116189238418913, 1e-14);
+    nb_err err;
+    assert_int_equal(nb_stats_mann_whitney(x25, 25, y30, 30, NB_MWU_EXACT, &r, &err),
+                     NB_EINVAL);
+    assert_int_equal(nb_stats_mann_whitney(x25, 0, y30, 30, NB_MWU_AUTO, &r, &err), NB_EINVAL);
+    const double withnan[] = {1, NAN};
+    assert_int_equal(nb_stats_mann_whitney(withnan, 2, y30, 3, NB_MWU_AUTO, &r, &err),
+                     NB_EINVAL);
+    /* All equal: no evidence. */
+    const double same[] = {5, 5, 5};
+    assert_ok(nb_stats_mann_whitney(same, 3, same, 3, NB_MWU_ASYMPTOTIC, &r, &e_));
+    assert_close(r.p, 1.0, 0);
+    assert_ok(nb_stats_mann_whitney(same, 3, same, 3, NB_MWU_EXACT, &r, &e_));
+    assert_close(r.p, 1.0, 0);
+    assert_true(isnan(nb_stats_stddev(same, 1)));
+    assert_true(isnan(nb_stats_mean(same, 0)));
+    assert_close(nb_stats_median(x2, 6), 2.5, 0);
+}
+
+static void test_regression_needs_both(void **state)
+{
+    (void)state;
+    nb_stats_regression_params tps = {0.05, 0.05, 1};
+    nb_stats_regression_result r;
+    /* 20% slower but only 2 vs 2 samples: not significant (min p = 1/3). */
+    const double big_new[] = {16.0, 16.1}, big_base[] = {20.0, 20.1};
+    assert_ok(nb_stats_regression(big_new, 2, big_base, 2, &tps, &r, &e_));
+    assert_true(r.rel_change < -0.19);
+    assert_true(r.p >= 0.05);
+    assert_false(r.regression);
+
+    /* Significant (complete separation, 10 vs 10) but only 1% slower. */
+    double small_new[10], small_base[10], big_new10[10];
+    for (int i = 0; i < 10; i++) {
+        small_base[i] = 20.0 + i * 0.001;
+        small_new[i] = 19.8 + i * 0.001;
+        big_new10[i] = 17.0 + i * 0.001;
+    }
+    assert_ok(nb_stats_regression(small_new, 10, small_base, 10, &tps, &r, &e_));
+    assert_true(r.p < 0.001);
+    assert_close(r.rel_change, (19.8045 - 20.0045) / 20.0045, 1e-12);
+    assert_false(r.regression);
+
+    /* Both: flagged, with the relative change and p reported. */
+    assert_ok(nb_stats_regression(big_new10, 10, small_base, 10, &tps, &r, &e_));
+    assert_true(r.regression);
+    assert_false(r.improvement);
+    assert_close(r.rel_change, (17.0045 - 20.0045) / 20.0045, 1e-12);
+    assert_close(r.p, 1.082508822446903e-05, 1e-17);
+
+    /* The same drop is an improvement for a latency. */
+    nb_stats_regression_params lat = {0.05, 0.05, 0};
+    assert_ok(nb_stats_regression(big_new10, 10, small_base, 10, &lat, &r, &e_));
+    assert_false(r.regression);
+    assert_true(r.improvement);
+    assert_ok(nb_stats_regression(small_base, 10, big_new10, 10, &lat, &r, &e_));
+    assert_true(r.regression);
+    nb_err err;
+    nb_stats_regression_params badp = {0.05, 1.5, 1};
+    assert_int_equal(nb_stats_regression(big_new10, 10, small_base, 10, &badp, &r, &err),
+                     NB_EINVAL);
+
+    /* Through the database: baseline pooled from the deployment's last runs. */
+    nb_db *db = fresh_db("regress");
+    int64_t dep = add_deployment(db, "llama", "npu", "bf16", "strix-01");
+    int64_t old = add_deployment(db, "llama", "npu", "bf16", "phoenix-01");
+    const int64_t t0 = 1735689600000LL;
+    for (int k = 0; k < 6; k++) {
+        nb_db_sample s[3];
+        for (int i = 0; i < 3; i++) {
+            s[i].rep = i;
+            for (int m = 0; m < NB_METRIC_N; m++)
+                s[i].v[m] = NAN;
+            s[i].v[NB_METRIC_TPS] = 20.0 + 0.01 * (k * 3 + i);
+        }
+        nb_db_run r0;
+        nb_db_run_init(&r0);
+        r0.deployment_id = dep;
+        r0.kind = "bench";
+        r0.outcome = NB_OUTCOME_PASS;
+        r0.started_ms = t0 + k * 1000;
+        r0.value[NB_METRIC_TPS] = 20.0 + 0.01 * (k * 3 + 1);
+        r0.samples = s;
+        r0.n_samples = 3;
+        int64_t id;
+        assert_ok(nb_db_run_insert(db, &r0, &id, &e_));
+    }
+    add_run(db, old, t0, 5.0, 900, NB_OUTCOME_PASS); /* another deployment: not pooled */
+    add_run(db, dep, t0 + 7000, 20.5, NAN, NB_OUTCOME_PASS); /* no samples: its value */
+    double *base;
+    size_t nb;
+    assert_ok(nb_db_runs_baseline(db, dep, NB_METRIC_TPS, 3, 0, &base, &nb, &e_));
+    assert_int_equal(nb, 1 + 3 + 3); /* newest run's value, then two runs x 3 samples */
+    assert_close(base[0], 20.5, 0);
+    assert_close(base[1], 20.15, 1e-12);
+    free(base);
+
+    nb_db_sample cur[5];
+    for (int i = 0; i < 5; i++) {
+        cur[i].rep = i;
+        for (int m = 0; m < NB_METRIC_N; m++)
+            cur[i].v[m] = NAN;
+        cur[i].v[NB_METRIC_TPS] = 17.0 + 0.01 * i;
+    }
+    nb_db_run nr;
+    nb_db_run_init(&nr);
+    nr.deployment_id = dep;
+    nr.kind = "bench";
+    nr.started_ms = t0 + 9000;
+    nr.samples = cur;
+    nr.n_samples = 5;
+    nb_db_regression_report rep;
+    nb_db_regression_opts opts = NB_DB_REGRESSION_OPTS_DEFAULT;
+    assert_ok(nb_db_run_check_regression(db, &nr, &opts, &rep, &e_));
+    assert_true(rep.regression);
+    assert_true(rep.checked[NB_METRIC_TPS]);
+    assert_false(rep.checked[NB_METRIC_TTFT]);
+    assert_int_equal(rep.m[NB_METRIC_TPS].n_base, 19);
+    assert_true(rep.m[NB_METRIC_TPS].p < 0.001);
+    assert_non_null(strstr(rep.detail, "tps -1"));
+    /* Same numbers, within 5%: not a regression however significant. */
+    for (int i = 0; i < 5; i++)
+        cur[i].v[NB_METRIC_TPS] = 19.5 + 0.01 * i;
+    assert_ok(nb_db_run_check_regression(db, &nr, NULL, &rep, &e_));
+    assert_true(rep.m[NB_METRIC_TPS].p < 0.001);
+    assert_false(rep.regression);
+    assert_string_equal(rep.detail, "");
+    close_db(db);
+}
+
+/* ---- import ---- */
+
+static void data_path(char *buf, size_t size, const char *name)
+{
+    const char *src = getenv("NB_SRC");
+    snprintf(buf, size, "%s/tests/data/db/%s", src && *src ? src : NB_SOURCE_DIR, name);
+}
+
+static void test_import(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("import");
+    char p[1024];
+    size_t ni = 0, ns = 0;
+
+    data_path(p, sizeof p, "perf_single.json");
+    assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
+    assert_int_equal(ni, 1);
+    assert_int_equal(ns, 0);
+    nb_db_history_query q = {.model = "Llama-3.2-1B-Instruct", .metric = NB_METRIC_TPS};
+    nb_db_history_row *rows;
+    size_t n;
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 1);
+    assert_close(rows[0].value, 18.42, 1e-12);
+    assert_int_equal(rows[0].started_ms, 1741944413000LL); /* 2025-03-14T09:26:53Z */
+    assert_string_equal(rows[0].board, "npu-strix-01");
+    assert_string_equal(rows[0].backend, "npu");
+    assert_string_equal(rows[0].dtype, "bf16");
+    assert_int_equal(rows[0].source, NB_SOURCE_IMPORT);
+    assert_int_equal(rows[0].outcome, NB_OUTCOME_PASS);
+    nb_db_run run;
+    assert_ok(nb_db_run_get(db, rows[0].run_id, &run, &e_));
+    free(rows);
+    assert_int_equal(run.context_len, 2048);
+    assert_int_equal(run.generated_tokens, 128);
+    assert_close(run.value[NB_METRIC_TTFT], 412.7, 1e-12);
+    assert_int_equal(run.n_toolchain, 5);
+    assert_string_equal(run.toolchain[0].key, "air_sha");
+    assert_string_equal(run.toolchain[0].value, "c0ffee1d2b3a");
+    assert_non_null(run.external_id);
+    assert_int_equal(strncmp(run.external_id, "sha256:", 7), 0);
+    assert_int_equal(strlen(run.external_id), 7 + 64);
+    assert_non_null(strstr(run.report_json, "Hamlet"));
+    nb_db_run_free(&run);
+    /* Importing again: skipped, by the content-derived id. */
+    assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
+    assert_int_equal(ni, 0);
+    assert_int_equal(ns, 1);
+
+    data_path(p, sizeof p, "perf_list.json");
+    assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
+    assert_int_equal(ni, 3);
+    assert_int_equal(ns, 0);
+    q = (nb_db_history_query){.model = "Llama-3.2-1B-Instruct", .board = "npu-phoenix-02",
+                              .metric = NB_METRIC_GATE};
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].outcome, NB_OUTCOME_FAIL);
+    assert_int_equal(rows[0].started_ms, 1742029365000LL); /* 10:02:45+01:00 */
+    free(rows);
+
+    data_path(p, sizeof p, "history.ndjson");
+    assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
+    assert_int_equal(ni, 5);
+    assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
+    assert_int_equal(ni, 0);
+    assert_int_equal(ns, 5);
+    int64_t rid;
+    assert_ok(nb_db_run_find_external(db, "nightly-20250312-0001", &rid, &e_));
+    assert_ok(nb_db_run_get(db, rid, &run, &e_));
+    assert_int_equal(run.outcome, NB_OUTCOME_FAIL);
+    assert_int_equal(run.n_toolchain, 3);
+    assert_string_equal(run.toolchain[0].key, "aie_hash"); /* sorted by key */
+    assert_string_equal(run.toolchain[0].value, "1a2b3c4d");
+    assert_string_equal(run.toolchain[1].key, "air_sha");
+    assert_string_equal(run.toolchain[2].value, "19.0.0.2025031101");
+    nb_db_run_free(&run);
+    /* The row with only a date, and no verify_status: midnight UTC, ERROR. */
+    assert_ok(nb_db_run_find_external(db, "nightly-20250313-0001", &rid, &e_));
+    assert_ok(nb_db_run_get(db, rid, &run, &e_));
+    assert_int_equal(run.started_ms, 1741824000000LL);
+    assert_int_equal(run.outcome, NB_OUTCOME_ERROR);
+    nb_db_run_free(&run);
+
+    /* Bad rows: reported by line and field, good rows still imported. */
+    data_path(p, sizeof p, "history_bad.ndjson");
+    nb_db_import_report rep;
+    nb_err err = {0};
+    assert_int_equal(nb_db_import_file_ex(db, p, NULL, &rep, &err), NB_EFORMAT);
+    assert_int_equal(rep.n_imported, 2);
+    assert_int_equal(rep.n_bad, 5);
+    assert_int_equal(rep.n_bad_kept, 5);
+    size_t lines[5] = {2, 3, 4, 5, 7};
+    const char *what[5] = {"field 'ttft_ms': expected a number, got string \"fast\"",
+                           "invalid JSON", "field 'verify_status': unknown value \"MAYBE\"",
+                           "field 'model': missing", "field 'ttft_ms': -3"};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(rep.bad[i].line, lines[i]);
+        if (!strstr(rep.bad[i].msg, what[i]))
+            fail_msg("bad row %d: '%s' lacks '%s'", i, rep.bad[i].msg, what[i]);
+        char at[32];
+        snprintf(at, sizeof at, ".ndjson:%zu: ", lines[i]);
+        assert_non_null(strstr(rep.bad[i].msg, at));
+    }
+    assert_non_null(strstr(err.msg, "5 bad rows"));
+    assert_non_null(strstr(err.msg, "history_bad.ndjson:2:"));
+    nb_db_import_report_free(&rep);
+    assert_ok(nb_db_run_find_external(db, "nightly-20250321-0003", &rid, &e_));
+    assert_int_equal(nb_db_run_find_external(db, "nightly-20250320-0002", &rid, &err),
+                     NB_ENOTFOUND);
+    /* Re-import: the good rows are skipped, the bad ones reported again. */
+    assert_int_equal(nb_db_import_file(db, p, &ni, &ns, &err), NB_EFORMAT);
+    assert_int_equal(ni, 0);
+    assert_int_equal(ns, 2);
+
+    data_path(p, sizeof p, "perf_list_bad.json");
+    assert_int_equal(nb_db_import_file_ex(db, p, NULL, &rep, &err), NB_EFORMAT);
+    assert_int_equal(rep.n_imported, 2);
+    assert_int_equal(rep.n_bad, 2);
+    assert_int_equal(rep.bad[0].line, 4);
+    assert_non_null(strstr(rep.bad[0].msg, "timestamp_utc"));
+    assert_int_equal(rep.bad[1].line, 6);
+    assert_non_null(strstr(rep.bad[1].msg, "field 'metrics': expected an object"));
+    nb_db_import_report_free(&rep);
+
+    /* Options: another backend/dtype/board. */
+    nb_db_import_opts o = {.backend = "npu-iron", .dtype = "bfp16", .board = "lab-board-7"};
+    data_path(p, sizeof p, "perf_single.json");
+    assert_ok(nb_db_import_file_ex(db, p, &o, &rep, &e_));
+    /* Same object, same content id: already there, whatever the options. */
+    assert_int_equal(rep.n_skipped, 1);
+    nb_db_import_report_free(&rep);
+
+    assert_int_equal(nb_db_import_file(db, "/nonexistent/perf.json", &ni, &ns, &err),
+                     NB_ENOTFOUND);
+    assert_int_equal(sql_int(nb_db_path(db), "SELECT count(*) FROM runs"), 1 + 3 + 5 + 2 + 2);
+    close_db(db);
+}
+
+static void test_import_canonical_id(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("canon");
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a.json", tmpdir);
+    snprintf(b, sizeof b, "%s/b.json", tmpdir);
+    FILE *f = fopen(a, "w");
+    assert_non_null(f);
+    fputs("{\"model\":\"m\",\"runner\":\"r\",\"timestamp_utc\":\"2025-01-01T00:00:00Z\","
+          "\"metrics\":{\"ttft_ms\":5.0,\"decode_tokens_per_sec\":10}}\n",
+          f);
+    fclose(f);
+    /* Same content: other key order, spacing and number spelling. */
+    f = fopen(b, "w");
+    assert_non_null(f);
+    fputs("{ \"metrics\": { \"decode_tokens_per_sec\": 10.0, \"ttft_ms\": 5 },\n"
+          "  \"timestamp_utc\": \"2025-01-01T00:00:00Z\", \"runner\": \"r\", \"model\": \"m\" }\n",
+          f);
+    fclose(f);
+    size_t ni, ns;
+    assert_ok(nb_db_import_file(db, a, &ni, &ns, &e_));
+    assert_int_equal(ni, 1);
+    assert_ok(nb_db_import_file(db, b, &ni, &ns, &e_));
+    assert_int_equal(ni, 0);
+    assert_int_equal(ns, 1);
+    /* Different content: a new run. */
+    f = fopen(b, "w");
+    assert_non_null(f);
+    fputs("{\"model\":\"m\",\"runner\":\"r\",\"timestamp_utc\":\"2025-01-01T00:00:00Z\","
+          "\"metrics\":{\"ttft_ms\":5.5,\"decode_tokens_per_sec\":10}}",
+          f);
+    fclose(f);
+    assert_ok(nb_db_import_file(db, b, &ni, &ns, &e_));
+    assert_int_equal(ni, 1);
+    /* Broken JSON in a single-object file: one bad row with its line. */
+    f = fopen(b, "w");
+    assert_non_null(f);
+    fputs("{\n  \"model\": \"m\",\n  \"runner\": \n}\n", f);
+    fclose(f);
+    nb_db_import_report rep;
+    nb_err err;
+    assert_int_equal(nb_db_import_file_ex(db, b, NULL, &rep, &err), NB_EFORMAT);
+    assert_int_equal(rep.n_bad, 1);
+    assert_non_null(strstr(rep.bad[0].msg, "invalid JSON"));
+    assert_non_null(strstr(rep.bad[0].msg, "line 4"));
+    nb_db_import_report_free(&rep);
+    unlink(a);
+    unlink(b);
+    close_db(db);
+}
+
+/* ---- reference traces ---- */
+
+static void test_traces(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("traces");
+    nb_db_trace_key k = {"b179c952", "5e1f00aa", 32, 5};
+    char *path;
+    void *blob;
+    size_t len;
+    nb_err err;
+    assert_int_equal(nb_db_trace_get(db, &k, &path, &blob, &len, NULL, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_trace_put(db, &k, "/var/cache/npubench/t1.bin", NULL, 0, &e_));
+    int64_t created = 0;
+    assert_ok(nb_db_trace_get(db, &k, &path, &blob, &len, &created, &e_));
+    assert_string_equal(path, "/var/cache/npubench/t1.bin");
+    assert_null(blob);
+    assert_true(created > 0);
+    free(path);
+    const unsigned char bytes[5] = {1, 0, 2, 0, 3};
+    assert_ok(nb_db_trace_put(db, &k, NULL, bytes, sizeof bytes, &e_)); /* replaces */
+    assert_ok(nb_db_trace_get(db, &k, &path, &blob, &len, NULL, &e_));
+    assert_null(path);
+    assert_int_equal(len, 5);
+    assert_memory_equal(blob, bytes, 5);
+    free(blob);
+    nb_db_trace_key k2 = k;
+    k2.k = 10;
+    assert_int_equal(nb_db_trace_get(db, &k2, &path, &blob, &len, NULL, &err), NB_ENOTFOUND);
+    assert_int_equal(nb_db_trace_put(db, &k2, "p", bytes, 1, &err), NB_EINVAL);
+    k2.n_tokens = 0;
+    assert_int_equal(nb_db_trace_put(db, &k2, "p", NULL, 0, &err), NB_EINVAL);
+    assert_ok(nb_db_trace_delete(db, &k, &e_));
+    assert_int_equal(nb_db_trace_delete(db, &k, &err), NB_ENOTFOUND);
+    close_db(db);
+}
+
+/* ---- durability ---- */
+
+/* A job acknowledged (enqueue returned) must survive kill -9 right after. */
+static void test_durability_kill9(void **state)
+{
+    (void)state;
+    char path[512];
+    db_file(path, sizeof path, "kill9");
+    remove_db(path);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        nb_db *db = NULL;
+        nb_err err;
+        if (nb_db_open(path, NULL, &db, &err))
+            _exit(2);
+        nb_db_job_new j = {0};
+        j.request_id = "acked-before-crash";
+        j.kind = "bench";
+        j.spec = "{\"model\":\"SmolLM2\"}";
+        j.spec_len = strlen(j.spec);
+        int64_t id = 0;
+        if (nb_db_job_enqueue(db, &j, &id, NULL, &err))
+            _exit(3);
+        /* The "acknowledgement" to the client. */
+        if (write(fds[1], &id, sizeof id) != (ssize_t)sizeof id)
+            _exit(4);
+        for (;;)
+            pause(); /* never closes the database */
+    }
+    close(fds[1]);
+    int64_t id = 0;
+    assert_int_equal(read(fds[0], &id, sizeof id), (ssize_t)sizeof id);
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(fds[0]);
+
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    assert_int_equal(access(wal, F_OK), 0); /* the commit lives only in the WAL */
+
+    nb_db *db = NULL;
+    assert_ok(nb_db_open(path, NULL, &db, &e_));
+    nb_db_job job;
+    assert_ok(nb_db_job_get(db, id, &job, &e_));
+    assert_int_equal(job.state, NB_JOB_QUEUED);
+    assert_string_equal(job.request_id, "acked-before-crash");
+    assert_memory_equal(job.spec, "{\"model\":\"SmolLM2\"}", job.spec_len);
+    nb_db_job_free(&job);
+    /* The client retries after the restart: same job. */
+    nb_db_job_new j = {0};
+    j.request_id = "acked-before-crash";
+    j.kind = "bench";
+    j.spec = "{\"model\":\"SmolLM2\"}";
+    j.spec_len = strlen(j.spec);
+    int64_t again;
+    int existed;
+    assert_ok(nb_db_job_enqueue(db, &j, &again, &existed, &e_));
+    assert_int_equal(again, id);
+    assert_true(existed);
+    nb_db_close(db);
+    remove_db(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_migrate_and_reopen),
+        cmocka_unit_test(test_newer_schema_rejected),
+        cmocka_unit_test(test_foreign_files_rejected),
+        cmocka_unit_test(test_deployments_and_references),
+        cmocka_unit_test(test_workers),
+        cmocka_unit_test(test_enqueue_idempotent),
+        cmocka_unit_test(test_priority_fifo),
+        cmocka_unit_test(test_selector_matching),
+        cmocka_unit_test(test_lease_expiry_requeue),
+        cmocka_unit_test(test_no_duplicate_run),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_progress_and_log),
+        cmocka_unit_test(test_run_roundtrip),
+        cmocka_unit_test(test_history),
+        cmocka_unit_test(test_mann_whitney_known_values),
+        cmocka_unit_test(test_regression_needs_both),
+        cmocka_unit_test(test_import),
+        cmocka_unit_test(test_import_canonical_id),
+        cmocka_unit_test(test_traces),
+        cmocka_unit_test(test_durability_kill9),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
