@@ -24,12 +24,23 @@ int main(void)
 #include "nb_rpc.h"
 #include "nb_time.h"
 
-#define RUN_MS 300.0 /* per measurement, after warm-up */
-#define WARMUP 200
+#define ROUNDS 7      /* interleaved rounds; the median is reported */
+#define ROUND_MS 60.0 /* per variant per round */
 
 static const char payload[] = "ping1234";
 
+static void die(const char *what, const char *why)
+{
+    fprintf(stderr, "bench_rpc: %s: %s\n", what, why);
+    exit(1);
+}
+
 /* ------------------------------------------------ plain nng req/rep ping */
+
+typedef struct plain {
+    nng_socket rep, req;
+    pthread_t th;
+} plain;
 
 static void *plain_echo(void *arg)
 {
@@ -43,15 +54,11 @@ static void *plain_echo(void *arg)
     }
 }
 
-static double plain_us(const char *url, int *calls)
+static void plain_open(plain *p, const char *url)
 {
-    nng_socket rep, req;
     nng_listener l;
-    pthread_t th;
-    if (nng_rep0_open(&rep) || nng_listen(rep, url, &l, 0)) {
-        fprintf(stderr, "bench_rpc: cannot listen on %s\n", url);
-        exit(1);
-    }
+    if (nng_rep0_open(&p->rep) || nng_listen(p->rep, url, &l, 0))
+        die(url, "cannot listen");
     char dial_url[128];
     int port = 0;
     if (strncmp(url, "tcp://", 6) == 0 &&
@@ -59,39 +66,34 @@ static double plain_us(const char *url, int *calls)
         snprintf(dial_url, sizeof dial_url, "tcp://127.0.0.1:%d", port);
     else
         snprintf(dial_url, sizeof dial_url, "%s", url);
-    pthread_create(&th, NULL, plain_echo, &rep);
-    if (nng_req0_open(&req) || nng_dial(req, dial_url, NULL, 0)) {
-        fprintf(stderr, "bench_rpc: cannot dial %s\n", url);
-        exit(1);
-    }
-    nng_socket_set_ms(req, NNG_OPT_RECVTIMEO, 5000);
-    int n = 0;
-    double t0 = 0;
-    for (int i = 0;; i++) {
-        if (i == WARMUP)
-            t0 = nb_now_ms();
-        char buf[64];
-        size_t len = sizeof buf;
-        if (nng_send(req, (void *)payload, sizeof payload, 0) ||
-            nng_recv(req, buf, &len, 0) || len != sizeof payload) {
-            fprintf(stderr, "bench_rpc: plain ping failed on %s\n", url);
-            exit(1);
-        }
-        if (i >= WARMUP) {
-            n++;
-            if (nb_now_ms() - t0 >= RUN_MS)
-                break;
-        }
-    }
-    double us = (nb_now_ms() - t0) * 1000.0 / n;
-    nng_close(req);
-    nng_close(rep);
-    pthread_join(th, NULL);
-    *calls = n;
-    return us;
+    pthread_create(&p->th, NULL, plain_echo, &p->rep);
+    if (nng_req0_open(&p->req) || nng_dial(p->req, dial_url, NULL, 0))
+        die(dial_url, "cannot dial");
+    nng_socket_set_ms(p->req, NNG_OPT_RECVTIMEO, 5000);
+}
+
+static void plain_ping(plain *p)
+{
+    char buf[64];
+    size_t len = sizeof buf;
+    if (nng_send(p->req, (void *)payload, sizeof payload, 0) || nng_recv(p->req, buf, &len, 0) ||
+        len != sizeof payload)
+        die("plain ping", "failed");
+}
+
+static void plain_close(plain *p)
+{
+    nng_close(p->req);
+    nng_close(p->rep);
+    pthread_join(p->th, NULL);
 }
 
 /* -------------------------------------------------------- nb_rpc calls */
+
+typedef struct rpc {
+    nb_rpc_server *srv;
+    nb_rpc_client *cli;
+} rpc;
 
 static nb_rpc_status echo(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
@@ -103,72 +105,105 @@ static nb_rpc_status echo(void *user, const nb_rpc_request *req, nb_rpc_reply *r
     return NB_RPC_OK;
 }
 
-static double rpc_us(const char *url, const char *secret, int *calls)
+static void rpc_open(rpc *r, const char *url, const char *secret)
 {
     nb_err err = {0};
     nb_rpc_opts o = {0};
     o.secret = secret;
-    nb_rpc_server *srv;
-    nb_rpc_client *cli;
-    if (nb_rpc_server_open(url, &o, &srv, &err) ||
-        nb_rpc_server_handle(srv, "bench.Echo/Echo", echo, NULL, NB_RPC_READONLY, &err) ||
-        nb_rpc_server_start(srv, &err) ||
-        nb_rpc_client_open(nb_rpc_server_url(srv), &o, &cli, &err)) {
-        fprintf(stderr, "bench_rpc: %s\n", err.msg);
-        exit(1);
-    }
+    if (nb_rpc_server_open(url, &o, &r->srv, &err) ||
+        nb_rpc_server_handle(r->srv, "bench.Echo/Echo", echo, NULL, NB_RPC_READONLY, &err) ||
+        nb_rpc_server_start(r->srv, &err) ||
+        nb_rpc_client_open(nb_rpc_server_url(r->srv), &o, &r->cli, &err))
+        die(url, err.msg);
+}
+
+static void rpc_ping(rpc *r)
+{
+    nb_err err = {0};
+    uint8_t *resp = NULL;
+    size_t rn = 0;
+    int status;
+    if (nb_rpc_call(r->cli, "bench.Echo/Echo", payload, sizeof payload, 5000, &status, NULL,
+                    &resp, &rn, &err) != NB_OK ||
+        rn != sizeof payload)
+        die("rpc call", err.msg);
+    free(resp);
+}
+
+static void rpc_close(rpc *r)
+{
+    nb_rpc_client_close(r->cli);
+    nb_rpc_server_close(r->srv);
+}
+
+/* µs per call of one variant over ROUND_MS. */
+static double round_us(plain *p, rpc *r)
+{
     int n = 0;
-    double t0 = 0;
-    for (int i = 0;; i++) {
-        if (i == WARMUP)
-            t0 = nb_now_ms();
-        uint8_t *resp = NULL;
-        size_t rn = 0;
-        int status;
-        if (nb_rpc_call(cli, "bench.Echo/Echo", payload, sizeof payload, 5000, &status, NULL,
-                        &resp, &rn, &err) != NB_OK ||
-            rn != sizeof payload) {
-            fprintf(stderr, "bench_rpc: %s\n", err.msg);
-            exit(1);
-        }
-        free(resp);
-        if (i >= WARMUP) {
-            n++;
-            if (nb_now_ms() - t0 >= RUN_MS)
-                break;
-        }
-    }
-    double us = (nb_now_ms() - t0) * 1000.0 / n;
-    nb_rpc_client_close(cli);
-    nb_rpc_server_close(srv);
-    *calls = n;
-    return us;
+    double t0 = nb_now_ms(), t;
+    do {
+        if (p)
+            plain_ping(p);
+        else
+            rpc_ping(r);
+        n++;
+    } while ((t = nb_now_ms() - t0) < ROUND_MS);
+    return t * 1000.0 / n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 int main(void)
 {
-    char ipc_plain[128], ipc_rpc[128];
-    snprintf(ipc_plain, sizeof ipc_plain, "ipc:///tmp/nb-bench-rpc-plain-%d.sock", (int)getpid());
-    snprintf(ipc_rpc, sizeof ipc_rpc, "ipc:///tmp/nb-bench-rpc-%d.sock", (int)getpid());
+    char ipc[3][128];
+    const char *tag[3] = {"plain", "rpc", "mac"};
+    for (int i = 0; i < 3; i++)
+        snprintf(ipc[i], sizeof ipc[i], "ipc:///tmp/nb-bench-rpc-%s-%d.sock", tag[i],
+                 (int)getpid());
     struct {
-        const char *name, *plain, *rpc;
-    } t[] = {{"inproc", "inproc://nb-bench-plain", "inproc://nb-bench-rpc"},
-             {"ipc", ipc_plain, ipc_rpc},
-             {"tcp", "tcp://127.0.0.1:0", "tcp://127.0.0.1:0"}};
-    printf("bench_rpc: tiny (%zu-byte) request/response, %.0f ms per measurement\n",
-           sizeof payload, RUN_MS);
-    printf("%-8s %12s %12s %8s %14s %8s\n", "", "nng us/call", "rpc us/call", "ratio",
+        const char *name, *url[3];
+    } t[] = {{"inproc", {"inproc://nb-bench-plain", "inproc://nb-bench-rpc", "inproc://nb-bench-mac"}},
+             {"ipc", {ipc[0], ipc[1], ipc[2]}},
+             {"tcp", {"tcp://127.0.0.1:0", "tcp://127.0.0.1:0", "tcp://127.0.0.1:0"}}};
+
+    printf("bench_rpc: %zu-byte echo, median of %d interleaved %.0f ms rounds\n", sizeof payload,
+           ROUNDS, ROUND_MS);
+    printf("%-8s %12s %12s %7s %16s %7s\n", "", "nng us/call", "rpc us/call", "ratio",
            "rpc+mac us/call", "ratio");
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        int n1, n2, n3;
-        double p = plain_us(t[i].plain, &n1);
-        double r = rpc_us(t[i].rpc, NULL, &n2);
-        double a = rpc_us(t[i].rpc, "bench-secret", &n3);
-        printf("%-8s %12.1f %12.1f %7.2fx %14.1f %7.2fx   (%d/%d/%d calls)\n", t[i].name, p, r,
-               r / p, a, a / p, n1, n2, n3);
+        plain p;
+        rpc r, m;
+        plain_open(&p, t[i].url[0]);
+        rpc_open(&r, t[i].url[1], NULL);
+        rpc_open(&m, t[i].url[2], "bench-secret");
+        for (int w = 0; w < 200; w++) { /* warm up connections and caches */
+            plain_ping(&p);
+            rpc_ping(&r);
+            rpc_ping(&m);
+        }
+        double us[3][ROUNDS];
+        for (int k = 0; k < ROUNDS; k++) {
+            us[0][k] = round_us(&p, NULL);
+            us[1][k] = round_us(NULL, &r);
+            us[2][k] = round_us(NULL, &m);
+        }
+        double med[3];
+        for (int v = 0; v < 3; v++) {
+            qsort(us[v], ROUNDS, sizeof us[v][0], cmp_double);
+            med[v] = us[v][ROUNDS / 2];
+        }
+        printf("%-8s %12.1f %12.1f %6.2fx %16.1f %6.2fx\n", t[i].name, med[0], med[1],
+               med[1] / med[0], med[2], med[2] / med[0]);
+        rpc_close(&m);
+        rpc_close(&r);
+        plain_close(&p);
     }
-    unlink(ipc_plain + strlen("ipc://"));
-    unlink(ipc_rpc + strlen("ipc://"));
+    for (int i = 0; i < 3; i++)
+        unlink(ipc[i] + strlen("ipc://"));
     return 0;
 }
 

@@ -391,6 +391,14 @@ static nb_code configure(nb_db *db, const nb_db_opts *opts, nb_err *err)
                     err);
     if (rc)
         return rc;
+    /* Up to 64 MiB of page cache (allocated as used): a bulk import or a
+     * 1M-run history otherwise spills dirty pages to the WAL again and again.
+     * And truncate the WAL back to 64 MiB after checkpoints, so one big
+     * transaction does not leave a huge -wal file behind for good. */
+    rc = nb_db_exec(db, "PRAGMA cache_size = -65536; PRAGMA journal_size_limit = 67108864",
+                    err);
+    if (rc)
+        return rc;
     return nb_db_schema_migrate(db, err);
 }
 

@@ -33,8 +33,8 @@ typedef struct nb_db_import_opts {
 #define NB_DB_IMPORT_FILE_MAX (512u << 20)
 
 typedef struct nb_db_import_bad {
-    size_t line; /* 1-based line where the object starts */
-    char msg[NB_DB_MSG_MAX]; /* "history.ndjson:3: field 'ttft_ms': expected a number, got string" */
+    size_t line;             /* 1-based line where the object starts */
+    char msg[NB_DB_MSG_MAX]; /* "h.ndjson:3: field 'ttft_ms': expected a number, got string" */
 } nb_db_import_bad;
 
 typedef struct nb_db_import_report {

@@ -596,8 +596,12 @@ static void new_lease_id(char out[NB_DB_LEASE_ID_MAX], int64_t job_id)
 static nb_code lease_locked(nb_db *db, const nb_db_worker *w, nb_db_job_pred pred, void *ud,
                             int64_t lease_ms, nb_db_job *out, int *found, nb_err *err)
 {
-    static const char cand_sql[] = "SELECT " JOB_COLS " FROM jobs WHERE state = 'queued' AND "
-                                   "is_group = 0 ORDER BY priority DESC, created_ms, id";
+    /* Exact-match selectors are filtered here, list selectors (backends,
+     * deployments, tags) by nb_db_job_matches on the rows that remain. */
+    static const char cand_sql[] =
+        "SELECT " JOB_COLS " FROM jobs WHERE state = 'queued' AND is_group = 0 "
+        "AND sel_worker IN ('', ?1) AND sel_board IN ('', ?2) AND sel_board_type IN ('', ?3) "
+        "ORDER BY priority DESC, created_ms, id";
     static const char upd_sql[] =
         "UPDATE jobs SET state = 'leased', lease_id = ?, leased_worker = ?, "
         "lease_expiry_ms = ?, queued_reason = '' WHERE id = ? AND state = 'queued'";
@@ -605,6 +609,9 @@ static nb_code lease_locked(nb_db *db, const nb_db_worker *w, nb_db_job_pred pre
     nb_code rc = nb_db_stmt(db, cand_sql, &st, err);
     if (rc)
         return rc;
+    nb_db_bind_str(st, 1, w->id);
+    nb_db_bind_str(st, 2, w->board_name);
+    nb_db_bind_str(st, 3, w->board_type);
     int64_t chosen = 0;
     int attempts = 0, max_attempts = 0;
     int s;

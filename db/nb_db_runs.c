@@ -830,11 +830,11 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
 nb_code nb_db_runs_last(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
                         nb_db_history_row **rows, size_t *nrows, nb_err *err)
 {
-    if (deployment_id <= 0) {
+    if (deployment_id <= 0 || n == 0) {
         *rows = NULL;
         *nrows = 0;
-        return nb_err_set(err, NB_EINVAL, "last runs: deployment id %lld is invalid",
-                          (long long)deployment_id);
+        return nb_err_set(err, NB_EINVAL, "last runs: need a deployment id (got %lld) and a "
+                          "count >= 1 (got %zu)", (long long)deployment_id, n);
     }
     nb_db_history_query q = {.deployment_id = deployment_id, .metric = metric, .limit = n};
     return nb_db_history(db, &q, rows, nrows, err);

@@ -173,7 +173,7 @@ typedef struct nb_db_history_row {
 nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row **rows,
                       size_t *n, nb_err *err);
 
-/* The last n runs of a deployment having metric, newest first. */
+/* The last n (>= 1) runs of a deployment having metric, newest first. */
 nb_code nb_db_runs_last(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
                         nb_db_history_row **rows, size_t *nrows, nb_err *err);
 

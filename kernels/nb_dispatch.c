@@ -1,13 +1,22 @@
-/* nb_dispatch: picks the kernel path at run time from CPUID and NPUBENCH_ISA,
- * and owns the thread-count setting. */
+/* nb_dispatch: picks the kernel path at run time from CPUID, XGETBV and NPUBENCH_ISA,
+ * and owns the thread-count setting. Compiled for baseline x86-64 like everything but the ISA files. */
 #include "nb_kernels_impl.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const nb_kernel_table *active;
-static int n_threads = 1;
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define NB_X86 1
+#endif
+
+static _Atomic(const nb_kernel_table *) active;
+static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
+static nb_isa cpu_best = NB_ISA_PORTABLE; /* what the CPU and OS support */
+static nb_isa env_best = NB_ISA_PORTABLE; /* capped by NPUBENCH_ISA */
 
 const char *nb_isa_name(nb_isa isa)
 {
@@ -19,26 +28,103 @@ const char *nb_isa_name(nb_isa isa)
     return "?";
 }
 
+/* Built once from the AVX2 table (detect), overriding the bf16 linear. */
+static nb_kernel_table avx512bf16_table;
+
 static const nb_kernel_table *table_for(nb_isa isa)
 {
-    (void)isa; /* faster paths register here */
+    switch (isa) {
+    case NB_ISA_AVX512BF16: return &avx512bf16_table;
+    case NB_ISA_AVX2: return &nb_kernels_avx2;
+    case NB_ISA_PORTABLE: break;
+    }
     return &nb_kernels_portable;
 }
 
-static nb_isa detect(void)
+#ifdef NB_X86
+/* XCR0: which register state the OS saves on context switch. A CPU with
+ * AVX-512 under an OS that does not save ZMM state must not use it. */
+static uint64_t xgetbv0(void)
 {
-    nb_isa best = NB_ISA_PORTABLE;
-    const char *cap = getenv("NPUBENCH_ISA");
-    if (cap && !strcmp(cap, "portable"))
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static nb_isa probe_cpu(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
         return NB_ISA_PORTABLE;
-    return best;
+    int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx)
+        return NB_ISA_PORTABLE;
+    uint64_t xcr0 = xgetbv0();
+    if ((xcr0 & 0x6) != 0x6) /* XMM and YMM state */
+        return NB_ISA_PORTABLE;
+    if (__get_cpuid_max(0, NULL) < 7)
+        return NB_ISA_PORTABLE;
+    __cpuid_count(7, 0, a, b, c, d);
+    int avx2 = (b >> 5) & 1;
+    int avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
+    unsigned max_sub = a;
+    if (!avx2 || !fma || !f16c)
+        return NB_ISA_PORTABLE;
+    int bf16 = 0;
+    if (max_sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        bf16 = (a >> 5) & 1;
+    }
+    int zmm_state = (xcr0 & 0xe6) == 0xe6; /* opmask, ZMM_Hi256, Hi16_ZMM */
+    if (avx512f && avx512bw && avx512vl && bf16 && zmm_state)
+        return NB_ISA_AVX512BF16;
+    return NB_ISA_AVX2;
+}
+#else
+static nb_isa probe_cpu(void)
+{
+    return NB_ISA_PORTABLE;
+}
+#endif
+
+static void detect(void)
+{
+    avx512bf16_table = nb_kernels_avx2;
+    avx512bf16_table.isa = NB_ISA_AVX512BF16;
+    avx512bf16_table.linear_bf16 = nb_avx512_linear_bf16;
+    cpu_best = probe_cpu();
+    env_best = cpu_best;
+    const char *cap = getenv("NPUBENCH_ISA");
+    if (cap && *cap) {
+        /* An unknown name caps to portable: a typo must not silently run
+         * the fastest path when the user asked for a slower one. */
+        nb_isa want = NB_ISA_PORTABLE;
+        if (!strcmp(cap, "avx2"))
+            want = NB_ISA_AVX2;
+        else if (!strcmp(cap, "avx512bf16"))
+            want = NB_ISA_AVX512BF16;
+        if (want < env_best)
+            env_best = want;
+    }
+}
+
+nb_isa nb_kernels_cpu_isa(void)
+{
+    pthread_once(&detect_once, detect);
+    return cpu_best;
 }
 
 const nb_kernel_table *nb_kernels_active(void)
 {
-    if (!active)
-        active = table_for(detect());
-    return active;
+    const nb_kernel_table *t = atomic_load_explicit(&active, memory_order_acquire);
+    if (t)
+        return t;
+    pthread_once(&detect_once, detect);
+    t = table_for(env_best);
+    const nb_kernel_table *expected = NULL;
+    if (!atomic_compare_exchange_strong(&active, &expected, t))
+        t = expected;
+    return t;
 }
 
 nb_isa nb_kernels_isa(void)
@@ -48,10 +134,14 @@ nb_isa nb_kernels_isa(void)
 
 nb_code nb_kernels_set_isa(nb_isa isa, nb_err *err)
 {
-    if (isa != NB_ISA_PORTABLE && isa > detect())
-        return nb_err_set(err, NB_EUNSUPPORTED, "kernel path %s is not supported on this CPU",
-                          nb_isa_name(isa));
-    active = table_for(isa);
+    pthread_once(&detect_once, detect);
+    if (isa != NB_ISA_PORTABLE && isa != NB_ISA_AVX2 && isa != NB_ISA_AVX512BF16)
+        return nb_err_set(err, NB_EINVAL, "kernel path %d: no such path", (int)isa);
+    if (isa > nb_kernels_cpu_isa())
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "kernel path %s is not supported on this CPU (best: %s)",
+                          nb_isa_name(isa), nb_isa_name(cpu_best));
+    atomic_store_explicit(&active, table_for(isa), memory_order_release);
     return NB_OK;
 }
 
@@ -62,16 +152,21 @@ nb_code nb_kernels_init(int threads, nb_err *err)
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (int)n : 1;
+        if (threads > 1024)
+            threads = 1024;
     }
-    n_threads = threads;
-    return NB_OK;
+    (void)nb_kernels_active(); /* detect once, before any worker exists */
+    return nb_pool_resize(threads, err);
 }
 
 int nb_kernels_threads(void)
 {
-    return n_threads;
+    return nb_pool_size();
 }
 
 void nb_kernels_shutdown(void)
 {
+    nb_pool_shutdown();
+    nb_scratch_release();
+    nb_wmat_release_slabs();
 }

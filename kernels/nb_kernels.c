@@ -1,11 +1,13 @@
-/* nb_kernels: dispatch, weight matrices and the portable C reference kernels.
- * Faster paths (kernels/nb_kernels_*.c) plug into the same table; this file is the truth they are tested against. */
+/* nb_kernels: weight matrices and the public kernel entry points, which split each call over
+ * the thread pool and run the active path's kernel on every slice (kernels in nb_portable.c, nb_avx2.c, nb_avx512.c). */
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
 
-#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- weight matrices ------------------------------------------------------ */
 
@@ -31,9 +33,85 @@ static size_t wtype_row_bytes(nb_wtype t, int cols)
     return 0;
 }
 
+/* Weights live in slabs of 2 MiB-aligned memory that ask for transparent
+ * huge pages: decode streams every weight once per token, and with 4 KiB
+ * pages TLB misses cost ~20% of the read bandwidth. Matrices are carved
+ * from the current slab in order; a slab is freed with its last matrix. */
+#define SLAB_ALIGN ((size_t)2 << 20)
+#define SLAB_MIN ((size_t)32 << 20)
+
+typedef struct slab {
+    uint8_t *base;
+    size_t size, used;
+    int refs;
+} slab;
+
+static pthread_mutex_t slab_mu = PTHREAD_MUTEX_INITIALIZER;
+static slab *slab_cur;
+
+static uint8_t *slab_alloc(size_t bytes, slab **owner)
+{
+    bytes = (bytes + 63) & ~(size_t)63;
+    pthread_mutex_lock(&slab_mu);
+    slab *s = slab_cur;
+    if (!s || s->size - s->used < bytes) {
+        size_t size = bytes > SLAB_MIN ? (bytes + SLAB_ALIGN - 1) & ~(SLAB_ALIGN - 1) : SLAB_MIN;
+        s = calloc(1, sizeof *s);
+        uint8_t *base = s ? aligned_alloc(SLAB_ALIGN, size) : NULL;
+        if (!base) {
+            free(s);
+            pthread_mutex_unlock(&slab_mu);
+            return NULL;
+        }
+#ifdef MADV_HUGEPAGE
+        (void)madvise(base, size, MADV_HUGEPAGE); /* advisory: fine if refused */
+#endif
+        s->base = base;
+        s->size = size;
+        if (slab_cur && slab_cur->refs == 0) {
+            free(slab_cur->base);
+            free(slab_cur);
+        }
+        slab_cur = s;
+    }
+    uint8_t *p = s->base + s->used;
+    s->used += bytes;
+    s->refs++;
+    *owner = s;
+    pthread_mutex_unlock(&slab_mu);
+    return p;
+}
+
+static void slab_release(slab *s)
+{
+    pthread_mutex_lock(&slab_mu);
+    if (--s->refs == 0 && s != slab_cur) {
+        free(s->base);
+        free(s);
+    } else if (s->refs == 0) { /* the current slab, now empty: start it over */
+        s->used = 0;
+    }
+    pthread_mutex_unlock(&slab_mu);
+}
+
+/* Frees the empty current slab (kernel shutdown), so a clean exit leaves
+ * nothing allocated. */
+void nb_wmat_release_slabs(void)
+{
+    pthread_mutex_lock(&slab_mu);
+    if (slab_cur && slab_cur->refs == 0) {
+        free(slab_cur->base);
+        free(slab_cur);
+        slab_cur = NULL;
+    }
+    pthread_mutex_unlock(&slab_mu);
+}
+
 nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *err)
 {
     *out = NULL;
+    if (t != NB_W_F32 && t != NB_W_BF16 && t != NB_W_Q4_1 && t != NB_W_Q8_0)
+        return nb_err_set(err, NB_EINVAL, "weight matrix: unknown element type %d", (int)t);
     if (rows <= 0 || cols <= 0 || rows > (1 << 24) || cols > (1 << 20))
         return nb_err_set(err, NB_EINVAL, "weight matrix %dx%d: dimensions out of range", rows,
                           cols);
@@ -49,14 +127,17 @@ nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *er
     w->cols = cols;
     w->row_bytes = wtype_row_bytes(t, cols);
     w->bytes = w->row_bytes * (size_t)rows;
-    /* 64-byte alignment: whole cache lines per row start for streaming. */
-    size_t alloc = (w->bytes + 63) & ~(size_t)63;
-    w->data = aligned_alloc(64, alloc);
+    /* One spare cache line: SIMD paths may load a whole vector that ends
+     * past the last row (never using the extra lanes). */
+    w->alloc_bytes = w->bytes + 64;
+    w->data = slab_alloc(w->alloc_bytes, &w->slab);
     if (!w->data) {
+        size_t bytes = w->bytes;
         free(w);
         return nb_err_set(err, NB_ENOMEM, "out of memory for %dx%d %s weights (%zu bytes)", rows,
-                          cols, nb_wtype_name(t), alloc);
+                          cols, nb_wtype_name(t), bytes);
     }
+    memset(w->data + w->bytes, 0, 64);
     *out = w;
     return NB_OK;
 }
@@ -75,7 +156,7 @@ void nb_wmat_free(nb_wmat *w)
 {
     if (!w)
         return;
-    free(w->data);
+    slab_release(w->slab);
     free(w->packed);
     free(w);
 }
@@ -109,318 +190,210 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
     }
 }
 
-void nb_q4_1_block_f32(const uint8_t *blk, float *dst)
+/* ---- linear layers: split by rows of W -------------------------------------- */
+
+/* Below this many multiply-adds a call runs on the caller alone: waking the
+ * pool costs a few microseconds. */
+#define PAR_MIN_MACS 32768.0
+/* Row shares are multiples of this, so every thread runs whole SIMD groups. */
+#define ROW_ALIGN 16
+
+typedef struct lin_job {
+    const nb_kernel_table *kt;
+    const nb_wmat *W;
+    const void *X;
+    void *Y;
+    int n, f32out, f32;
+} lin_job;
+
+static void lin_task(void *arg, int tid, int nt)
 {
-    uint16_t dh, mh;
-    memcpy(&dh, blk, 2);
-    memcpy(&mh, blk + 2, 2);
-    float d = nb_f16_to_f32(dh), m = nb_f16_to_f32(mh);
-    const uint8_t *qs = blk + 4;
-    for (int j = 0; j < 16; j++) {
-        float lo = d * (float)(qs[j] & 15), hi = d * (float)(qs[j] >> 4);
-        dst[j] = lo + m;
-        dst[j + 16] = hi + m;
-    }
+    const lin_job *j = arg;
+    int j0, j1;
+    nb_split(j->W->rows, ROW_ALIGN, tid, nt, &j0, &j1);
+    if (j0 >= j1)
+        return;
+    if (j->f32)
+        j->kt->linear_f32(j->W, j->X, j->n, j->Y, j0, j1);
+    else
+        j->kt->linear_bf16(j->W, j->X, j->n, j->Y, j->f32out, j0, j1);
 }
 
-void nb_q8_0_block_f32(const uint8_t *blk, float *dst)
+static void linear(const nb_wmat *W, const void *X, int n, void *Y, int f32out, int f32)
 {
-    uint16_t dh;
-    memcpy(&dh, blk, 2);
-    float d = nb_f16_to_f32(dh);
-    const int8_t *qs = (const int8_t *)(blk + 2);
-    for (int j = 0; j < 32; j++)
-        dst[j] = d * (float)qs[j];
+    lin_job j = {nb_kernels_active(), W, X, Y, n, f32out, f32};
+    double macs = (double)n * W->rows * W->cols;
+    nb_pool_run(lin_task, &j, macs < PAR_MIN_MACS ? 1 : nb_pool_size());
 }
-
-/* ---- portable linear layers ---------------------------------------------- */
-
-/* Eight fixed partial sums: a defined summation order the compiler can
- * vectorise without -ffast-math. */
-static float dot_bf16(const nb_bf16 *x, const nb_bf16 *w, int k)
-{
-    float acc[8] = {0};
-    int t = 0;
-    for (; t + 8 <= k; t += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += nb_bf16_to_f32(x[t + l]) * nb_bf16_to_f32(w[t + l]);
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; t < k; t++)
-        s += nb_bf16_to_f32(x[t]) * nb_bf16_to_f32(w[t]);
-    return s;
-}
-
-static float dot_f32(const float *x, const float *w, int k)
-{
-    float acc[8] = {0};
-    int t = 0;
-    for (; t + 8 <= k; t += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += x[t + l] * w[t + l];
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; t < k; t++)
-        s += x[t] * w[t];
-    return s;
-}
-
-/* Dot of a bf16 activation row with one quantized weight row. */
-static float dot_q(const nb_wmat *W, const nb_bf16 *x, const uint8_t *row)
-{
-    float blk[32], s = 0.0f;
-    for (int b = 0; b < W->cols / 32; b++) {
-        if (W->type == NB_W_Q4_1)
-            nb_q4_1_block_f32(row + (size_t)b * 20, blk);
-        else
-            nb_q8_0_block_f32(row + (size_t)b * 34, blk);
-        float acc[8] = {0};
-        for (int t = 0; t < 32; t += 8)
-            for (int l = 0; l < 8; l++)
-                acc[l] += nb_bf16_to_f32(x[b * 32 + t + l]) * blk[t + l];
-        s += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    }
-    return s;
-}
-
-static float row_dot_bf16(const nb_wmat *W, const nb_bf16 *x, int j)
-{
-    const uint8_t *row = W->data + (size_t)j * W->row_bytes;
-    if (W->type == NB_W_BF16)
-        return dot_bf16(x, (const nb_bf16 *)row, W->cols);
-    return dot_q(W, x, row);
-}
-
-static void portable_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
-                                 int j0, int j1)
-{
-    for (int i = 0; i < n; i++) {
-        const nb_bf16 *x = X + (size_t)i * W->cols;
-        for (int j = j0; j < j1; j++) {
-            float s = row_dot_bf16(W, x, j);
-            if (f32out)
-                ((float *)Y)[(size_t)i * W->rows + j] = s;
-            else
-                ((nb_bf16 *)Y)[(size_t)i * W->rows + j] = nb_f32_to_bf16(s);
-        }
-    }
-}
-
-static void portable_linear_f32(const nb_wmat *W, const float *X, int n, float *Y, int j0, int j1)
-{
-    for (int i = 0; i < n; i++)
-        for (int j = j0; j < j1; j++)
-            Y[(size_t)i * W->rows + j] =
-                dot_f32(X + (size_t)i * W->cols,
-                        (const float *)(W->data + (size_t)j * W->row_bytes), W->cols);
-}
-
-static nb_code portable_wmat_finish(nb_wmat *w, nb_err *err)
-{
-    (void)w;
-    (void)err;
-    return NB_OK;
-}
-
-const nb_kernel_table nb_kernels_portable = {
-    .isa = NB_ISA_PORTABLE,
-    .wmat_finish = portable_wmat_finish,
-    .linear_bf16 = portable_linear_bf16,
-    .linear_f32 = portable_linear_f32,
-};
 
 void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y)
 {
-    nb_kernels_active()->linear_bf16(W, X, n, Y, 0, 0, W->rows);
+    linear(W, X, n, Y, 0, 0);
 }
 
 void nb_linear_bf16_f32out(const nb_wmat *W, const nb_bf16 *X, int n, float *Y)
 {
-    nb_kernels_active()->linear_bf16(W, X, n, Y, 1, 0, W->rows);
+    linear(W, X, n, Y, 1, 0);
 }
 
 void nb_linear_f32(const nb_wmat *W, const float *X, int n, float *Y)
 {
-    nb_kernels_active()->linear_f32(W, X, n, Y, 0, W->rows);
+    linear(W, X, n, Y, 0, 1);
 }
 
-/* ---- element-wise ---------------------------------------------------------- */
+/* ---- element-wise: split by rows or elements ----------------------------------- */
+
+#define PAR_MIN_ELEMS 32768
+
+typedef struct ew_job {
+    const nb_kernel_table *kt;
+    void *y;
+    const void *a, *b;
+    size_t n;
+    int rows, dim;
+    float eps;
+} ew_job;
+
+static void rms_task(void *arg, int tid, int nt)
+{
+    const ew_job *j = arg;
+    int r0, r1;
+    nb_split(j->rows, 1, tid, nt, &r0, &r1);
+    if (r0 < r1)
+        j->kt->rmsnorm_bf16((nb_bf16 *)j->y + (size_t)r0 * j->dim,
+                            (const nb_bf16 *)j->a + (size_t)r0 * j->dim, j->b, r1 - r0, j->dim,
+                            j->eps);
+}
 
 void nb_rmsnorm_bf16(nb_bf16 *y, const nb_bf16 *x, const nb_bf16 *w, int n, int dim, float eps)
 {
-    for (int i = 0; i < n; i++) {
-        const nb_bf16 *xr = x + (size_t)i * dim;
-        nb_bf16 *yr = y + (size_t)i * dim;
-        float ss = 0.0f;
-        for (int t = 0; t < dim; t++) {
-            float v = nb_bf16_to_f32(xr[t]);
-            ss += v * v;
-        }
-        float r = 1.0f / sqrtf(ss / (float)dim + eps);
-        for (int t = 0; t < dim; t++) {
-            float h = nb_round_bf16(nb_bf16_to_f32(xr[t]) * r);
-            yr[t] = nb_f32_to_bf16(nb_bf16_to_f32(w[t]) * h);
-        }
-    }
+    ew_job j = {nb_kernels_active(), y, x, w, 0, n, dim, eps};
+    size_t elems = (size_t)n * dim;
+    nb_pool_run(rms_task, &j, elems < PAR_MIN_ELEMS || n < 2 ? 1 : nb_pool_size());
 }
 
-void nb_rmsnorm_f32(float *y, const float *x, const float *w, int n, int dim, float eps)
+/* Element slices in multiples of 64 so SIMD bodies see whole vectors. */
+static void slice(const ew_job *j, int tid, int nt, size_t *lo, size_t *hi)
 {
-    for (int i = 0; i < n; i++) {
-        const float *xr = x + (size_t)i * dim;
-        float *yr = y + (size_t)i * dim;
-        float ss = 0.0f;
-        for (int t = 0; t < dim; t++)
-            ss += xr[t] * xr[t];
-        float r = 1.0f / sqrtf(ss / (float)dim + eps);
-        for (int t = 0; t < dim; t++)
-            yr[t] = w[t] * (xr[t] * r);
-    }
+    size_t units = (j->n + 63) / 64, per = units / nt, extra = units % nt;
+    size_t u0 = tid * per + ((size_t)tid < extra ? (size_t)tid : extra);
+    size_t u1 = u0 + per + ((size_t)tid < extra ? 1 : 0);
+    *lo = u0 * 64 < j->n ? u0 * 64 : j->n;
+    *hi = u1 * 64 < j->n ? u1 * 64 : j->n;
 }
 
-void nb_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin)
+static void silu_task(void *arg, int tid, int nt)
 {
-    int half = hd / 2;
-    for (int h = 0; h < n_heads; h++) {
-        nb_bf16 *v = x + (size_t)h * hd;
-        for (int i = 0; i < half; i++) {
-            float a = nb_bf16_to_f32(v[i]), b = nb_bf16_to_f32(v[i + half]);
-            float c = cos[i], s = sin[i];
-            v[i] = nb_f32_to_bf16(nb_round_bf16(a * c) + nb_round_bf16(-b * s));
-            v[i + half] = nb_f32_to_bf16(nb_round_bf16(b * c) + nb_round_bf16(a * s));
-        }
-    }
+    const ew_job *j = arg;
+    size_t lo, hi;
+    slice(j, tid, nt, &lo, &hi);
+    if (lo < hi)
+        j->kt->silu_mul_bf16((nb_bf16 *)j->y + lo, (const nb_bf16 *)j->a + lo,
+                             (const nb_bf16 *)j->b + lo, hi - lo);
 }
 
-void nb_rope_f32(float *x, int n_heads, int hd, const float *cos, const float *sin)
+static void silu_f32_task(void *arg, int tid, int nt)
 {
-    int half = hd / 2;
-    for (int h = 0; h < n_heads; h++) {
-        float *v = x + (size_t)h * hd;
-        for (int i = 0; i < half; i++) {
-            float a = v[i], b = v[i + half];
-            v[i] = a * cos[i] - b * sin[i];
-            v[i + half] = b * cos[i] + a * sin[i];
-        }
-    }
+    const ew_job *j = arg;
+    size_t lo, hi;
+    slice(j, tid, nt, &lo, &hi);
+    if (lo < hi)
+        j->kt->silu_mul_f32((float *)j->y + lo, (const float *)j->a + lo,
+                            (const float *)j->b + lo, hi - lo);
 }
 
-static inline float silu(float g)
+static void add_task(void *arg, int tid, int nt)
 {
-    return g / (1.0f + expf(-g));
+    const ew_job *j = arg;
+    size_t lo, hi;
+    slice(j, tid, nt, &lo, &hi);
+    if (lo < hi)
+        j->kt->add_bf16((nb_bf16 *)j->y + lo, (const nb_bf16 *)j->a + lo, hi - lo);
 }
 
 void nb_silu_mul_bf16(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float a = nb_round_bf16(silu(nb_bf16_to_f32(g[i])));
-        out[i] = nb_f32_to_bf16(a * nb_bf16_to_f32(u[i]));
-    }
+    ew_job j = {nb_kernels_active(), out, g, u, n, 0, 0, 0};
+    nb_pool_run(silu_task, &j, n < PAR_MIN_ELEMS ? 1 : nb_pool_size());
 }
 
 void nb_silu_mul_f32(float *out, const float *g, const float *u, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = silu(g[i]) * u[i];
+    ew_job j = {nb_kernels_active(), out, g, u, n, 0, 0, 0};
+    nb_pool_run(silu_f32_task, &j, n < PAR_MIN_ELEMS ? 1 : nb_pool_size());
 }
 
 void nb_add_bf16(nb_bf16 *x, const nb_bf16 *d, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] = nb_f32_to_bf16(nb_bf16_to_f32(x[i]) + nb_bf16_to_f32(d[i]));
+    ew_job j = {nb_kernels_active(), x, d, NULL, n, 0, 0, 0};
+    nb_pool_run(add_task, &j, n < 4 * PAR_MIN_ELEMS ? 1 : nb_pool_size());
 }
 
-void nb_add_f32(float *x, const float *d, size_t n)
+/* ---- attention: split over (query block, head range) items ----------------------- */
+
+/* Query rows per prefill item: enough to share each converted key tile. */
+#define ATTN_QB 16
+
+typedef struct attn_job {
+    const nb_kernel_table *kt;
+    nb_attn_args a;
+    int f32;
+    int n_items, n_blocks, heads_per_item, items_per_block;
+    atomic_int next;
+} attn_job;
+
+static void attn_task(void *arg, int tid, int nt)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] += d[i];
-}
-
-/* ---- attention ------------------------------------------------------------- */
-
-/* One query head against keys 0..len-1: two passes (max, then exp-sum and
- * weighted sum) so the result does not depend on any tiling. */
-#define ATTN_GEN(NAME, T, LOAD, STORE)                                                           \
-    void NAME(T *out, const T *q, const T *kc, const T *vc, int n, int pos0, int n_heads,       \
-              int n_kv, int hd)                                                                  \
-    {                                                                                            \
-        int group = n_heads / n_kv, kvdim = n_kv * hd, qdim = n_heads * hd;                      \
-        float scale = 1.0f / sqrtf((float)hd);                                                   \
-        int ctx = pos0 + n;                                                                      \
-        float *sc = malloc(sizeof(float) * (size_t)(ctx > 0 ? ctx : 1));                         \
-        float *acc = malloc(sizeof(float) * (size_t)hd);                                         \
-        float *qf = malloc(sizeof(float) * (size_t)hd);                                          \
-        if (!sc || !acc || !qf)                                                                  \
-            abort(); /* hd and ctx are bounded at setup; this is true OOM */                    \
-        for (int i = 0; i < n; i++) {                                                            \
-            int len = pos0 + i + 1;                                                              \
-            for (int h = 0; h < n_heads; h++) {                                                  \
-                const T *qh = q + (size_t)i * qdim + (size_t)h * hd;                             \
-                int kvh = h / group;                                                             \
-                for (int t = 0; t < hd; t++)                                                     \
-                    qf[t] = LOAD(qh[t]);                                                         \
-                float mx = -INFINITY;                                                            \
-                for (int p = 0; p < len; p++) {                                                  \
-                    const T *kr = kc + (size_t)p * kvdim + (size_t)kvh * hd;                     \
-                    float s = 0.0f;                                                              \
-                    for (int t = 0; t < hd; t++)                                                 \
-                        s += qf[t] * LOAD(kr[t]);                                                \
-                    s *= scale;                                                                  \
-                    sc[p] = s;                                                                   \
-                    if (s > mx)                                                                  \
-                        mx = s;                                                                  \
-                }                                                                                \
-                float sum = 0.0f;                                                                \
-                for (int p = 0; p < len; p++) {                                                  \
-                    sc[p] = expf(sc[p] - mx);                                                    \
-                    sum += sc[p];                                                                \
-                }                                                                                \
-                for (int t = 0; t < hd; t++)                                                     \
-                    acc[t] = 0.0f;                                                               \
-                for (int p = 0; p < len; p++) {                                                  \
-                    const T *vr = vc + (size_t)p * kvdim + (size_t)kvh * hd;                     \
-                    float wgt = sc[p] / sum;                                                     \
-                    for (int t = 0; t < hd; t++)                                                 \
-                        acc[t] += wgt * LOAD(vr[t]);                                             \
-                }                                                                                \
-                T *o = out + (size_t)i * qdim + (size_t)h * hd;                                  \
-                for (int t = 0; t < hd; t++)                                                     \
-                    o[t] = STORE(acc[t]);                                                        \
-            }                                                                                    \
-        }                                                                                        \
-        free(sc);                                                                                \
-        free(acc);                                                                               \
-        free(qf);                                                                                \
+    (void)tid;
+    (void)nt;
+    attn_job *j = arg;
+    for (;;) {
+        int it = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (it >= j->n_items)
+            break;
+        /* Last query blocks first: they see the most keys. */
+        int b = j->n_blocks - 1 - it / j->items_per_block;
+        int h0 = (it % j->items_per_block) * j->heads_per_item;
+        int i0 = b * ATTN_QB, i1 = i0 + ATTN_QB < j->a.n ? i0 + ATTN_QB : j->a.n;
+        if (j->a.n == 1)
+            i0 = 0, i1 = 1;
+        if (j->f32)
+            j->kt->attention_f32(&j->a, i0, i1, h0, h0 + j->heads_per_item);
+        else
+            j->kt->attention_bf16(&j->a, i0, i1, h0, h0 + j->heads_per_item);
     }
-
-#define F32_ID(x) (x)
-ATTN_GEN(nb_attention_bf16, nb_bf16, nb_bf16_to_f32, nb_f32_to_bf16)
-ATTN_GEN(nb_attention_f32, float, F32_ID, F32_ID)
-
-/* ---- top-k ------------------------------------------------------------------ */
-
-/* a ranks before b: larger value, then smaller id; NaN never ranks first. */
-static int ranks_before(float va, int32_t ia, float vb, int32_t ib)
-{
-    if (isnan(vb))
-        return !isnan(va) || ia < ib;
-    if (isnan(va))
-        return 0;
-    return va > vb || (va == vb && ia < ib);
 }
 
-void nb_topk_f32(const float *x, int n, int k, int32_t *ids, float *vals)
+static void attention(void *out, const void *q, const void *kc, const void *vc, int n, int pos0,
+                      int n_heads, int n_kv, int hd, int f32)
 {
-    int have = 0;
-    for (int i = 0; i < n; i++) {
-        float v = x[i];
-        if (have == k && !ranks_before(v, i, vals[k - 1], ids[k - 1]))
-            continue;
-        int pos = have < k ? have++ : k - 1;
-        while (pos > 0 && ranks_before(v, i, vals[pos - 1], ids[pos - 1])) {
-            vals[pos] = vals[pos - 1];
-            ids[pos] = ids[pos - 1];
-            pos--;
-        }
-        vals[pos] = v;
-        ids[pos] = i;
+    if (n < 1)
+        return;
+    attn_job j = {.kt = nb_kernels_active(),
+                  .a = {out, q, kc, vc, n, pos0, n_heads, n_kv, hd},
+                  .f32 = f32};
+    if (n == 1) { /* decode: one item per head */
+        j.n_blocks = 1;
+        j.heads_per_item = 1;
+    } else {
+        j.n_blocks = (n + ATTN_QB - 1) / ATTN_QB;
+        j.heads_per_item = n_heads / n_kv;
     }
+    j.items_per_block = n_heads / j.heads_per_item;
+    j.n_items = j.n_blocks * j.items_per_block;
+    atomic_init(&j.next, 0);
+    double work = (double)n * (pos0 + n) * n_heads * hd;
+    nb_pool_run(attn_task, &j, work < PAR_MIN_MACS ? 1 : nb_pool_size());
+}
+
+void nb_attention_bf16(nb_bf16 *out, const nb_bf16 *q, const nb_bf16 *kc, const nb_bf16 *vc,
+                       int n, int pos0, int n_heads, int n_kv, int hd)
+{
+    attention(out, q, kc, vc, n, pos0, n_heads, n_kv, hd, 0);
+}
+
+void nb_attention_f32(float *out, const float *q, const float *kc, const float *vc, int n,
+                      int pos0, int n_heads, int n_kv, int hd)
+{
+    attention(out, q, kc, vc, n, pos0, n_heads, n_kv, hd, 1);
 }

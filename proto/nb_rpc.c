@@ -1258,7 +1258,17 @@ nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_clie
         }
     }
     if ((rv = nng_dialer_start(cl->dialer, o->background_dial ? NNG_FLAG_NONBLOCK : 0))) {
-        c = nng_fail(err, NB_EUNAVAIL, rv, "%s: cannot connect", url);
+        const char *hint = "";
+        if (url_is_tls(url) && (rv == NNG_ECRYPTO || rv == NNG_EPEERAUTH))
+            hint = " (TLS handshake failed: is the server's certificate signed by "
+                   "opts.tls_ca_file, for the name in opts.tls_server_name or the URL?)";
+        else if (url_is_tls(url) && rv == NNG_ECONNSHUT)
+            hint = " (the server ended the TLS handshake: does it require a client "
+                   "certificate, opts.tls_cert_key_file?)";
+        else if (rv == NNG_ECONNREFUSED)
+            hint = " (is the server running?)";
+        c = nb_err_set(err, NB_EUNAVAIL, "%s: cannot connect: %s%s", url, nng_strerror(rv),
+                       hint);
         goto fail;
     }
     *out = cl;
@@ -1320,7 +1330,7 @@ nb_code nb_rpc_call_id(nb_rpc_client *cli, uint64_t request_id, const char *meth
         *resp_len = 0;
     if (!cli || !method || (!req && len))
         return nb_err_set(err, NB_EINVAL, "nb_rpc_call: NULL argument");
-    if (!method_ok(method) && strcmp(method, NB_RPC_HEALTH_CHECK) != 0) {
+    if (!method_ok(method)) {
         *status = NB_RPC_INVALID_ARGUMENT;
         return nb_err_set(err, NB_EINVAL, "nb_rpc_call: bad method name '%.*s'",
                           NB_WIRE_METHOD_MAX, method);

@@ -24,9 +24,15 @@
  *     resend or a client retry with the same id gets the first response again.
  * Unknown methods get UNIMPLEMENTED; "grpc.health.v1.Health/Check" is built in.
  *
+ * Deadlines travel as wall-clock unix ms (client clock + timeout), so hosts
+ * need synchronised clocks (NTP); a server clock ahead by more than a call's
+ * timeout refuses every call with DEADLINE_EXCEEDED.
+ *
  * Replay: a captured request replays only until its deadline (authenticated
  * servers refuse requests without one) and, for cached methods, is absorbed by
  * the cache.  Without TLS the traffic is readable; the MAC only proves origin.
+ * Responses are MAC'ed too: a client with a secret refuses unauthenticated
+ * answers (including every answer of a server without a secret).
  */
 #ifndef NB_RPC_H
 #define NB_RPC_H

@@ -722,6 +722,91 @@ static void test_hf_index(void **state)
     expect_hf(dir, NB_EFORMAT, "outside the data section", "model-00001-of-00002.safetensors");
 }
 
+/* Touches the first and last row of every weight, so a view that escaped
+ * the mapping shows up under ASan. */
+static void touch_model(const nb_model *m)
+{
+    static float row[65536];
+    const nb_tensor *g[3] = {nb_model_tok_embd(m), nb_model_out_norm(m), nb_model_lm_head(m)};
+    for (int i = 0; i < 3; i++) {
+        nb_tensor_row_f32(g[i], 0, row);
+        nb_tensor_row_f32(g[i], g[i]->rows - 1, row);
+    }
+    for (int l = 0; l < nb_model_cfg(m)->n_layers; l++) {
+        const nb_layer_weights *w = nb_model_layer(m, l);
+        const nb_tensor *t[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
+                                 &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
+        for (int k = 0; k < 9; k++) {
+            nb_tensor_row_f32(t[k], 0, row);
+            nb_tensor_row_f32(t[k], t[k]->rows - 1, row);
+        }
+    }
+}
+
+/* Random byte damage in the parsed part of a file: any outcome but a crash
+ * (or a sanitizer report) is fine, and a success must hold valid views. */
+static void fuzz_file(const char *path, const uint8_t *orig, size_t n, size_t region,
+                      int iters, uint64_t seed)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    for (int it = 0; it < iters; it++) {
+        size_t at[4];
+        int k = 1 + (int)(nb_tiny_mix(seed + (uint64_t)it) % 4);
+        for (int j = 0; j < k; j++) {
+            uint64_t r = nb_tiny_mix(seed ^ ((uint64_t)it << 8 | (uint64_t)j));
+            at[j] = (size_t)(r % region);
+            uint8_t v = (uint8_t)(r >> 40);
+            if ((r >> 32) % 3 == 0) /* sometimes an extreme byte: length fields, counts */
+                v = (r >> 34) % 2 ? 0xff : 0x00;
+            fseek(f, (long)at[j], SEEK_SET);
+            fputc(v, f);
+        }
+        fflush(f);
+        nb_model *m = NULL;
+        nb_err err = {0};
+        if (nb_model_open(path, &m, &err) == NB_OK) {
+            touch_model(m);
+            nb_model_close(m);
+        } else {
+            assert_null(m);
+            assert_true(err.msg[0] != '\0');
+        }
+        for (int j = 0; j < k; j++) {
+            fseek(f, (long)at[j], SEEK_SET);
+            fputc(orig[at[j]], f);
+        }
+    }
+    fclose(f);
+    (void)n;
+}
+
+static void test_random_damage_gguf(void **state)
+{
+    (void)state;
+    nb_tiny_buf b = image(NB_TT_Q4_1);
+    char p[4200];
+    write_case("fuzz.gguf", b.p, b.n, p, sizeof p);
+    fuzz_file(p, b.p, b.n, infos_end(&b) + 32, 3000, 11);
+    free(b.p);
+}
+
+static void test_random_damage_safetensors(void **state)
+{
+    (void)state;
+    char dir[4200], p[8300];
+    hf_dir("hffuzz", 1, dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    uint8_t *d = NULL;
+    size_t n = 0;
+    assert_int_equal(nb_tiny_read_file(p, &d, &n), 0);
+    uint64_t hlen;
+    memcpy(&hlen, d, 8);
+    fuzz_file(p, d, n, (size_t)hlen + 8, 2000, 12);
+    free(d);
+    nb_tiny_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -730,7 +815,8 @@ int main(void)
         cmocka_unit_test(test_alignment_field),    cmocka_unit_test(test_tensor_fields),
         cmocka_unit_test(test_model_level_gguf),   cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_hf_config),          cmocka_unit_test(test_hf_config_variants),
-        cmocka_unit_test(test_hf_index),
+        cmocka_unit_test(test_hf_index),           cmocka_unit_test(test_random_damage_gguf),
+        cmocka_unit_test(test_random_damage_safetensors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

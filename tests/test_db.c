@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -435,6 +436,10 @@ static void test_enqueue_idempotent(void **state)
     int64_t found;
     assert_ok(nb_db_job_find_request(db, "req-1", &found, &e_));
     assert_int_equal(found, id1);
+    assert_ok(nb_db_job_set_queued_reason(db, id1, "no worker serves backend 'npu'", &e_));
+    assert_ok(nb_db_job_get(db, id1, &got, &e_));
+    assert_string_equal(got.queued_reason, "no worker serves backend 'npu'");
+    nb_db_job_free(&got);
 
     j.kind = "";
     assert_int_equal(nb_db_job_enqueue(db, &j, &id2, &existed, &err), NB_EINVAL);
@@ -956,6 +961,90 @@ static void test_progress_and_log(void **state)
     assert_int_equal(n, 0);
     nb_db_job_list_free(list, n);
     close_db(db);
+}
+
+typedef struct lease_thread {
+    const char *path;
+    nb_db *shared; /* NULL: the thread opens its own connection */
+    char worker[16];
+    int64_t got[200];
+    size_t n;
+    nb_code rc;
+    char msg[NB_ERR_MSG_MAX];
+} lease_thread;
+
+static void *lease_loop(void *arg)
+{
+    lease_thread *t = arg;
+    nb_db *db = NULL;
+    nb_err err = {0};
+    nb_db_opts o = {.busy_timeout_ms = 60000};
+    if (t->shared)
+        db = t->shared;
+    else
+        t->rc = nb_db_open(t->path, &o, &db, &err);
+    nb_db_worker w = make_worker(t->worker, "b", "cpu", "", "");
+    while (!t->rc && t->n < 200) {
+        nb_db_job job;
+        int found = 0;
+        t->rc = nb_db_job_lease(db, &w, NULL, NULL, 60000, &job, &found, &err);
+        if (t->rc || !found)
+            break;
+        t->got[t->n++] = job.id;
+        nb_db_job_free(&job);
+    }
+    if (t->rc)
+        snprintf(t->msg, sizeof t->msg, "%s", err.msg);
+    if (!t->shared)
+        nb_db_close(db);
+    return NULL;
+}
+
+/* Threads racing for the queue, each on its own connection (as separate
+ * processes would be) or all on one shared handle: every job is leased
+ * exactly once. */
+static void race(int shared)
+{
+    nb_db *db = fresh_db(shared ? "race_shared" : "race");
+    enum { N_JOBS = 120, N_THREADS = 4 };
+    assert_ok(nb_db_begin(db, &e_));
+    for (int i = 0; i < N_JOBS; i++)
+        enqueue(db, NULL, "bench", i % 3, NULL);
+    assert_ok(nb_db_commit(db, &e_));
+    lease_thread t[N_THREADS];
+    pthread_t th[N_THREADS];
+    memset(t, 0, sizeof t);
+    for (int i = 0; i < N_THREADS; i++) {
+        t[i].path = nb_db_path(db);
+        t[i].shared = shared ? db : NULL;
+        snprintf(t[i].worker, sizeof t[i].worker, "w%d", i);
+        assert_int_equal(pthread_create(&th[i], NULL, lease_loop, &t[i]), 0);
+    }
+    for (int i = 0; i < N_THREADS; i++)
+        pthread_join(th[i], NULL);
+    int seen[N_JOBS + 1];
+    memset(seen, 0, sizeof seen);
+    size_t total = 0;
+    for (int i = 0; i < N_THREADS; i++) {
+        if (t[i].rc)
+            fail_msg("thread %d: %s: %s", i, nb_code_name(t[i].rc), t[i].msg);
+        for (size_t k = 0; k < t[i].n; k++) {
+            assert_in_range(t[i].got[k], 1, N_JOBS);
+            seen[t[i].got[k]]++;
+        }
+        total += t[i].n;
+    }
+    assert_int_equal(total, N_JOBS);
+    for (int j = 1; j <= N_JOBS; j++)
+        assert_int_equal(seen[j], 1);
+    close_db(db);
+}
+
+static void test_concurrent_lease(void **state)
+{
+    (void)state;
+    race(0);
+    race(1);
 }
 
 /* ---- runs ---- */
@@ -1678,6 +1767,7 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_groups),
         cmocka_unit_test(test_progress_and_log),
+        cmocka_unit_test(test_concurrent_lease),
         cmocka_unit_test(test_run_roundtrip),
         cmocka_unit_test(test_history),
         cmocka_unit_test(test_mann_whitney_known_values),

@@ -161,9 +161,12 @@ static void golden_cases(const nb_tokenizer *t, const char *what)
         size_t nw = json_ids(field(c, "ids"), ids_buf, 65536);
         check_ids(t, text, len, 1, 1, ids_buf, nw, what);
         char *d = decode(t, ids_buf, nw, 0);
-        assert_string_equal(d, json_object_get_string(field(c, "decoded")));
-        if (!strcmp(d, text))
+        const char *hf = json_object_get_string(field(c, "decoded"));
+        assert_string_equal(d, hf);
+        if (!strcmp(hf, text)) { /* HF round-trips this text; so must we */
+            assert_int_equal(strlen(d), len);
             round_trips++;
+        }
         free(d);
         d = decode(t, ids_buf, nw, 1);
         assert_string_equal(d, json_object_get_string(field(c, "decoded_skip_special")));
@@ -171,7 +174,7 @@ static void golden_cases(const nb_tokenizer *t, const char *what)
         nw = json_ids(field(c, "ids_split_special"), ids_buf, 65536);
         check_ids(t, text, len, 1, 0, ids_buf, nw, "parse_special=0");
     }
-    assert_true(round_trips == n); /* HF round-trips every text here; so must we */
+    assert_true(round_trips + 2 >= n); /* all but the texts with bytes the vocabulary lacks */
 }
 
 static void test_golden_gguf(void **state)
@@ -642,12 +645,90 @@ static void test_llama3_pretokenizer(void **state)
     nb_tokenizer_free(t);
 }
 
+/* Llama-3.1's default system turn (knowledge cutoff, the templates' fixed date). */
+static void test_llama31_chat(void **state)
+{
+    (void)state;
+    char dir[128], path[256];
+    snprintf(dir, sizeof dir, "%s/llama31", fx.dir);
+    static const char tmpl[] =
+        "{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = \"26 Jul 2024\" "
+        "%}{%- endif %}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{{- \"Cutting "
+        "Knowledge Date: December 2023\\n\" }}{{- \"Today Date: \" + date_string + \"\\n\\n\" }}"
+        "{{- system_message }}{{- \"<|eot_id|>\" }}{%- for message in messages %}{{- "
+        "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] "
+        "| trim + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}{{- "
+        "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
+    write_llama3(dir, tmpl, 1, path, sizeof path);
+    nb_tokenizer *t;
+    nb_err err = {0};
+    if (nb_tokenizer_from_hf_json(path, &t, &err))
+        fail_msg("%s", err.msg);
+    char *r;
+    assert_int_equal(nb_tokenizer_chat(t, "\tWhat is 2+2?\n", &r, &err), NB_OK);
+    assert_string_equal(r, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                           "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+                           "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?"
+                           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* rendered text tokenizes with the specials whole and no second BOS */
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(nb_tokenizer_encode(t, r, strlen(r), 0, 1, &ids, &n, &err), NB_OK);
+    assert_int_equal(ids[0], 271);
+    assert_int_equal(ids[1], 273);
+    assert_int_equal(ids[n - 1], 10); /* "\n" */
+    free(ids);
+    free(r);
+    nb_tokenizer_free(t);
+}
+
+/* GGUF metadata the loader must refuse, on the tiny model's image. */
+static void test_bad_gguf(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *from, *to; /* same length: the string's 8-byte length prefix, then text */
+        size_t n;
+        const char *needle;
+        nb_code code;
+    } bad[] = {
+        {"smollm", "foobar", 6, "tokenizer.ggml.pre \"foobar\"", NB_EUNSUPPORTED},
+        {"\x04\0\0\0\0\0\0\0gpt2", "\x04\0\0\0\0\0\0\0bert", 12, "only \"gpt2\"",
+         NB_EUNSUPPORTED},
+        {"Hell o", "Hell X", 6, "merge", NB_EFORMAT}, /* "HellX" is not a token */
+    };
+    nb_tiny_opts o = {.seed = 1, .type = NB_TT_F32};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        nb_tiny_buf img;
+        assert_int_equal(nb_tiny_gguf_image(&o, &img), 0);
+        long at = nb_tiny_find(img.p, img.n, bad[i].from, bad[i].n, 0);
+        assert_true(at > 0);
+        memcpy(img.p + at, bad[i].to, bad[i].n);
+        char path[256];
+        snprintf(path, sizeof path, "%s/bad%zu.gguf", fx.dir, i);
+        assert_int_equal(nb_tiny_write_file(path, img.p, img.n), 0);
+        free(img.p);
+        nb_gguf *g;
+        nb_tokenizer *t = (nb_tokenizer *)1;
+        nb_err err = {0};
+        assert_int_equal(nb_gguf_open(path, &g, &err), NB_OK);
+        nb_code rc = nb_tokenizer_from_gguf(g, &t, &err);
+        nb_gguf_close(g);
+        if (rc != bad[i].code || !strstr(err.msg, bad[i].needle))
+            fail_msg("case %zu: got %s \"%s\", want %s with \"%s\"", i, nb_code_name(rc),
+                     err.msg, nb_code_name(bad[i].code), bad[i].needle);
+        assert_null(t);
+    }
+}
+
 /* ------------------------------------------------- bad tokenizer.json files */
 
 static nb_code load_text(const char *name, const char *json, nb_err *err)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/%s.json", fx.dir, name);
+    snprintf(path, sizeof path, "%s/bad", fx.dir); /* no tokenizer_config.json here */
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/bad/%s.json", fx.dir, name);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs(json, f);
@@ -671,7 +752,7 @@ static void test_bad_hf_json(void **state)
         {"notbpe", "{\"model\":{\"type\":\"Unigram\"}}", "BPE", NB_EUNSUPPORTED},
         {"merge", BPE("{\"a\":0,\"b\":1}", "[\"a b\"]") BL "}", "merge 0", NB_EFORMAT},
         {"mergefmt", BPE("{\"a\":0,\"b\":1,\"ab\":2}", "[\"ab\"]") BL "}", "merges[0]", NB_EFORMAT},
-        {"gap", BPE("{\"a\":0,\"b\":2}", "[]") BL "}", "id 1", NB_EFORMAT},
+        {"gap", BPE("{\"a\":0,\"b\":2}", "[]") BL "}", "without gaps", NB_EFORMAT},
         {"dup", BPE("{\"a\":0,\"b\":0}", "[]") BL "}", "twice", NB_EFORMAT},
         {"negid", BPE("{\"a\":-1}", "[]") BL "}", "model.vocab", NB_EFORMAT},
         {"norm", BPE("{\"a\":0}", "[]") BL ",\"normalizer\":{\"type\":\"NFC\"}}", "normalizer",
@@ -739,7 +820,7 @@ static void test_encode_speed(void **state)
     }
     free(text);
     fprintf(stderr, "encode: %zu bytes -> %zu tokens in %.3f ms (best of 7)\n", len, n, best);
-    assert_true(n >= 1800);
+    assert_true(n >= 2000);
 #if defined(__SANITIZE_ADDRESS__)
     assert_true(best < 100.0); /* instrumented build */
 #else
@@ -753,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_golden_gguf),        cmocka_unit_test(test_chat_gguf),
         cmocka_unit_test(test_invalid_utf8),       cmocka_unit_test(test_decode_errors),
         cmocka_unit_test(test_hf_json_equivalent), cmocka_unit_test(test_llama3_pretokenizer),
+        cmocka_unit_test(test_llama31_chat),       cmocka_unit_test(test_bad_gguf),
         cmocka_unit_test(test_bad_hf_json),        cmocka_unit_test(test_tiny_both_paths),
         cmocka_unit_test(test_encode_speed),
     };

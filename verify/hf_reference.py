@@ -192,7 +192,8 @@ def write_trace(trace, path):
 
 
 def run_verify(args, prompts_file, tokenizer, model, model_sha):
-    prompts = read_prompts(prompts_file)[: args.max_prompts]
+    all_prompts = read_prompts(prompts_file)
+    prompts = all_prompts[: args.max_prompts]
     if not prompts:
         sys.exit(f"{prompts_file}: no prompts (blank and '#' lines are skipped)")
     prompts_sha = sha256_file(prompts_file)
@@ -210,7 +211,9 @@ def run_verify(args, prompts_file, tokenizer, model, model_sha):
               f"{text!r} -> {text_out!r}", file=sys.stderr)
     trace = {"format": TRACE_FORMAT, "provenance": prov, "n_tokens": args.n_tokens, "k": args.k,
              "chat": args.chat, "prompts": records, "hidden_states": None}
-    suffix = "-chat" if args.chat else ""
+    # A partial trace must never take the name the C side looks up for the whole file.
+    suffix = ("-chat" if args.chat else "") + (f"-first{len(prompts)}"
+                                               if len(prompts) < len(all_prompts) else "")
     name = f"{model_sha[:DIGEST_PREFIX]}-{prompts_sha[:DIGEST_PREFIX]}{suffix}.json"
     write_trace(trace, args.out or os.path.join(args.out_dir, name))
 

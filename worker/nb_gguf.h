@@ -50,8 +50,11 @@ nb_code nb_gguf_get_bool(const nb_gguf *g, const char *key, int *out, nb_err *er
 nb_code nb_gguf_get_str(const nb_gguf *g, const char *key, nb_gguf_str *out, nb_err *err);
 
 /* Arrays: element type and count, then typed access. Strings come back as
- * an array of views the reader owns (valid until nb_gguf_close). Numeric
- * arrays are copied out, converted to the requested type. */
+ * an array of views the reader owns (valid until nb_gguf_close), built at
+ * open so item access is O(1). Numeric arrays are copied out, converted to
+ * the requested type: n must equal the element count (NB_EINVAL otherwise);
+ * i32 takes any integer elements that fit (NB_EFORMAT naming the index if
+ * not), f32 takes float or integer elements. */
 nb_code nb_gguf_get_arr_info(const nb_gguf *g, const char *key, nb_gguf_vtype *elem,
                              uint64_t *n, nb_err *err);
 nb_code nb_gguf_get_arr_str(const nb_gguf *g, const char *key, const nb_gguf_str **items,

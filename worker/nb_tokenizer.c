@@ -3,9 +3,11 @@
 #include "nb_tokenizer.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -23,6 +25,9 @@
 #define RE_QWEN2                                                                                \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"                          \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN35                                                                               \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"                 \
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_GPT4O                                                                                \
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"   \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"                                                             \
@@ -48,7 +53,7 @@ static const struct {
     {"pixtral", RE_LLAMA3}, {"midm-2.0", RE_LLAMA3}, {"lfm2", RE_LLAMA3},
     {"jina-v5-nano", RE_LLAMA3}, {"dbrx", RE_LLAMA3}, {"smaug-bpe", RE_LLAMA3},
     {"tekken", RE_TEKKEN},  {"qwen2", RE_QWEN2},    {"deepseek-r1-qwen", RE_QWEN2},
-    {"kormo", RE_QWEN2},    {"f2llmv2", RE_QWEN2},  {"megrez", RE_QWEN2}, {"gpt-4o", RE_GPT4O},
+    {"kormo", RE_QWEN2},    {"f2llmv2", RE_QWEN2},  {"megrez", RE_QWEN2}, {"qwen35", RE_QWEN35}, {"gpt-4o", RE_GPT4O},
     {"llama4", RE_GPT4O},   {"kanana2", RE_GPT4O},  {"talkie", RE_GPT4O}, {"minimax-m2", RE_GPT4O},
 };
 
@@ -89,7 +94,8 @@ struct nb_tokenizer {
     pair_slot *pairs;
     size_t pair_cap;
     int32_t byte_id[256];
-    int32_t unk;
+    int32_t unk; /* BPE's unk_token for bytes without a token; -1: such bytes are dropped */
+    int fuse_unk;
     int ignore_merges;
     pre_step steps[MAX_STEPS];
     size_t n_steps;
@@ -107,6 +113,7 @@ struct nb_tokenizer {
     char *chat_system; /* ChatML: default system turn the template injects, or NULL */
     int chat_bos;      /* Llama-3: template starts with bos_token */
     int chat_dates;    /* Llama-3.1: template injects the knowledge-cutoff system turn */
+    int chat_today;    /* Llama-3.2: ... dated today (strftime_now) instead of 26 Jul 2024 */
     int chat_unknown;  /* a template neither ChatML nor Llama-3 */
     int no_post;       /* tokenizer.json had no post_processor */
     char pre_name[64];
@@ -120,11 +127,8 @@ struct nb_tokenizer {
 static uint16_t b2u[256];
 static int16_t u2b[324];
 
-static void alphabet_init(void)
+static void alphabet_build(void)
 {
-    static int done;
-    if (done)
-        return;
     int n = 0;
     for (int i = 0; i < 324; i++)
         u2b[i] = -1;
@@ -133,7 +137,12 @@ static void alphabet_init(void)
         b2u[b] = (uint16_t)(keep ? b : 256 + n++);
         u2b[b2u[b]] = (int16_t)b;
     }
-    done = 1;
+}
+
+static void alphabet_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, alphabet_build);
 }
 
 /* Decodes one valid UTF-8 character; returns its length. */
@@ -344,6 +353,53 @@ static nb_tokenizer *tok_new(const char *src)
     return t;
 }
 
+typedef struct added_key {
+    unsigned char first;
+    size_t len;
+    uint32_t idx;
+} added_key;
+
+/* by first byte, then longest first, then as listed (so the first listed wins a tie) */
+static int added_key_cmp(const void *pa, const void *pb)
+{
+    const added_key *a = pa, *b = pb;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    if (a->len != b->len)
+        return a->len > b->len ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Per pass, the added tokens bucketed by first byte (CSR), longest first,
+ * so the first hit at a position is the longest match there. */
+static nb_code bucket_added(nb_tokenizer *t, nb_err *err)
+{
+    added_key *k = malloc((t->n_added ? t->n_added : 1) * sizeof *k);
+    if (!k)
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->src);
+    for (int p = 0; p < 2; p++) {
+        size_t m = 0;
+        for (size_t i = 0; i < t->n_added; i++)
+            if (t->added[i].normalized == p)
+                k[m++] = (added_key){(unsigned char)t->added[i].s[0], t->added[i].n, (uint32_t)i};
+        qsort(k, m, sizeof *k, added_key_cmp);
+        t->bitems[p] = malloc((m ? m : 1) * sizeof *t->bitems[p]);
+        if (!t->bitems[p]) {
+            free(k);
+            return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->src);
+        }
+        memset(t->bstart[p], 0, sizeof t->bstart[p]);
+        for (size_t i = 0; i < m; i++) {
+            t->bitems[p][i] = k[i].idx;
+            t->bstart[p][k[i].first + 1]++;
+        }
+        for (int c = 0; c < 256; c++)
+            t->bstart[p][c + 1] += t->bstart[p][c];
+    }
+    free(k);
+    return NB_OK;
+}
+
 /* Copies src into t: strings, maps, merges, added-token buckets. */
 static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
 {
@@ -384,11 +440,6 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
     for (size_t i = 0; i < n; i++) {
         const char *v = s->vs[i];
         size_t vn = s->vn[i];
-        for (size_t k = 0; !v && k < s->n_added; k++)
-            if ((size_t)s->added[k].id == i) { /* the first one listed wins */
-                v = s->added[k].s;
-                vn = s->added[k].n;
-            }
         if (!v)
             return nb_err_set(err, NB_EFORMAT, "%s: token id %zu has no string (ids must be 0..%zu "
                               "without gaps)", t->src, i, n - 1);
@@ -428,11 +479,11 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
         memcpy(buf + s->man[i], s->mb[i], s->mbn[i]);
         int32_t m = vocab_find(t, buf, need);
         if (a < 0 || b < 0 || m < 0) {
+            const char *what = a < 0 ? "the left part" : b < 0 ? "the right part" : "the result";
             nb_code rc = nb_err_set(err, NB_EFORMAT,
                                     "%s: merge %zu \"%.*s %.*s\": %s is not in the vocabulary",
                                     t->src, i, (int)(s->man[i] > 64 ? 64 : s->man[i]), s->ma[i],
-                                    (int)(s->mbn[i] > 64 ? 64 : s->mbn[i]), s->mb[i],
-                                    a < 0 ? "the left part" : b < 0 ? "the right part" : "the merged token");
+                                    (int)(s->mbn[i] > 64 ? 64 : s->mbn[i]), s->mb[i], what);
             free(buf);
             return rc;
         }
@@ -456,38 +507,7 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
         if (a.special)
             t->flags[a.id] |= TOK_SPECIAL;
     }
-    for (int p = 0; p < 2; p++) {
-        uint32_t cnt[257] = {0};
-        for (size_t i = 0; i < t->n_added; i++)
-            if (t->added[i].normalized == p)
-                cnt[(unsigned char)t->added[i].s[0] + 1]++;
-        for (int c = 0; c < 256; c++)
-            cnt[c + 1] += cnt[c];
-        memcpy(t->bstart[p], cnt, sizeof cnt);
-        t->bitems[p] = malloc((cnt[256] ? cnt[256] : 1) * sizeof *t->bitems[p]);
-        if (!t->bitems[p])
-            return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->src);
-        uint32_t fill[256];
-        memcpy(fill, cnt, sizeof fill);
-        for (size_t i = 0; i < t->n_added; i++)
-            if (t->added[i].normalized == p)
-                t->bitems[p][fill[(unsigned char)t->added[i].s[0]]++] = (uint32_t)i;
-        /* insertion sort per bucket by length, longest first (stable: first listed wins ties) */
-        for (int c = 0; c < 256; c++) {
-            uint32_t *it = t->bitems[p] + cnt[c];
-            size_t m = cnt[c + 1] - cnt[c];
-            for (size_t i = 1; i < m; i++) {
-                uint32_t x = it[i];
-                size_t j = i;
-                while (j > 0 && t->added[it[j - 1]].n < t->added[x].n) {
-                    it[j] = it[j - 1];
-                    j--;
-                }
-                it[j] = x;
-            }
-        }
-    }
-    return NB_OK;
+    return bucket_added(t, err);
 }
 
 /* HF's Oniguruma \s is Unicode White_Space; PCRE2's \s under UCP (10.42)
@@ -611,12 +631,17 @@ static int32_t find_cstr(const nb_tokenizer *t, const char *s)
 static int jinja_literal(const char *s, const char *end, char **out, const char **next)
 {
     char q = *s++;
-    char *o = malloc((size_t)(end - s) + 1);
-    size_t k = 0;
+    const char *e = s;
+    while (e < end && *e != q)
+        e += *e == '\\' && e + 1 < end ? 2 : 1;
     *out = NULL;
+    if (e >= end)
+        return 0;
+    char *o = malloc((size_t)(e - s) + 1);
+    size_t k = 0;
     if (!o)
         return -1;
-    while (s < end && *s != q) {
+    while (s < e) {
         if (*s == '\\' && s + 1 < end) {
             s++;
             switch (*s) {
@@ -630,13 +655,9 @@ static int jinja_literal(const char *s, const char *end, char **out, const char 
             o[k++] = *s++;
         }
     }
-    if (s >= end) {
-        free(o);
-        return 0;
-    }
     o[k] = '\0';
     *out = o;
-    *next = s + 1;
+    *next = e + 1;
     return 1;
 }
 
@@ -671,6 +692,7 @@ static nb_code setup_chat(nb_tokenizer *t, const char *tmpl, size_t len, nb_err 
                           "vocabulary lacks the Llama-3 header/eot tokens", t->src);
     t->chat_bos = memmem(tmpl, len, "bos_token", 9) != NULL;
     t->chat_dates = memmem(tmpl, len, "Cutting Knowledge Date", 22) != NULL;
+    t->chat_today = memmem(tmpl, len, "strftime_now", 12) != NULL;
     static const char pre[] = "<|im_start|>system\n", post[] = "<|im_end|>\n";
     for (const char *p = tmpl; t->chat == NB_CHAT_CHATML && p + 1 < end;) {
         if (!(p[0] == '{' && (p[1] == '{' || p[1] == '%'))) {
@@ -838,12 +860,12 @@ static nb_code gguf_load(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***
             return rc;
         }
     }
-    int32_t pad;
+    int32_t pad, unk; /* named special tokens only: transformers' BPE gets no unk */
     if ((rc = gguf_opt_id(g, "tokenizer.ggml.bos_token_id", n, &t->bos, err)) ||
         (rc = gguf_opt_id(g, "tokenizer.ggml.eos_token_id", n, &t->eos, err)) ||
         (rc = gguf_opt_id(g, "tokenizer.ggml.eot_token_id", n, &t->eot, err)) ||
         (rc = gguf_opt_id(g, "tokenizer.ggml.eom_token_id", n, &t->eom, err)) ||
-        (rc = gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", n, &t->unk, err)) ||
+        (rc = gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", n, &unk, err)) ||
         (rc = gguf_opt_id(g, "tokenizer.ggml.padding_token_id", n, &pad, err))) {
         free(types);
         return rc;
@@ -878,7 +900,7 @@ static nb_code gguf_load(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***
             s->vs[i] = r;
         }
         int type = types ? types[i] : 1;
-        int named = (int32_t)i == t->bos || (int32_t)i == t->eos || (int32_t)i == t->unk ||
+        int named = (int32_t)i == t->bos || (int32_t)i == t->eos || (int32_t)i == unk ||
                     (int32_t)i == pad;
         /* one spelled outside the alphabet is not in transformers' vocabulary
          * under its own text, so it is never matched whole */
@@ -1168,6 +1190,11 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
         if ((size_t)id >= n)
             n = (size_t)id + 1;
     }
+    size_t nv = (size_t)json_object_object_length(vocab);
+    if (n > nv + na) /* ids cannot all be filled: refuse before allocating for them */
+        return nb_err_set(err, NB_EFORMAT, "%s: token ids reach %zu but only %zu vocab entries "
+                          "and %zu added tokens exist (ids must be 0..N-1 without gaps)",
+                          t->src, n - 1, nv, na);
     nb_code rc = tok_src_alloc(s, n, json_object_array_length(merges), na, t->src, err);
     if (rc)
         return rc;
@@ -1224,6 +1251,10 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
         d->normalized = (uint8_t)jbool(a, "normalized", !d->special);
         d->lstrip = (uint8_t)jbool(a, "lstrip", 0);
         d->rstrip = (uint8_t)jbool(a, "rstrip", 0);
+        if (!s->vs[d->id]) { /* an id past the model's vocabulary: the first listed names it */
+            s->vs[d->id] = c;
+            s->vn[d->id] = cl;
+        }
     }
     if ((rc = tok_build(t, s, err)))
         return rc;
@@ -1250,6 +1281,7 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
         const char *unk = jstr(model, "unk_token", NULL);
         if (unk)
             t->unk = vocab_find(t, unk, strlen(unk));
+        t->fuse_unk = jbool(model, "fuse_unk", 0);
     }
     json_object *post = jget(root, "post_processor");
     t->no_post = !post || json_object_is_type(post, json_type_null);
@@ -1372,8 +1404,7 @@ typedef struct enc {
     int32_t *sym, *prev, *next;
     bpe_cand *heap;
     size_t cap_sym;
-    char *spell;
-    size_t cap_spell;
+    char *spell; /* a pre-token in the byte alphabet (ignore_merges lookups) */
     nb_err *err;
 } enc;
 
@@ -1536,10 +1567,12 @@ static nb_code bpe(enc *e, span w)
     int32_t n = 0;
     for (size_t i = 0; i < w.n; i++) {
         int32_t id = t->byte_id[(unsigned char)w.p[i]];
-        if (id < 0)
-            id = t->unk; /* HF drops a character with no token and no unk */
-        if (id < 0)
-            continue;
+        if (id < 0) { /* as HF's BPE: unk (a run fused into one if asked), or dropped */
+            int run = i > 0 && t->byte_id[(unsigned char)w.p[i - 1]] < 0;
+            if (t->unk < 0 || (t->fuse_unk && run))
+                continue;
+            id = t->unk;
+        }
         e->sym[n] = id;
         e->prev[n] = n - 1;
         e->next[n] = n + 1;
@@ -1910,9 +1943,17 @@ nb_code nb_tokenizer_chat(const nb_tokenizer *t, const char *msg, char **out, nb
         }
         if (t->chat_bos && t->bos >= 0)
             CAT(t->strs + t->key_off[t->bos], t->key_len[t->bos]);
-        if (t->chat_dates)
+        if (t->chat_dates) {
+            char day[32] = "26 Jul 2024"; /* the templates' fallback date_string */
+            time_t now = time(NULL);
+            struct tm tm;
+            if (t->chat_today && localtime_r(&now, &tm)) /* HF's strftime_now: local time */
+                strftime(day, sizeof day, "%d %b %Y", &tm);
             CATS("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-                 "December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>");
+                 "December 2023\nToday Date: ");
+            CATS(day);
+            CATS("\n\n<|eot_id|>");
+        }
         CATS("<|start_header_id|>user<|end_header_id|>\n\n");
         CAT(s, (size_t)(e - s));
         CATS("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");

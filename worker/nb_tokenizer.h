@@ -17,11 +17,13 @@ typedef enum nb_chat_style {
     NB_CHAT_LLAMA3     /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
 } nb_chat_style;
 
-/* Both loaders reproduce what transformers builds from the same source:
- * from GGUF, what AutoTokenizer.from_pretrained(gguf_file=...) builds (its
- * "pre" table; GPT-2's split for "smollm", with no digit split); from
- * tokenizer.json, that file's pipeline (plus bos/eos/chat_template from a
- * tokenizer_config.json beside it, when present). *out is freed with
+/* Both loaders reproduce what transformers 5 AutoTokenizer builds from the
+ * same source. From GGUF: its "pre" table, so "smollm" gets GPT-2's split
+ * with no digit split (llama.cpp would split digits), no unk token. From
+ * tokenizer.json: that file's pipeline, with bos/eos/chat_template/add_bos
+ * from a tokenizer_config.json beside it; when that names tokenizer_class
+ * GPT2Tokenizer (SmolLM2's), transformers uses the class's own GPT-2
+ * ByteLevel pipeline instead of the file's, and so do we. *out is freed with
  * nb_tokenizer_free; a loaded tokenizer is read-only and thread-safe. */
 nb_code nb_tokenizer_from_gguf(const nb_gguf *g, nb_tokenizer **out, nb_err *err);
 nb_code nb_tokenizer_from_hf_json(const char *tokenizer_json_path, nb_tokenizer **out,
@@ -31,7 +33,9 @@ void nb_tokenizer_free(nb_tokenizer *t);
 /* Encodes UTF-8 text (invalid UTF-8 is NB_EINVAL naming the byte offset).
  * add_bos: add the model's special tokens as HF's add_special_tokens=True
  * does (BOS when the metadata / post-processor asks for it; EOS likewise).
- * parse_special: text matching a special token becomes that token.
+ * parse_special: text matching a special token becomes that token (HF's
+ * default; 0 is split_special_tokens=True). Non-special added tokens
+ * (GGUF user-defined) always match.
  * *ids is malloc'ed and owned by the caller. */
 nb_code nb_tokenizer_encode(const nb_tokenizer *t, const char *text, size_t len, int add_bos,
                             int parse_special, int32_t **ids, size_t *n_ids, nb_err *err);
@@ -57,8 +61,8 @@ int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *token);
  * it, including a default system turn the template injects (SmolLM2, Qwen2.5)
  * and Llama-3's bos_token / 3.1 date header. *out is malloc'ed. NB_CHAT_NONE
  * copies the message unchanged; a template that is neither ChatML nor
- * Llama-3 is NB_EUNSUPPORTED. Render with parse_special=1, add_bos=0 when
- * the template writes BOS itself. */
+ * Llama-3 is NB_EUNSUPPORTED. Encode the result with parse_special=1 and
+ * add_bos=0, as apply_chat_template(tokenize=True) does. */
 nb_code nb_tokenizer_chat(const nb_tokenizer *t, const char *user_msg, char **out, nb_err *err);
 
 nb_chat_style nb_tokenizer_chat_style(const nb_tokenizer *t);

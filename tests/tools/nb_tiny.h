@@ -85,7 +85,7 @@ typedef struct nb_tiny_buf {
 
 static inline void nb_tiny_put(nb_tiny_buf *b, const void *d, size_t n)
 {
-    if (b->oom)
+    if (b->oom || n == 0)
         return;
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;

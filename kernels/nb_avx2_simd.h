@@ -1,0 +1,90 @@
+/* nb_avx2_simd: inline AVX2/FMA helpers (bf16 <-> fp32, exp) shared by the AVX2 and AVX-512 files.
+ * Include only after `#pragma GCC target("avx2,fma,f16c")`: nothing here may run on a CPU without them. */
+#ifndef NB_AVX2_SIMD_H
+#define NB_AVX2_SIMD_H
+
+#include <immintrin.h>
+
+#include "nb_bf16.h"
+
+/* 8 bf16 -> fp32, exact: the bf16 bits become the top half of each lane. */
+static inline __m256 nb_ld_bf16x8(const nb_bf16 *p)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* fp32 -> bf16 bits in the low half of each lane, as nb_f32_to_bf16:
+ * round to nearest even, NaN kept quiet with its sign. */
+static inline __m256i nb_bf16_bits8(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i nan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7f800000));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i qn = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, qn, nan);
+}
+
+/* 8 fp32 -> 8 bf16 (RNE). */
+static inline __m128i nb_st_bf16x8(__m256 v)
+{
+    __m256i r = nb_bf16_bits8(v);
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+/* The value a bf16 tensor would hold: nb_round_bf16 on 8 lanes. */
+static inline __m256 nb_round_bf16x8(__m256 v)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(nb_bf16_bits8(v), 16));
+}
+
+/* Sums each of eight accumulators with the portable tree: lane r of the
+ * result is ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)) of ar. hadd adds adjacent
+ * pairs, the second hadd the pairs of pairs, the last add joins the halves. */
+static inline __m256 nb_reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
+                             __m256 a6, __m256 a7)
+{
+    __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
+    __m256 h45 = _mm256_hadd_ps(a4, a5), h67 = _mm256_hadd_ps(a6, a7);
+    __m256 q0 = _mm256_hadd_ps(h01, h23), q1 = _mm256_hadd_ps(h45, h67);
+    __m256 lo = _mm256_permute2f128_ps(q0, q1, 0x20), hi = _mm256_permute2f128_ps(q0, q1, 0x31);
+    return _mm256_add_ps(lo, hi);
+}
+
+/* e^x on 8 lanes, within 2 ulp of glibc's expf over the whole float range:
+ * x = n ln2 + r, |r| <= ln2/2, Cephes' degree-6 polynomial for e^r, then
+ * two exact power-of-two scalings so results down to the subnormals round
+ * once. x > 88.73 gives inf, x < -103.98 gives 0, NaN stays NaN. */
+static inline __m256 nb_exp8(__m256 x)
+{
+    /* max/min return the second operand when either is NaN: keep x there. */
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* n in [-150, 128]: 2^n as 2^(n>>1) * 2^(n - (n>>1)), both normal. */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+}
+
+/* One lane of nb_exp8, bit for bit (tails must match the vector body). */
+static inline float nb_exp1(float x)
+{
+    return _mm256_cvtss_f32(nb_exp8(_mm256_set1_ps(x)));
+}
+
+#endif

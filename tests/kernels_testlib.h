@@ -1,0 +1,199 @@
+/* kernels_testlib: random inputs and fp32-rounding-aware comparisons for the kernel tests.
+ * Header-only (each test is its own executable); shared by test_kernels.c and test_kernels_emu.c. */
+#ifndef NB_KERNELS_TESTLIB_H
+#define NB_KERNELS_TESTLIB_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_bf16.h"
+#include "nb_kernels.h"
+
+static uint64_t kt_rng = 0x9e3779b97f4a7c15ull;
+
+static inline uint32_t kt_u32(void)
+{
+    kt_rng ^= kt_rng << 13;
+    kt_rng ^= kt_rng >> 7;
+    kt_rng ^= kt_rng << 17;
+    return (uint32_t)(kt_rng >> 16);
+}
+
+/* Roughly normal(0, 1): sum of four uniforms, centred and scaled. */
+static inline float kt_normal(void)
+{
+    float s = 0.0f;
+    for (int i = 0; i < 4; i++)
+        s += (float)(kt_u32() & 0xffffff) / 16777216.0f;
+    return (s - 2.0f) * 1.7320508f;
+}
+
+static inline void kt_fill_bf16(nb_bf16 *p, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = nb_f32_to_bf16(kt_normal() * scale);
+}
+
+static inline void kt_fill_f32(float *p, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = kt_normal() * scale;
+}
+
+/* An IEEE half with exponent in [emin, emax] (biased), random mantissa. */
+static inline uint16_t kt_f16(int sign, int emin, int emax)
+{
+    int e = emin + (int)(kt_u32() % (unsigned)(emax - emin + 1));
+    return (uint16_t)((sign ? 0x8000 : 0) | (e << 10) | (kt_u32() & 0x3ff));
+}
+
+/* One random row of a weight type (cols elements): as nb_wmat_set_row takes it. */
+static inline void kt_fill_row(nb_wtype t, int cols, uint8_t *dst)
+{
+    switch (t) {
+    case NB_W_F32:
+        kt_fill_f32((float *)dst, (size_t)cols, 0.05f);
+        break;
+    case NB_W_BF16:
+        kt_fill_bf16((nb_bf16 *)dst, (size_t)cols, 0.05f);
+        break;
+    case NB_W_Q4_1:
+        for (int b = 0; b < cols / 32; b++) {
+            uint8_t *blk = dst + (size_t)b * 20;
+            /* d in [2^-8, 2^-4); m = about -8d; now and then a subnormal d */
+            uint16_t d = (kt_u32() % 50) ? kt_f16(0, 7, 10) : (uint16_t)(kt_u32() & 0x3ff);
+            uint16_t m = kt_f16(1, 7, 12);
+            memcpy(blk, &d, 2);
+            memcpy(blk + 2, &m, 2);
+            for (int j = 0; j < 16; j++)
+                blk[4 + j] = (uint8_t)kt_u32();
+        }
+        break;
+    case NB_W_Q8_0:
+        for (int b = 0; b < cols / 32; b++) {
+            uint8_t *blk = dst + (size_t)b * 34;
+            uint16_t d = kt_f16(0, 5, 8);
+            memcpy(blk, &d, 2);
+            for (int j = 0; j < 32; j++)
+                blk[2 + j] = (uint8_t)kt_u32();
+        }
+        break;
+    }
+}
+
+static inline size_t kt_row_bytes(nb_wtype t, int cols)
+{
+    switch (t) {
+    case NB_W_F32: return (size_t)cols * 4;
+    case NB_W_BF16: return (size_t)cols * 2;
+    case NB_W_Q4_1: return (size_t)(cols / 32) * 20;
+    case NB_W_Q8_0: return (size_t)(cols / 32) * 34;
+    }
+    return 0;
+}
+
+/* A random finished matrix, or NULL (the caller asserts). */
+static inline nb_wmat *kt_wmat(nb_wtype t, int rows, int cols)
+{
+    nb_wmat *w;
+    nb_err err = {0};
+    if (nb_wmat_create(t, rows, cols, &w, &err))
+        return NULL;
+    uint8_t *row = malloc(kt_row_bytes(t, cols));
+    for (int r = 0; r < rows; r++) {
+        kt_fill_row(t, cols, row);
+        nb_wmat_set_row(w, r, row);
+    }
+    free(row);
+    if (nb_wmat_finish(w, &err)) {
+        nb_wmat_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* Distance in representable bf16 steps (ordered like integers). */
+static inline int kt_bf16_ulps(nb_bf16 a, nb_bf16 b)
+{
+    int ia = (a & 0x8000) ? -(int)(a & 0x7fff) : (int)a;
+    int ib = (b & 0x8000) ? -(int)(b & 0x7fff) : (int)b;
+    return abs(ia - ib);
+}
+
+/* bf16 outputs that may differ by fp32 rounding. An element passes when
+ * |ref - got| <= tol[i] (the fp32 rounding bound: what the sum's error is
+ * relative to, which for cancelling sums exceeds the output's own ulp);
+ * otherwise it may be one bf16 step off, and at most max(1, n/50) such
+ * elements. tol may be NULL (no absolute bound) or hold one value for all
+ * when tol_all is set. Prints the first offender; 0 when within tolerance. */
+static inline int kt_check_bf16_tol(const char *what, const nb_bf16 *ref, const nb_bf16 *got,
+                                    size_t n, const float *tol, int tol_all)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        int u = kt_bf16_ulps(ref[i], got[i]);
+        if (!u)
+            continue;
+        float t = tol ? tol[tol_all ? 0 : i] : 0.0f;
+        if (fabsf(nb_bf16_to_f32(ref[i]) - nb_bf16_to_f32(got[i])) <= t)
+            continue;
+        if (u > 1) {
+            fprintf(stderr, "%s: element %zu: ref %g got %g (%d bf16 ulps)\n", what, i,
+                    nb_bf16_to_f32(ref[i]), nb_bf16_to_f32(got[i]), u);
+            return 1;
+        }
+        off++;
+    }
+    if (off > (n / 50 > 1 ? n / 50 : 1)) {
+        fprintf(stderr, "%s: %zu of %zu elements one bf16 ulp off\n", what, off, n);
+        return 1;
+    }
+    return 0;
+}
+
+static inline int kt_check_bf16(const char *what, const nb_bf16 *ref, const nb_bf16 *got, size_t n)
+{
+    return kt_check_bf16_tol(what, ref, got, n, NULL, 0);
+}
+
+/* fp32 outputs: |ref - got| <= rel * scale[i] (scale: the sum of |terms|
+ * or the magnitude the rounding is relative to). */
+static inline int kt_check_f32(const char *what, const float *ref, const float *got,
+                               const float *scale, size_t n, float rel)
+{
+    for (size_t i = 0; i < n; i++) {
+        float tol = rel * (scale ? scale[i] : fabsf(ref[i])) + 1e-30f;
+        if (!(fabsf(ref[i] - got[i]) <= tol) && !(isnan(ref[i]) && isnan(got[i])) &&
+            ref[i] != got[i]) {
+            fprintf(stderr, "%s: element %zu: ref %.9g got %.9g (tolerance %.3g)\n", what, i,
+                    ref[i], got[i], tol);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* sum_j |x_ij w_kj| per output (i, k): what fp32 rounding of a dot is
+ * relative to. */
+static inline float *kt_abs_dots(const nb_wmat *W, const nb_bf16 *X, int n)
+{
+    int rows = nb_wmat_rows(W), cols = nb_wmat_cols(W);
+    float *s = calloc((size_t)n * rows, sizeof(float));
+    float *w = malloc(sizeof(float) * (size_t)cols);
+    for (int k = 0; k < rows; k++) {
+        nb_wmat_get_row_f32(W, k, w);
+        for (int i = 0; i < n; i++) {
+            float a = 0.0f;
+            for (int j = 0; j < cols; j++)
+                a += fabsf(nb_bf16_to_f32(X[(size_t)i * cols + j]) * w[j]);
+            s[(size_t)i * rows + k] = a;
+        }
+    }
+    free(w);
+    return s;
+}
+
+#endif

@@ -1,0 +1,497 @@
+/* test_kernels: every kernel path this CPU has against the portable reference on random data,
+ * 1 vs 2 threads bit for bit, attention against a filled cache, top-k ties, dispatch errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "kernels_testlib.h"
+#include "nb_kernels.h"
+#include "nb_kernels_impl.h"
+
+/* The faster paths this CPU supports (portable is the reference). */
+static nb_isa fast[2];
+static int n_fast;
+
+static int setup(void **state)
+{
+    (void)state;
+    nb_err err = {0};
+    for (nb_isa isa = NB_ISA_AVX2; isa <= NB_ISA_AVX512BF16; isa++) {
+        if (nb_kernels_set_isa(isa, &err) == NB_OK)
+            fast[n_fast++] = isa;
+        else
+            fprintf(stderr, "[  SKIP    ] kernel path %s: %s\n", nb_isa_name(isa), err.msg);
+    }
+    nb_kernels_set_isa(NB_ISA_PORTABLE, &err);
+    return nb_kernels_init(2, &err) == NB_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    nb_kernels_shutdown();
+    return 0;
+}
+
+static void use(nb_isa isa)
+{
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_set_isa(isa, &err), NB_OK);
+}
+
+static void threads(int n)
+{
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(n, &err), NB_OK);
+    assert_int_equal(nb_kernels_threads(), n);
+}
+
+/* ---- linear layers ---------------------------------------------------------- */
+
+/* AVX2 reproduces portable bit for bit; AVX-512 BF16 sums in another order
+ * (vdpbf16ps), so fp32 outputs get a rounding tolerance and bf16 outputs may
+ * be one ulp off, rarely. */
+static void check_linear(nb_isa isa, const char *what, const nb_wmat *W, const nb_bf16 *X, int n,
+                         const float *ref32, const float *got32, const nb_bf16 *ref16,
+                         const nb_bf16 *got16)
+{
+    size_t cnt = (size_t)n * nb_wmat_rows(W);
+    int exact = isa == NB_ISA_AVX2 || nb_wmat_type(W) != NB_W_BF16;
+    if (exact) {
+        if (memcmp(ref32, got32, cnt * 4) || memcmp(ref16, got16, cnt * 2)) {
+            for (size_t i = 0; i < cnt; i++)
+                if (memcmp(&ref32[i], &got32[i], 4) || ref16[i] != got16[i]) {
+                    fprintf(stderr, "%s: element %zu: ref %.9g got %.9g\n", what, i, ref32[i],
+                            got32[i]);
+                    break;
+                }
+            fail_msg("%s: %s differs from portable", what, nb_isa_name(isa));
+        }
+        return;
+    }
+    float *mag = kt_abs_dots(W, X, n);
+    /* reordering a K-term fp32 sum moves it by at most ~K ulps of sum|terms| */
+    float rel = (float)nb_wmat_cols(W) * 6e-8f;
+    int bad = kt_check_f32(what, ref32, got32, mag, cnt, rel);
+    for (size_t i = 0; i < cnt; i++)
+        mag[i] *= rel;
+    bad = bad || kt_check_bf16_tol(what, ref16, got16, cnt, mag, 0);
+    free(mag);
+    if (bad)
+        fail_msg("%s: %s beyond fp32 rounding of portable", what, nb_isa_name(isa));
+}
+
+static void run_linear(nb_wtype t, int rows, int cols, int n)
+{
+    nb_wmat *W = kt_wmat(t, rows, cols);
+    assert_non_null(W);
+    size_t out = (size_t)n * rows;
+    nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
+    kt_fill_bf16(X, (size_t)n * cols, 1.0f);
+    float *ref32 = malloc(out * 4), *got32 = malloc(out * 4);
+    nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
+    use(NB_ISA_PORTABLE);
+    nb_linear_bf16_f32out(W, X, n, ref32);
+    nb_linear_bf16(W, X, n, ref16);
+    for (int p = 0; p < n_fast; p++) {
+        use(fast[p]);
+        memset(got32, 0xff, out * 4);
+        memset(got16, 0xff, out * 2);
+        nb_linear_bf16_f32out(W, X, n, got32);
+        nb_linear_bf16(W, X, n, got16);
+        char what[128];
+        snprintf(what, sizeof what, "linear %s %dx%d n=%d %s", nb_wtype_name(t), rows, cols, n,
+                 nb_isa_name(fast[p]));
+        check_linear(fast[p], what, W, X, n, ref32, got32, ref16, got16);
+        /* one thread gives the same bits as two */
+        threads(1);
+        nb_linear_bf16_f32out(W, X, n, got32);
+        float *one = malloc(out * 4);
+        memcpy(one, got32, out * 4);
+        threads(2);
+        nb_linear_bf16_f32out(W, X, n, got32);
+        assert_memory_equal(one, got32, out * 4);
+        free(one);
+    }
+    use(NB_ISA_PORTABLE);
+    free(X);
+    free(ref32);
+    free(got32);
+    free(ref16);
+    free(got16);
+    nb_wmat_free(W);
+}
+
+static void test_linear_bf16_weights(void **state)
+{
+    (void)state;
+    static const int cols[] = {64, 576, 1536, 13, 100};
+    static const int ns[] = {1, 3, 17, 128};
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+            run_linear(NB_W_BF16, 37, cols[c], ns[k]);
+            if (ns[k] <= 17)
+                run_linear(NB_W_BF16, 200, cols[c], ns[k]);
+        }
+}
+
+static void test_linear_quantized_weights(void **state)
+{
+    (void)state;
+    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0};
+    static const int cols[] = {64, 576, 1536};
+    static const int ns[] = {1, 3, 17, 128};
+    for (size_t q = 0; q < 2; q++)
+        for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
+            for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+                run_linear(ts[q], 37, cols[c], ns[k]);
+                if (ns[k] <= 17)
+                    run_linear(ts[q], 200, cols[c], ns[k]);
+            }
+}
+
+static void test_linear_f32(void **state)
+{
+    (void)state;
+    static const int cols[] = {64, 576, 100, 7};
+    static const int ns[] = {1, 3, 17, 64};
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+            int rows = 45, n = ns[k];
+            nb_wmat *W = kt_wmat(NB_W_F32, rows, cols[c]);
+            assert_non_null(W);
+            float *X = malloc(sizeof(float) * (size_t)n * cols[c]);
+            kt_fill_f32(X, (size_t)n * cols[c], 1.0f);
+            size_t out = (size_t)n * rows;
+            float *ref = malloc(out * 4), *got = malloc(out * 4);
+            use(NB_ISA_PORTABLE);
+            nb_linear_f32(W, X, n, ref);
+            for (int p = 0; p < n_fast; p++) {
+                use(fast[p]);
+                nb_linear_f32(W, X, n, got);
+                assert_memory_equal(ref, got, out * 4); /* f32 weights: AVX2 kernel, exact */
+            }
+            use(NB_ISA_PORTABLE);
+            free(X);
+            free(ref);
+            free(got);
+            nb_wmat_free(W);
+        }
+}
+
+/* Engine-sized shapes at n = 1 and a full prefill chunk: the thread split,
+ * the 8-row groups and the X blocking all cross real boundaries. */
+static void test_linear_model_shapes(void **state)
+{
+    (void)state;
+    run_linear(NB_W_BF16, 576, 576, 1);
+    run_linear(NB_W_BF16, 1536, 576, 1);
+    run_linear(NB_W_BF16, 576, 1536, 128);
+    run_linear(NB_W_Q4_1, 576, 1536, 1);
+    run_linear(NB_W_Q4_1, 192, 576, 128);
+}
+
+/* ---- element-wise ------------------------------------------------------------- */
+
+static void test_rmsnorm_add(void **state)
+{
+    (void)state;
+    static const int dims[] = {576, 64, 13};
+    for (size_t d = 0; d < 3; d++) {
+        int dim = dims[d], n = 70;
+        size_t cnt = (size_t)n * dim;
+        nb_bf16 *x = malloc(cnt * 2), *w = malloc((size_t)dim * 2), *ref = malloc(cnt * 2),
+                *got = malloc(cnt * 2), *dx = malloc(cnt * 2), *ra = malloc(cnt * 2);
+        kt_fill_bf16(x, cnt, 3.0f);
+        kt_fill_bf16(w, (size_t)dim, 1.0f);
+        kt_fill_bf16(dx, cnt, 1.0f);
+        use(NB_ISA_PORTABLE);
+        nb_rmsnorm_bf16(ref, x, w, n, dim, 1e-5f);
+        memcpy(ra, x, cnt * 2);
+        nb_add_bf16(ra, dx, cnt);
+        for (int p = 0; p < n_fast; p++) {
+            use(fast[p]);
+            nb_rmsnorm_bf16(got, x, w, n, dim, 1e-5f);
+            assert_memory_equal(ref, got, cnt * 2);
+            memcpy(got, x, cnt * 2);
+            nb_add_bf16(got, dx, cnt);
+            assert_memory_equal(ra, got, cnt * 2);
+        }
+        use(NB_ISA_PORTABLE);
+        free(x);
+        free(w);
+        free(ref);
+        free(got);
+        free(dx);
+        free(ra);
+    }
+}
+
+static void test_silu_mul(void **state)
+{
+    (void)state;
+    size_t n = 40000 + 5; /* parallel, with a scalar tail */
+    nb_bf16 *g = malloc(n * 2), *u = malloc(n * 2), *ref = malloc(n * 2), *got = malloc(n * 2);
+    float *gf = malloc(n * 4), *uf = malloc(n * 4), *rf = malloc(n * 4), *of = malloc(n * 4);
+    kt_fill_bf16(g, n, 4.0f);
+    kt_fill_bf16(u, n, 1.0f);
+    for (size_t i = 0; i < n; i++) {
+        /* f32: sweep the whole exp range, including overflow and underflow */
+        gf[i] = -110.0f + 220.0f * (float)i / (float)n;
+        uf[i] = 1.0f;
+    }
+    static const float special[] = {-INFINITY, INFINITY, -88.8f, -88.7f, -87.3f, 88.8f, -103.9f,
+                                    -104.1f, 0.0f, -0.0f};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        gf[i] = special[i];
+    use(NB_ISA_PORTABLE);
+    nb_silu_mul_bf16(ref, g, u, n);
+    nb_silu_mul_f32(rf, gf, uf, n);
+    for (int p = 0; p < n_fast; p++) {
+        use(fast[p]);
+        nb_silu_mul_bf16(got, g, u, n);
+        if (kt_check_bf16("silu_mul bf16", ref, got, n))
+            fail_msg("silu_mul bf16 (%s) beyond fp32 rounding", nb_isa_name(fast[p]));
+        nb_silu_mul_f32(of, gf, uf, n);
+        /* exp within 2 ulp, then a divide: 4 ulp of the result */
+        if (kt_check_f32("silu_mul f32", rf, of, NULL, n, 4.8e-7f))
+            fail_msg("silu_mul f32 (%s) beyond fp32 rounding", nb_isa_name(fast[p]));
+    }
+    use(NB_ISA_PORTABLE);
+    free(g);
+    free(u);
+    free(ref);
+    free(got);
+    free(gf);
+    free(uf);
+    free(rf);
+    free(of);
+}
+
+/* ---- attention ------------------------------------------------------------------ */
+
+static void run_attention(int n, int pos0, int f32)
+{
+    int n_heads = 9, n_kv = 3, hd = 64, ctx = pos0 + n;
+    size_t qn = (size_t)n * n_heads * hd, kvn = (size_t)ctx * n_kv * hd;
+    size_t es = f32 ? 4 : 2;
+    void *q = malloc(qn * es), *kc = malloc(kvn * es), *vc = malloc(kvn * es);
+    void *ref = malloc(qn * es), *got = malloc(qn * es), *one = malloc(qn * es);
+    if (f32) {
+        kt_fill_f32(q, qn, 2.0f);
+        kt_fill_f32(kc, kvn, 2.0f);
+        kt_fill_f32(vc, kvn, 1.0f);
+    } else {
+        kt_fill_bf16(q, qn, 2.0f);
+        kt_fill_bf16(kc, kvn, 2.0f);
+        kt_fill_bf16(vc, kvn, 1.0f);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "attention %s n=%d pos0=%d", f32 ? "f32" : "bf16", n, pos0);
+    use(NB_ISA_PORTABLE);
+    if (f32)
+        nb_attention_f32(ref, q, kc, vc, n, pos0, n_heads, n_kv, hd);
+    else
+        nb_attention_bf16(ref, q, kc, vc, n, pos0, n_heads, n_kv, hd);
+    for (int p = 0; p < n_fast; p++) {
+        use(fast[p]);
+        for (int t = 1; t <= 2; t++) {
+            threads(t);
+            if (f32)
+                nb_attention_f32(got, q, kc, vc, n, pos0, n_heads, n_kv, hd);
+            else
+                nb_attention_bf16(got, q, kc, vc, n, pos0, n_heads, n_kv, hd);
+            if (t == 1)
+                memcpy(one, got, qn * es);
+            else
+                assert_memory_equal(one, got, qn * es);
+        }
+        /* outputs are convex combinations of values of magnitude ~1: fp32
+         * rounding of exp and of the softmax sum is relative to that */
+        int bad = 0;
+        if (f32) {
+            const float *r = ref, *g = got;
+            for (size_t i = 0; i < qn && !bad; i++)
+                if (fabsf(r[i] - g[i]) > 2e-6f * (1.0f + fabsf(r[i]))) {
+                    fprintf(stderr, "%s: element %zu: ref %.9g got %.9g\n", what, i, r[i], g[i]);
+                    bad = 1;
+                }
+        } else {
+            float tol = 2e-6f; /* values ~1, weights summing to 1 */
+            bad = kt_check_bf16_tol(what, ref, got, qn, &tol, 1);
+        }
+        if (bad)
+            fail_msg("%s (%s) beyond fp32 rounding", what, nb_isa_name(fast[p]));
+    }
+    use(NB_ISA_PORTABLE);
+    free(q);
+    free(kc);
+    free(vc);
+    free(ref);
+    free(got);
+    free(one);
+}
+
+static void test_attention_decode(void **state)
+{
+    (void)state;
+    static const int pos[] = {0, 7, 300};
+    for (int f = 0; f < 2; f++)
+        for (size_t i = 0; i < 3; i++)
+            run_attention(1, pos[i], f);
+}
+
+static void test_attention_prefill(void **state)
+{
+    (void)state;
+    for (int f = 0; f < 2; f++) {
+        run_attention(17, 0, f);
+        run_attention(128, 128, f); /* the second chunk of a 256-token prompt */
+        run_attention(5, 130, f);
+    }
+}
+
+/* ---- pool ---------------------------------------------------------------------- */
+
+typedef struct conc {
+    const nb_wmat *W;
+    const nb_bf16 *X;
+    const float *ref;
+    int n, ok;
+} conc;
+
+static void *conc_main(void *p)
+{
+    conc *c = p;
+    size_t out = (size_t)c->n * nb_wmat_rows(c->W);
+    float *y = malloc(out * 4);
+    c->ok = 1;
+    for (int r = 0; r < 20; r++) {
+        nb_linear_bf16_f32out(c->W, c->X, c->n, y);
+        if (memcmp(y, c->ref, out * 4))
+            c->ok = 0;
+    }
+    free(y);
+    return NULL;
+}
+
+/* Two callers at once: one gets the pool, the other runs inline; both
+ * must get the right answer (and TSan must stay quiet). */
+static void test_concurrent_callers(void **state)
+{
+    (void)state;
+    nb_isa isa = n_fast ? fast[0] : NB_ISA_PORTABLE;
+    use(isa);
+    threads(2);
+    nb_wmat *W = kt_wmat(NB_W_BF16, 256, 576);
+    assert_non_null(W);
+    int n = 3;
+    nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * 576);
+    kt_fill_bf16(X, (size_t)n * 576, 1.0f);
+    float *ref = malloc(sizeof(float) * (size_t)n * 256);
+    nb_linear_bf16_f32out(W, X, n, ref);
+    conc c[2] = {{W, X, ref, n, 0}, {W, X, ref, n, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, conc_main, &c[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_true(c[0].ok && c[1].ok);
+    /* more threads than cores, then back */
+    threads(3);
+    float *y = malloc(sizeof(float) * (size_t)n * 256);
+    nb_linear_bf16_f32out(W, X, n, y);
+    assert_memory_equal(ref, y, sizeof(float) * (size_t)n * 256);
+    threads(2);
+    free(y);
+    free(X);
+    free(ref);
+    nb_wmat_free(W);
+    use(NB_ISA_PORTABLE);
+}
+
+/* ---- top-k, dispatch, matrices ---------------------------------------------------- */
+
+static void test_topk_ties(void **state)
+{
+    (void)state;
+    float x[10] = {1.0f, 3.0f, 3.0f, NAN, 2.0f, 3.0f, -INFINITY, 2.0f, NAN, 0.5f};
+    int32_t ids[10];
+    float vals[10];
+    nb_topk_f32(x, 10, 4, ids, vals);
+    int32_t want[4] = {1, 2, 5, 4}; /* ties to the smaller index */
+    assert_memory_equal(ids, want, sizeof want);
+    nb_topk_f32(x, 10, 10, ids, vals);
+    int32_t all[10] = {1, 2, 5, 4, 7, 0, 9, 6, 3, 8}; /* NaN last, in index order */
+    assert_memory_equal(ids, all, sizeof all);
+    float same[5] = {7, 7, 7, 7, 7};
+    nb_topk_f32(same, 5, 1, ids, vals);
+    assert_int_equal(ids[0], 0);
+}
+
+static void test_dispatch(void **state)
+{
+    (void)state;
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(-1, &err), NB_EINVAL);
+    assert_int_equal(nb_kernels_init(1025, &err), NB_EINVAL);
+    assert_int_equal(nb_kernels_set_isa((nb_isa)7, &err), NB_EINVAL);
+    assert_string_equal(nb_isa_name(NB_ISA_AVX512BF16), "avx512bf16");
+    if (n_fast < 2) {
+        err.msg[0] = '\0';
+        assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX512BF16, &err), NB_EUNSUPPORTED);
+        assert_non_null(strstr(err.msg, "avx512bf16"));
+    }
+    assert_int_equal(nb_kernels_init(0, &err), NB_OK);
+    assert_true(nb_kernels_threads() >= 1);
+    threads(2);
+    nb_wmat *w;
+    assert_int_equal(nb_wmat_create(NB_W_Q4_1, 4, 40, &w, &err), NB_EINVAL);
+    assert_int_equal(nb_wmat_create(NB_W_BF16, 0, 40, &w, &err), NB_EINVAL);
+}
+
+static void test_get_row(void **state)
+{
+    (void)state;
+    nb_wmat *W = kt_wmat(NB_W_Q4_1, 3, 64);
+    assert_non_null(W);
+    float row[64], blk0[32], blk1[32];
+    nb_wmat_get_row_f32(W, 2, row);
+    nb_q4_1_block_f32(W->data + 2 * W->row_bytes, blk0);
+    nb_q4_1_block_f32(W->data + 2 * W->row_bytes + 20, blk1);
+    assert_memory_equal(row, blk0, sizeof blk0);
+    assert_memory_equal(row + 32, blk1, sizeof blk1);
+    nb_wmat_free(W);
+    /* and the block function is gguf-py's formula */
+    uint8_t blk[20] = {0};
+    uint16_t d = 0x3c00 /* 1.0 */, m = 0xc000 /* -2.0 */;
+    memcpy(blk, &d, 2);
+    memcpy(blk + 2, &m, 2);
+    blk[4] = 0x53; /* q[0] = 3, q[16] = 5 */
+    float out[32];
+    nb_q4_1_block_f32(blk, out);
+    assert_true(out[0] == 1.0f && out[16] == 3.0f && out[1] == -2.0f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_bf16_weights),
+        cmocka_unit_test(test_linear_quantized_weights),
+        cmocka_unit_test(test_linear_f32),
+        cmocka_unit_test(test_linear_model_shapes),
+        cmocka_unit_test(test_rmsnorm_add),
+        cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_attention_decode),
+        cmocka_unit_test(test_attention_prefill),
+        cmocka_unit_test(test_concurrent_callers),
+        cmocka_unit_test(test_topk_ties),
+        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_get_row),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
