@@ -1,16 +1,5 @@
 /* bench_rpc: round-trip latency of an nb_rpc call (tiny payload) against a
  * plain nng req/rep ping, same run, over inproc, ipc and tcp. */
-
-/* Built only once nb_proto is linked into bench/ (top CMakeLists.txt). */
-#if !__has_include("nb_rpc.h")
-#include <stdio.h>
-int main(void)
-{
-    fprintf(stderr, "bench_rpc: nb_proto is not linked into bench/; nothing to measure\n");
-    return 2;
-}
-#else
-
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,5 +195,3 @@ int main(void)
         unlink(ipc[i] + strlen("ipc://"));
     return 0;
 }
-
-#endif /* __has_include("nb_rpc.h") */

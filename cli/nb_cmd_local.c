@@ -108,8 +108,9 @@ int nb_cmd_run(int argc, char **argv)
 {
     common_flags c = {0};
     const char *prompt = NULL;
-    int n_tokens = 100, reps = 3, warmup = 1, chat = -1, help = 0;
+    int n_tokens = 100, reps = 3, warmup = 1, chat = -1, help = 0, ignore_eos = 0;
     nb_opt opts[] = {
+        {"ignore-eos", NB_OPT_FLAG, &ignore_eos, 0, 0, "generate all n-tokens (benchmarks)"},
         COMMON_OPTS(c),
         {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt text"},
         {"n-tokens", NB_OPT_INT, &n_tokens, 1, 65536, "tokens to generate (default 100)"},
@@ -134,6 +135,7 @@ int nb_cmd_run(int argc, char **argv)
     ro.reps = reps;
     ro.warmup = warmup;
     ro.chat = chat == 1 ? 1 : chat == 2 ? 0 : -1;
+    ro.stop_eog = !ignore_eos;
     nb_run_result r;
     if (nb_bench_run(d, &ro, &r, &err)) {
         nb_deploy_close(d);

@@ -9,6 +9,12 @@
 #include "nb_avx2_simd.h"
 #include "nb_kernels_impl.h"
 
+/* Pins a loaded vector in a register: GCC otherwise folds each use into a
+ * memory operand, and a tile that reuses a load from registers turns into
+ * twice the loads (Zen 3 retires two 256-bit loads a cycle: that, not the
+ * arithmetic, then bounds the GEMM). */
+#define IN_REG(v) __asm__("" : "+x"(v))
+
 /* ---- linear layers -----------------------------------------------------------
  * Every output is the portable dot: lane l of an 8-lane accumulator sums
  * x[t+l]*w[t+l] over t = 0, 8, ...; then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7));
@@ -17,96 +23,67 @@
  * on Zen the adders and multipliers are separate pipes, so this costs no
  * throughput, and the result is exact against portable.
  *
- * n < GEMM_MIN_N (decode): groups of 8 weight rows stream once per X row,
- * converted in registers. Larger n (prefill): a group of 4 weight rows is
- * converted to fp32 once into scratch and reused by a 4x2 register tile
- * over a block of X rows that stays in L2. */
+ * Weights are PACK8 (nb_kernels_impl.h): 8 rows interleaved so a group
+ * streams as one sequential read with 8 independent accumulators (on Zen 3
+ * eight separate row streams get half the bandwidth of one). n <
+ * GEMM_MIN_N (decode): each group streams once per X row, converted in
+ * registers. Larger n (prefill): each group becomes fp32 rows in scratch
+ * once per block of X rows (sized for L2) and meets every X row pair of the
+ * block in 4x2 register tiles. */
 #define GEMM_MIN_N 4
-#define XBLOCK_BYTES (192 * 1024)
+#define XBLOCK_BYTES (384 * 1024)
 
-/* 8 weights of row w at t as fp32 (exact). */
-static inline __m256 lw_bf16(const void *w, int t)
+/* K % 8 tail of one dot (w: that row's tail elements), portable order. */
+static inline float tail_dot(int bf16, const float *x, const uint8_t *w, int tail, float s)
 {
-    return nb_ld_bf16x8((const nb_bf16 *)w + t);
-}
-
-static inline __m256 lw_f32(const void *w, int t)
-{
-    return _mm256_loadu_ps((const float *)w + t);
-}
-
-static inline float w_scalar(nb_wtype ty, const void *w, int t)
-{
-    return ty == NB_W_BF16 ? nb_bf16_to_f32(((const nb_bf16 *)w)[t]) : ((const float *)w)[t];
-}
-
-/* Stores outputs s[0..cnt) of X row i at columns j.. */
-static inline void put_row(void *Y, int f32out, size_t ld, int i, int j, __m256 s, int cnt)
-{
-    if (f32out) {
-        float *y = (float *)Y + (size_t)i * ld + j;
-        if (cnt == 8) {
-            _mm256_storeu_ps(y, s);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, s);
-            memcpy(y, tmp, sizeof(float) * (size_t)cnt);
-        }
-    } else {
-        nb_bf16 *y = (nb_bf16 *)Y + (size_t)i * ld + j;
-        __m128i b = nb_st_bf16x8(s);
-        if (cnt == 8) {
-            _mm_storeu_si128((__m128i *)y, b);
-        } else {
-            nb_bf16 tmp[8];
-            _mm_storeu_si128((__m128i *)tmp, b);
-            memcpy(y, tmp, sizeof(nb_bf16) * (size_t)cnt);
-        }
-    }
-}
-
-/* K % 8 tail of one dot, in the portable order. */
-static inline float dot_tail(nb_wtype ty, const float *x, const void *w, int t, int K, float s)
-{
-    for (; t < K; t++)
-        s += x[t] * w_scalar(ty, w, t);
+    for (int t = 0; t < tail; t++)
+        s += x[t] * (bf16 ? nb_bf16_to_f32(((const nb_bf16 *)w)[t]) : ((const float *)w)[t]);
     return s;
 }
 
-/* Eight rows (w[r] row pointers) against one fp32 X row: decode's GEMV. */
-static void gemv8_dense(nb_wtype ty, const float *x, const void *const w[8], int K, float out[8])
+/* Eight rows of a group against one fp32 X row. */
+#define GEMV8_DENSE(NAME, ES, LW)                                                              \
+    static void NAME(const float *x, const uint8_t *grp, int K, float out[8])                  \
+    {                                                                                          \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,          \
+               a6 = a0, a7 = a0;                                                               \
+        int K8 = K & ~7;                                                                       \
+        const uint8_t *p = grp;                                                                \
+        for (int t = 0; t < K8; t += 8, p += 64 * (ES)) {                                      \
+            __m256 xv = _mm256_loadu_ps(x + t);                                                \
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, LW(p)));                                  \
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, LW(p + 8 * (ES))));                       \
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, LW(p + 16 * (ES))));                      \
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, LW(p + 24 * (ES))));                      \
+            a4 = _mm256_add_ps(a4, _mm256_mul_ps(xv, LW(p + 32 * (ES))));                      \
+            a5 = _mm256_add_ps(a5, _mm256_mul_ps(xv, LW(p + 40 * (ES))));                      \
+            a6 = _mm256_add_ps(a6, _mm256_mul_ps(xv, LW(p + 48 * (ES))));                      \
+            a7 = _mm256_add_ps(a7, _mm256_mul_ps(xv, LW(p + 56 * (ES))));                      \
+        }                                                                                      \
+        _mm256_storeu_ps(out, nb_reduce8(a0, a1, a2, a3, a4, a5, a6, a7));                     \
+        int tail = K - K8;                                                                     \
+        if (tail)                                                                              \
+            for (int r = 0; r < 8; r++)                                                        \
+                out[r] = tail_dot((ES) == 2, x + K8, p + (size_t)r * tail * (ES), tail, out[r]); \
+    }
+
+static inline __m256 lw_bf16(const uint8_t *p)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-           a7 = a0;
-    int K8 = K & ~7, t = 0;
-#define GEMV_BODY(LW)                                                                          \
-    for (; t < K8; t += 8) {                                                                   \
-        __m256 xv = _mm256_loadu_ps(x + t);                                                    \
-        a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, LW(w[0], t)));                                \
-        a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, LW(w[1], t)));                                \
-        a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, LW(w[2], t)));                                \
-        a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, LW(w[3], t)));                                \
-        a4 = _mm256_add_ps(a4, _mm256_mul_ps(xv, LW(w[4], t)));                                \
-        a5 = _mm256_add_ps(a5, _mm256_mul_ps(xv, LW(w[5], t)));                                \
-        a6 = _mm256_add_ps(a6, _mm256_mul_ps(xv, LW(w[6], t)));                                \
-        a7 = _mm256_add_ps(a7, _mm256_mul_ps(xv, LW(w[7], t)));                                \
-    }
-    if (ty == NB_W_BF16) {
-        GEMV_BODY(lw_bf16)
-    } else {
-        GEMV_BODY(lw_f32)
-    }
-#undef GEMV_BODY
-    _mm256_storeu_ps(out, nb_reduce8(a0, a1, a2, a3, a4, a5, a6, a7));
-    if (K8 < K)
-        for (int r = 0; r < 8; r++)
-            out[r] = dot_tail(ty, x, w[r], K8, K, out[r]);
+    return nb_ld_bf16x8((const nb_bf16 *)p);
 }
 
-/* Four weight rows against two X rows (and, with x1 == x0, against one):
+static inline __m256 lw_f32(const uint8_t *p)
+{
+    return _mm256_loadu_ps((const float *)p);
+}
+
+GEMV8_DENSE(gemv8_bf16, 2, lw_bf16)
+GEMV8_DENSE(gemv8_f32, 4, lw_f32)
+
+/* Four fp32 weight rows against two X rows (x1 == x0 for one):
  * out[c*4 + r] = dot(x_c, w_r). */
-static void tile4x2_dense(nb_wtype ty, const float *x0, const float *x1, const void *const w[4],
-                          int K, float out[8])
+static void tile4x2_dense(const float *x0, const float *x1, const float *const w[4], int K,
+                          float out[8])
 {
     __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
     __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
@@ -114,24 +91,31 @@ static void tile4x2_dense(nb_wtype ty, const float *x0, const float *x1, const v
     int K8 = K & ~7, t = 0;
     for (; t < K8; t += 8) {
         __m256 xa = _mm256_loadu_ps(x0 + t), xb = _mm256_loadu_ps(x1 + t);
+        IN_REG(xa);
+        IN_REG(xb);
         __m256 v = _mm256_loadu_ps(w0 + t);
+        IN_REG(v);
         a00 = _mm256_add_ps(a00, _mm256_mul_ps(xa, v));
         a01 = _mm256_add_ps(a01, _mm256_mul_ps(xb, v));
         v = _mm256_loadu_ps(w1 + t);
+        IN_REG(v);
         a10 = _mm256_add_ps(a10, _mm256_mul_ps(xa, v));
         a11 = _mm256_add_ps(a11, _mm256_mul_ps(xb, v));
         v = _mm256_loadu_ps(w2 + t);
+        IN_REG(v);
         a20 = _mm256_add_ps(a20, _mm256_mul_ps(xa, v));
         a21 = _mm256_add_ps(a21, _mm256_mul_ps(xb, v));
         v = _mm256_loadu_ps(w3 + t);
+        IN_REG(v);
         a30 = _mm256_add_ps(a30, _mm256_mul_ps(xa, v));
         a31 = _mm256_add_ps(a31, _mm256_mul_ps(xb, v));
     }
     _mm256_storeu_ps(out, nb_reduce8(a00, a10, a20, a30, a01, a11, a21, a31));
-    if (K8 < K)
+    int tail = K - K8;
+    if (tail)
         for (int r = 0; r < 4; r++) {
-            out[r] = dot_tail(ty, x0, w[r], K8, K, out[r]);
-            out[4 + r] = dot_tail(ty, x1, w[r], K8, K, out[4 + r]);
+            out[r] = tail_dot(0, x0 + K8, (const uint8_t *)(w[r] + K8), tail, out[r]);
+            out[4 + r] = tail_dot(0, x1 + K8, (const uint8_t *)(w[r] + K8), tail, out[4 + r]);
         }
 }
 
@@ -146,13 +130,14 @@ static inline void deq_q4_1(const uint8_t *blk, __m256 w[4])
     memcpy(&dm32, blk, 4);
     __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32));
     __m256 d = _mm256_broadcastss_ps(dm), m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
-    __m128i qs = _mm_loadu_si128((const __m128i *)(blk + 4));
-    __m128i mask = _mm_set1_epi8(15);
-    __m128i lo = _mm_and_si128(qs, mask), hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);
-    w[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)), d, m);
-    w[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))), d, m);
-    w[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)), d, m);
-    w[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))), d, m);
+    /* byte j of qs holds q[j] (low nibble) and q[j+16] (high nibble) */
+    __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 4)));
+    __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 12)));
+    __m256i f = _mm256_set1_epi32(15);
+    w[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v0, f)), d, m);
+    w[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v1, f)), d, m);
+    w[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4)), d, m);
+    w[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4)), d, m);
 }
 
 /* Q8_0: d * q, exact in fp32 (11 + 8 significant bits). */
@@ -168,40 +153,44 @@ static inline void deq_q8_0(const uint8_t *blk, __m256 w[4])
     }
 }
 
-static inline void deq_block(nb_wtype ty, const uint8_t *blk, __m256 w[4])
-{
-    if (ty == NB_W_Q4_1)
-        deq_q4_1(blk, w);
-    else
-        deq_q8_0(blk, w);
-}
-
-/* Eight quantized rows against one X row (fp32): per block, eight lane sums
- * (the first product starts them: 0 + p only differs from p in the sign of
- * a zero, and a block sum's zero sign cannot change s, which starts at +0
- * and never becomes -0), the tree, then s += block sum. */
-static void gemv8_quant(nb_wtype ty, const float *x, const uint8_t *const w[8], int K,
-                        float out[8])
-{
-    size_t bb = ty == NB_W_Q4_1 ? 20 : 34;
-    __m256 s = _mm256_setzero_ps();
-    for (int b = 0; b < K / 32; b++) {
-        const float *xb = x + b * 32;
-        __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
-        __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
-        __m256 acc[8], v[4];
-        for (int r = 0; r < 8; r++) {
-            deq_block(ty, w[r] + b * bb, v);
-            __m256 a = _mm256_mul_ps(x0, v[0]);
-            a = _mm256_add_ps(a, _mm256_mul_ps(x1, v[1]));
-            a = _mm256_add_ps(a, _mm256_mul_ps(x2, v[2]));
-            acc[r] = _mm256_add_ps(a, _mm256_mul_ps(x3, v[3]));
-        }
-        s = _mm256_add_ps(
-            s, nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]));
+/* One block's eight lane sums against x (32 fp32). The first product
+ * starts them: 0 + p only differs from p in the sign of a zero, and a
+ * block sum's zero sign cannot change s, which starts at +0 and never
+ * becomes -0. */
+#define BLOCK_LANES(NAME, DEQ)                                                                 \
+    static inline __m256 NAME(const float *xb, const uint8_t *blk)                             \
+    {                                                                                          \
+        __m256 v[4];                                                                           \
+        DEQ(blk, v);                                                                           \
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(xb), v[0]);                                   \
+        a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 8), v[1]));                    \
+        a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 16), v[2]));                   \
+        return _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 24), v[3]));                \
     }
-    _mm256_storeu_ps(out, s);
-}
+
+BLOCK_LANES(lanes_q4_1, deq_q4_1)
+BLOCK_LANES(lanes_q8_0, deq_q8_0)
+
+/* A group's eight quantized rows against one X row: per block the 8 lane
+ * sums, the tree (one nb_reduce8 for the 8 rows), s += block sum. */
+#define GEMV8_QUANT(NAME, BB, LANES)                                                           \
+    static void NAME(const float *x, const uint8_t *grp, int K, float out[8])                  \
+    {                                                                                          \
+        __m256 s = _mm256_setzero_ps();                                                        \
+        const uint8_t *p = grp;                                                                \
+        for (int b = 0; b < K / 32; b++, p += 8 * (BB)) {                                      \
+            const float *xb = x + b * 32;                                                      \
+            s = _mm256_add_ps(                                                                 \
+                s, nb_reduce8(LANES(xb, p), LANES(xb, p + (BB)), LANES(xb, p + 2 * (BB)),      \
+                              LANES(xb, p + 3 * (BB)), LANES(xb, p + 4 * (BB)),                \
+                              LANES(xb, p + 5 * (BB)), LANES(xb, p + 6 * (BB)),                \
+                              LANES(xb, p + 7 * (BB))));                                       \
+        }                                                                                      \
+        _mm256_storeu_ps(out, s);                                                              \
+    }
+
+GEMV8_QUANT(gemv8_q4_1, 20, lanes_q4_1)
+GEMV8_QUANT(gemv8_q8_0, 34, lanes_q8_0)
 
 /* Four dequantized fp32 rows against two X rows, per-block sums as above. */
 static void tile4x2_quant(const float *x0, const float *x1, const float *const w[4], int K,
@@ -212,31 +201,43 @@ static void tile4x2_quant(const float *x0, const float *x1, const float *const w
         __m256 a00, a10, a20, a30, a01, a11, a21, a31;
         {
             __m256 xa = _mm256_loadu_ps(x0 + b), xb = _mm256_loadu_ps(x1 + b), v;
+            IN_REG(xa);
+            IN_REG(xb);
             v = _mm256_loadu_ps(w[0] + b);
+            IN_REG(v);
             a00 = _mm256_mul_ps(xa, v);
             a01 = _mm256_mul_ps(xb, v);
             v = _mm256_loadu_ps(w[1] + b);
+            IN_REG(v);
             a10 = _mm256_mul_ps(xa, v);
             a11 = _mm256_mul_ps(xb, v);
             v = _mm256_loadu_ps(w[2] + b);
+            IN_REG(v);
             a20 = _mm256_mul_ps(xa, v);
             a21 = _mm256_mul_ps(xb, v);
             v = _mm256_loadu_ps(w[3] + b);
+            IN_REG(v);
             a30 = _mm256_mul_ps(xa, v);
             a31 = _mm256_mul_ps(xb, v);
         }
         for (int t = b + 8; t < b + 32; t += 8) {
             __m256 xa = _mm256_loadu_ps(x0 + t), xb = _mm256_loadu_ps(x1 + t);
+            IN_REG(xa);
+            IN_REG(xb);
             __m256 v = _mm256_loadu_ps(w[0] + t);
+            IN_REG(v);
             a00 = _mm256_add_ps(a00, _mm256_mul_ps(xa, v));
             a01 = _mm256_add_ps(a01, _mm256_mul_ps(xb, v));
             v = _mm256_loadu_ps(w[1] + t);
+            IN_REG(v);
             a10 = _mm256_add_ps(a10, _mm256_mul_ps(xa, v));
             a11 = _mm256_add_ps(a11, _mm256_mul_ps(xb, v));
             v = _mm256_loadu_ps(w[2] + t);
+            IN_REG(v);
             a20 = _mm256_add_ps(a20, _mm256_mul_ps(xa, v));
             a21 = _mm256_add_ps(a21, _mm256_mul_ps(xb, v));
             v = _mm256_loadu_ps(w[3] + t);
+            IN_REG(v);
             a30 = _mm256_add_ps(a30, _mm256_mul_ps(xa, v));
             a31 = _mm256_add_ps(a31, _mm256_mul_ps(xb, v));
         }
@@ -247,72 +248,86 @@ static void tile4x2_quant(const float *x0, const float *x1, const float *const w
 
 /* ---- drivers ------------------------------------------------------------------ */
 
-static inline const void *wrow(const nb_wmat *W, int j)
+static void store_outs(void *Y, int f32out, size_t ld, int i, int j, const float *o, int cnt)
 {
-    return W->data + (size_t)j * W->row_bytes;
+    if (f32out) {
+        memcpy((float *)Y + (size_t)i * ld + j, o, sizeof(float) * (size_t)cnt);
+        return;
+    }
+    nb_bf16 *y = (nb_bf16 *)Y + (size_t)i * ld + j;
+    if (cnt == 8) {
+        _mm_storeu_si128((__m128i *)y, nb_st_bf16x8(_mm256_loadu_ps(o)));
+        return;
+    }
+    for (int r = 0; r < cnt; r++)
+        y[r] = nb_f32_to_bf16(o[r]);
 }
 
-/* Decode-sized n: every group of 8 rows streams once per X row. Rows past
- * j1 in the last group repeat row j1-1 and are not stored. */
+typedef void (*gemv8_fn)(const float *x, const uint8_t *grp, int K, float out[8]);
+
+static gemv8_fn gemv8_for(nb_wtype t)
+{
+    switch (t) {
+    case NB_W_BF16: return gemv8_bf16;
+    case NB_W_F32: return gemv8_f32;
+    case NB_W_Q4_1: return gemv8_q4_1;
+    case NB_W_Q8_0: return gemv8_q8_0;
+    }
+    return gemv8_bf16;
+}
+
+/* Decode-sized n: each group streams once per X row (n < GEMM_MIN_N: the
+ * group is still in L1 for the next X row). j0 is a multiple of 8. */
 static void gemv_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32out, int j0,
                       int j1)
 {
-    int K = W->cols, quant = W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0;
+    int K = W->cols;
+    gemv8_fn fn = gemv8_for(W->type);
     for (int j = j0; j < j1; j += 8) {
         int cnt = j1 - j < 8 ? j1 - j : 8;
-        const void *w[8];
-        for (int r = 0; r < 8; r++)
-            w[r] = wrow(W, j + (r < cnt ? r : cnt - 1));
+        const uint8_t *grp = nb_wmat_group(W, j / 8);
         for (int i = 0; i < n; i++) {
             float o[8];
-            if (quant)
-                gemv8_quant(W->type, xs + (size_t)i * K, (const uint8_t *const *)w, K, o);
+            fn(xs + (size_t)i * K, grp, K, o);
+            store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);
+        }
+    }
+}
+
+/* The 8 rows of a group as fp32 rows of K in ws (exact). */
+static void group_to_f32(const nb_wmat *W, const uint8_t *grp, float *ws)
+{
+    int K = W->cols, K8 = K & ~7, tail = K - K8;
+    if (W->type == NB_W_BF16 || W->type == NB_W_F32) {
+        int bf = W->type == NB_W_BF16;
+        size_t es = bf ? 2 : 4;
+        const uint8_t *p = grp;
+        for (int t = 0; t < K8; t += 8)
+            for (int r = 0; r < 8; r++, p += 8 * es)
+                _mm256_storeu_ps(ws + (size_t)r * K + t, bf ? lw_bf16(p) : lw_f32(p));
+        for (int r = 0; r < 8; r++)
+            for (int t = 0; t < tail; t++)
+                ws[(size_t)r * K + K8 + t] =
+                    bf ? nb_bf16_to_f32(((const nb_bf16 *)p)[r * tail + t])
+                       : ((const float *)p)[r * tail + t];
+        return;
+    }
+    size_t bb = W->type == NB_W_Q4_1 ? 20 : 34;
+    for (int b = 0; b < K / 32; b++)
+        for (int r = 0; r < 8; r++) {
+            __m256 v[4];
+            const uint8_t *blk = grp + ((size_t)b * 8 + r) * bb;
+            if (W->type == NB_W_Q4_1)
+                deq_q4_1(blk, v);
             else
-                gemv8_dense(W->type, xs + (size_t)i * K, w, K, o);
-            put_row(Y, f32out, (size_t)W->rows, i, j, _mm256_loadu_ps(o), cnt);
+                deq_q8_0(blk, v);
+            for (int c = 0; c < 4; c++)
+                _mm256_storeu_ps(ws + (size_t)r * K + b * 32 + c * 8, v[c]);
         }
-    }
 }
 
-/* Weight rows j..j+cnt-1 as fp32 rows of K in ws (stride K). */
-static void convert_rows(const nb_wmat *W, int j, int cnt, float *ws)
-{
-    int K = W->cols;
-    for (int r = 0; r < cnt; r++) {
-        const void *src = wrow(W, j + r);
-        float *dst = ws + (size_t)r * K;
-        if (W->type == NB_W_BF16) {
-            const nb_bf16 *b = src;
-            int t = 0;
-            for (; t + 8 <= K; t += 8)
-                _mm256_storeu_ps(dst + t, nb_ld_bf16x8(b + t));
-            for (; t < K; t++)
-                dst[t] = nb_bf16_to_f32(b[t]);
-        } else {
-            size_t bb = W->type == NB_W_Q4_1 ? 20 : 34;
-            for (int b = 0; b < K / 32; b++) {
-                __m256 v[4];
-                deq_block(W->type, (const uint8_t *)src + b * bb, v);
-                for (int c = 0; c < 4; c++)
-                    _mm256_storeu_ps(dst + b * 32 + c * 8, v[c]);
-            }
-        }
-    }
-}
-
-static void store4(void *Y, int f32out, size_t ld, int i, int j, const float *o, int cnt)
-{
-    for (int r = 0; r < cnt; r++) {
-        if (f32out)
-            ((float *)Y)[(size_t)i * ld + j + r] = o[r];
-        else
-            ((nb_bf16 *)Y)[(size_t)i * ld + j + r] = nb_f32_to_bf16(o[r]);
-    }
-}
-
-/* Prefill-sized n: X rows in L2-sized blocks; per block, each group of 4
- * weight rows becomes fp32 once (f32 weights are used in place) and meets
- * every X row pair of the block in registers. */
+/* Prefill-sized n: X rows in L2-sized blocks; per block, each group of 8
+ * rows becomes fp32 once and meets every X row pair in registers. */
 static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32out, int j0,
                       int j1, float *ws)
 {
@@ -322,28 +337,32 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
     xb = xb < 2 ? 2 : xb & ~1;
     for (int i0 = 0; i0 < n; i0 += xb) {
         int i1 = i0 + xb < n ? i0 + xb : n;
-        for (int j = j0; j < j1; j += 4) {
-            int cnt = j1 - j < 4 ? j1 - j : 4;
-            const void *w[4];
-            if (W->type == NB_W_F32) {
-                for (int r = 0; r < 4; r++)
-                    w[r] = wrow(W, j + (r < cnt ? r : cnt - 1));
-            } else {
-                convert_rows(W, j, cnt, ws);
-                for (int r = 0; r < 4; r++)
-                    w[r] = ws + (size_t)(r < cnt ? r : cnt - 1) * K;
-            }
-            for (int i = i0; i < i1; i += 2) {
-                const float *x0 = xs + (size_t)i * K;
-                const float *x1 = i + 1 < i1 ? x0 + K : x0;
-                float o[8];
-                if (quant)
-                    tile4x2_quant(x0, x1, (const float *const *)w, K, o);
-                else
-                    tile4x2_dense(NB_W_F32, x0, x1, w, K, o); /* rows are fp32 now */
-                store4(Y, f32out, ld, i, j, o, cnt);
-                if (i + 1 < i1)
-                    store4(Y, f32out, ld, i + 1, j, o + 4, cnt);
+        for (int j = j0; j < j1; j += 8) {
+            int cnt = j1 - j < 8 ? j1 - j : 8;
+            group_to_f32(W, nb_wmat_group(W, j / 8), ws);
+            /* With the group's fp32 rows in L1 (K <= 768), both halves use
+             * each X pair while it is in L1: X streams from L2 once per
+             * group, not twice. */
+            int inner = (size_t)8 * K * 4 <= 24 * 1024;
+            for (int o = 0; o < (inner ? i1 - i0 : 8); o += inner ? 2 : 4) {
+                for (int q = 0; q < (inner ? 8 : i1 - i0); q += inner ? 4 : 2) {
+                    int h = inner ? q : o, i = i0 + (inner ? o : q);
+                    if (h >= cnt)
+                        continue;
+                    const float *w[4] = {ws + (size_t)h * K, ws + (size_t)(h + 1) * K,
+                                         ws + (size_t)(h + 2) * K, ws + (size_t)(h + 3) * K};
+                    int hc = cnt - h < 4 ? cnt - h : 4;
+                    const float *x0 = xs + (size_t)i * K;
+                    const float *x1 = i + 1 < i1 ? x0 + K : x0;
+                    float out[8];
+                    if (quant)
+                        tile4x2_quant(x0, x1, w, K, out);
+                    else
+                        tile4x2_dense(x0, x1, w, K, out);
+                    store_outs(Y, f32out, ld, i, j + h, out, hc);
+                    if (i + 1 < i1)
+                        store_outs(Y, f32out, ld, i + 1, j + h, out + 4, hc);
+                }
             }
         }
     }
@@ -355,8 +374,16 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     int K = W->cols;
     size_t xn = ((size_t)n * K + 15) & ~(size_t)15;
     int gemm = n >= GEMM_MIN_N;
-    float *xs = nb_scratch_or_die(sizeof(float) * (xn + (gemm ? 4 * (size_t)K : 0)));
-    if (xbf16) {
+    float *xs = nb_scratch_or_die(sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0)));
+    /* Later slices of the same call on this thread find X converted. */
+    static _Thread_local struct {
+        uint64_t id;
+        const void *X;
+        int n, K;
+    } last;
+    if (nb_call_id && last.id == nb_call_id && last.X == X && last.n == n && last.K == K) {
+        /* xs already holds X */
+    } else if (xbf16) {
         const nb_bf16 *xb = X;
         size_t cnt = (size_t)n * K, t = 0;
         for (; t + 8 <= cnt; t += 8)
@@ -366,6 +393,10 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     } else {
         memcpy(xs, X, sizeof(float) * (size_t)n * K);
     }
+    last.id = nb_call_id;
+    last.X = X;
+    last.n = n;
+    last.K = K;
     if (gemm)
         gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
     else
@@ -375,19 +406,25 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
 void nb_avx2_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                          int j1)
 {
+    if (W->layout != NB_LAYOUT_PACK8) { /* finished under another path */
+        nb_kernels_portable.linear_bf16(W, X, n, Y, f32out, j0, j1);
+        return;
+    }
     linear_any(W, X, 1, n, Y, f32out, j0, j1);
 }
 
 static void avx2_linear_f32(const nb_wmat *W, const float *X, int n, float *Y, int j0, int j1)
 {
+    if (W->layout != NB_LAYOUT_PACK8) {
+        nb_kernels_portable.linear_f32(W, X, n, Y, j0, j1);
+        return;
+    }
     linear_any(W, X, 0, n, Y, 1, j0, j1);
 }
 
 static nb_code avx2_wmat_finish(nb_wmat *w, nb_err *err)
 {
-    (void)w; /* row-major is the layout both GEMV and the GEMM tiles stream */
-    (void)err;
-    return NB_OK;
+    return nb_wmat_place(w, NB_LAYOUT_PACK8, err);
 }
 
 /* ---- element-wise -------------------------------------------------------------- */
@@ -461,6 +498,34 @@ static void avx2_add_bf16(nb_bf16 *x, const nb_bf16 *d, size_t n)
         x[i] = nb_f32_to_bf16(nb_bf16_to_f32(x[i]) + nb_bf16_to_f32(d[i]));
 }
 
+/* RoPE as the reference: a' = bf16(bf16(a*c) + bf16(-b*s)),
+ * b' = bf16(bf16(b*c) + bf16(a*s)), 8 pairs at a time. */
+static void avx2_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin)
+{
+    int half = hd / 2;
+    const __m256 neg = _mm256_set1_ps(-0.0f);
+    for (int h = 0; h < n_heads; h++) {
+        nb_bf16 *v = x + (size_t)h * hd;
+        int i = 0;
+        for (; i + 8 <= half; i += 8) {
+            __m256 a = nb_ld_bf16x8(v + i), b = nb_ld_bf16x8(v + half + i);
+            __m256 c = _mm256_loadu_ps(cos + i), s = _mm256_loadu_ps(sin + i);
+            __m256 lo = _mm256_add_ps(nb_round_bf16x8(_mm256_mul_ps(a, c)),
+                                      nb_round_bf16x8(_mm256_mul_ps(_mm256_xor_ps(b, neg), s)));
+            __m256 hi = _mm256_add_ps(nb_round_bf16x8(_mm256_mul_ps(b, c)),
+                                      nb_round_bf16x8(_mm256_mul_ps(a, s)));
+            _mm_storeu_si128((__m128i *)(v + i), nb_st_bf16x8(lo));
+            _mm_storeu_si128((__m128i *)(v + half + i), nb_st_bf16x8(hi));
+        }
+        for (; i < half; i++) {
+            float a = nb_bf16_to_f32(v[i]), b = nb_bf16_to_f32(v[i + half]);
+            float c = cos[i], s = sin[i];
+            v[i] = nb_f32_to_bf16(nb_round_bf16(a * c) + nb_round_bf16(-b * s));
+            v[i + half] = nb_f32_to_bf16(nb_round_bf16(b * c) + nb_round_bf16(a * s));
+        }
+    }
+}
+
 /* ---- attention ----------------------------------------------------------------
  * Per item (query rows [i0,i1) x heads [h0,h1) of one kv group), keys in
  * tiles of TK: each tile of K is converted once to fp32 and transposed so a
@@ -470,7 +535,82 @@ static void avx2_add_bf16(nb_bf16 *x, const nb_bf16 *d, size_t n)
  * weights e/sum. Then each V tile is converted once and every row's output
  * accumulates w[p]*v[p] over p in order (exact given the weights). Only exp
  * and the softmax sum differ from the reference, by fp32 rounding. */
-#define TK 128
+#define TK 64
+
+/* rows [p][hd] (p < pn, pn a multiple of 8) -> kt [hd][TK], 8x8 blocks
+ * transposed in registers. */
+static void transpose_tile(const float *rows, int pn, int hd, float *kt)
+{
+    int hd8 = hd & ~7;
+    for (int p = 0; p < pn; p += 8) {
+        for (int t = 0; t < hd8; t += 8) {
+            __m256 r0 = _mm256_loadu_ps(rows + (size_t)(p + 0) * hd + t);
+            __m256 r1 = _mm256_loadu_ps(rows + (size_t)(p + 1) * hd + t);
+            __m256 r2 = _mm256_loadu_ps(rows + (size_t)(p + 2) * hd + t);
+            __m256 r3 = _mm256_loadu_ps(rows + (size_t)(p + 3) * hd + t);
+            __m256 r4 = _mm256_loadu_ps(rows + (size_t)(p + 4) * hd + t);
+            __m256 r5 = _mm256_loadu_ps(rows + (size_t)(p + 5) * hd + t);
+            __m256 r6 = _mm256_loadu_ps(rows + (size_t)(p + 6) * hd + t);
+            __m256 r7 = _mm256_loadu_ps(rows + (size_t)(p + 7) * hd + t);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+            float *d = kt + (size_t)t * TK + p;
+            _mm256_storeu_ps(d + 0 * TK, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(d + 1 * TK, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * TK, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * TK, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * TK, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * TK, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * TK, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * TK, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        for (int t = hd8; t < hd; t++)
+            for (int k = 0; k < 8; k++)
+                kt[(size_t)t * TK + p + k] = rows[(size_t)(p + k) * hd + t];
+    }
+}
+
+/* Scores of four query vectors against keys [0, lim) of a tile (lim a
+ * multiple of 16): out[k][p] = scale * sum_t q_k[t] * kt[t][p], the sum in
+ * t order (exact against the reference). */
+static void scores4(const float *kt, const float *const q[4], int lim, int hd, float scale,
+                    float *const out[4])
+{
+    __m256 sc = _mm256_set1_ps(scale);
+    for (int p = 0; p < lim; p += 16) {
+        __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0,
+               b3 = a0;
+        const float *k = kt + p;
+        for (int t = 0; t < hd; t++, k += TK) {
+            __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
+            __m256 q0 = _mm256_broadcast_ss(q[0] + t), q1 = _mm256_broadcast_ss(q[1] + t);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(q0, k0));
+            b0 = _mm256_add_ps(b0, _mm256_mul_ps(q0, k1));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(q1, k0));
+            b1 = _mm256_add_ps(b1, _mm256_mul_ps(q1, k1));
+            __m256 q2 = _mm256_broadcast_ss(q[2] + t), q3 = _mm256_broadcast_ss(q[3] + t);
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(q2, k0));
+            b2 = _mm256_add_ps(b2, _mm256_mul_ps(q2, k1));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(q3, k0));
+            b3 = _mm256_add_ps(b3, _mm256_mul_ps(q3, k1));
+        }
+        /* out[] may repeat a row (fewer than four): identical values */
+        _mm256_storeu_ps(out[0] + p, _mm256_mul_ps(a0, sc));
+        _mm256_storeu_ps(out[0] + p + 8, _mm256_mul_ps(b0, sc));
+        _mm256_storeu_ps(out[1] + p, _mm256_mul_ps(a1, sc));
+        _mm256_storeu_ps(out[1] + p + 8, _mm256_mul_ps(b1, sc));
+        _mm256_storeu_ps(out[2] + p, _mm256_mul_ps(a2, sc));
+        _mm256_storeu_ps(out[2] + p + 8, _mm256_mul_ps(b2, sc));
+        _mm256_storeu_ps(out[3] + p, _mm256_mul_ps(a3, sc));
+        _mm256_storeu_ps(out[3] + p + 8, _mm256_mul_ps(b3, sc));
+    }
+}
 
 typedef struct attn_scr {
     float *kt;  /* [hd][TK] */
@@ -507,33 +647,38 @@ typedef struct attn_scr {
         memset(S.acc, 0, sizeof(float) * (size_t)nrh * hd);                                     \
         int kvh = h0 / group;                                                                   \
         const T *kbase = kc + (size_t)kvh * hd, *vbase = vc + (size_t)kvh * hd;                 \
-        /* pass 1: scores */                                                                    \
+        /* pass 1: scores (K tile rows -> fp32 in vt, transposed into kt) */                  \
         for (int p0 = 0; p0 < ctx; p0 += TK) {                                                  \
             int pn = ctx - p0 < TK ? ctx - p0 : TK, pn16 = (pn + 15) & ~15;                     \
-            for (int p = 0; p < pn16; p++)                                                      \
-                for (int t = 0; t < hd; t++)                                                    \
-                    S.kt[(size_t)t * TK + p] =                                                  \
-                        p < pn ? LD1(kbase[(size_t)(p0 + p) * kvdim + t]) : 0.0f;               \
-            for (int rh = 0; rh < nrh; rh++) {                                                  \
-                int len = a->pos0 + i0 + rh / nh + 1;                                           \
+            for (int p = 0; p < pn16; p++) {                                                    \
+                float *dst = S.vt + (size_t)p * hd;                                             \
+                const T *kr = kbase + (size_t)(p0 + p) * kvdim;                                 \
+                int t = 0;                                                                      \
+                if (p < pn) {                                                                   \
+                    for (; t + 8 <= hd; t += 8)                                                 \
+                        _mm256_storeu_ps(dst + t, LD8(kr + t));                                 \
+                    for (; t < hd; t++)                                                         \
+                        dst[t] = LD1(kr[t]);                                                    \
+                } else {                                                                        \
+                    memset(dst, 0, sizeof(float) * (size_t)hd);                                 \
+                }                                                                               \
+            }                                                                                   \
+            transpose_tile(S.vt, pn16, hd, S.kt);                                               \
+            for (int rh0 = 0; rh0 < nrh; rh0 += 4) {                                            \
+                int rc = nrh - rh0 < 4 ? nrh - rh0 : 4;                                         \
+                /* rows grow with rh: the group's last row sees the most keys */                \
+                int len = a->pos0 + i0 + (rh0 + rc - 1) / nh + 1;                               \
                 if (len <= p0)                                                                  \
                     continue;                                                                   \
                 int lim = len - p0 < pn16 ? len - p0 : pn16;                                    \
-                const float *qf = S.qf + (size_t)rh * hd;                                       \
-                float *srow = S.s + (size_t)rh * ctxp + p0;                                     \
-                for (int p = 0; p < lim; p += 16) {                                             \
-                    __m256 s0 = _mm256_setzero_ps(), s1 = s0;                                   \
-                    const float *kt = S.kt + p;                                                 \
-                    for (int t = 0; t < hd; t++) {                                              \
-                        __m256 qv = _mm256_broadcast_ss(qf + t);                                \
-                        s0 = _mm256_add_ps(s0, _mm256_mul_ps(qv, _mm256_loadu_ps(kt)));         \
-                        s1 = _mm256_add_ps(s1, _mm256_mul_ps(qv, _mm256_loadu_ps(kt + 8)));     \
-                        kt += TK;                                                               \
-                    }                                                                           \
-                    __m256 sc = _mm256_set1_ps(scale);                                          \
-                    _mm256_storeu_ps(srow + p, _mm256_mul_ps(s0, sc));                          \
-                    _mm256_storeu_ps(srow + p + 8, _mm256_mul_ps(s1, sc));                      \
+                const float *qs[4];                                                             \
+                float *out4[4];                                                                 \
+                for (int k = 0; k < 4; k++) {                                                   \
+                    int rh = rh0 + (k < rc ? k : rc - 1);                                       \
+                    qs[k] = S.qf + (size_t)rh * hd;                                             \
+                    out4[k] = S.s + (size_t)rh * ctxp + p0;                                     \
                 }                                                                               \
+                scores4(S.kt, qs, lim, hd, scale, out4);                                        \
             }                                                                                   \
         }                                                                                       \
         /* softmax per row-head, over its own len */                                            \
@@ -665,6 +810,7 @@ const nb_kernel_table nb_kernels_avx2 = {
     .silu_mul_bf16 = avx2_silu_mul_bf16,
     .silu_mul_f32 = avx2_silu_mul_f32,
     .add_bf16 = avx2_add_bf16,
+    .rope_bf16 = avx2_rope_bf16,
     .attention_bf16 = avx2_attention_bf16,
     .attention_f32 = avx2_attention_f32,
 };

@@ -54,6 +54,14 @@ static inline __m256 nb_reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m2
     return _mm256_add_ps(lo, hi);
 }
 
+/* The portable tree of one accumulator: ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). */
+static inline float nb_hsum8(__m256 a)
+{
+    __m256 h = _mm256_hadd_ps(a, a);
+    h = _mm256_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
 /* e^x on 8 lanes, within 2 ulp of glibc's expf over the whole float range:
  * x = n ln2 + r, |r| <= ln2/2, Cephes' degree-6 polynomial for e^r, then
  * two exact power-of-two scalings so results down to the subnormals round

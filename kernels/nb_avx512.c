@@ -33,6 +33,10 @@
 void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                       int j1);
 
+/* Weights are PACK8 (nb_kernels_impl.h), as for AVX2: per 8-element chunk,
+ * 64 bytes hold rows 0-3 of a group and the next 64 rows 4-7. One
+ * vdpbf16ps of those against the chunk of x repeated four times leaves
+ * each row's partial sums in its own four lanes. */
 #define GEMM_MIN_N 4
 #define XBLOCK_BYTES (256 * 1024)
 
@@ -43,28 +47,38 @@ static inline __m512bh as_bh(__m512i v)
     return r;
 }
 
-/* 32 bf16 at p + t; past the row end (K % 32 tails, which no model
- * shape has) zeros, which add nothing. */
-static inline __m512bh ld32(const nb_bf16 *p, int t, int K)
+static inline __m512bh ldw(const uint8_t *p)
 {
-    if (t + 32 <= K)
-        return as_bh(_mm512_loadu_si512((const void *)(p + t)));
-    nb_bf16 tmp[32] = {0};
-    memcpy(tmp, p + t, sizeof(nb_bf16) * (size_t)(K - t));
-    return as_bh(_mm512_loadu_si512((const void *)tmp));
+    return as_bh(_mm512_loadu_si512((const void *)p));
 }
 
-static inline __m256 fold(__m512 v)
+/* 8 bf16 of x at p, repeated in each 128-bit quarter. */
+static inline __m512bh ldx(const nb_bf16 *p)
 {
-    return _mm256_add_ps(_mm512_castps512_ps256(v),
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    return as_bh(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)));
 }
 
-/* Eight 16-lane accumulators to one vector of their eight sums. */
-static inline __m256 reduce8x16(const __m512 a[8])
+/* Lane sums of rows 0-3 (a) and 4-7 (b), four lanes per row, as 8 values. */
+static inline __m256 rows8(__m512 a, __m512 b)
 {
-    return nb_reduce8(fold(a[0]), fold(a[1]), fold(a[2]), fold(a[3]), fold(a[4]), fold(a[5]),
-                      fold(a[6]), fold(a[7]));
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0xb1));
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4e));
+    b = _mm512_add_ps(b, _mm512_permute_ps(b, 0xb1));
+    b = _mm512_add_ps(b, _mm512_permute_ps(b, 0x4e));
+    static const int32_t idx[16] = {0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
+    return _mm512_castps512_ps256(_mm512_permutex2var_ps(a, _mm512_loadu_si512(idx), b));
+}
+
+/* The K % 8 tail (fp32, in order) of the 8 rows of a group against x. */
+static void add_tails(const uint8_t *grp, const nb_bf16 *x, int K, float o[8])
+{
+    int K8 = K & ~7, tail = K - K8;
+    if (!tail)
+        return;
+    const nb_bf16 *tp = (const nb_bf16 *)(grp + (size_t)NB_PACK * K8 * 2);
+    for (int r = 0; r < 8; r++)
+        for (int t = 0; t < tail; t++)
+            o[r] += nb_bf16_to_f32(x[K8 + t]) * nb_bf16_to_f32(tp[r * tail + t]);
 }
 
 static void store(void *Y, int f32out, size_t ld, int i, int j, const float *o, int cnt)
@@ -77,76 +91,75 @@ static void store(void *Y, int f32out, size_t ld, int i, int j, const float *o, 
     }
 }
 
-static inline const nb_bf16 *row(const nb_wmat *W, int j)
-{
-    return (const nb_bf16 *)(W->data + (size_t)j * W->row_bytes);
-}
-
-/* Decode: eight weight rows stream against one activation row. */
+/* Decode: a group's 8 rows stream once per activation row. */
 static void gemv(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0, int j1)
 {
-    int K = W->cols;
+    int K = W->cols, nc = K / 8;
     for (int j = j0; j < j1; j += 8) {
         int cnt = j1 - j < 8 ? j1 - j : 8;
-        const nb_bf16 *w[8];
-        for (int r = 0; r < 8; r++)
-            w[r] = row(W, j + (r < cnt ? r : cnt - 1));
+        const uint8_t *grp = nb_wmat_group(W, j / 8);
         for (int i = 0; i < n; i++) {
             const nb_bf16 *x = X + (size_t)i * K;
-            __m512 a[8];
-            for (int r = 0; r < 8; r++)
-                a[r] = _mm512_setzero_ps();
-            for (int t = 0; t < K; t += 32) {
-                __m512bh xv = ld32(x, t, K);
-                for (int r = 0; r < 8; r++)
-                    a[r] = _mm512_dpbf16_ps(a[r], xv, ld32(w[r], t, K));
+            __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
+            int c = 0;
+            for (; c + 2 <= nc; c += 2) {
+                const uint8_t *p = grp + (size_t)c * 128;
+                __m512bh x0 = ldx(x + c * 8), x1 = ldx(x + c * 8 + 8);
+                a0 = _mm512_dpbf16_ps(a0, ldw(p), x0);
+                b0 = _mm512_dpbf16_ps(b0, ldw(p + 64), x0);
+                a1 = _mm512_dpbf16_ps(a1, ldw(p + 128), x1);
+                b1 = _mm512_dpbf16_ps(b1, ldw(p + 192), x1);
+            }
+            if (c < nc) {
+                const uint8_t *p = grp + (size_t)c * 128;
+                __m512bh x0 = ldx(x + c * 8);
+                a0 = _mm512_dpbf16_ps(a0, ldw(p), x0);
+                b0 = _mm512_dpbf16_ps(b0, ldw(p + 64), x0);
             }
             float o[8];
-            _mm256_storeu_ps(o, reduce8x16(a));
+            _mm256_storeu_ps(o, rows8(_mm512_add_ps(a0, a1), _mm512_add_ps(b0, b1)));
+            add_tails(grp, x, K, o);
             store(Y, f32out, (size_t)W->rows, i, j, o, cnt);
         }
     }
 }
 
-/* Prefill: 4 weight rows x 4 activation rows per register tile (16
+/* Prefill: a group's 8 rows x 4 activation rows per register tile (8
  * accumulators), activation rows in L2-sized blocks. */
 static void gemm(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0, int j1)
 {
-    int K = W->cols;
+    int K = W->cols, nc = K / 8;
     size_t ld = (size_t)W->rows;
     int xb = (int)(XBLOCK_BYTES / ((size_t)K * 2));
     xb = xb < 4 ? 4 : xb & ~3;
     for (int i0 = 0; i0 < n; i0 += xb) {
         int i1 = i0 + xb < n ? i0 + xb : n;
-        for (int j = j0; j < j1; j += 4) {
-            int wc = j1 - j < 4 ? j1 - j : 4;
-            const nb_bf16 *w[4];
-            for (int r = 0; r < 4; r++)
-                w[r] = row(W, j + (r < wc ? r : wc - 1));
+        for (int j = j0; j < j1; j += 8) {
+            int wc = j1 - j < 8 ? j1 - j : 8;
+            const uint8_t *grp = nb_wmat_group(W, j / 8);
             for (int i = i0; i < i1; i += 4) {
                 int xc = i1 - i < 4 ? i1 - i : 4;
                 const nb_bf16 *x[4];
                 for (int c = 0; c < 4; c++)
                     x[c] = X + (size_t)(i + (c < xc ? c : xc - 1)) * K;
-                __m512 a[16];
-                for (int k = 0; k < 16; k++)
-                    a[k] = _mm512_setzero_ps();
-                for (int t = 0; t < K; t += 32) {
-                    __m512bh x0 = ld32(x[0], t, K), x1 = ld32(x[1], t, K);
-                    __m512bh x2 = ld32(x[2], t, K), x3 = ld32(x[3], t, K);
+                __m512 a[4], b[4];
+                for (int c = 0; c < 4; c++)
+                    a[c] = b[c] = _mm512_setzero_ps();
+                for (int c = 0; c < nc; c++) {
+                    const uint8_t *p = grp + (size_t)c * 128;
+                    __m512bh wa = ldw(p), wb = ldw(p + 64);
                     for (int r = 0; r < 4; r++) {
-                        __m512bh wv = ld32(w[r], t, K);
-                        a[r] = _mm512_dpbf16_ps(a[r], x0, wv);
-                        a[4 + r] = _mm512_dpbf16_ps(a[4 + r], x1, wv);
-                        a[8 + r] = _mm512_dpbf16_ps(a[8 + r], x2, wv);
-                        a[12 + r] = _mm512_dpbf16_ps(a[12 + r], x3, wv);
+                        __m512bh xv = ldx(x[r] + c * 8);
+                        a[r] = _mm512_dpbf16_ps(a[r], wa, xv);
+                        b[r] = _mm512_dpbf16_ps(b[r], wb, xv);
                     }
                 }
-                float o[16];
-                _mm256_storeu_ps(o, reduce8x16(a));
-                _mm256_storeu_ps(o + 8, reduce8x16(a + 8));
-                for (int c = 0; c < xc; c++)
-                    store(Y, f32out, ld, i + c, j, o + 4 * c, wc);
+                for (int r = 0; r < xc; r++) {
+                    float o[8];
+                    _mm256_storeu_ps(o, rows8(a[r], b[r]));
+                    add_tails(grp, x[r], K, o);
+                    store(Y, f32out, ld, i + r, j, o, wc);
+                }
             }
         }
     }
@@ -155,8 +168,8 @@ static void gemm(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
 void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                       int j1)
 {
-    if (W->type != NB_W_BF16) { /* quantized rows: the AVX2 kernels */
-        nb_avx2_linear_bf16(W, X, n, Y, f32out, j0, j1);
+    if (W->type != NB_W_BF16 || W->layout != NB_LAYOUT_PACK8) {
+        nb_avx2_linear_bf16(W, X, n, Y, f32out, j0, j1); /* quantized rows: AVX2 kernels */
         return;
     }
     if (n >= GEMM_MIN_N)

@@ -127,17 +127,14 @@ nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *er
     w->cols = cols;
     w->row_bytes = wtype_row_bytes(t, cols);
     w->bytes = w->row_bytes * (size_t)rows;
-    /* One spare cache line: SIMD paths may load a whole vector that ends
-     * past the last row (never using the extra lanes). */
-    w->alloc_bytes = w->bytes + 64;
-    w->data = slab_alloc(w->alloc_bytes, &w->slab);
+    /* Rows are staged in ordinary memory until finish places them. */
+    w->alloc_bytes = (w->bytes + 63) & ~(size_t)63;
+    w->data = aligned_alloc(64, w->alloc_bytes);
     if (!w->data) {
-        size_t bytes = w->bytes;
         free(w);
         return nb_err_set(err, NB_ENOMEM, "out of memory for %dx%d %s weights (%zu bytes)", rows,
-                          cols, nb_wtype_name(t), bytes);
+                          cols, nb_wtype_name(t), wtype_row_bytes(t, cols) * (size_t)rows);
     }
-    memset(w->data + w->bytes, 0, 64);
     *out = w;
     return NB_OK;
 }
@@ -145,6 +142,85 @@ nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *er
 void nb_wmat_set_row(nb_wmat *w, int r, const void *src)
 {
     memcpy(w->data + (size_t)r * w->row_bytes, src, w->row_bytes);
+}
+
+/* Copies row r (row-major, src) into a PACK8 buffer dst. */
+static void pack_row(const nb_wmat *w, uint8_t *dst, int r, const uint8_t *src)
+{
+    uint8_t *grp = dst + (size_t)(r / NB_PACK) * NB_PACK * w->row_bytes;
+    int lane = r % NB_PACK;
+    if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
+        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34;
+        for (int b = 0; b < w->cols / 32; b++)
+            memcpy(grp + ((size_t)b * NB_PACK + lane) * bb, src + (size_t)b * bb, bb);
+        return;
+    }
+    size_t es = w->type == NB_W_BF16 ? 2 : 4;
+    int K = w->cols, K8 = K & ~7, tail = K - K8;
+    for (int c = 0; c < K8 / 8; c++)
+        memcpy(grp + ((size_t)c * 64 + (size_t)lane * 8) * es, src + (size_t)c * 8 * es, 8 * es);
+    if (tail)
+        memcpy(grp + ((size_t)NB_PACK * K8 + (size_t)lane * tail) * es, src + (size_t)K8 * es,
+               (size_t)tail * es);
+}
+
+static void unpack_row(const nb_wmat *w, int r, uint8_t *dst)
+{
+    const uint8_t *grp = nb_wmat_group(w, r / NB_PACK);
+    int lane = r % NB_PACK;
+    if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
+        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34;
+        for (int b = 0; b < w->cols / 32; b++)
+            memcpy(dst + (size_t)b * bb, grp + ((size_t)b * NB_PACK + lane) * bb, bb);
+        return;
+    }
+    size_t es = w->type == NB_W_BF16 ? 2 : 4;
+    int K = w->cols, K8 = K & ~7, tail = K - K8;
+    for (int c = 0; c < K8 / 8; c++)
+        memcpy(dst + (size_t)c * 8 * es, grp + ((size_t)c * 64 + (size_t)lane * 8) * es, 8 * es);
+    if (tail)
+        memcpy(dst + (size_t)K8 * es, grp + ((size_t)NB_PACK * K8 + (size_t)lane * tail) * es,
+               (size_t)tail * es);
+}
+
+const uint8_t *nb_wmat_row(const nb_wmat *w, int r, uint8_t *tmp)
+{
+    if (w->layout == NB_LAYOUT_ROWS)
+        return w->data + (size_t)r * w->row_bytes;
+    unpack_row(w, r, tmp);
+    return tmp;
+}
+
+nb_code nb_wmat_place(nb_wmat *w, int layout, nb_err *err)
+{
+    if (w->slab)
+        return nb_err_set(err, NB_EINVAL, "weight matrix %dx%d: finished twice", w->rows,
+                          w->cols);
+    size_t rows = layout == NB_LAYOUT_PACK8
+                      ? ((size_t)w->rows + NB_PACK - 1) / NB_PACK * NB_PACK
+                      : (size_t)w->rows;
+    /* One spare cache line: SIMD paths may load a whole vector that ends
+     * past the last element (never using the extra lanes). */
+    size_t bytes = rows * w->row_bytes, alloc = ((bytes + 63) & ~(size_t)63) + 64;
+    slab *s;
+    uint8_t *dst = slab_alloc(alloc, &s);
+    if (!dst)
+        return nb_err_set(err, NB_ENOMEM, "out of memory for %dx%d %s weights (%zu bytes)",
+                          w->rows, w->cols, nb_wtype_name(w->type), alloc);
+    /* Zero what no row fills: padding lanes sit inside the last group. */
+    size_t filled = layout == NB_LAYOUT_PACK8 ? (rows - NB_PACK) * w->row_bytes : w->bytes;
+    memset(dst + filled, 0, alloc - filled);
+    if (layout == NB_LAYOUT_PACK8)
+        for (int r = 0; r < w->rows; r++)
+            pack_row(w, dst, r, w->data + (size_t)r * w->row_bytes);
+    else
+        memcpy(dst, w->data, w->bytes);
+    free(w->data);
+    w->data = dst;
+    w->slab = s;
+    w->layout = layout;
+    w->alloc_bytes = alloc;
+    return NB_OK;
 }
 
 nb_code nb_wmat_finish(nb_wmat *w, nb_err *err)
@@ -156,19 +232,22 @@ void nb_wmat_free(nb_wmat *w)
 {
     if (!w)
         return;
-    slab_release(w->slab);
-    free(w->packed);
+    if (w->slab)
+        slab_release(w->slab);
+    else
+        free(w->data);
     free(w);
 }
 
 int nb_wmat_rows(const nb_wmat *w) { return w->rows; }
 int nb_wmat_cols(const nb_wmat *w) { return w->cols; }
 nb_wtype nb_wmat_type(const nb_wmat *w) { return w->type; }
-size_t nb_wmat_bytes(const nb_wmat *w) { return w->bytes + w->packed_bytes; }
+size_t nb_wmat_bytes(const nb_wmat *w) { return w->alloc_bytes; }
 
 void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
 {
-    const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    uint8_t *tmp = w->layout == NB_LAYOUT_ROWS ? NULL : nb_scratch_or_die(w->row_bytes);
+    const uint8_t *row = nb_wmat_row(w, r, tmp);
     switch (w->type) {
     case NB_W_F32:
         memcpy(dst, row, (size_t)w->cols * 4);
@@ -195,35 +274,60 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
 /* Below this many multiply-adds a call runs on the caller alone: waking the
  * pool costs a few microseconds. */
 #define PAR_MIN_MACS 32768.0
-/* Row shares are multiples of this, so every thread runs whole SIMD groups. */
+/* Row chunks are multiples of this, so every chunk is whole PACK8 groups
+ * and whole SIMD tiles. */
 #define ROW_ALIGN 16
 
+/* Threads take row chunks from a shared counter instead of fixed halves:
+ * on a loaded machine a descheduled worker then delays a call by at most
+ * one chunk, not by its whole share. Prefill chunks are fewer and larger:
+ * each one converts the activations again. */
+_Thread_local uint64_t nb_call_id;
+static atomic_uint_fast64_t call_seq;
+
 typedef struct lin_job {
+    uint64_t id;
     const nb_kernel_table *kt;
     const nb_wmat *W;
     const void *X;
     void *Y;
     int n, f32out, f32;
+    int chunk, n_chunks;
+    atomic_int next;
 } lin_job;
 
 static void lin_task(void *arg, int tid, int nt)
 {
-    const lin_job *j = arg;
-    int j0, j1;
-    nb_split(j->W->rows, ROW_ALIGN, tid, nt, &j0, &j1);
-    if (j0 >= j1)
-        return;
-    if (j->f32)
-        j->kt->linear_f32(j->W, j->X, j->n, j->Y, j0, j1);
-    else
-        j->kt->linear_bf16(j->W, j->X, j->n, j->Y, j->f32out, j0, j1);
+    (void)tid;
+    (void)nt;
+    lin_job *j = arg;
+    nb_call_id = j->id;
+    for (;;) {
+        int c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (c >= j->n_chunks)
+            break;
+        int j0 = c * j->chunk, j1 = j0 + j->chunk < j->W->rows ? j0 + j->chunk : j->W->rows;
+        if (j->f32)
+            j->kt->linear_f32(j->W, j->X, j->n, j->Y, j0, j1);
+        else
+            j->kt->linear_bf16(j->W, j->X, j->n, j->Y, j->f32out, j0, j1);
+    }
+    nb_call_id = 0;
 }
 
 static void linear(const nb_wmat *W, const void *X, int n, void *Y, int f32out, int f32)
 {
-    lin_job j = {nb_kernels_active(), W, X, Y, n, f32out, f32};
+    lin_job j = {.id = atomic_fetch_add(&call_seq, 1) + 1, .kt = nb_kernels_active(), .W = W, .X = X, .Y = Y, .n = n,
+                 .f32out = f32out, .f32 = f32};
     double macs = (double)n * W->rows * W->cols;
-    nb_pool_run(lin_task, &j, macs < PAR_MIN_MACS ? 1 : nb_pool_size());
+    int nt = macs < PAR_MIN_MACS ? 1 : nb_pool_size();
+    int want = nt == 1 ? 1 : nt * (n >= 4 ? 4 : 8);
+    int units = (W->rows + ROW_ALIGN - 1) / ROW_ALIGN;
+    int per = (units + want - 1) / want;
+    j.chunk = per * ROW_ALIGN;
+    j.n_chunks = (W->rows + j.chunk - 1) / j.chunk;
+    atomic_init(&j.next, 0);
+    nb_pool_run(lin_task, &j, nt);
 }
 
 void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y)
@@ -327,6 +431,11 @@ void nb_add_bf16(nb_bf16 *x, const nb_bf16 *d, size_t n)
 {
     ew_job j = {nb_kernels_active(), x, d, NULL, n, 0, 0, 0};
     nb_pool_run(add_task, &j, n < 4 * PAR_MIN_ELEMS ? 1 : nb_pool_size());
+}
+
+void nb_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin)
+{
+    nb_kernels_active()->rope_bf16(x, n_heads, hd, cos, sin);
 }
 
 /* ---- attention: split over (query block, head range) items ----------------------- */

@@ -5,17 +5,38 @@
 
 #include "nb_kernels.h"
 
+/* Weight layouts. ROWS: row-major, as nb_wmat_set_row gave them.
+ * PACK8 (the SIMD paths): rows in groups of 8, interleaved so that one
+ * kernel reading 8 rows at once streams memory sequentially: group g holds
+ * rows 8g..8g+7 (rows past the end are zeros) as
+ *   bf16/f32: for each 8-element chunk c < cols/8, the chunk of row 0..7
+ *             (8 elements each); then the cols % 8 tail of row 0..7;
+ *   Q4_1/Q8_0: for each block b, block b of row 0..7.
+ * A group is 8 * row_bytes long. */
+enum { NB_LAYOUT_ROWS = 0, NB_LAYOUT_PACK8 = 1 };
+#define NB_PACK 8
+
 struct nb_wmat {
     nb_wtype type;
     int rows, cols;
-    size_t row_bytes, bytes;
-    uint8_t *data;      /* rows in the element type, row-major: every path streams this */
-    size_t alloc_bytes; /* bytes plus a zeroed spare cache line */
-    struct slab *slab;  /* the huge-page slab data was carved from */
-    void *packed;       /* optional per-ISA repacked copy (NULL: no path needs one today) */
-    size_t packed_bytes;
-    nb_isa packed_isa;
+    size_t row_bytes, bytes; /* bytes: rows * row_bytes, the logical size */
+    uint8_t *data;           /* rows in `layout` */
+    int layout;
+    size_t alloc_bytes;      /* what data holds, with padding rows and a spare line */
+    struct slab *slab;       /* the huge-page slab data lives in; NULL before finish */
 };
+
+/* Moves a matrix's rows (set, not yet finished) into its final home in a
+ * huge-page slab, in the given layout. The finish entry of each path calls
+ * this. */
+nb_code nb_wmat_place(nb_wmat *w, int layout, nb_err *err);
+/* Row r in the matrix's element type: a pointer into data (ROWS) or tmp,
+ * filled with the row (tmp holds row_bytes). */
+const uint8_t *nb_wmat_row(const nb_wmat *w, int r, uint8_t *tmp);
+static inline const uint8_t *nb_wmat_group(const nb_wmat *w, int g)
+{
+    return w->data + (size_t)g * NB_PACK * w->row_bytes;
+}
 
 /* Attention arguments as the public call received them; a path computes
  * the query rows [i0, i1) for the query heads [h0, h1). */
@@ -40,6 +61,7 @@ typedef struct nb_kernel_table {
     void (*silu_mul_bf16)(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n);
     void (*silu_mul_f32)(float *out, const float *g, const float *u, size_t n);
     void (*add_bf16)(nb_bf16 *x, const nb_bf16 *d, size_t n);
+    void (*rope_bf16)(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin);
     void (*attention_bf16)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
     void (*attention_f32)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
 } nb_kernel_table;
@@ -86,6 +108,11 @@ void nb_scratch_release(void);
 /* Like nb_scratch, but aborts on out-of-memory: kernels have no error
  * path, and their sizes are bounded at setup. */
 void *nb_scratch_or_die(size_t bytes);
+
+/* The public call the current kernel slice belongs to: set by the pool
+ * task around each slice (0 outside one), so a path may keep per-thread
+ * work across the slices of one call, such as converted activations. */
+extern _Thread_local uint64_t nb_call_id;
 
 /* [lo, hi) of tid's share of 0..n, shares rounded to multiples of align. */
 static inline void nb_split(int n, int align, int tid, int nt, int *lo, int *hi)

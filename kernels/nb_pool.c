@@ -16,10 +16,16 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* How long a parked side spins before sleeping. Long enough to bridge the
- * serial gaps between kernels in a decode step, short enough that an idle
- * engine stops burning a core quickly. */
-#define SPIN_NS 2000000LL
+/* How long each side spins before sleeping on its condvar. Waking a thread
+ * whose (virtual) CPU went idle can take milliseconds, and if either side
+ * sleeps between the ~250 calls of a decode step the two fall into a convoy
+ * of such wake-ups (4 ms a call was measured). So workers spin for 20 ms
+ * after a call and the caller, which needs the result, for 200 ms; an idle
+ * engine stops burning cores after that. Spinners never sched_yield: on a
+ * loaded machine that hands the core to another process for a whole time
+ * slice, and the two threads then take turns being late. */
+#define WORKER_SPIN_NS 20000000LL
+#define CALLER_SPIN_NS 200000000LL
 
 typedef struct pool {
     pthread_t *threads; /* size - 1 workers; the caller is tid 0 */
@@ -60,23 +66,40 @@ static long long now_ns(void)
 }
 
 /* Waits until gen differs from seen; returns the new value. */
-static unsigned wait_gen(unsigned seen)
+/* Spins until done(arg) or the budget runs out; returns whether done. */
+static int spin_until(int (*done)(const void *), const void *arg, long long budget_ns)
 {
-    unsigned g;
     long long t0 = 0;
     for (unsigned spins = 0;; spins++) {
-        g = atomic_load_explicit(&P.gen, memory_order_acquire);
-        if (g != seen)
-            return g;
+        if (done(arg))
+            return 1;
         if ((spins & 255) == 255) {
             long long t = now_ns();
             if (!t0)
                 t0 = t;
-            else if (t - t0 > SPIN_NS)
-                break;
+            else if (t - t0 > budget_ns)
+                return 0;
         }
         cpu_relax();
     }
+}
+
+static int gen_moved(const void *seen)
+{
+    return atomic_load_explicit(&P.gen, memory_order_acquire) != *(const unsigned *)seen;
+}
+
+static int all_done(const void *unused)
+{
+    (void)unused;
+    return atomic_load_explicit(&P.pending, memory_order_acquire) == 0;
+}
+
+static unsigned wait_gen(unsigned seen)
+{
+    unsigned g;
+    if (spin_until(gen_moved, &seen, WORKER_SPIN_NS))
+        return atomic_load_explicit(&P.gen, memory_order_acquire);
     pthread_mutex_lock(&P.mu);
     atomic_fetch_add(&P.sleepers, 1); /* seq_cst: pairs with the caller's gen bump */
     while ((g = atomic_load(&P.gen)) == seen)
@@ -117,19 +140,8 @@ static void wake_workers(void)
 
 static void wait_done(void)
 {
-    long long t0 = 0;
-    for (unsigned spins = 0;; spins++) {
-        if (atomic_load_explicit(&P.pending, memory_order_acquire) == 0)
-            return;
-        if ((spins & 255) == 255) {
-            long long t = now_ns();
-            if (!t0)
-                t0 = t;
-            else if (t - t0 > SPIN_NS)
-                break;
-        }
-        cpu_relax();
-    }
+    if (spin_until(all_done, NULL, CALLER_SPIN_NS))
+        return;
     pthread_mutex_lock(&P.done_mu);
     atomic_store(&P.waiter, 1);
     while (atomic_load(&P.pending) > 0)

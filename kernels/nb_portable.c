@@ -1,5 +1,5 @@
 /* nb_portable: the portable C reference kernels, the truth every faster path is tested against,
- * plus the few ops that have no faster path (RoPE, f32 norm/add, top-k, block dequantization). */
+ * plus the few ops that have no faster path (f32 norm/add/RoPE, top-k, block dequantization). */
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
 
@@ -82,21 +82,18 @@ static float dot_q(const nb_wmat *W, const nb_bf16 *x, const uint8_t *row)
     return s;
 }
 
-static float row_dot_bf16(const nb_wmat *W, const nb_bf16 *x, int j)
-{
-    const uint8_t *row = W->data + (size_t)j * W->row_bytes;
-    if (W->type == NB_W_BF16)
-        return dot_bf16(x, (const nb_bf16 *)row, W->cols);
-    return dot_q(W, x, row);
-}
-
+/* Rows come through nb_wmat_row, so the reference also reads matrices a
+ * SIMD path packed (bit-identical bytes, just gathered). */
 static void portable_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                                  int j0, int j1)
 {
-    for (int i = 0; i < n; i++) {
-        const nb_bf16 *x = X + (size_t)i * W->cols;
-        for (int j = j0; j < j1; j++) {
-            float s = row_dot_bf16(W, x, j);
+    uint8_t *tmp = W->layout == NB_LAYOUT_ROWS ? NULL : nb_scratch_or_die(W->row_bytes);
+    for (int j = j0; j < j1; j++) {
+        const uint8_t *row = nb_wmat_row(W, j, tmp);
+        for (int i = 0; i < n; i++) {
+            const nb_bf16 *x = X + (size_t)i * W->cols;
+            float s = W->type == NB_W_BF16 ? dot_bf16(x, (const nb_bf16 *)row, W->cols)
+                                           : dot_q(W, x, row);
             if (f32out)
                 ((float *)Y)[(size_t)i * W->rows + j] = s;
             else
@@ -107,18 +104,17 @@ static void portable_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void
 
 static void portable_linear_f32(const nb_wmat *W, const float *X, int n, float *Y, int j0, int j1)
 {
-    for (int i = 0; i < n; i++)
-        for (int j = j0; j < j1; j++)
-            Y[(size_t)i * W->rows + j] =
-                dot_f32(X + (size_t)i * W->cols,
-                        (const float *)(W->data + (size_t)j * W->row_bytes), W->cols);
+    uint8_t *tmp = W->layout == NB_LAYOUT_ROWS ? NULL : nb_scratch_or_die(W->row_bytes);
+    for (int j = j0; j < j1; j++) {
+        const float *row = (const float *)nb_wmat_row(W, j, tmp);
+        for (int i = 0; i < n; i++)
+            Y[(size_t)i * W->rows + j] = dot_f32(X + (size_t)i * W->cols, row, W->cols);
+    }
 }
 
 static nb_code portable_wmat_finish(nb_wmat *w, nb_err *err)
 {
-    (void)w;
-    (void)err;
-    return NB_OK;
+    return nb_wmat_place(w, NB_LAYOUT_ROWS, err);
 }
 
 /* ---- element-wise ------------------------------------------------------------ */
@@ -156,7 +152,8 @@ void nb_rmsnorm_f32(float *y, const float *x, const float *w, int n, int dim, fl
     }
 }
 
-void nb_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin)
+static void portable_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos,
+                               const float *sin)
 {
     int half = hd / 2;
     for (int h = 0; h < n_heads; h++) {
@@ -310,6 +307,7 @@ const nb_kernel_table nb_kernels_portable = {
     .silu_mul_bf16 = portable_silu_mul_bf16,
     .silu_mul_f32 = portable_silu_mul_f32,
     .add_bf16 = portable_add_bf16,
+    .rope_bf16 = portable_rope_bf16,
     .attention_bf16 = portable_attention_bf16,
     .attention_f32 = portable_attention_f32,
 };

@@ -344,10 +344,12 @@ struct nb_rpc_server {
     pthread_t *threads;
     int nthreads, nthreads_started;
 
-    pthread_mutex_t mu; /* work queue */
+    pthread_mutex_t mu; /* work queue, stopping, in_nng */
     pthread_cond_t cv;
+    pthread_cond_t idle_cv; /* in_nng dropped to 0 while stopping */
     srv_ctx *qhead, *qtail;
     int stopping; /* also read without mu via __atomic_load_n */
+    int in_nng;   /* threads inside nng_ctx_send/recv right now */
     int started;
 
     pthread_mutex_t cache_mu;
@@ -363,9 +365,25 @@ struct nb_rpc_server {
 
 #define STAT(s, f) __atomic_fetch_add(&(s)->stats.f, 1, __ATOMIC_RELAXED)
 
-static int is_stopping(nb_rpc_server *s)
+/* nng 1.5.2 frees a context that nng_ctx_send/recv still holds when
+ * nng_close runs concurrently (use after free of the socket's mutex), so
+ * every such call goes through this gate and close waits for it to drain. */
+static int nng_enter(nb_rpc_server *s)
 {
-    return __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
+    pthread_mutex_lock(&s->mu);
+    int ok = !s->stopping;
+    if (ok)
+        s->in_nng++;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+static void nng_leave(nb_rpc_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (--s->in_nng == 0 && s->stopping)
+        pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
@@ -828,13 +846,17 @@ static void ctx_cb(void *arg)
         if (m)
             nng_msg_free(m); /* a failed send leaves the message ours */
         c->sending = 0;
-        if (!is_stopping(s))
+        if (nng_enter(s)) {
             nng_ctx_recv(c->ctx, c->aio);
+            nng_leave(s);
+        }
         return;
     }
     if (rv != 0) {
-        if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && !is_stopping(s))
+        if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && nng_enter(s)) {
             nng_ctx_recv(c->ctx, c->aio);
+            nng_leave(s);
+        }
         return;
     }
     nng_msg *m = nng_aio_get_msg(c->aio);
@@ -874,14 +896,19 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&s->mu);
 
         nng_msg *out = serve(s, in);
-        if (out) {
+        if (!nng_enter(s)) {
+            if (out)
+                nng_msg_free(out); /* closing: nobody will read it */
+        } else if (out) {
             c->sending = 1;
             nng_aio_set_msg(c->aio, out);
             nng_ctx_send(c->ctx, c->aio);
+            nng_leave(s);
         } else {
             /* No memory for a reply: the client times out (or its resend
              * gets another chance); keep the context serving. */
             nng_ctx_recv(c->ctx, c->aio);
+            nng_leave(s);
         }
         pthread_mutex_lock(&s->mu);
     }
@@ -947,6 +974,7 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
     s->cache_max_bytes = o->cache_bytes ? o->cache_bytes : DEFAULT_CACHE_BYTES;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
     pthread_mutex_init(&s->health_mu, NULL);
     pthread_mutex_init(&s->cache_mu, NULL);
     pthread_condattr_t ca;
@@ -974,6 +1002,10 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         (c = add_service(s, "grpc.health.v1.Health", strlen("grpc.health.v1.Health"), err)))
         goto fail;
 
+    /* TLS first: without a TLS engine nng lacks the tls+tcp transport too,
+     * and "TLS is not available" says more than "not supported". */
+    if (url_is_tls(url) && (c = tls_setup(url, o, 1, &s->tls, err)))
+        goto fail;
     int rv;
     if ((rv = nng_rep0_open(&s->sock))) {
         c = nng_fail(err, NB_EINTERNAL, rv, "%s: nng_rep0_open", url);
@@ -985,9 +1017,7 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         goto fail;
     }
     nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ, s->max_msg); /* not on inproc */
-    if (url_is_tls(url)) {
-        if ((c = tls_setup(url, o, 1, &s->tls, err)))
-            goto fail;
+    if (s->tls) {
         if ((rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, s->tls))) {
             c = nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
             goto fail;
@@ -1117,20 +1147,23 @@ void nb_rpc_server_close(nb_rpc_server *s)
 {
     if (!s)
         return;
-    /* Order matters: stop the threads from picking up work, close the socket
-     * so every aio completes, wait for the threads and the callbacks, and only
-     * then free what they use. */
+    /* Order matters: stop new nng calls and wait for those in progress, let
+     * the threads finish their handlers and exit, close the socket so every
+     * aio completes (callbacks no longer call into nng), wait for the
+     * callbacks, and only then free what they use. */
     pthread_mutex_lock(&s->mu);
     __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&s->cv);
+    while (s->in_nng > 0)
+        pthread_cond_wait(&s->idle_cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->cache_mu);
     pthread_cond_broadcast(&s->cache_cv);
     pthread_mutex_unlock(&s->cache_mu);
-    if (nng_socket_id(s->sock) > 0)
-        nng_close(s->sock);
     for (int i = 0; i < s->nthreads_started; i++)
         pthread_join(s->threads[i], NULL);
+    if (nng_socket_id(s->sock) > 0)
+        nng_close(s->sock);
     for (int i = 0; i < s->nctx_open; i++) {
         nng_aio_stop(s->ctxs[i].aio);
         if (s->ctxs[i].msg)
@@ -1156,6 +1189,7 @@ void nb_rpc_server_close(nb_rpc_server *s)
     free_secret(s->secret);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
     pthread_mutex_destroy(&s->health_mu);
     pthread_mutex_destroy(&s->cache_mu);
     pthread_cond_destroy(&s->cache_cv);
@@ -1235,6 +1269,8 @@ nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_clie
         c = nb_err_set(err, NB_ENOMEM, "out of memory opening %s", url);
         goto fail;
     }
+    if (url_is_tls(url) && (c = tls_setup(url, o, 0, &cl->tls, err)))
+        goto fail;
     int rv;
     if ((rv = nng_req0_open(&cl->sock))) {
         c = nng_fail(err, NB_EINTERNAL, rv, "%s: nng_req0_open", url);
@@ -1249,9 +1285,7 @@ nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_clie
         goto fail;
     }
     nng_dialer_set_size(cl->dialer, NNG_OPT_RECVMAXSZ, cl->max_msg);
-    if (url_is_tls(url)) {
-        if ((c = tls_setup(url, o, 0, &cl->tls, err)))
-            goto fail;
+    if (cl->tls) {
         if ((rv = nng_dialer_set_ptr(cl->dialer, NNG_OPT_TLS_CONFIG, cl->tls))) {
             c = nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
             goto fail;

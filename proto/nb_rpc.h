@@ -33,6 +33,13 @@
  * the cache.  Without TLS the traffic is readable; the MAC only proves origin.
  * Responses are MAC'ed too: a client with a secret refuses unauthenticated
  * answers (including every answer of a server without a secret).
+ *
+ * Known nng 1.5.2 defect (Debian's libnng): closing a pipe while a message
+ * is half received can leave nng_close waiting forever (reproduced over tcp;
+ * ipc and tls share the code; fixed for tcp upstream in 1.6.0, nanomsg/nng
+ * #1636).  inproc is immune.  Close a client only when no reply can still be
+ * arriving (no call in flight or timed out moments ago); a server closed while
+ * requests arrive carries the same risk.
  */
 #ifndef NB_RPC_H
 #define NB_RPC_H

@@ -95,23 +95,39 @@ static inline size_t kt_row_bytes(nb_wtype t, int cols)
     return 0;
 }
 
-/* A random finished matrix, or NULL (the caller asserts). */
-static inline nb_wmat *kt_wmat(nb_wtype t, int rows, int cols)
+/* rows x cols random rows of a weight type, row after row (caller frees). */
+static inline uint8_t *kt_rows(nb_wtype t, int rows, int cols)
+{
+    size_t rb = kt_row_bytes(t, cols);
+    uint8_t *d = malloc(rb * (size_t)rows);
+    for (int r = 0; r < rows; r++)
+        kt_fill_row(t, cols, d + rb * (size_t)r);
+    return d;
+}
+
+/* A matrix of those rows, finished by the active path (so in its layout),
+ * or NULL (the caller asserts). */
+static inline nb_wmat *kt_wmat_from(nb_wtype t, int rows, int cols, const uint8_t *data)
 {
     nb_wmat *w;
     nb_err err = {0};
     if (nb_wmat_create(t, rows, cols, &w, &err))
         return NULL;
-    uint8_t *row = malloc(kt_row_bytes(t, cols));
-    for (int r = 0; r < rows; r++) {
-        kt_fill_row(t, cols, row);
-        nb_wmat_set_row(w, r, row);
-    }
-    free(row);
+    size_t rb = kt_row_bytes(t, cols);
+    for (int r = 0; r < rows; r++)
+        nb_wmat_set_row(w, r, data + rb * (size_t)r);
     if (nb_wmat_finish(w, &err)) {
         nb_wmat_free(w);
         return NULL;
     }
+    return w;
+}
+
+static inline nb_wmat *kt_wmat(nb_wtype t, int rows, int cols)
+{
+    uint8_t *d = kt_rows(t, rows, cols);
+    nb_wmat *w = kt_wmat_from(t, rows, cols, d);
+    free(d);
     return w;
 }
 

@@ -1,2 +1,1 @@
 set_tests_properties(test_e2e_verify PROPERTIES LABELS e2e)
-set_tests_properties(test_rpc PROPERTIES SKIP_RETURN_CODE 77)

@@ -85,42 +85,50 @@ static void check_linear(nb_isa isa, const char *what, const nb_wmat *W, const n
         fail_msg("%s: %s beyond fp32 rounding of portable", what, nb_isa_name(isa));
 }
 
+/* W as the portable path lays it out (reference) and as each fast path
+ * does (PACK8), from the same rows. */
 static void run_linear(nb_wtype t, int rows, int cols, int n)
 {
-    nb_wmat *W = kt_wmat(t, rows, cols);
+    uint8_t *data = kt_rows(t, rows, cols);
+    use(NB_ISA_PORTABLE);
+    nb_wmat *W = kt_wmat_from(t, rows, cols, data);
     assert_non_null(W);
     size_t out = (size_t)n * rows;
     nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
     kt_fill_bf16(X, (size_t)n * cols, 1.0f);
-    float *ref32 = malloc(out * 4), *got32 = malloc(out * 4);
+    float *ref32 = malloc(out * 4), *got32 = malloc(out * 4), *one = malloc(out * 4);
     nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
-    use(NB_ISA_PORTABLE);
     nb_linear_bf16_f32out(W, X, n, ref32);
     nb_linear_bf16(W, X, n, ref16);
     for (int p = 0; p < n_fast; p++) {
         use(fast[p]);
+        nb_wmat *Wp = kt_wmat_from(t, rows, cols, data);
+        assert_non_null(Wp);
         memset(got32, 0xff, out * 4);
         memset(got16, 0xff, out * 2);
-        nb_linear_bf16_f32out(W, X, n, got32);
-        nb_linear_bf16(W, X, n, got16);
+        nb_linear_bf16_f32out(Wp, X, n, got32);
+        nb_linear_bf16(Wp, X, n, got16);
         char what[128];
         snprintf(what, sizeof what, "linear %s %dx%d n=%d %s", nb_wtype_name(t), rows, cols, n,
                  nb_isa_name(fast[p]));
         check_linear(fast[p], what, W, X, n, ref32, got32, ref16, got16);
         /* one thread gives the same bits as two */
         threads(1);
-        nb_linear_bf16_f32out(W, X, n, got32);
-        float *one = malloc(out * 4);
-        memcpy(one, got32, out * 4);
+        nb_linear_bf16_f32out(Wp, X, n, one);
         threads(2);
-        nb_linear_bf16_f32out(W, X, n, got32);
         assert_memory_equal(one, got32, out * 4);
-        free(one);
+        /* the reference reads the packed layout too, bit for bit */
+        use(NB_ISA_PORTABLE);
+        nb_linear_bf16_f32out(Wp, X, n, got32);
+        assert_memory_equal(ref32, got32, out * 4);
+        nb_wmat_free(Wp);
     }
     use(NB_ISA_PORTABLE);
+    free(data);
     free(X);
     free(ref32);
     free(got32);
+    free(one);
     free(ref16);
     free(got16);
     nb_wmat_free(W);
@@ -162,7 +170,9 @@ static void test_linear_f32(void **state)
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
             int rows = 45, n = ns[k];
-            nb_wmat *W = kt_wmat(NB_W_F32, rows, cols[c]);
+            uint8_t *data = kt_rows(NB_W_F32, rows, cols[c]);
+            use(NB_ISA_PORTABLE);
+            nb_wmat *W = kt_wmat_from(NB_W_F32, rows, cols[c], data);
             assert_non_null(W);
             float *X = malloc(sizeof(float) * (size_t)n * cols[c]);
             kt_fill_f32(X, (size_t)n * cols[c], 1.0f);
@@ -172,10 +182,14 @@ static void test_linear_f32(void **state)
             nb_linear_f32(W, X, n, ref);
             for (int p = 0; p < n_fast; p++) {
                 use(fast[p]);
-                nb_linear_f32(W, X, n, got);
+                nb_wmat *Wp = kt_wmat_from(NB_W_F32, rows, cols[c], data);
+                assert_non_null(Wp);
+                nb_linear_f32(Wp, X, n, got);
                 assert_memory_equal(ref, got, out * 4); /* f32 weights: AVX2 kernel, exact */
+                nb_wmat_free(Wp);
             }
             use(NB_ISA_PORTABLE);
+            free(data);
             free(X);
             free(ref);
             free(got);
@@ -228,6 +242,38 @@ static void test_rmsnorm_add(void **state)
         free(got);
         free(dx);
         free(ra);
+    }
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    static const int hds[] = {64, 12};
+    for (int k = 0; k < 2; k++) {
+        int heads = 9, hd = hds[k], half = hd / 2;
+        size_t cnt = (size_t)heads * hd;
+        nb_bf16 *x = malloc(cnt * 2), *ref = malloc(cnt * 2), *got = malloc(cnt * 2);
+        float *c = malloc(sizeof(float) * (size_t)half), *s = malloc(sizeof(float) * (size_t)half);
+        kt_fill_bf16(x, cnt, 2.0f);
+        for (int i = 0; i < half; i++) {
+            c[i] = nb_round_bf16(cosf(37.0f * (float)i / (float)half));
+            s[i] = nb_round_bf16(sinf(37.0f * (float)i / (float)half));
+        }
+        use(NB_ISA_PORTABLE);
+        memcpy(ref, x, cnt * 2);
+        nb_rope_bf16(ref, heads, hd, c, s);
+        for (int p = 0; p < n_fast; p++) {
+            use(fast[p]);
+            memcpy(got, x, cnt * 2);
+            nb_rope_bf16(got, heads, hd, c, s);
+            assert_memory_equal(ref, got, cnt * 2);
+        }
+        use(NB_ISA_PORTABLE);
+        free(x);
+        free(ref);
+        free(got);
+        free(c);
+        free(s);
     }
 }
 
@@ -457,6 +503,27 @@ static void test_dispatch(void **state)
 static void test_get_row(void **state)
 {
     (void)state;
+    for (int p = 0; p < n_fast; p++) { /* packed rows read back as set */
+        static const nb_wtype ts[] = {NB_W_BF16, NB_W_F32, NB_W_Q4_1, NB_W_Q8_0};
+        for (int k = 0; k < 4; k++) {
+            uint8_t *data = kt_rows(ts[k], 13, 96);
+            use(NB_ISA_PORTABLE);
+            nb_wmat *a = kt_wmat_from(ts[k], 13, 96, data);
+            use(fast[p]);
+            nb_wmat *b = kt_wmat_from(ts[k], 13, 96, data);
+            assert_true(a && b && b->layout == NB_LAYOUT_PACK8);
+            float ra[96], rb[96];
+            for (int r = 0; r < 13; r++) {
+                nb_wmat_get_row_f32(a, r, ra);
+                nb_wmat_get_row_f32(b, r, rb);
+                assert_memory_equal(ra, rb, sizeof ra);
+            }
+            nb_wmat_free(a);
+            nb_wmat_free(b);
+            free(data);
+        }
+    }
+    use(NB_ISA_PORTABLE);
     nb_wmat *W = kt_wmat(NB_W_Q4_1, 3, 64);
     assert_non_null(W);
     float row[64], blk0[32], blk1[32];
@@ -485,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_linear_f32),
         cmocka_unit_test(test_linear_model_shapes),
         cmocka_unit_test(test_rmsnorm_add),
+        cmocka_unit_test(test_rope),
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_attention_decode),
         cmocka_unit_test(test_attention_prefill),

@@ -18,7 +18,7 @@
 #include <immintrin.h>
 
 typedef struct emu_m512 { float f[16]; } emu_m512;
-typedef struct emu_m512i { uint16_t h[32]; } emu_m512i;
+typedef struct emu_m512i { uint8_t b[64]; } emu_m512i;
 typedef struct emu_m512bh { uint16_t h[32]; } emu_m512bh;
 typedef struct emu_m512d { float f[16]; } emu_m512d;
 
@@ -41,6 +41,14 @@ static inline emu_m512i emu_loadu_si512(const void *p)
     return r;
 }
 
+static inline emu_m512i emu_broadcast_i32x4(__m128i v)
+{
+    emu_m512i r;
+    for (int k = 0; k < 4; k++)
+        memcpy(r.b + 16 * k, &v, 16);
+    return r;
+}
+
 /* VDPBF16PS: per lane, acc += odd pair product, then += even pair product,
  * each one fused step with RNE, denormals in and out flushed. */
 static inline emu_m512 emu_dpbf16_ps(emu_m512 src, emu_m512bh a, emu_m512bh b)
@@ -57,33 +65,49 @@ static inline emu_m512 emu_dpbf16_ps(emu_m512 src, emu_m512bh a, emu_m512bh b)
     return src;
 }
 
+static inline emu_m512 emu_add_ps(emu_m512 a, emu_m512 b)
+{
+    for (int j = 0; j < 16; j++)
+        a.f[j] += b.f[j];
+    return a;
+}
+
+/* VPERMILPS imm: within each 128-bit lane, element k takes element imm[2k+1:2k]. */
+static inline emu_m512 emu_permute_ps(emu_m512 a, int imm)
+{
+    emu_m512 r;
+    for (int j = 0; j < 16; j++)
+        r.f[j] = a.f[(j & ~3) | ((imm >> (2 * (j & 3))) & 3)];
+    return r;
+}
+
+static inline emu_m512 emu_permutex2var_ps(emu_m512 a, emu_m512i idx, emu_m512 b)
+{
+    emu_m512 r;
+    for (int j = 0; j < 16; j++) {
+        int32_t k;
+        memcpy(&k, idx.b + 4 * j, 4);
+        r.f[j] = (k & 16) ? b.f[k & 15] : a.f[k & 15];
+    }
+    return r;
+}
+
 static inline __m256 emu_castps512_ps256(emu_m512 v)
 {
     return _mm256_loadu_ps(v.f);
 }
 
-static inline emu_m512d emu_castps_pd(emu_m512 v)
-{
-    emu_m512d r;
-    memcpy(&r, &v, sizeof r);
-    return r;
-}
-
-static inline __m256d emu_extractf64x4_pd(emu_m512d v, int hi)
-{
-    return _mm256_castps_pd(_mm256_loadu_ps(v.f + 8 * hi));
-}
-
 #define __m512 emu_m512
 #define __m512i emu_m512i
 #define __m512bh emu_m512bh
-#define __m512d emu_m512d
 #define _mm512_setzero_ps emu_setzero_ps
 #define _mm512_loadu_si512 emu_loadu_si512
+#define _mm512_broadcast_i32x4 emu_broadcast_i32x4
 #define _mm512_dpbf16_ps emu_dpbf16_ps
+#define _mm512_add_ps emu_add_ps
+#define _mm512_permute_ps emu_permute_ps
+#define _mm512_permutex2var_ps emu_permutex2var_ps
 #define _mm512_castps512_ps256 emu_castps512_ps256
-#define _mm512_castps_pd emu_castps_pd
-#define _mm512_extractf64x4_pd emu_extractf64x4_pd
 
 #define NB_AVX512_EMULATE 1
 #include "nb_avx512.c"
@@ -91,22 +115,26 @@ static inline __m256d emu_extractf64x4_pd(emu_m512d v, int hi)
 
 static void run(int rows, int cols, int n)
 {
-    nb_wmat *W = kt_wmat(NB_W_BF16, rows, cols);
-    assert_non_null(W);
+    nb_err err = {0};
+    uint8_t *data = kt_rows(NB_W_BF16, rows, cols);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+    nb_wmat *Wp = kt_wmat_from(NB_W_BF16, rows, cols, data); /* PACK8, as AVX-512 finishes */
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    nb_wmat *W = kt_wmat_from(NB_W_BF16, rows, cols, data);
+    assert_true(W && Wp && Wp->layout == NB_LAYOUT_PACK8);
+    free(data);
     size_t out = (size_t)n * rows;
     nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
     kt_fill_bf16(X, (size_t)n * cols, 1.0f);
     float *ref32 = malloc(out * 4), *got32 = malloc(out * 4);
     nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
-    nb_err err = {0};
-    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
     nb_linear_bf16_f32out(W, X, n, ref32);
     nb_linear_bf16(W, X, n, ref16);
     /* two slices, as two threads would split the rows */
     int mid = (rows / 2) & ~15;
-    nb_avx512_emu_linear_bf16(W, X, n, got32, 1, 0, mid);
-    nb_avx512_emu_linear_bf16(W, X, n, got32, 1, mid, rows);
-    nb_avx512_emu_linear_bf16(W, X, n, got16, 0, 0, rows);
+    nb_avx512_emu_linear_bf16(Wp, X, n, got32, 1, 0, mid);
+    nb_avx512_emu_linear_bf16(Wp, X, n, got32, 1, mid, rows);
+    nb_avx512_emu_linear_bf16(Wp, X, n, got16, 0, 0, rows);
     float *mag = kt_abs_dots(W, X, n);
     float rel = (float)cols * 6e-8f;
     char what[96];
@@ -124,6 +152,7 @@ static void run(int rows, int cols, int n)
     free(ref16);
     free(got16);
     nb_wmat_free(W);
+    nb_wmat_free(Wp);
 }
 
 static void test_avx512_linear_emulated(void **state)

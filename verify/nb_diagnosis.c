@@ -97,7 +97,7 @@ nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_pat
     }
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if ((rc = nb_tokenizer_encode(d->tok, text, strlen(text), 1, 0, &ids, &n_ids, err)))
+    if ((rc = nb_tokenizer_encode(d->tok, text, strlen(text), 1, 1, &ids, &n_ids, err)))
         goto done;
     if ((int)n_ids != h->n_ids || memcmp(ids, h->ids, n_ids * sizeof *ids)) {
         free(ids);

@@ -83,7 +83,7 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
 {
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    nb_code rc = nb_tokenizer_encode(d->tok, tp->text, strlen(tp->text), 1, 0, &ids, &n_ids, err);
+    nb_code rc = nb_tokenizer_encode(d->tok, tp->text, strlen(tp->text), 1, 1, &ids, &n_ids, err);
     if (rc)
         return nb_err_prefix(err, "prompt %d: ", idx);
     if ((rc = check_ids(tp, ids, n_ids, idx, err))) {

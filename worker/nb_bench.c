@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nb_generate.h"
+#include "nb_stats.h"
 #include "nb_time.h"
 #include "nb_utf8.h"
 
@@ -25,19 +26,14 @@ nb_stat nb_stat_of(const double *x, int n)
     nb_stat s = {0, 0};
     if (n <= 0)
         return s;
-    for (int i = 0; i < n; i++)
-        s.mean += x[i];
-    s.mean /= n;
-    if (n > 1) {
-        double v = 0;
-        for (int i = 0; i < n; i++)
-            v += (x[i] - s.mean) * (x[i] - s.mean);
-        s.stddev = sqrt(v / (n - 1));
-    }
+    s.mean = nb_stats_mean(x, (size_t)n);
+    s.stddev = n > 1 ? nb_stats_stddev(x, (size_t)n) : 0.0;
     return s;
 }
 
-static nb_code prepare_prompt(nb_deploy *d, const nb_run_opts *o, char **text, nb_err *err)
+/* *chat_out: the template was applied (it carries its own BOS, if any). */
+static nb_code prepare_prompt(nb_deploy *d, const nb_run_opts *o, char **text, int *chat_out,
+                              nb_err *err)
 {
     const char *p = o->prompt ? o->prompt : NB_DEFAULT_RUN_PROMPT;
     size_t bad;
@@ -48,6 +44,7 @@ static nb_code prepare_prompt(nb_deploy *d, const nb_run_opts *o, char **text, n
     int chat = o->chat;
     if (chat < 0)
         chat = strcmp(d->preset, "base") && nb_tokenizer_chat_style(d->tok) != NB_CHAT_NONE;
+    *chat_out = chat;
     if (chat)
         return nb_tokenizer_chat(d->tok, p, text, err);
     *text = strdup(p);
@@ -55,14 +52,14 @@ static nb_code prepare_prompt(nb_deploy *d, const nb_run_opts *o, char **text, n
 }
 
 /* One timed repetition: the clock starts before tokenization. */
-static nb_code one_rep(nb_deploy *d, const char *text, const nb_run_opts *o, nb_run_sample *s,
-                       nb_gen *g, nb_err *err)
+static nb_code one_rep(nb_deploy *d, const char *text, int chat, const nb_run_opts *o,
+                       nb_run_sample *s, nb_gen *g, nb_err *err)
 {
     memset(s, 0, sizeof *s);
     double t0 = nb_now_ms();
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    nb_code rc = nb_tokenizer_encode(d->tok, text, strlen(text), 1, 1, &ids, &n_ids, err);
+    nb_code rc = nb_tokenizer_encode(d->tok, text, strlen(text), !chat, 1, &ids, &n_ids, err);
     if (rc)
         return rc;
     s->tokenize_ms = nb_now_ms() - t0;
@@ -126,7 +123,8 @@ static nb_code run_reps(nb_deploy *d, const nb_run_opts *o, nb_run_result *out, 
         return nb_err_set(err, NB_EINVAL, "--reps %d: must be 1..1000", o->reps);
     if (o->warmup < 0 || o->warmup > 100)
         return nb_err_set(err, NB_EINVAL, "warm-up count %d: must be 0..100", o->warmup);
-    nb_code rc = prepare_prompt(d, o, &out->prompt_text, err);
+    int chat = 0;
+    nb_code rc = prepare_prompt(d, o, &out->prompt_text, &chat, err);
     if (rc)
         return rc;
     out->samples = calloc((size_t)o->reps, sizeof *out->samples);
@@ -138,14 +136,14 @@ static nb_code run_reps(nb_deploy *d, const nb_run_opts *o, nb_run_result *out, 
     nb_gen g;
     nb_run_sample s;
     for (int w = 0; w < o->warmup; w++) {
-        if ((rc = one_rep(d, out->prompt_text, o, &s, &g, err))) {
+        if ((rc = one_rep(d, out->prompt_text, chat, o, &s, &g, err))) {
             nb_run_result_free(out);
             return rc;
         }
         nb_gen_free(&g);
     }
     for (int r = 0; r < o->reps; r++) {
-        if ((rc = one_rep(d, out->prompt_text, o, &out->samples[r], &g, err))) {
+        if ((rc = one_rep(d, out->prompt_text, chat, o, &out->samples[r], &g, err))) {
             nb_run_result_free(out);
             return rc;
         }

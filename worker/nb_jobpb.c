@@ -1,0 +1,756 @@
+/* nb_jobpb: C result structs <-> npubench.JobResult parts, built from plain malloc blocks.
+ * Messages from the network are never trusted: from_pb checks every count and index. */
+#if __has_include("npubench.pb-c.h") && __has_include("nb_verify.h")
+/* (Compiled only once nb_worker links nb_proto and nb_verify: see the CMake request.) */
+#include "nb_jobpb.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "nb_kernels.h"
+
+/* Bounds on what a reported message may ask from_pb to allocate. */
+#define MAX_RECORDS 4096
+#define MAX_STEPS 65536
+#define MAX_SAMPLES 100000
+#define MAX_LAYERS 4096
+
+Npubench__JobResult *nb_jobpb_result_new(void)
+{
+    Npubench__JobResult *r = malloc(sizeof *r);
+    if (r)
+        npubench__job_result__init(r);
+    return r;
+}
+
+void nb_jobpb_free(void *msg)
+{
+    if (msg)
+        protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+char *nb_jobpb_strdup(const char *s)
+{
+    if (!s || !*s)
+        return (char *)protobuf_c_empty_string;
+    return strdup(s);
+}
+
+/* Allocates n zeroed elements (at least one, so n == 0 is not a NULL "failure"). */
+static void *alloc_n(size_t n, size_t size)
+{
+    return calloc(n ? n : 1, size);
+}
+
+static nb_code oom(nb_err *err)
+{
+    return nb_err_set(err, NB_ENOMEM, "out of memory building the job result");
+}
+
+/* ---- top-k lists -------------------------------------------------------------------- */
+
+static nb_code top_to_pb(const nb_gate_step *s, int k, Npubench__TopToken ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!s || k <= 0)
+        return NB_OK;
+    if (k > NB_GATE_K_MAX)
+        k = NB_GATE_K_MAX;
+    Npubench__TopToken **v = alloc_n((size_t)k, sizeof *v);
+    if (!v)
+        return NB_ENOMEM;
+    for (int i = 0; i < k; i++) {
+        v[i] = malloc(sizeof *v[i]);
+        if (!v[i]) {
+            for (int j = 0; j < i; j++)
+                free(v[j]);
+            free(v);
+            return NB_ENOMEM;
+        }
+        npubench__top_token__init(v[i]);
+        v[i]->token = s->topk[i];
+        v[i]->logit = s->logits[i];
+    }
+    *out = v;
+    *n = (size_t)k;
+    return NB_OK;
+}
+
+/* A step known only by its chosen token: the rest of the top list is -1. */
+static void step_of_token(nb_gate_step *s, int32_t token)
+{
+    memset(s, 0, sizeof *s);
+    s->token = token;
+    for (int i = 0; i < NB_GATE_K_MAX; i++)
+        s->topk[i] = -1;
+    s->topk[0] = token;
+}
+
+static nb_code top_from_pb(Npubench__TopToken *const *v, size_t n, const char *what,
+                           nb_gate_step *s, nb_err *err)
+{
+    if (n > NB_GATE_K_MAX)
+        return nb_err_set(err, NB_EINVAL, "%s: %zu entries, at most %d", what, n,
+                          NB_GATE_K_MAX);
+    for (size_t i = 0; i < n; i++) {
+        s->topk[i] = v[i]->token;
+        s->logits[i] = v[i]->logit;
+    }
+    return NB_OK;
+}
+
+/* ---- verify ------------------------------------------------------------------------- */
+
+static nb_code ints_to_pb(const nb_gate_step *s, int n, int32_t **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (n <= 0 || !s)
+        return NB_OK;
+    int32_t *v = alloc_n((size_t)n, sizeof *v);
+    if (!v)
+        return NB_ENOMEM;
+    for (int i = 0; i < n; i++)
+        v[i] = s[i].token;
+    *out = v;
+    *n_out = (size_t)n;
+    return NB_OK;
+}
+
+static Npubench__GateRecord *gate_to_pb(const nb_verify_result *r, const nb_verify_record *v)
+{
+    Npubench__GateRecord *g = malloc(sizeof *g);
+    if (!g)
+        return NULL;
+    npubench__gate_record__init(g);
+    const nb_gate_result *gr = &v->gate;
+    g->index = v->index;
+    g->steps = gr->n_steps;
+    g->divergence_step = gr->divergence;
+    g->device_token = gr->dev_token;
+    g->reference_token = gr->ref_token;
+    g->device_token_ref_rank = gr->dev_rank_in_ref;
+    g->reference_token_dev_rank = gr->ref_rank_in_dev;
+    g->status = gr->status == NB_GATE_PASS ? NPUBENCH__OUTCOME__PASS : NPUBENCH__OUTCOME__FAIL;
+    g->prompt_tokens = v->n_prompt_ids;
+    g->prefill_ms = v->prefill_ms;
+    g->decode_ms = v->decode_ms;
+    g->agreed = gr->agreed;
+    /* The step the reports show: the divergence, or the last one compared. */
+    int at = gr->divergence >= 0 ? gr->divergence : gr->n_steps - 1;
+    g->top_step = at;
+    int ok = (g->prompt = nb_jobpb_strdup(v->prompt)) &&
+             (g->device_text = nb_jobpb_strdup(v->dev_token_text)) &&
+             (g->reference_text = nb_jobpb_strdup(v->ref_token_text)) &&
+             (g->agreed_prefix = nb_jobpb_strdup(v->agreed_text)) &&
+             (g->fail_reason = nb_jobpb_strdup(gr->reason)) &&
+             (g->device_generation = nb_jobpb_strdup(v->dev_text)) &&
+             (g->reference_generation = nb_jobpb_strdup(v->ref_text));
+    if (ok && at >= 0 && at < v->n_steps)
+        ok = top_to_pb(&v->dev[at], r->k, &g->device_top, &g->n_device_top) == NB_OK;
+    if (ok && at >= 0 && at < r->n_tokens)
+        ok = top_to_pb(&v->ref[at], r->k, &g->reference_top, &g->n_reference_top) == NB_OK;
+    if (ok)
+        ok = ints_to_pb(v->dev, v->n_steps, &g->device_tokens, &g->n_device_tokens) == NB_OK &&
+             ints_to_pb(v->ref, r->n_tokens, &g->reference_tokens, &g->n_reference_tokens) ==
+                 NB_OK;
+    if (!ok) {
+        nb_jobpb_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+nb_code nb_jobpb_verify_to_pb(const nb_verify_result *r, Npubench__JobResult *out, nb_err *err)
+{
+    if (r->n < 0 || (r->n > 0 && !r->recs))
+        return nb_err_set(err, NB_EINTERNAL, "verify result: %d records without storage", r->n);
+    Npubench__GateRecord **gates = alloc_n((size_t)r->n, sizeof *gates);
+    Npubench__VerifySummary *vs = malloc(sizeof *vs);
+    if (!gates || !vs) {
+        free(gates);
+        free(vs);
+        return oom(err);
+    }
+    npubench__verify_summary__init(vs);
+    vs->k = r->k;
+    vs->n_tokens = r->n_tokens;
+    vs->wall_ms = r->wall_ms;
+    vs->passed = r->n_pass;
+    vs->failed = r->n_fail;
+    int ok = (vs->prompts_path = nb_jobpb_strdup(r->prompts_path)) &&
+             (vs->prompts_sha256 = nb_jobpb_strdup(r->prompts_sha256)) &&
+             (vs->trace_path = nb_jobpb_strdup(r->trace_path)) &&
+             (vs->trace_transformers = nb_jobpb_strdup(r->trace_transformers)) &&
+             (vs->trace_torch = nb_jobpb_strdup(r->trace_torch)) &&
+             (vs->trace_date = nb_jobpb_strdup(r->trace_date));
+    int n = 0;
+    for (; ok && n < r->n; n++)
+        ok = (gates[n] = gate_to_pb(r, &r->recs[n])) != NULL;
+    if (!ok) {
+        for (int i = 0; i < n; i++)
+            nb_jobpb_free(gates[i]);
+        free(gates);
+        nb_jobpb_free(vs);
+        return oom(err);
+    }
+    out->gates = gates;
+    out->n_gates = (size_t)r->n;
+    out->verify = vs;
+    out->outcome =
+        r->status == NB_GATE_PASS ? NPUBENCH__OUTCOME__PASS : NPUBENCH__OUTCOME__FAIL;
+    return NB_OK;
+}
+
+static char *dup_or_null(const char *s, int *ok)
+{
+    char *d = strdup(s ? s : "");
+    if (!d)
+        *ok = 0;
+    return d;
+}
+
+static nb_code gate_from_pb(const Npubench__GateRecord *g, int i, int k, int n_tokens,
+                            nb_verify_record *v, nb_err *err)
+{
+    char what[96];
+    snprintf(what, sizeof what, "JobResult.gates[%d]", i);
+    if (g->steps < 0 || (size_t)g->steps > g->n_device_tokens ||
+        (size_t)g->steps > g->n_reference_tokens)
+        return nb_err_set(err, NB_EINVAL,
+                          "%s.steps %d: must be 0..min(device_tokens %zu, reference_tokens %zu)",
+                          what, g->steps, g->n_device_tokens, g->n_reference_tokens);
+    if (g->n_device_tokens > MAX_STEPS || g->n_reference_tokens > MAX_STEPS)
+        return nb_err_set(err, NB_EINVAL, "%s: %zu/%zu tokens, at most %d", what,
+                          g->n_device_tokens, g->n_reference_tokens, MAX_STEPS);
+    if (g->divergence_step < -1 || g->divergence_step >= (g->steps ? g->steps : 1))
+        return nb_err_set(err, NB_EINVAL, "%s.divergence_step %d: must be -1..%d", what,
+                          g->divergence_step, g->steps - 1);
+    if (g->top_step < -1 || g->top_step >= (g->steps ? g->steps : 1) ||
+        (g->steps > 0 && g->top_step < 0))
+        return nb_err_set(err, NB_EINVAL, "%s.top_step %d: must be -1..%d", what, g->top_step,
+                          g->steps - 1);
+    if (g->agreed < 0 || g->agreed > g->steps)
+        return nb_err_set(err, NB_EINVAL, "%s.agreed %d: must be 0..%d", what, g->agreed,
+                          g->steps);
+    v->index = g->index;
+    v->n_prompt_ids = g->prompt_tokens;
+    v->prefill_ms = g->prefill_ms;
+    v->decode_ms = g->decode_ms;
+    v->n_steps = (int)g->n_device_tokens;
+    /* Reports index ref[] up to the result's n_tokens: never allocate less. */
+    size_t n_ref = g->n_reference_tokens > (size_t)n_tokens ? g->n_reference_tokens
+                                                            : (size_t)n_tokens;
+    v->dev = alloc_n(g->n_device_tokens, sizeof *v->dev);
+    v->ref = alloc_n(n_ref, sizeof *v->ref);
+    int ok = v->dev && v->ref;
+    v->prompt = dup_or_null(g->prompt, &ok);
+    v->dev_token_text = dup_or_null(g->device_text, &ok);
+    v->ref_token_text = dup_or_null(g->reference_text, &ok);
+    v->agreed_text = dup_or_null(g->agreed_prefix, &ok);
+    v->dev_text = dup_or_null(g->device_generation, &ok);
+    v->ref_text = dup_or_null(g->reference_generation, &ok);
+    if (!ok)
+        return nb_err_set(err, NB_ENOMEM, "out of memory reading %s", what);
+    for (size_t s = 0; s < g->n_device_tokens; s++)
+        step_of_token(&v->dev[s], g->device_tokens[s]);
+    for (size_t s = 0; s < n_ref; s++)
+        step_of_token(&v->ref[s], s < g->n_reference_tokens ? g->reference_tokens[s] : -1);
+    if (g->top_step >= 0) {
+        char w2[128];
+        snprintf(w2, sizeof w2, "%s.device_top", what);
+        nb_code rc = top_from_pb(g->device_top, g->n_device_top, w2, &v->dev[g->top_step], err);
+        if (rc)
+            return rc;
+        snprintf(w2, sizeof w2, "%s.reference_top", what);
+        rc = top_from_pb(g->reference_top, g->n_reference_top, w2, &v->ref[g->top_step], err);
+        if (rc)
+            return rc;
+    }
+    (void)k;
+    nb_gate_result *gr = &v->gate;
+    memset(gr, 0, sizeof *gr);
+    gr->status = g->status == NPUBENCH__OUTCOME__PASS ? NB_GATE_PASS : NB_GATE_FAIL;
+    gr->n_steps = g->steps;
+    gr->agreed = g->agreed;
+    gr->divergence = g->divergence_step;
+    gr->dev_token = g->device_token;
+    gr->ref_token = g->reference_token;
+    gr->dev_rank_in_ref = g->device_token_ref_rank;
+    gr->ref_rank_in_dev = g->reference_token_dev_rank;
+    snprintf(gr->reason, sizeof gr->reason, "%s", g->fail_reason ? g->fail_reason : "");
+    return NB_OK;
+}
+
+nb_code nb_jobpb_verify_from_pb(const Npubench__JobResult *res, nb_verify_result *out,
+                                nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const Npubench__VerifySummary *vs = res->verify;
+    if (!vs)
+        return nb_err_set(err, NB_EINVAL, "JobResult.verify: absent (not a verify result)");
+    if (vs->k < 1 || vs->k > NB_GATE_K_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobResult.verify.k %d: must be 1..%d", vs->k,
+                          NB_GATE_K_MAX);
+    if (vs->n_tokens < 0 || vs->n_tokens > MAX_STEPS)
+        return nb_err_set(err, NB_EINVAL, "JobResult.verify.n_tokens %d: must be 0..%d",
+                          vs->n_tokens, MAX_STEPS);
+    if (res->n_gates > MAX_RECORDS)
+        return nb_err_set(err, NB_EINVAL, "JobResult.gates: %zu records, at most %d",
+                          res->n_gates, MAX_RECORDS);
+    out->recs = alloc_n(res->n_gates, sizeof *out->recs);
+    if (!out->recs)
+        return nb_err_set(err, NB_ENOMEM, "out of memory reading JobResult.gates");
+    out->k = vs->k;
+    out->n_tokens = vs->n_tokens;
+    snprintf(out->prompts_path, sizeof out->prompts_path, "%s", vs->prompts_path);
+    snprintf(out->prompts_sha256, sizeof out->prompts_sha256, "%s", vs->prompts_sha256);
+    snprintf(out->trace_path, sizeof out->trace_path, "%s", vs->trace_path);
+    snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s",
+             vs->trace_transformers);
+    snprintf(out->trace_torch, sizeof out->trace_torch, "%s", vs->trace_torch);
+    snprintf(out->trace_date, sizeof out->trace_date, "%s", vs->trace_date);
+    out->wall_ms = vs->wall_ms;
+    for (size_t i = 0; i < res->n_gates; i++) {
+        /* counted before filling, so nb_verify_result_free releases partial records */
+        out->n++;
+        nb_code rc = gate_from_pb(res->gates[i], (int)i, vs->k, vs->n_tokens, &out->recs[i], err);
+        if (rc) {
+            nb_verify_result_free(out);
+            return rc;
+        }
+    }
+    for (int i = 0; i < out->n; i++) {
+        if (out->recs[i].gate.status == NB_GATE_PASS)
+            out->n_pass++;
+        else
+            out->n_fail++;
+    }
+    out->status = out->n_fail ? NB_GATE_FAIL : NB_GATE_PASS;
+    return NB_OK;
+}
+
+/* ---- run ---------------------------------------------------------------------------- */
+
+nb_code nb_jobpb_run_to_pb(const nb_run_result *r, int warmup, Npubench__Metrics **out,
+                           nb_err *err)
+{
+    *out = NULL;
+    if (r->n < 1 || !r->samples)
+        return nb_err_set(err, NB_EINTERNAL, "run result without samples");
+    Npubench__Metrics *m = malloc(sizeof *m);
+    if (!m)
+        return oom(err);
+    npubench__metrics__init(m);
+    m->samples = alloc_n((size_t)r->n, sizeof *m->samples);
+    int ok = m->samples != NULL;
+    double lat = 0;
+    for (int i = 0; ok && i < r->n; i++) {
+        const nb_run_sample *s = &r->samples[i];
+        Npubench__Sample *p = malloc(sizeof *p);
+        if (!(ok = p != NULL))
+            break;
+        npubench__sample__init(p);
+        p->rep = i;
+        p->ttft_ms = s->ttft_ms;
+        p->tps = s->tps;
+        p->decode_ms_per_token = s->decode_ms_per_token;
+        p->tpot_ms = s->tpot_ms;
+        p->prompt_tokens = s->prompt_tokens;
+        p->generated_tokens = s->generated_tokens;
+        p->latency_ms = s->latency_ms;
+        p->tokenize_ms = s->tokenize_ms;
+        p->decode_ms = s->decode_ms;
+        m->samples[m->n_samples++] = p;
+        lat += s->latency_ms;
+    }
+    if (ok) {
+        const nb_run_sample *last = &r->samples[r->n - 1];
+        m->ttft_ms = r->ttft_ms.mean;
+        m->tps = r->tps.mean;
+        m->decode_ms_per_token = r->decode_ms_per_token.mean;
+        m->tpot_ms = r->tpot_ms.mean;
+        m->ttft_ms_stddev = r->ttft_ms.stddev;
+        m->tps_stddev = r->tps.stddev;
+        m->decode_ms_per_token_stddev = r->decode_ms_per_token.stddev;
+        m->tpot_ms_stddev = r->tpot_ms.stddev;
+        m->prompt_tokens = last->prompt_tokens;
+        m->generated_tokens = last->generated_tokens;
+        m->setup_ms = r->setup_ms;
+        m->latency_ms = lat / r->n;
+        m->warmup = warmup;
+        ok = (m->text = nb_jobpb_strdup(r->text)) &&
+             (m->prompt_text = nb_jobpb_strdup(r->prompt_text));
+    }
+    if (!ok) {
+        nb_jobpb_free(m);
+        return oom(err);
+    }
+    *out = m;
+    return NB_OK;
+}
+
+nb_code nb_jobpb_run_from_pb(const Npubench__Metrics *m, nb_run_result *out, nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (m->n_samples < 1 || m->n_samples > MAX_SAMPLES)
+        return nb_err_set(err, NB_EINVAL, "Metrics.samples: %zu, must be 1..%d", m->n_samples,
+                          MAX_SAMPLES);
+    out->samples = alloc_n(m->n_samples, sizeof *out->samples);
+    out->text = strdup(m->text ? m->text : "");
+    out->prompt_text = strdup(m->prompt_text ? m->prompt_text : "");
+    if (!out->samples || !out->text || !out->prompt_text) {
+        nb_run_result_free(out);
+        return nb_err_set(err, NB_ENOMEM, "out of memory reading Metrics");
+    }
+    for (size_t i = 0; i < m->n_samples; i++) {
+        const Npubench__Sample *p = m->samples[i];
+        nb_run_sample *s = &out->samples[i];
+        s->tokenize_ms = p->tokenize_ms;
+        s->ttft_ms = p->ttft_ms;
+        s->decode_ms = p->decode_ms;
+        s->latency_ms = p->latency_ms;
+        s->tps = p->tps;
+        s->decode_ms_per_token = p->decode_ms_per_token;
+        s->tpot_ms = p->tpot_ms;
+        s->prompt_tokens = p->prompt_tokens;
+        s->generated_tokens = p->generated_tokens;
+    }
+    out->n = (int)m->n_samples;
+    out->ttft_ms = (nb_stat){m->ttft_ms, m->ttft_ms_stddev};
+    out->tps = (nb_stat){m->tps, m->tps_stddev};
+    out->decode_ms_per_token = (nb_stat){m->decode_ms_per_token, m->decode_ms_per_token_stddev};
+    out->tpot_ms = (nb_stat){m->tpot_ms, m->tpot_ms_stddev};
+    out->setup_ms = m->setup_ms;
+    return NB_OK;
+}
+
+/* ---- profile ------------------------------------------------------------------------ */
+
+static Npubench__ProfilePhase *phase_new(const char *name, int64_t calls, double avg,
+                                         double sd)
+{
+    Npubench__ProfilePhase *p = malloc(sizeof *p);
+    if (!p)
+        return NULL;
+    npubench__profile_phase__init(p);
+    if (!(p->name = nb_jobpb_strdup(name))) {
+        free(p);
+        return NULL;
+    }
+    p->calls = calls;
+    p->avg_ms = avg;
+    p->total_ms = avg * (double)calls;
+    p->stddev_ms = sd;
+    return p;
+}
+
+nb_code nb_jobpb_profile_to_pb(const nb_profile_result *p, int warmup, Npubench__JobResult *out,
+                               nb_err *err)
+{
+    Npubench__Metrics *m = NULL;
+    nb_code rc = nb_jobpb_run_to_pb(&p->run, warmup, &m, err);
+    if (rc)
+        return rc;
+    m->requested_tokens = p->n_tokens;
+    int dec = p->run.samples[p->run.n - 1].generated_tokens - 1;
+    const nb_op_stats *lm = &p->ops[NB_OP_LM_HEAD];
+    Npubench__ProfilePhase **ph = alloc_n(4, sizeof *ph);
+    Npubench__ProfileKernel **kv = alloc_n(NB_OP_COUNT, sizeof *kv);
+    int ok = ph && kv;
+    size_t nph = 0, nk = 0;
+    if (ok) {
+        ph[nph] = phase_new("setup", 1, p->setup_ms, 0.0);
+        ok = ph[nph++] != NULL;
+    }
+    if (ok) {
+        ph[nph] = phase_new("prefill", p->reps, p->prefill_ms.mean, p->prefill_ms.stddev);
+        ok = ph[nph++] != NULL;
+    }
+    if (ok) {
+        ph[nph] = phase_new("decode", (int64_t)p->reps * (dec > 0 ? dec : 0),
+                            p->decode_avg_ms.mean, p->decode_avg_ms.stddev);
+        ok = ph[nph++] != NULL;
+    }
+    if (ok) {
+        ph[nph] = phase_new("lm_head", lm->calls, p->lm_head_ms, 0.0);
+        ok = ph[nph++] != NULL;
+    }
+    for (int i = 0; ok && i < NB_OP_COUNT; i++) {
+        const nb_op_stats *s = &p->ops[i];
+        if (!s->calls)
+            continue;
+        Npubench__ProfileKernel *k = malloc(sizeof *k);
+        if (!(ok = k != NULL))
+            break;
+        npubench__profile_kernel__init(k);
+        kv[nk++] = k;
+        k->calls = s->calls;
+        k->total_ms = s->total_ms;
+        k->avg_ms = s->total_ms / (double)s->calls;
+        ok = (k->name = nb_jobpb_strdup(nb_op_name((nb_op)i))) &&
+             (k->device = nb_jobpb_strdup("cpu"));
+    }
+    if (!ok) {
+        for (size_t i = 0; ph && i < nph; i++)
+            nb_jobpb_free(ph[i]);
+        for (size_t i = 0; kv && i < nk; i++)
+            nb_jobpb_free(kv[i]);
+        free(ph);
+        free(kv);
+        nb_jobpb_free(m);
+        return oom(err);
+    }
+    out->metrics = m;
+    out->phases = ph;
+    out->n_phases = nph;
+    out->kernels = kv;
+    out->n_kernels = nk;
+    out->outcome = NPUBENCH__OUTCOME__PASS;
+    return NB_OK;
+}
+
+nb_code nb_jobpb_profile_from_pb(const Npubench__JobResult *res, nb_profile_result *out,
+                                 nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!res->metrics)
+        return nb_err_set(err, NB_EINVAL, "JobResult.metrics: absent (not a profile result)");
+    nb_code rc = nb_jobpb_run_from_pb(res->metrics, &out->run, err);
+    if (rc)
+        return rc;
+    out->reps = out->run.n;
+    out->n_tokens = res->metrics->requested_tokens;
+    out->prompt_tokens = out->run.samples[0].prompt_tokens;
+    out->setup_ms = res->metrics->setup_ms;
+    for (size_t i = 0; i < res->n_phases; i++) {
+        const Npubench__ProfilePhase *p = res->phases[i];
+        if (!strcmp(p->name, "setup"))
+            out->setup_ms = p->avg_ms;
+        else if (!strcmp(p->name, "prefill"))
+            out->prefill_ms = (nb_stat){p->avg_ms, p->stddev_ms};
+        else if (!strcmp(p->name, "decode"))
+            out->decode_avg_ms = (nb_stat){p->avg_ms, p->stddev_ms};
+        else if (!strcmp(p->name, "lm_head"))
+            out->lm_head_ms = p->avg_ms;
+        /* other phases (other backends') have no slot here */
+    }
+    for (size_t i = 0; i < res->n_kernels; i++) {
+        const Npubench__ProfileKernel *k = res->kernels[i];
+        int op = -1;
+        for (int j = 0; j < NB_OP_COUNT && op < 0; j++)
+            if (!strcmp(k->name, nb_op_name((nb_op)j)))
+                op = j;
+        if (op < 0) {
+            nb_profile_result_free(out);
+            return nb_err_set(err, NB_EINVAL, "JobResult.kernels[%zu].name '%.64s': not a cpu op",
+                              i, k->name);
+        }
+        if (k->calls < 0) {
+            nb_profile_result_free(out);
+            return nb_err_set(err, NB_EINVAL, "JobResult.kernels[%zu].calls %lld: negative", i,
+                              (long long)k->calls);
+        }
+        out->ops[op].calls = (long)k->calls;
+        out->ops[op].total_ms = k->total_ms;
+    }
+    return NB_OK;
+}
+
+/* ---- diagnosis ---------------------------------------------------------------------- */
+
+nb_code nb_jobpb_diagnosis_to_pb(const nb_diagnosis_result *r, Npubench__JobResult *out,
+                                 nb_err *err)
+{
+    if (r->n_layers < 0 || (r->n_layers > 0 && !r->layers))
+        return nb_err_set(err, NB_EINTERNAL, "diagnosis result: %d layers without storage",
+                          r->n_layers);
+    Npubench__LayerCosine **c = alloc_n((size_t)r->n_layers, sizeof *c);
+    Npubench__DiagnosisSummary *ds = malloc(sizeof *ds);
+    int ok = c && ds;
+    int n = 0;
+    if (ds) {
+        npubench__diagnosis_summary__init(ds);
+        ds->positions = r->n_pos;
+        ds->k = r->k;
+        ok = ok && (ds->prompt = nb_jobpb_strdup(r->prompt)) &&
+             (ds->trace_path = nb_jobpb_strdup(r->trace_path)) &&
+             top_to_pb(&r->dev_final, r->k, &ds->device_top, &ds->n_device_top) == NB_OK &&
+             top_to_pb(&r->ref_final, r->k, &ds->reference_top, &ds->n_reference_top) == NB_OK;
+    }
+    for (; ok && n < r->n_layers; n++) {
+        const nb_diagnosis_layer *L = &r->layers[n];
+        Npubench__LayerCosine *lc = malloc(sizeof *lc);
+        if (!(ok = lc != NULL))
+            break;
+        npubench__layer_cosine__init(lc);
+        c[n] = lc;
+        char name[32];
+        snprintf(name, sizeof name, "L%d", L->layer);
+        lc->layer = L->layer;
+        lc->post_norm = L->post_norm != 0;
+        lc->min = L->s.min;
+        lc->p5 = L->s.p5;
+        lc->median = L->s.median;
+        lc->mean = L->s.mean;
+        lc->max_abs = L->s.max_abs;
+        ok = (lc->name = nb_jobpb_strdup(name)) != NULL;
+    }
+    if (!ok) {
+        for (int i = 0; c && i < n; i++)
+            nb_jobpb_free(c[i]);
+        free(c);
+        nb_jobpb_free(ds);
+        return oom(err);
+    }
+    out->cosines = c;
+    out->n_cosines = (size_t)r->n_layers;
+    out->diagnosis = ds;
+    out->outcome = NPUBENCH__OUTCOME__PASS;
+    return NB_OK;
+}
+
+nb_code nb_jobpb_diagnosis_from_pb(const Npubench__JobResult *res, nb_diagnosis_result *out,
+                                   nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const Npubench__DiagnosisSummary *ds = res->diagnosis;
+    if (!ds)
+        return nb_err_set(err, NB_EINVAL, "JobResult.diagnosis: absent (not a diagnosis result)");
+    if (ds->k < 0 || ds->k > NB_GATE_K_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobResult.diagnosis.k %d: must be 0..%d", ds->k,
+                          NB_GATE_K_MAX);
+    if (res->n_cosines > MAX_LAYERS)
+        return nb_err_set(err, NB_EINVAL, "JobResult.cosines: %zu layers, at most %d",
+                          res->n_cosines, MAX_LAYERS);
+    nb_code rc = top_from_pb(ds->device_top, ds->n_device_top, "JobResult.diagnosis.device_top",
+                             &out->dev_final, err);
+    if (!rc)
+        rc = top_from_pb(ds->reference_top, ds->n_reference_top,
+                         "JobResult.diagnosis.reference_top", &out->ref_final, err);
+    if (rc)
+        return rc;
+    out->dev_final.token = ds->n_device_top ? out->dev_final.topk[0] : -1;
+    out->ref_final.token = ds->n_reference_top ? out->ref_final.topk[0] : -1;
+    out->layers = alloc_n(res->n_cosines, sizeof *out->layers);
+    if (!out->layers)
+        return nb_err_set(err, NB_ENOMEM, "out of memory reading JobResult.cosines");
+    snprintf(out->prompt, sizeof out->prompt, "%s", ds->prompt);
+    snprintf(out->trace_path, sizeof out->trace_path, "%s", ds->trace_path);
+    out->n_pos = ds->positions;
+    out->k = ds->k;
+    out->n_layers = (int)res->n_cosines;
+    for (size_t i = 0; i < res->n_cosines; i++) {
+        const Npubench__LayerCosine *c = res->cosines[i];
+        nb_diagnosis_layer *L = &out->layers[i];
+        L->layer = c->layer;
+        L->post_norm = c->post_norm;
+        L->s = (nb_cos_stats){c->min, c->p5, c->median, c->mean, c->max_abs};
+    }
+    return NB_OK;
+}
+
+/* ---- environment -------------------------------------------------------------------- */
+
+void nb_jobpb_cpu_model(char *buf, size_t cap)
+{
+    if (!cap)
+        return;
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10))
+                continue;
+            const char *v = strchr(line, ':');
+            if (!v)
+                continue;
+            v++;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            snprintf(buf, cap, "%s", v);
+            buf[strcspn(buf, "\n")] = '\0';
+            break;
+        }
+        fclose(f);
+    }
+    if (!buf[0]) {
+        struct utsname u;
+        snprintf(buf, cap, "%s", uname(&u) == 0 ? u.machine : "unknown");
+    }
+}
+
+static Npubench__KeyValue *kv_new(const char *k, const char *v)
+{
+    Npubench__KeyValue *p = malloc(sizeof *p);
+    if (!p)
+        return NULL;
+    npubench__key_value__init(p);
+    if (!(p->key = nb_jobpb_strdup(k)) || !(p->value = nb_jobpb_strdup(v))) {
+        nb_jobpb_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+nb_code nb_jobpb_env_new(const nb_deploy *d, const char *board, const char *board_type,
+                         Npubench__Environment **out, nb_err *err)
+{
+    *out = NULL;
+    Npubench__Environment *e = malloc(sizeof *e);
+    if (!e)
+        return oom(err);
+    npubench__environment__init(e);
+    char cpu[256], host[256] = "", cores[32];
+    nb_jobpb_cpu_model(cpu, sizeof cpu);
+    if (gethostname(host, sizeof host - 1))
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    snprintf(cores, sizeof cores, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    e->threads = nb_kernels_threads();
+    int ok = (e->npubench_version = nb_jobpb_strdup(NB_VERSION)) &&
+             (e->npubench_commit = nb_jobpb_strdup(NB_GIT_COMMIT)) &&
+             (e->board = nb_jobpb_strdup(board ? board : "local")) &&
+             (e->board_type = nb_jobpb_strdup(board_type)) &&
+             (e->cpu_info = nb_jobpb_strdup(cpu)) && (e->host = nb_jobpb_strdup(host)) &&
+             (e->compiler = nb_jobpb_strdup("gcc " __VERSION__)) &&
+             (e->kernels_isa = nb_jobpb_strdup(nb_isa_name(nb_kernels_isa())));
+    if (ok && d)
+        ok = (e->backend = nb_jobpb_strdup(d->spec.backend)) &&
+             (e->dtype = nb_jobpb_strdup(nb_dtype_name(d->spec.dtype))) &&
+             (e->model = nb_jobpb_strdup(d->model_name)) &&
+             (e->model_path = nb_jobpb_strdup(d->model_path)) &&
+             (e->model_digest = nb_jobpb_strdup(d->model_sha256));
+    if (ok) {
+        e->extra = alloc_n(1, sizeof *e->extra);
+        ok = e->extra && (e->extra[0] = kv_new("online_cores", cores)) != NULL;
+        if (ok)
+            e->n_extra = 1;
+    }
+    if (!ok) {
+        nb_jobpb_free(e);
+        return oom(err);
+    }
+    *out = e;
+    return NB_OK;
+}
+
+void nb_jobpb_env_to_report(const Npubench__Environment *e, nb_report_env *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *model = e->model_path && *e->model_path ? e->model_path : e->model;
+    snprintf(out->model, sizeof out->model, "%s", model ? model : "");
+    snprintf(out->model_sha256, sizeof out->model_sha256, "%s", e->model_digest);
+    snprintf(out->backend, sizeof out->backend, "%s", e->backend);
+    snprintf(out->dtype, sizeof out->dtype, "%s", e->dtype);
+    snprintf(out->board, sizeof out->board, "%s", e->board);
+    out->threads = e->threads;
+    snprintf(out->isa, sizeof out->isa, "%s", e->kernels_isa);
+}
+
+#endif
