@@ -15,7 +15,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: bench_engine --model PATH [--dtype bf16|q4_1|f32] [--threads N]\n"
             "                    [--pp N[,N...]] [--tg N] [--reps N]\n"
-            "Prints one line per test: engine <dtype> <test> <tokens/s mean> <sd> [GB/s]\n");
+            "Prints one line per test:\n"
+            "  engine <dtype> <test> <tokens/s mean> <sd> <best> <sample,sample,...> <weight bytes>\n");
 }
 
 /* Token ids for a run: any valid ids do, as for llama-bench (random). */
@@ -28,16 +29,20 @@ static void fill_ids(int32_t *ids, int n, int vocab)
     }
 }
 
-static double mean_sd(const double *v, int n, double *sd)
+static void print_test(const char *dtype, const char *test, const double *v, int n, size_t wbytes)
 {
-    double m = 0, q = 0;
-    for (int i = 0; i < n; i++)
+    double m = 0, q = 0, best = 0;
+    for (int i = 0; i < n; i++) {
         m += v[i];
+        best = v[i] > best ? v[i] : best;
+    }
     m /= n;
     for (int i = 0; i < n; i++)
         q += (v[i] - m) * (v[i] - m);
-    *sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
-    return m;
+    printf("engine %s %s %.2f %.2f %.2f ", dtype, test, m, n > 1 ? sqrt(q / (n - 1)) : 0.0, best);
+    for (int i = 0; i < n; i++)
+        printf("%s%.2f", i ? "," : "", v[i]);
+    printf(" %zu\n", wbytes);
 }
 
 int main(int argc, char **argv)
@@ -120,9 +125,10 @@ int main(int argc, char **argv)
                 if (r >= 0)
                     tps[r] = n / ((nb_now_ms() - s) / 1e3);
             }
-            double sd, mean = mean_sd(tps, reps, &sd);
+            char test[32];
+            snprintf(test, sizeof test, "pp%d", n);
             if (!rc)
-                printf("engine %s pp%d %.2f %.2f\n", nb_dtype_name(o.dtype), n, mean, sd);
+                print_test(nb_dtype_name(o.dtype), test, tps, reps, wbytes);
         }
         p = strchr(p, ',');
         if (!p)
@@ -140,10 +146,10 @@ int main(int argc, char **argv)
             if (r >= 0)
                 tps[r] = tg / ((nb_now_ms() - s) / 1e3);
         }
-        double sd, mean = mean_sd(tps, reps, &sd);
+        char test[32];
+        snprintf(test, sizeof test, "tg%d", tg);
         if (!rc)
-            printf("engine %s tg%d %.2f %.2f %.2f\n", nb_dtype_name(o.dtype), tg, mean, sd,
-                   wbytes * mean / 1e9);
+            print_test(nb_dtype_name(o.dtype), test, tps, reps, wbytes);
     }
     if (rc)
         fprintf(stderr, "bench_engine: %s\n", err.msg);

@@ -1,5 +1,6 @@
 /* bench_kernels: read bandwidth (STREAM-like), decode GEMV GB/s and prefill GEMM GFLOP/s per
- * kernel path and weight type, on SmolLM2-135M's shapes. Usage: bench_kernels [--threads N] [--quick]. */
+ * kernel path and weight type, on SmolLM2-135M's shapes.
+ * Usage: bench_kernels [--threads N] [--quick] [--bandwidth (only the read bandwidth)]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,14 +224,16 @@ static double attention_ms(int n, int pos0)
 
 int main(int argc, char **argv)
 {
-    int threads = 0;
+    int threads = 0, bw_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--quick")) {
             min_seconds = 0.3;
+        } else if (!strcmp(argv[i], "--bandwidth")) {
+            bw_only = 1;
         } else {
-            fprintf(stderr, "usage: bench_kernels [--threads N] [--quick]\n");
+            fprintf(stderr, "usage: bench_kernels [--threads N] [--quick] [--bandwidth]\n");
             return 2;
         }
     }
@@ -247,6 +250,10 @@ int main(int argc, char **argv)
     double bw1 = read_bandwidth(1), bwn = read_bandwidth(nt);
     printf("read bandwidth (512 MiB, huge-page slab): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n",
            bw1, nt, bwn);
+    if (bw_only) {
+        nb_kernels_shutdown();
+        return 0;
+    }
 
     nb_bf16 *x = calloc((size_t)128 * FFN, 2), *y = calloc((size_t)128 * VOCAB, 2);
     for (size_t i = 0; i < (size_t)128 * FFN; i++)

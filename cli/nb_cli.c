@@ -19,6 +19,7 @@ static const command COMMANDS[] = {
     {"verify-full", nb_cmd_verify_full, "the gate on every prompt of the set"},
     {"diagnosis", nb_cmd_diagnosis, "per-layer cosine vs HF (informational)"},
     {"profile", nb_cmd_profile, "per-phase and per-kernel milliseconds"},
+    {"worker", nb_cmd_worker, "serve a coordinator's jobs on this board's device (long-lived)"},
 };
 
 static void usage(FILE *f)

@@ -24,6 +24,7 @@ int nb_cmd_verify(int argc, char **argv);
 int nb_cmd_verify_full(int argc, char **argv);
 int nb_cmd_diagnosis(int argc, char **argv);
 int nb_cmd_profile(int argc, char **argv);
+int nb_cmd_worker(int argc, char **argv); /* cli/nb_cmd_worker.c */
 
 void nb_cmd_print_run(FILE *f, const nb_run_result *r);
 void nb_cmd_print_profile(FILE *f, const nb_profile_result *p);

@@ -121,18 +121,28 @@ static void tile4x2_dense(const float *x0, const float *x1, const float *const w
 
 /* ---- quantized blocks in registers ---------------------------------------- */
 
-/* The 32 weights of a Q4_1 block, exactly as nb_q4_1_block_f32: d*q is exact
- * in fp32 (d has 11 significant bits, q 4), so fma(q, d, m) rounds once,
- * like the reference's (d*q) + m. */
-static inline void deq_q4_1(const uint8_t *blk, __m256 w[4])
+/* PACK8 quantized groups keep each block index's 8 scales together (see
+ * nb_kernels_impl.h), so one F16C conversion yields all 8 rows' scales:
+ * sc[] holds d0 m0 d1 m1 .. (Q4_1) or d0 d1 .. (Q8_0) as fp32 (exact). */
+static inline void block_scales(nb_wtype ty, const uint8_t *p, float sc[16])
 {
-    uint32_t dm32;
-    memcpy(&dm32, blk, 4);
-    __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32));
-    __m256 d = _mm256_broadcastss_ps(dm), m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
+    if (ty == NB_W_Q4_1) {
+        _mm256_storeu_ps(sc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+        _mm256_storeu_ps(sc + 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16))));
+    } else {
+        _mm256_storeu_ps(sc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+    }
+}
+
+/* The 32 weights of a Q4_1 block (qs: its 16 quant bytes), exactly as
+ * nb_q4_1_block_f32: d*q is exact in fp32 (d has 11 significant bits, q 4),
+ * so fma(q, d, m) rounds once, like the reference's (d*q) + m. */
+static inline void deq_q4_1(const uint8_t *qs, const float *dm, __m256 w[4])
+{
+    __m256 d = _mm256_broadcast_ss(dm), m = _mm256_broadcast_ss(dm + 1);
     /* byte j of qs holds q[j] (low nibble) and q[j+16] (high nibble) */
-    __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 4)));
-    __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 12)));
+    __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+    __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
     __m256i f = _mm256_set1_epi32(15);
     w[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v0, f)), d, m);
     w[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v1, f)), d, m);
@@ -140,13 +150,10 @@ static inline void deq_q4_1(const uint8_t *blk, __m256 w[4])
     w[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4)), d, m);
 }
 
-/* Q8_0: d * q, exact in fp32 (11 + 8 significant bits). */
-static inline void deq_q8_0(const uint8_t *blk, __m256 w[4])
+/* Q8_0 (qs: its 32 quant bytes): d * q, exact in fp32 (11 + 8 significant bits). */
+static inline void deq_q8_0(const uint8_t *qs, const float *dp, __m256 w[4])
 {
-    uint16_t dh;
-    memcpy(&dh, blk, 2);
-    __m256 d = _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(dh)));
-    const uint8_t *qs = blk + 2;
+    __m256 d = _mm256_broadcast_ss(dp);
     for (int c = 0; c < 4; c++) {
         __m128i q8 = _mm_loadl_epi64((const __m128i *)(qs + 8 * c));
         w[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d);
@@ -158,10 +165,10 @@ static inline void deq_q8_0(const uint8_t *blk, __m256 w[4])
  * block sum's zero sign cannot change s, which starts at +0 and never
  * becomes -0. */
 #define BLOCK_LANES(NAME, DEQ)                                                                 \
-    static inline __m256 NAME(const float *xb, const uint8_t *blk)                             \
+    static inline __m256 NAME(const float *xb, const uint8_t *qs, const float *sc)             \
     {                                                                                          \
         __m256 v[4];                                                                           \
-        DEQ(blk, v);                                                                           \
+        DEQ(qs, sc, v);                                                                        \
         __m256 a = _mm256_mul_ps(_mm256_loadu_ps(xb), v[0]);                                   \
         a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 8), v[1]));                    \
         a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 16), v[2]));                   \
@@ -172,25 +179,32 @@ BLOCK_LANES(lanes_q4_1, deq_q4_1)
 BLOCK_LANES(lanes_q8_0, deq_q8_0)
 
 /* A group's eight quantized rows against one X row: per block the 8 lane
- * sums, the tree (one nb_reduce8 for the 8 rows), s += block sum. */
-#define GEMV8_QUANT(NAME, BB, LANES)                                                           \
+ * sums, the tree (one nb_reduce8 for the 8 rows), s += block sum. Block b
+ * of the group: 8 scale sets (SB bytes each), then 8 quant runs (QB). */
+#define GEMV8_QUANT(NAME, TY, SB, QB, SS, LANES)                                               \
     static void NAME(const float *x, const uint8_t *grp, int K, float out[8])                  \
     {                                                                                          \
         __m256 s = _mm256_setzero_ps();                                                        \
         const uint8_t *p = grp;                                                                \
-        for (int b = 0; b < K / 32; b++, p += 8 * (BB)) {                                      \
+        float sc[16];                                                                          \
+        for (int b = 0; b < K / 32; b++, p += 8 * ((SB) + (QB))) {                             \
             const float *xb = x + b * 32;                                                      \
+            const uint8_t *q = p + 8 * (SB);                                                   \
+            block_scales(TY, p, sc);                                                           \
             s = _mm256_add_ps(                                                                 \
-                s, nb_reduce8(LANES(xb, p), LANES(xb, p + (BB)), LANES(xb, p + 2 * (BB)),      \
-                              LANES(xb, p + 3 * (BB)), LANES(xb, p + 4 * (BB)),                \
-                              LANES(xb, p + 5 * (BB)), LANES(xb, p + 6 * (BB)),                \
-                              LANES(xb, p + 7 * (BB))));                                       \
+                s, nb_reduce8(LANES(xb, q, sc), LANES(xb, q + (QB), sc + (SS)),                \
+                              LANES(xb, q + 2 * (QB), sc + 2 * (SS)),                          \
+                              LANES(xb, q + 3 * (QB), sc + 3 * (SS)),                          \
+                              LANES(xb, q + 4 * (QB), sc + 4 * (SS)),                          \
+                              LANES(xb, q + 5 * (QB), sc + 5 * (SS)),                          \
+                              LANES(xb, q + 6 * (QB), sc + 6 * (SS)),                          \
+                              LANES(xb, q + 7 * (QB), sc + 7 * (SS))));                        \
         }                                                                                      \
         _mm256_storeu_ps(out, s);                                                              \
     }
 
-GEMV8_QUANT(gemv8_q4_1, 20, lanes_q4_1)
-GEMV8_QUANT(gemv8_q8_0, 34, lanes_q8_0)
+GEMV8_QUANT(gemv8_q4_1, NB_W_Q4_1, 4, 16, 2, lanes_q4_1)
+GEMV8_QUANT(gemv8_q8_0, NB_W_Q8_0, 2, 32, 1, lanes_q8_0)
 
 /* Four dequantized fp32 rows against two X rows, per-block sums as above. */
 static void tile4x2_quant(const float *x0, const float *x1, const float *const w[4], int K,
@@ -312,18 +326,23 @@ static void group_to_f32(const nb_wmat *W, const uint8_t *grp, float *ws)
                        : ((const float *)p)[r * tail + t];
         return;
     }
-    size_t bb = W->type == NB_W_Q4_1 ? 20 : 34;
-    for (int b = 0; b < K / 32; b++)
+    int q41 = W->type == NB_W_Q4_1;
+    size_t sb = q41 ? 4 : 2, qb = q41 ? 16 : 32;
+    float sc[16];
+    for (int b = 0; b < K / 32; b++) {
+        const uint8_t *p = grp + (size_t)b * 8 * (sb + qb);
+        block_scales(W->type, p, sc);
         for (int r = 0; r < 8; r++) {
             __m256 v[4];
-            const uint8_t *blk = grp + ((size_t)b * 8 + r) * bb;
-            if (W->type == NB_W_Q4_1)
-                deq_q4_1(blk, v);
+            const uint8_t *q = p + 8 * sb + (size_t)r * qb;
+            if (q41)
+                deq_q4_1(q, sc + 2 * r, v);
             else
-                deq_q8_0(blk, v);
+                deq_q8_0(q, sc + r, v);
             for (int c = 0; c < 4; c++)
                 _mm256_storeu_ps(ws + (size_t)r * K + b * 32 + c * 8, v[c]);
         }
+    }
 }
 
 /* Prefill-sized n: X rows in L2-sized blocks; per block, each group of 8
@@ -340,28 +359,21 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
         for (int j = j0; j < j1; j += 8) {
             int cnt = j1 - j < 8 ? j1 - j : 8;
             group_to_f32(W, nb_wmat_group(W, j / 8), ws);
-            /* With the group's fp32 rows in L1 (K <= 768), both halves use
-             * each X pair while it is in L1: X streams from L2 once per
-             * group, not twice. */
-            int inner = (size_t)8 * K * 4 <= 24 * 1024;
-            for (int o = 0; o < (inner ? i1 - i0 : 8); o += inner ? 2 : 4) {
-                for (int q = 0; q < (inner ? 8 : i1 - i0); q += inner ? 4 : 2) {
-                    int h = inner ? q : o, i = i0 + (inner ? o : q);
-                    if (h >= cnt)
-                        continue;
-                    const float *w[4] = {ws + (size_t)h * K, ws + (size_t)(h + 1) * K,
-                                         ws + (size_t)(h + 2) * K, ws + (size_t)(h + 3) * K};
-                    int hc = cnt - h < 4 ? cnt - h : 4;
+            for (int h = 0; h < 8 && h < cnt; h += 4) {
+                const float *w[4] = {ws + (size_t)h * K, ws + (size_t)(h + 1) * K,
+                                     ws + (size_t)(h + 2) * K, ws + (size_t)(h + 3) * K};
+                int hc = cnt - h < 4 ? cnt - h : 4;
+                for (int i = i0; i < i1; i += 2) {
                     const float *x0 = xs + (size_t)i * K;
                     const float *x1 = i + 1 < i1 ? x0 + K : x0;
-                    float out[8];
+                    float o[8];
                     if (quant)
-                        tile4x2_quant(x0, x1, w, K, out);
+                        tile4x2_quant(x0, x1, w, K, o);
                     else
-                        tile4x2_dense(x0, x1, w, K, out);
-                    store_outs(Y, f32out, ld, i, j + h, out, hc);
+                        tile4x2_dense(x0, x1, w, K, o);
+                    store_outs(Y, f32out, ld, i, j + h, o, hc);
                     if (i + 1 < i1)
-                        store_outs(Y, f32out, ld, i + 1, j + h, out + 4, hc);
+                        store_outs(Y, f32out, ld, i + 1, j + h, o + 4, hc);
                 }
             }
         }

@@ -150,9 +150,13 @@ static void pack_row(const nb_wmat *w, uint8_t *dst, int r, const uint8_t *src)
     uint8_t *grp = dst + (size_t)(r / NB_PACK) * NB_PACK * w->row_bytes;
     int lane = r % NB_PACK;
     if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
-        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34;
-        for (int b = 0; b < w->cols / 32; b++)
-            memcpy(grp + ((size_t)b * NB_PACK + lane) * bb, src + (size_t)b * bb, bb);
+        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34, sb = w->type == NB_W_Q4_1 ? 4 : 2;
+        for (int b = 0; b < w->cols / 32; b++) {
+            uint8_t *g = grp + (size_t)b * NB_PACK * bb;
+            const uint8_t *blk = src + (size_t)b * bb;
+            memcpy(g + lane * sb, blk, sb);
+            memcpy(g + NB_PACK * sb + lane * (bb - sb), blk + sb, bb - sb);
+        }
         return;
     }
     size_t es = w->type == NB_W_BF16 ? 2 : 4;
@@ -169,9 +173,13 @@ static void unpack_row(const nb_wmat *w, int r, uint8_t *dst)
     const uint8_t *grp = nb_wmat_group(w, r / NB_PACK);
     int lane = r % NB_PACK;
     if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
-        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34;
-        for (int b = 0; b < w->cols / 32; b++)
-            memcpy(dst + (size_t)b * bb, grp + ((size_t)b * NB_PACK + lane) * bb, bb);
+        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34, sb = w->type == NB_W_Q4_1 ? 4 : 2;
+        for (int b = 0; b < w->cols / 32; b++) {
+            const uint8_t *g = grp + (size_t)b * NB_PACK * bb;
+            uint8_t *blk = dst + (size_t)b * bb;
+            memcpy(blk, g + lane * sb, sb);
+            memcpy(blk + sb, g + NB_PACK * sb + lane * (bb - sb), bb - sb);
+        }
         return;
     }
     size_t es = w->type == NB_W_BF16 ? 2 : 4;
@@ -285,14 +293,20 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
 _Thread_local uint64_t nb_call_id;
 static atomic_uint_fast64_t call_seq;
 
+#define MAX_BATCH 8
+
+/* Chunks run over the matrices of a batch in order: chunk c belongs to
+ * the matrix whose [first, first + n_chunks) range holds it. */
 typedef struct lin_job {
     uint64_t id;
     const nb_kernel_table *kt;
-    const nb_wmat *W;
     const void *X;
-    void *Y;
-    int n, f32out, f32;
-    int chunk, n_chunks;
+    int n, f32out, f32, count, n_chunks;
+    struct {
+        const nb_wmat *W;
+        void *Y;
+        int chunk, first;
+    } m[MAX_BATCH];
     atomic_int next;
 } lin_job;
 
@@ -302,32 +316,50 @@ static void lin_task(void *arg, int tid, int nt)
     (void)nt;
     lin_job *j = arg;
     nb_call_id = j->id;
+    int k = 0;
     for (;;) {
         int c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (c >= j->n_chunks)
             break;
-        int j0 = c * j->chunk, j1 = j0 + j->chunk < j->W->rows ? j0 + j->chunk : j->W->rows;
+        while (k + 1 < j->count && c >= j->m[k + 1].first)
+            k++;
+        const nb_wmat *W = j->m[k].W;
+        int j0 = (c - j->m[k].first) * j->m[k].chunk;
+        int j1 = j0 + j->m[k].chunk < W->rows ? j0 + j->m[k].chunk : W->rows;
         if (j->f32)
-            j->kt->linear_f32(j->W, j->X, j->n, j->Y, j0, j1);
+            j->kt->linear_f32(W, j->X, j->n, j->m[k].Y, j0, j1);
         else
-            j->kt->linear_bf16(j->W, j->X, j->n, j->Y, j->f32out, j0, j1);
+            j->kt->linear_bf16(W, j->X, j->n, j->m[k].Y, j->f32out, j0, j1);
     }
     nb_call_id = 0;
 }
 
-static void linear(const nb_wmat *W, const void *X, int n, void *Y, int f32out, int f32)
+static void linear_batch(const nb_wmat *const *W, void *const *Y, int count, const void *X, int n,
+                         int f32out, int f32)
 {
-    lin_job j = {.id = atomic_fetch_add(&call_seq, 1) + 1, .kt = nb_kernels_active(), .W = W, .X = X, .Y = Y, .n = n,
-                 .f32out = f32out, .f32 = f32};
-    double macs = (double)n * W->rows * W->cols;
+    lin_job j = {.id = atomic_fetch_add(&call_seq, 1) + 1, .kt = nb_kernels_active(), .X = X,
+                 .n = n, .f32out = f32out, .f32 = f32, .count = count};
+    double macs = 0;
+    for (int k = 0; k < count; k++)
+        macs += (double)n * W[k]->rows * W[k]->cols;
     int nt = macs < PAR_MIN_MACS ? 1 : nb_pool_size();
-    int want = nt == 1 ? 1 : nt * (n >= 4 ? 4 : 8);
-    int units = (W->rows + ROW_ALIGN - 1) / ROW_ALIGN;
-    int per = (units + want - 1) / want;
-    j.chunk = per * ROW_ALIGN;
-    j.n_chunks = (W->rows + j.chunk - 1) / j.chunk;
+    int want = nt == 1 ? 1 : nt * (n >= 4 ? 4 : 8); /* chunks per matrix */
+    for (int k = 0; k < count; k++) {
+        int units = (W[k]->rows + ROW_ALIGN - 1) / ROW_ALIGN;
+        int per = (units + want - 1) / want;
+        j.m[k].W = W[k];
+        j.m[k].Y = Y[k];
+        j.m[k].chunk = per * ROW_ALIGN;
+        j.m[k].first = j.n_chunks;
+        j.n_chunks += (W[k]->rows + j.m[k].chunk - 1) / j.m[k].chunk;
+    }
     atomic_init(&j.next, 0);
     nb_pool_run(lin_task, &j, nt);
+}
+
+static void linear(const nb_wmat *W, const void *X, int n, void *Y, int f32out, int f32)
+{
+    linear_batch(&W, &Y, 1, X, n, f32out, f32);
 }
 
 void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y)
@@ -338,6 +370,24 @@ void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y)
 void nb_linear_bf16_f32out(const nb_wmat *W, const nb_bf16 *X, int n, float *Y)
 {
     linear(W, X, n, Y, 1, 0);
+}
+
+void nb_linear_bf16_batch(const nb_wmat *const *W, nb_bf16 *const *Y, int count,
+                          const nb_bf16 *X, int n)
+{
+    for (int k = 0; k < count; k += MAX_BATCH) {
+        int c = count - k < MAX_BATCH ? count - k : MAX_BATCH;
+        linear_batch(W + k, (void *const *)(Y + k), c, X, n, 0, 0);
+    }
+}
+
+void nb_linear_f32_batch(const nb_wmat *const *W, float *const *Y, int count, const float *X,
+                         int n)
+{
+    for (int k = 0; k < count; k += MAX_BATCH) {
+        int c = count - k < MAX_BATCH ? count - k : MAX_BATCH;
+        linear_batch(W + k, (void *const *)(Y + k), c, X, n, 0, 1);
+    }
 }
 
 void nb_linear_f32(const nb_wmat *W, const float *X, int n, float *Y)

@@ -25,9 +25,14 @@ nb_code nb_kernels_set_isa(nb_isa isa, nb_err *err);
 const char *nb_isa_name(nb_isa isa);
 
 /* Sizes the persistent thread pool the kernels use; 0 = all online cores.
- * Call once at setup; kernels called before it run single-threaded. */
+ * Call at setup (again with another count resizes the pool; not while
+ * kernels run). Kernels called before it run single-threaded. Kernel calls
+ * from several threads at once are safe: one gets the pool, the others run
+ * on their caller alone. Results never depend on the thread count. */
 nb_code nb_kernels_init(int n_threads, nb_err *err);
 int nb_kernels_threads(void);
+/* Stops the pool and frees the calling thread's scratch and the empty
+ * weight slab (clean exits under LeakSanitizer). */
 void nb_kernels_shutdown(void);
 
 /* ---- weight matrices --------------------------------------------------- */
@@ -43,20 +48,23 @@ typedef enum nb_wtype {
 const char *nb_wtype_name(nb_wtype t);
 
 /* An nn.Linear weight [rows x cols] in the layout the active path streams
- * best; built once at setup. Owned by the caller (nb_wmat_free). */
+ * best (the SIMD paths interleave 8 rows; portable keeps rows); built once
+ * at setup. Any path computes on any layout (a mismatch is only slower).
+ * Owned by the caller (nb_wmat_free). */
 typedef struct nb_wmat nb_wmat;
 
 nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *err);
 /* Copies row r, given in the matrix's own element type (floats, bf16, or
  * cols/32 GGUF blocks). */
 void nb_wmat_set_row(nb_wmat *w, int r, const void *src);
-/* Repacks for streaming after every row is set. */
+/* Moves the rows into huge-page memory in the active path's layout; call
+ * once, after every row is set (set_row is invalid afterwards). */
 nb_code nb_wmat_finish(nb_wmat *w, nb_err *err);
 void nb_wmat_free(nb_wmat *w);
 int nb_wmat_rows(const nb_wmat *w);
 int nb_wmat_cols(const nb_wmat *w);
 nb_wtype nb_wmat_type(const nb_wmat *w);
-size_t nb_wmat_bytes(const nb_wmat *w);
+size_t nb_wmat_bytes(const nb_wmat *w); /* memory held, padding included */
 /* Row r as fp32 (for embedding lookups): exact for f32/bf16, the block
  * dequantization for quantized types. */
 void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst);
@@ -69,6 +77,14 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst);
 void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y);
 void nb_linear_bf16_f32out(const nb_wmat *W, const nb_bf16 *X, int n, float *Y);
 void nb_linear_f32(const nb_wmat *W, const float *X, int n, float *Y);
+/* Several linears of the same X in one parallel call (Y[k] = X . W[k]^T,
+ * each as nb_linear_bf16 / nb_linear_f32 would compute it, bit for bit):
+ * q/k/v or gate/up pay one thread-pool hand-off instead of several. All
+ * W[k] must have the same cols. */
+void nb_linear_bf16_batch(const nb_wmat *const *W, nb_bf16 *const *Y, int count,
+                          const nb_bf16 *X, int n);
+void nb_linear_f32_batch(const nb_wmat *const *W, float *const *Y, int count, const float *X,
+                         int n);
 
 /* ---- element-wise and row ops ------------------------------------------ */
 /* bf16 variants round exactly where HF transformers' bf16 Llama rounds. */

@@ -11,7 +11,9 @@
  * rows 8g..8g+7 (rows past the end are zeros) as
  *   bf16/f32: for each 8-element chunk c < cols/8, the chunk of row 0..7
  *             (8 elements each); then the cols % 8 tail of row 0..7;
- *   Q4_1/Q8_0: for each block b, block b of row 0..7.
+ *   Q4_1/Q8_0: for each block b, the scales of block b of rows 0..7 (d,m
+ *             or d: 4 or 2 bytes each), then its quants (16 or 32 bytes
+ *             each) for rows 0..7, so one F16C op converts 8 rows' scales.
  * A group is 8 * row_bytes long. */
 enum { NB_LAYOUT_ROWS = 0, NB_LAYOUT_PACK8 = 1 };
 #define NB_PACK 8

@@ -209,6 +209,38 @@ static void test_linear_model_shapes(void **state)
     run_linear(NB_W_Q4_1, 192, 576, 128);
 }
 
+/* The batch entry computes what the single calls do, bit for bit. */
+static void test_linear_batch(void **state)
+{
+    (void)state;
+    static const int rows[3] = {576, 192, 200};
+    for (int p = -1; p < n_fast; p++) {
+        use(p < 0 ? NB_ISA_PORTABLE : fast[p]);
+        for (int n = 1; n <= 17; n += 16) {
+            nb_wmat *W[3];
+            nb_bf16 *Y[3], *R[3];
+            for (int k = 0; k < 3; k++) {
+                W[k] = kt_wmat(k == 2 ? NB_W_Q4_1 : NB_W_BF16, rows[k], 576);
+                assert_non_null(W[k]);
+                Y[k] = malloc(sizeof(nb_bf16) * (size_t)n * rows[k]);
+                R[k] = malloc(sizeof(nb_bf16) * (size_t)n * rows[k]);
+            }
+            nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * 576);
+            kt_fill_bf16(X, (size_t)n * 576, 1.0f);
+            nb_linear_bf16_batch((const nb_wmat *const *)W, Y, 3, X, n);
+            for (int k = 0; k < 3; k++) {
+                nb_linear_bf16(W[k], X, n, R[k]);
+                assert_memory_equal(Y[k], R[k], sizeof(nb_bf16) * (size_t)n * rows[k]);
+                nb_wmat_free(W[k]);
+                free(Y[k]);
+                free(R[k]);
+            }
+            free(X);
+        }
+    }
+    use(NB_ISA_PORTABLE);
+}
+
 /* ---- element-wise ------------------------------------------------------------- */
 
 static void test_rmsnorm_add(void **state)
@@ -551,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_linear_quantized_weights),
         cmocka_unit_test(test_linear_f32),
         cmocka_unit_test(test_linear_model_shapes),
+        cmocka_unit_test(test_linear_batch),
         cmocka_unit_test(test_rmsnorm_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_silu_mul),

@@ -38,11 +38,12 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *spec, nb_err *err);
 
 /* ---- deployments a worker serves --------------------------------------------------- */
 
+/* Filled by the deployments file, or in code (empty name/backend/dtype get the defaults). */
 typedef struct nb_job_deployment {
     char name[64];      /* unique label: "smollm-q4", defaults to "<model>-<backend>-<dtype>" */
     char model[1024];   /* selector for nb_deploy_open: "instruct", "base", a .gguf path */
-    char backend[16];   /* "cpu", "xrt" or "exec" */
-    char dtype[16];     /* "bf16", "f32", "q4_1" */
+    char backend[16];   /* "cpu" (default), "xrt" or "exec" */
+    char dtype[16];     /* "bf16" (default), "f32", "q4_1" */
     int threads;        /* 0 = the worker's default */
     int max_seq;        /* 0 = the engine's default */
     unsigned device;    /* XRT device index */
@@ -78,13 +79,13 @@ typedef struct nb_job_ctx nb_job_ctx;
 nb_code nb_job_ctx_new(const nb_job_ctx_opts *o, nb_job_ctx **out, nb_err *err);
 void nb_job_ctx_free(nb_job_ctx *c);
 
-/* What a worker advertises: one npubench.Deployment per configured deployment (model
- * = the deployment's model name as the coordinator matches it: "SmolLM2-135M-Instruct"
- * for the presets and a GGUF's general.name otherwise when the file can be read, else
- * the selector; digest = the weights' sha256 when the file can be hashed).  A model
- * that cannot be read is still listed: its jobs fail with the loader's message.
- * *out is a malloc'ed array of malloc'ed messages (free each with nb_jobpb_free, then
- * free the array). */
+/* What a worker advertises: one npubench.Deployment per configured deployment: model =
+ * the entry's `model` as configured ("instruct", a .gguf path, an exec deployment's model
+ * name; the coordinator matches it case-insensitively, by basename and by preset family),
+ * backend, dtype, digest = the weights' sha256 (hashed once per process; "" when the file
+ * cannot be read and for exec).  A model that cannot be read is still listed: its jobs
+ * fail with the loader's message.  *out is a malloc'ed array of malloc'ed messages (free
+ * each with nb_jobpb_free, then the array). */
 nb_code nb_job_ctx_advertise(nb_job_ctx *c, Npubench__Deployment ***out, size_t *n,
                              nb_err *err);
 /* Backends of the configured deployments, deduplicated ("cpu", "exec"), as static

@@ -1,7 +1,5 @@
 /* nb_jobpb: C result structs <-> npubench.JobResult parts, built from plain malloc blocks.
  * Messages from the network are never trusted: from_pb checks every count and index. */
-#if __has_include("npubench.pb-c.h") && __has_include("nb_verify.h")
-/* (Compiled only once nb_worker links nb_proto and nb_verify: see the CMake request.) */
 #include "nb_jobpb.h"
 
 #include <stdio.h>
@@ -753,4 +751,3 @@ void nb_jobpb_env_to_report(const Npubench__Environment *e, nb_report_env *out)
     snprintf(out->isa, sizeof out->isa, "%s", e->kernels_isa);
 }
 
-#endif

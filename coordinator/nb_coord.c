@@ -1,0 +1,404 @@
+/* nb_coord: coordinator lifecycle — options, database, RPC server, the sweeper thread and
+ * the change counter that wakes long polls (LeaseJob, WatchJob). */
+#include "nb_coord.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nb_coord_int.h"
+#include "nb_file.h"
+#include "nb_time.h"
+
+void coord_log(nb_coord *c, const char *fmt, ...)
+{
+    if (c->o.quiet)
+        return;
+    char iso[32];
+    nb_time_iso(iso, nb_wall_ms());
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s npubench coordinator: %s\n", iso, line);
+}
+
+static coord_seq *seq_slot(nb_coord *c, int64_t job_id)
+{
+    return &c->seqs[(uint64_t)job_id % COORD_SEQ_SLOTS];
+}
+
+void coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gen++;
+    int64_t ids[2] = {job_id, parent_id};
+    for (int i = 0; i < 2; i++) {
+        if (ids[i] <= 0)
+            continue;
+        coord_seq *s = seq_slot(c, ids[i]);
+        s->job_id = ids[i];
+        s->seq = c->gen;
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+uint64_t coord_job_seq(nb_coord *c, int64_t job_id)
+{
+    pthread_mutex_lock(&c->mu);
+    coord_seq *s = seq_slot(c, job_id);
+    /* A slot taken over by another job: report "changed now", so a watcher
+     * re-reads the job instead of sleeping through its changes. */
+    uint64_t v = s->job_id == job_id ? s->seq : (s->job_id ? c->gen : 0);
+    pthread_mutex_unlock(&c->mu);
+    return v;
+}
+
+uint64_t coord_gen(nb_coord *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t g = c->gen;
+    pthread_mutex_unlock(&c->mu);
+    return g;
+}
+
+void coord_queue_changed(nb_coord *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gen++;
+    c->qgen++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+uint64_t coord_qgen(nb_coord *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t g = c->qgen;
+    pthread_mutex_unlock(&c->mu);
+    return g;
+}
+
+/* Waits for *counter (c->gen or c->qgen) to move past *seen. */
+static int wait_counter(nb_coord *c, const uint64_t *counter, uint64_t *seen, int64_t until_ms)
+{
+    int r = 1;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (c->stopping) {
+            r = -1;
+            break;
+        }
+        if (*counter != *seen) {
+            r = 0;
+            break;
+        }
+        int64_t now = nb_wall_ms();
+        if (now >= until_ms)
+            break;
+        /* The condvar clock is CLOCK_REALTIME (the default), like until_ms. */
+        struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+        int e = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (e != 0 && e != ETIMEDOUT && e != EINTR)
+            break;
+    }
+    *seen = *counter;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+int coord_wait(nb_coord *c, uint64_t *gen, int64_t until_ms)
+{
+    return wait_counter(c, &c->gen, gen, until_ms);
+}
+
+int coord_wait_queue(nb_coord *c, uint64_t *qgen, int64_t until_ms)
+{
+    return wait_counter(c, &c->qgen, qgen, until_ms);
+}
+
+int64_t coord_poll_until(nb_coord *c, const nb_rpc_request *req, int wait_ms)
+{
+    if (wait_ms < 0)
+        wait_ms = 0;
+    if (wait_ms > c->o.max_wait_ms)
+        wait_ms = c->o.max_wait_ms;
+    int64_t until = nb_wall_ms() + wait_ms;
+    /* Answer before the caller gives up, or a lease granted at the last
+     * moment is lost until it expires. */
+    if (req->deadline_unix_ms > 0) {
+        int64_t margin = 250;
+        if (until > req->deadline_unix_ms - margin)
+            until = req->deadline_unix_ms - margin;
+    }
+    return until;
+}
+
+void coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n)
+{
+    pthread_mutex_lock(&c->mu);
+    *field += n;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void nb_coord_get_stats(nb_coord *c, nb_coord_stats *out)
+{
+    pthread_mutex_lock(&c->mu);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int coord_state_to_pb(nb_db_job_state s)
+{
+    switch (s) {
+    case NB_JOB_QUEUED: return NPUBENCH__JOB_STATE__JOB_QUEUED;
+    case NB_JOB_LEASED: return NPUBENCH__JOB_STATE__JOB_LEASED;
+    case NB_JOB_RUNNING: return NPUBENCH__JOB_STATE__JOB_RUNNING;
+    case NB_JOB_DONE: return NPUBENCH__JOB_STATE__JOB_DONE;
+    case NB_JOB_FAILED: return NPUBENCH__JOB_STATE__JOB_FAILED;
+    case NB_JOB_CANCELLED: return NPUBENCH__JOB_STATE__JOB_CANCELLED;
+    }
+    return NPUBENCH__JOB_STATE__JOB_STATE_UNSPECIFIED;
+}
+
+/* ---- sweeper ---- */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void *sweeper_main(void *arg)
+{
+    nb_coord *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int stop = c->stopping;
+        pthread_mutex_unlock(&c->mu);
+        if (stop)
+            break;
+        coord_sweep_workers(c);
+        int64_t now = nb_wall_ms();
+        if (now >= c->next_reasons_ms) {
+            sched_update_reasons(c);
+            c->next_reasons_ms = now + 1000;
+        }
+        /* Sleep on the condvar so a stop ends the wait at once. */
+        uint64_t g = coord_gen(c);
+        int64_t until = nb_wall_ms() + c->o.sweep_ms;
+        while (coord_wait(c, &g, until) == 0) {
+        }
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static char *dup_opt(const char *s)
+{
+    return s && *s ? strdup(s) : NULL;
+}
+
+static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
+{
+    c->o = *o;
+    if (!o->listen_url || !*o->listen_url)
+        return nb_err_set(err, NB_EINVAL, "coordinator: --listen URL is required");
+    if (!o->db_path || !*o->db_path)
+        return nb_err_set(err, NB_EINVAL, "coordinator: --db PATH is required");
+    c->listen_url = dup_opt(o->listen_url);
+    c->db_path = dup_opt(o->db_path);
+    if (o->artifacts_dir && *o->artifacts_dir)
+        c->artifacts_dir = strdup(o->artifacts_dir);
+    else if (asprintf(&c->artifacts_dir, "%s.d", o->db_path) < 0)
+        c->artifacts_dir = NULL;
+    c->secret = dup_opt(o->secret);
+    c->tls_cert = dup_opt(o->tls_cert_key_file);
+    c->tls_ca = dup_opt(o->tls_ca_file);
+    c->refdir = dup_opt(o->refdir);
+    if (!c->listen_url || !c->db_path || !c->artifacts_dir)
+        return nb_err_set(err, NB_ENOMEM, "coordinator: out of memory");
+    c->o.listen_url = c->listen_url;
+    c->o.db_path = c->db_path;
+    c->o.artifacts_dir = c->artifacts_dir;
+    c->o.secret = c->secret;
+    c->o.tls_cert_key_file = c->tls_cert;
+    c->o.tls_ca_file = c->tls_ca;
+    c->o.refdir = c->refdir;
+
+    nb_coord_opts *p = &c->o;
+    if (p->lease_ms <= 0)
+        p->lease_ms = 30000;
+    if (p->heartbeat_ms <= 0)
+        p->heartbeat_ms = 1000;
+    if (p->stale_ms <= 0)
+        p->stale_ms = 4LL * p->heartbeat_ms;
+    if (p->gone_ms <= 0)
+        p->gone_ms = 10LL * p->heartbeat_ms;
+    if (p->gone_ms < p->stale_ms)
+        return nb_err_set(err, NB_EINVAL,
+                          "coordinator: gone timeout %lld ms is shorter than stale timeout "
+                          "%lld ms",
+                          (long long)p->gone_ms, (long long)p->stale_ms);
+    if (p->lease_ms < 2LL * p->heartbeat_ms)
+        return nb_err_set(err, NB_EINVAL,
+                          "coordinator: --lease-ms %lld must be at least twice the heartbeat "
+                          "interval (%d ms), or leases expire between renewals",
+                          (long long)p->lease_ms, p->heartbeat_ms);
+    if (p->lease_ms > 24LL * 3600 * 1000)
+        return nb_err_set(err, NB_EINVAL, "coordinator: --lease-ms %lld exceeds one day",
+                          (long long)p->lease_ms);
+    if (p->sweep_ms <= 0) {
+        p->sweep_ms = p->heartbeat_ms / 2;
+        if (p->sweep_ms > 250)
+            p->sweep_ms = 250;
+        if (p->sweep_ms < 10)
+            p->sweep_ms = 10;
+    }
+    if (p->max_attempts <= 0)
+        p->max_attempts = NB_DB_DEFAULT_MAX_ATTEMPTS;
+    if (p->max_shards <= 0)
+        p->max_shards = 16;
+    if (p->handler_threads <= 0)
+        p->handler_threads = 32;
+    if (p->max_wait_ms <= 0)
+        p->max_wait_ms = 10000;
+    if (p->regression_last_n <= 0)
+        p->regression_last_n = 10;
+    if (p->regression_min_rel <= 0)
+        p->regression_min_rel = 0.05;
+    if (p->regression_alpha <= 0)
+        p->regression_alpha = 0.05;
+    return NB_OK;
+}
+
+static void free_coord(nb_coord *c)
+{
+    reg_free_all(c);
+    free(c->listen_url);
+    free(c->db_path);
+    free(c->artifacts_dir);
+    if (c->secret) {
+        memset(c->secret, 0, strlen(c->secret));
+        free(c->secret);
+    }
+    free(c->tls_cert);
+    free(c->tls_ca);
+    free(c->refdir);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
+{
+    *out = NULL;
+    nb_coord *c = calloc(1, sizeof *c);
+    if (!c)
+        return nb_err_set(err, NB_ENOMEM, "coordinator: out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->gen = 1;
+    nb_code rc = copy_opts(c, o, err);
+    if (rc)
+        goto fail;
+    if ((rc = nb_file_mkdirs(c->artifacts_dir, err)))
+        goto fail;
+    if ((rc = nb_db_open(c->db_path, NULL, &c->db, err)))
+        goto fail;
+    /* Leases that ran out while no coordinator was up. Workers that are
+     * still alive keep theirs: they renew them on their next heartbeat. */
+    size_t nq = 0, nf = 0;
+    if ((rc = nb_db_jobs_requeue_expired(c->db, &nq, &nf, err)))
+        goto fail;
+
+    nb_rpc_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.secret = c->secret;
+    ro.threads = c->o.handler_threads;
+    ro.contexts = c->o.handler_threads * 2;
+    ro.tls_cert_key_file = c->tls_cert;
+    ro.tls_ca_file = c->tls_ca;
+    if ((rc = nb_rpc_server_open(c->listen_url, &ro, &c->srv, err)))
+        goto fail;
+    if ((rc = coord_register_client_api(c, err)) || (rc = coord_register_worker_api(c, err)))
+        goto fail;
+    if (pthread_create(&c->sweeper, NULL, sweeper_main, c) != 0) {
+        rc = nb_err_set(err, NB_EINTERNAL, "coordinator: cannot start the sweeper thread");
+        goto fail;
+    }
+    c->sweeper_started = 1;
+    if ((rc = nb_rpc_server_start(c->srv, err)))
+        goto fail;
+    coord_log(c, "serving %s, db %s (%zu expired lease%s requeued, %zu failed)",
+              nb_rpc_server_url(c->srv), c->db_path, nq, nq == 1 ? "" : "s", nf);
+    *out = c;
+    return NB_OK;
+fail:
+    nb_coord_stop(c);
+    return rc;
+}
+
+const char *nb_coord_url(const nb_coord *c)
+{
+    return nb_rpc_server_url(c->srv);
+}
+
+void nb_coord_stop(nb_coord *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    /* Handlers see `stopping` and return; then no handler touches c. */
+    nb_rpc_server_close(c->srv);
+    c->srv = NULL;
+    if (c->sweeper_started)
+        pthread_join(c->sweeper, NULL);
+    nb_db_close(c->db);
+    free_coord(c);
+}
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+nb_code nb_coord_run(const nb_coord_opts *o, nb_err *err)
+{
+    nb_coord *c;
+    nb_code rc = nb_coord_start(o, &c, err);
+    if (rc)
+        return rc;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old_term, old_int;
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+    signal(SIGPIPE, SIG_IGN);
+    if (!o->quiet)
+        fprintf(stderr, "npubench coordinator: listening on %s\n", nb_coord_url(c));
+    while (!got_signal)
+        sleep_ms(100);
+    coord_log(c, "signal %d: stopping (queued and running jobs stay in %s)", (int)got_signal,
+              c->db_path);
+    nb_coord_stop(c);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    got_signal = 0;
+    return NB_OK;
+}

@@ -1,0 +1,867 @@
+/* nb_coord_client: the client-facing API ("npubench.Client/<Method>") — submit, jobs,
+ * cancel, workers, watch (long poll), history, compare, reference, import — as thin
+ * translations between protobuf messages and db/ calls. */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nb_coord_int.h"
+#include "nb_db_deploy.h"
+#include "nb_db_import.h"
+#include "nb_file.h"
+#include "nb_time.h"
+
+#define C_METHOD(name) "npubench.Client/" name
+
+/* Unpacks req as T into a variable named r, or answers INVALID_ARGUMENT. */
+#define UNPACK(T, desc)                                                                      \
+    T *r;                                                                                    \
+    do {                                                                                     \
+        nb_err e_;                                                                           \
+        if (nb_wire_unpack(&desc, req->payload, req->len, 0, &r, &e_))                       \
+            return nb_rpc_reply_err(reply, &e_);                                             \
+    } while (0)
+
+/* ---- jobs as messages ---- */
+
+static int kind_of_job(const nb_db_job *j)
+{
+    int k = sched_kind_parse(j->kind);
+    if (!k && !strcmp(j->kind, "verify-full-shard"))
+        k = NPUBENCH__JOB_KIND__VERIFY_FULL;
+    return k;
+}
+
+/* A spec from the selector columns, for listings (which do not load specs). */
+static Npubench__JobSpec *spec_from_sel(nb_arena *a, const nb_db_job *j)
+{
+    Npubench__JobSpec *s = nb_arena_alloc(a, sizeof *s);
+    Npubench__DeploymentSelector *sel = nb_arena_alloc(a, sizeof *sel);
+    if (!s || !sel)
+        return NULL;
+    npubench__job_spec__init(s);
+    npubench__deployment_selector__init(sel);
+    s->kind = kind_of_job(j);
+    s->priority = j->priority;
+    s->matrix = !strcmp(j->kind, "matrix");
+    const char *slash = strrchr(j->sel_deployment, '/');
+    if (slash) {
+        char *m = nb_arena_strndup(a, j->sel_deployment, (size_t)(slash - j->sel_deployment));
+        sel->model = m && strcmp(m, "*") ? m : (char *)protobuf_c_empty_string;
+        sel->dtype = strcmp(slash + 1, "*") ? nb_arena_strdup(a, slash + 1)
+                                            : (char *)protobuf_c_empty_string;
+    }
+    sel->backend = nb_arena_strdup(a, j->sel_backend);
+    sel->board = nb_arena_strdup(a, j->sel_board);
+    size_t nt = 0;
+    for (const char *p = j->sel_tags; *p; p++)
+        nt += *p == ',';
+    if (j->sel_tags[0]) {
+        sel->tags = nb_arena_calloc(a, nt + 1, sizeof *sel->tags);
+        const char *p = j->sel_tags;
+        while (sel->tags && *p) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            sel->tags[sel->n_tags++] = nb_arena_strndup(a, p, n);
+            p += n + (e ? 1 : 0);
+        }
+    }
+    s->selector = sel;
+    return s;
+}
+
+static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int detail,
+                             int with_log)
+{
+    Npubench__Job *m = nb_arena_alloc(a, sizeof *m);
+    Npubench__Progress *p = nb_arena_alloc(a, sizeof *p);
+    if (!m || !p)
+        return NULL;
+    npubench__job__init(m);
+    npubench__progress__init(p);
+    nb_err e;
+    m->job_id = j->id;
+    m->spec = NULL;
+    if (detail && j->spec && j->spec_format == NB_SPEC_PROTO) {
+        Npubench__JobSpec *s = NULL;
+        if (nb_wire_unpack(&npubench__job_spec__descriptor, j->spec, j->spec_len, 0, &s, &e) ==
+            NB_OK) {
+            nb_arena_defer_free(a, nb_wire_free, s);
+            m->spec = s;
+        }
+    }
+    if (!m->spec)
+        m->spec = spec_from_sel(a, j);
+    m->state = coord_state_to_pb(j->state);
+    m->worker_id = nb_arena_strdup(a, j->leased_worker);
+    m->created_unix_ms = j->created_ms;
+    m->started_unix_ms = j->started_ms;
+    m->finished_unix_ms = j->finished_ms;
+    m->attempts = j->attempts;
+    p->done = (int32_t)j->progress_done;
+    p->total = (int32_t)j->progress_total;
+    p->message = nb_arena_strdup(a, j->progress_msg);
+    m->progress = p;
+    m->request_id = nb_arena_strdup(a, j->request_id);
+    m->parent_job_id = j->parent_id;
+    m->error = nb_arena_strdup(a, j->error);
+    m->queued_reason = nb_arena_strdup(a, j->state == NB_JOB_QUEUED ? j->queued_reason : "");
+    m->is_group = j->is_group;
+    if (with_log && j->log)
+        m->log = nb_arena_strdup(a, j->log);
+    if (!detail)
+        return m;
+    nb_db_job *kids = NULL;
+    size_t nk = 0;
+    if (j->is_group) {
+        nb_db_job_filter f = {.parent_id = j->id, .limit = 10000, .oldest_first = 1};
+        if (nb_db_job_list(c->db, &f, &kids, &nk, &e) == NB_OK && nk) {
+            m->child_job_ids = nb_arena_calloc(a, nk, sizeof *m->child_job_ids);
+            for (size_t i = 0; m->child_job_ids && i < nk; i++)
+                m->child_job_ids[m->n_child_job_ids++] = kids[i].id;
+        }
+    }
+    if (nb_db_job_state_terminal(j->state)) {
+        /* A matrix shows every board's result; a sharded verify-full its merge. */
+        int matrix = j->is_group && !strcmp(j->kind, "matrix");
+        size_t want = matrix ? nk : 1;
+        m->results = nb_arena_calloc(a, want ? want : 1, sizeof *m->results);
+        for (size_t i = 0; m->results && i < want; i++) {
+            Npubench__JobResult *res = NULL;
+            if (store_get(c, matrix ? kids[i].id : j->id, &res, &e) == NB_OK) {
+                nb_arena_defer_free(a, nb_wire_free, res);
+                if (!with_log)
+                    res->log = (char *)protobuf_c_empty_string;
+                m->results[m->n_results++] = res;
+            }
+        }
+    }
+    nb_db_job_list_free(kids, nk);
+    return m;
+}
+
+/* ---- SubmitJob ---- */
+
+static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__SubmitJobRequest, npubench__submit_job_request__descriptor);
+    nb_err err = {0};
+    int64_t *ids = NULL;
+    size_t n = 0;
+    int dup = 0;
+    nb_rpc_status st;
+    if (sched_submit(c, r, &ids, &n, &dup, &err)) {
+        st = nb_rpc_reply_err(reply, &err);
+    } else {
+        Npubench__SubmitJobResponse resp = NPUBENCH__SUBMIT_JOB_RESPONSE__INIT;
+        resp.job_ids = ids;
+        resp.n_job_ids = n;
+        resp.duplicate = dup;
+        st = nb_rpc_reply_pack(reply, &resp);
+    }
+    free(ids);
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- GetJob / ListJobs ---- */
+
+static nb_rpc_status h_get(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__GetJobRequest, npubench__get_job_request__descriptor);
+    nb_err err = {0};
+    nb_db_job j;
+    nb_rpc_status st;
+    if (nb_db_job_get(c->db, r->job_id, &j, &err)) {
+        st = nb_rpc_reply_err(reply, &err);
+    } else {
+        nb_arena a = {0};
+        Npubench__GetJobResponse resp = NPUBENCH__GET_JOB_RESPONSE__INIT;
+        resp.job = job_pb(c, &a, &j, 1, r->include_log);
+        st = resp.job && !a.failed ? nb_rpc_reply_pack(reply, &resp)
+                                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
+                                                         "GetJob: out of memory");
+        nb_arena_free(&a);
+        nb_db_job_free(&j);
+    }
+    nb_wire_free(r);
+    return st;
+}
+
+static int sel_filter_ok(const Npubench__DeploymentSelector *s, const nb_db_job *j)
+{
+    if (!s)
+        return 1;
+    char model[NB_DB_NAME_MAX];
+    snprintf(model, sizeof model, "%s", j->sel_deployment);
+    char *slash = strrchr(model, '/');
+    if (slash)
+        *slash = '\0';
+    if (*s->model && strcmp(model, "*") && !sched_model_matches(s->model, model))
+        return 0;
+    if (*s->board && strcmp(s->board, j->sel_board))
+        return 0;
+    if (*s->backend && strcmp(s->backend, j->sel_backend))
+        return 0;
+    return 1;
+}
+
+static nb_rpc_status h_list(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__ListJobsRequest, npubench__list_jobs_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    size_t limit = r->limit > 0 ? (size_t)r->limit : 50;
+    if (limit > 1000)
+        limit = 1000;
+    nb_db_job_filter f = {.parent_id = -1, .limit = 5000};
+    if (r->state > 0 && r->state <= NPUBENCH__JOB_STATE__JOB_CANCELLED)
+        f.states = NB_JOB_STATE_BIT(r->state - 1);
+    nb_db_job *jobs = NULL;
+    size_t n = 0;
+    if (nb_db_job_list(c->db, &f, &jobs, &n, &err)) {
+        st = nb_rpc_reply_err(reply, &err);
+        goto out;
+    }
+    nb_arena a = {0};
+    Npubench__ListJobsResponse resp = NPUBENCH__LIST_JOBS_RESPONSE__INIT;
+    resp.jobs = nb_arena_calloc(&a, limit, sizeof *resp.jobs);
+    for (size_t i = 0; resp.jobs && i < n; i++) {
+        if (r->before_job_id > 0 && jobs[i].id >= r->before_job_id)
+            continue;
+        if (!sel_filter_ok(r->selector, &jobs[i]))
+            continue;
+        if (resp.n_jobs == limit) {
+            resp.next_before_job_id = resp.jobs[limit - 1]->job_id;
+            break;
+        }
+        Npubench__Job *m = job_pb(c, &a, &jobs[i], 0, 0);
+        if (m)
+            resp.jobs[resp.n_jobs++] = m;
+    }
+    st = !a.failed ? nb_rpc_reply_pack(reply, &resp)
+                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
+                                         "ListJobs: out of memory");
+    nb_arena_free(&a);
+    nb_db_job_list_free(jobs, n);
+out:
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- CancelJob ---- */
+
+static nb_rpc_status h_cancel(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__CancelJobRequest, npubench__cancel_job_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    char why[NB_DB_MSG_MAX];
+    snprintf(why, sizeof why, "%.400s", *r->reason ? r->reason : "cancelled by a client");
+    nb_db_job j;
+    if (nb_db_job_cancel(c->db, r->job_id, why, &err) ||
+        nb_db_job_get(c->db, r->job_id, &j, &err)) {
+        if (err.code == NB_EMISMATCH)
+            st = nb_rpc_reply_status(reply, NB_RPC_FAILED_PRECONDITION, "%s", err.msg);
+        else
+            st = nb_rpc_reply_err(reply, &err);
+    } else {
+        coord_stat_add(c, &c->stats.cancelled, 1);
+        coord_changed(c, j.id, j.parent_id);
+        coord_log(c, "job %lld cancelled (%s)", (long long)j.id, why);
+        Npubench__CancelJobResponse resp = NPUBENCH__CANCEL_JOB_RESPONSE__INIT;
+        resp.state = coord_state_to_pb(j.state);
+        st = nb_rpc_reply_pack(reply, &resp);
+        nb_db_job_free(&j);
+    }
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- ListWorkers ---- */
+
+static char **split_list(nb_arena *a, const char *list, size_t *n)
+{
+    *n = 0;
+    if (!list || !*list)
+        return NULL;
+    size_t cap = 1;
+    for (const char *p = list; *p; p++)
+        cap += *p == ',';
+    char **out = nb_arena_calloc(a, cap, sizeof *out);
+    for (const char *p = list; out && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        out[(*n)++] = nb_arena_strndup(a, p, len);
+        p += len + (e ? 1 : 0);
+    }
+    return out;
+}
+
+static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__ListWorkersRequest, npubench__list_workers_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    nb_db_worker *w = NULL;
+    size_t n = 0;
+    if (nb_db_worker_list(c->db, &w, &n, &err)) {
+        st = nb_rpc_reply_err(reply, &err);
+        goto out;
+    }
+    size_t nr = 0;
+    coord_worker *snap = reg_snapshot(c, &nr);
+    nb_arena a = {0};
+    Npubench__ListWorkersResponse resp = NPUBENCH__LIST_WORKERS_RESPONSE__INIT;
+    resp.workers = nb_arena_calloc(&a, n ? n : 1, sizeof *resp.workers);
+    for (size_t i = 0; resp.workers && i < n; i++) {
+        if (w[i].state == NB_WORKER_GONE && !r->include_dead)
+            continue;
+        Npubench__WorkerStatus *s = nb_arena_alloc(&a, sizeof *s);
+        Npubench__Progress *p = nb_arena_alloc(&a, sizeof *p);
+        if (!s || !p)
+            break;
+        npubench__worker_status__init(s);
+        npubench__progress__init(p);
+        Npubench__WorkerInfo *info = reg_info(c, w[i].id);
+        if (info) {
+            nb_arena_defer_free(&a, nb_wire_free, info);
+        } else {
+            /* Known from the db only (e.g. before it re-registered after a restart). */
+            info = nb_arena_alloc(&a, sizeof *info);
+            if (!info)
+                break;
+            npubench__worker_info__init(info);
+            info->worker_id = nb_arena_strdup(&a, w[i].id);
+            info->board_name = nb_arena_strdup(&a, w[i].board_name);
+            info->board_type = nb_arena_strdup(&a, w[i].board_type);
+            info->host = nb_arena_strdup(&a, w[i].host);
+            info->device_id = nb_arena_strdup(&a, w[i].device_id);
+            info->version = nb_arena_strdup(&a, w[i].version);
+            info->tags = split_list(&a, w[i].tags, &info->n_tags);
+            info->backends = split_list(&a, w[i].backends, &info->n_backends);
+        }
+        s->info = info;
+        s->alive = w[i].state == NB_WORKER_ALIVE;
+        s->state = (char *)nb_db_worker_state_name(w[i].state);
+        s->last_heartbeat_unix_ms = w[i].last_seen_ms;
+        s->registered_unix_ms = w[i].first_seen_ms;
+        for (size_t k = 0; k < nr; k++) {
+            if (strcmp(snap[k].id, w[i].id))
+                continue;
+            s->current_job_id = snap[k].current_job;
+            s->lease_id = nb_arena_strdup(&a, snap[k].lease_id);
+            p->done = (int32_t)snap[k].prog_done;
+            p->total = (int32_t)snap[k].prog_total;
+            p->message = nb_arena_strdup(&a, snap[k].prog_msg);
+        }
+        s->progress = p;
+        resp.workers[resp.n_workers++] = s;
+    }
+    st = !a.failed ? nb_rpc_reply_pack(reply, &resp)
+                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
+                                         "ListWorkers: out of memory");
+    nb_arena_free(&a);
+    reg_snapshot_free(snap, nr);
+    free(w);
+out:
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- WatchJob ---- */
+
+/* A group's progress: its children's, summed. */
+static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64_t *total,
+                           char *msg, size_t cap)
+{
+    nb_db_job *kids = NULL;
+    size_t nk = 0, fin = 0, running = 0;
+    nb_db_job_filter f = {.parent_id = g->id, .limit = 10000};
+    nb_err e;
+    *done = *total = 0;
+    if (nb_db_job_list(c->db, &f, &kids, &nk, &e) == NB_OK) {
+        for (size_t i = 0; i < nk; i++) {
+            int64_t t = kids[i].progress_total > 0 ? kids[i].progress_total : 1;
+            int term = nb_db_job_state_terminal(kids[i].state);
+            *total += t;
+            *done += term ? t : kids[i].progress_done < t ? kids[i].progress_done : t;
+            fin += term;
+            running += kids[i].state == NB_JOB_RUNNING || kids[i].state == NB_JOB_LEASED;
+        }
+    }
+    snprintf(msg, cap, "%zu of %zu %s finished, %zu running", fin, nk,
+             !strcmp(g->kind, "matrix") ? "boards" : "shards", running);
+    nb_db_job_list_free(kids, nk);
+}
+
+static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__WatchJobRequest, npubench__watch_job_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    int64_t until = coord_poll_until(c, req, r->wait_ms);
+    uint64_t gen = coord_gen(c);
+    for (;;) {
+        uint64_t seq = coord_job_seq(c, r->job_id);
+        if (!seq)
+            seq = 1; /* never changed since this coordinator started */
+        nb_db_job j;
+        if (nb_db_job_get(c->db, r->job_id, &j, &err)) {
+            st = nb_rpc_reply_err(reply, &err);
+            break;
+        }
+        int term = nb_db_job_state_terminal(j.state);
+        int timeout = 0;
+        if (seq <= r->after_seq && !term) {
+            nb_db_job_free(&j);
+            int w = coord_wait(c, &gen, until);
+            if (w == 0)
+                continue;
+            timeout = 1;
+            if (nb_db_job_get(c->db, r->job_id, &j, &err)) {
+                st = nb_rpc_reply_err(reply, &err);
+                break;
+            }
+        }
+        Npubench__WatchJobResponse resp = NPUBENCH__WATCH_JOB_RESPONSE__INIT;
+        Npubench__ProgressEvent ev = NPUBENCH__PROGRESS_EVENT__INIT, *evp = &ev;
+        Npubench__Progress p = NPUBENCH__PROGRESS__INIT;
+        char msg[NB_DB_MSG_MAX];
+        resp.state = coord_state_to_pb(j.state);
+        resp.done = nb_db_job_state_terminal(j.state);
+        resp.last_seq = timeout ? r->after_seq : seq;
+        if (!timeout || resp.done) {
+            int64_t d = j.progress_done, t = j.progress_total;
+            snprintf(msg, sizeof msg, "%s", j.state == NB_JOB_QUEUED ? j.queued_reason
+                                                                     : j.progress_msg);
+            if (j.is_group)
+                group_progress(c, &j, &d, &t, msg, sizeof msg);
+            p.done = (int32_t)d;
+            p.total = (int32_t)t;
+            p.message = msg;
+            ev.seq = resp.last_seq = seq > r->after_seq ? seq : r->after_seq + 1;
+            ev.unix_ms = nb_wall_ms();
+            ev.progress = &p;
+            ev.state = resp.state;
+            resp.events = &evp;
+            resp.n_events = 1;
+        }
+        st = nb_rpc_reply_pack(reply, &resp);
+        nb_db_job_free(&j);
+        break;
+    }
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- History ---- */
+
+static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__HistoryRequest, npubench__history_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    nb_arena a = {0};
+    nb_db_history_row *rows = NULL;
+    size_t n = 0;
+    nb_db_deployment *deps = NULL;
+    size_t nd = 0;
+    nb_db_metric metrics[3];
+    int nm = 0;
+    if (*r->metric) {
+        if (nb_db_metric_parse(r->metric, &metrics[0], &err)) {
+            st = nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT, "HistoryRequest.metric: %s",
+                                     err.msg);
+            goto out;
+        }
+        nm = 1;
+    } else {
+        metrics[nm++] = NB_METRIC_TTFT;
+        metrics[nm++] = NB_METRIC_TPS;
+        metrics[nm++] = NB_METRIC_GATE;
+    }
+    size_t limit = r->limit > 0 ? (size_t)r->limit : 100;
+    if (limit > NB_DB_HISTORY_MAX)
+        limit = NB_DB_HISTORY_MAX;
+    /* "instruct", a path or the model's name: every stored name it matches. */
+    if (nb_db_deployment_list(c->db, NULL, &deps, &nd, &err)) {
+        st = nb_rpc_reply_err(reply, &err);
+        goto out;
+    }
+    const char *names[64];
+    size_t nn = 0;
+    for (size_t i = 0; i < nd && nn < 64; i++) {
+        if (*r->model && !sched_model_matches(r->model, deps[i].model))
+            continue;
+        int seen = 0;
+        for (size_t k = 0; k < nn; k++)
+            seen |= !strcmp(names[k], deps[i].model);
+        if (!seen)
+            names[nn++] = deps[i].model;
+    }
+    if (!*r->model) {
+        nn = 1; /* no model filter: one query over everything */
+        names[0] = "";
+    }
+    Npubench__HistoryResponse resp = NPUBENCH__HISTORY_RESPONSE__INIT;
+    size_t cap = 0;
+    for (size_t mi = 0; mi < nn; mi++) {
+        for (int k = 0; k < nm; k++) {
+            nb_db_history_query q = {.model = names[mi],  .board = r->board,
+                                     .backend = r->backend, .dtype = r->dtype,
+                                     .metric = metrics[k], .since_ms = r->since_unix_ms,
+                                     .limit = limit};
+            if (r->kind)
+                q.kind = sched_kind_name(r->kind);
+            if (nb_db_history(c->db, &q, &rows, &n, &err)) {
+                st = nb_rpc_reply_err(reply, &err);
+                goto out;
+            }
+            if (resp.n_rows + n > cap) {
+                size_t nc = (resp.n_rows + n) * 2;
+                Npubench__HistoryRow **p = nb_arena_calloc(&a, nc, sizeof *p);
+                if (!p) {
+                    free(rows);
+                    break;
+                }
+                if (resp.n_rows)
+                    memcpy(p, resp.rows, resp.n_rows * sizeof *p);
+                resp.rows = p;
+                cap = nc;
+            }
+            for (size_t i = 0; i < n; i++) {
+                Npubench__HistoryRow *h = nb_arena_alloc(&a, sizeof *h);
+                if (!h)
+                    break;
+                npubench__history_row__init(h);
+                const nb_db_history_row *x = &rows[i];
+                h->job_id = x->job_id;
+                h->finished_unix_ms = x->started_ms;
+                h->model = nb_arena_strdup(&a, x->model);
+                h->backend = nb_arena_strdup(&a, x->backend);
+                h->dtype = nb_arena_strdup(&a, x->dtype);
+                h->board = nb_arena_strdup(&a, x->board);
+                h->kind = sched_kind_parse(x->kind);
+                h->kind_name = nb_arena_strdup(&a, x->kind);
+                h->outcome = x->outcome == NB_OUTCOME_PASS   ? NPUBENCH__OUTCOME__PASS
+                             : x->outcome == NB_OUTCOME_FAIL ? NPUBENCH__OUTCOME__FAIL
+                                                             : NPUBENCH__OUTCOME__ERROR;
+                h->metric = (char *)nb_db_metric_name(metrics[k]);
+                h->value = x->value;
+                h->mean = isnan(x->mean) ? 0 : x->mean;
+                h->stddev = isnan(x->stddev) ? 0 : x->stddev;
+                h->npubench_commit = nb_arena_strdup(&a, x->commit);
+                h->model_digest = nb_arena_strdup(&a, x->weights_digest);
+                h->run_id = x->run_id;
+                h->regression = x->regression;
+                h->reps = x->reps;
+                h->deployment_id = x->deployment_id;
+                h->source = (char *)nb_db_source_name(x->source);
+                resp.rows[resp.n_rows++] = h;
+            }
+            free(rows);
+            rows = NULL;
+        }
+    }
+    st = !a.failed ? nb_rpc_reply_pack(reply, &resp)
+                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
+                                         "History: out of memory");
+out:
+    free(deps);
+    nb_arena_free(&a);
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- Compare / SetReference ---- */
+
+/* The history run of job_id (its first), from the stored result. */
+static nb_code run_of_job(nb_coord *c, int64_t job_id, int64_t *run_id, nb_err *err)
+{
+    Npubench__JobResult *res;
+    nb_code rc = store_get(c, job_id, &res, err);
+    if (rc)
+        return rc;
+    *run_id = res->n_run_ids ? res->run_ids[0] : 0;
+    nb_wire_free(res);
+    return *run_id ? NB_OK
+                   : nb_err_set(err, NB_ENOTFOUND, "job %lld wrote no history run",
+                                (long long)job_id);
+}
+
+static void label_of(nb_coord *c, const nb_db_run *run, char *buf, size_t cap)
+{
+    nb_db_deployment d;
+    nb_err e;
+    char iso[32];
+    nb_time_iso(iso, run->started_ms);
+    if (nb_db_deployment_get(c->db, run->deployment_id, &d, &e) == NB_OK)
+        snprintf(buf, cap, "run %lld: %s %s/%s on %s (%s, %s)", (long long)run->id, d.model,
+                 d.backend, d.dtype, d.board, run->kind, iso);
+    else
+        snprintf(buf, cap, "run %lld (%s, %s)", (long long)run->id, run->kind, iso);
+}
+
+static nb_rpc_status h_compare(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__CompareRequest, npubench__compare_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    int64_t a_id = r->run_id, b_id = r->base_run_id;
+    nb_db_run ra, rb;
+    int have_a = 0, have_b = 0;
+    if (!a_id && r->job_id && run_of_job(c, r->job_id, &a_id, &err))
+        goto fail;
+    if (!a_id) {
+        st = nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT,
+                                 "CompareRequest: run_id or job_id is required");
+        goto out;
+    }
+    if (nb_db_run_get(c->db, a_id, &ra, &err))
+        goto fail;
+    have_a = 1;
+    if (!b_id && r->base_job_id && run_of_job(c, r->base_job_id, &b_id, &err))
+        goto fail;
+    if (!b_id) {
+        /* Against the reference deployment of the run's model: its latest run. */
+        nb_db_deployment d, ref;
+        if (nb_db_deployment_get(c->db, ra.deployment_id, &d, &err))
+            goto fail;
+        if (nb_db_reference_get(c->db, d.model, &ref, &err)) {
+            st = nb_rpc_reply_status(reply, NB_RPC_FAILED_PRECONDITION,
+                                     "no reference deployment is set for model %s; set one "
+                                     "with `npubench reference set DEPLOYMENT`",
+                                     d.model);
+            goto out;
+        }
+        nb_db_history_row *last = NULL;
+        size_t nl = 0;
+        if (nb_db_runs_last(c->db, ref.id, NB_METRIC_TTFT, 2, &last, &nl, &err))
+            goto fail;
+        for (size_t i = 0; i < nl && !b_id; i++)
+            if (last[i].run_id != a_id)
+                b_id = last[i].run_id;
+        free(last);
+        if (!b_id) {
+            st = nb_rpc_reply_status(reply, NB_RPC_NOT_FOUND,
+                                     "the reference deployment %lld (%s %s/%s on %s) has no "
+                                     "other run with metrics",
+                                     (long long)ref.id, ref.model, ref.backend, ref.dtype,
+                                     ref.board);
+            goto out;
+        }
+    }
+    if (nb_db_run_get(c->db, b_id, &rb, &err))
+        goto fail;
+    have_b = 1;
+    {
+        double tol = r->tolerance_pct > 0 ? r->tolerance_pct : c->o.regression_min_rel * 100;
+        Npubench__CompareResponse resp = NPUBENCH__COMPARE_RESPONSE__INIT;
+        Npubench__CompareRow rows[NB_METRIC_N], *rp[NB_METRIC_N];
+        char label[1024], blabel[1024];
+        label_of(c, &ra, label, sizeof label);
+        label_of(c, &rb, blabel, sizeof blabel);
+        json_object *doc = json_object_new_object(), *arr = json_object_new_array();
+        int regressed = 0;
+        for (int m = 0; m < NB_METRIC_N; m++) {
+            double v = ra.value[m], b = rb.value[m];
+            if (isnan(v) && isnan(b))
+                continue;
+            Npubench__CompareRow *x = &rows[resp.n_rows];
+            npubench__compare_row__init(x);
+            x->metric = (char *)nb_db_metric_name((nb_db_metric)m);
+            x->value = isnan(v) ? 0 : v;
+            x->base_value = isnan(b) ? 0 : b;
+            x->delta_pct = !isnan(v) && !isnan(b) && b != 0 ? (v - b) / fabs(b) * 100 : 0;
+            int hib = nb_db_metric_higher_is_better((nb_db_metric)m);
+            x->regression = !isnan(v) && !isnan(b) && (hib ? x->delta_pct < -tol
+                                                          : x->delta_pct > tol);
+            regressed |= x->regression;
+            rp[resp.n_rows++] = x;
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "metric", json_object_new_string(x->metric));
+            json_object_object_add(o, "value", json_object_new_double(x->value));
+            json_object_object_add(o, "base", json_object_new_double(x->base_value));
+            json_object_object_add(o, "delta_pct", json_object_new_double(x->delta_pct));
+            json_object_object_add(o, "regression", json_object_new_boolean(x->regression));
+            json_object_array_add(arr, o);
+        }
+        json_object_object_add(doc, "run", json_object_new_string(label));
+        json_object_object_add(doc, "base", json_object_new_string(blabel));
+        json_object_object_add(doc, "tolerance_pct", json_object_new_double(tol));
+        json_object_object_add(doc, "rows", arr);
+        resp.rows = rp;
+        resp.outcome = regressed ? NPUBENCH__OUTCOME__FAIL : NPUBENCH__OUTCOME__PASS;
+        resp.report_json = (char *)json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY);
+        resp.run_id = a_id;
+        resp.base_run_id = b_id;
+        resp.base_job_id = rb.job_id;
+        resp.label = label;
+        resp.base_label = blabel;
+        st = nb_rpc_reply_pack(reply, &resp);
+        json_object_put(doc);
+    }
+    goto out;
+fail:
+    st = nb_rpc_reply_err(reply, &err);
+out:
+    if (have_a)
+        nb_db_run_free(&ra);
+    if (have_b)
+        nb_db_run_free(&rb);
+    nb_wire_free(r);
+    return st;
+}
+
+static nb_rpc_status h_setref(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__SetReferenceRequest, npubench__set_reference_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    int64_t dep_id = r->deployment_id, run_id = r->run_id;
+    if (!dep_id && !run_id && r->job_id && run_of_job(c, r->job_id, &run_id, &err))
+        goto fail;
+    if (!dep_id && run_id) {
+        nb_db_run run;
+        if (nb_db_run_get(c->db, run_id, &run, &err))
+            goto fail;
+        dep_id = run.deployment_id;
+        nb_db_run_free(&run);
+    }
+    if (!dep_id) {
+        st = nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT,
+                                 "SetReferenceRequest: deployment_id, run_id or job_id is "
+                                 "required");
+        goto out;
+    }
+    nb_db_deployment d, prev;
+    if (nb_db_deployment_get(c->db, dep_id, &d, &err))
+        goto fail;
+    int had = nb_db_reference_get(c->db, d.model, &prev, &err) == NB_OK;
+    if (nb_db_reference_set(c->db, dep_id, &err))
+        goto fail;
+    {
+        char desc[4 * NB_DB_NAME_MAX + 16];
+        snprintf(desc, sizeof desc, "%s %s/%s on %s", d.model, d.backend, d.dtype, d.board);
+        Npubench__SetReferenceResponse resp = NPUBENCH__SET_REFERENCE_RESPONSE__INIT;
+        resp.deployment_id = dep_id;
+        resp.model = d.model;
+        resp.previous_deployment_id = had ? prev.id : 0;
+        resp.description = desc;
+        coord_log(c, "reference of %s: deployment %lld (%s)", d.model, (long long)dep_id, desc);
+        st = nb_rpc_reply_pack(reply, &resp);
+    }
+    goto out;
+fail:
+    st = nb_rpc_reply_err(reply, &err);
+out:
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- Import ---- */
+
+/* Error messages name the uploaded file, not our temporary copy. */
+static void strip_prefix(char *msg, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (char *p = strstr(msg, prefix); p; p = strstr(p, prefix))
+        memmove(p, p + n, strlen(p + n) + 1);
+}
+
+static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__ImportRequest, npubench__import_request__descriptor);
+    nb_err err = {0};
+    nb_rpc_status st;
+    const char *base = strrchr(r->name, '/');
+    base = base ? base + 1 : r->name;
+    char name[128];
+    size_t k = 0;
+    for (size_t i = 0; base[i] && k + 1 < sizeof name; i++)
+        name[k++] = base[i] == '/' || (unsigned char)base[i] < 0x20 ? '_' : base[i];
+    name[k] = '\0';
+    if (!k || !strcmp(name, ".") || !strcmp(name, ".."))
+        snprintf(name, sizeof name, "import.json");
+    char dir[1200], path[1400];
+    snprintf(dir, sizeof dir, "%s/import-XXXXXX", c->artifacts_dir);
+    if (!mkdtemp(dir)) {
+        st = nb_rpc_reply_status(reply, NB_RPC_INTERNAL, "import: cannot create %s", dir);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    nb_db_import_report rep;
+    memset(&rep, 0, sizeof rep);
+    nb_code rc = nb_file_write(path, r->content.data, r->content.len, &err);
+    if (!rc) {
+        nb_db_import_opts io = {*r->backend ? r->backend : NULL, *r->dtype ? r->dtype : NULL,
+                                *r->board ? r->board : NULL};
+        rc = nb_db_import_file_ex(c->db, path, &io, &rep, &err);
+    }
+    unlink(path);
+    rmdir(dir);
+    char prefix[1300];
+    snprintf(prefix, sizeof prefix, "%s/", dir);
+    if (rc && rc != NB_EFORMAT) {
+        strip_prefix(err.msg, prefix);
+        st = nb_rpc_reply_err(reply, &err);
+    } else {
+        Npubench__ImportResponse resp = NPUBENCH__IMPORT_RESPONSE__INIT;
+        resp.imported = (int32_t)rep.n_imported;
+        resp.skipped = (int32_t)rep.n_skipped;
+        resp.bad = (int32_t)rep.n_bad;
+        char *msgs[NB_DB_IMPORT_BAD_KEEP];
+        for (size_t i = 0; i < rep.n_bad_kept && i < NB_DB_IMPORT_BAD_KEEP; i++) {
+            strip_prefix(rep.bad[i].msg, prefix);
+            msgs[resp.n_errors++] = rep.bad[i].msg;
+        }
+        resp.errors = msgs;
+        coord_log(c, "import %s: %zu imported, %zu already stored, %zu bad", name,
+                  rep.n_imported, rep.n_skipped, rep.n_bad);
+        st = nb_rpc_reply_pack(reply, &resp);
+    }
+    nb_db_import_report_free(&rep);
+out:
+    nb_wire_free(r);
+    return st;
+}
+
+nb_code coord_register_client_api(nb_coord *c, nb_err *err)
+{
+    struct {
+        const char *m;
+        nb_rpc_handler fn;
+        unsigned flags;
+    } tab[] = {
+        {C_METHOD("SubmitJob"), h_submit, 0},
+        {C_METHOD("GetJob"), h_get, NB_RPC_READONLY},
+        {C_METHOD("ListJobs"), h_list, NB_RPC_READONLY},
+        {C_METHOD("CancelJob"), h_cancel, 0},
+        {C_METHOD("ListWorkers"), h_workers, NB_RPC_READONLY},
+        {C_METHOD("WatchJob"), h_watch, NB_RPC_READONLY},
+        {C_METHOD("History"), h_history, NB_RPC_READONLY},
+        {C_METHOD("Compare"), h_compare, NB_RPC_READONLY},
+        {C_METHOD("SetReference"), h_setref, 0},
+        {C_METHOD("Import"), h_import, 0},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+        nb_code rc = nb_rpc_server_handle(c->srv, tab[i].m, tab[i].fn, c, tab[i].flags, err);
+        if (rc)
+            return rc;
+    }
+    return NB_OK;
+}

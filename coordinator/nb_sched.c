@@ -1,0 +1,705 @@
+/* nb_sched: which worker may run which job — selectors vs registered deployments, boards
+ * and tags — plus submission (validation, verify-full shards, matrix fan-out) and the
+ * queued reasons `npubench jobs` shows. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "nb_coord_int.h"
+#include "nb_deploy.h"
+#include "nb_job.h"
+#include "nb_prompts.h"
+#include "nb_verify.h"
+
+/* ---- kinds ---- */
+
+static const char *const kind_names[] = {"", "run", "verify", "verify-full", "diagnosis",
+                                         "profile"};
+
+const char *sched_kind_name(int kind)
+{
+    return kind >= 1 && kind <= 5 ? kind_names[kind] : "unknown";
+}
+
+int sched_kind_parse(const char *name)
+{
+    for (int k = 1; k <= 5; k++)
+        if (name && !strcmp(name, kind_names[k]))
+            return k;
+    return 0;
+}
+
+/* ---- model names ---- */
+
+#define PRESET_FALLBACK_NAME "SmolLM2-135M-Instruct"
+
+void sched_model_canon(const char *model, char *out, size_t cap)
+{
+    if (!model)
+        model = "";
+    char path[1024];
+    if (!strcmp(model, "instruct") || !strcmp(model, "base")) {
+        char preset[16];
+        nb_err e;
+        if (nb_deploy_resolve_model(model, path, sizeof path, preset, sizeof preset, &e))
+            snprintf(path, sizeof path, "%s", PRESET_FALLBACK_NAME);
+        model = path;
+    }
+    const char *base = strrchr(model, '/');
+    base = base && base[1] ? base + 1 : model;
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%.1000s", base);
+    size_t n = strlen(tmp);
+    if (n > 5 && !strcasecmp(tmp + n - 5, ".gguf"))
+        tmp[n -= 5] = '\0';
+    /* "Name.Q4_1" / "Name.F16": the quantisation is the deployment's dtype. */
+    char *dot = strrchr(tmp, '.');
+    if (dot && (dot[1] == 'Q' || dot[1] == 'q' || dot[1] == 'F' || dot[1] == 'f' ||
+                dot[1] == 'B' || dot[1] == 'b') &&
+        isdigit((unsigned char)dot[2]))
+        *dot = '\0';
+    snprintf(out, cap, "%s", tmp);
+}
+
+int sched_model_matches(const char *want, const char *have)
+{
+    if (!want || !*want || !strcmp(want, "*") || !have || !*have || !strcmp(have, "*"))
+        return 1;
+    if (!strcasecmp(want, have))
+        return 1;
+    char a[1024], b[1024];
+    sched_model_canon(want, a, sizeof a);
+    sched_model_canon(have, b, sizeof b);
+    return a[0] && !strcasecmp(a, b);
+}
+
+/* ---- selectors ---- */
+
+/* "<model or *>/<dtype or *>"; dtypes never contain '/', so the last one splits. */
+static void split_pattern(const char *pat, char *model, size_t mcap, char *dtype, size_t dcap)
+{
+    const char *slash = pat ? strrchr(pat, '/') : NULL;
+    if (!slash) {
+        snprintf(model, mcap, "%s", pat && *pat ? pat : "*");
+        snprintf(dtype, dcap, "*");
+        return;
+    }
+    size_t n = (size_t)(slash - pat);
+    snprintf(model, mcap, "%.*s", (int)n, pat);
+    snprintf(dtype, dcap, "%s", slash[1] ? slash + 1 : "*");
+}
+
+static nb_code check_name(const char *field, const char *s, size_t max, nb_err *err)
+{
+    size_t n = strlen(s);
+    if (n >= max)
+        return nb_err_set(err, NB_EINVAL, "%s: %zu bytes, the limit is %zu", field, n, max - 1);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == ',')
+            return nb_err_set(err, NB_EINVAL,
+                              "%s: '%s' contains a comma or a control character", field, s);
+    return NB_OK;
+}
+
+nb_code sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const Npubench__DeploymentSelector *s = spec->selector;
+    const char *model = s && *s->model ? s->model : "*";
+    const char *dtype = s && *s->dtype ? s->dtype : "*";
+    nb_code rc;
+    if ((rc = check_name("selector.model", model, NB_DB_NAME_MAX - 16, err)) ||
+        (rc = check_name("selector.dtype", dtype, 16, err)))
+        return rc;
+    if (strchr(dtype, '/'))
+        return nb_err_set(err, NB_EINVAL, "selector.dtype: '%s' contains '/'", dtype);
+    snprintf(out->deployment, sizeof out->deployment, "%s/%s", model, dtype);
+    if (s) {
+        if ((rc = check_name("selector.backend", s->backend, NB_DB_NAME_MAX, err)) ||
+            (rc = check_name("selector.board", s->board, NB_DB_NAME_MAX, err)))
+            return rc;
+        size_t len = 0;
+        for (size_t i = 0; i < s->n_tags; i++) {
+            if (!*s->tags[i])
+                return nb_err_set(err, NB_EINVAL, "selector.tags[%zu]: empty tag", i);
+            if ((rc = check_name("selector.tags", s->tags[i], 64, err)))
+                return rc;
+            int w = snprintf(out->tags + len, sizeof out->tags - len, "%s%s", i ? "," : "",
+                             s->tags[i]);
+            if (w < 0 || (size_t)w >= sizeof out->tags - len)
+                return nb_err_set(err, NB_EINVAL, "selector.tags: more than %zu bytes together",
+                                  sizeof out->tags - 1);
+            len += (size_t)w;
+        }
+        out->sel.backend = s->backend;
+        out->sel.board = s->board;
+    }
+    out->sel.deployment = out->deployment;
+    out->sel.tags = out->tags;
+    return NB_OK;
+}
+
+static int dep_field_any(const char *s)
+{
+    return !s || !*s || !strcmp(s, "*");
+}
+
+static int has_tag(const Npubench__WorkerInfo *w, const char *tag)
+{
+    for (size_t i = 0; i < w->n_tags; i++)
+        if (!strcmp(w->tags[i], tag))
+            return 1;
+    return 0;
+}
+
+static void served_list(const Npubench__WorkerInfo *w, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < w->n_deployments && len < cap; i++) {
+        const Npubench__Deployment *d = w->deployments[i];
+        int n = snprintf(buf + len, cap - len, "%s%s %s/%s", i ? ", " : "",
+                         dep_field_any(d->model) ? "*" : d->model,
+                         dep_field_any(d->backend) ? "*" : d->backend,
+                         dep_field_any(d->dtype) ? "*" : d->dtype);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+    if (!w->n_deployments)
+        snprintf(buf, cap, "nothing");
+}
+
+int sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
+                        const char *backend, const char *board, const char *deployment,
+                        const char *tags, const char *pin, char *why, size_t why_cap,
+                        int *dep_out)
+{
+    char dummy[1];
+    if (!why) {
+        why = dummy;
+        why_cap = sizeof dummy;
+    }
+    if (dep_out)
+        *dep_out = -1;
+    if (pin && *pin && strcmp(pin, worker_id)) {
+        snprintf(why, why_cap, "pinned to worker '%s'", pin);
+        return 0;
+    }
+    if (board && *board && strcmp(board, w->board_name)) {
+        snprintf(why, why_cap, "needs board '%s'; worker %s is on '%s'", board, worker_id,
+                 w->board_name);
+        return 0;
+    }
+    for (const char *p = tags ? tags : ""; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char tag[128];
+        snprintf(tag, sizeof tag, "%.*s", (int)(n < sizeof tag ? n : sizeof tag - 1), p);
+        if (tag[0] && !has_tag(w, tag)) {
+            snprintf(why, why_cap, "needs tag '%s'; worker %s is not tagged so", tag,
+                     worker_id);
+            return 0;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    char model[NB_DB_NAME_MAX], dtype[32];
+    split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
+    for (size_t i = 0; i < w->n_deployments; i++) {
+        const Npubench__Deployment *d = w->deployments[i];
+        if (!sched_model_matches(model, d->model))
+            continue;
+        if (backend && *backend && !dep_field_any(d->backend) && strcmp(backend, d->backend))
+            continue;
+        if (strcmp(dtype, "*") && !dep_field_any(d->dtype) && strcasecmp(dtype, d->dtype))
+            continue;
+        if (dep_out)
+            *dep_out = (int)i;
+        return 1;
+    }
+    char served[256];
+    served_list(w, served, sizeof served);
+    snprintf(why, why_cap, "no worker serves model '%s'%s%s%s%s; %s serves %s", model,
+             strcmp(dtype, "*") ? " dtype " : "", strcmp(dtype, "*") ? dtype : "",
+             backend && *backend ? " on backend " : "", backend && *backend ? backend : "",
+             worker_id, served);
+    return 0;
+}
+
+int sched_pred(const nb_db_job *job, void *ud)
+{
+    const Npubench__WorkerInfo *w = ud;
+    return sched_worker_serves(w, w->worker_id, job->sel_backend, job->sel_board,
+                               job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0,
+                               NULL);
+}
+
+/* Joins items into a comma list that fits cap (whole items only). */
+static void join_list(char *out, size_t cap, const char *const *items, size_t n)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i] || !*items[i] || nb_db_list_has(out, items[i]))
+            continue;
+        size_t need = strlen(items[i]) + (len ? 1 : 0);
+        if (len + need >= cap)
+            break;
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", items[i]);
+    }
+}
+
+void sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->id, sizeof out->id, "%s", w->worker_id);
+    snprintf(out->board_name, sizeof out->board_name, "%s", w->board_name);
+    snprintf(out->board_type, sizeof out->board_type, "%s", w->board_type);
+    snprintf(out->host, sizeof out->host, "%s", w->host);
+    snprintf(out->version, sizeof out->version, "%s", w->version);
+    snprintf(out->device_id, sizeof out->device_id, "%s", w->device_id);
+    join_list(out->tags, sizeof out->tags, (const char *const *)w->tags, w->n_tags);
+    const char *b[64];
+    size_t nb = 0;
+    for (size_t i = 0; i < w->n_backends && nb < 64; i++)
+        b[nb++] = w->backends[i];
+    for (size_t i = 0; i < w->n_deployments && nb < 64; i++)
+        b[nb++] = w->deployments[i]->backend;
+    join_list(out->backends, sizeof out->backends, b, nb);
+    /* The db matches deployments exactly; sched_pred does the real match. */
+    snprintf(out->deployments, sizeof out->deployments, "*");
+}
+
+/* ---- prompt sets ---- */
+
+int sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
+                     size_t path_cap)
+{
+    *n = 0;
+    sha[0] = '\0';
+    path[0] = '\0';
+    if (spec->n_prompts) {
+        *n = (int)spec->n_prompts;
+    } else {
+        const char *set = spec->prompt_set;
+        const char *model = spec->selector ? spec->selector->model : "";
+        if (!*set)
+            nb_verify_default_prompts(!strcmp(model, "base") ? "base" : "instruct", path,
+                                      path_cap);
+        else if (!strcmp(set, "instruct") || !strcmp(set, "base"))
+            nb_verify_default_prompts(set, path, path_cap);
+        else
+            snprintf(path, path_cap, "%s", set);
+        nb_prompts ps;
+        nb_err e;
+        if (nb_prompts_load(path, &ps, &e) != NB_OK)
+            return 0;
+        *n = ps.n;
+        memcpy(sha, ps.sha256, 65);
+        nb_prompts_free(&ps);
+    }
+    if (spec->max_prompts > 0 && spec->max_prompts < *n)
+        *n = spec->max_prompts;
+    return *n > 0;
+}
+
+/* ---- the pool of workers as scheduling sees it ---- */
+
+typedef struct pool_worker {
+    Npubench__WorkerInfo *info; /* NULL: known to the db only (not re-registered yet) */
+    nb_db_worker db;
+    int busy;
+} pool_worker;
+
+typedef struct pool {
+    pool_worker *w;
+    size_t n;
+} pool;
+
+static void pool_free(pool *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        nb_wire_free(p->w[i].info);
+    free(p->w);
+    p->w = NULL;
+    p->n = 0;
+}
+
+static nb_code pool_load(nb_coord *c, pool *p, nb_err *err)
+{
+    memset(p, 0, sizeof *p);
+    nb_db_worker *dbw = NULL;
+    size_t ndb = 0;
+    nb_code rc = nb_db_worker_list(c->db, &dbw, &ndb, err);
+    if (rc)
+        return rc;
+    nb_db_job *busy = NULL;
+    size_t nbusy = 0;
+    nb_db_job_filter f = {.states = NB_JOB_STATE_BIT(NB_JOB_LEASED) |
+                                    NB_JOB_STATE_BIT(NB_JOB_RUNNING),
+                          .limit = 10000};
+    if ((rc = nb_db_job_list(c->db, &f, &busy, &nbusy, err))) {
+        free(dbw);
+        return rc;
+    }
+    p->w = calloc(ndb ? ndb : 1, sizeof *p->w);
+    if (!p->w) {
+        free(dbw);
+        nb_db_job_list_free(busy, nbusy);
+        return nb_err_set(err, NB_ENOMEM, "scheduler: out of memory");
+    }
+    for (size_t i = 0; i < ndb; i++) {
+        pool_worker *pw = &p->w[p->n++];
+        pw->db = dbw[i];
+        pw->info = reg_info(c, dbw[i].id);
+        for (size_t j = 0; j < nbusy; j++)
+            if (!strcmp(busy[j].leased_worker, dbw[i].id))
+                pw->busy = 1;
+    }
+    free(dbw);
+    nb_db_job_list_free(busy, nbusy);
+    return NB_OK;
+}
+
+/* ---- submission ---- */
+
+static nb_code pack_spec(const Npubench__JobSpec *spec, uint8_t **pb, size_t *len, nb_err *err)
+{
+    nb_code rc = nb_wire_pack(spec, pb, len, err);
+    if (!rc && *len > NB_DB_SPEC_MAX)
+        rc = nb_err_set(err, NB_EINVAL, "job spec: %zu bytes packed, the limit is %u", *len,
+                        NB_DB_SPEC_MAX);
+    return rc;
+}
+
+typedef struct child_plan {
+    uint8_t *spec;
+    size_t len;
+    char board[NB_DB_NAME_MAX]; /* matrix: the board it is pinned to */
+    const char *kind;
+} child_plan;
+
+static nb_code existing_ids(nb_coord *c, int64_t id, int64_t **ids, size_t *n, nb_err *err)
+{
+    nb_db_job *kids = NULL;
+    size_t nk = 0;
+    nb_db_job_filter f = {.parent_id = id, .limit = 10000, .oldest_first = 1};
+    nb_code rc = nb_db_job_list(c->db, &f, &kids, &nk, err);
+    if (rc)
+        return rc;
+    *ids = malloc((nk + 1) * sizeof **ids);
+    if (!*ids) {
+        nb_db_job_list_free(kids, nk);
+        return nb_err_set(err, NB_ENOMEM, "submit: out of memory");
+    }
+    (*ids)[0] = id;
+    for (size_t i = 0; i < nk; i++)
+        (*ids)[i + 1] = kids[i].id;
+    *n = nk + 1;
+    nb_db_job_list_free(kids, nk);
+    return NB_OK;
+}
+
+/* Matrix: one child per board among the live workers that serve spec. */
+static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sched_sel *ss,
+                           child_plan **plans, size_t *np, nb_err *err)
+{
+    pool p;
+    nb_code rc = pool_load(c, &p, err);
+    if (rc)
+        return rc;
+    *plans = calloc(p.n ? p.n : 1, sizeof **plans);
+    *np = 0;
+    if (!*plans) {
+        pool_free(&p);
+        return nb_err_set(err, NB_ENOMEM, "submit: out of memory");
+    }
+    char why[NB_DB_MSG_MAX] = "no worker is registered";
+    Npubench__JobSpec child = *spec;
+    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    if (spec->selector)
+        sel = *spec->selector;
+    child.selector = &sel;
+    child.matrix = 0;
+    for (size_t i = 0; i < p.n && !rc; i++) {
+        pool_worker *w = &p.w[i];
+        if (w->db.state != NB_WORKER_ALIVE || !w->info) {
+            snprintf(why, sizeof why, "worker %s is %s", w->db.id,
+                     w->info ? nb_db_worker_state_name(w->db.state) : "not re-registered");
+            continue;
+        }
+        if (!sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
+                                 ss->deployment, ss->tags, NULL, why, sizeof why, NULL))
+            continue;
+        int dup = 0;
+        for (size_t k = 0; k < *np; k++)
+            dup |= !strcmp((*plans)[k].board, w->info->board_name);
+        if (dup)
+            continue;
+        child_plan *cp = &(*plans)[(*np)++];
+        snprintf(cp->board, sizeof cp->board, "%s", w->info->board_name);
+        sel.board = cp->board;
+        cp->kind = sched_kind_name(spec->kind);
+        rc = pack_spec(&child, &cp->spec, &cp->len, err);
+    }
+    pool_free(&p);
+    if (!rc && *np == 0)
+        rc = nb_err_set(err, NB_ENOTFOUND, "matrix: no live worker matches the selector (%s)",
+                        why);
+    return rc;
+}
+
+/* Verify-full shards: how many idle live workers serve spec. */
+static int idle_matching(nb_coord *c, const sched_sel *ss)
+{
+    pool p;
+    nb_err e;
+    if (pool_load(c, &p, &e))
+        return 0;
+    int n = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        pool_worker *w = &p.w[i];
+        if (w->db.state == NB_WORKER_ALIVE && w->info && !w->busy &&
+            sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
+                                ss->deployment, ss->tags, NULL, NULL, 0, NULL))
+            n++;
+    }
+    pool_free(&p);
+    return n;
+}
+
+static nb_code plan_shards(nb_coord *c, const Npubench__JobSpec *spec, int want,
+                           child_plan **plans, size_t *np, nb_err *err)
+{
+    *plans = NULL;
+    *np = 0;
+    int P;
+    char sha[65], path[1024];
+    if (!sched_prompt_set(spec, &P, sha, path, sizeof path))
+        return NB_OK; /* the set cannot be read here: the worker runs it whole */
+    int S = want;
+    if (S > P)
+        S = P;
+    if (S > c->o.max_shards)
+        S = c->o.max_shards;
+    if (S < 2)
+        return NB_OK;
+    *plans = calloc((size_t)S, sizeof **plans);
+    if (!*plans)
+        return nb_err_set(err, NB_ENOMEM, "submit: out of memory");
+    Npubench__JobSpec child = *spec;
+    Npubench__Shard sh = NPUBENCH__SHARD__INIT;
+    child.shard = &sh;
+    nb_code rc = NB_OK;
+    for (int i = 0; i < S && !rc; i++) {
+        sh.index = i;
+        sh.count = S;
+        sh.prompt_begin = (int)((long)P * i / S);
+        sh.prompt_end = (int)((long)P * (i + 1) / S);
+        child_plan *cp = &(*plans)[(*np)++];
+        cp->kind = "verify-full-shard";
+        rc = pack_spec(&child, &cp->spec, &cp->len, err);
+    }
+    return rc;
+}
+
+static void plans_free(child_plan *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++)
+        free(p[i].spec);
+    free(p);
+}
+
+nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
+                     size_t *n, int *duplicate, nb_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    *duplicate = 0;
+    const Npubench__JobSpec *spec = req->spec;
+    if (!spec)
+        return nb_err_set(err, NB_EINVAL, "SubmitJobRequest.spec: required");
+    nb_code rc = check_name("request_id", req->request_id, NB_DB_NAME_MAX, err);
+    if (rc)
+        return rc;
+    if (req->shards < 0 || req->shards > 4096)
+        return nb_err_set(err, NB_EINVAL, "shards: %d is outside 0..4096", req->shards);
+    if ((rc = nb_job_validate_spec(spec, err)))
+        return rc;
+    if (req->shards > 1 && (spec->kind != NPUBENCH__JOB_KIND__VERIFY_FULL || spec->shard))
+        return nb_err_set(err, NB_EINVAL,
+                          "shards: only an unsharded VERIFY_FULL job can be split (kind %s)",
+                          sched_kind_name(spec->kind));
+    sched_sel ss;
+    if ((rc = sched_selector(spec, &ss, err)))
+        return rc;
+    if (*req->request_id) {
+        int64_t id;
+        if (nb_db_job_find_request(c->db, req->request_id, &id, err) == NB_OK) {
+            *duplicate = 1;
+            return existing_ids(c, id, ids, n, err);
+        }
+    }
+
+    child_plan *plans = NULL;
+    size_t np = 0;
+    const char *group_kind = NULL;
+    if (spec->matrix) {
+        if ((rc = plan_matrix(c, spec, &ss, &plans, &np, err)))
+            goto out;
+        group_kind = "matrix";
+    } else if (spec->kind == NPUBENCH__JOB_KIND__VERIFY_FULL && !spec->shard) {
+        int want = req->shards > 0 ? req->shards : idle_matching(c, &ss);
+        if ((rc = plan_shards(c, spec, want, &plans, &np, err)))
+            goto out;
+        group_kind = "verify-full";
+    }
+    uint8_t *pb;
+    size_t len;
+    if ((rc = pack_spec(spec, &pb, &len, err)))
+        goto out;
+    nb_db_job_new top = {
+        .request_id = req->request_id,
+        .kind = np ? group_kind : sched_kind_name(spec->kind),
+        .spec = pb,
+        .spec_len = len,
+        .spec_format = NB_SPEC_PROTO,
+        .sel = ss.sel,
+        .priority = spec->priority,
+        .max_attempts = c->o.max_attempts,
+        .is_group = np > 0,
+    };
+    *ids = malloc((np + 1) * sizeof **ids);
+    if (!*ids) {
+        free(pb);
+        rc = nb_err_set(err, NB_ENOMEM, "submit: out of memory");
+        goto out;
+    }
+    int existed = 0;
+    /* The ack to the client comes after this commit: an acknowledged job is
+     * in the database, children included. */
+    if ((rc = nb_db_begin(c->db, err))) {
+        free(pb);
+        goto out;
+    }
+    rc = nb_db_job_enqueue(c->db, &top, &(*ids)[0], &existed, err);
+    free(pb);
+    for (size_t i = 0; i < np && !rc && !existed; i++) {
+        nb_db_job_new kid = top;
+        kid.request_id = NULL;
+        kid.kind = plans[i].kind;
+        kid.spec = plans[i].spec;
+        kid.spec_len = plans[i].len;
+        kid.parent_id = (*ids)[0];
+        kid.is_group = 0;
+        if (plans[i].board[0])
+            kid.sel.board = plans[i].board;
+        rc = nb_db_job_enqueue(c->db, &kid, &(*ids)[i + 1], NULL, err);
+    }
+    if (rc || existed) {
+        nb_db_rollback(c->db);
+        int64_t first = (*ids)[0];
+        free(*ids);
+        *ids = NULL;
+        if (!rc) {
+            *duplicate = 1;
+            rc = existing_ids(c, first, ids, n, err);
+        }
+        goto out;
+    }
+    if ((rc = nb_db_commit(c->db, err))) {
+        free(*ids);
+        *ids = NULL;
+        goto out;
+    }
+    *n = np + 1;
+    coord_stat_add(c, &c->stats.submitted, 1);
+    char extra[64] = "";
+    if (np)
+        snprintf(extra, sizeof extra, " as %zu %s", np,
+                 spec->matrix ? "board jobs" : "prompt-range shards");
+    coord_log(c, "job %lld submitted: %s %s%s", (long long)(*ids)[0],
+              sched_kind_name(spec->kind), ss.deployment, extra);
+    coord_changed(c, (*ids)[0], 0);
+    coord_queue_changed(c);
+out:
+    plans_free(plans, np);
+    return rc;
+}
+
+/* ---- queued reasons ---- */
+
+static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
+{
+    int live = 0, idle = 0, why_live = 0;
+    char why[NB_DB_MSG_MAX] = "", dead[NB_DB_MSG_MAX] = "";
+    for (size_t i = 0; i < p->n; i++) {
+        pool_worker *w = &p->w[i];
+        if (!w->info) {
+            if (!dead[0])
+                snprintf(dead, sizeof dead, "worker %s has not re-registered since the "
+                         "coordinator restarted", w->db.id);
+            continue;
+        }
+        char wy[NB_DB_MSG_MAX];
+        if (!sched_worker_serves(w->info, w->db.id, j->sel_backend, j->sel_board,
+                                 j->sel_deployment, j->sel_tags, j->sel_worker, wy, sizeof wy,
+                                 NULL)) {
+            /* A live worker's reason beats a stale one's. */
+            if (!why[0] || (w->db.state == NB_WORKER_ALIVE && !why_live)) {
+                snprintf(why, sizeof why, "%s", wy);
+                why_live = w->db.state == NB_WORKER_ALIVE;
+            }
+            continue;
+        }
+        if (w->db.state != NB_WORKER_ALIVE) {
+            snprintf(dead, sizeof dead, "worker %s could run it but is %s", w->db.id,
+                     nb_db_worker_state_name(w->db.state));
+            continue;
+        }
+        live++;
+        idle += !w->busy;
+    }
+    if (live && !idle)
+        snprintf(out, cap, "waiting for a free worker (%d can run it, all busy)", live);
+    else if (live)
+        out[0] = '\0';
+    else if (!p->n)
+        snprintf(out, cap, "no worker is registered");
+    else
+        snprintf(out, cap, "no live worker can run it: %s%s%s", why[0] ? why : dead,
+                 why[0] && dead[0] ? "; " : "", why[0] ? dead : "");
+}
+
+void sched_update_reasons(nb_coord *c)
+{
+    nb_err e;
+    nb_db_job *q = NULL;
+    size_t nq = 0;
+    nb_db_job_filter f = {.states = NB_JOB_STATE_BIT(NB_JOB_QUEUED), .limit = 500,
+                          .oldest_first = 1};
+    if (nb_db_job_list(c->db, &f, &q, &nq, &e) || !nq) {
+        nb_db_job_list_free(q, nq);
+        return;
+    }
+    pool p;
+    if (pool_load(c, &p, &e) == NB_OK) {
+        for (size_t i = 0; i < nq; i++) {
+            if (q[i].is_group)
+                continue;
+            char r[NB_DB_MSG_MAX];
+            reason_for(&q[i], &p, r, sizeof r);
+            /* A retry keeps the requeue's own reason while workers exist. */
+            if (!r[0] && q[i].attempts > 0)
+                continue;
+            if (strcmp(r, q[i].queued_reason))
+                nb_db_job_set_queued_reason(c->db, q[i].id, r, &e);
+        }
+        pool_free(&p);
+    }
+    nb_db_job_list_free(q, nq);
+}

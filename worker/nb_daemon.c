@@ -1,0 +1,979 @@
+/* nb_daemon: the worker's two threads: the lease loop (register, lease, execute, report)
+ * and the heartbeat (liveness, progress, lease renewal, cancels), over one nb_rpc client. */
+#include "nb_daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nb_devlock.h"
+#include "nb_jobpb.h"
+#include "nb_rpc.h"
+#include "nb_time.h"
+#include "nb_wire.h"
+#include "nb_xrt.h"
+
+#define M_REGISTER "npubench.Worker/Register"
+#define M_HEARTBEAT "npubench.Worker/Heartbeat"
+#define M_LEASE "npubench.Worker/LeaseJob"
+#define M_PROGRESS "npubench.Worker/ReportProgress"
+#define M_RESULT "npubench.Worker/ReportResult"
+#define M_RELEASE "npubench.Worker/ReleaseJob"
+
+#define MAX_TAGS 64
+
+struct nb_daemon {
+    /* configuration (immutable after start) */
+    char url[1024], secret[256], board[128], board_type[64], device[32], host[256];
+    char version[64], instance_id[33];
+    char **tags;
+    int n_tags;
+    int hb_ms, wait_ms, rpc_ms, bmin, bmax, grace_ms, quiet;
+    void (*log)(void *, const char *);
+    void *log_user;
+    const char *backends[4];
+    size_t n_backends;
+    nb_devlock *lock;
+    nb_job_ctx *ctx;
+    nb_rpc_client *cli;
+    pthread_t lease_th, hb_th;
+    int threads_started;
+
+    /* shared state, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char worker_id[128];
+    int registered, need_register;
+    int stopping, finish_current, lease_done, hb_stop;
+    int64_t job_id;
+    char lease_id[128];
+    int prog_done, prog_total;
+    char prog_msg[256];
+    int cancel, cancel_by_coordinator;
+    nb_code fatal;
+    int fatal_set; /* fatal != NB_OK, as an int to wait on */
+    nb_err fatal_err;
+    nb_daemon_stats stats;
+    unsigned rng;
+};
+
+/* ---- logging -------------------------------------------------------------------------- */
+
+static void dlog(nb_daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void emit(nb_daemon *d, const char *text)
+{
+    char iso[32], line[1400];
+    nb_time_iso(iso, nb_wall_ms());
+    snprintf(line, sizeof line, "%s npubench worker[%ld]: %s", iso, (long)getpid(), text);
+    if (!d->quiet)
+        fprintf(stderr, "%s\n", line);
+    if (d->log)
+        d->log(d->log_user, line);
+}
+
+static void dlog(nb_daemon *d, const char *fmt, ...)
+{
+    char text[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    emit(d, text);
+}
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+/* Waits up to ms on the condition variable (mu held by the caller); 1 when woken by
+ * a stop. */
+static int nap_locked(nb_daemon *d, int ms, const int *flag)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = ts.tv_nsec + (int64_t)(ms % 1000) * 1000000;
+    ts.tv_sec += ms / 1000 + ns / 1000000000;
+    ts.tv_nsec = (long)(ns % 1000000000);
+    while (!*flag) {
+        if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    return *flag;
+}
+
+static int nap(nb_daemon *d, int ms, const int *flag)
+{
+    pthread_mutex_lock(&d->mu);
+    int r = nap_locked(d, ms, flag);
+    pthread_mutex_unlock(&d->mu);
+    return r;
+}
+
+/* Exponential backoff with jitter: [base/2, base] with base = min * 2^attempt. */
+static int backoff_ms(nb_daemon *d, int attempt)
+{
+    int64_t base = d->bmin;
+    for (int i = 0; i < attempt && base < d->bmax; i++)
+        base *= 2;
+    if (base > d->bmax)
+        base = d->bmax;
+    pthread_mutex_lock(&d->mu);
+    unsigned r = (unsigned)rand_r(&d->rng);
+    pthread_mutex_unlock(&d->mu);
+    return (int)(base / 2 + (int64_t)(r % (unsigned)(base / 2 + 1)));
+}
+
+static int retryable(nb_code rc)
+{
+    return rc == NB_ETIMEOUT || rc == NB_EUNAVAIL || rc == NB_EIO;
+}
+
+static void set_fatal(nb_daemon *d, const nb_err *err)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!d->fatal) {
+        d->fatal = err->code ? err->code : NB_EINTERNAL;
+        d->fatal_set = 1;
+        d->fatal_err = *err;
+    }
+    d->stopping = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    dlog(d, "fatal: %s", err->msg);
+}
+
+/* One call with pre-packed bytes (a retry must resend the same payload under the same
+ * request id); on OK the response is unpacked into *resp (nb_wire_free). */
+static nb_code call(nb_daemon *d, const char *method, uint64_t id, const uint8_t *buf,
+                    size_t len, int timeout_ms, const ProtobufCMessageDescriptor *desc,
+                    void *resp, int *status, nb_err *err)
+{
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    int st = 0;
+    nb_code rc = nb_rpc_call_id(d->cli, id, method, buf, len, timeout_ms, &st, NULL, &out,
+                                &out_len, err);
+    if (status)
+        *status = st;
+    if (!rc && desc)
+        rc = nb_wire_unpack(desc, out, out_len, 0, resp, err);
+    free(out);
+    return rc;
+}
+
+static nb_code pack(const void *msg, uint8_t **buf, size_t *len, nb_err *err)
+{
+    return nb_wire_pack(msg, buf, len, err);
+}
+
+/* ---- registration ------------------------------------------------------------------------ */
+
+static nb_code do_register(nb_daemon *d, nb_err *err)
+{
+    Npubench__Deployment **deps = NULL;
+    size_t n_deps = 0;
+    nb_code rc = nb_job_ctx_advertise(d->ctx, &deps, &n_deps, err);
+    if (rc)
+        return rc;
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    pthread_mutex_lock(&d->mu);
+    char wid[128];
+    snprintf(wid, sizeof wid, "%s", d->worker_id);
+    pthread_mutex_unlock(&d->mu);
+    info.worker_id = wid;
+    info.board_name = d->board;
+    info.board_type = d->board_type;
+    info.tags = d->tags;
+    info.n_tags = (size_t)d->n_tags;
+    info.host = d->host;
+    info.backends = (char **)d->backends;
+    info.n_backends = d->n_backends;
+    info.deployments = deps;
+    info.n_deployments = n_deps;
+    info.device_id = d->device;
+    info.version = d->version;
+    info.instance_id = d->instance_id;
+    Npubench__RegisterRequest req = NPUBENCH__REGISTER_REQUEST__INIT;
+    req.info = &info;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    rc = pack(&req, &buf, &len, err);
+    for (size_t i = 0; i < n_deps; i++)
+        nb_jobpb_free(deps[i]);
+    free(deps);
+    if (rc)
+        return rc;
+    Npubench__RegisterResponse *resp = NULL;
+    int status = 0;
+    /* Short: a live coordinator answers at once, and a stop waits for this call. */
+    rc = call(d, M_REGISTER, nb_rpc_client_new_id(d->cli), buf, len,
+              d->rpc_ms < 2000 ? d->rpc_ms : 2000,
+              &npubench__register_response__descriptor, &resp, &status, err);
+    free(buf);
+    if (rc) {
+        if (status == NB_RPC_ALREADY_EXISTS || status == NB_RPC_UNAUTHENTICATED ||
+            status == NB_RPC_PERMISSION_DENIED || status == NB_RPC_INVALID_ARGUMENT) {
+            nb_err f;
+            nb_err_set(&f, status == NB_RPC_UNAUTHENTICATED ? NB_EAUTH : NB_EUNAVAIL,
+                       "the coordinator at %s refused the registration (%s): %s", d->url,
+                       nb_rpc_status_name(status), err->msg);
+            set_fatal(d, &f);
+        }
+        return rc;
+    }
+    pthread_mutex_lock(&d->mu);
+    int first = !d->worker_id[0] || strcmp(d->worker_id, resp->worker_id);
+    snprintf(d->worker_id, sizeof d->worker_id, "%s", resp->worker_id);
+    d->registered = 1;
+    d->need_register = 0;
+    d->stats.registrations++;
+    if (resp->heartbeat_interval_ms > 0 && resp->heartbeat_interval_ms < d->hb_ms)
+        d->hb_ms = resp->heartbeat_interval_ms;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (first)
+        dlog(d, "registered with %s as %s (board %s, device %s, %zu deployments)", d->url,
+             resp->worker_id, d->board, d->device, n_deps);
+    else
+        dlog(d, "re-registered with %s as %s", d->url, resp->worker_id);
+    nb_wire_free(resp);
+    return NB_OK;
+}
+
+/* ---- job hooks ------------------------------------------------------------------------------ */
+
+static void hook_progress(void *u, int done, int total, const char *msg)
+{
+    nb_daemon *d = u;
+    pthread_mutex_lock(&d->mu);
+    d->prog_done = done;
+    d->prog_total = total;
+    snprintf(d->prog_msg, sizeof d->prog_msg, "%s", msg ? msg : "");
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int hook_cancelled(void *u)
+{
+    nb_daemon *d = u;
+    pthread_mutex_lock(&d->mu);
+    int c = d->cancel;
+    pthread_mutex_unlock(&d->mu);
+    return c;
+}
+
+static void hook_log(void *u, const char *line)
+{
+    nb_daemon *d = u;
+    /* job lines already carry a timestamp: print them under the worker's prefix */
+    if (!d->quiet)
+        fprintf(stderr, "npubench worker[%ld]: job: %s\n", (long)getpid(), line);
+    if (d->log)
+        d->log(d->log_user, line);
+}
+
+/* ---- results and hand-backs ---------------------------------------------------------------- */
+
+/* Sends req under one request id until the coordinator answers, retrying after
+ * timeouts and outages (backoff); gives up past deadline_ms (monotonic, 0 = never)
+ * or on a non-retryable status. */
+static nb_code send_until_answered(nb_daemon *d, const char *method, const void *req,
+                                   const ProtobufCMessageDescriptor *desc, void *resp,
+                                   int64_t deadline_ms, uint64_t *retries, nb_err *err)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nb_code rc = pack(req, &buf, &len, err);
+    if (rc)
+        return rc;
+    uint64_t id = nb_rpc_client_new_id(d->cli);
+    for (int attempt = 0;; attempt++) {
+        rc = call(d, method, id, buf, len, d->rpc_ms, desc, resp, NULL, err);
+        if (!rc || !retryable(rc))
+            break;
+        if (deadline_ms && nb_now_ms() >= (double)deadline_ms)
+            break;
+        if (retries)
+            (*retries)++;
+        int wait = backoff_ms(d, attempt < 6 ? attempt : 6);
+        dlog(d, "%s: %s; retrying with the same request id in %d ms", method, err->msg, wait);
+        static const int never = 0;
+        nap(d, wait, &never);
+    }
+    free(buf);
+    return rc;
+}
+
+static int64_t give_up_at(nb_daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    int stopping = d->stopping;
+    pthread_mutex_unlock(&d->mu);
+    /* while running, results are worth waiting for; when stopping, only a grace */
+    return stopping ? (int64_t)nb_now_ms() + d->grace_ms : 0;
+}
+
+static void release_job(nb_daemon *d, const Npubench__Lease *l, int retry, const char *reason)
+{
+    Npubench__ReleaseJobRequest req = NPUBENCH__RELEASE_JOB_REQUEST__INIT;
+    char wid[128];
+    pthread_mutex_lock(&d->mu);
+    snprintf(wid, sizeof wid, "%s", d->worker_id);
+    pthread_mutex_unlock(&d->mu);
+    req.worker_id = wid;
+    req.lease_id = l->lease_id;
+    req.job_id = l->job_id;
+    req.reason = (char *)reason;
+    req.retry = retry != 0;
+    Npubench__ReleaseJobResponse *resp = NULL;
+    nb_err err;
+    nb_code rc = send_until_answered(d, M_RELEASE, &req, &npubench__release_job_response__descriptor,
+                                     &resp, (int64_t)nb_now_ms() + (d->grace_ms > 2000 ? d->grace_ms : 2000),
+                                     NULL, &err);
+    if (rc)
+        dlog(d, "job %lld: hand-back failed (%s); its lease will expire on the coordinator",
+             (long long)l->job_id, err.msg);
+    else {
+        dlog(d, "job %lld handed back (%s)", (long long)l->job_id, reason);
+        pthread_mutex_lock(&d->mu);
+        d->stats.released++;
+        pthread_mutex_unlock(&d->mu);
+    }
+    nb_wire_free(resp);
+}
+
+static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobResult *res)
+{
+    char wid[128];
+    pthread_mutex_lock(&d->mu);
+    snprintf(wid, sizeof wid, "%s", d->worker_id);
+    pthread_mutex_unlock(&d->mu);
+    char *w = nb_jobpb_strdup(wid);
+    if (w) {
+        if (res->worker_id != protobuf_c_empty_string)
+            free(res->worker_id);
+        res->worker_id = w;
+    }
+    Npubench__ReportResultRequest req = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
+    req.worker_id = wid;
+    req.lease_id = l->lease_id;
+    req.result = res;
+    Npubench__ReportResultResponse *resp = NULL;
+    uint64_t retries = 0;
+    nb_err err;
+    nb_code rc = send_until_answered(d, M_RESULT, &req, &npubench__report_result_response__descriptor,
+                                     &resp, give_up_at(d), &retries, &err);
+    pthread_mutex_lock(&d->mu);
+    d->stats.result_retries += retries;
+    if (!rc && resp->accepted)
+        d->stats.results++;
+    pthread_mutex_unlock(&d->mu);
+    if (rc)
+        dlog(d, "job %lld: result not delivered: %s", (long long)l->job_id, err.msg);
+    else if (!resp->accepted)
+        dlog(d, "job %lld: the coordinator dropped the result (lease %s no longer valid)",
+             (long long)l->job_id, l->lease_id);
+    else
+        dlog(d, "job %lld: result reported (%s)", (long long)l->job_id,
+             res->status ? nb_rpc_status_name(res->status)
+             : res->outcome == NPUBENCH__OUTCOME__PASS ? "PASS"
+             : res->outcome == NPUBENCH__OUTCOME__FAIL ? "FAIL" : "done");
+    nb_wire_free(resp);
+}
+
+static void run_lease(nb_daemon *d, const Npubench__Lease *l)
+{
+    pthread_mutex_lock(&d->mu);
+    d->job_id = l->job_id;
+    snprintf(d->lease_id, sizeof d->lease_id, "%s", l->lease_id);
+    d->prog_done = d->prog_total = 0;
+    snprintf(d->prog_msg, sizeof d->prog_msg, "leased");
+    d->cancel = d->cancel_by_coordinator = 0;
+    d->stats.leases++;
+    int stopping = d->stopping;
+    pthread_mutex_unlock(&d->mu);
+    Npubench__JobSpec empty = NPUBENCH__JOB_SPEC__INIT;
+    const Npubench__JobSpec *spec = l->spec ? l->spec : &empty;
+    dlog(d, "job %lld: %s leased (lease %s, attempt %d)", (long long)l->job_id,
+         nb_job_kind_name(spec->kind), l->lease_id, l->attempt);
+    if (stopping) { /* leased while shutting down: give it straight back */
+        release_job(d, l, 1, "worker shutting down");
+    } else {
+        nb_job_hooks h = {hook_progress, hook_cancelled, hook_log, d, l->reference_trace.data,
+                          l->reference_trace.len, l->reference_trace_sha256};
+        Npubench__JobResult *res = NULL;
+        nb_err err;
+        nb_code rc = nb_job_execute(d->ctx, spec, l->job_id, &h, &res, &err);
+        pthread_mutex_lock(&d->mu);
+        int cancelled = d->cancel, by_coord = d->cancel_by_coordinator;
+        pthread_mutex_unlock(&d->mu);
+        if (rc == NB_ECANCELED && cancelled) {
+            if (by_coord) {
+                pthread_mutex_lock(&d->mu);
+                d->stats.cancelled++;
+                pthread_mutex_unlock(&d->mu);
+                release_job(d, l, 0, "cancelled by the coordinator");
+            } else
+                release_job(d, l, 1, "worker shutting down");
+        } else if (res)
+            report_result(d, l, res);
+        else
+            dlog(d, "job %lld: no result (%s)", (long long)l->job_id, err.msg);
+        nb_jobpb_free(res);
+    }
+    pthread_mutex_lock(&d->mu);
+    d->job_id = 0;
+    d->lease_id[0] = '\0';
+    d->cancel = 0;
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* ---- the lease loop --------------------------------------------------------------------- */
+
+static void *lease_main(void *u)
+{
+    nb_daemon *d = u;
+    int failures = 0;
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        int stop = d->stopping, need = !d->registered || d->need_register;
+        char wid[128];
+        snprintf(wid, sizeof wid, "%s", d->worker_id);
+        pthread_mutex_unlock(&d->mu);
+        if (stop)
+            break;
+        nb_err err;
+        if (need) {
+            nb_code rc = do_register(d, &err);
+            if (rc) {
+                pthread_mutex_lock(&d->mu);
+                d->stats.connect_failures++;
+                int fatal = d->fatal != NB_OK;
+                pthread_mutex_unlock(&d->mu);
+                if (fatal)
+                    break;
+                int wait = backoff_ms(d, failures++);
+                dlog(d, "coordinator %s: %s; retrying in %d ms", d->url, err.msg, wait);
+                nap(d, wait, &d->stopping);
+                continue;
+            }
+            failures = 0;
+            continue;
+        }
+        Npubench__LeaseJobRequest req = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+        req.worker_id = wid;
+        req.wait_ms = d->wait_ms;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (pack(&req, &buf, &len, &err)) {
+            set_fatal(d, &err);
+            break;
+        }
+        /* A lease granted while our reply got lost comes back on a resend with the
+         * same request id (the coordinator's response cache). */
+        uint64_t id = nb_rpc_client_new_id(d->cli);
+        Npubench__LeaseJobResponse *resp = NULL;
+        int status = 0;
+        nb_code rc = NB_OK;
+        double t0 = nb_now_ms();
+        for (int tries = 0; tries < 3; tries++) {
+            rc = call(d, M_LEASE, id, buf, len, d->wait_ms + d->rpc_ms,
+                      &npubench__lease_job_response__descriptor, &resp, &status, &err);
+            if (rc != NB_ETIMEOUT || d->stopping)
+                break;
+        }
+        free(buf);
+        if (rc) {
+            if (status == NB_RPC_NOT_FOUND) { /* the coordinator lost us (restart) */
+                dlog(d, "coordinator: %s; registering again", err.msg);
+                pthread_mutex_lock(&d->mu);
+                d->need_register = 1;
+                pthread_mutex_unlock(&d->mu);
+                continue;
+            }
+            if (status == NB_RPC_UNAUTHENTICATED) {
+                set_fatal(d, &err);
+                break;
+            }
+            pthread_mutex_lock(&d->mu);
+            d->stats.connect_failures++;
+            /* it may come back as a fresh process: register again then */
+            d->need_register = 1;
+            pthread_mutex_unlock(&d->mu);
+            int wait = backoff_ms(d, failures++);
+            dlog(d, "coordinator %s unreachable (%s); reconnecting in %d ms", d->url, err.msg,
+                 wait);
+            nap(d, wait, &d->stopping);
+            continue;
+        }
+        failures = 0;
+        if (resp->lease)
+            run_lease(d, resp->lease);
+        else if (nb_now_ms() - t0 < 50) /* a coordinator that does not long-poll */
+            nap(d, 200, &d->stopping);
+        nb_wire_free(resp);
+    }
+    pthread_mutex_lock(&d->mu);
+    d->lease_done = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* ---- the heartbeat ------------------------------------------------------------------------- */
+
+static void heartbeat_once(nb_daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!d->registered) {
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
+    char wid[128], lease[128], msg[256];
+    snprintf(wid, sizeof wid, "%s", d->worker_id);
+    snprintf(lease, sizeof lease, "%s", d->lease_id);
+    snprintf(msg, sizeof msg, "%s", d->prog_msg);
+    int64_t job = d->job_id;
+    int done = d->prog_done, total = d->prog_total;
+    pthread_mutex_unlock(&d->mu);
+    Npubench__Progress prog = NPUBENCH__PROGRESS__INIT;
+    prog.done = done;
+    prog.total = total;
+    prog.message = msg;
+    Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
+    hb.worker_id = wid;
+    hb.current_job_id = job;
+    hb.lease_id = lease;
+    hb.progress = job ? &prog : NULL;
+    hb.unix_ms = nb_wall_ms();
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nb_err err;
+    if (pack(&hb, &buf, &len, &err))
+        return;
+    Npubench__HeartbeatResponse *resp = NULL;
+    int status = 0;
+    nb_code rc = call(d, M_HEARTBEAT, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
+                      &npubench__heartbeat_response__descriptor, &resp, &status, &err);
+    free(buf);
+    pthread_mutex_lock(&d->mu);
+    if (!rc) {
+        d->stats.heartbeats++;
+        if (resp->reregister)
+            d->need_register = 1;
+        for (size_t i = 0; i < resp->n_cancels; i++)
+            if (job && resp->cancels[i]->job_id == job && d->job_id == job) {
+                d->cancel = d->cancel_by_coordinator = 1;
+                emit(d, "cancel requested by the coordinator");
+            }
+    } else if (status == NB_RPC_NOT_FOUND)
+        d->need_register = 1;
+    pthread_mutex_unlock(&d->mu);
+    nb_wire_free(resp);
+    if (!job)
+        return;
+    /* Progress renews the lease; its answer also carries cancellation. */
+    Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
+    pr.worker_id = wid;
+    pr.lease_id = lease;
+    pr.job_id = job;
+    pr.progress = &prog;
+    if (pack(&pr, &buf, &len, &err))
+        return;
+    Npubench__ReportProgressResponse *presp = NULL;
+    rc = call(d, M_PROGRESS, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
+              &npubench__report_progress_response__descriptor, &presp, &status, &err);
+    free(buf);
+    if (!rc && presp->cancel) {
+        pthread_mutex_lock(&d->mu);
+        if (d->job_id == job && !d->cancel) {
+            d->cancel = d->cancel_by_coordinator = 1;
+            emit(d, "job cancelled by the coordinator");
+        }
+        pthread_mutex_unlock(&d->mu);
+    }
+    nb_wire_free(presp);
+}
+
+static void *hb_main(void *u)
+{
+    nb_daemon *d = u;
+    pthread_mutex_lock(&d->mu);
+    while (!d->hb_stop) {
+        nap_locked(d, d->hb_ms, &d->hb_stop);
+        if (d->hb_stop)
+            break;
+        pthread_mutex_unlock(&d->mu);
+        heartbeat_once(d);
+        pthread_mutex_lock(&d->mu);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* ---- start / stop --------------------------------------------------------------------------- */
+
+static void free_daemon(nb_daemon *d)
+{
+    nb_rpc_client_close(d->cli);
+    nb_job_ctx_free(d->ctx);
+    nb_devlock_release(d->lock);
+    for (int i = 0; i < d->n_tags; i++)
+        free(d->tags[i]);
+    free(d->tags);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    free(d);
+}
+
+static nb_code parse_device(const char *dev, char *kind, unsigned *index, nb_err *err)
+{
+    char k[8];
+    unsigned idx;
+    char extra;
+    if (sscanf(dev, "%7[a-z]:%u%c", k, &idx, &extra) != 2 || (strcmp(k, "cpu") && strcmp(k, "xrt")) ||
+        idx > 255)
+        return nb_err_set(err, NB_EINVAL, "--device '%s': expected cpu:N or xrt:N (N 0..255)",
+                          dev);
+    snprintf(kind, 8, "%s", k);
+    *index = idx;
+    return NB_OK;
+}
+
+static void random_hex(char *out, size_t bytes)
+{
+    unsigned char r[16] = {0};
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, r, bytes) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)bytes) { /* no urandom: time and pid still tell processes apart */
+        uint64_t x = (uint64_t)nb_wall_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)nb_now_ms();
+        memcpy(r, &x, sizeof x);
+    }
+    for (size_t i = 0; i < bytes; i++)
+        sprintf(out + 2 * i, "%02x", r[i]);
+}
+
+nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
+{
+    *out = NULL;
+    if (!o->coordinator_url || !*o->coordinator_url)
+        return nb_err_set(err, NB_EINVAL, "--coordinator: required (tcp://host:port, ipc://path, "
+                          "inproc://name)");
+    if (o->n_tags < 0 || o->n_tags > MAX_TAGS)
+        return nb_err_set(err, NB_EINVAL, "--tag: at most %d tags", MAX_TAGS);
+    const char *device = o->device && *o->device ? o->device : "cpu:0";
+    char dkind[8] = "";
+    unsigned didx = 0;
+    nb_code rc = parse_device(device, dkind, &didx, err);
+    if (rc)
+        return rc;
+    int is_xrt = !strcmp(dkind, "xrt");
+    char xrt_info[256] = "";
+    if (is_xrt) {
+        if (!nb_xrt_built())
+            return nb_err_set(err, NB_EUNAVAIL, "--device %s: this npubench was built without "
+                              "XRT support", device);
+        if ((rc = nb_xrt_probe(didx, xrt_info, sizeof xrt_info, err)))
+            return nb_err_prefix(err, "--device %s: ", device);
+    }
+    nb_daemon *d = calloc(1, sizeof *d);
+    if (!d)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    snprintf(d->url, sizeof d->url, "%s", o->coordinator_url);
+    snprintf(d->secret, sizeof d->secret, "%s", o->secret ? o->secret : "");
+    snprintf(d->board, sizeof d->board, "%s", o->board_name && *o->board_name ? o->board_name : "local");
+    snprintf(d->board_type, sizeof d->board_type, "%s", o->board_type ? o->board_type : "");
+    snprintf(d->device, sizeof d->device, "%s", device);
+    snprintf(d->version, sizeof d->version, "%s+%s", NB_VERSION, NB_GIT_COMMIT);
+    if (gethostname(d->host, sizeof d->host - 1))
+        snprintf(d->host, sizeof d->host, "unknown");
+    random_hex(d->instance_id, 16);
+    d->rng = (unsigned)strtoul(d->instance_id + 24, NULL, 16);
+    d->hb_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
+    d->wait_ms = o->lease_wait_ms > 0 ? o->lease_wait_ms : 2000;
+    d->rpc_ms = o->rpc_timeout_ms > 0 ? o->rpc_timeout_ms : 5000;
+    d->bmin = o->backoff_min_ms > 0 ? o->backoff_min_ms : 100;
+    d->bmax = o->backoff_max_ms > 0 ? o->backoff_max_ms : 10000;
+    if (d->bmax < d->bmin)
+        d->bmax = d->bmin;
+    d->grace_ms = o->grace_ms > 0 ? o->grace_ms : 30000;
+    d->quiet = o->quiet;
+    d->log = o->log;
+    d->log_user = o->log_user;
+    d->tags = calloc((size_t)(o->n_tags ? o->n_tags : 1), sizeof *d->tags);
+    if (!d->tags) {
+        free_daemon(d);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < o->n_tags; i++) {
+        if (!o->tags[i] || !*o->tags[i] || strlen(o->tags[i]) > 64) {
+            free_daemon(d);
+            return nb_err_set(err, NB_EINVAL, "--tag %d: must be 1..64 characters", i + 1);
+        }
+        if (!(d->tags[i] = strdup(o->tags[i]))) {
+            free_daemon(d);
+            return nb_err_set(err, NB_ENOMEM, "out of memory");
+        }
+        d->n_tags++;
+    }
+    /* The device first: a second worker must not get as far as the coordinator. */
+    if ((rc = nb_devlock_acquire(device, o->lockdir, &d->lock, err))) {
+        free_daemon(d);
+        return rc;
+    }
+    nb_job_deployment *file_deps = NULL, def;
+    int n_file = 0;
+    const nb_job_deployment *deps = o->deployments;
+    int n_deps = o->n_deployments;
+    if (o->deployments_file && *o->deployments_file) {
+        if ((rc = nb_job_deployments_load(o->deployments_file, &file_deps, &n_file, err))) {
+            free_daemon(d);
+            return rc;
+        }
+        deps = file_deps;
+        n_deps = n_file;
+    } else if (!deps || n_deps <= 0) {
+        memset(&def, 0, sizeof def);
+        snprintf(def.model, sizeof def.model, "instruct");
+        snprintf(def.backend, sizeof def.backend, "%s", is_xrt ? "xrt" : "cpu");
+        snprintf(def.dtype, sizeof def.dtype, "bf16");
+        snprintf(def.name, sizeof def.name, "instruct-%s-bf16", def.backend);
+        def.device = didx;
+        deps = &def;
+        n_deps = 1;
+    }
+    char lockdir[1024];
+    snprintf(lockdir, sizeof lockdir, "%s", nb_devlock_path(d->lock));
+    char *slash = strrchr(lockdir, '/');
+    if (slash)
+        *slash = '\0';
+    /* Deployments on an xrt device address its index. */
+    nb_job_deployment *mine = calloc((size_t)n_deps, sizeof *mine);
+    if (!mine) {
+        nb_job_deployments_free(file_deps, n_file);
+        free_daemon(d);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_deps; i++) {
+        mine[i] = deps[i];
+        if (is_xrt && !strcmp(mine[i].backend, "xrt"))
+            mine[i].device = didx;
+    }
+    nb_job_ctx_opts co = {.deployments = mine, .n_deployments = n_deps, .board = d->board,
+                          .board_type = d->board_type, .threads = o->threads,
+                          .mem_budget_bytes = o->mem_budget_bytes, .refdir = o->refdir,
+                          .rundir = o->rundir && *o->rundir ? o->rundir : lockdir,
+                          .reports_dir = o->reports_dir};
+    rc = nb_job_ctx_new(&co, &d->ctx, err);
+    free(mine);
+    nb_job_deployments_free(file_deps, n_file);
+    if (rc) {
+        free_daemon(d);
+        return rc;
+    }
+    nb_job_ctx_backends(d->ctx, d->backends, 3, &d->n_backends);
+    int has_xrt = 0;
+    for (size_t i = 0; i < d->n_backends; i++)
+        has_xrt |= !strcmp(d->backends[i], "xrt");
+    if (!has_xrt && nb_xrt_built()) {
+        char info[256];
+        nb_err e2;
+        if (is_xrt || nb_xrt_probe(didx, info, sizeof info, &e2) == NB_OK)
+            d->backends[d->n_backends++] = "xrt";
+    }
+    nb_rpc_opts ro = {0};
+    ro.secret = d->secret[0] ? d->secret : NULL;
+    ro.timeout_ms = d->rpc_ms;
+    ro.background_dial = true;
+    ro.tls_ca_file = o->tls_ca_file;
+    ro.tls_cert_key_file = o->tls_cert_key_file;
+    if ((rc = nb_rpc_client_open(d->url, &ro, &d->cli, err))) {
+        free_daemon(d);
+        return rc;
+    }
+    if (pthread_create(&d->hb_th, NULL, hb_main, d)) {
+        free_daemon(d);
+        return nb_err_set(err, NB_EINTERNAL, "cannot start the heartbeat thread");
+    }
+    if (pthread_create(&d->lease_th, NULL, lease_main, d)) {
+        pthread_mutex_lock(&d->mu);
+        d->hb_stop = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->hb_th, NULL);
+        free_daemon(d);
+        return nb_err_set(err, NB_EINTERNAL, "cannot start the lease thread");
+    }
+    d->threads_started = 1;
+    dlog(d, "worker on device %s (lock %s)%s%s; coordinator %s", device, nb_devlock_path(d->lock),
+         xrt_info[0] ? ", " : "", xrt_info, d->url);
+    *out = d;
+    return NB_OK;
+}
+
+/* Asks the lease loop to stop (non-blocking). */
+static void request_stop(nb_daemon *d, int finish_current)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!d->stopping || !finish_current) {
+        d->stopping = 1;
+        d->finish_current = finish_current;
+        if (!finish_current && d->job_id && !d->cancel)
+            d->cancel = 1; /* hand it back now */
+    }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Waits for the lease loop up to ms (< 0: forever); 1 when it is done. */
+static int wait_lease_done(nb_daemon *d, int ms)
+{
+    pthread_mutex_lock(&d->mu);
+    if (ms < 0)
+        while (!d->lease_done)
+            pthread_cond_wait(&d->cv, &d->mu);
+    else
+        nap_locked(d, ms, &d->lease_done);
+    int done = d->lease_done;
+    pthread_mutex_unlock(&d->mu);
+    return done;
+}
+
+void nb_daemon_stop(nb_daemon *d, int finish_current)
+{
+    if (!d)
+        return;
+    if (d->threads_started) {
+        pthread_mutex_lock(&d->mu);
+        int64_t job = d->job_id;
+        pthread_mutex_unlock(&d->mu);
+        if (job)
+            dlog(d, "stopping: %s job %lld", finish_current ? "finishing" : "handing back",
+                 (long long)job);
+        request_stop(d, finish_current);
+        if (!wait_lease_done(d, finish_current ? d->grace_ms : 0)) {
+            pthread_mutex_lock(&d->mu);
+            if (d->job_id && !d->cancel) {
+                d->cancel = 1;
+                emit(d, "grace period over: handing the job back");
+            }
+            pthread_mutex_unlock(&d->mu);
+        }
+        pthread_join(d->lease_th, NULL);
+        pthread_mutex_lock(&d->mu);
+        d->hb_stop = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->hb_th, NULL);
+        dlog(d, "stopped");
+    }
+    free_daemon(d);
+}
+
+nb_code nb_daemon_error(nb_daemon *d, nb_err *err)
+{
+    pthread_mutex_lock(&d->mu);
+    nb_code rc = d->fatal;
+    if (err) {
+        if (rc)
+            *err = d->fatal_err;
+        else
+            nb_err_clear(err);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+nb_code nb_daemon_wait(nb_daemon *d, int timeout_ms, nb_err *err)
+{
+    pthread_mutex_lock(&d->mu);
+    if (timeout_ms < 0)
+        while (!d->fatal)
+            pthread_cond_wait(&d->cv, &d->mu);
+    else {
+        double end = nb_now_ms() + timeout_ms;
+        while (!d->fatal && nb_now_ms() < end) {
+            int left = (int)(end - nb_now_ms());
+            nap_locked(d, left > 0 ? left : 1, &d->fatal_set);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return nb_daemon_error(d, err);
+}
+
+void nb_daemon_get_stats(nb_daemon *d, nb_daemon_stats *out)
+{
+    pthread_mutex_lock(&d->mu);
+    *out = d->stats;
+    pthread_mutex_unlock(&d->mu);
+}
+
+void nb_daemon_worker_id(nb_daemon *d, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&d->mu);
+    snprintf(buf, cap, "%s", d->worker_id);
+    pthread_mutex_unlock(&d->mu);
+}
+
+nb_job_ctx *nb_daemon_job_ctx(nb_daemon *d)
+{
+    return d->ctx;
+}
+
+nb_code nb_daemon_run(const nb_daemon_opts *o, nb_err *err)
+{
+    /* Signals are taken synchronously here; the daemon's threads inherit the mask. */
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    nb_daemon *d;
+    nb_code rc = nb_daemon_start(o, &d, err);
+    if (rc) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return rc;
+    }
+    int signals = 0;
+    double deadline = 0;
+    for (;;) {
+        struct timespec ts = {0, 200 * 1000000L};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            signals++;
+            if (signals == 1) {
+                dlog(d, "%s: finishing the current job (up to %d ms), then exiting",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT", d->grace_ms);
+                request_stop(d, 1);
+                deadline = nb_now_ms() + d->grace_ms;
+            } else {
+                dlog(d, "second signal: handing the current job back now");
+                request_stop(d, 0);
+            }
+        }
+        if (nb_daemon_error(d, NULL))
+            break;
+        if (signals && wait_lease_done(d, 0))
+            break;
+        if (signals == 1 && nb_now_ms() >= deadline) {
+            request_stop(d, 0);
+            signals = 2;
+        }
+    }
+    nb_err fatal;
+    rc = nb_daemon_error(d, &fatal);
+    if (rc && err)
+        *err = fatal;
+    nb_daemon_stop(d, signals < 2);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+

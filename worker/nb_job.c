@@ -1,0 +1,1099 @@
+/* nb_job: JobSpec validation, the deployments file, the resident deployment cache (LRU
+ * under a memory budget) and the executor that turns one job into one JobResult. */
+#include "nb_job.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nb_bench.h"
+#include "nb_deploy.h"
+#include "nb_diagnosis.h"
+#include "nb_file.h"
+#include "nb_jobpb.h"
+#include "nb_json.h"
+#include "nb_kernels.h"
+#include "nb_report.h"
+#include "nb_rpc.h"
+#include "nb_sha256.h"
+#include "nb_time.h"
+#include "nb_utf8.h"
+#include "nb_verify.h"
+
+#define DEPLOYMENTS_FILE_MAX ((size_t)1 << 20)
+#define DEPLOYMENTS_MAX 64
+#define LOG_MAX_BYTES (64 * 1024)
+#define DEFAULT_BUDGET ((size_t)4 << 30)
+
+const char *nb_job_kind_name(int kind)
+{
+    switch (kind) {
+    case NPUBENCH__JOB_KIND__RUN: return "RUN";
+    case NPUBENCH__JOB_KIND__VERIFY: return "VERIFY";
+    case NPUBENCH__JOB_KIND__VERIFY_FULL: return "VERIFY_FULL";
+    case NPUBENCH__JOB_KIND__DIAGNOSIS: return "DIAGNOSIS";
+    case NPUBENCH__JOB_KIND__PROFILE: return "PROFILE";
+    default: return "UNSPECIFIED";
+    }
+}
+
+/* ---- validation ----------------------------------------------------------------------- */
+
+/* Integer params the worker reads, with their ranges. */
+static const struct {
+    const char *key;
+    long lo, hi;
+} int_params[] = {
+    {"threads", 0, 1024}, {"max_seq", 0, 1 << 20}, {"warmup", 0, NB_JOB_WARMUP_MAX},
+    {"chat", 0, 1},       {"ignore_eos", 0, 1},    {"device", 0, 255},
+};
+
+static int parse_long(const char *s, long *out)
+{
+    if (!s || !*s)
+        return 0;
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (*e || errno)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static nb_code check_text(const char *s, const char *field, nb_err *err)
+{
+    size_t n = strlen(s), bad;
+    if (n > NB_JOB_PROMPT_MAX_BYTES)
+        return nb_err_set(err, NB_EINVAL, "%s: %zu bytes, at most %d", field, n,
+                          NB_JOB_PROMPT_MAX_BYTES);
+    if (!nb_utf8_valid(s, n, &bad))
+        return nb_err_set(err, NB_EINVAL, "%s: invalid UTF-8 at byte %zu", field, bad);
+    return NB_OK;
+}
+
+nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
+{
+    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__PROFILE)
+        return nb_err_set(err, NB_EINVAL,
+                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS or PROFILE",
+                          (int)s->kind);
+    if (s->n_tokens < 0 || s->n_tokens > NB_JOB_N_TOKENS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.n_tokens %d: must be 0..%d (0 = default)",
+                          s->n_tokens, NB_JOB_N_TOKENS_MAX);
+    if (s->k < 0 || s->k > NB_GATE_K_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.k %d: must be 0..%d (0 = default)", s->k,
+                          NB_GATE_K_MAX);
+    if (s->reps < 0 || s->reps > NB_JOB_REPS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.reps %d: must be 0..%d (0 = default)",
+                          s->reps, NB_JOB_REPS_MAX);
+    if (s->max_prompts < 0 || s->max_prompts > NB_JOB_PROMPTS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.max_prompts %d: must be 0..%d (0 = all)",
+                          s->max_prompts, NB_JOB_PROMPTS_MAX);
+    if (s->priority < -1000 || s->priority > 1000)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.priority %d: must be -1000..1000",
+                          s->priority);
+    if (s->timeout_ms < 0 || s->timeout_ms > NB_JOB_TIMEOUT_MS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.timeout_ms %lld: must be 0..%lld (0 = default)",
+                          (long long)s->timeout_ms, (long long)NB_JOB_TIMEOUT_MS_MAX);
+    if (s->shard) {
+        const Npubench__Shard *h = s->shard;
+        if (h->prompt_begin < 0 || h->prompt_end <= h->prompt_begin ||
+            h->prompt_end > NB_JOB_PROMPTS_MAX)
+            return nb_err_set(err, NB_EINVAL,
+                              "JobSpec.shard [%d, %d): need 0 <= prompt_begin < prompt_end <= %d",
+                              h->prompt_begin, h->prompt_end, NB_JOB_PROMPTS_MAX);
+        if (s->max_prompts > 0 && h->prompt_end > s->max_prompts)
+            return nb_err_set(err, NB_EINVAL,
+                              "JobSpec.shard [%d, %d): past max_prompts %d", h->prompt_begin,
+                              h->prompt_end, s->max_prompts);
+        if (h->count < 0 || h->index < 0 || (h->count > 0 && h->index >= h->count))
+            return nb_err_set(err, NB_EINVAL, "JobSpec.shard index %d of %d: out of range",
+                              h->index, h->count);
+    }
+    nb_code rc;
+    if (s->prompt && (rc = check_text(s->prompt, "JobSpec.prompt", err)))
+        return rc;
+    if (s->prompt_set && (rc = check_text(s->prompt_set, "JobSpec.prompt_set", err)))
+        return rc;
+    if (s->n_prompts > NB_JOB_PROMPTS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.prompts: %zu, at most %d", s->n_prompts,
+                          NB_JOB_PROMPTS_MAX);
+    for (size_t i = 0; i < s->n_prompts; i++) {
+        char f[48];
+        snprintf(f, sizeof f, "JobSpec.prompts[%zu]", i);
+        if ((rc = check_text(s->prompts[i], f, err)))
+            return rc;
+        if (!*s->prompts[i] || strchr(s->prompts[i], '\n'))
+            return nb_err_set(err, NB_EINVAL, "%s: must be one non-empty line", f);
+    }
+    if (s->n_params > NB_JOB_PARAMS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.params: %zu, at most %d", s->n_params,
+                          NB_JOB_PARAMS_MAX);
+    for (size_t i = 0; i < s->n_params; i++) {
+        const Npubench__KeyValue *kv = s->params[i];
+        if (!kv->key || !*kv->key)
+            return nb_err_set(err, NB_EINVAL, "JobSpec.params[%zu]: empty key", i);
+        if (strlen(kv->key) > 64 || (kv->value && strlen(kv->value) > 4096))
+            return nb_err_set(err, NB_EINVAL, "JobSpec.params[%zu]: key over 64 or value over "
+                              "4096 bytes", i);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(s->params[j]->key, kv->key))
+                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s: duplicate key", kv->key);
+        for (size_t p = 0; p < sizeof int_params / sizeof *int_params; p++) {
+            long v;
+            if (strcmp(kv->key, int_params[p].key))
+                continue;
+            if (!parse_long(kv->value, &v) || v < int_params[p].lo || v > int_params[p].hi)
+                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s '%.32s': must be an integer "
+                                  "%ld..%ld", kv->key, kv->value ? kv->value : "",
+                                  int_params[p].lo, int_params[p].hi);
+        }
+    }
+    return NB_OK;
+}
+
+/* The value of params[key], or NULL. */
+static const char *param(const Npubench__JobSpec *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_params; i++)
+        if (!strcmp(s->params[i]->key, key))
+            return s->params[i]->value;
+    return NULL;
+}
+
+static long param_int(const Npubench__JobSpec *s, const char *key, long dflt)
+{
+    long v;
+    return parse_long(param(s, key), &v) ? v : dflt;
+}
+
+/* ---- deployments file ----------------------------------------------------------------- */
+
+void nb_job_deployments_free(nb_job_deployment *d, int n)
+{
+    for (int i = 0; d && i < n; i++)
+        nb_exec_deploy_free(d[i].exec);
+    free(d);
+}
+
+static nb_code copy_str(json_object *v, const char *what, char *buf, size_t cap, nb_err *err)
+{
+    if (!json_object_is_type(v, json_type_string))
+        return nb_err_set(err, NB_EINVAL, "%s: must be a string", what);
+    const char *s = json_object_get_string(v);
+    if (!*s || strlen(s) >= cap)
+        return nb_err_set(err, NB_EINVAL, "%s: must be 1..%zu bytes", what, cap - 1);
+    snprintf(buf, cap, "%s", s);
+    return NB_OK;
+}
+
+static nb_code parse_one(json_object *o, const char *what, nb_job_deployment *d, nb_err *err)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->backend, sizeof d->backend, "cpu");
+    snprintf(d->dtype, sizeof d->dtype, "bf16");
+    if (!json_object_is_type(o, json_type_object))
+        return nb_err_set(err, NB_EINVAL, "%s: must be an object", what);
+    json_object *exec = NULL;
+    nb_code rc = NB_OK;
+    int have_model = 0;
+    json_object_object_foreach(o, key, v)
+    {
+        char w[160];
+        snprintf(w, sizeof w, "%s.%s", what, key);
+        if (!strcmp(key, "name"))
+            rc = copy_str(v, w, d->name, sizeof d->name, err);
+        else if (!strcmp(key, "model")) {
+            rc = copy_str(v, w, d->model, sizeof d->model, err);
+            have_model = 1;
+        } else if (!strcmp(key, "backend"))
+            rc = copy_str(v, w, d->backend, sizeof d->backend, err);
+        else if (!strcmp(key, "dtype"))
+            rc = copy_str(v, w, d->dtype, sizeof d->dtype, err);
+        else if (!strcmp(key, "threads") || !strcmp(key, "max_seq") || !strcmp(key, "device")) {
+            long hi = key[0] == 't' ? 1024 : key[0] == 'm' ? 1 << 20 : 255;
+            if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+                json_object_get_int64(v) > hi)
+                rc = nb_err_set(err, NB_EINVAL, "%s: must be an integer 0..%ld", w, hi);
+            else if (key[0] == 't')
+                d->threads = json_object_get_int(v);
+            else if (key[0] == 'm')
+                d->max_seq = json_object_get_int(v);
+            else
+                d->device = (unsigned)json_object_get_int(v);
+        } else if (!strcmp(key, "exec"))
+            exec = v;
+        else
+            rc = nb_err_set(err, NB_EINVAL, "%s: unknown key (expected name, model, backend, "
+                            "dtype, threads, max_seq, device, exec)", w);
+        if (rc)
+            return rc;
+    }
+    if (!have_model)
+        return nb_err_set(err, NB_EINVAL, "%s.model: required", what);
+    int is_exec = !strcmp(d->backend, "exec");
+    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
+        return nb_err_set(err, NB_EINVAL, "%s.backend '%s': expected cpu, xrt or exec", what,
+                          d->backend);
+    if (!is_exec) {
+        nb_dtype dt;
+        nb_err e2;
+        if (nb_dtype_parse(d->dtype, &dt, &e2))
+            return nb_err_set(err, NB_EINVAL, "%s.dtype: %s", what, e2.msg);
+        if (exec)
+            return nb_err_set(err, NB_EINVAL, "%s.exec: only for backend \"exec\"", what);
+    } else {
+        if (!exec)
+            return nb_err_set(err, NB_EINVAL, "%s.exec: required for backend \"exec\"", what);
+        if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
+            return rc;
+    }
+    if (!d->name[0])
+        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
+    return NB_OK;
+}
+
+nb_code nb_job_deployments_parse(const char *json, size_t len, const char *what,
+                                 nb_job_deployment **out, int *n_out, nb_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    json_object *root;
+    nb_code rc = nb_json_parse(json, len, what, &root, err);
+    if (rc)
+        return rc;
+    json_object *arr = root;
+    if (json_object_is_type(root, json_type_object) &&
+        !json_object_object_get_ex(root, "deployments", &arr))
+        arr = NULL;
+    if (!arr || !json_object_is_type(arr, json_type_array)) {
+        json_object_put(root);
+        return nb_err_set(err, NB_EINVAL, "%s: expected {\"deployments\": [...]} or an array",
+                          what);
+    }
+    size_t n = json_object_array_length(arr);
+    if (!n || n > DEPLOYMENTS_MAX) {
+        json_object_put(root);
+        return nb_err_set(err, NB_EINVAL, "%s: %zu deployments, must be 1..%d", what, n,
+                          DEPLOYMENTS_MAX);
+    }
+    nb_job_deployment *d = calloc(n, sizeof *d);
+    if (!d) {
+        json_object_put(root);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    int got = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char w[128];
+        snprintf(w, sizeof w, "%.80s: deployments[%zu]", what, i);
+        rc = parse_one(json_object_array_get_idx(arr, i), w, &d[i], err);
+        if (!rc)
+            got++;
+        for (size_t j = 0; !rc && j < i; j++)
+            if (!strcmp(d[j].name, d[i].name))
+                rc = nb_err_set(err, NB_EINVAL, "%s.name '%s': used twice", w, d[i].name);
+    }
+    json_object_put(root);
+    if (rc) {
+        nb_job_deployments_free(d, got + 1 > (int)n ? (int)n : got + 1);
+        return rc;
+    }
+    *out = d;
+    *n_out = (int)n;
+    return NB_OK;
+}
+
+nb_code nb_job_deployments_load(const char *path, nb_job_deployment **out, int *n,
+                                nb_err *err)
+{
+    char *buf;
+    size_t len;
+    nb_code rc = nb_file_read(path, DEPLOYMENTS_FILE_MAX, &buf, &len, err);
+    if (rc)
+        return rc;
+    rc = nb_job_deployments_parse(buf, len, path, out, n, err);
+    free(buf);
+    return rc;
+}
+
+/* ---- the context and its cache -------------------------------------------------------- */
+
+typedef struct cache_entry {
+    nb_deploy_spec spec;
+    nb_deploy *d;
+    size_t bytes;
+    uint64_t used; /* LRU clock */
+} cache_entry;
+
+typedef struct adv_cache {
+    char digest[65];
+    int tried;
+} adv_cache;
+
+struct nb_job_ctx {
+    nb_job_deployment *deps;
+    adv_cache *adv;
+    int n_deps;
+    char board[128], board_type[64], refdir[1024], rundir[1024], reports_dir[1024];
+    int threads;
+    size_t budget;
+    cache_entry *cache;
+    int n_cache, cap_cache;
+    uint64_t clock;
+    nb_job_cache_stats stats;
+};
+
+nb_code nb_job_ctx_new(const nb_job_ctx_opts *o, nb_job_ctx **out, nb_err *err)
+{
+    *out = NULL;
+    nb_job_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    c->n_deps = o->n_deployments > 0 ? o->n_deployments : 0;
+    c->deps = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->deps);
+    c->adv = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->adv);
+    if (!c->deps || !c->adv) {
+        nb_job_ctx_free(c);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < c->n_deps; i++) {
+        c->deps[i] = o->deployments[i];
+        c->deps[i].exec = NULL;
+        nb_job_deployment *d = &c->deps[i];
+        if (!d->backend[0]) /* filled in code (embedded mode) rather than from a file */
+            snprintf(d->backend, sizeof d->backend, "cpu");
+        if (!d->dtype[0])
+            snprintf(d->dtype, sizeof d->dtype, "bf16");
+        if (!d->name[0])
+            snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
+        if (o->deployments[i].exec) {
+            nb_code rc = nb_exec_deploy_dup(o->deployments[i].exec, &c->deps[i].exec, err);
+            if (rc) {
+                nb_job_ctx_free(c);
+                return rc;
+            }
+        }
+    }
+    snprintf(c->board, sizeof c->board, "%s", o->board && *o->board ? o->board : "local");
+    snprintf(c->board_type, sizeof c->board_type, "%s", o->board_type ? o->board_type : "");
+    snprintf(c->refdir, sizeof c->refdir, "%s", o->refdir ? o->refdir : "");
+    snprintf(c->rundir, sizeof c->rundir, "%s", o->rundir && *o->rundir ? o->rundir : "/tmp");
+    snprintf(c->reports_dir, sizeof c->reports_dir, "%s", o->reports_dir ? o->reports_dir : "");
+    c->threads = o->threads;
+    c->budget = o->mem_budget_bytes ? o->mem_budget_bytes : DEFAULT_BUDGET;
+    *out = c;
+    return NB_OK;
+}
+
+void nb_job_ctx_free(nb_job_ctx *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_cache; i++)
+        nb_deploy_close(c->cache[i].d);
+    free(c->cache);
+    for (int i = 0; i < c->n_deps; i++)
+        nb_exec_deploy_free(c->deps[i].exec);
+    free(c->deps);
+    free(c->adv);
+    free(c);
+}
+
+void nb_job_ctx_stats(const nb_job_ctx *c, nb_job_cache_stats *out)
+{
+    *out = c->stats;
+    out->resident = c->n_cache;
+    out->resident_bytes = 0;
+    for (int i = 0; i < c->n_cache; i++)
+        out->resident_bytes += c->cache[i].bytes;
+}
+
+void nb_job_ctx_backends(const nb_job_ctx *c, const char **out, size_t cap, size_t *n)
+{
+    static const char *const names[] = {"cpu", "xrt", "exec"};
+    *n = 0;
+    for (size_t b = 0; b < 3; b++) {
+        int used = 0;
+        for (int i = 0; i < c->n_deps && !used; i++)
+            used = !strcmp(c->deps[i].backend, names[b]);
+        if (used && *n < cap)
+            out[(*n)++] = names[b];
+    }
+}
+
+/* As nb_deploy computes it: the GGUF file, or an HF directory's config.json. */
+static void model_digest(const char *path, char hex[65])
+{
+    struct stat st;
+    char p[1100];
+    nb_err e;
+    hex[0] = '\0';
+    if (stat(path, &st))
+        return;
+    if (S_ISDIR(st.st_mode))
+        snprintf(p, sizeof p, "%s/config.json", path);
+    else
+        snprintf(p, sizeof p, "%s", path);
+    if (nb_sha256_file(p, hex, &e))
+        hex[0] = '\0';
+}
+
+nb_code nb_job_ctx_advertise(nb_job_ctx *c, Npubench__Deployment ***out, size_t *n,
+                             nb_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    Npubench__Deployment **v = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *v);
+    if (!v)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    for (int i = 0; i < c->n_deps; i++) {
+        const nb_job_deployment *d = &c->deps[i];
+        /* The digest lets the coordinator find (and ship) the HF trace; hashing a
+         * model takes a moment, so it is done once per process. */
+        if (!c->adv[i].tried && strcmp(d->backend, "exec")) {
+            char path[1024], preset[16];
+            nb_err e2;
+            c->adv[i].tried = 1;
+            if (nb_deploy_resolve_model(d->model, path, sizeof path, preset, sizeof preset,
+                                        &e2) == NB_OK)
+                model_digest(path, c->adv[i].digest);
+        }
+        Npubench__Deployment *p = malloc(sizeof *p);
+        if (!p) {
+            for (int j = 0; j < i; j++)
+                nb_jobpb_free(v[j]);
+            free(v);
+            return nb_err_set(err, NB_ENOMEM, "out of memory");
+        }
+        npubench__deployment__init(p);
+        v[i] = p;
+        if (!(p->model = nb_jobpb_strdup(d->model)) || !(p->backend = nb_jobpb_strdup(d->backend)) ||
+            !(p->dtype = nb_jobpb_strdup(d->dtype)) ||
+            !(p->digest = nb_jobpb_strdup(c->adv[i].digest))) {
+            for (int j = 0; j <= i; j++)
+                nb_jobpb_free(v[j]);
+            free(v);
+            return nb_err_set(err, NB_ENOMEM, "out of memory");
+        }
+    }
+    *out = v;
+    *n = (size_t)c->n_deps;
+    return NB_OK;
+}
+
+/* "x/y/SmolLM2-135M-Instruct.Q4_1.gguf" -> "smollm2-135m-instruct.q4_1" (lowercase, no dir,
+ * no .gguf) for comparisons. */
+static void model_key(const char *m, char *buf, size_t cap)
+{
+    const char *b = strrchr(m, '/');
+    b = b && b[1] ? b + 1 : m;
+    snprintf(buf, cap, "%s", b);
+    size_t l = strlen(buf);
+    if (l > 5 && !strcasecmp(buf + l - 5, ".gguf"))
+        buf[l - 5] = '\0';
+    for (char *p = buf; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+}
+
+static int is_preset_family(const char *m)
+{
+    char k[256];
+    model_key(m, k, sizeof k);
+    return !strcmp(k, "instruct") || !strcmp(k, "base") ||
+           !strncmp(k, "smollm2-135m-instruct", 21);
+}
+
+/* Matches the coordinator's rule: case-insensitive model, its basename without
+ * .gguf, the deployment name, and the presets ("instruct"/"base" = SmolLM2-135M-Instruct). */
+static int model_matches(const char *sel, const nb_job_deployment *d)
+{
+    if (!sel || !*sel)
+        return 2;
+    if (!strcasecmp(sel, d->model) || !strcasecmp(sel, d->name))
+        return 3;
+    char a[256], b[256];
+    model_key(sel, a, sizeof a);
+    model_key(d->model, b, sizeof b);
+    if (!strcmp(a, b))
+        return 2;
+    return is_preset_family(sel) && is_preset_family(d->model) ? 1 : 0;
+}
+
+static nb_code resolve(nb_job_ctx *c, const Npubench__JobSpec *s, const nb_job_deployment **out,
+                       nb_err *err)
+{
+    const Npubench__DeploymentSelector *sel = s->selector;
+    int best = 0;
+    *out = NULL;
+    for (int i = 0; i < c->n_deps; i++) {
+        const nb_job_deployment *d = &c->deps[i];
+        if (sel && sel->backend && *sel->backend && strcasecmp(sel->backend, d->backend))
+            continue;
+        if (sel && sel->dtype && *sel->dtype && strcasecmp(sel->dtype, d->dtype))
+            continue;
+        int m = model_matches(sel ? sel->model : NULL, d);
+        if (m > best) {
+            best = m;
+            *out = d;
+        }
+    }
+    if (*out)
+        return NB_OK;
+    char have[512] = "";
+    size_t o = 0;
+    for (int i = 0; i < c->n_deps && o < sizeof have - 1; i++)
+        o += (size_t)snprintf(have + o, sizeof have - o, "%s%s (%s %s/%s)", i ? ", " : "",
+                              c->deps[i].name, c->deps[i].model, c->deps[i].backend,
+                              c->deps[i].dtype);
+    return nb_err_set(err, NB_ENOTFOUND,
+                      "no deployment on this worker serves model '%s' backend '%s' dtype '%s'; "
+                      "it serves: %s",
+                      sel && sel->model ? sel->model : "", sel && sel->backend ? sel->backend : "",
+                      sel && sel->dtype ? sel->dtype : "", c->n_deps ? have : "nothing");
+}
+
+static size_t deploy_bytes(const nb_deploy *d)
+{
+    const nb_model_config *cfg = nb_engine_cfg(d->engine);
+    size_t kv = (size_t)2 * (size_t)cfg->n_layers * (size_t)nb_engine_max_seq(d->engine) *
+                (size_t)cfg->n_kv_heads * (size_t)cfg->head_dim * sizeof(float);
+    return nb_engine_weight_bytes(d->engine) + kv;
+}
+
+static int spec_equal(const nb_deploy_spec *a, const nb_deploy_spec *b)
+{
+    return !strcmp(a->model, b->model) && !strcmp(a->backend, b->backend) &&
+           a->dtype == b->dtype && a->threads == b->threads && a->max_seq == b->max_seq &&
+           a->device == b->device;
+}
+
+/* The resident deployment for spec, set up on a miss; least recently used ones are
+ * closed while the total exceeds the budget (never the one just asked for). */
+static nb_code cache_get(nb_job_ctx *c, const nb_deploy_spec *spec, nb_deploy **out,
+                         int *fresh, nb_err *err)
+{
+    *fresh = 0;
+    for (int i = 0; i < c->n_cache; i++)
+        if (spec_equal(&c->cache[i].spec, spec)) {
+            c->cache[i].used = ++c->clock;
+            *out = c->cache[i].d;
+            return NB_OK;
+        }
+    if (c->n_cache == c->cap_cache) {
+        int cap = c->cap_cache ? c->cap_cache * 2 : 4;
+        cache_entry *e = realloc(c->cache, sizeof *e * (size_t)cap);
+        if (!e)
+            return nb_err_set(err, NB_ENOMEM, "out of memory");
+        c->cache = e;
+        c->cap_cache = cap;
+    }
+    nb_deploy *d = NULL;
+    nb_code rc = nb_deploy_open(spec, &d, err);
+    c->stats.setups++;
+    if (rc)
+        return rc;
+    cache_entry *e = &c->cache[c->n_cache++];
+    e->spec = *spec;
+    e->d = d;
+    e->bytes = deploy_bytes(d);
+    e->used = ++c->clock;
+    for (;;) {
+        size_t total = 0;
+        int lru = -1;
+        for (int i = 0; i < c->n_cache; i++) {
+            total += c->cache[i].bytes;
+            if (c->cache[i].d != d && (lru < 0 || c->cache[i].used < c->cache[lru].used))
+                lru = i;
+        }
+        if (total <= c->budget || lru < 0)
+            break;
+        nb_deploy_close(c->cache[lru].d);
+        c->cache[lru] = c->cache[--c->n_cache];
+        c->stats.evictions++;
+    }
+    *out = d;
+    *fresh = 1;
+    return NB_OK;
+}
+
+/* ---- job log --------------------------------------------------------------------------- */
+
+typedef struct job_run {
+    nb_job_ctx *ctx;
+    const nb_job_hooks *hooks;
+    char *log;
+    size_t log_len;
+    int log_full;
+} job_run;
+
+static void job_log(job_run *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void log_line(job_run *j, const char *text)
+{
+    char iso[32], line[1200];
+    nb_time_iso(iso, nb_wall_ms());
+    snprintf(line, sizeof line, "%s %s", iso, text);
+    if (j->hooks && j->hooks->log)
+        j->hooks->log(j->hooks->user, line);
+    if (j->log_full || !j->log)
+        return;
+    size_t n = strlen(line);
+    if (j->log_len + n + 2 > LOG_MAX_BYTES) {
+        static const char cut[] = "... (log truncated)\n";
+        if (j->log_len + sizeof cut <= LOG_MAX_BYTES + 1) {
+            memcpy(j->log + j->log_len, cut, sizeof cut - 1);
+            j->log_len += sizeof cut - 1;
+        }
+        j->log_full = 1;
+        j->log[j->log_len] = '\0';
+        return;
+    }
+    memcpy(j->log + j->log_len, line, n);
+    j->log_len += n;
+    j->log[j->log_len++] = '\n';
+    j->log[j->log_len] = '\0';
+}
+
+static void job_log(job_run *j, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    log_line(j, text);
+}
+
+static void exec_line(void *u, const char *line)
+{
+    job_run *j = u;
+    job_log(j, "| %s", line);
+}
+
+static int exec_cancelled(void *u)
+{
+    job_run *j = u;
+    return j->hooks && j->hooks->cancelled ? j->hooks->cancelled(j->hooks->user) : 0;
+}
+
+static void progress(job_run *j, int done, int total, const char *msg)
+{
+    if (j->hooks && j->hooks->progress)
+        j->hooks->progress(j->hooks->user, done, total, msg);
+}
+
+static void verify_progress(void *u, int done, int total, const char *msg)
+{
+    job_run *j = u;
+    job_log(j, "%d/%d %s", done, total, msg);
+    progress(j, done, total, msg);
+}
+
+/* ---- reports ---------------------------------------------------------------------------- */
+
+/* Writes the report pair into dir (a scratch dir when none is configured) and moves
+ * the JSON and Markdown texts into res. */
+static nb_code attach_report(job_run *j, const nb_verify_result *vr, const nb_diagnosis_result *dr,
+                             const nb_report_env *env, const char *kind,
+                             Npubench__JobResult *res, nb_err *err)
+{
+    char scratch[1100] = "", path[1200];
+    const char *dir = j->ctx->reports_dir;
+    if (!*dir) {
+        snprintf(scratch, sizeof scratch, "%s/npubench-report-XXXXXX", j->ctx->rundir);
+        if (!mkdtemp(scratch))
+            return nb_err_set(err, NB_EIO, "%s: cannot create a scratch directory: %s",
+                              j->ctx->rundir, strerror(errno));
+        dir = scratch;
+    }
+    nb_code rc = vr ? nb_report_write_verify(dir, vr, env, kind, path, sizeof path, err)
+                    : nb_report_write_diagnosis(dir, dr, env, path, sizeof path, err);
+    char md[1200];
+    snprintf(md, sizeof md, "%.*s.md", (int)(strlen(path) > 5 ? strlen(path) - 5 : 0), path);
+    if (!rc) {
+        char *t;
+        size_t len;
+        if ((rc = nb_file_read(path, (size_t)64 << 20, &t, &len, err)) == NB_OK) {
+            res->report_json = t;
+            if ((rc = nb_file_read(md, (size_t)64 << 20, &t, &len, err)) == NB_OK)
+                res->report_md = t;
+        }
+        if (!rc && !*scratch)
+            job_log(j, "report: %s (+ .md)", path);
+    }
+    if (*scratch) {
+        unlink(path);
+        unlink(md);
+        rmdir(scratch);
+    }
+    return rc;
+}
+
+/* The RUN/PROFILE report: environment, summary and every sample. */
+static nb_code bench_report(const Npubench__JobResult *res, const char *kind,
+                            const nb_report_env *env, Npubench__JobResult *out, nb_err *err)
+{
+    const Npubench__Metrics *m = res->metrics;
+    json_object *root = json_object_new_object();
+    char iso[32];
+    nb_time_iso(iso, nb_wall_ms());
+    json_object_object_add(root, "kind", json_object_new_string(kind));
+    json_object_object_add(root, "timestamp_utc", json_object_new_string(iso));
+    json_object *cfg = json_object_new_object();
+    json_object_object_add(cfg, "model", json_object_new_string(env->model));
+    json_object_object_add(cfg, "model_sha256", json_object_new_string(env->model_sha256));
+    json_object_object_add(cfg, "backend", json_object_new_string(env->backend));
+    json_object_object_add(cfg, "dtype", json_object_new_string(env->dtype));
+    json_object_object_add(cfg, "board", json_object_new_string(env->board));
+    json_object_object_add(cfg, "threads", json_object_new_int(env->threads));
+    json_object_object_add(cfg, "kernels", json_object_new_string(env->isa));
+    json_object_object_add(cfg, "npubench", json_object_new_string(NB_VERSION));
+    json_object_object_add(cfg, "commit", json_object_new_string(NB_GIT_COMMIT));
+    json_object_object_add(root, "config", cfg);
+    json_object *mj = json_object_new_object();
+#define D(name, v) json_object_object_add(mj, name, json_object_new_double(v))
+    D("ttft_ms", m->ttft_ms);
+    D("ttft_ms_stddev", m->ttft_ms_stddev);
+    D("tps", m->tps);
+    D("tps_stddev", m->tps_stddev);
+    D("decode_ms_per_token", m->decode_ms_per_token);
+    D("decode_ms_per_token_stddev", m->decode_ms_per_token_stddev);
+    D("tpot_ms", m->tpot_ms);
+    D("tpot_ms_stddev", m->tpot_ms_stddev);
+    D("setup_ms", m->setup_ms);
+    D("latency_ms", m->latency_ms);
+#undef D
+    json_object_object_add(mj, "prompt_tokens", json_object_new_int(m->prompt_tokens));
+    json_object_object_add(mj, "generated_tokens", json_object_new_int(m->generated_tokens));
+    json_object_object_add(mj, "warmup", json_object_new_int(m->warmup));
+    json_object *samples = json_object_new_array();
+    for (size_t i = 0; i < m->n_samples; i++) {
+        const Npubench__Sample *s = m->samples[i];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "rep", json_object_new_int(s->rep));
+        json_object_object_add(o, "ttft_ms", json_object_new_double(s->ttft_ms));
+        json_object_object_add(o, "tps", json_object_new_double(s->tps));
+        json_object_object_add(o, "decode_ms_per_token",
+                               json_object_new_double(s->decode_ms_per_token));
+        json_object_object_add(o, "tpot_ms", json_object_new_double(s->tpot_ms));
+        json_object_object_add(o, "latency_ms", json_object_new_double(s->latency_ms));
+        json_object_object_add(o, "generated_tokens", json_object_new_int(s->generated_tokens));
+        json_object_array_add(samples, o);
+    }
+    json_object_object_add(mj, "samples", samples);
+    json_object_object_add(root, "metrics", mj);
+    if (res->n_phases || res->n_kernels) {
+        json_object *ph = json_object_new_array(), *kn = json_object_new_array();
+        for (size_t i = 0; i < res->n_phases; i++) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "name", json_object_new_string(res->phases[i]->name));
+            json_object_object_add(o, "calls", json_object_new_int64(res->phases[i]->calls));
+            json_object_object_add(o, "avg_ms", json_object_new_double(res->phases[i]->avg_ms));
+            json_object_object_add(o, "stddev_ms",
+                                   json_object_new_double(res->phases[i]->stddev_ms));
+            json_object_object_add(o, "total_ms",
+                                   json_object_new_double(res->phases[i]->total_ms));
+            json_object_array_add(ph, o);
+        }
+        for (size_t i = 0; i < res->n_kernels; i++) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "name", json_object_new_string(res->kernels[i]->name));
+            json_object_object_add(o, "calls", json_object_new_int64(res->kernels[i]->calls));
+            json_object_object_add(o, "total_ms",
+                                   json_object_new_double(res->kernels[i]->total_ms));
+            json_object_object_add(o, "avg_ms", json_object_new_double(res->kernels[i]->avg_ms));
+            json_object_array_add(kn, o);
+        }
+        json_object_object_add(root, "phases", ph);
+        json_object_object_add(root, "kernels", kn);
+    }
+    const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
+    out->report_json = strdup(s ? s : "{}");
+    json_object_put(root);
+    return out->report_json ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
+}
+
+/* ---- running the kinds ----------------------------------------------------------------- */
+
+/* A trace shipped with the lease, written once under rundir (named by its digest). */
+static nb_code lease_trace(job_run *j, char *path, size_t cap, nb_err *err)
+{
+    const nb_job_hooks *h = j->hooks;
+    path[0] = '\0';
+    if (!h || !h->reference_trace || !h->reference_trace_len)
+        return NB_OK;
+    char hex[65];
+    nb_sha256_mem_hex(h->reference_trace, h->reference_trace_len, hex);
+    if (h->reference_trace_sha256 && *h->reference_trace_sha256 &&
+        strcasecmp(hex, h->reference_trace_sha256))
+        return nb_err_set(err, NB_EMISMATCH,
+                          "Lease.reference_trace: sha256 %.16s, the lease says %.16s", hex,
+                          h->reference_trace_sha256);
+    snprintf(path, cap, "%s/trace-%.16s.json", j->ctx->rundir, hex);
+    if (nb_file_exists(path))
+        return NB_OK;
+    nb_code rc = nb_file_write(path, h->reference_trace, h->reference_trace_len, err);
+    if (!rc)
+        job_log(j, "reference trace from the coordinator: %s", path);
+    return rc;
+}
+
+/* The prompt set of a verify job: "" = the preset's, a named set, a path, or the
+ * spec's explicit prompts written to a file under rundir. */
+static nb_code prompts_path(job_run *j, const Npubench__JobSpec *s, const nb_deploy *d,
+                            char *buf, size_t cap, nb_err *err)
+{
+    buf[0] = '\0';
+    if (s->n_prompts) {
+        size_t len = 0;
+        for (size_t i = 0; i < s->n_prompts; i++)
+            len += strlen(s->prompts[i]) + 1;
+        char *text = malloc(len + 1), *p = text;
+        if (!text)
+            return nb_err_set(err, NB_ENOMEM, "out of memory");
+        for (size_t i = 0; i < s->n_prompts; i++)
+            p += sprintf(p, "%s\n", s->prompts[i]);
+        char hex[65];
+        nb_sha256_mem_hex(text, len, hex);
+        snprintf(buf, cap, "%s/prompts-%.16s.txt", j->ctx->rundir, hex);
+        nb_code rc = nb_file_write(buf, text, len, err);
+        free(text);
+        return rc;
+    }
+    const char *set = s->prompt_set;
+    if (!set || !*set)
+        return NB_OK; /* nb_verify picks the preset's */
+    if (!strcmp(set, "instruct") || !strcmp(set, "base"))
+        nb_verify_default_prompts(set, buf, cap);
+    else
+        snprintf(buf, cap, "%s", set);
+    (void)d;
+    return NB_OK;
+}
+
+static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, int full,
+                          Npubench__JobResult *res, nb_err *err)
+{
+    char ppath[1100], trace[1200];
+    nb_code rc = prompts_path(j, s, d, ppath, sizeof ppath, err);
+    if (!rc)
+        rc = lease_trace(j, trace, sizeof trace, err);
+    if (rc)
+        return rc;
+    const char *ref = param(s, "reference");
+    nb_verify_opts vo = {0};
+    vo.prompts_file = ppath[0] ? ppath : NULL;
+    vo.reference = ref && *ref ? ref : trace[0] ? trace : NULL;
+    vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
+    vo.max_prompts = s->max_prompts ? s->max_prompts : full ? 0 : NB_JOB_VERIFY_PROMPTS;
+    vo.n_tokens = s->n_tokens ? s->n_tokens : full ? 0 : NB_JOB_VERIFY_N_TOKENS;
+    vo.k = s->k ? s->k : full ? 0 : NB_JOB_VERIFY_K;
+    if (s->shard) {
+        vo.first = s->shard->prompt_begin;
+        vo.count = s->shard->prompt_end - s->shard->prompt_begin;
+    }
+    vo.progress = verify_progress;
+    vo.progress_user = j;
+    vo.cancelled = exec_cancelled;
+    nb_verify_result vr;
+    if ((rc = nb_verify_run(d, &vo, &vr, err)))
+        return rc;
+    job_log(j, "[verify] %s (%d/%d prompts pass)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL",
+            vr.n_pass, vr.n);
+    rc = nb_jobpb_verify_to_pb(&vr, res, err);
+    if (!rc) {
+        nb_report_env env;
+        nb_report_env_from(d, j->ctx->board, &env);
+        rc = attach_report(j, &vr, NULL, &env, full ? "verify-full" : "verify", res, err);
+    }
+    nb_verify_result_free(&vr);
+    return rc;
+}
+
+static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                             Npubench__JobResult *res, nb_err *err)
+{
+    char trace[1200];
+    nb_code rc = lease_trace(j, trace, sizeof trace, err);
+    if (rc)
+        return rc;
+    const char *ref = param(s, "reference");
+    nb_diagnosis_result dr;
+    progress(j, 0, 1, "diagnosis");
+    rc = nb_diagnosis_run(d, s->prompt && *s->prompt ? s->prompt : NULL,
+                          ref && *ref ? ref : trace[0] ? trace : NULL,
+                          j->ctx->refdir[0] ? j->ctx->refdir : NULL, &dr, err);
+    if (rc)
+        return rc;
+    progress(j, 1, 1, "diagnosis done");
+    job_log(j, "[diagnosis] %d layers over %d positions", dr.n_layers, dr.n_pos);
+    rc = nb_jobpb_diagnosis_to_pb(&dr, res, err);
+    if (!rc) {
+        nb_report_env env;
+        nb_report_env_from(d, j->ctx->board, &env);
+        rc = attach_report(j, NULL, &dr, &env, "diagnosis", res, err);
+    }
+    nb_diagnosis_result_free(&dr);
+    return rc;
+}
+
+static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, int profile,
+                         Npubench__JobResult *res, nb_err *err)
+{
+    nb_run_opts ro;
+    nb_run_opts_default(&ro);
+    ro.prompt = s->prompt && *s->prompt ? s->prompt : NULL;
+    ro.n_tokens = s->n_tokens ? s->n_tokens
+                              : profile ? NB_JOB_PROFILE_N_TOKENS_DEFAULT : NB_JOB_RUN_N_TOKENS_DEFAULT;
+    ro.reps = s->reps ? s->reps : NB_JOB_RUN_REPS_DEFAULT;
+    ro.warmup = (int)param_int(s, "warmup", 1);
+    long chat = param_int(s, "chat", -1);
+    ro.chat = chat < 0 ? -1 : (int)chat;
+    ro.stop_eog = !param_int(s, "ignore_eos", 0);
+    if (exec_cancelled(j))
+        return nb_err_set(err, NB_ECANCELED, "cancelled before start");
+    progress(j, 0, ro.reps, profile ? "profiling" : "running");
+    nb_code rc;
+    if (profile) {
+        nb_profile_result p;
+        if ((rc = nb_bench_profile(d, &ro, &p, err)))
+            return rc;
+        rc = nb_jobpb_profile_to_pb(&p, ro.warmup, res, err);
+        nb_profile_result_free(&p);
+    } else {
+        nb_run_result r;
+        if ((rc = nb_bench_run(d, &ro, &r, err)))
+            return rc;
+        rc = nb_jobpb_run_to_pb(&r, ro.warmup, &res->metrics, err);
+        if (!rc)
+            res->outcome = NPUBENCH__OUTCOME__PASS;
+        nb_run_result_free(&r);
+    }
+    if (rc)
+        return rc;
+    progress(j, ro.reps, ro.reps, "done");
+    job_log(j, "TTFT %.2f ms ± %.2f, %.2f tokens/s ± %.2f over %zu repetitions (+%d warm-up)",
+            res->metrics->ttft_ms, res->metrics->ttft_ms_stddev, res->metrics->tps,
+            res->metrics->tps_stddev, res->metrics->n_samples, ro.warmup);
+    nb_report_env env;
+    nb_report_env_from(d, j->ctx->board, &env);
+    return bench_report(res, profile ? "profile" : "run", &env, res, err);
+}
+
+static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_job_deployment *dep,
+                               Npubench__JobResult *res, nb_err *err)
+{
+    nb_code rc = nb_jobpb_env_new(d, j->ctx->board, j->ctx->board_type, &res->environment, err);
+    if (rc || d)
+        return rc;
+    Npubench__Environment *e = res->environment;
+    if (!(e->backend = nb_jobpb_strdup(dep->backend)) || !(e->dtype = nb_jobpb_strdup(dep->dtype)) ||
+        !(e->model = nb_jobpb_strdup(dep->model)))
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    return NB_OK;
+}
+
+static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResult *res,
+                       nb_err *err)
+{
+    nb_code rc = nb_job_validate_spec(s, err);
+    if (rc)
+        return rc;
+    const nb_job_deployment *dep;
+    if ((rc = resolve(j->ctx, s, &dep, err)))
+        return rc;
+    job_log(j, "%s on deployment %s (%s %s/%s)", nb_job_kind_name(s->kind), dep->name, dep->model,
+            dep->backend, dep->dtype);
+    if (dep->exec) {
+        if ((rc = fill_env_deploy(j, NULL, dep, res, err)))
+            return rc;
+        nb_exec_job_hooks eh = {exec_cancelled, exec_line, j};
+        progress(j, 0, 1, "exec");
+        rc = nb_exec_job(dep->exec, dep->model, dep->dtype, s, &eh, res, err);
+        if (!rc)
+            progress(j, 1, 1, "exec done");
+        return rc;
+    }
+    nb_deploy_spec ds;
+    nb_deploy_spec_default(&ds);
+    /* "base" and "instruct" share the GGUF but not the prompt template or set. */
+    const char *selm = s->selector ? s->selector->model : NULL;
+    const char *model = dep->model;
+    if (selm && (!strcmp(selm, "base") || !strcmp(selm, "instruct")) &&
+        is_preset_family(dep->model))
+        model = selm;
+    snprintf(ds.model, sizeof ds.model, "%s", model);
+    snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
+    if ((rc = nb_dtype_parse(dep->dtype, &ds.dtype, err)))
+        return rc;
+    ds.threads = (int)param_int(s, "threads", dep->threads ? dep->threads : j->ctx->threads);
+    ds.max_seq = (int)param_int(s, "max_seq", dep->max_seq);
+    ds.device = (unsigned)param_int(s, "device", dep->device);
+    nb_deploy *d = NULL;
+    int fresh = 0;
+    if ((rc = cache_get(j->ctx, &ds, &d, &fresh, err)))
+        return rc;
+    if (fresh)
+        job_log(j, "set up %s %s/%s in %.1f ms (resident from now on; %d resident)",
+                d->model_name, ds.backend, nb_dtype_name(ds.dtype), d->setup_ms, j->ctx->n_cache);
+    if ((rc = fill_env_deploy(j, d, dep, res, err)))
+        return rc;
+    switch (s->kind) {
+    case NPUBENCH__JOB_KIND__RUN: return run_bench(j, d, s, 0, res, err);
+    case NPUBENCH__JOB_KIND__PROFILE: return run_bench(j, d, s, 1, res, err);
+    case NPUBENCH__JOB_KIND__VERIFY: return run_verify(j, d, s, 0, res, err);
+    case NPUBENCH__JOB_KIND__VERIFY_FULL: return run_verify(j, d, s, 1, res, err);
+    case NPUBENCH__JOB_KIND__DIAGNOSIS: return run_diagnosis(j, d, s, res, err);
+    default: return nb_err_set(err, NB_EINTERNAL, "kind %d passed validation", (int)s->kind);
+    }
+}
+
+nb_code nb_job_execute(nb_job_ctx *c, const Npubench__JobSpec *spec, int64_t job_id,
+                       const nb_job_hooks *hooks, Npubench__JobResult **out, nb_err *err)
+{
+    *out = NULL;
+    Npubench__JobResult *res = nb_jobpb_result_new();
+    job_run j = {.ctx = c, .hooks = hooks, .log = malloc(LOG_MAX_BYTES + 1)};
+    if (!res || !j.log) {
+        free(j.log);
+        nb_jobpb_free(res);
+        return nb_err_set(err, NB_ENOMEM, "out of memory for the job result");
+    }
+    j.log[0] = '\0';
+    res->job_id = job_id;
+    res->started_unix_ms = nb_wall_ms();
+    if (spec->shard) {
+        if (!(res->shard = malloc(sizeof *res->shard))) {
+            free(j.log);
+            nb_jobpb_free(res);
+            return nb_err_set(err, NB_ENOMEM, "out of memory for the job result");
+        }
+        *res->shard = *spec->shard;
+    }
+    nb_code rc = execute(&j, spec, res, err);
+    res->finished_unix_ms = nb_wall_ms();
+    if (rc) {
+        job_log(&j, "error: %s", err->msg);
+        res->status = (Npubench__StatusCode)nb_rpc_status_from_code(rc);
+        res->outcome = NPUBENCH__OUTCOME__ERROR;
+        char *m = nb_jobpb_strdup(err->msg);
+        if (m) {
+            if (res->status_message != protobuf_c_empty_string)
+                free(res->status_message);
+            res->status_message = m;
+        }
+    } else
+        job_log(&j, "finished in %.1f s", (double)(res->finished_unix_ms - res->started_unix_ms) / 1000.0);
+    res->log = j.log;
+    *out = res;
+    return rc;
+}
+
