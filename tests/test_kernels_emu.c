@@ -100,13 +100,21 @@ static inline __m256 emu_castps512_ps256(emu_m512 v)
 #define __m512 emu_m512
 #define __m512i emu_m512i
 #define __m512bh emu_m512bh
+#undef _mm512_setzero_ps /* a macro in unoptimised builds */
 #define _mm512_setzero_ps emu_setzero_ps
+#undef _mm512_loadu_si512 /* a macro in unoptimised builds */
 #define _mm512_loadu_si512 emu_loadu_si512
+#undef _mm512_broadcast_i32x4 /* a macro in unoptimised builds */
 #define _mm512_broadcast_i32x4 emu_broadcast_i32x4
+#undef _mm512_dpbf16_ps /* a macro in unoptimised builds */
 #define _mm512_dpbf16_ps emu_dpbf16_ps
+#undef _mm512_add_ps /* a macro in unoptimised builds */
 #define _mm512_add_ps emu_add_ps
+#undef _mm512_permute_ps /* a macro in unoptimised builds */
 #define _mm512_permute_ps emu_permute_ps
+#undef _mm512_permutex2var_ps /* a macro in unoptimised builds */
 #define _mm512_permutex2var_ps emu_permutex2var_ps
+#undef _mm512_castps512_ps256 /* a macro in unoptimised builds */
 #define _mm512_castps512_ps256 emu_castps512_ps256
 
 #define NB_AVX512_EMULATE 1
