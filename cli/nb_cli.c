@@ -19,6 +19,16 @@ static const command COMMANDS[] = {
     {"verify-full", nb_cmd_verify_full, "the gate on every prompt of the set"},
     {"diagnosis", nb_cmd_diagnosis, "per-layer cosine vs HF (informational)"},
     {"profile", nb_cmd_profile, "per-phase and per-kernel milliseconds"},
+    {"coordinator", nb_cmd_coordinator, "serve the job queue and history: --listen URL --db PATH"},
+    {"submit", nb_cmd_submit, "submit a job to a coordinator (--wait: progress + result)"},
+    {"jobs", nb_cmd_jobs, "list jobs (state, target, worker, why queued)"},
+    {"job", nb_cmd_job, "one job: state, shards, result, log"},
+    {"cancel", nb_cmd_cancel, "cancel a queued or running job"},
+    {"workers", nb_cmd_workers, "registered workers and their health"},
+    {"history", nb_cmd_history, "past runs of a model: TTFT, TPS, gate, regressions"},
+    {"compare", nb_cmd_compare, "compare two runs, or a run against the reference"},
+    {"reference", nb_cmd_reference, "reference set DEPLOYMENT: the model's reference"},
+    {"import", nb_cmd_import, "load perf.json / history.ndjson into the history"},
     {"worker", nb_cmd_worker, "serve a coordinator's jobs on this board's device (long-lived)"},
 };
 

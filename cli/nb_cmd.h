@@ -26,6 +26,18 @@ int nb_cmd_diagnosis(int argc, char **argv);
 int nb_cmd_profile(int argc, char **argv);
 int nb_cmd_worker(int argc, char **argv); /* cli/nb_cmd_worker.c */
 
+/* The service commands (cli/nb_cmd_service.c). */
+int nb_cmd_coordinator(int argc, char **argv);
+int nb_cmd_submit(int argc, char **argv);
+int nb_cmd_jobs(int argc, char **argv);
+int nb_cmd_job(int argc, char **argv);
+int nb_cmd_cancel(int argc, char **argv);
+int nb_cmd_workers(int argc, char **argv);
+int nb_cmd_history(int argc, char **argv);
+int nb_cmd_compare(int argc, char **argv);
+int nb_cmd_reference(int argc, char **argv);
+int nb_cmd_import(int argc, char **argv);
+
 void nb_cmd_print_run(FILE *f, const nb_run_result *r);
 void nb_cmd_print_profile(FILE *f, const nb_profile_result *p);
 

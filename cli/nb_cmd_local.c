@@ -1,5 +1,6 @@
-/* nb_cmd_local: run, verify, verify-full, diagnosis and profile on this machine's backend.
- * The same job code the workers execute; this file only parses flags and prints. */
+/* nb_cmd_local: run, verify, verify-full, diagnosis and profile — submitted as a job to an
+ * embedded coordinator + CPU worker (default), to a lab coordinator (--coordinator URL), or
+ * run in this process without the service (--direct). The output is the same either way. */
 #include "nb_cmd.h"
 
 #include <stdio.h>
@@ -10,8 +11,12 @@
 #include "nb_bench.h"
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
+#include "nb_embedded.h"
+#include "nb_job.h"
 #include "nb_kernels.h"
+#include "nb_prompts.h"
 #include "nb_report.h"
+#include "nb_svc.h"
 #include "nb_verify.h"
 
 int nb_cmd_exit_code(nb_code rc)
@@ -34,6 +39,10 @@ int nb_cmd_fail(const char *cmd, const nb_err *err)
 typedef struct common_flags {
     const char *model, *dtype, *backend;
     int threads, max_seq, device;
+    /* where it runs */
+    nb_svc_flags svc;
+    const char *db;
+    int direct;
 } common_flags;
 
 #define COMMON_OPTS(c)                                                                           \
@@ -42,7 +51,10 @@ typedef struct common_flags {
         {"backend", NB_OPT_STR, &(c).backend, 0, 0, "cpu (default) or xrt"},                     \
         {"threads", NB_OPT_INT, &(c).threads, 0, 1024, "kernel threads, 0 = all cores"},         \
         {"max-seq", NB_OPT_INT, &(c).max_seq, 0, 1 << 20, "KV cache length (default 2048)"},     \
-        {"device", NB_OPT_INT, &(c).device, 0, 255, "XRT device index"}
+        {"device", NB_OPT_INT, &(c).device, 0, 255, "XRT device index"},                         \
+        {"db", NB_OPT_STR, &(c).db, 0, 0, "history database (default var/npubench.db)"},         \
+        {"direct", NB_OPT_FLAG, &(c).direct, 0, 0, "run in this process, without the service"}, \
+        NB_SVC_OPTS((c).svc)
 
 static nb_code spec_from(const common_flags *c, nb_deploy_spec *s, nb_err *err)
 {
@@ -89,6 +101,136 @@ static nb_code open_deploy(const common_flags *c, nb_deploy **d, nb_err *err)
     return nb_deploy_open(&spec, d, err);
 }
 
+/* ---- the service path ------------------------------------------------------ */
+
+/* A job under construction: the spec plus the storage its fields point to. */
+typedef struct job_build {
+    Npubench__JobSpec spec;
+    Npubench__DeploymentSelector sel;
+    Npubench__KeyValue kv[8];
+    Npubench__KeyValue *kvp[8];
+    char vals[8][32];
+    char *tags[1];
+} job_build;
+
+static void job_init(job_build *b, int kind, const common_flags *c, const nb_deploy_spec *ds)
+{
+    memset(b, 0, sizeof *b);
+    npubench__job_spec__init(&b->spec);
+    npubench__deployment_selector__init(&b->sel);
+    b->spec.kind = kind;
+    b->spec.selector = &b->sel;
+    b->sel.model = (char *)ds->model;
+    b->sel.dtype = (char *)nb_dtype_name(ds->dtype);
+    if (c->backend)
+        b->sel.backend = (char *)ds->backend;
+    b->spec.params = b->kvp;
+}
+
+static void job_param(job_build *b, const char *key, const char *value)
+{
+    size_t i = b->spec.n_params;
+    if (i >= sizeof b->kv / sizeof *b->kv)
+        return;
+    npubench__key_value__init(&b->kv[i]);
+    b->kv[i].key = (char *)key;
+    b->kv[i].value = (char *)value;
+    b->kvp[i] = &b->kv[i];
+    b->spec.n_params++;
+}
+
+static void job_param_int(job_build *b, const char *key, int v)
+{
+    size_t i = b->spec.n_params;
+    if (i >= sizeof b->vals / sizeof *b->vals)
+        return;
+    snprintf(b->vals[i], sizeof b->vals[i], "%d", v);
+    job_param(b, key, b->vals[i]);
+}
+
+static void job_common_params(job_build *b, const common_flags *c)
+{
+    if (c->threads)
+        job_param_int(b, "threads", c->threads);
+    if (c->max_seq)
+        job_param_int(b, "max_seq", c->max_seq);
+    if (c->device)
+        job_param_int(b, "device", c->device);
+}
+
+/* The prompt as the flag gave it: the same check (and message) the engine
+ * applies, before anything is submitted. */
+static nb_code check_prompt(const char *prompt, nb_err *err)
+{
+    if (!prompt)
+        return NB_OK;
+    nb_prompts ps;
+    nb_code rc = nb_prompts_single(prompt, &ps, err);
+    if (!rc)
+        nb_prompts_free(&ps);
+    return rc;
+}
+
+/* Stops waiting when the embedded worker died. */
+static int watch_embedded(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
+{
+    (void)job_id;
+    (void)w;
+    return ud && nb_embedded_worker_error(ud, NULL) != NB_OK;
+}
+
+/* Submits b's job to the coordinator c names, or to an embedded coordinator
+ * and worker for deployment ds; waits; prints as the local command does. */
+static int run_service(const char *cmd, const common_flags *c, const nb_deploy_spec *ds,
+                       job_build *b, const nb_svc_print_opts *po)
+{
+    nb_err err;
+    nb_embedded *emb = NULL;
+    nb_svc *svc = NULL;
+    const char *url = nb_svc_url(&c->svc);
+    int code;
+    if (url) {
+        if (nb_svc_open(&c->svc, url, &svc, &err))
+            return nb_cmd_fail(cmd, &err);
+    } else {
+        nb_embedded_opts eo = {.db_path = c->db,
+                               .with_worker = 1,
+                               .model = ds->model,
+                               .backend = ds->backend,
+                               .dtype = nb_dtype_name(ds->dtype),
+                               .threads = ds->threads,
+                               .max_seq = ds->max_seq,
+                               .device = (int)ds->device};
+        if (nb_embedded_start(&eo, &emb, &err) ||
+            nb_svc_open(NULL, nb_embedded_url(emb), &svc, &err)) {
+            code = nb_cmd_fail(cmd, &err);
+            nb_embedded_stop(emb);
+            return code;
+        }
+        /* Only this session's worker may take it. */
+        b->tags[0] = (char *)nb_embedded_tag(emb);
+        b->sel.tags = b->tags;
+        b->sel.n_tags = 1;
+    }
+    int64_t *ids = NULL;
+    size_t n = 0;
+    Npubench__Job *job = NULL;
+    if (nb_svc_submit(svc, &b->spec, 0, &ids, &n, &err) ||
+        nb_svc_wait(svc, ids[0], 0, emb ? watch_embedded : NULL, emb, &job, &err)) {
+        nb_err werr;
+        if (emb && nb_embedded_worker_error(emb, &werr))
+            err = werr;
+        code = nb_cmd_fail(cmd, &err);
+    } else {
+        code = nb_svc_print_job(stdout, po, job);
+    }
+    nb_wire_free(job);
+    free(ids);
+    nb_svc_close(svc);
+    nb_embedded_stop(emb);
+    return code;
+}
+
 /* ---- run ------------------------------------------------------------------- */
 
 void nb_cmd_print_run(FILE *f, const nb_run_result *r)
@@ -125,6 +267,26 @@ int nb_cmd_run(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
+    nb_deploy_spec ds;
+    if (spec_from(&c, &ds, &err))
+        return nb_cmd_fail("run", &err);
+    if (!c.direct && check_prompt(prompt, &err))
+        return nb_cmd_fail("run", &err);
+    if (!c.direct) {
+        job_build b;
+        job_init(&b, NPUBENCH__JOB_KIND__RUN, &c, &ds);
+        b.spec.prompt = (char *)(prompt ? prompt : "");
+        b.spec.n_tokens = n_tokens;
+        b.spec.reps = reps;
+        job_common_params(&b, &c);
+        job_param_int(&b, "warmup", warmup);
+        if (chat > 0)
+            job_param_int(&b, "chat", chat == 1);
+        if (ignore_eos)
+            job_param_int(&b, "ignore_eos", 1);
+        nb_svc_print_opts po = {.cmd = "run", .show_text = 1};
+        return run_service("run", &c, &ds, &b, &po);
+    }
     nb_deploy *d;
     if (open_deploy(&c, &d, &err))
         return nb_cmd_fail("run", &err);
@@ -176,6 +338,25 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
+    nb_deploy_spec ds;
+    if (spec_from(&c, &ds, &err))
+        return nb_cmd_fail(cmd, &err);
+    if (!c.direct) {
+        job_build b;
+        job_init(&b, full ? NPUBENCH__JOB_KIND__VERIFY_FULL : NPUBENCH__JOB_KIND__VERIFY, &c,
+                 &ds);
+        if (prompts_file)
+            b.spec.prompt_set = (char *)prompts_file;
+        /* 0 means "all" here; the job's 0 means the kind's default. */
+        b.spec.max_prompts = max_prompts ? max_prompts : full ? 0 : NB_JOB_PROMPTS_MAX;
+        b.spec.n_tokens = n_tokens;
+        b.spec.k = k;
+        job_common_params(&b, &c);
+        if (reference)
+            job_param(&b, "reference", reference);
+        nb_svc_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
+        return run_service(cmd, &c, &ds, &b, &po);
+    }
     nb_deploy *d;
     if (open_deploy(&c, &d, &err))
         return nb_cmd_fail(cmd, &err);
@@ -233,6 +414,22 @@ int nb_cmd_diagnosis(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
+    nb_deploy_spec ds;
+    if (spec_from(&c, &ds, &err))
+        return nb_cmd_fail("diagnosis", &err);
+    if (!c.direct && check_prompt(prompt, &err))
+        return nb_cmd_fail("diagnosis", &err);
+    if (!c.direct) {
+        job_build b;
+        job_init(&b, NPUBENCH__JOB_KIND__DIAGNOSIS, &c, &ds);
+        if (prompt)
+            b.spec.prompt = (char *)prompt;
+        job_common_params(&b, &c);
+        if (reference)
+            job_param(&b, "reference", reference);
+        nb_svc_print_opts po = {.cmd = "diagnosis", .reports_dir = reports};
+        return run_service("diagnosis", &c, &ds, &b, &po);
+    }
     nb_deploy *d;
     if (open_deploy(&c, &d, &err))
         return nb_cmd_fail("diagnosis", &err);
@@ -293,6 +490,23 @@ int nb_cmd_profile(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
+    nb_deploy_spec ds;
+    if (spec_from(&c, &ds, &err))
+        return nb_cmd_fail("profile", &err);
+    if (!c.direct && check_prompt(prompt, &err))
+        return nb_cmd_fail("profile", &err);
+    if (!c.direct) {
+        job_build b;
+        job_init(&b, NPUBENCH__JOB_KIND__PROFILE, &c, &ds);
+        if (prompt)
+            b.spec.prompt = (char *)prompt;
+        b.spec.n_tokens = n_tokens;
+        b.spec.reps = reps;
+        job_common_params(&b, &c);
+        job_param_int(&b, "warmup", warmup);
+        nb_svc_print_opts po = {.cmd = "profile"};
+        return run_service("profile", &c, &ds, &b, &po);
+    }
     nb_deploy *d;
     if (open_deploy(&c, &d, &err))
         return nb_cmd_fail("profile", &err);

@@ -1,0 +1,203 @@
+/* nb_embedded: nb_coord_start on inproc:// plus nb_daemon_start dialling it, for the local
+ * commands and the history commands without a coordinator. Stale jobs of dead sessions
+ * are cancelled at start, since their session tag pins them to a worker that is gone. */
+#include "nb_embedded.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nb_coord.h"
+#include "nb_daemon.h"
+#include "nb_file.h"
+#include "nb_svc.h"
+
+#define SESSION_TAG_PREFIX "embedded-"
+
+struct nb_embedded {
+    nb_coord *coord;
+    nb_daemon *worker;
+    char tag[64];
+};
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* "embedded-<pid>-<hex>": 1 and the pid when tag is a session tag. */
+static int session_pid(const char *tag, long *pid)
+{
+    if (strncmp(tag, SESSION_TAG_PREFIX, strlen(SESSION_TAG_PREFIX)))
+        return 0;
+    char *end;
+    *pid = strtol(tag + strlen(SESSION_TAG_PREFIX), &end, 10);
+    return *pid > 0 && *end == '-';
+}
+
+/* Cancels unfinished jobs whose session process no longer exists. */
+static void cancel_orphans(nb_embedded *e)
+{
+    nb_svc *s;
+    nb_err err;
+    if (nb_svc_open(NULL, nb_coord_url(e->coord), &s, &err))
+        return;
+    for (int state = NPUBENCH__JOB_STATE__JOB_QUEUED; state <= NPUBENCH__JOB_STATE__JOB_RUNNING;
+         state++) {
+        Npubench__ListJobsRequest req = NPUBENCH__LIST_JOBS_REQUEST__INIT;
+        req.state = state;
+        req.limit = 1000;
+        Npubench__ListJobsResponse *resp;
+        if (nb_svc_call(s, "ListJobs", &req, &npubench__list_jobs_response__descriptor, &resp,
+                        &err))
+            break;
+        for (size_t i = 0; i < resp->n_jobs; i++) {
+            const Npubench__Job *j = resp->jobs[i];
+            const Npubench__DeploymentSelector *sel = j->spec ? j->spec->selector : NULL;
+            for (size_t t = 0; sel && t < sel->n_tags; t++) {
+                long pid;
+                if (!session_pid(sel->tags[t], &pid) || pid == (long)getpid() ||
+                    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                    continue;
+                Npubench__CancelJobRequest c = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
+                c.job_id = j->job_id;
+                c.reason = "its embedded session (process) ended";
+                Npubench__CancelJobResponse *cr;
+                if (nb_svc_call(s, "CancelJob", &c, &npubench__cancel_job_response__descriptor,
+                                &cr, &err) == NB_OK)
+                    nb_wire_free(cr);
+            }
+        }
+        nb_wire_free(resp);
+    }
+    nb_svc_close(s);
+}
+
+static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *err)
+{
+    nb_job_deployment dep;
+    memset(&dep, 0, sizeof dep);
+    snprintf(dep.model, sizeof dep.model, "%s", o->model && *o->model ? o->model : "instruct");
+    snprintf(dep.backend, sizeof dep.backend, "%s",
+             o->backend && *o->backend ? o->backend : "cpu");
+    snprintf(dep.dtype, sizeof dep.dtype, "%s", o->dtype && *o->dtype ? o->dtype : "bf16");
+    snprintf(dep.name, sizeof dep.name, "local");
+    dep.threads = o->threads;
+    dep.max_seq = o->max_seq;
+    dep.device = (unsigned)o->device;
+    const char *tags[1] = {e->tag};
+    nb_daemon_opts d;
+    memset(&d, 0, sizeof d);
+    d.coordinator_url = nb_coord_url(e->coord);
+    d.board_name = "local";
+    d.board_type = "cpu";
+    d.tags = tags;
+    d.n_tags = 1;
+    d.deployments = &dep;
+    d.n_deployments = 1;
+    d.threads = o->threads;
+    d.quiet = 1;
+    /* An xrt deployment claims its real device. A CPU session takes the
+     * highest free cpu:N, leaving the low numbers to lab workers; a taken
+     * one (another session, a worker) is NB_EUNAVAIL from the device lock. */
+    char device[32];
+    nb_code rc = NB_EUNAVAIL;
+    for (int n = 255; n >= 192 && rc == NB_EUNAVAIL; n--) {
+        if (!strcmp(dep.backend, "xrt"))
+            snprintf(device, sizeof device, "xrt:%d", o->device);
+        else
+            snprintf(device, sizeof device, "cpu:%d", n);
+        d.device = device;
+        rc = nb_daemon_start(&d, &e->worker, err);
+        if (!strcmp(dep.backend, "xrt"))
+            break;
+    }
+    if (rc)
+        return rc;
+    /* Registration runs in the background; wait for it (inproc: milliseconds)
+     * so a refusal is reported now instead of leaving the job queued. */
+    for (int i = 0; i < 2000; i++) {
+        char id[128];
+        nb_daemon_worker_id(e->worker, id, sizeof id);
+        if ((rc = nb_daemon_error(e->worker, err)))
+            return rc;
+        if (id[0])
+            return NB_OK;
+        sleep_ms(5);
+    }
+    return nb_err_set(err, NB_ETIMEOUT, "embedded worker: not registered after 10 s");
+}
+
+nb_code nb_embedded_start(const nb_embedded_opts *o, nb_embedded **out, nb_err *err)
+{
+    *out = NULL;
+    nb_embedded *e = calloc(1, sizeof *e);
+    if (!e)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    static int counter;
+    unsigned char rnd[4] = {0};
+    if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+        memset(rnd, 0, sizeof rnd);
+    snprintf(e->tag, sizeof e->tag, SESSION_TAG_PREFIX "%ld-%02x%02x%02x%02x", (long)getpid(),
+             rnd[0], rnd[1], rnd[2], rnd[3]);
+    const char *db = o->db_path && *o->db_path ? o->db_path : "var/npubench.db";
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", db);
+    char *slash = strrchr(dir, '/');
+    nb_code rc = NB_OK;
+    if (slash && slash != dir) {
+        *slash = '\0';
+        rc = nb_file_mkdirs(dir, err);
+    }
+    char url[128];
+    snprintf(url, sizeof url, "inproc://npubench-%ld-%d", (long)getpid(),
+             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    nb_coord_opts co;
+    memset(&co, 0, sizeof co);
+    co.listen_url = url;
+    co.db_path = db;
+    co.source_local = 1;
+    co.quiet = 1;
+    if (!rc)
+        rc = nb_coord_start(&co, &e->coord, err);
+    if (!rc && o->with_worker) {
+        cancel_orphans(e);
+        rc = start_worker(e, o, err);
+    }
+    if (rc) {
+        nb_embedded_stop(e);
+        return rc;
+    }
+    *out = e;
+    return NB_OK;
+}
+
+const char *nb_embedded_url(const nb_embedded *e)
+{
+    return nb_coord_url(e->coord);
+}
+
+const char *nb_embedded_tag(const nb_embedded *e)
+{
+    return e->tag;
+}
+
+nb_code nb_embedded_worker_error(nb_embedded *e, nb_err *err)
+{
+    return e->worker ? nb_daemon_error(e->worker, err) : NB_OK;
+}
+
+void nb_embedded_stop(nb_embedded *e)
+{
+    if (!e)
+        return;
+    nb_daemon_stop(e->worker, 0);
+    nb_coord_stop(e->coord);
+    free(e);
+}

@@ -1,0 +1,458 @@
+/* nb_svc: coordinator client for the CLI and the printers that turn a committed JobResult
+ * back into the local commands' output (through worker/nb_jobpb and verify/nb_report). */
+#include "nb_svc.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nb_cmd.h"
+#include "nb_file.h"
+#include "nb_jobpb.h"
+#include "nb_report.h"
+#include "nb_rpc.h"
+#include "nb_time.h"
+
+struct nb_svc {
+    nb_rpc_client *cli;
+    int timeout_ms;
+    int embedded; /* inproc: errors without the transport's decoration */
+};
+
+const char *nb_svc_url(const nb_svc_flags *f)
+{
+    if (f && f->coordinator && *f->coordinator)
+        return f->coordinator;
+    const char *e = getenv("NPUBENCH_COORDINATOR");
+    return e && *e ? e : NULL;
+}
+
+nb_code nb_svc_secret(const nb_svc_flags *f, char **out, nb_err *err)
+{
+    *out = NULL;
+    if (f && f->secret && *f->secret) {
+        *out = strdup(f->secret);
+    } else if (f && f->secret_file && *f->secret_file) {
+        char *data;
+        size_t len;
+        nb_code rc = nb_file_read(f->secret_file, 4096, &data, &len, err);
+        if (rc)
+            return nb_err_prefix(err, "--secret-file: ");
+        while (len && isspace((unsigned char)data[len - 1]))
+            data[--len] = '\0';
+        if (!len) {
+            free(data);
+            return nb_err_set(err, NB_EINVAL, "--secret-file %s: the file is empty",
+                              f->secret_file);
+        }
+        *out = data;
+        return NB_OK;
+    } else {
+        const char *e = getenv("NPUBENCH_SECRET");
+        if (!e || !*e)
+            return NB_OK;
+        *out = strdup(e);
+    }
+    return *out ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
+}
+
+nb_code nb_svc_open(const nb_svc_flags *f, const char *url, nb_svc **out, nb_err *err)
+{
+    *out = NULL;
+    char *secret = NULL;
+    nb_code rc = nb_svc_secret(f, &secret, err);
+    if (rc)
+        return rc;
+    nb_svc *s = calloc(1, sizeof *s);
+    if (!s) {
+        free(secret);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    s->timeout_ms = f && f->timeout_ms > 0 ? f->timeout_ms : 30000;
+    nb_rpc_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.secret = secret;
+    ro.timeout_ms = s->timeout_ms;
+    ro.tls_ca_file = f ? f->tls_ca : NULL;
+    ro.tls_cert_key_file = f ? f->tls_cert : NULL;
+    s->embedded = !strncmp(url, "inproc://", 9);
+    rc = nb_rpc_client_open(url, &ro, &s->cli, err);
+    if (secret) {
+        memset(secret, 0, strlen(secret));
+        free(secret);
+    }
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return NB_OK;
+}
+
+void nb_svc_close(nb_svc *s)
+{
+    if (!s)
+        return;
+    nb_rpc_client_close(s->cli);
+    free(s);
+}
+
+static nb_code call_t(nb_svc *s, const char *method, const void *req,
+                      const ProtobufCMessageDescriptor *desc, int timeout_ms, void *resp_out,
+                      nb_err *err)
+{
+    *(void **)resp_out = NULL;
+    char full[160];
+    snprintf(full, sizeof full, "npubench.Client/%s", method);
+    uint8_t *pb;
+    size_t len;
+    nb_code rc = nb_wire_pack(req, &pb, &len, err);
+    if (rc)
+        return rc;
+    uint64_t id = nb_rpc_client_new_id(s->cli);
+    uint8_t *resp = NULL;
+    size_t rlen = 0;
+    int status = 0;
+    char *msg = NULL;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        free(resp);
+        free(msg);
+        resp = NULL;
+        msg = NULL;
+        rc = nb_rpc_call_id(s->cli, id, full, pb, len, timeout_ms, &status, &msg, &resp, &rlen,
+                            err);
+        if (rc == NB_OK ||
+            (status != NB_RPC_DEADLINE_EXCEEDED && status != NB_RPC_UNAVAILABLE))
+            break;
+    }
+    free(pb);
+    /* The server's refusal: its status and message are what a user acts on. */
+    if (rc && msg && *msg) {
+        if (s->embedded)
+            nb_err_set(err, rc, "%s", msg);
+        else
+            nb_err_set(err, rc, "%s: %s (%s from %s)", nb_rpc_status_name(status), msg, method,
+                       nb_rpc_client_url(s->cli));
+    } else if (rc && status > 0 && !s->embedded) {
+        nb_err_prefix(err, "%s: ", nb_rpc_status_name(status));
+    }
+    free(msg);
+    if (!rc)
+        rc = nb_wire_unpack(desc, resp, rlen, 0, resp_out, err);
+    free(resp);
+    return rc;
+}
+
+nb_code nb_svc_call(nb_svc *s, const char *method, const void *req,
+                    const ProtobufCMessageDescriptor *resp_desc, void *resp_out, nb_err *err)
+{
+    return call_t(s, method, req, resp_desc, s->timeout_ms, resp_out, err);
+}
+
+nb_code nb_svc_submit(nb_svc *s, const Npubench__JobSpec *spec, int shards, int64_t **ids,
+                      size_t *n, nb_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    char key[40];
+    snprintf(key, sizeof key, "cli-%016llx%016llx",
+             (unsigned long long)nb_rpc_client_new_id(s->cli),
+             (unsigned long long)nb_rpc_client_new_id(s->cli));
+    Npubench__SubmitJobRequest req = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    req.request_id = key;
+    req.spec = (Npubench__JobSpec *)spec;
+    req.shards = shards;
+    Npubench__SubmitJobResponse *resp;
+    nb_code rc = nb_svc_call(s, "SubmitJob", &req, &npubench__submit_job_response__descriptor,
+                             &resp, err);
+    if (rc)
+        return rc;
+    if (!resp->n_job_ids) {
+        nb_wire_free(resp);
+        return nb_err_set(err, NB_EINTERNAL, "SubmitJob: the coordinator returned no job id");
+    }
+    *ids = malloc(resp->n_job_ids * sizeof **ids);
+    if (!*ids) {
+        nb_wire_free(resp);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    memcpy(*ids, resp->job_ids, resp->n_job_ids * sizeof **ids);
+    *n = resp->n_job_ids;
+    nb_wire_free(resp);
+    return NB_OK;
+}
+
+nb_code nb_svc_wait(nb_svc *s, int64_t job_id, int64_t timeout_ms, nb_svc_watch_fn fn, void *ud,
+                    Npubench__Job **out, nb_err *err)
+{
+    *out = NULL;
+    int64_t end = timeout_ms > 0 ? nb_wall_ms() + timeout_ms : 0;
+    uint64_t seq = 0;
+    for (;;) {
+        int wait = 5000;
+        if (end) {
+            int64_t left = end - nb_wall_ms();
+            if (left <= 0)
+                return nb_err_set(err, NB_ETIMEOUT, "job %lld not finished after %lld ms",
+                                  (long long)job_id, (long long)timeout_ms);
+            if (left < wait)
+                wait = (int)left;
+        }
+        Npubench__WatchJobRequest req = NPUBENCH__WATCH_JOB_REQUEST__INIT;
+        req.job_id = job_id;
+        req.after_seq = seq;
+        req.wait_ms = wait;
+        Npubench__WatchJobResponse *w;
+        nb_code rc = call_t(s, "WatchJob", &req, &npubench__watch_job_response__descriptor,
+                            wait + 10000, &w, err);
+        if (rc)
+            return rc;
+        int stop = fn ? fn(ud, job_id, w) : 0;
+        if (w->last_seq > seq)
+            seq = w->last_seq;
+        int done = w->done;
+        nb_wire_free(w);
+        if (done)
+            break;
+        if (stop)
+            return nb_err_set(err, NB_ECANCELED, "stopped waiting for job %lld",
+                              (long long)job_id);
+    }
+    Npubench__GetJobRequest g = NPUBENCH__GET_JOB_REQUEST__INIT;
+    g.job_id = job_id;
+    Npubench__GetJobResponse *r;
+    nb_code rc = nb_svc_call(s, "GetJob", &g, &npubench__get_job_response__descriptor, &r, err);
+    if (rc)
+        return rc;
+    if (!r->job) {
+        nb_wire_free(r);
+        return nb_err_set(err, NB_EINTERNAL, "GetJob %lld: no job in the answer",
+                          (long long)job_id);
+    }
+    *out = r->job;
+    r->job = NULL;
+    nb_wire_free(r);
+    return NB_OK;
+}
+
+static const char *state_word(int s)
+{
+    static const char *const names[] = {"?",    "queued", "leased",   "running",
+                                        "done", "failed", "cancelled"};
+    return s >= 0 && s <= 6 ? names[s] : "?";
+}
+
+int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
+{
+    nb_svc_progress *pr = ud;
+    for (size_t i = 0; i < w->n_events; i++) {
+        const Npubench__ProgressEvent *e = w->events[i];
+        const Npubench__Progress *p = e->progress;
+        char line[sizeof pr->last];
+        if (p && p->total > 0)
+            snprintf(line, sizeof line, "[job %lld] %s %d/%d%s%.500s", (long long)job_id,
+                     state_word(e->state), p->done, p->total, *p->message ? " " : "",
+                     p->message);
+        else
+            snprintf(line, sizeof line, "[job %lld] %s%s%.500s", (long long)job_id,
+                     state_word(e->state), p && *p->message ? ": " : "", p ? p->message : "");
+        if (strcmp(line, pr->last)) {
+            fprintf(pr->f, "%s\n", line);
+            memcpy(pr->last, line, sizeof line);
+        }
+    }
+    fflush(pr->f);
+    return 0;
+}
+
+/* ---- printing results ---- */
+
+static int print_verify(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res,
+                        const char *kind)
+{
+    nb_err err;
+    nb_verify_result r;
+    if (nb_jobpb_verify_from_pb(res, &r, &err)) {
+        fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
+        return NB_EXIT_USAGE;
+    }
+    nb_report_env env;
+    memset(&env, 0, sizeof env);
+    if (res->environment)
+        nb_jobpb_env_to_report(res->environment, &env);
+    if (!o->quiet)
+        nb_report_print_verify(f, &r, &env);
+    else
+        fprintf(f, "[verify] %s (%d/%d prompts pass)\n",
+                r.status == NB_GATE_PASS ? "PASS" : "FAIL", r.n_pass, r.n);
+    if (o->reports_dir) {
+        char path[1200];
+        if (nb_report_write_verify(o->reports_dir, &r, &env, kind, path, sizeof path, &err))
+            fprintf(stderr, "npubench %s: warning: report not written: %s\n", o->cmd, err.msg);
+        else
+            fprintf(f, "Report: %s (+ .md)\n", path);
+    }
+    int code = r.status == NB_GATE_PASS ? NB_EXIT_OK : NB_EXIT_FAIL;
+    nb_verify_result_free(&r);
+    return code;
+}
+
+static void print_deployment(FILE *f, const Npubench__Environment *e)
+{
+    if (!e)
+        return;
+    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n", e->model, e->backend, e->dtype,
+            e->threads, e->kernels_isa);
+}
+
+static int print_run(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res)
+{
+    nb_err err;
+    nb_run_result r;
+    if (!res->metrics || nb_jobpb_run_from_pb(res->metrics, &r, &err)) {
+        fprintf(stderr, "npubench %s: error: result has no readable metrics%s%s\n", o->cmd,
+                res->metrics ? ": " : "", res->metrics ? err.msg : "");
+        return NB_EXIT_USAGE;
+    }
+    print_deployment(f, res->environment);
+    nb_cmd_print_run(f, &r);
+    if (o->show_text)
+        fprintf(f, "Generated text:\n%s\n", r.text ? r.text : "");
+    nb_run_result_free(&r);
+    return NB_EXIT_OK;
+}
+
+static int print_profile(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res)
+{
+    nb_err err;
+    nb_profile_result p;
+    if (nb_jobpb_profile_from_pb(res, &p, &err)) {
+        fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
+        return NB_EXIT_USAGE;
+    }
+    print_deployment(f, res->environment);
+    nb_cmd_print_profile(f, &p);
+    nb_cmd_print_run(f, &p.run);
+    nb_profile_result_free(&p);
+    return NB_EXIT_OK;
+}
+
+static int print_diagnosis(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res)
+{
+    nb_err err;
+    nb_diagnosis_result r;
+    if (nb_jobpb_diagnosis_from_pb(res, &r, &err)) {
+        fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
+        return NB_EXIT_USAGE;
+    }
+    nb_report_print_diagnosis(f, &r);
+    if (o->reports_dir) {
+        nb_report_env env;
+        memset(&env, 0, sizeof env);
+        if (res->environment)
+            nb_jobpb_env_to_report(res->environment, &env);
+        char path[1200];
+        if (nb_report_write_diagnosis(o->reports_dir, &r, &env, path, sizeof path, &err))
+            fprintf(stderr, "npubench %s: warning: report not written: %s\n", o->cmd, err.msg);
+        else
+            fprintf(f, "Report: %s (+ .md)\n", path);
+    }
+    nb_diagnosis_result_free(&r);
+    return NB_EXIT_OK; /* informational: never fails on numbers */
+}
+
+static int print_result(FILE *f, const nb_svc_print_opts *o, int kind,
+                        const Npubench__JobResult *res)
+{
+    if (res->status != NPUBENCH__STATUS_CODE__OK) {
+        fprintf(stderr, "npubench %s: error: %s\n", o->cmd,
+                *res->status_message ? res->status_message : nb_rpc_status_name(res->status));
+        return nb_cmd_exit_code(nb_rpc_code_from_status(res->status));
+    }
+    int code;
+    switch (kind) {
+    case NPUBENCH__JOB_KIND__VERIFY:
+        code = print_verify(f, o, res, "verify");
+        break;
+    case NPUBENCH__JOB_KIND__VERIFY_FULL:
+        code = print_verify(f, o, res, "verify-full");
+        break;
+    case NPUBENCH__JOB_KIND__RUN:
+        code = print_run(f, o, res);
+        break;
+    case NPUBENCH__JOB_KIND__PROFILE:
+        code = print_profile(f, o, res);
+        break;
+    case NPUBENCH__JOB_KIND__DIAGNOSIS:
+        code = print_diagnosis(f, o, res);
+        break;
+    default:
+        fprintf(stderr, "npubench %s: error: job of unknown kind %d\n", o->cmd, kind);
+        return NB_EXIT_USAGE;
+    }
+    if (res->regression) {
+        fprintf(f, "Regression: %s\n", res->regression_detail);
+        if (code == NB_EXIT_OK)
+            code = NB_EXIT_FAIL;
+    }
+    return code;
+}
+
+int nb_svc_print_job(FILE *f, const nb_svc_print_opts *o, const Npubench__Job *job)
+{
+    int kind = job->spec ? job->spec->kind : 0;
+    if (job->state == NPUBENCH__JOB_STATE__JOB_CANCELLED) {
+        fprintf(stderr, "npubench %s: job %lld was cancelled%s%s\n", o->cmd,
+                (long long)job->job_id, *job->error ? ": " : "", job->error);
+        return NB_EXIT_FAIL;
+    }
+    int matrix = job->is_group && job->spec && job->spec->matrix;
+    if (!job->n_results) {
+        fprintf(stderr, "npubench %s: error: job %lld %s without a result%s%s\n", o->cmd,
+                (long long)job->job_id, state_word(job->state), *job->error ? ": " : "",
+                job->error);
+        return NB_EXIT_UNAVAILABLE;
+    }
+    int code = NB_EXIT_OK;
+    for (size_t i = 0; i < job->n_results; i++) {
+        const Npubench__JobResult *res = job->results[i];
+        if (matrix && res->environment)
+            fprintf(f, "== %s (job %lld, worker %s) ==\n", res->environment->board,
+                    (long long)res->job_id, res->worker_id);
+        int c = print_result(f, o, kind, res);
+        /* The worst code wins: usage/unavailable over a gate FAIL over a PASS. */
+        if (c > code)
+            code = c;
+    }
+    return code;
+}
+
+nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err)
+{
+    int y, mo, d, h = 0, mi = 0, sec = 0;
+    char tail = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*s && !*end && v > 100000000000LL) {
+        *unix_ms = v;
+        return NB_OK;
+    }
+    int n = sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &sec, &tail);
+    if (!(n == 3 && strlen(s) == 10) && !(n == 7 && tail == 'Z') && !(n == 6))
+        return nb_err_set(err, NB_EINVAL,
+                          "--since '%s': expected YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or unix ms",
+                          s);
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970)
+        return nb_err_set(err, NB_EINVAL, "--since '%s': not a valid date", s);
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    *unix_ms = (int64_t)timegm(&tm) * 1000;
+    return NB_OK;
+}

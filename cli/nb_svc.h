@@ -1,0 +1,92 @@
+/* nb_svc: the CLI's side of the service — connecting to a coordinator, calling it with
+ * retries that keep the request id, submit-and-wait with live progress, and printing a
+ * JobResult exactly as the local commands print their results. */
+#ifndef NB_SVC_H
+#define NB_SVC_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nb_args.h"
+#include "nb_err.h"
+#include "nb_wire.h"
+
+/* The connection flags every service command takes. */
+typedef struct nb_svc_flags {
+    const char *coordinator; /* URL; NULL = $NPUBENCH_COORDINATOR */
+    const char *secret;      /* NULL = $NPUBENCH_SECRET */
+    const char *secret_file;
+    const char *tls_ca, *tls_cert;
+    int timeout_ms;          /* per call, 0 = 30000 */
+} nb_svc_flags;
+
+#define NB_SVC_OPTS(f)                                                                           \
+    {"coordinator", NB_OPT_STR, &(f).coordinator, 0, 0,                                          \
+     "coordinator URL (default $NPUBENCH_COORDINATOR)"},                                         \
+        {"secret", NB_OPT_STR, &(f).secret, 0, 0, "shared secret (default $NPUBENCH_SECRET)"},   \
+        {"secret-file", NB_OPT_STR, &(f).secret_file, 0, 0, "file holding the shared secret"},   \
+        {"tls-ca", NB_OPT_STR, &(f).tls_ca, 0, 0, "CA certificate for tls+tcp:// (PEM)"},       \
+        {"tls-cert", NB_OPT_STR, &(f).tls_cert, 0, 0, "client certificate + key (PEM)"},        \
+        {"timeout-ms", NB_OPT_INT, &(f).timeout_ms, 0, 3600000, "per-call timeout"}
+
+/* The coordinator URL the flags name (flag, else $NPUBENCH_COORDINATOR), or NULL. */
+const char *nb_svc_url(const nb_svc_flags *f);
+
+/* The shared secret (flag, file with trailing blanks trimmed, or
+ * $NPUBENCH_SECRET) into a malloc'ed string (*out NULL when none). */
+nb_code nb_svc_secret(const nb_svc_flags *f, char **out, nb_err *err);
+
+typedef struct nb_svc nb_svc;
+
+/* Connects to url with f's secret/TLS (f may be NULL: no auth). Fails with
+ * NB_EUNAVAIL naming the URL when nothing listens there. */
+nb_code nb_svc_open(const nb_svc_flags *f, const char *url, nb_svc **out, nb_err *err);
+void nb_svc_close(nb_svc *s);
+
+/* Calls "npubench.Client/<method>" with req (a generated message) and
+ * unpacks the answer as resp_desc into *(T **)resp_out (free with
+ * nb_wire_free). A timeout or a lost connection is retried (3 tries) with
+ * the same request id, so a mutating call runs at most once. */
+nb_code nb_svc_call(nb_svc *s, const char *method, const void *req,
+                    const ProtobufCMessageDescriptor *resp_desc, void *resp_out, nb_err *err);
+
+/* SubmitJob with a fresh idempotency key; *ids malloc'ed ([0] = the job to
+ * watch). */
+nb_code nb_svc_submit(nb_svc *s, const Npubench__JobSpec *spec, int shards, int64_t **ids,
+                      size_t *n, nb_err *err);
+
+/* Called after every WatchJob answer while waiting (w->n_events is 0 when
+ * nothing changed); a non-zero return stops the wait with NB_ECANCELED. */
+typedef int (*nb_svc_watch_fn)(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w);
+
+/* Waits (WatchJob long polls) until job_id is terminal or timeout_ms passed
+ * (0 = no limit: NB_ETIMEOUT otherwise), then fetches it: *out (free with
+ * nb_wire_free) carries state, error and the committed results. */
+nb_code nb_svc_wait(nb_svc *s, int64_t job_id, int64_t timeout_ms, nb_svc_watch_fn fn, void *ud,
+                    Npubench__Job **out, nb_err *err);
+
+/* Prints a live progress line "[job 12] running 3/8 prompt 3 PASS" on f
+ * when it changed: an nb_svc_watch_fn with ud = an nb_svc_progress. */
+typedef struct nb_svc_progress {
+    FILE *f;
+    char last[640]; /* the line printed last (zero-initialise) */
+} nb_svc_progress;
+int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w);
+
+typedef struct nb_svc_print_opts {
+    const char *cmd;         /* "verify", "run", ... for error lines */
+    const char *reports_dir; /* write verify/diagnosis reports here; NULL = don't */
+    int quiet;               /* verify: only the summary line */
+    int show_text;           /* run: the generated text */
+} nb_svc_print_opts;
+
+/* Prints a finished job's result the way `npubench <kind>` does locally
+ * (verify lines + Report:, run/profile tables, diagnosis layers), or its
+ * error, and returns the exit code: 0 pass, 1 gate FAIL, regression or
+ * cancelled, 2/3 from the job's status. Matrix groups print every board's. */
+int nb_svc_print_job(FILE *f, const nb_svc_print_opts *o, const Npubench__Job *job);
+
+/* "2024-05-01", "2024-05-01T10:00:00Z" (UTC) or unix milliseconds. */
+nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err);
+
+#endif

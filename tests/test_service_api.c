@@ -1,0 +1,821 @@
+/* test_service_api: the coordinator's client and worker APIs driven message by message —
+ * validation, auth, queued reasons, device claims, leases (idempotent results, expiry,
+ * requeue), cancel via heartbeat, shard merge, matrix fan-out, history and regression. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nb_coord.h"
+#include "nb_jobpb.h"
+#include "nb_rpc.h"
+#include "nb_time.h"
+#include "nb_wire.h"
+#include "testutil.h"
+
+static char *tmp;
+static int seq;
+
+typedef struct env {
+    nb_coord *coord;
+    nb_rpc_client *cli;
+    char db[1200];
+} env;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void start(env *e, const char *secret, const char *client_secret)
+{
+    memset(e, 0, sizeof *e);
+    char url[128];
+    snprintf(url, sizeof url, "inproc://svc-api-%d-%d", (int)getpid(), ++seq);
+    snprintf(e->db, sizeof e->db, "%s/db-%d.sqlite", tmp, seq);
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = url;
+    o.db_path = e->db;
+    o.secret = secret;
+    o.heartbeat_ms = 50;
+    o.lease_ms = 400;
+    o.stale_ms = 300;
+    o.gone_ms = 600;
+    o.quiet = 1;
+    nb_err err = {0};
+    if (nb_coord_start(&o, &e->coord, &err))
+        fail_msg("coordinator: %s", err.msg);
+    nb_rpc_opts co;
+    memset(&co, 0, sizeof co);
+    co.secret = client_secret;
+    co.timeout_ms = 5000;
+    assert_int_equal(nb_rpc_client_open(nb_coord_url(e->coord), &co, &e->cli, &err), NB_OK);
+}
+
+static void stop(env *e)
+{
+    nb_rpc_client_close(e->cli);
+    nb_coord_stop(e->coord);
+}
+
+/* Calls method; returns the gRPC status; *msg (optional) gets the message. */
+static int call(env *e, const char *method, const void *req,
+                const ProtobufCMessageDescriptor *desc, void *resp, char *msg, size_t cap)
+{
+    uint8_t *pb;
+    size_t len;
+    nb_err err = {0};
+    assert_int_equal(nb_wire_pack(req, &pb, &len, &err), NB_OK);
+    int status = -1;
+    char *m = NULL;
+    uint8_t *out = NULL;
+    size_t olen = 0;
+    nb_rpc_call(e->cli, method, pb, len, 5000, &status, &m, &out, &olen, &err);
+    free(pb);
+    if (msg)
+        snprintf(msg, cap, "%s", m ? m : err.msg);
+    free(m);
+    if (resp) {
+        *(void **)resp = NULL;
+        if (status == 0)
+            assert_int_equal(nb_wire_unpack(desc, out, olen, 0, resp, &err), NB_OK);
+    }
+    free(out);
+    return status;
+}
+
+static int64_t db_count(env *e, const char *sql_fmt, long long arg)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open_v2(e->db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    char sql[512];
+    snprintf(sql, sizeof sql, sql_fmt, arg);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    int64_t n = -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return n;
+}
+
+/* ---- worker side by hand ---- */
+
+static char *reg(env *e, const char *board, const char *device, const char *instance,
+                 const char *tag, int *status)
+{
+    Npubench__Deployment d = NPUBENCH__DEPLOYMENT__INIT, *dp = &d;
+    d.model = "SmolLM2-135M-Instruct";
+    d.backend = "cpu";
+    d.dtype = "bf16";
+    d.digest = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.board_name = (char *)board;
+    info.board_type = "cpu";
+    info.host = "testhost";
+    info.device_id = (char *)device;
+    info.instance_id = (char *)instance;
+    info.version = "test";
+    char *backends[] = {"cpu"};
+    info.backends = backends;
+    info.n_backends = 1;
+    info.deployments = &dp;
+    info.n_deployments = 1;
+    char *tags[] = {(char *)tag};
+    if (tag) {
+        info.tags = tags;
+        info.n_tags = 1;
+    }
+    Npubench__RegisterRequest r = NPUBENCH__REGISTER_REQUEST__INIT;
+    r.info = &info;
+    Npubench__RegisterResponse *resp;
+    int st = call(e, "npubench.Worker/Register", &r, &npubench__register_response__descriptor,
+                  &resp, NULL, 0);
+    if (status)
+        *status = st;
+    if (st)
+        return NULL;
+    char *id = strdup(resp->worker_id);
+    nb_wire_free(resp);
+    return id;
+}
+
+static Npubench__Lease *lease(env *e, const char *worker, int wait_ms)
+{
+    Npubench__LeaseJobRequest r = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+    r.worker_id = (char *)worker;
+    r.wait_ms = wait_ms;
+    Npubench__LeaseJobResponse *resp;
+    assert_int_equal(call(e, "npubench.Worker/LeaseJob", &r,
+                          &npubench__lease_job_response__descriptor, &resp, NULL, 0),
+                     0);
+    Npubench__Lease *l = resp->lease;
+    resp->lease = NULL;
+    nb_wire_free(resp);
+    return l;
+}
+
+static Npubench__HeartbeatResponse *heartbeat(env *e, const char *worker, int64_t job,
+                                              const char *lease_id)
+{
+    Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
+    hb.worker_id = (char *)worker;
+    hb.current_job_id = job;
+    hb.lease_id = (char *)(lease_id ? lease_id : "");
+    Npubench__HeartbeatResponse *resp;
+    assert_int_equal(call(e, "npubench.Worker/Heartbeat", &hb,
+                          &npubench__heartbeat_response__descriptor, &resp, NULL, 0),
+                     0);
+    return resp;
+}
+
+static Npubench__Environment *test_env(const char *board)
+{
+    Npubench__Environment *env;
+    nb_err err;
+    assert_int_equal(nb_jobpb_env_new(NULL, board, "cpu", &env, &err), NB_OK);
+    env->model = nb_jobpb_strdup("SmolLM2-135M-Instruct");
+    env->backend = nb_jobpb_strdup("cpu");
+    env->dtype = nb_jobpb_strdup("bf16");
+    env->model_digest =
+        nb_jobpb_strdup("b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+    return env;
+}
+
+/* A RUN result whose samples have the given tokens/s (+ a little spread). */
+static Npubench__JobResult *run_result(int64_t job, const char *board, double tps)
+{
+    Npubench__JobResult *r = nb_jobpb_result_new();
+    r->job_id = job;
+    r->outcome = NPUBENCH__OUTCOME__PASS;
+    r->environment = test_env(board);
+    Npubench__Metrics *m = malloc(sizeof *m);
+    npubench__metrics__init(m);
+    m->n_samples = 5;
+    m->samples = calloc(5, sizeof *m->samples);
+    for (int i = 0; i < 5; i++) {
+        Npubench__Sample *s = malloc(sizeof *s);
+        npubench__sample__init(s);
+        s->rep = i;
+        s->tps = tps * (1 + 0.002 * i);
+        s->ttft_ms = 10 + 0.01 * i;
+        s->decode_ms_per_token = 1000.0 / s->tps;
+        s->prompt_tokens = 10;
+        s->generated_tokens = 20;
+        s->tpot_ms = s->decode_ms_per_token;
+        s->latency_ms = s->ttft_ms + 19 * s->decode_ms_per_token;
+        m->samples[i] = s;
+    }
+    m->tps = tps;
+    m->ttft_ms = 10;
+    m->decode_ms_per_token = 1000.0 / tps;
+    m->tpot_ms = m->decode_ms_per_token;
+    m->prompt_tokens = 10;
+    m->generated_tokens = 20;
+    r->metrics = m;
+    return r;
+}
+
+/* A verify result over prompts [first, last) of 8; prompt `bad` diverges. */
+static Npubench__JobResult *verify_result(int64_t job, int first, int last, int bad)
+{
+    nb_verify_result v;
+    memset(&v, 0, sizeof v);
+    v.n = last - first;
+    v.recs = calloc((size_t)v.n, sizeof *v.recs);
+    v.k = 5;
+    v.n_tokens = 4;
+    snprintf(v.prompts_path, sizeof v.prompts_path, "verify/prompts/instruct.txt");
+    snprintf(v.prompts_sha256, sizeof v.prompts_sha256, "%064d", 0);
+    snprintf(v.trace_path, sizeof v.trace_path, "verify/references/test.json");
+    for (int i = 0; i < v.n; i++) {
+        nb_verify_record *rc = &v.recs[i];
+        rc->index = first + i;
+        char p[32];
+        snprintf(p, sizeof p, "prompt %d", first + i);
+        rc->prompt = strdup(p);
+        rc->n_prompt_ids = 3;
+        rc->n_steps = 4;
+        rc->dev = calloc(4, sizeof *rc->dev);
+        rc->ref = calloc(4, sizeof *rc->ref);
+        for (int s = 0; s < 4; s++) {
+            rc->ref[s].token = 100 + s;
+            rc->dev[s].token = (first + i == bad && s == 2) ? 999 : 100 + s;
+            for (int t = 0; t < NB_GATE_K_MAX; t++) {
+                rc->ref[s].topk[t] = rc->ref[s].token + t * 7;
+                rc->dev[s].topk[t] = rc->dev[s].token + t * 7;
+            }
+        }
+        nb_gate_check(rc->dev, 4, rc->ref, 4, 5, &rc->gate);
+        rc->dev_token_text = strdup("");
+        rc->ref_token_text = strdup("");
+        rc->agreed_text = strdup("agreed");
+        rc->dev_text = strdup("dev");
+        rc->ref_text = strdup("ref");
+    }
+    v.n_pass = v.n_fail = 0;
+    for (int i = 0; i < v.n; i++)
+        v.recs[i].gate.status == NB_GATE_PASS ? v.n_pass++ : v.n_fail++;
+    v.status = v.n_fail ? NB_GATE_FAIL : NB_GATE_PASS;
+    Npubench__JobResult *r = nb_jobpb_result_new();
+    nb_err err;
+    assert_int_equal(nb_jobpb_verify_to_pb(&v, r, &err), NB_OK);
+    nb_verify_result_free(&v);
+    r->job_id = job;
+    r->environment = test_env("b1");
+    return r;
+}
+
+static int report(env *e, const char *worker, const Npubench__Lease *l,
+                  Npubench__JobResult *res, int *accepted)
+{
+    Npubench__ReportResultRequest r = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
+    r.worker_id = (char *)worker;
+    r.lease_id = l->lease_id;
+    r.result = res;
+    Npubench__ReportResultResponse *resp;
+    int st = call(e, "npubench.Worker/ReportResult", &r,
+                  &npubench__report_result_response__descriptor, &resp, NULL, 0);
+    if (!st) {
+        *accepted = resp->accepted;
+        nb_wire_free(resp);
+    }
+    return st;
+}
+
+/* ---- client side ---- */
+
+static int submit(env *e, int kind, const char *model, int n_tokens, int k, int shards,
+                  int matrix, const char *tag, int64_t *ids, size_t *n, char *msg, size_t cap)
+{
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    spec.kind = kind;
+    spec.selector = &sel;
+    sel.model = (char *)model;
+    spec.n_tokens = n_tokens;
+    spec.k = k;
+    spec.matrix = matrix;
+    char *tags[] = {(char *)tag};
+    if (tag) {
+        sel.tags = tags;
+        sel.n_tags = 1;
+    }
+    Npubench__SubmitJobRequest r = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    char key[64];
+    snprintf(key, sizeof key, "t-%d-%ld", ++seq, (long)nb_wall_ms());
+    r.request_id = key;
+    r.spec = &spec;
+    r.shards = shards;
+    Npubench__SubmitJobResponse *resp;
+    int st = call(e, "npubench.Client/SubmitJob", &r, &npubench__submit_job_response__descriptor,
+                  &resp, msg, cap);
+    if (!st) {
+        *n = resp->n_job_ids;
+        memcpy(ids, resp->job_ids, resp->n_job_ids * sizeof *ids);
+        nb_wire_free(resp);
+    }
+    return st;
+}
+
+static Npubench__Job *get_job(env *e, int64_t id)
+{
+    Npubench__GetJobRequest r = NPUBENCH__GET_JOB_REQUEST__INIT;
+    r.job_id = id;
+    Npubench__GetJobResponse *resp;
+    assert_int_equal(call(e, "npubench.Client/GetJob", &r, &npubench__get_job_response__descriptor,
+                          &resp, NULL, 0),
+                     0);
+    Npubench__Job *j = resp->job;
+    resp->job = NULL;
+    nb_wire_free(resp);
+    return j;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_invalid_requests(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    char msg[1024];
+    int64_t ids[8];
+    size_t n;
+    /* unknown method */
+    int st = -1;
+    char *m = NULL;
+    nb_err err;
+    nb_rpc_call(e.cli, "npubench.Client/Frobnicate", "", 0, 2000, &st, &m, NULL, NULL, &err);
+    assert_int_equal(st, NB_RPC_UNIMPLEMENTED);
+    free(m);
+    /* malformed protobuf */
+    static const uint8_t junk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01};
+    nb_rpc_call(e.cli, "npubench.Client/SubmitJob", junk, sizeof junk, 2000, &st, &m, NULL, NULL,
+                &err);
+    assert_int_equal(st, NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(m, "SubmitJobRequest"));
+    free(m);
+    /* oversize */
+    size_t big = (size_t)17 << 20;
+    uint8_t *b = calloc(1, big);
+    nb_rpc_call(e.cli, "npubench.Client/SubmitJob", b, big, 5000, &st, &m, NULL, NULL, &err);
+    free(b);
+    free(m);
+    assert_true(st == NB_RPC_RESOURCE_EXHAUSTED || st == NB_RPC_INVALID_ARGUMENT);
+    /* out-of-range fields name the field */
+    st = submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 5000, 0, 0, 0, NULL, ids, &n, msg,
+                sizeof msg);
+    assert_int_equal(st, NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "n_tokens"));
+    st = submit(&e, NPUBENCH__JOB_KIND__VERIFY, "instruct", 0, 99, 0, 0, NULL, ids, &n, msg,
+                sizeof msg);
+    assert_int_equal(st, NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "k"));
+    st = submit(&e, 0, "instruct", 0, 0, 0, 0, NULL, ids, &n, msg, sizeof msg);
+    assert_int_equal(st, NB_RPC_INVALID_ARGUMENT);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 0);
+    stop(&e);
+}
+
+static void test_auth(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, "s3cret", "wrong");
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    int st = submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n, msg,
+                    sizeof msg);
+    assert_int_equal(st, NB_RPC_UNAUTHENTICATED);
+    int rs;
+    char *id = reg(&e, "b1", "cpu:0", "i1", NULL, &rs);
+    assert_null(id);
+    assert_int_equal(rs, NB_RPC_UNAUTHENTICATED);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 0);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM workers WHERE %lld = 0", 0), 0);
+    stop(&e);
+    /* the right secret works */
+    start(&e, "s3cret", "s3cret");
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    stop(&e);
+}
+
+static void test_queued_reason_and_device_claim(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY, "nosuch-model", 0, 0, 0, 0, NULL,
+                            ids, &n, msg, sizeof msg),
+                     0);
+    sleep_ms(1300);
+    Npubench__Job *j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
+    assert_non_null(strstr(j->queued_reason, "no worker"));
+    nb_wire_free(j);
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(w);
+    /* a second process claiming the same device is refused while the first lives */
+    char *w2 = reg(&e, "b1", "cpu:0", "inst-b", NULL, &st);
+    assert_null(w2);
+    assert_int_equal(st, NB_RPC_ALREADY_EXISTS);
+    /* the worker serves SmolLM2 only: the job stays queued, with the reason */
+    Npubench__Lease *l = lease(&e, w, 0);
+    assert_null(l);
+    sleep_ms(1300);
+    j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
+    assert_non_null(strstr(j->queued_reason, "nosuch-model"));
+    nb_wire_free(j);
+    free(w);
+    stop(&e);
+}
+
+static void test_lease_result_idempotent_and_cancel(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, ids[0]);
+    assert_int_equal(l->attempt, 1);
+    assert_int_equal(l->spec->n_tokens, 8);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_true(acc);
+    /* a resend after a lost ack changes nothing */
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_true(acc);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
+    Npubench__Job *j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    assert_int_equal(j->n_results, 1);
+    assert_int_equal(j->results[0]->n_run_ids, 1);
+    assert_int_equal(j->results[0]->metrics->n_samples, 5);
+    nb_wire_free(j);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+
+    /* cancel reaches the worker through its heartbeat */
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    l = lease(&e, w, 2000);
+    assert_non_null(l);
+    Npubench__HeartbeatResponse *hb = heartbeat(&e, w, l->job_id, l->lease_id);
+    assert_int_equal(hb->n_cancels, 0);
+    nb_wire_free(hb);
+    Npubench__CancelJobRequest cr = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
+    cr.job_id = l->job_id;
+    Npubench__CancelJobResponse *cresp;
+    assert_int_equal(call(&e, "npubench.Client/CancelJob", &cr,
+                          &npubench__cancel_job_response__descriptor, &cresp, NULL, 0),
+                     0);
+    assert_int_equal(cresp->state, NPUBENCH__JOB_STATE__JOB_CANCELLED);
+    nb_wire_free(cresp);
+    hb = heartbeat(&e, w, l->job_id, l->lease_id);
+    assert_int_equal(hb->n_cancels, 1);
+    assert_int_equal(hb->cancels[0]->job_id, l->job_id);
+    nb_wire_free(hb);
+    res = run_result(l->job_id, "b1", 100);
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_false(acc);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", l->job_id),
+                     0);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
+static void test_lease_expiry_requeues(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *la = lease(&e, a, 2000);
+    assert_non_null(la);
+    /* a dies: no heartbeats; b keeps polling and gets the job after the
+     * lease expires (or a is declared gone) */
+    Npubench__Lease *lb = NULL;
+    for (int i = 0; i < 40 && !lb; i++) {
+        nb_wire_free(heartbeat(&e, b, 0, NULL));
+        lb = lease(&e, b, 100);
+    }
+    assert_non_null(lb);
+    assert_int_equal(lb->job_id, ids[0]);
+    assert_int_equal(lb->attempt, 2);
+    Npubench__JobResult *res = run_result(ids[0], "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, a, la, res, &acc), 0);
+    assert_false(acc); /* a's lease is gone */
+    assert_int_equal(report(&e, b, lb, res, &acc), 0);
+    assert_true(acc);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
+    nb_jobpb_free(res);
+    nb_wire_free(la);
+    nb_wire_free(lb);
+    free(a);
+    free(b);
+    stop(&e);
+}
+
+static void test_shards_merge_like_one_worker(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
+                            ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(n, 3); /* the group and its two shards */
+    Npubench__Lease *la = lease(&e, a, 2000), *lb = lease(&e, b, 2000);
+    assert_non_null(la);
+    assert_non_null(lb);
+    assert_non_null(la->spec->shard);
+    assert_non_null(lb->spec->shard);
+    int acc;
+    Npubench__Lease *ls[2] = {la, lb};
+    const char *ws[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        Npubench__Shard *sh = ls[i]->spec->shard;
+        Npubench__JobResult *r = verify_result(ls[i]->job_id, sh->prompt_begin, sh->prompt_end, 5);
+        r->shard = NULL;
+        assert_int_equal(report(&e, ws[i], ls[i], r, &acc), 0);
+        assert_true(acc);
+        nb_jobpb_free(r);
+    }
+    Npubench__Job *g = get_job(&e, ids[0]);
+    assert_int_equal(g->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    assert_int_equal(g->n_results, 1);
+    assert_int_equal(g->results[0]->n_gates, 8);
+    assert_int_equal(g->results[0]->outcome, NPUBENCH__OUTCOME__FAIL);
+    assert_int_equal(g->results[0]->verify->passed, 7);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(g->results[0]->gates[i]->index, i);
+    assert_int_equal(g->n_child_job_ids, 2);
+    nb_wire_free(g);
+    /* one run, the group's; none for the shards */
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id IN (SELECT id FROM "
+                                  "jobs WHERE parent_id = %lld)",
+                              ids[0]),
+                     0);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM gate_checks WHERE run_id = (SELECT id "
+                                  "FROM runs WHERE job_id = %lld)",
+                              ids[0]),
+                     8);
+    /* the same prompts unsharded on one worker: the same outcome */
+    int64_t one[8];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 1, 0, NULL,
+                            one, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(n, 1);
+    Npubench__Lease *l1 = lease(&e, a, 2000);
+    assert_null(l1->spec->shard);
+    Npubench__JobResult *r = verify_result(l1->job_id, 0, 8, 5);
+    assert_int_equal(report(&e, a, l1, r, &acc), 0);
+    Npubench__Job *j1 = get_job(&e, one[0]);
+    assert_int_equal(j1->results[0]->outcome, NPUBENCH__OUTCOME__FAIL);
+    assert_int_equal(j1->results[0]->verify->passed, 7);
+    nb_wire_free(j1);
+    nb_jobpb_free(r);
+    nb_wire_free(l1);
+    nb_wire_free(la);
+    nb_wire_free(lb);
+    free(a);
+    free(b);
+    stop(&e);
+}
+
+static void test_matrix_and_history_regression(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *a = reg(&e, "b1", "cpu:0", "inst-a", "strix", &st);
+    char *b = reg(&e, "b2", "cpu:1", "inst-b", "strix", &st);
+    char *c = reg(&e, "b3", "cpu:2", "inst-c", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 1, "strix",
+                            ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(n, 3); /* group + boards b1 and b2, not b3 */
+    assert_null(lease(&e, c, 0));
+    Npubench__Lease *la = lease(&e, a, 2000), *lb = lease(&e, b, 2000);
+    assert_non_null(la);
+    assert_non_null(lb);
+    assert_string_equal(la->spec->selector->board, "b1");
+    assert_string_equal(lb->spec->selector->board, "b2");
+    int acc;
+    Npubench__JobResult *r = run_result(la->job_id, "b1", 100);
+    assert_int_equal(report(&e, a, la, r, &acc), 0);
+    nb_jobpb_free(r);
+    r = run_result(lb->job_id, "b2", 100);
+    assert_int_equal(report(&e, b, lb, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(la);
+    nb_wire_free(lb);
+    Npubench__Job *g = get_job(&e, ids[0]);
+    assert_int_equal(g->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    assert_int_equal(g->n_results, 2);
+    nb_wire_free(g);
+
+    /* history on b1: steady runs, then a slow one is flagged */
+    for (int i = 0; i < 6; i++) {
+        int64_t one[4];
+        assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, "strix",
+                                one, &n, msg, sizeof msg),
+                         0);
+        Npubench__Lease *l = lease(&e, a, 2000);
+        assert_non_null(l);
+        r = run_result(l->job_id, "b1", i < 5 ? 100 + i * 0.1 : 50);
+        assert_int_equal(report(&e, a, l, r, &acc), 0);
+        nb_jobpb_free(r);
+        Npubench__Job *j = get_job(&e, l->job_id);
+        assert_int_equal(j->results[0]->regression, i == 5);
+        if (i == 5)
+            assert_non_null(strstr(j->results[0]->regression_detail, "tps"));
+        nb_wire_free(j);
+        nb_wire_free(l);
+    }
+    Npubench__HistoryRequest hr = NPUBENCH__HISTORY_REQUEST__INIT;
+    hr.model = "instruct";
+    hr.board = "b1";
+    hr.metric = "tps";
+    Npubench__HistoryResponse *h;
+    assert_int_equal(call(&e, "npubench.Client/History", &hr,
+                          &npubench__history_response__descriptor, &h, NULL, 0),
+                     0);
+    assert_int_equal(h->n_rows, 7); /* the matrix run on b1 + 6 */
+    assert_true(h->rows[0]->regression);
+    assert_false(h->rows[1]->regression);
+    assert_true(fabs(h->rows[0]->value - 50) < 1e-9);
+    Npubench__CompareRequest cr = NPUBENCH__COMPARE_REQUEST__INIT;
+    cr.run_id = h->rows[0]->run_id;
+    cr.base_run_id = h->rows[1]->run_id;
+    Npubench__CompareResponse *cmp;
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0),
+                     0);
+    assert_int_equal(cmp->outcome, NPUBENCH__OUTCOME__FAIL);
+    nb_wire_free(cmp);
+    /* against the reference: none set yet, then b2's deployment */
+    cr.base_run_id = 0;
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    Npubench__SetReferenceRequest sr = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
+    sr.job_id = ids[2];
+    Npubench__SetReferenceResponse *srr;
+    assert_int_equal(call(&e, "npubench.Client/SetReference", &sr,
+                          &npubench__set_reference_response__descriptor, &srr, NULL, 0),
+                     0);
+    assert_string_equal(srr->model, "SmolLM2-135M-Instruct");
+    nb_wire_free(srr);
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0),
+                     0);
+    assert_non_null(strstr(cmp->base_label, "b2"));
+    nb_wire_free(cmp);
+    nb_wire_free(h);
+    free(a);
+    free(b);
+    free(c);
+    stop(&e);
+}
+
+/* import through the CLI into a local database, then history over it. */
+static void test_import_and_history_cli(void **s)
+{
+    (void)s;
+    char cmd[8192], db[1200];
+    snprintf(db, sizeof db, "%s/import.db", tmp);
+    const char *bin = tu_env("NB_BIN", "npubench"), *src = tu_env("NB_SRC", ".");
+    snprintf(cmd, sizeof cmd, "'%s' import '%s/tests/data/db/history.ndjson' --db '%s'", bin, src,
+             db);
+    tu_result r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "5 runs imported, 0 already stored, 0 bad"));
+    free(r.out);
+    r = tu_run(cmd); /* idempotent */
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "0 runs imported, 5 already stored"));
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' import '%s/tests/data/db/history_bad.ndjson' --db '%s'", bin,
+             src, db);
+    r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "history_bad.ndjson:"));
+    assert_null(strstr(r.out, "import-")); /* the coordinator's temporary copy is not named */
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' history --model Llama-3.2-1B-Instruct --metric ttft --db '%s'",
+             bin, db);
+    r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "npu-strix-01"));
+    assert_non_null(strstr(r.out, "418.20"));
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' history --model Llama-3.2-1B-Instruct --since 2025-03-11 "
+             "--json --db '%s'", bin, db);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "2025-03-10T"));
+    assert_non_null(strstr(r.out, "\"source\":\"import\""));
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' history --since yesterday --db '%s'", bin, db);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "--since"));
+    free(r.out);
+    /* submit without a coordinator is a usage error; an unreachable one exit 3 */
+    snprintf(cmd, sizeof cmd, "env -u NPUBENCH_COORDINATOR '%s' submit run", bin);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 2);
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' workers --coordinator ipc://%s/nothing-here", bin, tmp);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 3);
+    free(r.out);
+}
+
+static int setup(void **s)
+{
+    (void)s;
+    tmp = tu_tmpdir();
+    return tmp ? 0 : -1;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    tu_rmrf(tmp);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_invalid_requests),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_queued_reason_and_device_claim),
+        cmocka_unit_test(test_lease_result_idempotent_and_cancel),
+        cmocka_unit_test(test_lease_expiry_requeues),
+        cmocka_unit_test(test_shards_merge_like_one_worker),
+        cmocka_unit_test(test_matrix_and_history_regression),
+        cmocka_unit_test(test_import_and_history_cli),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
