@@ -133,8 +133,10 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
             Npubench__JobResult *res = NULL;
             if (store_get(c, matrix ? kids[i].id : j->id, &res, &e) == NB_OK) {
                 nb_arena_defer_free(a, nb_wire_free, res);
-                if (!with_log)
+                if (!with_log && res->log != protobuf_c_empty_string) {
+                    free(res->log);
                     res->log = (char *)protobuf_c_empty_string;
+                }
                 m->results[m->n_results++] = res;
             }
         }

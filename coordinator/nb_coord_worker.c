@@ -417,6 +417,7 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
                        &r, &err))
         return nb_rpc_reply_err(reply, &err);
     nb_rpc_status st;
+    char *own_worker_id = r->result ? r->result->worker_id : NULL;
     if (!r->result || r->result->job_id <= 0 || !*r->lease_id || !*r->worker_id) {
         st = bad(reply, "ReportResultRequest: worker_id, lease_id and result.job_id are "
                  "required%s", "");
@@ -436,8 +437,8 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
     resp.accepted = accepted;
     st = nb_rpc_reply_pack(reply, &resp);
 out:
-    if (r->result && r->result->worker_id == r->worker_id)
-        r->result->worker_id = (char *)protobuf_c_empty_string;
+    if (r->result)
+        r->result->worker_id = own_worker_id; /* give back what the message owns */
     nb_wire_free(r);
     return st;
 }
