@@ -199,13 +199,15 @@ int64_t nb_db_col_int(sqlite3_stmt *st, int i, int64_t dflt)
     return sqlite3_column_int64(st, i);
 }
 
-char *nb_db_col_strdup(sqlite3_stmt *st, int i, int *oom)
+/* Text column copies differ only in where the bytes go: the heap or an arena. */
+static char *col_dup(sqlite3_stmt *st, int i, void *(*alloc)(void *ctx, size_t size), void *ctx,
+                     int *oom)
 {
     if (sqlite3_column_type(st, i) == SQLITE_NULL)
         return NULL;
     const unsigned char *t = sqlite3_column_text(st, i);
     size_t n = (size_t)sqlite3_column_bytes(st, i);
-    char *s = malloc(n + 1);
+    char *s = alloc(ctx, n + 1);
     if (!s) {
         *oom = 1;
         return NULL;
@@ -214,6 +216,116 @@ char *nb_db_col_strdup(sqlite3_stmt *st, int i, int *oom)
         memcpy(s, t, n);
     s[n] = '\0';
     return s;
+}
+
+static void *heap_alloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    return malloc(size);
+}
+
+static void *arena_alloc(void *ctx, size_t size) { return nb_db_arena_alloc(ctx, size); }
+
+char *nb_db_col_strdup(sqlite3_stmt *st, int i, int *oom)
+{
+    return col_dup(st, i, heap_alloc, NULL, oom);
+}
+
+const char *nb_db_col_arena_dup(struct nb_db_arena **a, sqlite3_stmt *st, int i, int *oom)
+{
+    return col_dup(st, i, arena_alloc, a, oom);
+}
+
+nb_code nb_db_col_blobdup(sqlite3_stmt *st, int i, void **out, size_t *len)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return NB_OK;
+    const void *b = sqlite3_column_blob(st, i);
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        return NB_ENOMEM;
+    if (n)
+        memcpy(p, b, n);
+    *out = p;
+    *len = n;
+    return NB_OK;
+}
+
+nb_code nb_db_collect(nb_db *db, sqlite3_stmt *st, size_t elem, nb_db_row_fn row, void *ud,
+                      void **out, size_t *n, nb_err *err, const char *what)
+{
+    char *arr = NULL;
+    size_t cnt = 0, cap = 0;
+    nb_code rc = NB_OK;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            char *p = nc > SIZE_MAX / elem ? NULL : realloc(arr, nc * elem);
+            if (!p) {
+                rc = nb_err_set(err, NB_ENOMEM, "%s: out of memory", what);
+                break;
+            }
+            arr = p;
+            cap = nc;
+        }
+        void *slot = arr + cnt++ * elem;
+        memset(slot, 0, elem);
+        row(st, slot, ud);
+    }
+    if (!rc && s != SQLITE_DONE)
+        rc = nb_db_sqlerr(db, err, what);
+    if (rc) {
+        free(arr);
+        return rc;
+    }
+    *out = arr;
+    *n = cnt;
+    return NB_OK;
+}
+
+nb_code nb_db_select_all(nb_db *db, const char *sql, nb_db_bind_fn bind, const void *bind_ud,
+                         size_t elem, nb_db_row_fn row, void **out, size_t *n, nb_err *err,
+                         const char *what)
+{
+    char msg[96];
+    nb_code rc = NB_OK;
+    sqlite3_stmt *st = NULL;
+    nb_db_lock(db);
+    if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(msg, sizeof msg, "preparing %s", what);
+        rc = nb_db_sqlerr(db, err, msg);
+    } else {
+        bind(st, bind_ud);
+        snprintf(msg, sizeof msg, "reading %s", what);
+        rc = nb_db_collect(db, st, elem, row, NULL, out, n, err, msg);
+    }
+    sqlite3_finalize(st);
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_find_id(nb_db *db, const char *sql, const char *key, int64_t *id, nb_err *err,
+                      const char *noun, const char *key_name)
+{
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (rc)
+        return rc;
+    nb_db_bind_str(st, 1, key);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        *id = sqlite3_column_int64(st, 0);
+    else if (s == SQLITE_DONE)
+        rc = nb_err_set(err, NB_ENOTFOUND, "no %s with %s '%s'", noun, key_name, key);
+    else {
+        char what[96];
+        snprintf(what, sizeof what, "finding %s by %s", noun, key_name);
+        rc = nb_db_sqlerr(db, err, what);
+    }
+    nb_db_done(st);
+    return rc;
 }
 
 nb_code nb_db_check_len(nb_err *err, const char *field, const char *s, size_t max)

@@ -81,36 +81,31 @@ static nb_code find_locked(nb_db *db, const nb_db_deployment *key, nb_db_deploym
     return code;
 }
 
+static nb_code upsert_locked(nb_db *db, const nb_db_deployment *d, int64_t *id, nb_err *err)
+{
+    static const char ins[] = "INSERT INTO deployments (model, weights_digest, backend, dtype, "
+                              "board, created_ms) VALUES (?, ?, ?, ?, ?, ?) "
+                              "ON CONFLICT DO NOTHING";
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, ins, &st, err);
+    if (rc)
+        return rc;
+    bind_tuple(st, d);
+    sqlite3_bind_int64(st, 6, nb_db_now_ms(db));
+    if ((rc = nb_db_step_done(db, st, err, "inserting deployment")))
+        return rc;
+    nb_db_deployment found;
+    if (!(rc = find_locked(db, d, &found, err)))
+        *id = found.id;
+    return rc;
+}
+
 nb_code nb_db_deployment_upsert(nb_db *db, const nb_db_deployment *d, int64_t *id, nb_err *err)
 {
     nb_code rc = validate(d, err);
     if (rc)
         return rc;
-    static const char ins[] = "INSERT INTO deployments (model, weights_digest, backend, dtype, "
-                              "board, created_ms) VALUES (?, ?, ?, ?, ?, ?) "
-                              "ON CONFLICT DO NOTHING";
-    nb_db_lock(db);
-    nb_db_tx tx;
-    rc = nb_db_tx_begin(db, &tx, err);
-    if (!rc) {
-        sqlite3_stmt *st;
-        rc = nb_db_stmt(db, ins, &st, err);
-        if (!rc) {
-            bind_tuple(st, d);
-            sqlite3_bind_int64(st, 6, nb_db_now_ms(db));
-            rc = nb_db_step_done(db, st, err, "inserting deployment");
-        }
-        nb_db_deployment found;
-        if (!rc)
-            rc = find_locked(db, d, &found, err);
-        if (!rc) {
-            *id = found.id;
-            rc = nb_db_tx_commit(db, &tx, err);
-        } else {
-            nb_db_tx_rollback(db, &tx);
-        }
-    }
-    nb_db_unlock(db);
+    NB_DB_WITH_TX(db, err, rc, rc = upsert_locked(db, d, id, err));
     return rc;
 }
 
@@ -153,6 +148,12 @@ nb_code nb_db_deployment_get(nb_db *db, int64_t id, nb_db_deployment *out, nb_er
     return rc;
 }
 
+static void deployment_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    read_deployment(st, slot);
+}
+
 nb_code nb_db_deployment_list(nb_db *db, const char *model, nb_db_deployment **out, size_t *n,
                               nb_err *err)
 {
@@ -163,39 +164,17 @@ nb_code nb_db_deployment_list(nb_db *db, const char *model, nb_db_deployment **o
     *n = 0;
     nb_db_lock(db);
     sqlite3_stmt *st;
-    nb_code code = nb_db_stmt(db, sql, &st, err);
-    if (code) {
-        nb_db_unlock(db);
-        return code;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        nb_db_bind_str(st, 1, model);
+        void *arr = NULL;
+        rc = nb_db_collect(db, st, sizeof **out, deployment_row, NULL, &arr, n, err,
+                           "listing deployments");
+        nb_db_done(st);
+        *out = arr;
     }
-    nb_db_bind_str(st, 1, model);
-    nb_db_deployment *arr = NULL;
-    size_t cnt = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            nb_db_deployment *p = realloc(arr, nc * sizeof *p);
-            if (!p) {
-                code = nb_err_set(err, NB_ENOMEM, "listing deployments: out of memory");
-                break;
-            }
-            arr = p;
-            cap = nc;
-        }
-        read_deployment(st, &arr[cnt++]);
-    }
-    if (!code && rc != SQLITE_DONE)
-        code = nb_db_sqlerr(db, err, "listing deployments");
-    nb_db_done(st);
     nb_db_unlock(db);
-    if (code) {
-        free(arr);
-        return code;
-    }
-    *out = arr;
-    *n = cnt;
-    return NB_OK;
+    return rc;
 }
 
 nb_code nb_db_reference_set(nb_db *db, int64_t deployment_id, nb_err *err)

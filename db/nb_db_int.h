@@ -54,6 +54,23 @@ nb_code nb_db_tx_begin(nb_db *db, nb_db_tx *tx, nb_err *err);
 nb_code nb_db_tx_commit(nb_db *db, nb_db_tx *tx, nb_err *err); /* rolls back on failure */
 void nb_db_tx_rollback(nb_db *db, nb_db_tx *tx);
 
+/* Runs body (which sets rc) under the handle's lock inside a write
+ * transaction, committed when rc is NB_OK and rolled back otherwise. */
+#define NB_DB_WITH_TX(db, err, rc, body)                                                     \
+    do {                                                                                     \
+        nb_db_lock(db);                                                                      \
+        nb_db_tx tx_;                                                                        \
+        rc = nb_db_tx_begin(db, &tx_, err);                                                  \
+        if (!rc) {                                                                           \
+            body;                                                                            \
+            if (!rc)                                                                         \
+                rc = nb_db_tx_commit(db, &tx_, err);                                         \
+            else                                                                             \
+                nb_db_tx_rollback(db, &tx_);                                                 \
+        }                                                                                    \
+        nb_db_unlock(db);                                                                    \
+    } while (0)
+
 /* One step expecting SQLITE_DONE (INSERT/UPDATE/DELETE); resets st. */
 nb_code nb_db_step_done(nb_db *db, sqlite3_stmt *st, nb_err *err, const char *what);
 
@@ -72,6 +89,34 @@ double nb_db_col_double(sqlite3_stmt *st, int i);
 int64_t nb_db_col_int(sqlite3_stmt *st, int i, int64_t dflt);
 /* Heap copy of a text column (NULL stays NULL); *oom set on allocation failure. */
 char *nb_db_col_strdup(sqlite3_stmt *st, int i, int *oom);
+struct nb_db_arena;
+/* The same, copied into an arena (see below). */
+const char *nb_db_col_arena_dup(struct nb_db_arena **a, sqlite3_stmt *st, int i, int *oom);
+
+/* Steps st to its end into a heap array of elem-sized slots, each zeroed
+ * and then filled by row(st, slot, ud); the array grows by doubling because
+ * no caller knows its row count up front. *out (for free()) and *n are set on
+ * success only; errors are "<what>: out of memory" or the SQLite error. */
+typedef void (*nb_db_row_fn)(sqlite3_stmt *st, void *slot, void *ud);
+nb_code nb_db_collect(nb_db *db, sqlite3_stmt *st, size_t elem, nb_db_row_fn row, void *ud,
+                      void **out, size_t *n, nb_err *err, const char *what);
+
+/* nb_db_collect over a one-off SQL string (built at run time, so not
+ * cached) whose parameters bind(st, bind_ud) binds, under the handle's lock.
+ * Errors name what: "preparing <what>", "reading <what>". */
+typedef void (*nb_db_bind_fn)(sqlite3_stmt *st, const void *bind_ud);
+nb_code nb_db_select_all(nb_db *db, const char *sql, nb_db_bind_fn bind, const void *bind_ud,
+                         size_t elem, nb_db_row_fn row, void **out, size_t *n, nb_err *err,
+                         const char *what);
+
+/* *id = column 0 of the row that sql (one text parameter: key) selects;
+ * NB_ENOTFOUND "no <noun> with <key_name> '<key>'" when there is none. */
+nb_code nb_db_find_id(nb_db *db, const char *sql, const char *key, int64_t *id, nb_err *err,
+                      const char *noun, const char *key_name);
+
+/* Heap copy of a blob column into *out and *len (NULL column: *out stays NULL);
+ * NB_ENOMEM when the copy cannot be allocated. */
+nb_code nb_db_col_blobdup(sqlite3_stmt *st, int i, void **out, size_t *len);
 
 /* NB_EINVAL "<field>: N bytes, limit is M" when s is longer than max-1. */
 nb_code nb_db_check_len(nb_err *err, const char *field, const char *s, size_t max);

@@ -112,6 +112,12 @@ static void read_job(sqlite3_stmt *st, nb_db_job *j)
     nb_db_col_copy(st, i++, j->progress_msg, sizeof j->progress_msg);
 }
 
+static void job_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    read_job(st, slot);
+}
+
 /* The job row without spec and log. */
 static nb_code get_light(nb_db *db, int64_t id, nb_db_job *j, nb_err *err)
 {
@@ -151,18 +157,14 @@ static nb_code load_payload(nb_db *db, nb_db_job *j, nb_err *err)
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, j->id);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        const void *b = sqlite3_column_blob(st, 0);
-        size_t n = (size_t)sqlite3_column_bytes(st, 0);
-        j->spec = malloc(n ? n : 1);
-        if (!j->spec) {
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        void *spec = NULL;
+        if (nb_db_col_blobdup(st, 0, &spec, &j->spec_len)) {
             nb_db_done(st);
             return nb_err_set(err, NB_ENOMEM, "job %lld: out of memory reading spec",
                               (long long)j->id);
         }
-        if (n)
-            memcpy(j->spec, b, n);
-        j->spec_len = n;
+        j->spec = spec;
     }
     nb_db_done(st);
 
@@ -233,20 +235,7 @@ nb_code nb_db_job_get(nb_db *db, int64_t id, nb_db_job *out, nb_err *err)
 static nb_code find_request_locked(nb_db *db, const char *request_id, int64_t *id, nb_err *err)
 {
     static const char sql[] = "SELECT id FROM jobs WHERE request_id = ?";
-    sqlite3_stmt *st;
-    nb_code rc = nb_db_stmt(db, sql, &st, err);
-    if (rc)
-        return rc;
-    nb_db_bind_str(st, 1, request_id);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-        *id = sqlite3_column_int64(st, 0);
-    else if (s == SQLITE_DONE)
-        rc = nb_err_set(err, NB_ENOTFOUND, "no job with request id '%s'", request_id);
-    else
-        rc = nb_db_sqlerr(db, err, "finding job by request id");
-    nb_db_done(st);
-    return rc;
+    return nb_db_find_id(db, sql, request_id, id, err, "job", "request id");
 }
 
 nb_code nb_db_job_find_request(nb_db *db, const char *request_id, int64_t *id, nb_err *err)
@@ -334,17 +323,8 @@ nb_code nb_db_job_append_log(nb_db *db, int64_t id, const char *text, nb_err *er
 {
     if (!text)
         return nb_err_set(err, NB_EINVAL, "job %lld: log text is NULL", (long long)id);
-    nb_db_lock(db);
-    nb_db_tx tx;
-    nb_code rc = nb_db_tx_begin(db, &tx, err);
-    if (!rc) {
-        rc = append_log_locked(db, id, text, err);
-        if (!rc)
-            rc = nb_db_tx_commit(db, &tx, err);
-        else
-            nb_db_tx_rollback(db, &tx);
-    }
-    nb_db_unlock(db);
+    nb_code rc;
+    NB_DB_WITH_TX(db, err, rc, rc = append_log_locked(db, id, text, err));
     return rc;
 }
 
@@ -491,17 +471,7 @@ nb_code nb_db_job_enqueue(nb_db *db, const nb_db_job_new *job, int64_t *id, int 
     nb_code rc = validate_new(job, err);
     if (rc)
         return rc;
-    nb_db_lock(db);
-    nb_db_tx tx;
-    rc = nb_db_tx_begin(db, &tx, err);
-    if (!rc) {
-        rc = enqueue_locked(db, job, id, &ex, err);
-        if (!rc)
-            rc = nb_db_tx_commit(db, &tx, err);
-        else
-            nb_db_tx_rollback(db, &tx);
-    }
-    nb_db_unlock(db);
+    NB_DB_WITH_TX(db, err, rc, rc = enqueue_locked(db, job, id, &ex, err));
     if (existed)
         *existed = ex;
     return rc;
@@ -669,21 +639,11 @@ nb_code nb_db_job_lease(nb_db *db, const nb_db_worker *w, nb_db_job_pred pred, v
                           (long long)lease_ms);
     if (w->state != NB_WORKER_ALIVE)
         return NB_OK;
-    nb_db_lock(db);
-    nb_db_tx tx;
-    rc = nb_db_tx_begin(db, &tx, err);
-    if (!rc) {
-        rc = lease_locked(db, w, pred, ud, lease_ms, out, found, err);
-        if (!rc)
-            rc = nb_db_tx_commit(db, &tx, err);
-        else
-            nb_db_tx_rollback(db, &tx);
-        if (rc) {
-            nb_db_job_free(out);
-            *found = 0;
-        }
+    NB_DB_WITH_TX(db, err, rc, rc = lease_locked(db, w, pred, ud, lease_ms, out, found, err));
+    if (rc) {
+        nb_db_job_free(out);
+        *found = 0;
     }
-    nb_db_unlock(db);
     return rc;
 }
 
@@ -715,22 +675,6 @@ static nb_code check_lease(nb_db *db, int64_t id, const char *lease_id, nb_db_jo
     return NB_OK;
 }
 
-/* Runs body inside lock + write transaction. */
-#define WITH_TX(db, err, rc, body)                                                           \
-    do {                                                                                     \
-        nb_db_lock(db);                                                                      \
-        nb_db_tx tx_;                                                                        \
-        rc = nb_db_tx_begin(db, &tx_, err);                                                  \
-        if (!rc) {                                                                           \
-            body;                                                                            \
-            if (!rc)                                                                         \
-                rc = nb_db_tx_commit(db, &tx_, err);                                         \
-            else                                                                             \
-                nb_db_tx_rollback(db, &tx_);                                                 \
-        }                                                                                    \
-        nb_db_unlock(db);                                                                    \
-    } while (0)
-
 static nb_code renew_locked(nb_db *db, int64_t id, const char *lease_id, int64_t lease_ms,
                             int64_t *expiry, nb_err *err)
 {
@@ -760,7 +704,7 @@ nb_code nb_db_job_renew(nb_db *db, int64_t id, const char *lease_id, int64_t lea
         return nb_err_set(err, NB_EINVAL, "renew job %lld: duration %lld ms not in 1 ms..7 days",
                           (long long)id, (long long)lease_ms);
     nb_code rc;
-    WITH_TX(db, err, rc, rc = renew_locked(db, id, lease_id, lease_ms, expiry_ms, err));
+    NB_DB_WITH_TX(db, err, rc, rc = renew_locked(db, id, lease_id, lease_ms, expiry_ms, err));
     return rc;
 }
 
@@ -787,7 +731,7 @@ nb_code nb_db_job_start(nb_db *db, int64_t id, const char *lease_id, nb_err *err
     if (!lease_id)
         return nb_err_set(err, NB_EINVAL, "start job %lld: lease id is NULL", (long long)id);
     nb_code rc;
-    WITH_TX(db, err, rc, rc = start_locked(db, id, lease_id, err));
+    NB_DB_WITH_TX(db, err, rc, rc = start_locked(db, id, lease_id, err));
     return rc;
 }
 
@@ -827,7 +771,7 @@ nb_code nb_db_job_set_progress(nb_db *db, int64_t id, const char *lease_id, int6
     nb_code rc = nb_db_check_len(err, "job progress message", msg, NB_DB_MSG_MAX);
     if (rc)
         return rc;
-    WITH_TX(db, err, rc, rc = progress_locked(db, id, lease_id, done, total, msg, err));
+    NB_DB_WITH_TX(db, err, rc, rc = progress_locked(db, id, lease_id, done, total, msg, err));
     return rc;
 }
 
@@ -1004,9 +948,27 @@ nb_code nb_db_job_complete(nb_db *db, int64_t id, const char *lease_id,
     nb_code rc = nb_db_check_len(err, "job error", res->error, NB_DB_MSG_MAX);
     if (rc)
         return rc;
-    WITH_TX(db, err, rc, rc = complete_locked(db, id, lease_id, res, run_ids, &dup, err));
+    NB_DB_WITH_TX(db, err, rc, rc = complete_locked(db, id, lease_id, res, run_ids, &dup, err));
     if (duplicate)
         *duplicate = dup;
+    return rc;
+}
+
+static void id_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    *(int64_t *)slot = sqlite3_column_int64(st, 0);
+}
+
+/* Reads the ids a bound statement selects and resets it, so that callers
+ * can update the rows it read without stepping it meanwhile. */
+static nb_code collect_ids(nb_db *db, sqlite3_stmt *st, int64_t **ids, size_t *n, nb_err *err,
+                           const char *what)
+{
+    void *arr = NULL;
+    nb_code rc = nb_db_collect(db, st, sizeof **ids, id_row, NULL, &arr, n, err, what);
+    nb_db_done(st);
+    *ids = arr;
     return rc;
 }
 
@@ -1071,7 +1033,7 @@ nb_code nb_db_job_release(nb_db *db, int64_t id, const char *lease_id, const cha
     if (!lease_id)
         return nb_err_set(err, NB_EINVAL, "release job %lld: lease id is NULL", (long long)id);
     nb_code rc;
-    WITH_TX(db, err, rc, rc = release_locked(db, id, lease_id, reason, err));
+    NB_DB_WITH_TX(db, err, rc, rc = release_locked(db, id, lease_id, reason, err));
     return rc;
 }
 
@@ -1091,24 +1053,8 @@ static nb_code requeue_where(nb_db *db, const char *sql, int64_t iarg, const cha
     else
         sqlite3_bind_int64(st, 1, iarg);
     int64_t *ids = NULL;
-    size_t n = 0, cap = 0;
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            int64_t *p = realloc(ids, nc * sizeof *p);
-            if (!p) {
-                rc = nb_err_set(err, NB_ENOMEM, "requeueing jobs: out of memory");
-                break;
-            }
-            ids = p;
-            cap = nc;
-        }
-        ids[n++] = sqlite3_column_int64(st, 0);
-    }
-    if (!rc && s != SQLITE_DONE)
-        rc = nb_db_sqlerr(db, err, "finding jobs to requeue");
-    nb_db_done(st);
+    size_t n = 0;
+    rc = collect_ids(db, st, &ids, &n, err, "finding jobs to requeue");
     size_t nq = 0, nf = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         nb_db_job j;
@@ -1142,7 +1088,7 @@ nb_code nb_db_jobs_requeue_expired(nb_db *db, size_t *n_requeued, size_t *n_fail
     static const char sql[] = "SELECT id FROM jobs WHERE state IN ('leased','running') AND "
                               "lease_expiry_ms < ? ORDER BY id";
     nb_code rc;
-    WITH_TX(db, err, rc,
+    NB_DB_WITH_TX(db, err, rc,
             rc = requeue_where(db, sql, nb_db_now_ms(db), NULL, NULL, n_requeued, n_failed,
                                err));
     return rc;
@@ -1156,7 +1102,7 @@ nb_code nb_db_jobs_release_worker(nb_db *db, const char *worker_id, const char *
     if (!worker_id || !*worker_id)
         return nb_err_set(err, NB_EINVAL, "release worker: worker id is empty");
     nb_code rc;
-    WITH_TX(db, err, rc,
+    NB_DB_WITH_TX(db, err, rc,
             rc = requeue_where(db, sql, 0, worker_id, reason ? reason : "gone", n_requeued,
                                n_failed, err));
     return rc;
@@ -1198,21 +1144,8 @@ static nb_code cancel_locked(nb_db *db, int64_t id, const char *reason, int dept
             return rc;
         sqlite3_bind_int64(st, 1, id);
         int64_t *kids = NULL;
-        size_t n = 0, cap = 0;
-        while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-            if (n == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                int64_t *p = realloc(kids, nc * sizeof *p);
-                if (!p) {
-                    rc = nb_err_set(err, NB_ENOMEM, "cancelling group: out of memory");
-                    break;
-                }
-                kids = p;
-                cap = nc;
-            }
-            kids[n++] = sqlite3_column_int64(st, 0);
-        }
-        nb_db_done(st);
+        size_t n = 0;
+        rc = collect_ids(db, st, &kids, &n, err, "cancelling group");
         for (size_t i = 0; i < n && !rc; i++)
             rc = cancel_locked(db, kids[i], "group cancelled", depth + 1, err);
         free(kids);
@@ -1227,7 +1160,7 @@ nb_code nb_db_job_cancel(nb_db *db, int64_t id, const char *reason, nb_err *err)
     nb_code rc = nb_db_check_len(err, "cancel reason", reason, NB_DB_MSG_MAX);
     if (rc)
         return rc;
-    WITH_TX(db, err, rc, rc = cancel_locked(db, id, reason, 0, err));
+    NB_DB_WITH_TX(db, err, rc, rc = cancel_locked(db, id, reason, 0, err));
     return rc;
 }
 
@@ -1255,6 +1188,22 @@ nb_code nb_db_job_set_queued_reason(nb_db *db, int64_t id, const char *reason, n
     }
     nb_db_unlock(db);
     return rc;
+}
+
+/* Binds in the order nb_db_job_list adds the filters. */
+static void bind_job_filter(sqlite3_stmt *st, const void *ud)
+{
+    const nb_db_job_filter *f = ud;
+    int i = 1;
+    if (f->kind && *f->kind)
+        nb_db_bind_str(st, i++, f->kind);
+    if (f->parent_id > 0)
+        sqlite3_bind_int64(st, i++, f->parent_id);
+    if (f->worker && *f->worker)
+        nb_db_bind_str(st, i++, f->worker);
+    if (f->since_ms > 0)
+        sqlite3_bind_int64(st, i++, f->since_ms);
+    sqlite3_bind_int64(st, i, (int64_t)(f->limit ? f->limit : 100));
 }
 
 nb_code nb_db_job_list(nb_db *db, const nb_db_job_filter *f, nb_db_job **jobs, size_t *n,
@@ -1293,50 +1242,9 @@ nb_code nb_db_job_list(nb_db *db, const nb_db_job_filter *f, nb_db_job **jobs, s
         len += (size_t)snprintf(sql + len, sizeof sql - len, " AND created_ms >= ?");
     snprintf(sql + len, sizeof sql - len, " ORDER BY created_ms %s, id %s LIMIT ?",
              f->oldest_first ? "ASC" : "DESC", f->oldest_first ? "ASC" : "DESC");
-    size_t limit = f->limit ? f->limit : 100;
-
-    nb_db_lock(db);
-    sqlite3_stmt *st = NULL;
-    nb_code rc = NB_OK;
-    if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK)
-        rc = nb_db_sqlerr(db, err, "preparing job list");
-    nb_db_job *arr = NULL;
-    size_t cnt = 0, cap = 0;
-    if (!rc) {
-        int i = 1;
-        if (f->kind && *f->kind)
-            nb_db_bind_str(st, i++, f->kind);
-        if (f->parent_id > 0)
-            sqlite3_bind_int64(st, i++, f->parent_id);
-        if (f->worker && *f->worker)
-            nb_db_bind_str(st, i++, f->worker);
-        if (f->since_ms > 0)
-            sqlite3_bind_int64(st, i++, f->since_ms);
-        sqlite3_bind_int64(st, i, (int64_t)limit);
-        int s;
-        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            if (cnt == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                nb_db_job *p = realloc(arr, nc * sizeof *p);
-                if (!p) {
-                    rc = nb_err_set(err, NB_ENOMEM, "job list: out of memory");
-                    break;
-                }
-                arr = p;
-                cap = nc;
-            }
-            read_job(st, &arr[cnt++]);
-        }
-        if (!rc && s != SQLITE_DONE)
-            rc = nb_db_sqlerr(db, err, "listing jobs");
-        sqlite3_finalize(st);
-    }
-    nb_db_unlock(db);
-    if (rc) {
-        nb_db_job_list_free(arr, cnt);
-        return rc;
-    }
+    void *arr = NULL;
+    nb_code rc = nb_db_select_all(db, sql, bind_job_filter, f, sizeof **jobs, job_row, &arr, n,
+                                  err, "job list");
     *jobs = arr;
-    *n = cnt;
-    return NB_OK;
+    return rc;
 }

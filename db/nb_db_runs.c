@@ -305,20 +305,7 @@ static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err 
 static nb_code find_external_locked(nb_db *db, const char *ext, int64_t *id, nb_err *err)
 {
     static const char sql[] = "SELECT id FROM runs WHERE external_id = ?";
-    sqlite3_stmt *st;
-    nb_code rc = nb_db_stmt(db, sql, &st, err);
-    if (rc)
-        return rc;
-    nb_db_bind_str(st, 1, ext);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-        *id = sqlite3_column_int64(st, 0);
-    else if (s == SQLITE_DONE)
-        rc = nb_err_set(err, NB_ENOTFOUND, "no run with external id '%s'", ext);
-    else
-        rc = nb_db_sqlerr(db, err, "finding run by external id");
-    nb_db_done(st);
-    return rc;
+    return nb_db_find_id(db, sql, ext, id, err, "run", "external id");
 }
 
 static nb_code check_deployment(nb_db *db, int64_t id, nb_err *err)
@@ -339,40 +326,36 @@ static nb_code check_deployment(nb_db *db, int64_t id, nb_err *err)
     return rc;
 }
 
+static nb_code insert_locked(nb_db *db, const nb_db_run *run, int64_t *id, nb_err *err)
+{
+    if (run->external_id) {
+        int64_t other = 0;
+        nb_err tmp;
+        nb_code f = find_external_locked(db, run->external_id, &other, &tmp);
+        if (f == NB_OK)
+            return nb_err_set(err, NB_EMISMATCH,
+                              "run.external_id '%s' is already stored (run %lld)",
+                              run->external_id, (long long)other);
+        if (f != NB_ENOTFOUND)
+            return nb_err_set(err, f, "%s", tmp.msg);
+    }
+    nb_code rc = check_deployment(db, run->deployment_id, err);
+    if (!rc)
+        rc = insert_row(db, run, id, err);
+    if (!rc)
+        rc = insert_details(db, run, *id, err);
+    return rc;
+}
+
 nb_code nb_db_run_insert(nb_db *db, const nb_db_run *run, int64_t *id, nb_err *err)
 {
     nb_code rc = validate_run(run, err);
     if (rc)
         return rc;
-    nb_db_lock(db);
-    nb_db_tx tx;
-    rc = nb_db_tx_begin(db, &tx, err);
-    if (!rc) {
-        int64_t other = 0, new_id = 0;
-        if (run->external_id) {
-            nb_err tmp;
-            nb_code f = find_external_locked(db, run->external_id, &other, &tmp);
-            if (f == NB_OK)
-                rc = nb_err_set(err, NB_EMISMATCH,
-                                "run.external_id '%s' is already stored (run %lld)",
-                                run->external_id, (long long)other);
-            else if (f != NB_ENOTFOUND)
-                rc = nb_err_set(err, f, "%s", tmp.msg);
-        }
-        if (!rc)
-            rc = check_deployment(db, run->deployment_id, err);
-        if (!rc)
-            rc = insert_row(db, run, &new_id, err);
-        if (!rc)
-            rc = insert_details(db, run, new_id, err);
-        if (!rc)
-            rc = nb_db_tx_commit(db, &tx, err);
-        else
-            nb_db_tx_rollback(db, &tx);
-        if (!rc)
-            *id = new_id;
-    }
-    nb_db_unlock(db);
+    int64_t new_id = 0;
+    NB_DB_WITH_TX(db, err, rc, rc = insert_locked(db, run, &new_id, err));
+    if (!rc)
+        *id = new_id;
     return rc;
 }
 
@@ -408,23 +391,6 @@ nb_code nb_db_run_set_regression(nb_db *db, int64_t id, int regression, const ch
 
 /* ---- get ---- */
 
-static const char *adup(struct nb_db_arena **a, sqlite3_stmt *st, int col, int *oom)
-{
-    if (sqlite3_column_type(st, col) == SQLITE_NULL)
-        return NULL;
-    const unsigned char *t = sqlite3_column_text(st, col);
-    size_t n = (size_t)sqlite3_column_bytes(st, col);
-    char *d = nb_db_arena_alloc(a, n + 1);
-    if (!d) {
-        *oom = 1;
-        return NULL;
-    }
-    if (n)
-        memcpy(d, t, n);
-    d[n] = '\0';
-    return d;
-}
-
 /* Counts rows of a detail table for one run so the array can be sized once. */
 static nb_code count_rows(nb_db *db, const char *sql, int64_t id, size_t *n, nb_err *err)
 {
@@ -457,6 +423,91 @@ static void *alloc_array(nb_db_run *out, size_t n, size_t size, int *oom)
     return p;
 }
 
+typedef void (*detail_row_fn)(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom);
+
+/* One detail table of run id into an arena array sized by count_sql:
+ * *arr and *n stay NULL and 0 when it is empty or cannot be allocated. */
+static nb_code read_detail(nb_db *db, const char *count_sql, const char *rows_sql, int64_t id,
+                           nb_db_run *out, size_t size, detail_row_fn row, void **arr,
+                           size_t *n, int *oom, nb_err *err)
+{
+    size_t want = 0;
+    sqlite3_stmt *st;
+    nb_code rc = count_rows(db, count_sql, id, &want, err);
+    if (rc)
+        return rc;
+    char *a = alloc_array(out, want, size, oom);
+    if ((rc = nb_db_stmt(db, rows_sql, &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    size_t k = 0;
+    while (a && k < want && sqlite3_step(st) == SQLITE_ROW)
+        row(st, a + size * k++, &out->arena_, oom);
+    nb_db_done(st);
+    *arr = a;
+    *n = a ? k : 0;
+    return NB_OK;
+}
+
+static void sample_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom)
+{
+    (void)a;
+    (void)oom;
+    nb_db_sample *s = slot;
+    s->rep = sqlite3_column_int(st, 0);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        s->v[m] = nb_db_col_double(st, 1 + m);
+}
+
+static void gate_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom)
+{
+    nb_db_gate_check *c = slot;
+    c->prompt_index = sqlite3_column_int(st, 0);
+    c->prompt = nb_db_col_arena_dup(a, st, 1, oom);
+    c->steps = sqlite3_column_int(st, 2);
+    c->divergence_step = (int)nb_db_col_int(st, 3, -1);
+    c->device_token = sqlite3_column_int(st, 4);
+    c->device_text = nb_db_col_arena_dup(a, st, 5, oom);
+    c->device_rank = (int)nb_db_col_int(st, 6, -1);
+    c->ref_token = sqlite3_column_int(st, 7);
+    c->ref_text = nb_db_col_arena_dup(a, st, 8, oom);
+    c->ref_rank = (int)nb_db_col_int(st, 9, -1);
+    c->device_top5_json = nb_db_col_arena_dup(a, st, 10, oom);
+    c->ref_top5_json = nb_db_col_arena_dup(a, st, 11, oom);
+    c->agreed_prefix = sqlite3_column_int(st, 12);
+    c->status = nb_db_col_arena_dup(a, st, 13, oom);
+    c->reason = nb_db_col_arena_dup(a, st, 14, oom);
+}
+
+static void cosine_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom)
+{
+    (void)a;
+    (void)oom;
+    nb_db_layer_cosine *c = slot;
+    c->layer = sqlite3_column_int(st, 0);
+    c->min = nb_db_col_double(st, 1);
+    c->p5 = nb_db_col_double(st, 2);
+    c->median = nb_db_col_double(st, 3);
+    c->mean = nb_db_col_double(st, 4);
+    c->max_abs = nb_db_col_double(st, 5);
+}
+
+static void profile_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom)
+{
+    nb_db_profile_entry *e = slot;
+    e->name = nb_db_col_arena_dup(a, st, 0, oom);
+    e->calls = sqlite3_column_int64(st, 1);
+    e->total_ms = nb_db_col_double(st, 2);
+    e->avg_ms = nb_db_col_double(st, 3);
+}
+
+static void kv_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom)
+{
+    nb_db_kv *kv = slot;
+    kv->key = nb_db_col_arena_dup(a, st, 0, oom);
+    kv->value = nb_db_col_arena_dup(a, st, 1, oom);
+}
+
 static nb_code read_details(nb_db *db, int64_t id, nb_db_run *out, int *oom, nb_err *err)
 {
     static const char n_samp[] = "SELECT count(*) FROM samples WHERE run_id = ?";
@@ -478,116 +529,32 @@ static nb_code read_details(nb_db *db, int64_t id, nb_db_run *out, int *oom, nb_
     static const char q_kern[] = "SELECT name, calls, total_ms, avg_ms FROM profile_kernels "
                                  "WHERE run_id = ? ORDER BY seq";
     static const char q_tc[] = "SELECT key, value FROM toolchain WHERE run_id = ? ORDER BY key";
-    size_t n;
-    sqlite3_stmt *st;
+    void *p;
     nb_code rc;
-
-    if ((rc = count_rows(db, n_samp, id, &n, err)))
+    if ((rc = read_detail(db, n_samp, q_samp, id, out, sizeof *out->samples, sample_row, &p,
+                          &out->n_samples, oom, err)))
         return rc;
-    nb_db_sample *samp = alloc_array(out, n, sizeof *samp, oom);
-    if ((rc = nb_db_stmt(db, q_samp, &st, err)))
+    out->samples = p;
+    if ((rc = read_detail(db, n_gate, q_gate, id, out, sizeof *out->gate_checks, gate_row, &p,
+                          &out->n_gate_checks, oom, err)))
         return rc;
-    sqlite3_bind_int64(st, 1, id);
-    size_t k = 0;
-    while (samp && k < n && sqlite3_step(st) == SQLITE_ROW) {
-        samp[k].rep = sqlite3_column_int(st, 0);
-        for (int m = 0; m < NB_METRIC_N; m++)
-            samp[k].v[m] = nb_db_col_double(st, 1 + m);
-        k++;
-    }
-    nb_db_done(st);
-    out->samples = samp;
-    out->n_samples = samp ? k : 0;
-
-    if ((rc = count_rows(db, n_gate, id, &n, err)))
+    out->gate_checks = p;
+    if ((rc = read_detail(db, n_cos, q_cos, id, out, sizeof *out->cosines, cosine_row, &p,
+                          &out->n_cosines, oom, err)))
         return rc;
-    nb_db_gate_check *g = alloc_array(out, n, sizeof *g, oom);
-    if ((rc = nb_db_stmt(db, q_gate, &st, err)))
+    out->cosines = p;
+    if ((rc = read_detail(db, n_ph, q_ph, id, out, sizeof *out->phases, profile_row, &p,
+                          &out->n_phases, oom, err)))
         return rc;
-    sqlite3_bind_int64(st, 1, id);
-    k = 0;
-    while (g && k < n && sqlite3_step(st) == SQLITE_ROW) {
-        nb_db_gate_check *c = &g[k++];
-        c->prompt_index = sqlite3_column_int(st, 0);
-        c->prompt = adup(&out->arena_, st, 1, oom);
-        c->steps = sqlite3_column_int(st, 2);
-        c->divergence_step = (int)nb_db_col_int(st, 3, -1);
-        c->device_token = sqlite3_column_int(st, 4);
-        c->device_text = adup(&out->arena_, st, 5, oom);
-        c->device_rank = (int)nb_db_col_int(st, 6, -1);
-        c->ref_token = sqlite3_column_int(st, 7);
-        c->ref_text = adup(&out->arena_, st, 8, oom);
-        c->ref_rank = (int)nb_db_col_int(st, 9, -1);
-        c->device_top5_json = adup(&out->arena_, st, 10, oom);
-        c->ref_top5_json = adup(&out->arena_, st, 11, oom);
-        c->agreed_prefix = sqlite3_column_int(st, 12);
-        c->status = adup(&out->arena_, st, 13, oom);
-        c->reason = adup(&out->arena_, st, 14, oom);
-    }
-    nb_db_done(st);
-    out->gate_checks = g;
-    out->n_gate_checks = g ? k : 0;
-
-    if ((rc = count_rows(db, n_cos, id, &n, err)))
+    out->phases = p;
+    if ((rc = read_detail(db, n_kern, q_kern, id, out, sizeof *out->kernels, profile_row, &p,
+                          &out->n_kernels, oom, err)))
         return rc;
-    nb_db_layer_cosine *cs = alloc_array(out, n, sizeof *cs, oom);
-    if ((rc = nb_db_stmt(db, q_cos, &st, err)))
+    out->kernels = p;
+    if ((rc = read_detail(db, n_tc, q_tc, id, out, sizeof *out->toolchain, kv_row, &p,
+                          &out->n_toolchain, oom, err)))
         return rc;
-    sqlite3_bind_int64(st, 1, id);
-    k = 0;
-    while (cs && k < n && sqlite3_step(st) == SQLITE_ROW) {
-        cs[k].layer = sqlite3_column_int(st, 0);
-        cs[k].min = nb_db_col_double(st, 1);
-        cs[k].p5 = nb_db_col_double(st, 2);
-        cs[k].median = nb_db_col_double(st, 3);
-        cs[k].mean = nb_db_col_double(st, 4);
-        cs[k].max_abs = nb_db_col_double(st, 5);
-        k++;
-    }
-    nb_db_done(st);
-    out->cosines = cs;
-    out->n_cosines = cs ? k : 0;
-
-    for (int pass = 0; pass < 2; pass++) {
-        if ((rc = count_rows(db, pass ? n_kern : n_ph, id, &n, err)))
-            return rc;
-        nb_db_profile_entry *e = alloc_array(out, n, sizeof *e, oom);
-        if ((rc = nb_db_stmt(db, pass ? q_kern : q_ph, &st, err)))
-            return rc;
-        sqlite3_bind_int64(st, 1, id);
-        k = 0;
-        while (e && k < n && sqlite3_step(st) == SQLITE_ROW) {
-            e[k].name = adup(&out->arena_, st, 0, oom);
-            e[k].calls = sqlite3_column_int64(st, 1);
-            e[k].total_ms = nb_db_col_double(st, 2);
-            e[k].avg_ms = nb_db_col_double(st, 3);
-            k++;
-        }
-        nb_db_done(st);
-        if (pass) {
-            out->kernels = e;
-            out->n_kernels = e ? k : 0;
-        } else {
-            out->phases = e;
-            out->n_phases = e ? k : 0;
-        }
-    }
-
-    if ((rc = count_rows(db, n_tc, id, &n, err)))
-        return rc;
-    nb_db_kv *kv = alloc_array(out, n, sizeof *kv, oom);
-    if ((rc = nb_db_stmt(db, q_tc, &st, err)))
-        return rc;
-    sqlite3_bind_int64(st, 1, id);
-    k = 0;
-    while (kv && k < n && sqlite3_step(st) == SQLITE_ROW) {
-        kv[k].key = adup(&out->arena_, st, 0, oom);
-        kv[k].value = adup(&out->arena_, st, 1, oom);
-        k++;
-    }
-    nb_db_done(st);
-    out->toolchain = kv;
-    out->n_toolchain = kv ? k : 0;
+    out->toolchain = p;
     return NB_OK;
 }
 
@@ -617,13 +584,13 @@ nb_code nb_db_run_get(nb_db *db, int64_t id, nb_db_run *out, nb_err *err)
             out->id = sqlite3_column_int64(st, i++);
             out->job_id = nb_db_col_int(st, i++, 0);
             out->job_seq = (int)nb_db_col_int(st, i++, 0);
-            out->lease_id = adup(a, st, i++, &oom);
+            out->lease_id = nb_db_col_arena_dup(a, st, i++, &oom);
             out->deployment_id = sqlite3_column_int64(st, i++);
-            out->worker_id = adup(a, st, i++, &oom);
-            out->runner = adup(a, st, i++, &oom);
-            out->kind = adup(a, st, i++, &oom);
+            out->worker_id = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->runner = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->kind = nb_db_col_arena_dup(a, st, i++, &oom);
             out->outcome = outcome_from_text((const char *)sqlite3_column_text(st, i++));
-            out->error = adup(a, st, i++, &oom);
+            out->error = nb_db_col_arena_dup(a, st, i++, &oom);
             out->started_ms = sqlite3_column_int64(st, i++);
             out->finished_ms = nb_db_col_int(st, i++, 0);
             for (int m = 0; m < NB_METRIC_N; m++)
@@ -636,21 +603,21 @@ nb_code nb_db_run_get(nb_db *db, int64_t id, nb_db_run *out, nb_err *err)
             out->generated_tokens = nb_db_col_int(st, i++, -1);
             out->context_len = nb_db_col_int(st, i++, -1);
             out->reps = (int)nb_db_col_int(st, i++, 0);
-            out->env.npubench_commit = adup(a, st, i++, &oom);
-            out->env.board = adup(a, st, i++, &oom);
-            out->env.cpu_info = adup(a, st, i++, &oom);
-            out->env.npu_info = adup(a, st, i++, &oom);
-            out->env.backend = adup(a, st, i++, &oom);
-            out->env.dtype = adup(a, st, i++, &oom);
+            out->env.npubench_commit = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->env.board = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->env.cpu_info = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->env.npu_info = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->env.backend = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->env.dtype = nb_db_col_arena_dup(a, st, i++, &oom);
             out->env.threads = (int)nb_db_col_int(st, i++, 0);
-            out->env.model_digest = adup(a, st, i++, &oom);
-            out->report_json = adup(a, st, i++, &oom);
+            out->env.model_digest = nb_db_col_arena_dup(a, st, i++, &oom);
+            out->report_json = nb_db_col_arena_dup(a, st, i++, &oom);
             out->regression = sqlite3_column_int(st, i++);
-            out->regression_detail = adup(a, st, i++, &oom);
+            out->regression_detail = nb_db_col_arena_dup(a, st, i++, &oom);
             char src[16];
             nb_db_col_copy(st, i++, src, sizeof src);
             out->source = source_from_text(src);
-            out->external_id = adup(a, st, i++, &oom);
+            out->external_id = nb_db_col_arena_dup(a, st, i++, &oom);
         } else if (s == SQLITE_DONE) {
             rc = nb_err_set(err, NB_ENOTFOUND, "no run with id %lld", (long long)id);
         } else {
@@ -739,11 +706,72 @@ static nb_code check_query(const nb_db_history_query *q, nb_err *err)
     return NB_OK;
 }
 
-static nb_code prepare_dynamic(nb_db *db, const char *sql, sqlite3_stmt **st, nb_err *err)
+static void bind_history(sqlite3_stmt *st, const void *ud)
 {
-    if (sqlite3_prepare_v2(db->h, sql, -1, st, NULL) != SQLITE_OK)
-        return nb_db_sqlerr(db, err, "preparing history query");
-    return NB_OK;
+    const nb_db_history_query *q = ud;
+    int i = bind_filters(st, q);
+    sqlite3_bind_int64(st, i, (int64_t)(q->limit ? q->limit : 100));
+}
+
+static void bind_board(sqlite3_stmt *st, const void *ud) { bind_filters(st, ud); }
+
+typedef struct baseline_args {
+    int64_t deployment_id, exclude_id;
+    size_t n;
+} baseline_args;
+
+static void bind_baseline(sqlite3_stmt *st, const void *ud)
+{
+    const baseline_args *a = ud;
+    sqlite3_bind_int64(st, 1, a->deployment_id);
+    sqlite3_bind_int64(st, 2, a->exclude_id);
+    sqlite3_bind_int64(st, 3, (int64_t)a->n);
+}
+
+static void history_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    nb_db_history_row *h = slot;
+    h->run_id = sqlite3_column_int64(st, 0);
+    h->job_id = nb_db_col_int(st, 1, 0);
+    h->deployment_id = sqlite3_column_int64(st, 2);
+    nb_db_col_copy(st, 3, h->model, sizeof h->model);
+    nb_db_col_copy(st, 4, h->board, sizeof h->board);
+    nb_db_col_copy(st, 5, h->backend, sizeof h->backend);
+    nb_db_col_copy(st, 6, h->dtype, sizeof h->dtype);
+    nb_db_col_copy(st, 7, h->weights_digest, sizeof h->weights_digest);
+    nb_db_col_copy(st, 8, h->kind, sizeof h->kind);
+    nb_db_col_copy(st, 9, h->commit, sizeof h->commit);
+    h->outcome = outcome_from_text((const char *)sqlite3_column_text(st, 10));
+    char src[16];
+    nb_db_col_copy(st, 11, src, sizeof src);
+    h->source = source_from_text(src);
+    h->started_ms = sqlite3_column_int64(st, 12);
+    h->value = nb_db_col_double(st, 13);
+    h->mean = nb_db_col_double(st, 14);
+    h->stddev = nb_db_col_double(st, 15);
+    h->reps = (int)nb_db_col_int(st, 16, 0);
+    h->regression = sqlite3_column_int(st, 17);
+}
+
+static void board_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    nb_db_board_summary *b = slot;
+    nb_db_col_copy(st, 0, b->board, sizeof b->board);
+    b->n_runs = (size_t)sqlite3_column_int64(st, 1);
+    b->mean = nb_db_col_double(st, 2);
+    b->min = nb_db_col_double(st, 3);
+    b->max = nb_db_col_double(st, 4);
+    b->last_ms = sqlite3_column_int64(st, 5);
+}
+
+/* A run without samples comes as one NULL-sample row: its headline value. */
+static void baseline_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    *(double *)slot = sqlite3_column_type(st, 1) == SQLITE_NULL ? sqlite3_column_double(st, 0)
+                                                                 : sqlite3_column_double(st, 1);
 }
 
 nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row **rows,
@@ -766,65 +794,11 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
     filter_sql(sql, sizeof sql, q);
     size_t len = strlen(sql);
     snprintf(sql + len, sizeof sql - len, " ORDER BY r.started_ms DESC, r.id DESC LIMIT ?");
-    size_t limit = q->limit ? q->limit : 100;
-
-    nb_db_lock(db);
-    sqlite3_stmt *st = NULL;
-    rc = prepare_dynamic(db, sql, &st, err);
-    nb_db_history_row *arr = NULL;
-    size_t cnt = 0, cap = 0;
-    if (!rc) {
-        int i = bind_filters(st, q);
-        sqlite3_bind_int64(st, i, (int64_t)limit);
-        int s;
-        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            if (cnt == cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                if (nc > limit)
-                    nc = limit;
-                nb_db_history_row *p = realloc(arr, nc * sizeof *p);
-                if (!p) {
-                    rc = nb_err_set(err, NB_ENOMEM, "history: out of memory");
-                    break;
-                }
-                arr = p;
-                cap = nc;
-            }
-            nb_db_history_row *h = &arr[cnt++];
-            memset(h, 0, sizeof *h);
-            h->run_id = sqlite3_column_int64(st, 0);
-            h->job_id = nb_db_col_int(st, 1, 0);
-            h->deployment_id = sqlite3_column_int64(st, 2);
-            nb_db_col_copy(st, 3, h->model, sizeof h->model);
-            nb_db_col_copy(st, 4, h->board, sizeof h->board);
-            nb_db_col_copy(st, 5, h->backend, sizeof h->backend);
-            nb_db_col_copy(st, 6, h->dtype, sizeof h->dtype);
-            nb_db_col_copy(st, 7, h->weights_digest, sizeof h->weights_digest);
-            nb_db_col_copy(st, 8, h->kind, sizeof h->kind);
-            nb_db_col_copy(st, 9, h->commit, sizeof h->commit);
-            h->outcome = outcome_from_text((const char *)sqlite3_column_text(st, 10));
-            char src[16];
-            nb_db_col_copy(st, 11, src, sizeof src);
-            h->source = source_from_text(src);
-            h->started_ms = sqlite3_column_int64(st, 12);
-            h->value = nb_db_col_double(st, 13);
-            h->mean = nb_db_col_double(st, 14);
-            h->stddev = nb_db_col_double(st, 15);
-            h->reps = (int)nb_db_col_int(st, 16, 0);
-            h->regression = sqlite3_column_int(st, 17);
-        }
-        if (!rc && s != SQLITE_DONE)
-            rc = nb_db_sqlerr(db, err, "running history query");
-        sqlite3_finalize(st);
-    }
-    nb_db_unlock(db);
-    if (rc) {
-        free(arr);
-        return rc;
-    }
+    void *arr = NULL;
+    rc = nb_db_select_all(db, sql, bind_history, q, sizeof **rows, history_row, &arr, n, err,
+                          "history query");
     *rows = arr;
-    *n = cnt;
-    return NB_OK;
+    return rc;
 }
 
 nb_code nb_db_runs_last(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
@@ -859,47 +833,11 @@ nb_code nb_db_history_by_board(nb_db *db, const nb_db_history_query *q,
     filter_sql(sql, sizeof sql, q);
     size_t len = strlen(sql);
     snprintf(sql + len, sizeof sql - len, " GROUP BY d.board ORDER BY d.board");
-
-    nb_db_lock(db);
-    sqlite3_stmt *st = NULL;
-    rc = prepare_dynamic(db, sql, &st, err);
-    nb_db_board_summary *arr = NULL;
-    size_t cnt = 0, cap = 0;
-    if (!rc) {
-        bind_filters(st, q);
-        int s;
-        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            if (cnt == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                nb_db_board_summary *p = realloc(arr, nc * sizeof *p);
-                if (!p) {
-                    rc = nb_err_set(err, NB_ENOMEM, "history by board: out of memory");
-                    break;
-                }
-                arr = p;
-                cap = nc;
-            }
-            nb_db_board_summary *b = &arr[cnt++];
-            memset(b, 0, sizeof *b);
-            nb_db_col_copy(st, 0, b->board, sizeof b->board);
-            b->n_runs = (size_t)sqlite3_column_int64(st, 1);
-            b->mean = nb_db_col_double(st, 2);
-            b->min = nb_db_col_double(st, 3);
-            b->max = nb_db_col_double(st, 4);
-            b->last_ms = sqlite3_column_int64(st, 5);
-        }
-        if (!rc && s != SQLITE_DONE)
-            rc = nb_db_sqlerr(db, err, "running history-by-board query");
-        sqlite3_finalize(st);
-    }
-    nb_db_unlock(db);
-    if (rc) {
-        free(arr);
-        return rc;
-    }
+    void *arr = NULL;
+    rc = nb_db_select_all(db, sql, bind_board, q, sizeof **rows, board_row, &arr, n, err,
+                          "history-by-board query");
     *rows = arr;
-    *n = cnt;
-    return NB_OK;
+    return rc;
 }
 
 /* ---- regression ---- */
@@ -927,43 +865,12 @@ nb_code nb_db_runs_baseline(nb_db *db, int64_t deployment_id, nb_db_metric metri
              "ON s.run_id = last.id AND s.%s IS NOT NULL "
              "ORDER BY last.started_ms DESC, last.id DESC, s.rep",
              col, col, col, col);
-    nb_db_lock(db);
-    sqlite3_stmt *st = NULL;
-    nb_code rc = prepare_dynamic(db, sql, &st, err);
-    double *arr = NULL;
-    size_t cnt = 0, cap = 0;
-    if (!rc) {
-        sqlite3_bind_int64(st, 1, deployment_id);
-        sqlite3_bind_int64(st, 2, exclude_id);
-        sqlite3_bind_int64(st, 3, (int64_t)n);
-        int s;
-        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            if (cnt == cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                double *p = realloc(arr, nc * sizeof *p);
-                if (!p) {
-                    rc = nb_err_set(err, NB_ENOMEM, "baseline: out of memory");
-                    break;
-                }
-                arr = p;
-                cap = nc;
-            }
-            arr[cnt++] = sqlite3_column_type(st, 1) == SQLITE_NULL
-                             ? sqlite3_column_double(st, 0)
-                             : sqlite3_column_double(st, 1);
-        }
-        if (!rc && s != SQLITE_DONE)
-            rc = nb_db_sqlerr(db, err, "reading baseline samples");
-        sqlite3_finalize(st);
-    }
-    nb_db_unlock(db);
-    if (rc) {
-        free(arr);
-        return rc;
-    }
+    baseline_args args = {deployment_id, exclude_id, n};
+    void *arr = NULL;
+    nb_code rc = nb_db_select_all(db, sql, bind_baseline, &args, sizeof **out, baseline_row,
+                                  &arr, count, err, "baseline samples");
     *out = arr;
-    *count = cnt;
-    return NB_OK;
+    return rc;
 }
 
 nb_code nb_db_run_check_regression(nb_db *db, const nb_db_run *run,

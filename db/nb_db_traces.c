@@ -25,12 +25,18 @@ static nb_code check_key(const nb_db_trace_key *k, nb_err *err)
     return NB_OK;
 }
 
-static void bind_key(sqlite3_stmt *st, const nb_db_trace_key *k)
+/* The cached statement sql with the key bound to ?1..?4. */
+static nb_code keyed_stmt(nb_db *db, const char *sql, const nb_db_trace_key *k,
+                          sqlite3_stmt **st, nb_err *err)
 {
-    nb_db_bind_str(st, 1, k->model_digest);
-    nb_db_bind_str(st, 2, k->prompts_digest);
-    sqlite3_bind_int(st, 3, k->n_tokens);
-    sqlite3_bind_int(st, 4, k->k);
+    nb_code rc = nb_db_stmt(db, sql, st, err);
+    if (rc)
+        return rc;
+    nb_db_bind_str(*st, 1, k->model_digest);
+    nb_db_bind_str(*st, 2, k->prompts_digest);
+    sqlite3_bind_int(*st, 3, k->n_tokens);
+    sqlite3_bind_int(*st, 4, k->k);
+    return NB_OK;
 }
 
 nb_code nb_db_trace_put(nb_db *db, const nb_db_trace_key *key, const char *path,
@@ -53,9 +59,8 @@ nb_code nb_db_trace_put(nb_db *db, const nb_db_trace_key *key, const char *path,
                           NB_DB_TRACE_BLOB_MAX);
     nb_db_lock(db);
     sqlite3_stmt *st;
-    rc = nb_db_stmt(db, sql, &st, err);
+    rc = keyed_stmt(db, sql, key, &st, err);
     if (!rc) {
-        bind_key(st, key);
         nb_db_bind_opt_str(st, 5, path);
         if (blob)
             sqlite3_bind_blob(st, 6, blob, (int)len, SQLITE_STATIC);
@@ -82,25 +87,14 @@ nb_code nb_db_trace_get(nb_db *db, const nb_db_trace_key *key, char **path, void
         return rc;
     nb_db_lock(db);
     sqlite3_stmt *st;
-    rc = nb_db_stmt(db, sql, &st, err);
+    rc = keyed_stmt(db, sql, key, &st, err);
     if (!rc) {
-        bind_key(st, key);
         int s = sqlite3_step(st);
         if (s == SQLITE_ROW) {
             int oom = 0;
             *path = nb_db_col_strdup(st, 0, &oom);
-            if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
-                size_t n = (size_t)sqlite3_column_bytes(st, 1);
-                const void *b = sqlite3_column_blob(st, 1);
-                *blob = malloc(n ? n : 1);
-                if (*blob) {
-                    if (n)
-                        memcpy(*blob, b, n);
-                    *len = n;
-                } else {
-                    oom = 1;
-                }
-            }
+            if (nb_db_col_blobdup(st, 1, blob, len))
+                oom = 1;
             if (created_ms)
                 *created_ms = sqlite3_column_int64(st, 2);
             if (oom) {
@@ -134,9 +128,8 @@ nb_code nb_db_trace_delete(nb_db *db, const nb_db_trace_key *key, nb_err *err)
         return rc;
     nb_db_lock(db);
     sqlite3_stmt *st;
-    rc = nb_db_stmt(db, sql, &st, err);
+    rc = keyed_stmt(db, sql, key, &st, err);
     if (!rc) {
-        bind_key(st, key);
         rc = nb_db_step_done(db, st, err, "deleting reference trace");
         if (!rc && sqlite3_changes(db->h) == 0)
             rc = nb_err_set(err, NB_ENOTFOUND, "no cached reference trace to delete");

@@ -151,6 +151,12 @@ nb_code nb_db_worker_get(nb_db *db, const char *id, nb_db_worker *out, nb_err *e
     return rc;
 }
 
+static void worker_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    read_worker(st, slot);
+}
+
 nb_code nb_db_worker_list(nb_db *db, nb_db_worker **out, size_t *n, nb_err *err)
 {
     static const char sql[] = "SELECT " WORKER_COLS " FROM workers ORDER BY id";
@@ -159,75 +165,59 @@ nb_code nb_db_worker_list(nb_db *db, nb_db_worker **out, size_t *n, nb_err *err)
     nb_db_lock(db);
     sqlite3_stmt *st;
     nb_code rc = nb_db_stmt(db, sql, &st, err);
-    nb_db_worker *arr = NULL;
-    size_t cnt = 0, cap = 0;
     if (!rc) {
-        int s;
-        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            if (cnt == cap) {
-                size_t nc = cap ? cap * 2 : 8;
-                nb_db_worker *p = realloc(arr, nc * sizeof *p);
-                if (!p) {
-                    rc = nb_err_set(err, NB_ENOMEM, "listing workers: out of memory");
-                    break;
-                }
-                arr = p;
-                cap = nc;
-            }
-            read_worker(st, &arr[cnt++]);
-        }
-        if (!rc && s != SQLITE_DONE)
-            rc = nb_db_sqlerr(db, err, "listing workers");
+        void *arr = NULL;
+        rc = nb_db_collect(db, st, sizeof **out, worker_row, NULL, &arr, n, err,
+                           "listing workers");
         nb_db_done(st);
+        *out = arr;
     }
     nb_db_unlock(db);
-    if (rc) {
-        free(arr);
-        return rc;
-    }
-    *out = arr;
-    *n = cnt;
-    return NB_OK;
+    return rc;
 }
 
-nb_code nb_db_worker_sweep(nb_db *db, int64_t stale_after_ms, int64_t gone_after_ms,
-                           size_t *n_stale, size_t *n_gone, nb_err *err)
+static nb_code mark_seen_before(nb_db *db, const char *sql, int64_t before, size_t *n,
+                                nb_err *err, const char *what)
+{
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, before);
+    rc = nb_db_step_done(db, st, err, what);
+    if (!rc)
+        *n = (size_t)sqlite3_changes(db->h);
+    return rc;
+}
+
+static nb_code sweep_locked(nb_db *db, int64_t stale_after_ms, int64_t gone_after_ms,
+                            size_t *n_stale, size_t *n_gone, nb_err *err)
 {
     static const char gone_sql[] =
         "UPDATE workers SET state = 'gone' WHERE state <> 'gone' AND last_seen_ms < ?";
     static const char stale_sql[] =
         "UPDATE workers SET state = 'stale' WHERE state = 'alive' AND last_seen_ms < ?";
+    int64_t now = nb_db_now_ms(db);
+    nb_code rc = mark_seen_before(db, gone_sql, now - gone_after_ms, n_gone, err,
+                                  "marking workers gone");
+    if (!rc)
+        rc = mark_seen_before(db, stale_sql, now - stale_after_ms, n_stale, err,
+                              "marking workers stale");
+    return rc;
+}
+
+nb_code nb_db_worker_sweep(nb_db *db, int64_t stale_after_ms, int64_t gone_after_ms,
+                           size_t *n_stale, size_t *n_gone, nb_err *err)
+{
     if (stale_after_ms < 0 || gone_after_ms < stale_after_ms)
         return nb_err_set(err, NB_EINVAL,
                           "worker sweep: need 0 <= stale_after_ms (%lld) <= gone_after_ms "
                           "(%lld)",
                           (long long)stale_after_ms, (long long)gone_after_ms);
-    nb_db_lock(db);
-    int64_t now = nb_db_now_ms(db);
     size_t ng = 0, ns = 0;
-    nb_db_tx tx;
-    nb_code rc = nb_db_tx_begin(db, &tx, err);
-    if (!rc) {
-        sqlite3_stmt *st;
-        rc = nb_db_stmt(db, gone_sql, &st, err);
-        if (!rc) {
-            sqlite3_bind_int64(st, 1, now - gone_after_ms);
-            rc = nb_db_step_done(db, st, err, "marking workers gone");
-            ng = rc ? 0 : (size_t)sqlite3_changes(db->h);
-        }
-        if (!rc)
-            rc = nb_db_stmt(db, stale_sql, &st, err);
-        if (!rc) {
-            sqlite3_bind_int64(st, 1, now - stale_after_ms);
-            rc = nb_db_step_done(db, st, err, "marking workers stale");
-            ns = rc ? 0 : (size_t)sqlite3_changes(db->h);
-        }
-        if (!rc)
-            rc = nb_db_tx_commit(db, &tx, err);
-        else
-            nb_db_tx_rollback(db, &tx);
-    }
-    nb_db_unlock(db);
+    nb_code rc;
+    NB_DB_WITH_TX(db, err, rc,
+                  rc = sweep_locked(db, stale_after_ms, gone_after_ms, &ns, &ng, err));
     if (!rc) {
         if (n_stale)
             *n_stale = ns;
