@@ -35,4 +35,7 @@ nb_code nb_args_parse(int argc, char **argv, const nb_opt *opts, int n_opts, con
                       int max_pos, int *n_pos, nb_err *err);
 void nb_args_usage(FILE *f, const char *usage, const nb_opt *opts, int n_opts);
 
+/* The length of an nb_opt array. */
+#define NB_NOPTS(o) ((int)(sizeof(o) / sizeof *(o)))
+
 #endif

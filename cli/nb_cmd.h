@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "nb_args.h"
 #include "nb_bench.h"
 #include "nb_err.h"
 
@@ -16,6 +17,11 @@ enum {
 };
 
 int nb_cmd_exit_code(nb_code rc);
+/* Parses a subcommand's flags (nb_args_parse): on an error prints it with the
+ * usage and returns NB_EXIT_USAGE, after --help (*help set) prints the usage
+ * to stdout and returns -1, else returns NB_EXIT_OK. */
+int nb_cmd_parse(const char *cmd, const char *usage, int argc, char **argv, const nb_opt *opts,
+                 int n_opts, const char **pos, int max_pos, int *n_pos, const int *help);
 /* Prints "npubench <cmd>: error: <msg>" and maps the code. */
 int nb_cmd_fail(const char *cmd, const nb_err *err);
 

@@ -74,31 +74,66 @@ static nb_code spec_from(const common_flags *c, nb_deploy_spec *s, nb_err *err)
     return NB_OK;
 }
 
-static int parse_or_usage(const char *cmd, const char *usage, int argc, char **argv,
-                          const nb_opt *opts, int n, int *help)
+int nb_cmd_parse(const char *cmd, const char *usage, int argc, char **argv, const nb_opt *opts,
+                 int n_opts, const char **pos, int max_pos, int *n_pos, const int *help)
 {
     nb_err err;
-    const char *pos[1];
-    int np = 0;
-    if (nb_args_parse(argc, argv, opts, n, pos, 0, &np, &err)) {
+    if (nb_args_parse(argc, argv, opts, n_opts, pos, max_pos, n_pos, &err)) {
         fprintf(stderr, "npubench %s: %s\n", cmd, err.msg);
-        nb_args_usage(stderr, usage, opts, n);
+        nb_args_usage(stderr, usage, opts, n_opts);
         return NB_EXIT_USAGE;
     }
     if (*help) {
-        nb_args_usage(stdout, usage, opts, n);
+        nb_args_usage(stdout, usage, opts, n_opts);
         return -1;
     }
     return NB_EXIT_OK;
 }
 
-static nb_code open_deploy(const common_flags *c, nb_deploy **d, nb_err *err)
+static nb_code check_prompt(const char *prompt, nb_err *err);
+
+/* The start every local command shares: its flags, the deployment they
+ * name and, for the service, the prompt (*prompt, when the command has one).
+ * Returns what nb_cmd_parse does, or the exit code of the error it printed. */
+static int parse_local(const char *cmd, const char *usage, int argc, char **argv,
+                       const nb_opt *opts, int n_opts, const int *help, const common_flags *c,
+                       const char *const *prompt, nb_deploy_spec *ds)
 {
-    nb_deploy_spec spec;
-    nb_code rc = spec_from(c, &spec, err);
+    int rc = nb_cmd_parse(cmd, usage, argc, argv, opts, n_opts, NULL, 0, NULL, help);
     if (rc)
         return rc;
-    return nb_deploy_open(&spec, d, err);
+    nb_err err;
+    if (spec_from(c, ds, &err))
+        return nb_cmd_fail(cmd, &err);
+    if (!c->direct && prompt && check_prompt(*prompt, &err))
+        return nb_cmd_fail(cmd, &err);
+    return NB_EXIT_OK;
+}
+
+static void print_deployment(nb_deploy *d)
+{
+    char desc[256];
+    nb_deploy_describe(d, desc, sizeof desc);
+    printf("Deployment: %s, %d threads, kernels %s\n", desc, nb_kernels_threads(),
+           nb_isa_name(nb_kernels_isa()));
+}
+
+/* The options run and profile share. */
+static void timed_opts(nb_run_opts *ro, const char *prompt, int n_tokens, int reps, int warmup)
+{
+    nb_run_opts_default(ro);
+    ro->prompt = prompt;
+    ro->n_tokens = n_tokens;
+    ro->reps = reps;
+    ro->warmup = warmup;
+}
+
+static void report_written(const char *cmd, nb_code rc, const char *path, const nb_err *err)
+{
+    if (rc)
+        fprintf(stderr, "npubench %s: warning: report not written: %s\n", cmd, err->msg);
+    else
+        printf("Report: %s (+ .md)\n", path);
 }
 
 /* ---- the service path ------------------------------------------------------ */
@@ -156,6 +191,15 @@ static void job_common_params(job_build *b, const common_flags *c)
         job_param_int(b, "max_seq", c->max_seq);
     if (c->device)
         job_param_int(b, "device", c->device);
+}
+
+/* The job fields and parameters run and profile share. */
+static void job_timed(job_build *b, const common_flags *c, int n_tokens, int reps, int warmup)
+{
+    b->spec.n_tokens = n_tokens;
+    b->spec.reps = reps;
+    job_common_params(b, c);
+    job_param_int(b, "warmup", warmup);
 }
 
 /* The prompt as the flag gave it: the same check (and message) the engine
@@ -262,24 +306,17 @@ int nb_cmd_run(int argc, char **argv)
         {"no-chat", NB_OPT_FLAG, &chat, 2, 0, "feed the raw prompt"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = parse_or_usage("run", "npubench run [options]", argc, argv, opts,
-                            (int)(sizeof opts / sizeof *opts), &help);
+    nb_deploy_spec ds;
+    int rc = parse_local("run", "npubench run [options]", argc, argv, opts, NB_NOPTS(opts), &help,
+                         &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
-    nb_deploy_spec ds;
-    if (spec_from(&c, &ds, &err))
-        return nb_cmd_fail("run", &err);
-    if (!c.direct && check_prompt(prompt, &err))
-        return nb_cmd_fail("run", &err);
     if (!c.direct) {
         job_build b;
         job_init(&b, NPUBENCH__JOB_KIND__RUN, &c, &ds);
         b.spec.prompt = (char *)(prompt ? prompt : "");
-        b.spec.n_tokens = n_tokens;
-        b.spec.reps = reps;
-        job_common_params(&b, &c);
-        job_param_int(&b, "warmup", warmup);
+        job_timed(&b, &c, n_tokens, reps, warmup);
         if (chat > 0)
             job_param_int(&b, "chat", chat == 1);
         if (ignore_eos)
@@ -288,14 +325,10 @@ int nb_cmd_run(int argc, char **argv)
         return run_service("run", &c, &ds, &b, &po);
     }
     nb_deploy *d;
-    if (open_deploy(&c, &d, &err))
+    if (nb_deploy_open(&ds, &d, &err))
         return nb_cmd_fail("run", &err);
     nb_run_opts ro;
-    nb_run_opts_default(&ro);
-    ro.prompt = prompt;
-    ro.n_tokens = n_tokens;
-    ro.reps = reps;
-    ro.warmup = warmup;
+    timed_opts(&ro, prompt, n_tokens, reps, warmup);
     ro.chat = chat == 1 ? 1 : chat == 2 ? 0 : -1;
     ro.stop_eog = !ignore_eos;
     nb_run_result r;
@@ -303,10 +336,7 @@ int nb_cmd_run(int argc, char **argv)
         nb_deploy_close(d);
         return nb_cmd_fail("run", &err);
     }
-    char desc[256];
-    nb_deploy_describe(d, desc, sizeof desc);
-    printf("Deployment: %s, %d threads, kernels %s\n", desc, nb_kernels_threads(),
-           nb_isa_name(nb_kernels_isa()));
+    print_deployment(d);
     nb_cmd_print_run(stdout, &r);
     printf("Generated text:\n%s\n", r.text ? r.text : "");
     nb_run_result_free(&r);
@@ -334,13 +364,11 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
     };
     char usage[128];
     snprintf(usage, sizeof usage, "npubench %s [options]", cmd);
-    int rc = parse_or_usage(cmd, usage, argc, argv, opts, (int)(sizeof opts / sizeof *opts), &help);
+    nb_deploy_spec ds;
+    int rc = parse_local(cmd, usage, argc, argv, opts, NB_NOPTS(opts), &help, &c, NULL, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
-    nb_deploy_spec ds;
-    if (spec_from(&c, &ds, &err))
-        return nb_cmd_fail(cmd, &err);
     if (!c.direct) {
         job_build b;
         job_init(&b, full ? NPUBENCH__JOB_KIND__VERIFY_FULL : NPUBENCH__JOB_KIND__VERIFY, &c,
@@ -358,7 +386,7 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         return run_service(cmd, &c, &ds, &b, &po);
     }
     nb_deploy *d;
-    if (open_deploy(&c, &d, &err))
+    if (nb_deploy_open(&ds, &d, &err))
         return nb_cmd_fail(cmd, &err);
     nb_verify_opts vo = {.prompts_file = prompts_file, .reference = reference,
                          .max_prompts = max_prompts, .n_tokens = n_tokens, .k = k};
@@ -375,10 +403,8 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         printf("[verify] %s (%d/%d prompts pass)\n", r.status == NB_GATE_PASS ? "PASS" : "FAIL",
                r.n_pass, r.n);
     char path[1200];
-    if (nb_report_write_verify(reports, &r, &env, cmd, path, sizeof path, &err))
-        fprintf(stderr, "npubench %s: warning: report not written: %s\n", cmd, err.msg);
-    else
-        printf("Report: %s (+ .md)\n", path);
+    report_written(cmd, nb_report_write_verify(reports, &r, &env, cmd, path, sizeof path, &err),
+                   path, &err);
     int code = r.status == NB_GATE_PASS ? NB_EXIT_OK : NB_EXIT_FAIL;
     nb_verify_result_free(&r);
     nb_deploy_close(d);
@@ -409,16 +435,12 @@ int nb_cmd_diagnosis(int argc, char **argv)
         {"reports", NB_OPT_STR, &reports, 0, 0, "report directory (default reports/)"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = parse_or_usage("diagnosis", "npubench diagnosis [options]", argc, argv, opts,
-                            (int)(sizeof opts / sizeof *opts), &help);
+    nb_deploy_spec ds;
+    int rc = parse_local("diagnosis", "npubench diagnosis [options]", argc, argv, opts,
+                         NB_NOPTS(opts), &help, &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
-    nb_deploy_spec ds;
-    if (spec_from(&c, &ds, &err))
-        return nb_cmd_fail("diagnosis", &err);
-    if (!c.direct && check_prompt(prompt, &err))
-        return nb_cmd_fail("diagnosis", &err);
     if (!c.direct) {
         job_build b;
         job_init(&b, NPUBENCH__JOB_KIND__DIAGNOSIS, &c, &ds);
@@ -431,7 +453,7 @@ int nb_cmd_diagnosis(int argc, char **argv)
         return run_service("diagnosis", &c, &ds, &b, &po);
     }
     nb_deploy *d;
-    if (open_deploy(&c, &d, &err))
+    if (nb_deploy_open(&ds, &d, &err))
         return nb_cmd_fail("diagnosis", &err);
     nb_diagnosis_result r;
     if (nb_diagnosis_run(d, prompt, reference, NULL, &r, &err)) {
@@ -442,10 +464,8 @@ int nb_cmd_diagnosis(int argc, char **argv)
     nb_report_env_from(d, NULL, &env);
     nb_report_print_diagnosis(stdout, &r);
     char path[1200];
-    if (nb_report_write_diagnosis(reports, &r, &env, path, sizeof path, &err))
-        fprintf(stderr, "npubench diagnosis: warning: report not written: %s\n", err.msg);
-    else
-        printf("Report: %s (+ .md)\n", path);
+    nb_code wrc = nb_report_write_diagnosis(reports, &r, &env, path, sizeof path, &err);
+    report_written("diagnosis", wrc, path, &err);
     nb_diagnosis_result_free(&r);
     nb_deploy_close(d);
     return NB_EXIT_OK; /* informational: never fails on numbers */
@@ -485,46 +505,32 @@ int nb_cmd_profile(int argc, char **argv)
         {"warmup", NB_OPT_INT, &warmup, 0, 100, "untimed warm-up runs (default 1)"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = parse_or_usage("profile", "npubench profile [options]", argc, argv, opts,
-                            (int)(sizeof opts / sizeof *opts), &help);
+    nb_deploy_spec ds;
+    int rc = parse_local("profile", "npubench profile [options]", argc, argv, opts,
+                         NB_NOPTS(opts), &help, &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
-    nb_deploy_spec ds;
-    if (spec_from(&c, &ds, &err))
-        return nb_cmd_fail("profile", &err);
-    if (!c.direct && check_prompt(prompt, &err))
-        return nb_cmd_fail("profile", &err);
     if (!c.direct) {
         job_build b;
         job_init(&b, NPUBENCH__JOB_KIND__PROFILE, &c, &ds);
         if (prompt)
             b.spec.prompt = (char *)prompt;
-        b.spec.n_tokens = n_tokens;
-        b.spec.reps = reps;
-        job_common_params(&b, &c);
-        job_param_int(&b, "warmup", warmup);
+        job_timed(&b, &c, n_tokens, reps, warmup);
         nb_svc_print_opts po = {.cmd = "profile"};
         return run_service("profile", &c, &ds, &b, &po);
     }
     nb_deploy *d;
-    if (open_deploy(&c, &d, &err))
+    if (nb_deploy_open(&ds, &d, &err))
         return nb_cmd_fail("profile", &err);
     nb_run_opts ro;
-    nb_run_opts_default(&ro);
-    ro.prompt = prompt;
-    ro.n_tokens = n_tokens;
-    ro.reps = reps;
-    ro.warmup = warmup;
+    timed_opts(&ro, prompt, n_tokens, reps, warmup);
     nb_profile_result p;
     if (nb_bench_profile(d, &ro, &p, &err)) {
         nb_deploy_close(d);
         return nb_cmd_fail("profile", &err);
     }
-    char desc[256];
-    nb_deploy_describe(d, desc, sizeof desc);
-    printf("Deployment: %s, %d threads, kernels %s\n", desc, nb_kernels_threads(),
-           nb_isa_name(nb_kernels_isa()));
+    print_deployment(d);
     nb_cmd_print_profile(stdout, &p);
     nb_cmd_print_run(stdout, &p.run);
     nb_profile_result_free(&p);

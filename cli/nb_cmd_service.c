@@ -19,24 +19,6 @@
 
 #define DEFAULT_DB "var/npubench.db"
 
-static int parse(const char *cmd, const char *usage, int argc, char **argv, const nb_opt *opts,
-                 int n, const char **pos, int max_pos, int *np, int *help)
-{
-    nb_err err;
-    if (nb_args_parse(argc, argv, opts, n, pos, max_pos, np, &err)) {
-        fprintf(stderr, "npubench %s: %s\n", cmd, err.msg);
-        nb_args_usage(stderr, usage, opts, n);
-        return NB_EXIT_USAGE;
-    }
-    if (*help) {
-        nb_args_usage(stdout, usage, opts, n);
-        return -1;
-    }
-    return NB_EXIT_OK;
-}
-
-#define NOPTS(o) ((int)(sizeof(o) / sizeof *(o)))
-
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "npubench %s: ", cmd);
@@ -179,7 +161,8 @@ int nb_cmd_coordinator(int argc, char **argv)
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     const char *usage = "npubench coordinator --listen URL --db PATH [options]";
-    int rc = parse("coordinator", usage, argc, argv, opts, NOPTS(opts), NULL, 0, NULL, &help);
+    int rc =
+        nb_cmd_parse("coordinator", usage, argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!o.listen_url || !o.db_path)
@@ -244,7 +227,7 @@ int nb_cmd_submit(int argc, char **argv)
                         "[--board B|--tag T] [--wait] [options]";
     const char *pos[1];
     int np = 0;
-    int rc = parse("submit", usage, argc, argv, opts, NOPTS(opts), pos, 1, &np, &help);
+    int rc = nb_cmd_parse("submit", usage, argc, argv, opts, NB_NOPTS(opts), pos, 1, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     int kind = np ? kind_parse(pos[0]) : 0;
@@ -366,8 +349,8 @@ int nb_cmd_jobs(int argc, char **argv)
         {"db", NB_OPT_STR, &db, 0, 0, "local database without a coordinator"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = parse("jobs", "npubench jobs [--state S] [--limit N]", argc, argv, opts,
-                   NOPTS(opts), NULL, 0, NULL, &help);
+    int rc = nb_cmd_parse("jobs", "npubench jobs [--state S] [--limit N]", argc, argv, opts,
+                          NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     Npubench__ListJobsRequest req = NPUBENCH__LIST_JOBS_REQUEST__INIT;
@@ -472,8 +455,8 @@ int nb_cmd_job(int argc, char **argv)
     };
     const char *pos[1];
     int np = 0;
-    int rc = parse("job", "npubench job ID [--log]", argc, argv, opts, NOPTS(opts), pos, 1, &np,
-                   &help);
+    int rc = nb_cmd_parse("job", "npubench job ID [--log]", argc, argv, opts, NB_NOPTS(opts), pos,
+                          1, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     char *end;
@@ -560,8 +543,8 @@ int nb_cmd_cancel(int argc, char **argv)
     };
     const char *pos[1];
     int np = 0;
-    int rc = parse("cancel", "npubench cancel ID [--reason R]", argc, argv, opts, NOPTS(opts),
-                   pos, 1, &np, &help);
+    int rc = nb_cmd_parse("cancel", "npubench cancel ID [--reason R]", argc, argv, opts,
+                          NB_NOPTS(opts), pos, 1, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     char *end;
@@ -601,8 +584,8 @@ int nb_cmd_workers(int argc, char **argv)
         {"db", NB_OPT_STR, &db, 0, 0, "local database without a coordinator"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = parse("workers", "npubench workers [--all]", argc, argv, opts, NOPTS(opts), NULL, 0,
-                   NULL, &help);
+    int rc = nb_cmd_parse("workers", "npubench workers [--all]", argc, argv, opts, NB_NOPTS(opts),
+                          NULL, 0, NULL, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     conn c;
@@ -741,9 +724,10 @@ int nb_cmd_history(int argc, char **argv)
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = parse("history", "npubench history --model M [--board B] [--metric tps|ttft|gate] "
-                   "[--since DATE] [--json]",
-                   argc, argv, opts, NOPTS(opts), NULL, 0, NULL, &help);
+    int rc = nb_cmd_parse("history",
+                          "npubench history --model M [--board B] [--metric tps|ttft|gate] "
+                          "[--since DATE] [--json]",
+                          argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
@@ -844,8 +828,9 @@ int nb_cmd_compare(int argc, char **argv)
     };
     const char *pos[2];
     int np = 0;
-    int rc = parse("compare", "npubench compare RUN_A RUN_B | compare RUN --against reference",
-                   argc, argv, opts, NOPTS(opts), pos, 2, &np, &help);
+    int rc =
+        nb_cmd_parse("compare", "npubench compare RUN_A RUN_B | compare RUN --against reference",
+                     argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (against && strcmp(against, "reference"))
@@ -936,8 +921,8 @@ int nb_cmd_reference(int argc, char **argv)
     };
     const char *pos[2];
     int np = 0;
-    int rc = parse("reference", "npubench reference set DEPLOYMENT | reference set --run N",
-                   argc, argv, opts, NOPTS(opts), pos, 2, &np, &help);
+    int rc = nb_cmd_parse("reference", "npubench reference set DEPLOYMENT | reference set --run N",
+                          argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!np || strcmp(pos[0], "set"))
@@ -995,8 +980,8 @@ int nb_cmd_import(int argc, char **argv)
     };
     const char *pos[1];
     int np = 0;
-    int rc = parse("import", "npubench import FILE (perf.json or history.ndjson)", argc, argv,
-                   opts, NOPTS(opts), pos, 1, &np, &help);
+    int rc = nb_cmd_parse("import", "npubench import FILE (perf.json or history.ndjson)", argc,
+                          argv, opts, NB_NOPTS(opts), pos, 1, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!np)

@@ -61,25 +61,17 @@ int nb_cmd_worker(int argc, char **argv)
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no log lines on stderr"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    const int n_opts = (int)(sizeof opts / sizeof *opts);
     const char *usage = "npubench worker --coordinator URL --board NAME [--tag T]... "
                         "[--deployments FILE] [--device cpu:N|xrt:N] [options]";
-    nb_err err;
-    int np = 0;
-    if (nb_args_parse(argc, argv, opts, n_opts, NULL, 0, &np, &err)) {
-        fprintf(stderr, "npubench worker: %s\n", err.msg);
-        nb_args_usage(stderr, usage, opts, n_opts);
-        return NB_EXIT_USAGE;
-    }
-    if (help) {
-        nb_args_usage(stdout, usage, opts, n_opts);
-        return NB_EXIT_OK;
-    }
+    int prc = nb_cmd_parse("worker", usage, argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
+    if (prc)
+        return prc < 0 ? NB_EXIT_OK : prc;
     if (!url || !board) {
         fprintf(stderr, "npubench worker: %s is required\n", !url ? "--coordinator" : "--board");
-        nb_args_usage(stderr, usage, opts, n_opts);
+        nb_args_usage(stderr, usage, opts, NB_NOPTS(opts));
         return NB_EXIT_USAGE;
     }
+    nb_err err;
     if (secret && secret_file) {
         fprintf(stderr, "npubench worker: give --secret or --secret-file, not both\n");
         return NB_EXIT_USAGE;
