@@ -35,7 +35,7 @@ static json_object *ids_json(const nb_gate_step *s, int k)
     return a;
 }
 
-static json_object *env_json(const nb_report_env *env)
+json_object *nb_report_env_json(const nb_report_env *env)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "model", jstr(env->model));
@@ -50,15 +50,21 @@ static json_object *env_json(const nb_report_env *env)
     return o;
 }
 
-json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_env *env,
-                                   const char *kind)
+json_object *nb_report_json_open(const char *kind)
 {
     json_object *root = json_object_new_object();
     char iso[32];
     nb_time_iso(iso, nb_wall_ms());
     json_object_object_add(root, "kind", jstr(kind));
     json_object_object_add(root, "timestamp_utc", jstr(iso));
-    json_object *cfg = env_json(env);
+    return root;
+}
+
+json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_env *env,
+                                   const char *kind)
+{
+    json_object *root = nb_report_json_open(kind);
+    json_object *cfg = nb_report_env_json(env);
     json_object_object_add(cfg, "n_tokens", json_object_new_int(r->n_tokens));
     json_object_object_add(cfg, "k", json_object_new_int(r->k));
     json_object_object_add(cfg, "prompts_file", jstr(r->prompts_path));
@@ -135,12 +141,8 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
 
 json_object *nb_report_diagnosis_json(const nb_diagnosis_result *r, const nb_report_env *env)
 {
-    json_object *root = json_object_new_object();
-    char iso[32];
-    nb_time_iso(iso, nb_wall_ms());
-    json_object_object_add(root, "kind", jstr("diagnosis"));
-    json_object_object_add(root, "timestamp_utc", jstr(iso));
-    json_object_object_add(root, "config", env_json(env));
+    json_object *root = nb_report_json_open("diagnosis");
+    json_object_object_add(root, "config", nb_report_env_json(env));
     json_object_object_add(root, "prompt", jstr(r->prompt));
     json_object_object_add(root, "positions", json_object_new_int(r->n_pos));
     json_object_object_add(root, "reference", jstr(r->trace_path));

@@ -20,6 +20,10 @@ typedef struct nb_report_env {
 void nb_report_env_from(const nb_deploy *d, const char *board, nb_report_env *env);
 
 /* JSON documents (caller releases with json_object_put). */
+/* The opening every report shares: {"kind", "timestamp_utc": now}. */
+json_object *nb_report_json_open(const char *kind);
+/* The deployment and build a result came from (a report's "config"). */
+json_object *nb_report_env_json(const nb_report_env *env);
 json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_env *env,
                                    const char *kind);
 json_object *nb_report_diagnosis_json(const nb_diagnosis_result *r, const nb_report_env *env);

@@ -741,22 +741,8 @@ static nb_code bench_report(const Npubench__JobResult *res, const char *kind,
                             const nb_report_env *env, Npubench__JobResult *out, nb_err *err)
 {
     const Npubench__Metrics *m = res->metrics;
-    json_object *root = json_object_new_object();
-    char iso[32];
-    nb_time_iso(iso, nb_wall_ms());
-    json_object_object_add(root, "kind", json_object_new_string(kind));
-    json_object_object_add(root, "timestamp_utc", json_object_new_string(iso));
-    json_object *cfg = json_object_new_object();
-    json_object_object_add(cfg, "model", json_object_new_string(env->model));
-    json_object_object_add(cfg, "model_sha256", json_object_new_string(env->model_sha256));
-    json_object_object_add(cfg, "backend", json_object_new_string(env->backend));
-    json_object_object_add(cfg, "dtype", json_object_new_string(env->dtype));
-    json_object_object_add(cfg, "board", json_object_new_string(env->board));
-    json_object_object_add(cfg, "threads", json_object_new_int(env->threads));
-    json_object_object_add(cfg, "kernels", json_object_new_string(env->isa));
-    json_object_object_add(cfg, "npubench", json_object_new_string(NB_VERSION));
-    json_object_object_add(cfg, "commit", json_object_new_string(NB_GIT_COMMIT));
-    json_object_object_add(root, "config", cfg);
+    json_object *root = nb_report_json_open(kind);
+    json_object_object_add(root, "config", nb_report_env_json(env));
     json_object *mj = json_object_new_object();
 #define D(name, v) json_object_object_add(mj, name, json_object_new_double(v))
     D("ttft_ms", m->ttft_ms);
