@@ -71,24 +71,25 @@ static nb_code rd_need(rd *r, size_t n, const char *what)
     return NB_OK;
 }
 
-static nb_code rd_u32(rd *r, uint32_t *v, const char *what)
+/* n raw bytes into v: GGUF is little-endian, as is every host we run on. */
+static nb_code rd_bytes(rd *r, void *v, size_t n, const char *what)
 {
-    nb_code rc = rd_need(r, 4, what);
+    nb_code rc = rd_need(r, n, what);
     if (rc)
         return rc;
-    memcpy(v, r->p + r->pos, 4);
-    r->pos += 4;
+    memcpy(v, r->p + r->pos, n);
+    r->pos += n;
     return NB_OK;
+}
+
+static nb_code rd_u32(rd *r, uint32_t *v, const char *what)
+{
+    return rd_bytes(r, v, sizeof *v, what);
 }
 
 static nb_code rd_u64(rd *r, uint64_t *v, const char *what)
 {
-    nb_code rc = rd_need(r, 8, what);
-    if (rc)
-        return rc;
-    memcpy(v, r->p + r->pos, 8);
-    r->pos += 8;
-    return NB_OK;
+    return rd_bytes(r, v, sizeof *v, what);
 }
 
 static nb_code rd_str(rd *r, nb_gguf_str *s, const char *what)
@@ -653,7 +654,20 @@ static nb_code wrong_type(const nb_gguf *g, const char *key, const kv *e, const 
                       e->type == NB_GGUF_ARRAY ? nb_gguf_vtype_name(e->elem) : "", want);
 }
 
-nb_code nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *out, nb_err *err)
+/* The entry for key, which must have type t (want names it in the error). */
+static nb_code lookup_as(const nb_gguf *g, const char *key, nb_gguf_vtype t, const char *want,
+                         const kv **e, nb_err *err)
+{
+    nb_code rc = lookup(g, key, e, err);
+    if (rc)
+        return rc;
+    if ((*e)->type != t)
+        return wrong_type(g, key, *e, want, err);
+    return NB_OK;
+}
+
+/* An integer entry of any width as sign and magnitude. */
+static nb_code lookup_int(const nb_gguf *g, const char *key, int *neg, uint64_t *v, nb_err *err)
 {
     const kv *e;
     nb_code rc = lookup(g, key, &e, err);
@@ -661,9 +675,17 @@ nb_code nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *out, nb_err
         return rc;
     if (!is_int_type(e->type))
         return wrong_type(g, key, e, "an integer", err);
+    load_int(e->type, e->val, neg, v);
+    return NB_OK;
+}
+
+nb_code nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *out, nb_err *err)
+{
     int neg;
     uint64_t v;
-    load_int(e->type, e->val, &neg, &v);
+    nb_code rc = lookup_int(g, key, &neg, &v, err);
+    if (rc)
+        return rc;
     if (neg && v)
         return nb_err_set(err, NB_EFORMAT, "%s: metadata '%s' = -%" PRIu64 " is negative", g->path,
                           key, v);
@@ -673,15 +695,11 @@ nb_code nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *out, nb_err
 
 nb_code nb_gguf_get_i64(const nb_gguf *g, const char *key, int64_t *out, nb_err *err)
 {
-    const kv *e;
-    nb_code rc = lookup(g, key, &e, err);
-    if (rc)
-        return rc;
-    if (!is_int_type(e->type))
-        return wrong_type(g, key, e, "an integer", err);
     int neg;
     uint64_t v;
-    load_int(e->type, e->val, &neg, &v);
+    nb_code rc = lookup_int(g, key, &neg, &v, err);
+    if (rc)
+        return rc;
     if (!neg && v > (uint64_t)INT64_MAX)
         return nb_err_set(err, NB_EFORMAT, "%s: metadata '%s' = %" PRIu64 " exceeds int64",
                           g->path, key, v);
@@ -704,11 +722,9 @@ nb_code nb_gguf_get_f64(const nb_gguf *g, const char *key, double *out, nb_err *
 nb_code nb_gguf_get_bool(const nb_gguf *g, const char *key, int *out, nb_err *err)
 {
     const kv *e;
-    nb_code rc = lookup(g, key, &e, err);
+    nb_code rc = lookup_as(g, key, NB_GGUF_BOOL, "bool", &e, err);
     if (rc)
         return rc;
-    if (e->type != NB_GGUF_BOOL)
-        return wrong_type(g, key, e, "bool", err);
     *out = e->val[0] != 0;
     return NB_OK;
 }
@@ -716,11 +732,9 @@ nb_code nb_gguf_get_bool(const nb_gguf *g, const char *key, int *out, nb_err *er
 nb_code nb_gguf_get_str(const nb_gguf *g, const char *key, nb_gguf_str *out, nb_err *err)
 {
     const kv *e;
-    nb_code rc = lookup(g, key, &e, err);
+    nb_code rc = lookup_as(g, key, NB_GGUF_STRING, "string", &e, err);
     if (rc)
         return rc;
-    if (e->type != NB_GGUF_STRING)
-        return wrong_type(g, key, e, "string", err);
     memcpy(&out->len, e->val, 8);
     out->ptr = (const char *)e->val + 8;
     return NB_OK;
@@ -728,12 +742,7 @@ nb_code nb_gguf_get_str(const nb_gguf *g, const char *key, nb_gguf_str *out, nb_
 
 static nb_code lookup_arr(const nb_gguf *g, const char *key, const kv **e, nb_err *err)
 {
-    nb_code rc = lookup(g, key, e, err);
-    if (rc)
-        return rc;
-    if ((*e)->type != NB_GGUF_ARRAY)
-        return wrong_type(g, key, *e, "an array", err);
-    return NB_OK;
+    return lookup_as(g, key, NB_GGUF_ARRAY, "an array", e, err);
 }
 
 nb_code nb_gguf_get_arr_info(const nb_gguf *g, const char *key, nb_gguf_vtype *elem,
