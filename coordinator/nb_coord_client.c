@@ -147,6 +147,15 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
 
 /* ---- SubmitJob ---- */
 
+/* Packs a response built in an arena, or says which call ran out of memory
+ * building it (ok = 0). */
+static nb_rpc_status reply_built(nb_rpc_reply *reply, const void *resp, int ok, const char *rpc)
+{
+    if (!ok)
+        return nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED, "%s: out of memory", rpc);
+    return nb_rpc_reply_pack(reply, resp);
+}
+
 static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
@@ -185,9 +194,7 @@ static nb_rpc_status h_get(void *user, const nb_rpc_request *req, nb_rpc_reply *
         nb_arena a = {0};
         Npubench__GetJobResponse resp = NPUBENCH__GET_JOB_RESPONSE__INIT;
         resp.job = job_pb(c, &a, &j, 1, r->include_log);
-        st = resp.job && !a.failed ? nb_rpc_reply_pack(reply, &resp)
-                                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
-                                                         "GetJob: out of memory");
+        st = reply_built(reply, &resp, resp.job && !a.failed, "GetJob");
         nb_arena_free(&a);
         nb_db_job_free(&j);
     }
@@ -247,9 +254,7 @@ static nb_rpc_status h_list(void *user, const nb_rpc_request *req, nb_rpc_reply 
         if (m)
             resp.jobs[resp.n_jobs++] = m;
     }
-    st = !a.failed ? nb_rpc_reply_pack(reply, &resp)
-                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
-                                         "ListJobs: out of memory");
+    st = reply_built(reply, &resp, !a.failed, "ListJobs");
     nb_arena_free(&a);
     nb_db_job_list_free(jobs, n);
 out:
@@ -368,9 +373,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
         s->progress = p;
         resp.workers[resp.n_workers++] = s;
     }
-    st = !a.failed ? nb_rpc_reply_pack(reply, &resp)
-                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
-                                         "ListWorkers: out of memory");
+    st = reply_built(reply, &resp, !a.failed, "ListWorkers");
     nb_arena_free(&a);
     reg_snapshot_free(snap, nr);
     free(w);
@@ -576,9 +579,7 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
             rows = NULL;
         }
     }
-    st = !a.failed ? nb_rpc_reply_pack(reply, &resp)
-                   : nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
-                                         "History: out of memory");
+    st = reply_built(reply, &resp, !a.failed, "History");
 out:
     free(deps);
     nb_arena_free(&a);

@@ -944,6 +944,31 @@ static nb_code bound_url(nb_rpc_server *s, const char *url, nb_err *err)
     return s->url ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
 }
 
+static nb_code check_max_msg(const char *url, const nb_rpc_opts *o, nb_err *err)
+{
+    if (o->max_msg_bytes && o->max_msg_bytes < 2 * ENVELOPE_SLACK)
+        return nb_err_set(err, NB_EINVAL, "%s: opts.max_msg_bytes %zu below the minimum %d",
+                          url, o->max_msg_bytes, 2 * ENVELOPE_SLACK);
+    return NB_OK;
+}
+
+/* The socket of a server (rep0) or client (req0) with its message limit.
+ * TLS first: without a TLS engine nng lacks the tls+tcp transport too, and
+ * "TLS is not available" says more than "not supported". */
+static nb_code open_socket(const char *url, const nb_rpc_opts *o, int server,
+                           nng_tls_config **tls, nng_socket *sock, size_t max_msg, nb_err *err)
+{
+    nb_code c;
+    if (url_is_tls(url) && (c = tls_setup(url, o, server, tls, err)))
+        return c;
+    int rv = server ? nng_rep0_open(sock) : nng_req0_open(sock);
+    if (rv)
+        return nng_fail(err, NB_EINTERNAL, rv, "%s: %s", url,
+                        server ? "nng_rep0_open" : "nng_req0_open");
+    nng_socket_set_size(*sock, NNG_OPT_RECVMAXSZ, max_msg);
+    return NB_OK;
+}
+
 nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_server **out,
                            nb_err *err)
 {
@@ -958,9 +983,8 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         return nb_err_set(err, NB_EINVAL,
                           "%s: opts.contexts %d / opts.threads %d out of range (0..%d / 0..%d)",
                           url, o->contexts, o->threads, MAX_CONTEXTS, MAX_THREADS);
-    if (o->max_msg_bytes && o->max_msg_bytes < 2 * ENVELOPE_SLACK)
-        return nb_err_set(err, NB_EINVAL, "%s: opts.max_msg_bytes %zu below the minimum %d",
-                          url, o->max_msg_bytes, 2 * ENVELOPE_SLACK);
+    if ((c = check_max_msg(url, o, err)))
+        return c;
 
     nb_rpc_server *s = calloc(1, sizeof *s);
     if (!s)
@@ -1002,16 +1026,9 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         (c = add_service(s, "grpc.health.v1.Health", strlen("grpc.health.v1.Health"), err)))
         goto fail;
 
-    /* TLS first: without a TLS engine nng lacks the tls+tcp transport too,
-     * and "TLS is not available" says more than "not supported". */
-    if (url_is_tls(url) && (c = tls_setup(url, o, 1, &s->tls, err)))
+    if ((c = open_socket(url, o, 1, &s->tls, &s->sock, s->max_msg, err)))
         goto fail;
     int rv;
-    if ((rv = nng_rep0_open(&s->sock))) {
-        c = nng_fail(err, NB_EINTERNAL, rv, "%s: nng_rep0_open", url);
-        goto fail;
-    }
-    nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, s->max_msg);
     if ((rv = nng_listener_create(&s->listener, s->sock, url))) {
         c = nng_fail(err, NB_EINVAL, rv, "%s: cannot create listener", url);
         goto fail;
@@ -1253,9 +1270,8 @@ nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_clie
         return c;
     if (o->timeout_ms < 0 || o->resend_ms < 0)
         return nb_err_set(err, NB_EINVAL, "%s: negative opts.timeout_ms or opts.resend_ms", url);
-    if (o->max_msg_bytes && o->max_msg_bytes < 2 * ENVELOPE_SLACK)
-        return nb_err_set(err, NB_EINVAL, "%s: opts.max_msg_bytes %zu below the minimum %d",
-                          url, o->max_msg_bytes, 2 * ENVELOPE_SLACK);
+    if ((c = check_max_msg(url, o, err)))
+        return c;
     nb_rpc_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return nb_err_set(err, NB_ENOMEM, "out of memory opening %s", url);
@@ -1269,14 +1285,9 @@ nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_clie
         c = nb_err_set(err, NB_ENOMEM, "out of memory opening %s", url);
         goto fail;
     }
-    if (url_is_tls(url) && (c = tls_setup(url, o, 0, &cl->tls, err)))
+    if ((c = open_socket(url, o, 0, &cl->tls, &cl->sock, cl->max_msg, err)))
         goto fail;
     int rv;
-    if ((rv = nng_req0_open(&cl->sock))) {
-        c = nng_fail(err, NB_EINTERNAL, rv, "%s: nng_req0_open", url);
-        goto fail;
-    }
-    nng_socket_set_size(cl->sock, NNG_OPT_RECVMAXSZ, cl->max_msg);
     /* Back off up to 2 s between reconnects instead of nng's fixed 100 ms. */
     nng_socket_set_ms(cl->sock, NNG_OPT_RECONNMINT, 100);
     nng_socket_set_ms(cl->sock, NNG_OPT_RECONNMAXT, 2000);
