@@ -447,14 +447,7 @@ static void avx2_rmsnorm_bf16(nb_bf16 *y, const nb_bf16 *x, const nb_bf16 *w, in
     for (int i = 0; i < n; i++) {
         const nb_bf16 *xr = x + (size_t)i * dim;
         nb_bf16 *yr = y + (size_t)i * dim;
-        /* The sum of squares stays sequential, as in the reference: it is
-         * 1% of the op and keeps the result exact. */
-        float ss = 0.0f;
-        for (int t = 0; t < dim; t++) {
-            float v = nb_bf16_to_f32(xr[t]);
-            ss += v * v;
-        }
-        float r = 1.0f / sqrtf(ss / (float)dim + eps);
+        float r = nb_rms_scale_bf16(xr, dim, eps);
         __m256 rv = _mm256_set1_ps(r);
         int t = 0;
         for (; t + 8 <= dim; t += 8) {

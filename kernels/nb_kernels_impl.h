@@ -3,6 +3,8 @@
 #ifndef NB_KERNELS_IMPL_H
 #define NB_KERNELS_IMPL_H
 
+#include <math.h>
+
 #include "nb_kernels.h"
 
 /* Weight layouts. ROWS: row-major, as nb_wmat_set_row gave them.
@@ -125,6 +127,19 @@ static inline void nb_split(int n, int align, int tid, int nt, int *lo, int *hi)
     int u1 = u0 + per + (tid < extra ? 1 : 0);
     *lo = u0 * align < n ? u0 * align : n;
     *hi = u1 * align < n ? u1 * align : n;
+}
+
+/* 1 / rms of one bf16 row for rmsnorm. Every ISA scales by this same float:
+ * the sum of squares stays sequential, as in the reference, because it is
+ * 1% of the op and a reordered sum would change the result. */
+static inline float nb_rms_scale_bf16(const nb_bf16 *x, int dim, float eps)
+{
+    float ss = 0.0f;
+    for (int t = 0; t < dim; t++) {
+        float v = nb_bf16_to_f32(x[t]);
+        ss += v * v;
+    }
+    return 1.0f / sqrtf(ss / (float)dim + eps);
 }
 
 #endif

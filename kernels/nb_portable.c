@@ -125,12 +125,7 @@ static void portable_rmsnorm_bf16(nb_bf16 *y, const nb_bf16 *x, const nb_bf16 *w
     for (int i = 0; i < n; i++) {
         const nb_bf16 *xr = x + (size_t)i * dim;
         nb_bf16 *yr = y + (size_t)i * dim;
-        float ss = 0.0f;
-        for (int t = 0; t < dim; t++) {
-            float v = nb_bf16_to_f32(xr[t]);
-            ss += v * v;
-        }
-        float r = 1.0f / sqrtf(ss / (float)dim + eps);
+        float r = nb_rms_scale_bf16(xr, dim, eps);
         for (int t = 0; t < dim; t++) {
             float h = nb_round_bf16(nb_bf16_to_f32(xr[t]) * r);
             yr[t] = nb_f32_to_bf16(nb_bf16_to_f32(w[t]) * h);
