@@ -395,26 +395,54 @@ static void env_free(env *e, fake *f)
     tu_rmrf(e->tmp);
 }
 
+/* A scratch environment whose one deployment runs run_shell. */
+static void exec_env(env *e, const char *run_shell)
+{
+    env_init(e);
+    exec_deployment(e, run_shell);
+}
+
+/* Serves f (its knobs already set) at a fresh url, with one run job queued
+ * when push_run, and fills o for a daemon on device against it. */
+static void serve_fake(fake *f, char *url, size_t url_size, int push_run, env *e,
+                       const char *device, nb_daemon_opts *o)
+{
+    fake_url(url, url_size);
+    fake_start(f, url);
+    if (push_run)
+        fake_push(f, run_spec());
+    daemon_opts(o, e, url, device);
+}
+
+static nb_daemon *start_daemon(const nb_daemon_opts *o)
+{
+    nb_daemon *d;
+    nb_err err;
+    if (nb_daemon_start(o, &d, &err))
+        fail_msg("nb_daemon_start: %s", err.msg);
+    return d;
+}
+
+static void teardown(env *e, fake *f)
+{
+    fake_free(f);
+    env_free(e, f);
+}
+
 /* ---- tests ---------------------------------------------------------------------------------- */
 
 static void test_register_lease_result(void **state)
 {
     (void)state;
     env e;
-    env_init(&e);
     char run[1200];
     snprintf(run, sizeof run, "sh %s run", fx("exec_pass.sh"));
-    exec_deployment(&e, run);
+    exec_env(&e, run);
     fake f = {0};
     char url[128];
-    fake_url(url, sizeof url);
-    fake_start(&f, url);
-    fake_push(&f, run_spec());
     nb_daemon_opts o;
-    daemon_opts(&o, &e, url, "cpu:7");
-    nb_daemon *d;
-    nb_err err;
-    assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
+    serve_fake(&f, url, sizeof url, 1, &e, "cpu:7", &o);
+    nb_daemon *d = start_daemon(&o);
     assert_int_equal(wait_for(&f, &f.n_results, 1, 10000), 1);
     wait_for(&f, &f.heartbeats, 2, 3000);
     nb_daemon_stats st;
@@ -450,30 +478,23 @@ static void test_register_lease_result(void **state)
     assert_true(f.heartbeats >= 1);
     assert_int_equal(st.results, 1);
     assert_int_equal(f.releases, 0);
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 static void test_result_retry_same_id(void **state)
 {
     (void)state;
     env e;
-    env_init(&e);
     char run[1200];
     snprintf(run, sizeof run, "sh %s run", fx("exec_pass.sh"));
-    exec_deployment(&e, run);
+    exec_env(&e, run);
     fake f = {0};
     f.result_delay_first_ms = 1500; /* > the worker's rpc timeout */
     char url[128];
-    fake_url(url, sizeof url);
-    fake_start(&f, url);
-    fake_push(&f, run_spec());
     nb_daemon_opts o;
-    daemon_opts(&o, &e, url, "cpu:8");
+    serve_fake(&f, url, sizeof url, 1, &e, "cpu:8", &o);
     o.rpc_timeout_ms = 300;
-    nb_daemon *d;
-    nb_err err;
-    assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
+    nb_daemon *d = start_daemon(&o);
     double end = nb_now_ms() + 15000;
     nb_daemon_stats st;
     do {
@@ -492,18 +513,16 @@ static void test_result_retry_same_id(void **state)
     assert_true(ss.replayed >= 1);
     for (int i = 1; i < f.n_result_ids; i++)
         assert_true(f.result_ids[i] == f.result_ids[0]);
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 static void test_backoff_and_reregister(void **state)
 {
     (void)state;
     env e;
-    env_init(&e);
     char run[1200];
     snprintf(run, sizeof run, "sh %s run", fx("exec_pass.sh"));
-    exec_deployment(&e, run);
+    exec_env(&e, run);
     char url[128];
     fake_url(url, sizeof url);
     nb_daemon_opts o;
@@ -534,8 +553,7 @@ static void test_backoff_and_reregister(void **state)
     nb_daemon_get_stats(d, &st);
     assert_true(st.registrations >= 2);
     nb_daemon_stop(d, 1);
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 /* A job that takes ~1 s: a stop that lets it finish reports it; heartbeats keep coming
@@ -544,18 +562,12 @@ static void test_stop_finishes_current(void **state)
 {
     (void)state;
     env e;
-    env_init(&e);
-    exec_deployment(&e, "sleep 1; echo 'Tokens/second: 5'");
+    exec_env(&e, "sleep 1; echo 'Tokens/second: 5'");
     fake f = {0};
     char url[128];
-    fake_url(url, sizeof url);
-    fake_start(&f, url);
-    fake_push(&f, run_spec());
     nb_daemon_opts o;
-    daemon_opts(&o, &e, url, "cpu:10");
-    nb_daemon *d;
-    nb_err err;
-    assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
+    serve_fake(&f, url, sizeof url, 1, &e, "cpu:10", &o);
+    nb_daemon *d = start_daemon(&o);
     assert_int_equal(wait_for(&f, &f.leases_given, 1, 8000), 1);
     sleep_ms(500);
     nb_daemon_stop(d, 1);
@@ -564,8 +576,7 @@ static void test_stop_finishes_current(void **state)
     assert_int_equal(f.releases, 0);
     assert_true(f.heartbeats_busy >= 1);
     assert_true(f.progress >= 1); /* lease renewals while running */
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 /* A job that would hang: stop without finishing hands it back at once; a finishing stop
@@ -575,19 +586,13 @@ static void test_stop_hands_back(void **state)
     (void)state;
     for (int finish = 0; finish < 2; finish++) {
         env e;
-        env_init(&e);
-        exec_deployment(&e, "sleep 30; echo 'Tokens/second: 5'");
+        exec_env(&e, "sleep 30; echo 'Tokens/second: 5'");
         fake f = {0};
         char url[128];
-        fake_url(url, sizeof url);
-        fake_start(&f, url);
-        fake_push(&f, run_spec());
         nb_daemon_opts o;
-        daemon_opts(&o, &e, url, "cpu:11");
+        serve_fake(&f, url, sizeof url, 1, &e, "cpu:11", &o);
         o.grace_ms = 400;
-        nb_daemon *d;
-        nb_err err;
-        assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
+        nb_daemon *d = start_daemon(&o);
         assert_int_equal(wait_for(&f, &f.leases_given, 1, 8000), 1);
         sleep_ms(200);
         double t0 = nb_now_ms();
@@ -601,8 +606,7 @@ static void test_stop_hands_back(void **state)
         assert_string_equal(f.release_lease[0], "L1");
         assert_true(f.release_retry[0]); /* requeued for another worker */
         assert_non_null(strstr(f.release_reason[0], "shutting down"));
-        fake_free(&f);
-        env_free(&e, &f);
+        teardown(&e, &f);
     }
 }
 
@@ -610,19 +614,13 @@ static void test_cancel_from_coordinator(void **state)
 {
     (void)state;
     env e;
-    env_init(&e);
-    exec_deployment(&e, "sleep 30; echo 'Tokens/second: 5'");
+    exec_env(&e, "sleep 30; echo 'Tokens/second: 5'");
     fake f = {0};
     f.cancel_on_progress = 1;
     char url[128];
-    fake_url(url, sizeof url);
-    fake_start(&f, url);
-    fake_push(&f, run_spec());
     nb_daemon_opts o;
-    daemon_opts(&o, &e, url, "cpu:12");
-    nb_daemon *d;
-    nb_err err;
-    assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
+    serve_fake(&f, url, sizeof url, 1, &e, "cpu:12", &o);
+    nb_daemon *d = start_daemon(&o);
     assert_int_equal(wait_for(&f, &f.releases, 1, 8000), 1);
     nb_daemon_stats st;
     nb_daemon_get_stats(d, &st);
@@ -631,22 +629,18 @@ static void test_cancel_from_coordinator(void **state)
     assert_false(f.release_retry[0]); /* cancelled: not requeued */
     assert_non_null(strstr(f.release_reason[0], "cancelled"));
     assert_int_equal(f.n_results, 0);
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 static void test_device_claims(void **state)
 {
     (void)state;
     env e;
-    env_init(&e);
-    exec_deployment(&e, "echo 'Tokens/second: 5'");
+    exec_env(&e, "echo 'Tokens/second: 5'");
     fake f = {0};
     char url[128];
-    fake_url(url, sizeof url);
-    fake_start(&f, url);
     nb_daemon_opts o;
-    daemon_opts(&o, &e, url, "cpu:3");
+    serve_fake(&f, url, sizeof url, 0, &e, "cpu:3", &o);
     nb_daemon *a, *b;
     nb_err err;
     assert_int_equal(nb_daemon_start(&o, &a, &err), NB_OK);
@@ -688,23 +682,19 @@ static void test_device_claims(void **state)
         assert_int_equal(nb_daemon_start(&o, &a, &err), NB_EUNAVAIL);
         assert_non_null(strstr(err.msg, "--device xrt:0"));
     }
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 static void test_refused_registration(void **state)
 {
     (void)state;
     env e;
-    env_init(&e);
-    exec_deployment(&e, "echo 'Tokens/second: 5'");
+    exec_env(&e, "echo 'Tokens/second: 5'");
     fake f = {0};
     f.refuse_register = 1;
     char url[128];
-    fake_url(url, sizeof url);
-    fake_start(&f, url);
     nb_daemon_opts o;
-    daemon_opts(&o, &e, url, "cpu:13");
+    serve_fake(&f, url, sizeof url, 0, &e, "cpu:13", &o);
     nb_daemon *d;
     nb_err err;
     assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
@@ -713,8 +703,7 @@ static void test_refused_registration(void **state)
     assert_non_null(strstr(err.msg, "ALREADY_EXISTS"));
     nb_daemon_stop(d, 0);
     assert_int_equal(f.leases_given, 0);
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 /* The real engine: a verify (trace shipped in the lease, none on disk) and a run on one
@@ -793,8 +782,7 @@ static void test_real_cpu_jobs(void **state)
     assert_int_equal(cs.resident, 1);
     assert_string_equal(f.dep_digest,
                         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
-    fake_free(&f);
-    env_free(&e, &f);
+    teardown(&e, &f);
 }
 
 /* `npubench worker` as a process: a second one on the same device refuses naming the
