@@ -9,22 +9,7 @@
 
 #include "testutil.h"
 
-static char *tmp;
 static char cmd[8192];
-
-static int setup(void **s)
-{
-    (void)s;
-    tmp = tu_tmpdir();
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-    (void)s;
-    tu_rmrf(tmp);
-    return 0;
-}
 
 /* Runs npubench with args; checks exit code and that the output names `want`. */
 static void expect(const char *args, int code, const char *want)
@@ -45,7 +30,7 @@ static void expect(const char *args, int code, const char *want)
 static void write_prefix(const char *name, long n, const char *magic)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    snprintf(path, sizeof path, "%s/%s", tu_group_tmp(), name);
     FILE *out = fopen(path, "wb");
     assert_non_null(out);
     if (magic) {
@@ -85,7 +70,7 @@ static void test_corrupt_models(void **s)
     (void)s;
     char args[4096];
     write_prefix("magic.gguf", 0, "NOPE this is not a gguf file at all, padding padding");
-    snprintf(args, sizeof args, "run --model '%s/magic.gguf'", tmp);
+    snprintf(args, sizeof args, "run --model '%s/magic.gguf'", tu_group_tmp());
     expect(args, 2, "magic");
     if (!tu_model()) {
         print_message("SKIP truncation cases: model not fetched\n");
@@ -96,7 +81,7 @@ static void test_corrupt_models(void **s)
         char name[64];
         snprintf(name, sizeof name, "cut%ld.gguf", cuts[i]);
         write_prefix(name, cuts[i], NULL);
-        snprintf(args, sizeof args, "verify --model '%s/%s'", tmp, name);
+        snprintf(args, sizeof args, "verify --model '%s/%s'", tu_group_tmp(), name);
         expect(args, 2, name);
     }
 }
@@ -109,7 +94,7 @@ static void test_bad_prompts(void **s)
     expect("run --n-tokens 2 --reps 1 --warmup 0 --prompt \"$(printf 'caf\\303 bad')\"", 2,
            "invalid UTF-8 at byte offset 3");
     char path[4096], args[4200];
-    snprintf(path, sizeof path, "%s/bad.txt", tmp);
+    snprintf(path, sizeof path, "%s/bad.txt", tu_group_tmp());
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     fputs("# comment\nfine prompt\nbroken \xff\xfe prompt\n", f);
@@ -117,7 +102,7 @@ static void test_bad_prompts(void **s)
     snprintf(args, sizeof args, "verify --prompts-file '%s'", path);
     expect(args, 2, "bad.txt:3: invalid UTF-8");
     /* a prompt set with no committed trace says how to make one */
-    snprintf(path, sizeof path, "%s/new.txt", tmp);
+    snprintf(path, sizeof path, "%s/new.txt", tu_group_tmp());
     f = fopen(path, "wb");
     fputs("A prompt nobody has traced yet\n", f);
     fclose(f);
@@ -140,5 +125,5 @@ int main(void)
         cmocka_unit_test(test_bad_prompts),
         cmocka_unit_test(test_xrt_unavailable),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

@@ -23,7 +23,6 @@
 #include "nb_wire.h"
 #include "testutil.h"
 
-static char *tmp;
 static int seq;
 
 typedef struct env {
@@ -43,7 +42,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     memset(e, 0, sizeof *e);
     char url[128];
     snprintf(url, sizeof url, "inproc://svc-api-%d-%d", (int)getpid(), ++seq);
-    snprintf(e->db, sizeof e->db, "%s/db-%d.sqlite", tmp, seq);
+    snprintf(e->db, sizeof e->db, "%s/db-%d.sqlite", tu_group_tmp(), seq);
     nb_coord_opts o;
     memset(&o, 0, sizeof o);
     o.listen_url = url;
@@ -739,7 +738,7 @@ static void test_import_and_history_cli(void **s)
 {
     (void)s;
     char cmd[8192], db[1200];
-    snprintf(db, sizeof db, "%s/import.db", tmp);
+    snprintf(db, sizeof db, "%s/import.db", tu_group_tmp());
     const char *bin = tu_env("NB_BIN", "npubench"), *src = tu_env("NB_SRC", ".");
     snprintf(cmd, sizeof cmd, "'%s' import '%s/tests/data/db/history.ndjson' --db '%s'", bin, src,
              db);
@@ -785,24 +784,11 @@ static void test_import_and_history_cli(void **s)
     r = tu_run(cmd);
     assert_int_equal(r.code, 2);
     free(r.out);
-    snprintf(cmd, sizeof cmd, "'%s' workers --coordinator ipc://%s/nothing-here", bin, tmp);
+    snprintf(cmd, sizeof cmd, "'%s' workers --coordinator ipc://%s/nothing-here", bin,
+             tu_group_tmp());
     r = tu_run(cmd);
     assert_int_equal(r.code, 3);
     free(r.out);
-}
-
-static int setup(void **s)
-{
-    (void)s;
-    tmp = tu_tmpdir();
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-    (void)s;
-    tu_rmrf(tmp);
-    return 0;
 }
 
 int main(void)
@@ -817,5 +803,5 @@ int main(void)
         cmocka_unit_test(test_matrix_and_history_regression),
         cmocka_unit_test(test_import_and_history_cli),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

@@ -20,7 +20,6 @@
 
 #include "testutil.h"
 
-static char *tmp;
 static char cmd[16384];
 
 static void sleep_ms(int ms)
@@ -44,7 +43,7 @@ static pid_t spawn(const char *log, const char *fmt, ...)
     va_end(ap);
     char line[8192];
     snprintf(line, sizeof line, "cd '%s' && exec '%s' %s >>'%s/%s' 2>&1", tu_env("NB_SRC", "."),
-             bin(), args, tmp, log);
+             bin(), args, tu_group_tmp(), log);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -154,11 +153,11 @@ static void logs_clean(void)
 {
     snprintf(cmd, sizeof cmd,
              "cat '%s'/*.log | grep -c -e AddressSanitizer -e 'runtime error' -e 'LeakSanitizer'",
-             tmp);
+             tu_group_tmp());
     tu_result r = tu_run(cmd);
     int n = r.out ? atoi(r.out) : 0;
     if (n) {
-        snprintf(cmd, sizeof cmd, "cat '%s'/*.log", tmp);
+        snprintf(cmd, sizeof cmd, "cat '%s'/*.log", tu_group_tmp());
         tu_result all = tu_run(cmd);
         print_message("%s", all.out ? all.out : "");
         free(all.out);
@@ -180,8 +179,8 @@ static void test_lab_ipc(void **s)
     if (!need_model())
         skip();
     char url[1200], db[1200];
-    snprintf(url, sizeof url, "ipc://%s/c.sock", tmp);
-    snprintf(db, sizeof db, "%s/ipc.db", tmp);
+    snprintf(url, sizeof url, "ipc://%s/c.sock", tu_group_tmp());
+    snprintf(db, sizeof db, "%s/ipc.db", tu_group_tmp());
     pid_t c = spawn("coord-ipc.log", COORD_ARGS, url, db);
     pid_t w0 = spawn("w0.log", WORKER_ARGS, url, "lab-a", 10);
     pid_t w1 = spawn("w1.log", WORKER_ARGS, url, "lab-b", 11);
@@ -216,7 +215,7 @@ static void test_lab_ipc(void **s)
     assert_true(db_int(db, "SELECT count(*) FROM profile_kernels") > 0);
 
     /* a local command sent to the lab prints what it prints locally */
-    r = cli("verify --n-tokens 4 --reports '%s/rep' --coordinator '%s'", tmp, url);
+    r = cli("verify --n-tokens 4 --reports '%s/rep' --coordinator '%s'", tu_group_tmp(), url);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "[verify] PASS (2/2 prompts pass)"));
     assert_non_null(strstr(r.out, "Report: "));
@@ -272,9 +271,9 @@ static void test_wrong_secret(void **s)
     (void)s;
     char url[128], db[1200], log[1300];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
-    snprintf(db, sizeof db, "%s/auth.db", tmp);
+    snprintf(db, sizeof db, "%s/auth.db", tu_group_tmp());
     pid_t c = spawn("coord-auth.log", COORD_ARGS " --secret right", url, db);
-    snprintf(log, sizeof log, "%s/coord-auth.log", tmp);
+    snprintf(log, sizeof log, "%s/coord-auth.log", tu_group_tmp());
     for (int i = 0; i < 100; i++) {
         tu_result r = cli("jobs --coordinator '%s' --secret right", url);
         int ok = r.code == 0;
@@ -316,7 +315,7 @@ static void test_lab_faults_tcp(void **s)
         skip();
     char url[128], db[1200];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20001 + (int)(getpid() % 20000));
-    snprintf(db, sizeof db, "%s/tcp.db", tmp);
+    snprintf(db, sizeof db, "%s/tcp.db", tu_group_tmp());
     pid_t c = spawn("coord-tcp.log", COORD_ARGS, url, db);
     const char *names[3] = {"lab-x@", "lab-y@", "lab-z@"};
     pid_t w[3];
@@ -391,8 +390,9 @@ static void test_embedded_history(void **s)
     if (!need_model())
         skip();
     char db[1200];
-    snprintf(db, sizeof db, "%s/local.db", tmp);
-    tu_result r = cli("verify --max-prompts 1 --n-tokens 4 --db '%s' --reports '%s/rep'", db, tmp);
+    snprintf(db, sizeof db, "%s/local.db", tu_group_tmp());
+    tu_result r =
+        cli("verify --max-prompts 1 --n-tokens 4 --db '%s' --reports '%s/rep'", db, tu_group_tmp());
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "[verify] PASS (1/1 prompts pass)"));
     free(r.out);
@@ -432,20 +432,6 @@ static void test_embedded_history(void **s)
     free(r.out);
 }
 
-static int setup(void **s)
-{
-    (void)s;
-    tmp = tu_tmpdir();
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-    (void)s;
-    tu_rmrf(tmp);
-    return 0;
-}
-
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -455,5 +441,5 @@ int main(void)
         cmocka_unit_test(test_lab_faults_tcp),
         cmocka_unit_test(test_embedded_history),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

@@ -86,4 +86,33 @@ static inline void tu_rmrf(char *dir)
     free(dir);
 }
 
+
+/* One scratch directory per test file: run the cmocka group with
+ * tu_group_setup and tu_group_teardown and read the path as tu_group_tmp(). */
+static inline char **tu_group_tmp_slot(void)
+{
+    static char *dir;
+    return &dir;
+}
+
+static inline char *tu_group_tmp(void)
+{
+    return *tu_group_tmp_slot();
+}
+
+static inline int tu_group_setup(void **state)
+{
+    (void)state;
+    *tu_group_tmp_slot() = tu_tmpdir();
+    return tu_group_tmp() ? 0 : -1;
+}
+
+static inline int tu_group_teardown(void **state)
+{
+    (void)state;
+    tu_rmrf(tu_group_tmp());
+    *tu_group_tmp_slot() = NULL;
+    return 0;
+}
+
 #endif
