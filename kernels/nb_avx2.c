@@ -18,8 +18,8 @@
 /* ---- linear layers -----------------------------------------------------------
  * Every output is the portable dot: lane l of an 8-lane accumulator sums
  * x[t+l]*w[t+l] over t = 0, 8, ...; then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7));
- * then the K % 8 tail in order. Quantized rows do that per 32-block and add
- * the block sums in order. Products are rounded before the add (no FMA):
+ * then the K % 8 tail in order (quantized weights: the integer block dots
+ * of nb_portable.c, see below). Products are rounded before the add (no FMA):
  * on Zen the adders and multipliers are separate pipes, so this costs no
  * throughput, and the result is exact against portable.
  *
@@ -27,9 +27,10 @@
  * streams as one sequential read with 8 independent accumulators (on Zen 3
  * eight separate row streams get half the bandwidth of one). n <
  * GEMM_MIN_N (decode): each group streams once per X row, converted in
- * registers. Larger n (prefill): each group becomes fp32 rows in scratch
- * once per block of X rows (sized for L2) and meets every X row pair of the
- * block in 4x2 register tiles. */
+ * registers. Larger n (prefill): each dense group becomes fp32 rows in
+ * scratch once per block of X rows (sized for L2) and meets every X row
+ * pair of the block in 4x2 register tiles; a quantized group stays packed
+ * and meets the block's Q8 rows one by one from L1. */
 #define GEMM_MIN_N 4
 #define XBLOCK_BYTES (384 * 1024)
 
@@ -119,146 +120,125 @@ static void tile4x2_dense(const float *x0, const float *x1, const float *const w
         }
 }
 
-/* ---- quantized blocks in registers ---------------------------------------- */
+/* ---- quantized weights x Q8 activations ------------------------------------
+ * nb_portable.c defines the arithmetic: integer block dots, then per lane
+ * acc += float(isum) * (d_w d_x), and Q4_1's m_w s_x in a sum of its own.
+ * Dequantizing to fp32 instead costs ~25 ops per 32 weights and row
+ * (unpack, convert, scale, multiply, add), which kept Q4_1 decode compute
+ * bound at a third of the read bandwidth; maddubs + madd do the 32 products
+ * and their sums in two. */
 
-/* PACK8 quantized groups keep each block index's 8 scales together (see
- * nb_kernels_impl.h), so one F16C conversion yields all 8 rows' scales:
- * sc[] holds d0 m0 d1 m1 .. (Q4_1) or d0 d1 .. (Q8_0) as fp32 (exact). */
-static inline void block_scales(nb_wtype ty, const uint8_t *p, float sc[16])
+/* nb_q8_quantize_row, 8 lanes at a time. amax: max(|x|, acc) returns acc
+ * for a NaN |x|, as the portable compare does; the clamps order their
+ * operands so NaN lands on -127 there too. */
+void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s)
 {
-    if (ty == NB_W_Q4_1) {
-        _mm256_storeu_ps(sc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
-        _mm256_storeu_ps(sc + 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16))));
-    } else {
-        _mm256_storeu_ps(sc, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+    const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f),
+                 hi = _mm256_set1_ps(127.0f);
+    for (int b = 0; b < k / 32; b++) {
+        const float *xb = x + (size_t)b * 32;
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int c = 0; c < 4; c++) {
+            v[c] = _mm256_loadu_ps(xb + 8 * c);
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, v[c]), m);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        float amax = _mm_cvtss_f32(m4);
+        float db = amax / 127.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
+        __m256 idv = _mm256_set1_ps(id);
+        __m256i qi[4];
+        for (int c = 0; c < 4; c++) {
+            __m256 t = _mm256_max_ps(_mm256_mul_ps(v[c], idv), lo);
+            qi[c] = _mm256_cvtps_epi32(_mm256_min_ps(t, hi));
+        }
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]),
+                                       _mm256_add_epi32(qi[2], qi[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        /* packs interleave the 128-bit halves; the permute restores order */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                       _mm256_packs_epi32(qi[2], qi[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + (size_t)b * 32), p);
+        d[b] = db;
+        s[b] = db * (float)_mm_cvtsi128_si32(s4);
     }
 }
 
-/* The 32 weights of a Q4_1 block (qs: its 16 quant bytes), exactly as
- * nb_q4_1_block_f32: d*q is exact in fp32 (d has 11 significant bits, q 4),
- * so fma(q, d, m) rounds once, like the reference's (d*q) + m. */
-static inline void deq_q4_1(const uint8_t *qs, const float *dm, __m256 w[4])
+/* One row's block: lane l += float(isum over weights 4l..4l+3) * dd. */
+static inline __m256 q8_lane_add(__m256 acc, __m256i prod16, const float *dd)
 {
-    __m256 d = _mm256_broadcast_ss(dm), m = _mm256_broadcast_ss(dm + 1);
-    /* byte j of qs holds q[j] (low nibble) and q[j+16] (high nibble) */
-    __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
-    __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
-    __m256i f = _mm256_set1_epi32(15);
-    w[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v0, f)), d, m);
-    w[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v1, f)), d, m);
-    w[2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4)), d, m);
-    w[3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4)), d, m);
+    __m256i is = _mm256_madd_epi16(prod16, _mm256_set1_epi16(1));
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_broadcast_ss(dd)));
 }
 
-/* Q8_0 (qs: its 32 quant bytes): d * q, exact in fp32 (11 + 8 significant bits). */
-static inline void deq_q8_0(const uint8_t *qs, const float *dp, __m256 w[4])
+/* Q4_1 row r of a PACK8 block (16 quant bytes): unsigned nibbles in
+ * weight order (byte j holds q[j] low, q[j+16] high) times the signed
+ * activation quants, pairwise summed (|pair| <= 2*15*127: no saturation). */
+static inline __m256i q4_1_prod(const uint8_t *qs, __m256i xq)
 {
-    __m256 d = _mm256_broadcast_ss(dp);
-    for (int c = 0; c < 4; c++) {
-        __m128i q8 = _mm_loadl_epi64((const __m128i *)(qs + 8 * c));
-        w[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d);
-    }
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw),
+                                 _mm256_set1_epi8(15));
+    return _mm256_maddubs_epi16(w, xq);
 }
 
-/* One block's eight lane sums against x (32 fp32). The first product
- * starts them: 0 + p only differs from p in the sign of a zero, and a
- * block sum's zero sign cannot change s, which starts at +0 and never
- * becomes -0. */
-#define BLOCK_LANES(NAME, DEQ)                                                                 \
-    static inline __m256 NAME(const float *xb, const uint8_t *qs, const float *sc)             \
+/* Q8_0 row (32 signed quant bytes): maddubs wants its first operand
+ * unsigned, so |w| against x carrying w's sign. */
+static inline __m256i q8_0_prod(const uint8_t *qs, __m256i xq)
+{
+    __m256i w = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+}
+
+typedef struct q8_act {
+    const int8_t *q;
+    const float *d, *s;
+} q8_act;
+
+/* A PACK8 group's eight quantized rows against one Q8 activation row.
+ * Block b: 8 scale sets (d,m or d as fp16), then 8 quant runs (QB bytes). */
+#define GEMV8_Q8(NAME, Q41, SB, QB, PROD)                                                      \
+    static void NAME(const q8_act *x, const uint8_t *grp, int K, float out[8])                 \
     {                                                                                          \
-        __m256 v[4];                                                                           \
-        DEQ(qs, sc, v);                                                                        \
-        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(xb), v[0]);                                   \
-        a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 8), v[1]));                    \
-        a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 16), v[2]));                   \
-        return _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(xb + 24), v[3]));                \
-    }
-
-BLOCK_LANES(lanes_q4_1, deq_q4_1)
-BLOCK_LANES(lanes_q8_0, deq_q8_0)
-
-/* A group's eight quantized rows against one X row: per block the 8 lane
- * sums, the tree (one nb_reduce8 for the 8 rows), s += block sum. Block b
- * of the group: 8 scale sets (SB bytes each), then 8 quant runs (QB). */
-#define GEMV8_QUANT(NAME, TY, SB, QB, SS, LANES)                                               \
-    static void NAME(const float *x, const uint8_t *grp, int K, float out[8])                  \
-    {                                                                                          \
-        __m256 s = _mm256_setzero_ps();                                                        \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,          \
+               a6 = a0, a7 = a0, mt = a0;                                                      \
+        float dd[8];                                                                           \
         const uint8_t *p = grp;                                                                \
-        float sc[16];                                                                          \
         for (int b = 0; b < K / 32; b++, p += 8 * ((SB) + (QB))) {                             \
-            const float *xb = x + b * 32;                                                      \
+            __m256 dw;                                                                         \
+            if (Q41) {                                                                         \
+                /* d0 m0 d1 m1 .. as 32-bit lanes -> d0..d7 | m0..m7 */                       \
+                __m256i r = _mm256_loadu_si256((const __m256i *)p);                            \
+                __m256i dm = _mm256_packus_epi32(_mm256_and_si256(r, _mm256_set1_epi32(0xffff)), \
+                                                 _mm256_srli_epi32(r, 16));                    \
+                dm = _mm256_permute4x64_epi64(dm, 0xd8);                                       \
+                dw = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));                              \
+                __m256 mw = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));                  \
+                mt = _mm256_add_ps(mt, _mm256_mul_ps(mw, _mm256_broadcast_ss(x->s + b)));      \
+            } else {                                                                           \
+                dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));                     \
+            }                                                                                  \
+            _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b)));            \
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));                 \
             const uint8_t *q = p + 8 * (SB);                                                   \
-            block_scales(TY, p, sc);                                                           \
-            s = _mm256_add_ps(                                                                 \
-                s, nb_reduce8(LANES(xb, q, sc), LANES(xb, q + (QB), sc + (SS)),                \
-                              LANES(xb, q + 2 * (QB), sc + 2 * (SS)),                          \
-                              LANES(xb, q + 3 * (QB), sc + 3 * (SS)),                          \
-                              LANES(xb, q + 4 * (QB), sc + 4 * (SS)),                          \
-                              LANES(xb, q + 5 * (QB), sc + 5 * (SS)),                          \
-                              LANES(xb, q + 6 * (QB), sc + 6 * (SS)),                          \
-                              LANES(xb, q + 7 * (QB), sc + 7 * (SS))));                        \
+            a0 = q8_lane_add(a0, PROD(q, xq), dd + 0);                                         \
+            a1 = q8_lane_add(a1, PROD(q + (QB), xq), dd + 1);                                  \
+            a2 = q8_lane_add(a2, PROD(q + 2 * (QB), xq), dd + 2);                              \
+            a3 = q8_lane_add(a3, PROD(q + 3 * (QB), xq), dd + 3);                              \
+            a4 = q8_lane_add(a4, PROD(q + 4 * (QB), xq), dd + 4);                              \
+            a5 = q8_lane_add(a5, PROD(q + 5 * (QB), xq), dd + 5);                              \
+            a6 = q8_lane_add(a6, PROD(q + 6 * (QB), xq), dd + 6);                              \
+            a7 = q8_lane_add(a7, PROD(q + 7 * (QB), xq), dd + 7);                              \
         }                                                                                      \
-        _mm256_storeu_ps(out, s);                                                              \
+        _mm256_storeu_ps(out, _mm256_add_ps(nb_reduce8(a0, a1, a2, a3, a4, a5, a6, a7), mt));  \
     }
 
-GEMV8_QUANT(gemv8_q4_1, NB_W_Q4_1, 4, 16, 2, lanes_q4_1)
-GEMV8_QUANT(gemv8_q8_0, NB_W_Q8_0, 2, 32, 1, lanes_q8_0)
-
-/* Four dequantized fp32 rows against two X rows, per-block sums as above. */
-static void tile4x2_quant(const float *x0, const float *x1, const float *const w[4], int K,
-                          float out[8])
-{
-    __m256 s = _mm256_setzero_ps();
-    for (int b = 0; b < K; b += 32) {
-        __m256 a00, a10, a20, a30, a01, a11, a21, a31;
-        {
-            __m256 xa = _mm256_loadu_ps(x0 + b), xb = _mm256_loadu_ps(x1 + b), v;
-            IN_REG(xa);
-            IN_REG(xb);
-            v = _mm256_loadu_ps(w[0] + b);
-            IN_REG(v);
-            a00 = _mm256_mul_ps(xa, v);
-            a01 = _mm256_mul_ps(xb, v);
-            v = _mm256_loadu_ps(w[1] + b);
-            IN_REG(v);
-            a10 = _mm256_mul_ps(xa, v);
-            a11 = _mm256_mul_ps(xb, v);
-            v = _mm256_loadu_ps(w[2] + b);
-            IN_REG(v);
-            a20 = _mm256_mul_ps(xa, v);
-            a21 = _mm256_mul_ps(xb, v);
-            v = _mm256_loadu_ps(w[3] + b);
-            IN_REG(v);
-            a30 = _mm256_mul_ps(xa, v);
-            a31 = _mm256_mul_ps(xb, v);
-        }
-        for (int t = b + 8; t < b + 32; t += 8) {
-            __m256 xa = _mm256_loadu_ps(x0 + t), xb = _mm256_loadu_ps(x1 + t);
-            IN_REG(xa);
-            IN_REG(xb);
-            __m256 v = _mm256_loadu_ps(w[0] + t);
-            IN_REG(v);
-            a00 = _mm256_add_ps(a00, _mm256_mul_ps(xa, v));
-            a01 = _mm256_add_ps(a01, _mm256_mul_ps(xb, v));
-            v = _mm256_loadu_ps(w[1] + t);
-            IN_REG(v);
-            a10 = _mm256_add_ps(a10, _mm256_mul_ps(xa, v));
-            a11 = _mm256_add_ps(a11, _mm256_mul_ps(xb, v));
-            v = _mm256_loadu_ps(w[2] + t);
-            IN_REG(v);
-            a20 = _mm256_add_ps(a20, _mm256_mul_ps(xa, v));
-            a21 = _mm256_add_ps(a21, _mm256_mul_ps(xb, v));
-            v = _mm256_loadu_ps(w[3] + t);
-            IN_REG(v);
-            a30 = _mm256_add_ps(a30, _mm256_mul_ps(xa, v));
-            a31 = _mm256_add_ps(a31, _mm256_mul_ps(xb, v));
-        }
-        s = _mm256_add_ps(s, nb_reduce8(a00, a10, a20, a30, a01, a11, a21, a31));
-    }
-    _mm256_storeu_ps(out, s);
-}
+GEMV8_Q8(gemv8_q4_1, 1, 4, 16, q4_1_prod)
+GEMV8_Q8(gemv8_q8_0, 0, 2, 32, q8_0_prod)
 
 /* ---- drivers ------------------------------------------------------------------ */
 
@@ -279,24 +259,13 @@ static void store_outs(void *Y, int f32out, size_t ld, int i, int j, const float
 
 typedef void (*gemv8_fn)(const float *x, const uint8_t *grp, int K, float out[8]);
 
-static gemv8_fn gemv8_for(nb_wtype t)
-{
-    switch (t) {
-    case NB_W_BF16: return gemv8_bf16;
-    case NB_W_F32: return gemv8_f32;
-    case NB_W_Q4_1: return gemv8_q4_1;
-    case NB_W_Q8_0: return gemv8_q8_0;
-    }
-    return gemv8_bf16;
-}
-
 /* Decode-sized n: each group streams once per X row (n < GEMM_MIN_N: the
  * group is still in L1 for the next X row). j0 is a multiple of 8. */
 static void gemv_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32out, int j0,
                       int j1)
 {
     int K = W->cols;
-    gemv8_fn fn = gemv8_for(W->type);
+    gemv8_fn fn = W->type == NB_W_F32 ? gemv8_f32 : gemv8_bf16;
     for (int j = j0; j < j1; j += 8) {
         int cnt = j1 - j < 8 ? j1 - j : 8;
         const uint8_t *grp = nb_wmat_group(W, j / 8);
@@ -308,41 +277,20 @@ static void gemv_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
     }
 }
 
-/* The 8 rows of a group as fp32 rows of K in ws (exact). */
+/* The 8 rows of a dense group as fp32 rows of K in ws (exact). */
 static void group_to_f32(const nb_wmat *W, const uint8_t *grp, float *ws)
 {
     int K = W->cols, K8 = K & ~7, tail = K - K8;
-    if (W->type == NB_W_BF16 || W->type == NB_W_F32) {
-        int bf = W->type == NB_W_BF16;
-        size_t es = bf ? 2 : 4;
-        const uint8_t *p = grp;
-        for (int t = 0; t < K8; t += 8)
-            for (int r = 0; r < 8; r++, p += 8 * es)
-                _mm256_storeu_ps(ws + (size_t)r * K + t, bf ? lw_bf16(p) : lw_f32(p));
-        for (int r = 0; r < 8; r++)
-            for (int t = 0; t < tail; t++)
-                ws[(size_t)r * K + K8 + t] =
-                    bf ? nb_bf16_to_f32(((const nb_bf16 *)p)[r * tail + t])
-                       : ((const float *)p)[r * tail + t];
-        return;
-    }
-    int q41 = W->type == NB_W_Q4_1;
-    size_t sb = q41 ? 4 : 2, qb = q41 ? 16 : 32;
-    float sc[16];
-    for (int b = 0; b < K / 32; b++) {
-        const uint8_t *p = grp + (size_t)b * 8 * (sb + qb);
-        block_scales(W->type, p, sc);
-        for (int r = 0; r < 8; r++) {
-            __m256 v[4];
-            const uint8_t *q = p + 8 * sb + (size_t)r * qb;
-            if (q41)
-                deq_q4_1(q, sc + 2 * r, v);
-            else
-                deq_q8_0(q, sc + r, v);
-            for (int c = 0; c < 4; c++)
-                _mm256_storeu_ps(ws + (size_t)r * K + b * 32 + c * 8, v[c]);
-        }
-    }
+    int bf = W->type == NB_W_BF16;
+    size_t es = bf ? 2 : 4;
+    const uint8_t *p = grp;
+    for (int t = 0; t < K8; t += 8)
+        for (int r = 0; r < 8; r++, p += 8 * es)
+            _mm256_storeu_ps(ws + (size_t)r * K + t, bf ? lw_bf16(p) : lw_f32(p));
+    for (int r = 0; r < 8; r++)
+        for (int t = 0; t < tail; t++)
+            ws[(size_t)r * K + K8 + t] = bf ? nb_bf16_to_f32(((const nb_bf16 *)p)[r * tail + t])
+                                            : ((const float *)p)[r * tail + t];
 }
 
 /* Prefill-sized n: X rows in L2-sized blocks; per block, each group of 8
@@ -350,7 +298,7 @@ static void group_to_f32(const nb_wmat *W, const uint8_t *grp, float *ws)
 static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32out, int j0,
                       int j1, float *ws)
 {
-    int K = W->cols, quant = W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0;
+    int K = W->cols;
     size_t ld = (size_t)W->rows;
     int xb = (int)(XBLOCK_BYTES / ((size_t)K * 4));
     xb = xb < 2 ? 2 : xb & ~1;
@@ -367,10 +315,7 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
                     const float *x0 = xs + (size_t)i * K;
                     const float *x1 = i + 1 < i1 ? x0 + K : x0;
                     float o[8];
-                    if (quant)
-                        tile4x2_quant(x0, x1, w, K, o);
-                    else
-                        tile4x2_dense(x0, x1, w, K, o);
+                    tile4x2_dense(x0, x1, w, K, o);
                     store_outs(Y, f32out, ld, i, j + h, o, hc);
                     if (i + 1 < i1)
                         store_outs(Y, f32out, ld, i + 1, j + h, o + 4, hc);
@@ -380,36 +325,76 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
     }
 }
 
+/* Quantized weights, any n: X rows (as Q8) in L2-sized blocks, each group
+ * streamed once per block and kept in L1 across the block's rows (a group
+ * is at most 8 * 1536/32 * 34 bytes here; prefill needs no fp32 copy). */
+static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xsum,
+                         int n, void *Y, int f32out, int j0, int j1)
+{
+    int K = W->cols, nb = K / 32;
+    void (*fn)(const q8_act *, const uint8_t *, int, float *) =
+        W->type == NB_W_Q4_1 ? gemv8_q4_1 : gemv8_q8_0;
+    int xb = (int)(XBLOCK_BYTES / ((size_t)K + 8 * (size_t)nb));
+    xb = xb < 1 ? 1 : xb;
+    for (int i0 = 0; i0 < n; i0 += xb) {
+        int i1 = i0 + xb < n ? i0 + xb : n;
+        for (int j = j0; j < j1; j += 8) {
+            int cnt = j1 - j < 8 ? j1 - j : 8;
+            const uint8_t *grp = nb_wmat_group(W, j / 8);
+            for (int i = i0; i < i1; i++) {
+                q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb};
+                float o[8];
+                fn(&a, grp, K, o);
+                store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);
+            }
+        }
+    }
+}
+
 static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *Y, int f32out,
                        int j0, int j1)
 {
-    int K = W->cols;
-    size_t xn = ((size_t)n * K + 15) & ~(size_t)15;
-    int gemm = n >= GEMM_MIN_N;
-    float *xs = nb_scratch_or_die(sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0)));
+    int K = W->cols, quant = W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0;
+    size_t xn = ((size_t)n * K + 15) & ~(size_t)15, nb = (size_t)K / 32;
+    int gemm = !quant && n >= GEMM_MIN_N;
+    /* fp32 X, then the dense GEMM's group rows or the Q8 form of X */
+    size_t qoff = sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0));
+    size_t qn = ((size_t)n * K + 63) & ~(size_t)63;
+    uint8_t *base = nb_scratch_or_die(qoff + (quant ? qn + sizeof(float) * 2 * n * nb : 0));
+    float *xs = (float *)base;
+    int8_t *xq = (int8_t *)(base + qoff);
+    float *xd = (float *)(base + qoff + qn), *xsum = xd + (size_t)n * nb;
     /* Later slices of the same call on this thread find X converted. */
     static _Thread_local struct {
         uint64_t id;
         const void *X;
-        int n, K;
+        int n, K, quant;
     } last;
-    if (nb_call_id && last.id == nb_call_id && last.X == X && last.n == n && last.K == K) {
-        /* xs already holds X */
-    } else if (xbf16) {
-        const nb_bf16 *xb = X;
-        size_t cnt = (size_t)n * K, t = 0;
-        for (; t + 8 <= cnt; t += 8)
-            _mm256_storeu_ps(xs + t, nb_ld_bf16x8(xb + t));
-        for (; t < cnt; t++)
-            xs[t] = nb_bf16_to_f32(xb[t]);
-    } else {
-        memcpy(xs, X, sizeof(float) * (size_t)n * K);
+    if (!(nb_call_id && last.id == nb_call_id && last.X == X && last.n == n && last.K == K &&
+          last.quant == quant)) {
+        if (xbf16) {
+            const nb_bf16 *xb = X;
+            size_t cnt = (size_t)n * K, t = 0;
+            for (; t + 8 <= cnt; t += 8)
+                _mm256_storeu_ps(xs + t, nb_ld_bf16x8(xb + t));
+            for (; t < cnt; t++)
+                xs[t] = nb_bf16_to_f32(xb[t]);
+        } else {
+            memcpy(xs, X, sizeof(float) * (size_t)n * K);
+        }
+        if (quant)
+            for (int i = 0; i < n; i++)
+                nb_avx2_q8_quantize_row(xs + (size_t)i * K, K, xq + (size_t)i * K,
+                                        xd + (size_t)i * nb, xsum + (size_t)i * nb);
     }
     last.id = nb_call_id;
     last.X = X;
     last.n = n;
     last.K = K;
-    if (gemm)
+    last.quant = quant;
+    if (quant)
+        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1);
+    else if (gemm)
         gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
     else
         gemv_rows(W, xs, n, Y, f32out, j0, j1);

@@ -86,6 +86,13 @@ void nb_avx512_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, i
 /* Frees the weight slab kept for reuse once every matrix is gone. */
 void nb_wmat_release_slabs(void);
 
+/* The activation side of a quantized-weight linear (nb_portable.c): row x
+ * of k (a multiple of 32) as k/32 Q8 blocks, quants q[k], scales d[k/32]
+ * and d * sum(q) in s[k/32]. nb_avx2_q8_quantize_row is the same function,
+ * bit for bit, 8 lanes at a time. */
+void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
+void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
+
 /* Exact gguf-py block dequantization (float32 ops, no FMA). */
 void nb_q4_1_block_f32(const uint8_t *blk, float *dst);
 void nb_q8_0_block_f32(const uint8_t *blk, float *dst);

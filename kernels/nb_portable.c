@@ -63,23 +63,101 @@ static float dot_f32(const float *x, const float *w, int k)
     return s;
 }
 
-/* Dot of a bf16 activation row with one quantized weight row: per block
- * eight partial sums, their tree, then the blocks in order. */
-static float dot_q(const nb_wmat *W, const nb_bf16 *x, const uint8_t *row)
+/* ---- quantized weights: Q8 activations, integer block dots ------------------
+ * The reference definition of a linear with Q4_1 / Q8_0 weights (every path
+ * reproduces it bit for bit). Each activation row is quantized per 32-block
+ * as llama.cpp's q8_1: d = amax/127, q = rint(x / d) in [-127, 127] (as
+ * x * (1/d), clamped, so NaN and inf stay bounded), s = d * sum(q). A weight
+ * block then meets it in exact integer arithmetic: lane l (weights 4l..4l+3)
+ * of acc gains float(sum w_q x_q) * (d_w d), Q4_1's offset adds m_w s to a
+ * separate sum, and the output is tree(acc) + that sum. */
+
+void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s)
 {
-    float blk[32], s = 0.0f;
-    for (int b = 0; b < W->cols / 32; b++) {
-        if (W->type == NB_W_Q4_1)
-            nb_q4_1_block_f32(row + (size_t)b * 20, blk);
-        else
-            nb_q8_0_block_f32(row + (size_t)b * 34, blk);
-        float acc[8] = {0};
-        for (int t = 0; t < 32; t += 8)
-            for (int l = 0; l < 8; l++)
-                acc[l] += nb_bf16_to_f32(x[b * 32 + t + l]) * blk[t + l];
-        s += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (int b = 0; b < k / 32; b++) {
+        const float *xb = x + (size_t)b * 32;
+        float amax = 0.0f;
+        for (int t = 0; t < 32; t++) {
+            float a = fabsf(xb[t]);
+            if (a > amax) /* NaN never wins */
+                amax = a;
+        }
+        float db = amax / 127.0f, id = db > 0.0f ? 1.0f / db : 0.0f;
+        int sum = 0;
+        for (int t = 0; t < 32; t++) {
+            float v = xb[t] * id;
+            if (!(v >= -127.0f)) /* NaN clamps low, as the SIMD max does */
+                v = -127.0f;
+            if (v > 127.0f)
+                v = 127.0f;
+            int qi = (int)lrintf(v);
+            q[b * 32 + t] = (int8_t)qi;
+            sum += qi;
+        }
+        d[b] = db;
+        s[b] = db * (float)sum;
     }
-    return s;
+}
+
+static float dot_q8(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xs,
+                    const uint8_t *row)
+{
+    float acc[8] = {0}, mt = 0.0f;
+    int q41 = W->type == NB_W_Q4_1;
+    for (int b = 0; b < W->cols / 32; b++) {
+        const uint8_t *blk = row + (size_t)b * (q41 ? 20 : 34);
+        const int8_t *xb = xq + b * 32;
+        uint16_t h;
+        memcpy(&h, blk, 2);
+        float dd = nb_f16_to_f32(h) * xd[b];
+        int w[32];
+        if (q41) {
+            for (int t = 0; t < 16; t++) {
+                w[t] = blk[4 + t] & 15;
+                w[t + 16] = blk[4 + t] >> 4;
+            }
+        } else {
+            for (int t = 0; t < 32; t++)
+                w[t] = (int8_t)blk[2 + t];
+        }
+        for (int l = 0; l < 8; l++) {
+            int is = 0;
+            for (int t = 4 * l; t < 4 * l + 4; t++)
+                is += w[t] * xb[t];
+            acc[l] += (float)is * dd;
+        }
+        if (q41) {
+            memcpy(&h, blk + 2, 2);
+            mt += nb_f16_to_f32(h) * xs[b];
+        }
+    }
+    return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
+           mt;
+}
+
+static void portable_linear_q8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                               int j0, int j1)
+{
+    int K = W->cols, nb = K / 32;
+    size_t rb = (W->row_bytes + 63) & ~(size_t)63, qb = ((size_t)n * K + 63) & ~(size_t)63;
+    uint8_t *tmp = nb_scratch_or_die(rb + qb + sizeof(float) * ((size_t)2 * n * nb + (size_t)K));
+    int8_t *xq = (int8_t *)(tmp + rb);
+    float *xd = (float *)(tmp + rb + qb), *xs = xd + (size_t)n * nb, *xf = xs + (size_t)n * nb;
+    for (int i = 0; i < n; i++) {
+        for (int t = 0; t < K; t++)
+            xf[t] = nb_bf16_to_f32(X[(size_t)i * K + t]);
+        nb_q8_quantize_row(xf, K, xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb);
+    }
+    for (int j = j0; j < j1; j++) {
+        const uint8_t *row = nb_wmat_row(W, j, W->layout == NB_LAYOUT_ROWS ? NULL : tmp);
+        for (int i = 0; i < n; i++) {
+            float s = dot_q8(W, xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb, row);
+            if (f32out)
+                ((float *)Y)[(size_t)i * W->rows + j] = s;
+            else
+                ((nb_bf16 *)Y)[(size_t)i * W->rows + j] = nb_f32_to_bf16(s);
+        }
+    }
 }
 
 /* Rows come through nb_wmat_row, so the reference also reads matrices a
@@ -87,13 +165,15 @@ static float dot_q(const nb_wmat *W, const nb_bf16 *x, const uint8_t *row)
 static void portable_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                                  int j0, int j1)
 {
+    if (W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0) {
+        portable_linear_q8(W, X, n, Y, f32out, j0, j1);
+        return;
+    }
     uint8_t *tmp = W->layout == NB_LAYOUT_ROWS ? NULL : nb_scratch_or_die(W->row_bytes);
     for (int j = j0; j < j1; j++) {
         const uint8_t *row = nb_wmat_row(W, j, tmp);
         for (int i = 0; i < n; i++) {
-            const nb_bf16 *x = X + (size_t)i * W->cols;
-            float s = W->type == NB_W_BF16 ? dot_bf16(x, (const nb_bf16 *)row, W->cols)
-                                           : dot_q(W, x, row);
+            float s = dot_bf16(X + (size_t)i * W->cols, (const nb_bf16 *)row, W->cols);
             if (f32out)
                 ((float *)Y)[(size_t)i * W->rows + j] = s;
             else

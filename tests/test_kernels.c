@@ -162,6 +162,87 @@ static void test_linear_quantized_weights(void **state)
             }
 }
 
+/* The Q8 activations are a defined approximation, not a free one: each
+ * output must sit within the quantization bound of the exact fp64 dot of
+ * the dequantized weights, sum_b sum_t |w_t| * d_b / 2 (plus fp32 slack),
+ * and a wrong nibble or lane order lands far outside it. */
+static void test_linear_q8_activation_error(void **state)
+{
+    (void)state;
+    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0};
+    int rows = 24, cols = 576, n = 5;
+    for (size_t q = 0; q < 2; q++) {
+        use(NB_ISA_PORTABLE);
+        nb_wmat *W = kt_wmat(ts[q], rows, cols);
+        assert_non_null(W);
+        nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
+        kt_fill_bf16(X, (size_t)n * cols, 1.0f);
+        float *y = malloc(sizeof(float) * (size_t)n * rows), w[576], x[576];
+        nb_linear_bf16_f32out(W, X, n, y);
+        double worst = 0.0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < rows; j++) {
+                nb_wmat_get_row_f32(W, j, w);
+                double exact = 0.0, bound = 0.0, mag = 0.0;
+                for (int b = 0; b < cols / 32; b++) {
+                    double amax = 0.0, wsum = 0.0;
+                    for (int t = b * 32; t < b * 32 + 32; t++) {
+                        x[t] = nb_bf16_to_f32(X[(size_t)i * cols + t]);
+                        amax = fmax(amax, fabs(x[t]));
+                        wsum += fabs(w[t]);
+                        exact += (double)w[t] * x[t];
+                        mag += fabs((double)w[t] * x[t]);
+                    }
+                    bound += wsum * (amax / 127.0) * (0.5 + 1e-5);
+                }
+                bound += 1e-5 * mag + 1e-30;
+                double err = fabs((double)y[(size_t)i * rows + j] - exact);
+                if (err > bound)
+                    fail_msg("%s row %d x %d: %.9g vs exact %.9g, bound %.3g", nb_wtype_name(ts[q]),
+                             j, i, y[(size_t)i * rows + j], exact, bound);
+                worst = fmax(worst, err / bound);
+            }
+        /* the bound is not vacuous: typical errors use a fair share of it */
+        assert_true(worst > 0.01);
+        free(X);
+        free(y);
+        nb_wmat_free(W);
+    }
+}
+
+/* The SIMD activation quantizer is the portable one bit for bit, edge
+ * values included (zeros, NaN, inf, subnormals, exact halves). */
+static void test_q8_quantize_row(void **state)
+{
+    (void)state;
+    if (!n_fast) {
+        skip();
+        return;
+    }
+    enum { K = 256 };
+    float x[K];
+    kt_fill_f32(x, K, 3.0f);
+    for (int t = 32; t < 64; t++)
+        x[t] = 0.0f;
+    x[70] = NAN;
+    x[100] = INFINITY;
+    x[101] = -1.0f;
+    for (int t = 128; t < 160; t++)
+        x[t] = 1e-40f * (float)(t - 140);
+    for (int t = 160; t < 192; t++)
+        x[t] = (float)(t - 176) * 0.5f; /* amax 8 -> halves of the step */
+    int8_t q0[K], q1[K];
+    float d0[K / 32], d1[K / 32], s0[K / 32], s1[K / 32];
+    nb_q8_quantize_row(x, K, q0, d0, s0);
+    nb_avx2_q8_quantize_row(x, K, q1, d1, s1);
+    assert_memory_equal(q0, q1, sizeof q0);
+    assert_memory_equal(d0, d1, sizeof d0);
+    assert_memory_equal(s0, s1, sizeof s0);
+    assert_true(d0[1] == 0.0f && q0[40] == 0 && s0[1] == 0.0f);
+    for (int t = 0; t < 32; t++) /* amax maps to +-127, the rest in between */
+        assert_true(q0[t] >= -127 && q0[t] <= 127);
+}
+
 static void test_linear_f32(void **state)
 {
     (void)state;
@@ -581,6 +662,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_bf16_weights),
         cmocka_unit_test(test_linear_quantized_weights),
+        cmocka_unit_test(test_linear_q8_activation_error),
+        cmocka_unit_test(test_q8_quantize_row),
         cmocka_unit_test(test_linear_f32),
         cmocka_unit_test(test_linear_model_shapes),
         cmocka_unit_test(test_linear_batch),
