@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nb_cmd.h"
+#include "nb_version.h"
 
 typedef struct command {
     const char *name;
@@ -52,7 +53,7 @@ int nb_cli_main(int argc, char **argv)
         return NB_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("npubench %s (%s)\n", NB_VERSION, NB_GIT_COMMIT);
+        printf("npubench %s (%s)\n", NB_VERSION, nb_commit());
         return NB_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)

@@ -8,6 +8,7 @@
 
 #include "nb_coord_int.h"
 #include "nb_time.h"
+#include "nb_version.h"
 
 #define W_METHOD(name) "npubench.Worker/" name
 
@@ -173,7 +174,9 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
     resp.worker_id = id;
     resp.heartbeat_interval_ms = c->o.heartbeat_ms;
     resp.lease_ttl_ms = (int32_t)c->o.lease_ms;
-    resp.coordinator_version = "npubench " NB_VERSION " (" NB_GIT_COMMIT ")";
+    char version[96];
+    snprintf(version, sizeof version, "npubench %s (%s)", NB_VERSION, nb_commit());
+    resp.coordinator_version = version;
     st = nb_rpc_reply_pack(reply, &resp);
     coord_queue_changed(c);
 out:

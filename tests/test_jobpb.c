@@ -15,6 +15,7 @@
 #include "nb_jobpb.h"
 #include "nb_report.h"
 #include "nb_wire.h"
+#include "nb_version.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
@@ -471,7 +472,7 @@ static void test_environment(void **state)
     assert_string_equal(e->board, "lab-7");
     assert_string_equal(e->board_type, "strix");
     assert_string_equal(e->npubench_version, NB_VERSION);
-    assert_string_equal(e->npubench_commit, NB_GIT_COMMIT);
+    assert_string_equal(e->npubench_commit, nb_commit());
     assert_true(strlen(e->cpu_info) > 0);
     assert_true(strlen(e->kernels_isa) > 0);
     Npubench__JobResult *res = nb_jobpb_result_new();

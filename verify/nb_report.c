@@ -9,6 +9,7 @@
 #include "nb_file.h"
 #include "nb_kernels.h"
 #include "nb_time.h"
+#include "nb_version.h"
 
 void nb_report_env_from(const nb_deploy *d, const char *board, nb_report_env *env)
 {
@@ -46,7 +47,7 @@ json_object *nb_report_env_json(const nb_report_env *env)
     json_object_object_add(o, "threads", json_object_new_int(env->threads));
     json_object_object_add(o, "kernels", jstr(env->isa));
     json_object_object_add(o, "npubench", jstr(NB_VERSION));
-    json_object_object_add(o, "commit", jstr(NB_GIT_COMMIT));
+    json_object_object_add(o, "commit", jstr(nb_commit()));
     return o;
 }
 

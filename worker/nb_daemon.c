@@ -18,6 +18,7 @@
 #include "nb_time.h"
 #include "nb_wire.h"
 #include "nb_xrt.h"
+#include "nb_version.h"
 
 #define M_REGISTER "npubench.Worker/Register"
 #define M_HEARTBEAT "npubench.Worker/Heartbeat"
@@ -692,7 +693,7 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
     snprintf(d->board, sizeof d->board, "%s", o->board_name && *o->board_name ? o->board_name : "local");
     snprintf(d->board_type, sizeof d->board_type, "%s", o->board_type ? o->board_type : "");
     snprintf(d->device, sizeof d->device, "%s", device);
-    snprintf(d->version, sizeof d->version, "%s+%s", NB_VERSION, NB_GIT_COMMIT);
+    snprintf(d->version, sizeof d->version, "%s+%s", NB_VERSION, nb_commit());
     if (gethostname(d->host, sizeof d->host - 1))
         snprintf(d->host, sizeof d->host, "unknown");
     random_hex(d->instance_id, 16);

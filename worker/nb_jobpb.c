@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "nb_kernels.h"
+#include "nb_version.h"
 
 /* Bounds on what a reported message may ask from_pb to allocate. */
 #define MAX_RECORDS 4096
@@ -712,7 +713,7 @@ nb_code nb_jobpb_env_new(const nb_deploy *d, const char *board, const char *boar
     snprintf(cores, sizeof cores, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
     e->threads = nb_kernels_threads();
     int ok = (e->npubench_version = nb_jobpb_strdup(NB_VERSION)) &&
-             (e->npubench_commit = nb_jobpb_strdup(NB_GIT_COMMIT)) &&
+             (e->npubench_commit = nb_jobpb_strdup(nb_commit())) &&
              (e->board = nb_jobpb_strdup(board ? board : "local")) &&
              (e->board_type = nb_jobpb_strdup(board_type)) &&
              (e->cpu_info = nb_jobpb_strdup(cpu)) && (e->host = nb_jobpb_strdup(host)) &&
