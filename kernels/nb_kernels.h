@@ -41,8 +41,8 @@ void nb_kernels_shutdown(void);
 typedef enum nb_wtype {
     NB_W_F32 = 0, /* fp32 (the f32 deployment dtype) */
     NB_W_BF16,    /* bf16 (the HF-faithful default) */
-    NB_W_Q4_1,    /* GGUF Q4_1 blocks, dequantized in registers */
-    NB_W_Q8_0     /* GGUF Q8_0 blocks */
+    NB_W_Q4_1,    /* GGUF Q4_1 blocks, kept packed; integer dots with Q8 activations */
+    NB_W_Q8_0     /* GGUF Q8_0 blocks, likewise */
 } nb_wtype;
 
 const char *nb_wtype_name(nb_wtype t);
@@ -71,7 +71,9 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst);
 
 /* Linear layers: Y[n x rows] = X[n x cols] . W^T, fp32 accumulation.
  * _bf16: bf16 activations in and out (each output rounded to bf16, as a
- * bf16 nn.Linear); W may be BF16, Q4_1 or Q8_0.
+ * bf16 nn.Linear); W may be BF16, Q4_1 or Q8_0. Quantized W meets X
+ * quantized to Q8 per 32-block (llama.cpp's q8_1; docs/numerics.md), so
+ * its result is that approximation, the same on every path.
  * _bf16_f32out: same product, fp32 outputs (the LM head feeds top-k).
  * _f32: fp32 activations and W. */
 void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y);
