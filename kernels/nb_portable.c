@@ -99,6 +99,15 @@ void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s)
     }
 }
 
+/* Output element idx of a bf16-activation linear: fp32, or rounded to bf16. */
+static void put_out(void *Y, int f32out, size_t idx, float s)
+{
+    if (f32out)
+        ((float *)Y)[idx] = s;
+    else
+        ((nb_bf16 *)Y)[idx] = nb_f32_to_bf16(s);
+}
+
 static float dot_q8(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xs,
                     const uint8_t *row)
 {
@@ -152,10 +161,7 @@ static void portable_linear_q8(const nb_wmat *W, const nb_bf16 *X, int n, void *
         const uint8_t *row = nb_wmat_row(W, j, W->layout == NB_LAYOUT_ROWS ? NULL : tmp);
         for (int i = 0; i < n; i++) {
             float s = dot_q8(W, xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb, row);
-            if (f32out)
-                ((float *)Y)[(size_t)i * W->rows + j] = s;
-            else
-                ((nb_bf16 *)Y)[(size_t)i * W->rows + j] = nb_f32_to_bf16(s);
+            put_out(Y, f32out, (size_t)i * W->rows + j, s);
         }
     }
 }
@@ -174,10 +180,7 @@ static void portable_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void
         const uint8_t *row = nb_wmat_row(W, j, tmp);
         for (int i = 0; i < n; i++) {
             float s = dot_bf16(X + (size_t)i * W->cols, (const nb_bf16 *)row, W->cols);
-            if (f32out)
-                ((float *)Y)[(size_t)i * W->rows + j] = s;
-            else
-                ((nb_bf16 *)Y)[(size_t)i * W->rows + j] = nb_f32_to_bf16(s);
+            put_out(Y, f32out, (size_t)i * W->rows + j, s);
         }
     }
 }
