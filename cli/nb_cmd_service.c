@@ -12,6 +12,7 @@
 #include "nb_db_runs.h"
 #include "nb_embedded.h"
 #include "nb_file.h"
+#include "nb_job.h"
 #include "nb_json.h"
 #include "nb_rpc.h"
 #include "nb_svc.h"
@@ -63,27 +64,6 @@ static void conn_close(conn *c)
     nb_svc_close(c->svc);
     nb_embedded_stop(c->emb);
     memset(c, 0, sizeof *c);
-}
-
-static const char *state_name(int s)
-{
-    static const char *const n[] = {"any", "queued", "leased", "running",
-                                    "done", "failed", "cancelled"};
-    return s >= 0 && s <= 6 ? n[s] : "?";
-}
-
-static const char *kind_name(int k)
-{
-    static const char *const n[] = {"?", "run", "verify", "verify-full", "diagnosis", "profile"};
-    return k >= 0 && k <= 5 ? n[k] : "?";
-}
-
-static int kind_parse(const char *s)
-{
-    for (int k = 1; k <= 5; k++)
-        if (!strcmp(s, kind_name(k)))
-            return k;
-    return 0;
 }
 
 static void fmt_time(char *buf, size_t cap, int64_t ms)
@@ -150,7 +130,7 @@ int nb_cmd_coordinator(int argc, char **argv)
         {"stale-ms", NB_OPT_INT, &stale_ms, 10, 86400000, "stale after (default 4 heartbeats)"},
         {"gone-ms", NB_OPT_INT, &gone_ms, 10, 86400000, "gone after (default 10 heartbeats)"},
         {"max-attempts", NB_OPT_INT, &attempts, 1, 100, "leases per job (default 3)"},
-        {"max-shards", NB_OPT_INT, &shards, 1, 4096, "verify-full shards at most (default 16)"},
+        {"max-shards", NB_OPT_INT, &shards, 1, NB_JOB_SHARDS_MAX, "verify-full shards at most (default 16)"},
         {"regression-runs", NB_OPT_INT, &last_n, 1, 100000, "baseline runs (default 10)"},
         {"regression-pct", NB_OPT_INT, &min_change, 1, 1000, "min. change in % (default 5)"},
         {"tls-cert", NB_OPT_STR, &o.tls_cert_key_file, 0, 0, "server certificate + key (PEM)"},
@@ -207,15 +187,15 @@ int nb_cmd_submit(int argc, char **argv)
         {"tag", NB_OPT_LIST, &tags, 0, 0, "run on workers with this tag (repeatable)"},
         {"dtype", NB_OPT_STR, &dtype, 0, 0, "bf16, f32, q4_1 (default: any served)"},
         {"backend", NB_OPT_STR, &backend, 0, 0, "cpu, xrt, exec (default: any served)"},
-        {"n-tokens", NB_OPT_INT, &n_tokens, 0, 65536, "tokens per prompt / run"},
+        {"n-tokens", NB_OPT_INT, &n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
         {"k", NB_OPT_INT, &k, 0, 1000, "top-k of the gate"},
         {"reps", NB_OPT_INT, &reps, 0, 1000, "measured repetitions (run, profile)"},
         {"priority", NB_OPT_INT, &priority, -1000000, 1000000, "higher runs first"},
         {"matrix", NB_OPT_FLAG, &matrix, 0, 0, "one job per matching board"},
-        {"shards", NB_OPT_INT, &shards, 0, 4096, "verify-full shards (default: idle workers)"},
+        {"shards", NB_OPT_INT, &shards, 0, NB_JOB_SHARDS_MAX, "verify-full shards (default: idle workers)"},
         {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt (run, profile, diagnosis)"},
         {"prompts", NB_OPT_STR, &prompt_set, 0, 0, "prompt set (instruct, base)"},
-        {"max-prompts", NB_OPT_INT, &max_prompts, 0, 4096, "first N prompts"},
+        {"max-prompts", NB_OPT_INT, &max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
         {"threads", NB_OPT_INT, &threads, 0, 1024, "kernel threads on the worker"},
         {"wait", NB_OPT_FLAG, &wait, 0, 0, "wait, show progress, print the result"},
         {"timeout", NB_OPT_INT, &timeout_s, 0, 7 * 86400, "give up waiting after N s"},
@@ -230,7 +210,7 @@ int nb_cmd_submit(int argc, char **argv)
     int rc = nb_cmd_parse("submit", usage, argc, argv, opts, NB_NOPTS(opts), pos, 1, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
-    int kind = np ? kind_parse(pos[0]) : 0;
+    int kind = np ? nb_job_kind_parse(pos[0]) : 0;
     if (!kind)
         return usage_error("submit", "expected a kind: run, verify, verify-full, diagnosis or "
                                      "profile%s",
@@ -303,7 +283,7 @@ int nb_cmd_submit(int argc, char **argv)
                 for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
                     printf("History: run %lld%s\n", (long long)job->results[i]->run_ids[r],
                            job->results[i]->regression ? " (REGRESSION)" : "");
-            printf("job %lld %s\n", (long long)job->job_id, state_name(job->state));
+            printf("job %lld %s\n", (long long)job->job_id, nb_job_pb_state_name(job->state));
             nb_wire_free(job);
         }
     }
@@ -317,7 +297,7 @@ int nb_cmd_submit(int argc, char **argv)
 static int state_parse(const char *s)
 {
     for (int i = 1; i <= 6; i++)
-        if (!strcmp(s, state_name(i)))
+        if (!strcmp(s, nb_job_pb_state_name(i)))
             return i;
     return -1;
 }
@@ -331,8 +311,8 @@ static void job_line(const Npubench__Job *j)
         snprintf(prog, sizeof prog, "%d/%d", j->progress->done, j->progress->total);
     const char *note = *j->queued_reason ? j->queued_reason : *j->error ? j->error : "";
     printf("%-6lld %-12s %-10s %-34s %-26s %-8s %-5s %s\n", (long long)j->job_id,
-           j->spec && j->spec->matrix ? "matrix" : kind_name(j->spec ? j->spec->kind : 0),
-           state_name(j->state), target, *j->worker_id ? j->worker_id : "-", prog, age, note);
+           j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
+           nb_job_pb_state_name(j->state), target, *j->worker_id ? j->worker_id : "-", prog, age, note);
 }
 
 int nb_cmd_jobs(int argc, char **argv)
@@ -478,8 +458,8 @@ int nb_cmd_job(int argc, char **argv)
     fmt_time(t2, sizeof t2, j->started_unix_ms);
     fmt_time(t3, sizeof t3, j->finished_unix_ms);
     printf("job %lld: %s %s\n", (long long)j->job_id,
-           j->spec && j->spec->matrix ? "matrix" : kind_name(j->spec ? j->spec->kind : 0),
-           state_name(j->state));
+           j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
+           nb_job_pb_state_name(j->state));
     printf("  target:    %s\n", target);
     if (j->parent_job_id)
         printf("  part of:   job %lld\n", (long long)j->parent_job_id);
@@ -500,7 +480,7 @@ int nb_cmd_job(int argc, char **argv)
     for (size_t i = 0; i < j->n_child_job_ids; i++) {
         Npubench__Job *k;
         if (get_job(c.svc, j->child_job_ids[i], 0, &k, &err) == NB_OK) {
-            printf("  child %lld: %s", (long long)k->job_id, state_name(k->state));
+            printf("  child %lld: %s", (long long)k->job_id, nb_job_pb_state_name(k->state));
             if (k->spec && k->spec->shard)
                 printf(" prompts [%d, %d)", k->spec->shard->prompt_begin,
                        k->spec->shard->prompt_end);
@@ -565,7 +545,7 @@ int nb_cmd_cancel(int argc, char **argv)
         conn_close(&c);
         return nb_cmd_fail("cancel", &err);
     }
-    printf("job %lld %s\n", id, state_name(resp->state));
+    printf("job %lld %s\n", id, nb_job_pb_state_name(resp->state));
     nb_wire_free(resp);
     conn_close(&c);
     return NB_EXIT_OK;
@@ -741,7 +721,7 @@ int nb_cmd_history(int argc, char **argv)
     }
     if (since && nb_svc_parse_date(since, &req.since_unix_ms, &err))
         return usage_error("history", "%s", err.msg);
-    if (kind && !(req.kind = kind_parse(kind)))
+    if (kind && !(req.kind = nb_job_kind_parse(kind)))
         return usage_error("history", "--kind '%s': expected run, verify, verify-full, "
                                       "diagnosis or profile",
                            kind);

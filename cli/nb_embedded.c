@@ -81,7 +81,7 @@ static void cancel_orphans(nb_embedded *e)
 
 static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *err)
 {
-    nb_job_deployment dep;
+    nb_deployment dep;
     memset(&dep, 0, sizeof dep);
     snprintf(dep.model, sizeof dep.model, "%s", o->model && *o->model ? o->model : "instruct");
     snprintf(dep.backend, sizeof dep.backend, "%s",

@@ -9,6 +9,7 @@
 
 #include "nb_cmd.h"
 #include "nb_file.h"
+#include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_report.h"
 #include "nb_rpc.h"
@@ -236,12 +237,6 @@ nb_code nb_svc_wait(nb_svc *s, int64_t job_id, int64_t timeout_ms, nb_svc_watch_
     return NB_OK;
 }
 
-static const char *state_word(int s)
-{
-    static const char *const names[] = {"?",    "queued", "leased",   "running",
-                                        "done", "failed", "cancelled"};
-    return s >= 0 && s <= 6 ? names[s] : "?";
-}
 
 int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
 {
@@ -252,11 +247,11 @@ int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResp
         char line[sizeof pr->last];
         if (p && p->total > 0)
             snprintf(line, sizeof line, "[job %lld] %s %d/%d%s%.500s", (long long)job_id,
-                     state_word(e->state), p->done, p->total, *p->message ? " " : "",
+                     nb_job_pb_state_name(e->state), p->done, p->total, *p->message ? " " : "",
                      p->message);
         else
             snprintf(line, sizeof line, "[job %lld] %s%s%.500s", (long long)job_id,
-                     state_word(e->state), p && *p->message ? ": " : "", p ? p->message : "");
+                     nb_job_pb_state_name(e->state), p && *p->message ? ": " : "", p ? p->message : "");
         if (strcmp(line, pr->last)) {
             fprintf(pr->f, "%s\n", line);
             memcpy(pr->last, line, sizeof line);
@@ -410,7 +405,7 @@ int nb_svc_print_job(FILE *f, const nb_svc_print_opts *o, const Npubench__Job *j
     int matrix = job->is_group && job->spec && job->spec->matrix;
     if (!job->n_results) {
         fprintf(stderr, "npubench %s: error: job %lld %s without a result%s%s\n", o->cmd,
-                (long long)job->job_id, state_word(job->state), *job->error ? ": " : "",
+                (long long)job->job_id, nb_job_pb_state_name(job->state), *job->error ? ": " : "",
                 job->error);
         return NB_EXIT_UNAVAILABLE;
     }

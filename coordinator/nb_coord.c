@@ -154,7 +154,7 @@ void nb_coord_get_stats(nb_coord *c, nb_coord_stats *out)
     pthread_mutex_unlock(&c->mu);
 }
 
-int coord_state_to_pb(nb_db_job_state s)
+int coord_state_to_pb(nb_job_state s)
 {
     switch (s) {
     case NB_JOB_QUEUED: return NPUBENCH__JOB_STATE__JOB_QUEUED;

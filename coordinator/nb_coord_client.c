@@ -29,7 +29,7 @@
 
 static int kind_of_job(const nb_db_job *j)
 {
-    int k = sched_kind_parse(j->kind);
+    int k = nb_job_kind_parse(j->kind);
     if (!k && !strcmp(j->kind, "verify-full-shard"))
         k = NPUBENCH__JOB_KIND__VERIFY_FULL;
     return k;
@@ -124,7 +124,7 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
                 m->child_job_ids[m->n_child_job_ids++] = kids[i].id;
         }
     }
-    if (nb_db_job_state_terminal(j->state)) {
+    if (nb_job_state_terminal(j->state)) {
         /* A matrix shows every board's result; a sharded verify-full its merge. */
         int matrix = j->is_group && !strcmp(j->kind, "matrix");
         size_t want = matrix ? nk : 1;
@@ -211,7 +211,7 @@ static int sel_filter_ok(const Npubench__DeploymentSelector *s, const nb_db_job 
     char *slash = strrchr(model, '/');
     if (slash)
         *slash = '\0';
-    if (*s->model && strcmp(model, "*") && !sched_model_matches(s->model, model))
+    if (*s->model && strcmp(model, "*") && !nb_job_model_match(s->model, model, NULL))
         return 0;
     if (*s->board && strcmp(s->board, j->sel_board))
         return 0;
@@ -396,7 +396,7 @@ static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64
     if (nb_db_job_list(c->db, &f, &kids, &nk, &e) == NB_OK) {
         for (size_t i = 0; i < nk; i++) {
             int64_t t = kids[i].progress_total > 0 ? kids[i].progress_total : 1;
-            int term = nb_db_job_state_terminal(kids[i].state);
+            int term = nb_job_state_terminal(kids[i].state);
             *total += t;
             *done += term ? t : kids[i].progress_done < t ? kids[i].progress_done : t;
             fin += term;
@@ -425,7 +425,7 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
             st = nb_rpc_reply_err(reply, &err);
             break;
         }
-        int term = nb_db_job_state_terminal(j.state);
+        int term = nb_job_state_terminal(j.state);
         int timeout = 0;
         if (seq <= r->after_seq && !term) {
             nb_db_job_free(&j);
@@ -443,7 +443,7 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
         Npubench__Progress p = NPUBENCH__PROGRESS__INIT;
         char msg[NB_DB_MSG_MAX];
         resp.state = coord_state_to_pb(j.state);
-        resp.done = nb_db_job_state_terminal(j.state);
+        resp.done = nb_job_state_terminal(j.state);
         resp.last_seq = timeout ? r->after_seq : seq;
         if (!timeout || resp.done) {
             int64_t d = j.progress_done, t = j.progress_total;
@@ -507,7 +507,7 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     const char *names[64];
     size_t nn = 0;
     for (size_t i = 0; i < nd && nn < 64; i++) {
-        if (*r->model && !sched_model_matches(r->model, deps[i].model))
+        if (*r->model && !nb_job_model_match(r->model, deps[i].model, NULL))
             continue;
         int seen = 0;
         for (size_t k = 0; k < nn; k++)
@@ -528,7 +528,7 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                                      .metric = metrics[k], .since_ms = r->since_unix_ms,
                                      .limit = limit};
             if (r->kind)
-                q.kind = sched_kind_name(r->kind);
+                q.kind = nb_job_kind_name(r->kind);
             if (nb_db_history(c->db, &q, &rows, &n, &err)) {
                 st = nb_rpc_reply_err(reply, &err);
                 goto out;
@@ -557,7 +557,7 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                 h->backend = nb_arena_strdup(&a, x->backend);
                 h->dtype = nb_arena_strdup(&a, x->dtype);
                 h->board = nb_arena_strdup(&a, x->board);
-                h->kind = sched_kind_parse(x->kind);
+                h->kind = nb_job_kind_parse(x->kind);
                 h->kind_name = nb_arena_strdup(&a, x->kind);
                 h->outcome = x->outcome == NB_OUTCOME_PASS   ? NPUBENCH__OUTCOME__PASS
                              : x->outcome == NB_OUTCOME_FAIL ? NPUBENCH__OUTCOME__FAIL

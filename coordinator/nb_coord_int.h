@@ -14,6 +14,7 @@
 #include "nb_db_jobs.h"
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
+#include "nb_job.h"
 #include "nb_rpc.h"
 #include "nb_wire.h"
 
@@ -117,13 +118,6 @@ int reg_find_device(nb_coord *c, const char *host, const char *device, const cha
 
 /* ---- nb_sched.c: selectors, matching, submission ---- */
 
-const char *sched_kind_name(int kind); /* Npubench__JobKind -> "verify-full" ... */
-int sched_kind_parse(const char *name); /* inverse; 0 when unknown */
-/* Canonical model name for matching and history: presets ("instruct",
- * "base") become the default model's name; paths lose directory, ".gguf"
- * and a quantisation suffix. */
-void sched_model_canon(const char *model, char *out, size_t cap);
-int sched_model_matches(const char *want, const char *have);
 
 /* The db selector strings of spec (pointers into buf). */
 typedef struct sched_sel {
@@ -207,6 +201,6 @@ nb_code coord_register_worker_api(nb_coord *c, nb_err *err);
 void coord_sweep_workers(nb_coord *c);
 
 /* Job state mapping: db <-> proto (Npubench__JobState). */
-int coord_state_to_pb(nb_db_job_state s);
+int coord_state_to_pb(nb_job_state s);
 
 #endif

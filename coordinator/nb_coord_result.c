@@ -73,7 +73,7 @@ nb_code result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *k
                           (long long)res->job_id);
     /* The weights file names the model more stably than GGUF metadata
      * (general.name is free text): history rows key on the file's name. */
-    sched_model_canon(*env->model_path ? env->model_path : env->model, dep->model,
+    nb_job_model_canon(*env->model_path ? env->model_path : env->model, dep->model,
                       sizeof dep->model);
     if (strlen(env->model_digest) >= sizeof dep->weights_digest)
         return nb_err_set(err, NB_EINVAL, "job %lld result: environment.model_digest: %zu "
@@ -258,7 +258,7 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
     nb_arena a = {0};
     nb_db_run run;
     nb_db_deployment dep;
-    nb_code rc = result_to_run(&a, res, sched_kind_name(spec->kind), default_board,
+    nb_code rc = result_to_run(&a, res, nb_job_kind_name(spec->kind), default_board,
                                c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE, &run,
                                &dep, err);
     nb_db_regression_report rep;

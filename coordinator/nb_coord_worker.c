@@ -482,7 +482,7 @@ static nb_rpc_status h_release(void *user, const nb_rpc_request *req, nb_rpc_rep
         coord_changed(c, j.id, j.parent_id);
         coord_queue_changed(c);
         coord_log(c, "job %lld released by %s (%s): now %s", (long long)j.id, r->worker_id, why,
-                  nb_db_job_state_name(j.state));
+                  nb_job_state_name(j.state));
         nb_db_job_free(&j);
     }
     if (r->retry)

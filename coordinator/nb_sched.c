@@ -8,72 +8,9 @@
 #include <strings.h>
 
 #include "nb_coord_int.h"
-#include "nb_deploy.h"
 #include "nb_job.h"
 #include "nb_prompts.h"
 #include "nb_verify.h"
-
-/* ---- kinds ---- */
-
-static const char *const kind_names[] = {"", "run", "verify", "verify-full", "diagnosis",
-                                         "profile"};
-
-const char *sched_kind_name(int kind)
-{
-    return kind >= 1 && kind <= 5 ? kind_names[kind] : "unknown";
-}
-
-int sched_kind_parse(const char *name)
-{
-    for (int k = 1; k <= 5; k++)
-        if (name && !strcmp(name, kind_names[k]))
-            return k;
-    return 0;
-}
-
-/* ---- model names ---- */
-
-#define PRESET_FALLBACK_NAME "SmolLM2-135M-Instruct"
-
-void sched_model_canon(const char *model, char *out, size_t cap)
-{
-    if (!model)
-        model = "";
-    char path[1024];
-    if (!strcmp(model, "instruct") || !strcmp(model, "base")) {
-        char preset[16];
-        nb_err e;
-        if (nb_deploy_resolve_model(model, path, sizeof path, preset, sizeof preset, &e))
-            snprintf(path, sizeof path, "%s", PRESET_FALLBACK_NAME);
-        model = path;
-    }
-    const char *base = strrchr(model, '/');
-    base = base && base[1] ? base + 1 : model;
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%.1000s", base);
-    size_t n = strlen(tmp);
-    if (n > 5 && !strcasecmp(tmp + n - 5, ".gguf"))
-        tmp[n -= 5] = '\0';
-    /* "Name.Q4_1" / "Name.F16": the quantisation is the deployment's dtype. */
-    char *dot = strrchr(tmp, '.');
-    if (dot && (dot[1] == 'Q' || dot[1] == 'q' || dot[1] == 'F' || dot[1] == 'f' ||
-                dot[1] == 'B' || dot[1] == 'b') &&
-        isdigit((unsigned char)dot[2]))
-        *dot = '\0';
-    snprintf(out, cap, "%s", tmp);
-}
-
-int sched_model_matches(const char *want, const char *have)
-{
-    if (!want || !*want || !strcmp(want, "*") || !have || !*have || !strcmp(have, "*"))
-        return 1;
-    if (!strcasecmp(want, have))
-        return 1;
-    char a[1024], b[1024];
-    sched_model_canon(want, a, sizeof a);
-    sched_model_canon(have, b, sizeof b);
-    return a[0] && !strcasecmp(a, b);
-}
 
 /* ---- selectors ---- */
 
@@ -211,7 +148,7 @@ int sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
     split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
     for (size_t i = 0; i < w->n_deployments; i++) {
         const Npubench__Deployment *d = w->deployments[i];
-        if (!sched_model_matches(model, d->model))
+        if (!nb_job_model_match(model, d->model, NULL))
             continue;
         if (backend && *backend && !dep_field_any(d->backend) && strcmp(backend, d->backend))
             continue;
@@ -443,7 +380,7 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
         child_plan *cp = &(*plans)[(*np)++];
         snprintf(cp->board, sizeof cp->board, "%s", w->info->board_name);
         sel.board = cp->board;
-        cp->kind = sched_kind_name(spec->kind);
+        cp->kind = nb_job_kind_name(spec->kind);
         rc = pack_spec(&child, &cp->spec, &cp->len, err);
     }
     pool_free(&p);
@@ -526,14 +463,14 @@ nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t
     nb_code rc = check_name("request_id", req->request_id, NB_DB_NAME_MAX, err);
     if (rc)
         return rc;
-    if (req->shards < 0 || req->shards > 4096)
-        return nb_err_set(err, NB_EINVAL, "shards: %d is outside 0..4096", req->shards);
+    if (req->shards < 0 || req->shards > NB_JOB_SHARDS_MAX)
+        return nb_err_set(err, NB_EINVAL, "shards: %d is outside 0..%d", req->shards, NB_JOB_SHARDS_MAX);
     if ((rc = nb_job_validate_spec(spec, err)))
         return rc;
     if (req->shards > 1 && (spec->kind != NPUBENCH__JOB_KIND__VERIFY_FULL || spec->shard))
         return nb_err_set(err, NB_EINVAL,
                           "shards: only an unsharded VERIFY_FULL job can be split (kind %s)",
-                          sched_kind_name(spec->kind));
+                          nb_job_kind_name(spec->kind));
     sched_sel ss;
     if ((rc = sched_selector(spec, &ss, err)))
         return rc;
@@ -564,7 +501,7 @@ nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t
         goto out;
     nb_db_job_new top = {
         .request_id = req->request_id,
-        .kind = np ? group_kind : sched_kind_name(spec->kind),
+        .kind = np ? group_kind : nb_job_kind_name(spec->kind),
         .spec = pb,
         .spec_len = len,
         .spec_format = NB_SPEC_PROTO,
@@ -623,7 +560,7 @@ nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t
         snprintf(extra, sizeof extra, " as %zu %s", np,
                  spec->matrix ? "board jobs" : "prompt-range shards");
     coord_log(c, "job %lld submitted: %s %s%s", (long long)(*ids)[0],
-              sched_kind_name(spec->kind), ss.deployment, extra);
+              nb_job_kind_name(spec->kind), ss.deployment, extra);
     coord_changed(c, (*ids)[0], 0);
     coord_queue_changed(c);
 out:

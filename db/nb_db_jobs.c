@@ -13,37 +13,11 @@
 #include "nb_db_int.h"
 #include "nb_sha256.h"
 
-static const char *const state_names[] = {"queued", "leased",  "running",
-                                          "done",   "failed", "cancelled"};
 
-const char *nb_db_job_state_name(nb_db_job_state s)
+static nb_job_state state_from_text(const char *s)
 {
-    return (unsigned)s <= NB_JOB_CANCELLED ? state_names[s] : "unknown";
-}
-
-nb_code nb_db_job_state_parse(const char *s, nb_db_job_state *out, nb_err *err)
-{
-    for (int i = 0; i <= NB_JOB_CANCELLED; i++) {
-        if (s && strcmp(s, state_names[i]) == 0) {
-            *out = (nb_db_job_state)i;
-            return NB_OK;
-        }
-    }
-    return nb_err_set(err, NB_EINVAL,
-                      "job state '%s': expected queued, leased, running, done, failed or "
-                      "cancelled",
-                      s ? s : "(null)");
-}
-
-int nb_db_job_state_terminal(nb_db_job_state s)
-{
-    return s == NB_JOB_DONE || s == NB_JOB_FAILED || s == NB_JOB_CANCELLED;
-}
-
-static nb_db_job_state state_from_text(const char *s)
-{
-    nb_db_job_state st = NB_JOB_FAILED;
-    nb_db_job_state_parse(s, &st, NULL);
+    nb_job_state st = NB_JOB_FAILED;
+    nb_job_state_parse(s, &st, NULL);
     return st;
 }
 
@@ -418,9 +392,9 @@ static nb_code enqueue_locked(nb_db *db, const nb_db_job_new *j, int64_t *id, in
         if (!parent.is_group)
             return nb_err_set(err, NB_EINVAL, "job.parent_id: job %lld is not a group job",
                               (long long)j->parent_id);
-        if (nb_db_job_state_terminal(parent.state))
+        if (nb_job_state_terminal(parent.state))
             return nb_err_set(err, NB_EINVAL, "job.parent_id: group job %lld is already %s",
-                              (long long)j->parent_id, nb_db_job_state_name(parent.state));
+                              (long long)j->parent_id, nb_job_state_name(parent.state));
     }
     int64_t now = nb_db_now_ms(db);
     sqlite3_stmt *st;
@@ -659,16 +633,16 @@ static nb_code check_lease(nb_db *db, int64_t id, const char *lease_id, nb_db_jo
         return nb_err_set(err, NB_ECANCELED, "job %lld was cancelled%s%s", (long long)id,
                           j->error[0] ? ": " : "", j->error);
     if (!lease_id)
-        return nb_db_job_state_terminal(j->state)
+        return nb_job_state_terminal(j->state)
                    ? nb_err_set(err, NB_EMISMATCH, "job %lld already finished (%s)",
-                                (long long)id, nb_db_job_state_name(j->state))
+                                (long long)id, nb_job_state_name(j->state))
                    : NB_OK;
     if ((j->state != NB_JOB_LEASED && j->state != NB_JOB_RUNNING) ||
         strcmp(j->lease_id, lease_id) != 0)
         return nb_err_set(err, NB_EMISMATCH,
                           "job %lld: lease %.8s is not current (job is %s%s%s); stop working "
                           "on it",
-                          (long long)id, lease_id, nb_db_job_state_name(j->state),
+                          (long long)id, lease_id, nb_job_state_name(j->state),
                           j->leased_worker[0] && j->state != NB_JOB_QUEUED ? ", held by " : "",
                           j->leased_worker[0] && j->state != NB_JOB_QUEUED ? j->leased_worker
                                                                            : "");
@@ -830,7 +804,7 @@ static nb_code finish_group_if_done(nb_db *db, int64_t group_id, int depth, nb_e
     nb_db_job g;
     if ((rc = get_light(db, group_id, &g, err)))
         return rc;
-    if (nb_db_job_state_terminal(g.state))
+    if (nb_job_state_terminal(g.state))
         return NB_OK;
     char why[NB_DB_MSG_MAX] = "";
     const char *state = "done";
@@ -910,7 +884,7 @@ static nb_code complete_locked(nb_db *db, int64_t id, const char *lease_id,
     sqlite3_stmt *st;
     if ((rc = nb_db_stmt(db, fin_sql, &st, err)))
         return rc;
-    nb_db_bind_str(st, 1, nb_db_job_state_name(res->state));
+    nb_db_bind_str(st, 1, nb_job_state_name(res->state));
     nb_db_bind_str(st, 2, res->state == NB_JOB_FAILED ? res->error : "");
     sqlite3_bind_int64(st, 3, now);
     sqlite3_bind_int64(st, 4, now);
@@ -918,7 +892,7 @@ static nb_code complete_locked(nb_db *db, int64_t id, const char *lease_id,
     if ((rc = nb_db_step_done(db, st, err, "finishing job")))
         return rc;
     if ((rc = logf_locked(db, id, err, "%s by worker %s (%zu run%s)%s%s",
-                          nb_db_job_state_name(res->state), j.leased_worker, res->n_runs,
+                          nb_job_state_name(res->state), j.leased_worker, res->n_runs,
                           res->n_runs == 1 ? "" : "s",
                           res->state == NB_JOB_FAILED && res->error ? ": " : "",
                           res->state == NB_JOB_FAILED && res->error ? res->error : "")))
@@ -938,7 +912,7 @@ nb_code nb_db_job_complete(nb_db *db, int64_t id, const char *lease_id,
                           (long long)id);
     if (res->state != NB_JOB_DONE && res->state != NB_JOB_FAILED)
         return nb_err_set(err, NB_EINVAL, "complete job %lld: state must be done or failed, "
-                          "got %s", (long long)id, nb_db_job_state_name(res->state));
+                          "got %s", (long long)id, nb_job_state_name(res->state));
     if (res->n_runs && !res->runs)
         return nb_err_set(err, NB_EINVAL, "complete job %lld: %zu runs with a NULL array",
                           (long long)id, res->n_runs);
@@ -1123,9 +1097,9 @@ static nb_code cancel_locked(nb_db *db, int64_t id, const char *reason, int dept
         return rc;
     if (j.state == NB_JOB_CANCELLED)
         return NB_OK;
-    if (nb_db_job_state_terminal(j.state))
+    if (nb_job_state_terminal(j.state))
         return nb_err_set(err, NB_EMISMATCH, "job %lld already finished (%s)", (long long)id,
-                          nb_db_job_state_name(j.state));
+                          nb_job_state_name(j.state));
     sqlite3_stmt *st;
     if ((rc = nb_db_stmt(db, sql, &st, err)))
         return rc;
@@ -1135,7 +1109,7 @@ static nb_code cancel_locked(nb_db *db, int64_t id, const char *reason, int dept
     if ((rc = nb_db_step_done(db, st, err, "cancelling job")))
         return rc;
     if ((rc = logf_locked(db, id, err, "cancelled (was %s)%s%.300s",
-                          nb_db_job_state_name(j.state), reason && *reason ? ": " : "",
+                          nb_job_state_name(j.state), reason && *reason ? ": " : "",
                           reason ? reason : "")))
         return rc;
     if (j.is_group) {
@@ -1222,7 +1196,7 @@ nb_code nb_db_job_list(nb_db *db, const nb_db_job_filter *f, nb_db_job **jobs, s
         for (int s = 0; s <= NB_JOB_CANCELLED; s++) {
             if (f->states & NB_JOB_STATE_BIT(s)) {
                 len += (size_t)snprintf(sql + len, sizeof sql - len, "%s'%s'", first ? "" : ",",
-                                        state_names[s]);
+                                        nb_job_state_name((nb_job_state)s));
                 first = 0;
             }
         }

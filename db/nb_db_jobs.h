@@ -9,24 +9,9 @@
 #include "nb_db.h"
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
+#include "nb_job.h"
 
-/* queued -> leased -> running -> done | failed, and cancelled from any
- * non-terminal state. An expired or released lease goes back to queued
- * (attempts + 1) or to failed once attempts reach max_attempts. */
-typedef enum nb_db_job_state {
-    NB_JOB_QUEUED = 0,
-    NB_JOB_LEASED,
-    NB_JOB_RUNNING,
-    NB_JOB_DONE,
-    NB_JOB_FAILED,
-    NB_JOB_CANCELLED
-} nb_db_job_state;
-
-#define NB_JOB_STATE_BIT(s) (1u << (s))
-
-const char *nb_db_job_state_name(nb_db_job_state s);
-nb_code nb_db_job_state_parse(const char *s, nb_db_job_state *out, nb_err *err);
-int nb_db_job_state_terminal(nb_db_job_state s);
+/* Job states, their names and transitions are nb_job's (job/nb_job.h). */
 
 typedef enum nb_db_spec_format { NB_SPEC_JSON = 0, NB_SPEC_PROTO } nb_db_spec_format;
 
@@ -77,7 +62,7 @@ typedef struct nb_db_job {
         sel_worker[NB_DB_NAME_MAX];
     char sel_tags[NB_DB_LIST_MAX];
     int priority;
-    nb_db_job_state state;
+    nb_job_state state;
     char queued_reason[NB_DB_MSG_MAX];
     char error[NB_DB_MSG_MAX];
     int attempts, max_attempts;
@@ -138,7 +123,7 @@ nb_code nb_db_job_set_progress(nb_db *db, int64_t id, const char *lease_id, int6
                                int64_t total, const char *msg, nb_err *err);
 
 typedef struct nb_db_job_result {
-    nb_db_job_state state;    /* NB_JOB_DONE or NB_JOB_FAILED */
+    nb_job_state state;    /* NB_JOB_DONE or NB_JOB_FAILED */
     const char *error;        /* for FAILED */
     const nb_db_run *runs;    /* written with job_id/job_seq/lease_id filled in */
     size_t n_runs;

@@ -57,7 +57,7 @@ static void test_usage_errors(void **s)
 {
     (void)s;
     expect("frobnicate", 2, "unknown command 'frobnicate'");
-    expect("run --n-tokens 0", 2, "--n-tokens: 0 is outside the allowed range 1..65536");
+    expect("run --n-tokens 0", 2, "--n-tokens: 0 is outside the allowed range 1..4096");
     expect("run --n-tokens abc", 2, "--n-tokens: 'abc' is not an integer");
     expect("verify --k 99", 2, "--k: 99 is outside the allowed range");
     expect("run --bogus", 2, "unknown option '--bogus'");

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nb_executor.h"
 #include "nb_daemon.h"
 #include "nb_devlock.h"
 #include "nb_file.h"
@@ -328,7 +329,7 @@ static const char *fx(const char *name)
 
 typedef struct env {
     char *tmp;
-    nb_job_deployment dep;
+    nb_deployment dep;
 } env;
 
 /* An exec deployment whose "run" is cmd (shell), for protocol tests without a model. */
@@ -337,10 +338,10 @@ static void exec_deployment(env *e, const char *run_shell)
     char json[2048];
     snprintf(json, sizeof json, "[{\"name\": \"fx\", \"model\": \"Fixture-1B\", \"backend\": "
              "\"exec\", \"dtype\": \"bf16\", \"exec\": {\"run\": {\"shell\": \"%s\"}}}]", run_shell);
-    nb_job_deployment *d;
+    nb_deployment *d;
     int n;
     nb_err err;
-    if (nb_job_deployments_parse(json, strlen(json), "test", &d, &n, &err))
+    if (nb_deployments_parse(json, strlen(json), "test", &d, &n, &err))
         fail_msg("%s", err.msg);
     e->dep = d[0];
     free(d); /* e->dep owns the exec commands now */
@@ -757,8 +758,8 @@ static void test_real_cpu_jobs(void **state)
     nb_daemon *d;
     assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
     int got = wait_for(&f, &f.n_results, 2, 240000);
-    nb_job_cache_stats cs;
-    nb_job_ctx_stats(nb_daemon_job_ctx(d), &cs);
+    nb_executor_cache_stats cs;
+    nb_executor_stats(nb_daemon_job_ctx(d), &cs);
     nb_daemon_stop(d, 1);
     assert_int_equal(got, 2);
     Npubench__JobResult *vr = f.results[0], *rr = f.results[1];

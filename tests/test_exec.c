@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "nb_exec.h"
+#include "nb_executor.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_json.h"
@@ -456,10 +457,10 @@ static void test_exec_npubench(void **state)
 
 static void expect_file_error(const char *json, const char *needle)
 {
-    nb_job_deployment *d;
+    nb_deployment *d;
     int n;
     nb_err err;
-    assert_int_equal(nb_job_deployments_parse(json, strlen(json), "deployments.json", &d, &n, &err),
+    assert_int_equal(nb_deployments_parse(json, strlen(json), "deployments.json", &d, &n, &err),
                      NB_EINVAL);
     if (!strstr(err.msg, needle))
         fail_msg("expected '%s' in: %s", needle, err.msg);
@@ -483,16 +484,16 @@ static void test_deployments_file(void **state)
     const char *ok = "{\"deployments\": [{\"model\": \"instruct\", \"dtype\": \"q4_1\", \"threads\": 2},"
                      " {\"name\": \"air\", \"model\": \"Llama-3.2-1B\", \"backend\": \"exec\","
                      "  \"dtype\": \"bf16\", \"exec\": {\"run\": \"make run\"}}]}";
-    nb_job_deployment *d;
+    nb_deployment *d;
     int n;
     nb_err err;
-    assert_int_equal(nb_job_deployments_parse(ok, strlen(ok), "deployments.json", &d, &n, &err), NB_OK);
+    assert_int_equal(nb_deployments_parse(ok, strlen(ok), "deployments.json", &d, &n, &err), NB_OK);
     assert_int_equal(n, 2);
     assert_string_equal(d[0].name, "instruct-cpu-q4_1");
     assert_int_equal(d[0].threads, 2);
     assert_string_equal(d[1].backend, "exec");
     assert_non_null(d[1].exec);
-    nb_job_deployments_free(d, n);
+    nb_deployments_free(d, n);
 }
 
 typedef struct prog {
@@ -517,18 +518,18 @@ static void test_job_execute_exec(void **state)
              "[{\"name\": \"air\", \"model\": \"Llama-3.2-1B-Instruct\", \"backend\": \"exec\","
              " \"dtype\": \"bf16\", \"exec\": {\"run\": \"sh %s run\", \"verify\": \"sh %s verify %s\"}}]",
              fx("exec_pass.sh"), fixture, tmp);
-    nb_job_deployment *deps;
+    nb_deployment *deps;
     int n;
     nb_err err;
-    assert_int_equal(nb_job_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
-    nb_job_ctx_opts o = {.deployments = deps, .n_deployments = n, .board = "lab-9",
+    assert_int_equal(nb_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
+    nb_executor_opts o = {.deployments = deps, .n_deployments = n, .board = "lab-9",
                          .board_type = "strix", .rundir = tmp};
-    nb_job_ctx *c;
-    assert_int_equal(nb_job_ctx_new(&o, &c, &err), NB_OK);
-    nb_job_deployments_free(deps, n); /* the context keeps copies */
+    nb_executor *c;
+    assert_int_equal(nb_executor_new(&o, &c, &err), NB_OK);
+    nb_deployments_free(deps, n); /* the context keeps copies */
     const char *backs[4];
     size_t nb;
-    nb_job_ctx_backends(c, backs, 4, &nb);
+    nb_executor_backends(c, backs, 4, &nb);
     assert_int_equal(nb, 1);
     assert_string_equal(backs[0], "exec");
     Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
@@ -537,9 +538,9 @@ static void test_job_execute_exec(void **state)
     s.kind = NPUBENCH__JOB_KIND__VERIFY;
     s.selector = &sel;
     prog P = {0};
-    nb_job_hooks h = {.progress = on_prog, .user = &P};
+    nb_executor_hooks h = {.progress = on_prog, .user = &P};
     Npubench__JobResult *res;
-    assert_int_equal(nb_job_execute(c, &s, 42, &h, &res, &err), NB_OK);
+    assert_int_equal(nb_executor_run(c, &s, 42, &h, &res, &err), NB_OK);
     assert_int_equal(res->job_id, 42);
     assert_int_equal(res->status, NPUBENCH__STATUS_CODE__OK);
     assert_int_equal(res->outcome, NPUBENCH__OUTCOME__PASS);
@@ -552,7 +553,7 @@ static void test_job_execute_exec(void **state)
     nb_jobpb_free(res);
     /* a model this worker does not serve: the result says why */
     sel.model = (char *)"Qwen3-4B";
-    assert_int_equal(nb_job_execute(c, &s, 43, NULL, &res, &err), NB_ENOTFOUND);
+    assert_int_equal(nb_executor_run(c, &s, 43, NULL, &res, &err), NB_ENOTFOUND);
     assert_non_null(res);
     assert_int_equal(res->status, NPUBENCH__STATUS_CODE__NOT_FOUND);
     assert_int_equal(res->outcome, NPUBENCH__OUTCOME__ERROR);
@@ -562,20 +563,20 @@ static void test_job_execute_exec(void **state)
     /* an invalid spec is refused before anything runs */
     sel.model = (char *)"";
     s.n_tokens = 99999;
-    assert_int_equal(nb_job_execute(c, &s, 44, NULL, &res, &err), NB_EINVAL);
+    assert_int_equal(nb_executor_run(c, &s, 44, NULL, &res, &err), NB_EINVAL);
     assert_int_equal(res->status, NPUBENCH__STATUS_CODE__INVALID_ARGUMENT);
     assert_non_null(strstr(res->status_message, "JobSpec.n_tokens 99999"));
     nb_jobpb_free(res);
     /* advertised: one deployment, no digest for exec */
     Npubench__Deployment **adv;
     size_t na;
-    assert_int_equal(nb_job_ctx_advertise(c, &adv, &na, &err), NB_OK);
+    assert_int_equal(nb_executor_advertise(c, &adv, &na, &err), NB_OK);
     assert_int_equal(na, 1);
     assert_string_equal(adv[0]->model, "Llama-3.2-1B-Instruct");
     assert_string_equal(adv[0]->backend, "exec");
     nb_jobpb_free(adv[0]);
     free(adv);
-    nb_job_ctx_free(c);
+    nb_executor_free(c);
     tu_rmrf(tmp);
 }
 
@@ -589,16 +590,16 @@ static void test_job_cache(void **state)
     }
     const char *json = "[{\"name\": \"a\", \"model\": \"instruct\", \"dtype\": \"q4_1\", \"threads\": 1},"
                        " {\"name\": \"b\", \"model\": \"base\", \"dtype\": \"q4_1\", \"threads\": 1}]";
-    nb_job_deployment *deps;
+    nb_deployment *deps;
     int n;
     nb_err err;
-    assert_int_equal(nb_job_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
+    assert_int_equal(nb_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
     char *tmp = tu_tmpdir();
-    nb_job_ctx_opts o = {.deployments = deps, .n_deployments = n, .rundir = tmp,
+    nb_executor_opts o = {.deployments = deps, .n_deployments = n, .rundir = tmp,
                          .mem_budget_bytes = 1 << 20}; /* room for one at most */
-    nb_job_ctx *c;
-    assert_int_equal(nb_job_ctx_new(&o, &c, &err), NB_OK);
-    nb_job_deployments_free(deps, n);
+    nb_executor *c;
+    assert_int_equal(nb_executor_new(&o, &c, &err), NB_OK);
+    nb_deployments_free(deps, n);
     Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
     Npubench__KeyValue w = NPUBENCH__KEY_VALUE__INIT;
     w.key = (char *)"warmup";
@@ -615,19 +616,19 @@ static void test_job_cache(void **state)
     for (int i = 0; i < 4; i++) {
         sel.model = (char *)order[i];
         Npubench__JobResult *res;
-        if (nb_job_execute(c, &s, i, NULL, &res, &err))
+        if (nb_executor_run(c, &s, i, NULL, &res, &err))
             fail_msg("%s: %s", order[i], err.msg);
         assert_int_equal(res->metrics->n_samples, 1);
         assert_int_equal(res->metrics->warmup, 0);
         assert_string_equal(res->environment->dtype, "q4_1");
         nb_jobpb_free(res);
     }
-    nb_job_cache_stats st;
-    nb_job_ctx_stats(c, &st);
+    nb_executor_cache_stats st;
+    nb_executor_stats(c, &st);
     assert_int_equal(st.setups, 3);    /* the repeat of "instruct" was resident */
     assert_int_equal(st.evictions, 2); /* each switch evicted the other */
     assert_int_equal(st.resident, 1);
-    nb_job_ctx_free(c);
+    nb_executor_free(c);
     tu_rmrf(tmp);
 }
 

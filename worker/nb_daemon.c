@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nb_devlock.h"
+#include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_rpc.h"
 #include "nb_time.h"
@@ -41,7 +42,7 @@ struct nb_daemon {
     const char *backends[4];
     size_t n_backends;
     nb_devlock *lock;
-    nb_job_ctx *ctx;
+    nb_executor *ctx;
     nb_rpc_client *cli;
     pthread_t lease_th, hb_th;
     int threads_started;
@@ -178,7 +179,7 @@ static nb_code do_register(nb_daemon *d, nb_err *err)
 {
     Npubench__Deployment **deps = NULL;
     size_t n_deps = 0;
-    nb_code rc = nb_job_ctx_advertise(d->ctx, &deps, &n_deps, err);
+    nb_code rc = nb_executor_advertise(d->ctx, &deps, &n_deps, err);
     if (rc)
         return rc;
     Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
@@ -404,11 +405,11 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
     if (stopping) { /* leased while shutting down: give it straight back */
         release_job(d, l, 1, "worker shutting down");
     } else {
-        nb_job_hooks h = {hook_progress, hook_cancelled, hook_log, d, l->reference_trace.data,
+        nb_executor_hooks h = {hook_progress, hook_cancelled, hook_log, d, l->reference_trace.data,
                           l->reference_trace.len, l->reference_trace_sha256};
         Npubench__JobResult *res = NULL;
         nb_err err;
-        nb_code rc = nb_job_execute(d->ctx, spec, l->job_id, &h, &res, &err);
+        nb_code rc = nb_executor_run(d->ctx, spec, l->job_id, &h, &res, &err);
         pthread_mutex_lock(&d->mu);
         int cancelled = d->cancel, by_coord = d->cancel_by_coordinator;
         pthread_mutex_unlock(&d->mu);
@@ -621,7 +622,7 @@ static void *hb_main(void *u)
 static void free_daemon(nb_daemon *d)
 {
     nb_rpc_client_close(d->cli);
-    nb_job_ctx_free(d->ctx);
+    nb_executor_free(d->ctx);
     nb_devlock_release(d->lock);
     for (int i = 0; i < d->n_tags; i++)
         free(d->tags[i]);
@@ -730,12 +731,12 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
         free_daemon(d);
         return rc;
     }
-    nb_job_deployment *file_deps = NULL, def;
+    nb_deployment *file_deps = NULL, def;
     int n_file = 0;
-    const nb_job_deployment *deps = o->deployments;
+    const nb_deployment *deps = o->deployments;
     int n_deps = o->n_deployments;
     if (o->deployments_file && *o->deployments_file) {
-        if ((rc = nb_job_deployments_load(o->deployments_file, &file_deps, &n_file, err))) {
+        if ((rc = nb_deployments_load(o->deployments_file, &file_deps, &n_file, err))) {
             free_daemon(d);
             return rc;
         }
@@ -757,9 +758,9 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
     if (slash)
         *slash = '\0';
     /* Deployments on an xrt device address its index. */
-    nb_job_deployment *mine = calloc((size_t)n_deps, sizeof *mine);
+    nb_deployment *mine = calloc((size_t)n_deps, sizeof *mine);
     if (!mine) {
-        nb_job_deployments_free(file_deps, n_file);
+        nb_deployments_free(file_deps, n_file);
         free_daemon(d);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
@@ -768,19 +769,19 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
         if (is_xrt && !strcmp(mine[i].backend, "xrt"))
             mine[i].device = didx;
     }
-    nb_job_ctx_opts co = {.deployments = mine, .n_deployments = n_deps, .board = d->board,
+    nb_executor_opts co = {.deployments = mine, .n_deployments = n_deps, .board = d->board,
                           .board_type = d->board_type, .threads = o->threads,
                           .mem_budget_bytes = o->mem_budget_bytes, .refdir = o->refdir,
                           .rundir = o->rundir && *o->rundir ? o->rundir : lockdir,
                           .reports_dir = o->reports_dir};
-    rc = nb_job_ctx_new(&co, &d->ctx, err);
+    rc = nb_executor_new(&co, &d->ctx, err);
     free(mine);
-    nb_job_deployments_free(file_deps, n_file);
+    nb_deployments_free(file_deps, n_file);
     if (rc) {
         free_daemon(d);
         return rc;
     }
-    nb_job_ctx_backends(d->ctx, d->backends, 3, &d->n_backends);
+    nb_executor_backends(d->ctx, d->backends, 3, &d->n_backends);
     int has_xrt = 0;
     for (size_t i = 0; i < d->n_backends; i++)
         has_xrt |= !strcmp(d->backends[i], "xrt");
@@ -924,7 +925,7 @@ void nb_daemon_worker_id(nb_daemon *d, char *buf, size_t cap)
     pthread_mutex_unlock(&d->mu);
 }
 
-nb_job_ctx *nb_daemon_job_ctx(nb_daemon *d)
+nb_executor *nb_daemon_job_ctx(nb_daemon *d)
 {
     return d->ctx;
 }

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "nb_err.h"
-#include "nb_job.h"
+#include "nb_executor.h"
 
 /* Zero-initialise and set what you need (0 / NULL = the default in brackets).
  * Strings and arrays are copied by nb_daemon_start. */
@@ -25,7 +25,7 @@ typedef struct nb_daemon_opts {
     /* What the worker serves: the deployments file, else these, else one default
      * deployment ("instruct" on the device's backend, bf16). */
     const char *deployments_file;
-    const nb_job_deployment *deployments;
+    const nb_deployment *deployments;
     int n_deployments;
     int threads;                  /* cpu threads per deployment [0 = all cores] */
     size_t mem_budget_bytes;      /* resident deployments [4 GiB] */
@@ -90,6 +90,6 @@ void nb_daemon_get_stats(nb_daemon *d, nb_daemon_stats *out);
 /* The id the coordinator assigned ("" before the first registration) into buf. */
 void nb_daemon_worker_id(nb_daemon *d, char *buf, size_t cap);
 /* The executor (deployment cache statistics for tests). */
-nb_job_ctx *nb_daemon_job_ctx(nb_daemon *d);
+nb_executor *nb_daemon_job_ctx(nb_daemon *d);
 
 #endif

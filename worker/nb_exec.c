@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "nb_file.h"
+#include "nb_job.h"
 #include "nb_json.h"
 #include "nb_time.h"
 
@@ -761,9 +762,8 @@ nb_code nb_exec_report_gates(const char *path, Npubench__JobResult *res, int *fa
 
 /* ---- deployments ---------------------------------------------------------------------- */
 
-enum { K_RUN, K_VERIFY, K_VERIFY_FULL, K_DIAGNOSIS, K_PROFILE, K_N };
-static const char *const kind_keys[K_N] = {"run", "verify", "verify_full", "diagnosis",
-                                           "profile"};
+/* Commands are indexed by npubench.JobKind - 1. */
+#define K_N NPUBENCH__JOB_KIND__PROFILE
 
 typedef struct exec_cmd {
     char **argv;   /* split words (one block), or NULL */
@@ -781,14 +781,7 @@ struct nb_exec_deploy {
 
 static int kind_index(int kind)
 {
-    switch (kind) {
-    case NPUBENCH__JOB_KIND__RUN: return K_RUN;
-    case NPUBENCH__JOB_KIND__VERIFY: return K_VERIFY;
-    case NPUBENCH__JOB_KIND__VERIFY_FULL: return K_VERIFY_FULL;
-    case NPUBENCH__JOB_KIND__DIAGNOSIS: return K_DIAGNOSIS;
-    case NPUBENCH__JOB_KIND__PROFILE: return K_PROFILE;
-    default: return -1;
-    }
+    return kind >= 1 && kind <= K_N ? kind - 1 : -1;
 }
 
 void nb_exec_deploy_free(nb_exec_deploy *d)
@@ -853,12 +846,7 @@ nb_code nb_exec_deploy_parse(json_object *o, const char *what, nb_exec_deploy **
     {
         char w[256];
         snprintf(w, sizeof w, "%s.exec.%s", what, key);
-        int ki = -1;
-        for (int i = 0; i < K_N; i++)
-            if (!strcmp(key, kind_keys[i]))
-                ki = i;
-        if (!strcmp(key, "verify-full"))
-            ki = K_VERIFY_FULL;
+        int ki = kind_index(nb_job_kind_parse(key));
         if (ki >= 0) {
             if (d->cmd[ki].argv || d->cmd[ki].shell) {
                 rc = nb_err_set(err, NB_EINVAL, "%s: given twice", w);
@@ -1194,10 +1182,12 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
     int ki = kind_index(spec->kind);
     if (ki < 0 || !nb_exec_deploy_supports(d, spec->kind))
         return nb_err_set(err, NB_EUNSUPPORTED, "exec deployment has no '%s' command",
-                          ki >= 0 ? kind_keys[ki] : "?");
+                          nb_job_kind_name(spec->kind));
     const exec_cmd *c = &d->cmd[ki];
-    int is_verify = ki == K_VERIFY || ki == K_VERIFY_FULL;
-    int is_bench = ki == K_RUN || ki == K_PROFILE;
+    int is_verify = spec->kind == NPUBENCH__JOB_KIND__VERIFY ||
+                    spec->kind == NPUBENCH__JOB_KIND__VERIFY_FULL;
+    int is_bench = spec->kind == NPUBENCH__JOB_KIND__RUN ||
+                   spec->kind == NPUBENCH__JOB_KIND__PROFILE;
     subst v[9];
     int nv = 0;
 #define SETN(nm, val)                                                                            \
@@ -1213,10 +1203,16 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
         v[nv].value = (str);                                                                     \
         nv++;                                                                                    \
     } while (0)
-    int n_tokens = spec->n_tokens ? spec->n_tokens : ki == K_VERIFY ? 32 : ki == K_RUN ? 100 : 20;
+    int is_short_verify = spec->kind == NPUBENCH__JOB_KIND__VERIFY;
+    int n_tokens = spec->n_tokens                              ? spec->n_tokens
+                   : is_short_verify                           ? NB_JOB_VERIFY_N_TOKENS
+                   : spec->kind == NPUBENCH__JOB_KIND__RUN     ? NB_JOB_RUN_N_TOKENS_DEFAULT
+                                                               : NB_JOB_PROFILE_N_TOKENS_DEFAULT;
     SETN("n_tokens", n_tokens);
-    SETN("k", spec->k ? spec->k : 5);
-    SETN("max_prompts", spec->max_prompts ? spec->max_prompts : ki == K_VERIFY ? 2 : 0);
+    SETN("k", spec->k ? spec->k : NB_JOB_VERIFY_K);
+    SETN("max_prompts", spec->max_prompts  ? spec->max_prompts
+                        : is_short_verify ? NB_JOB_VERIFY_PROMPTS
+                                          : 0);
     SETN("reps", spec->reps ? spec->reps : 1);
     SETS("prompt", spec->prompt && *spec->prompt ? spec->prompt : "The capital of France is");
     SETN("prompt_begin", spec->shard ? spec->shard->prompt_begin : 0);
@@ -1299,7 +1295,7 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
     free_words(argv);
     /* The report: configured path first, else the one the command printed. */
     const char *rpath = d->report ? d->report : last.report_path[0] ? last.report_path : NULL;
-    if (!rc && rpath && (is_verify || ki == K_DIAGNOSIS)) {
+    if (!rc && rpath && (is_verify || spec->kind == NPUBENCH__JOB_KIND__DIAGNOSIS)) {
         char *text = NULL;
         size_t len = 0;
         nb_err e2;

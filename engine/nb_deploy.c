@@ -11,7 +11,28 @@
 #include "nb_time.h"
 #include "nb_xrt.h"
 
-#define DEFAULT_GGUF "SmolLM2-135M-Instruct.Q4_1.gguf"
+/* The preset words a selector may use instead of a path: the file each names under the
+ * models directory, and the model's name (what the history and matching know it by). */
+static const struct {
+    const char *word, *file, *model;
+} presets[] = {
+    {"instruct", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"},
+    {"base", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"},
+};
+
+static int preset_index(const char *word)
+{
+    for (size_t i = 0; word && i < sizeof presets / sizeof *presets; i++)
+        if (!strcmp(word, presets[i].word))
+            return (int)i;
+    return -1;
+}
+
+const char *nb_deploy_preset_model(const char *word)
+{
+    int i = preset_index(word);
+    return i < 0 ? NULL : presets[i].model;
+}
 
 void nb_deploy_spec_default(nb_deploy_spec *s)
 {
@@ -26,7 +47,8 @@ nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *p
 {
     if (preset_cap)
         preset_out[0] = '\0';
-    if (strcmp(sel, "instruct") && strcmp(sel, "base")) {
+    int p = preset_index(sel);
+    if (p < 0) {
         if (!nb_file_exists(sel))
             return nb_err_set(err, NB_ENOTFOUND, "--model %s: no such file or directory", sel);
         snprintf(path, cap, "%s", sel);
@@ -38,14 +60,14 @@ nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *p
     for (int i = 0; i < 3; i++) {
         if (!dirs[i] || !*dirs[i])
             continue;
-        snprintf(path, cap, "%s/%s", dirs[i], DEFAULT_GGUF);
+        snprintf(path, cap, "%s/%s", dirs[i], presets[p].file);
         if (nb_file_exists(path))
             return NB_OK;
     }
     return nb_err_set(err, NB_ENOTFOUND,
                       "--model %s: %s not found in $NPUBENCH_MODELS, ./models or %s/models; run "
                       "scripts/fetch_model.sh",
-                      sel, DEFAULT_GGUF, NB_SOURCE_DIR);
+                      sel, presets[p].file, NB_SOURCE_DIR);
 }
 
 static nb_code open_tokenizer(nb_deploy *d, nb_err *err)

@@ -28,6 +28,10 @@ void nb_deploy_spec_default(nb_deploy_spec *s);
 nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *preset_out,
                                 size_t preset_cap, nb_err *err);
 
+/* The model name a preset word stands for ("instruct" -> "SmolLM2-135M-Instruct"), or
+ * NULL when word is no preset.  Needs no file system. */
+const char *nb_deploy_preset_model(const char *word);
+
 typedef struct nb_deploy {
     nb_deploy_spec spec;
     char model_path[1024];

@@ -1,6 +1,6 @@
-/* nb_job: JobSpec validation, the deployments file, the resident deployment cache (LRU
- * under a memory budget) and the executor that turns one job into one JobResult. */
-#include "nb_job.h"
+/* nb_executor: the resident deployment cache (LRU under a memory budget) and the executor
+ * that turns one job into one JobResult, CPU engine or exec backend alike. */
+#include "nb_executor.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -15,6 +15,7 @@
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
 #include "nb_file.h"
+#include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_json.h"
 #include "nb_kernels.h"
@@ -25,302 +26,8 @@
 #include "nb_utf8.h"
 #include "nb_verify.h"
 
-#define DEPLOYMENTS_FILE_MAX ((size_t)1 << 20)
-#define DEPLOYMENTS_MAX 64
 #define LOG_MAX_BYTES (64 * 1024)
 #define DEFAULT_BUDGET ((size_t)4 << 30)
-
-const char *nb_job_kind_name(int kind)
-{
-    switch (kind) {
-    case NPUBENCH__JOB_KIND__RUN: return "RUN";
-    case NPUBENCH__JOB_KIND__VERIFY: return "VERIFY";
-    case NPUBENCH__JOB_KIND__VERIFY_FULL: return "VERIFY_FULL";
-    case NPUBENCH__JOB_KIND__DIAGNOSIS: return "DIAGNOSIS";
-    case NPUBENCH__JOB_KIND__PROFILE: return "PROFILE";
-    default: return "UNSPECIFIED";
-    }
-}
-
-/* ---- validation ----------------------------------------------------------------------- */
-
-/* Integer params the worker reads, with their ranges. */
-static const struct {
-    const char *key;
-    long lo, hi;
-} int_params[] = {
-    {"threads", 0, 1024}, {"max_seq", 0, 1 << 20}, {"warmup", 0, NB_JOB_WARMUP_MAX},
-    {"chat", 0, 1},       {"ignore_eos", 0, 1},    {"device", 0, 255},
-};
-
-static int parse_long(const char *s, long *out)
-{
-    if (!s || !*s)
-        return 0;
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    if (*e || errno)
-        return 0;
-    *out = v;
-    return 1;
-}
-
-static nb_code check_text(const char *s, const char *field, nb_err *err)
-{
-    size_t n = strlen(s), bad;
-    if (n > NB_JOB_PROMPT_MAX_BYTES)
-        return nb_err_set(err, NB_EINVAL, "%s: %zu bytes, at most %d", field, n,
-                          NB_JOB_PROMPT_MAX_BYTES);
-    if (!nb_utf8_valid(s, n, &bad))
-        return nb_err_set(err, NB_EINVAL, "%s: invalid UTF-8 at byte %zu", field, bad);
-    return NB_OK;
-}
-
-nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
-{
-    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__PROFILE)
-        return nb_err_set(err, NB_EINVAL,
-                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS or PROFILE",
-                          (int)s->kind);
-    if (s->n_tokens < 0 || s->n_tokens > NB_JOB_N_TOKENS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.n_tokens %d: must be 0..%d (0 = default)",
-                          s->n_tokens, NB_JOB_N_TOKENS_MAX);
-    if (s->k < 0 || s->k > NB_GATE_K_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.k %d: must be 0..%d (0 = default)", s->k,
-                          NB_GATE_K_MAX);
-    if (s->reps < 0 || s->reps > NB_JOB_REPS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.reps %d: must be 0..%d (0 = default)",
-                          s->reps, NB_JOB_REPS_MAX);
-    if (s->max_prompts < 0 || s->max_prompts > NB_JOB_PROMPTS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.max_prompts %d: must be 0..%d (0 = all)",
-                          s->max_prompts, NB_JOB_PROMPTS_MAX);
-    if (s->priority < -1000 || s->priority > 1000)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.priority %d: must be -1000..1000",
-                          s->priority);
-    if (s->timeout_ms < 0 || s->timeout_ms > NB_JOB_TIMEOUT_MS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.timeout_ms %lld: must be 0..%lld (0 = default)",
-                          (long long)s->timeout_ms, (long long)NB_JOB_TIMEOUT_MS_MAX);
-    if (s->shard) {
-        const Npubench__Shard *h = s->shard;
-        if (h->prompt_begin < 0 || h->prompt_end <= h->prompt_begin ||
-            h->prompt_end > NB_JOB_PROMPTS_MAX)
-            return nb_err_set(err, NB_EINVAL,
-                              "JobSpec.shard [%d, %d): need 0 <= prompt_begin < prompt_end <= %d",
-                              h->prompt_begin, h->prompt_end, NB_JOB_PROMPTS_MAX);
-        if (s->max_prompts > 0 && h->prompt_end > s->max_prompts)
-            return nb_err_set(err, NB_EINVAL,
-                              "JobSpec.shard [%d, %d): past max_prompts %d", h->prompt_begin,
-                              h->prompt_end, s->max_prompts);
-        if (h->count < 0 || h->index < 0 || (h->count > 0 && h->index >= h->count))
-            return nb_err_set(err, NB_EINVAL, "JobSpec.shard index %d of %d: out of range",
-                              h->index, h->count);
-    }
-    nb_code rc;
-    if (s->prompt && (rc = check_text(s->prompt, "JobSpec.prompt", err)))
-        return rc;
-    if (s->prompt_set && (rc = check_text(s->prompt_set, "JobSpec.prompt_set", err)))
-        return rc;
-    if (s->n_prompts > NB_JOB_PROMPTS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.prompts: %zu, at most %d", s->n_prompts,
-                          NB_JOB_PROMPTS_MAX);
-    for (size_t i = 0; i < s->n_prompts; i++) {
-        char f[48];
-        snprintf(f, sizeof f, "JobSpec.prompts[%zu]", i);
-        if ((rc = check_text(s->prompts[i], f, err)))
-            return rc;
-        if (!*s->prompts[i] || strchr(s->prompts[i], '\n'))
-            return nb_err_set(err, NB_EINVAL, "%s: must be one non-empty line", f);
-    }
-    if (s->n_params > NB_JOB_PARAMS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.params: %zu, at most %d", s->n_params,
-                          NB_JOB_PARAMS_MAX);
-    for (size_t i = 0; i < s->n_params; i++) {
-        const Npubench__KeyValue *kv = s->params[i];
-        if (!kv->key || !*kv->key)
-            return nb_err_set(err, NB_EINVAL, "JobSpec.params[%zu]: empty key", i);
-        if (strlen(kv->key) > 64 || (kv->value && strlen(kv->value) > 4096))
-            return nb_err_set(err, NB_EINVAL, "JobSpec.params[%zu]: key over 64 or value over "
-                              "4096 bytes", i);
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(s->params[j]->key, kv->key))
-                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s: duplicate key", kv->key);
-        for (size_t p = 0; p < sizeof int_params / sizeof *int_params; p++) {
-            long v;
-            if (strcmp(kv->key, int_params[p].key))
-                continue;
-            if (!parse_long(kv->value, &v) || v < int_params[p].lo || v > int_params[p].hi)
-                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s '%.32s': must be an integer "
-                                  "%ld..%ld", kv->key, kv->value ? kv->value : "",
-                                  int_params[p].lo, int_params[p].hi);
-        }
-    }
-    return NB_OK;
-}
-
-/* The value of params[key], or NULL. */
-static const char *param(const Npubench__JobSpec *s, const char *key)
-{
-    for (size_t i = 0; i < s->n_params; i++)
-        if (!strcmp(s->params[i]->key, key))
-            return s->params[i]->value;
-    return NULL;
-}
-
-static long param_int(const Npubench__JobSpec *s, const char *key, long dflt)
-{
-    long v;
-    return parse_long(param(s, key), &v) ? v : dflt;
-}
-
-/* ---- deployments file ----------------------------------------------------------------- */
-
-void nb_job_deployments_free(nb_job_deployment *d, int n)
-{
-    for (int i = 0; d && i < n; i++)
-        nb_exec_deploy_free(d[i].exec);
-    free(d);
-}
-
-static nb_code copy_str(json_object *v, const char *what, char *buf, size_t cap, nb_err *err)
-{
-    if (!json_object_is_type(v, json_type_string))
-        return nb_err_set(err, NB_EINVAL, "%s: must be a string", what);
-    const char *s = json_object_get_string(v);
-    if (!*s || strlen(s) >= cap)
-        return nb_err_set(err, NB_EINVAL, "%s: must be 1..%zu bytes", what, cap - 1);
-    snprintf(buf, cap, "%s", s);
-    return NB_OK;
-}
-
-static nb_code parse_one(json_object *o, const char *what, nb_job_deployment *d, nb_err *err)
-{
-    memset(d, 0, sizeof *d);
-    snprintf(d->backend, sizeof d->backend, "cpu");
-    snprintf(d->dtype, sizeof d->dtype, "bf16");
-    if (!json_object_is_type(o, json_type_object))
-        return nb_err_set(err, NB_EINVAL, "%s: must be an object", what);
-    json_object *exec = NULL;
-    nb_code rc = NB_OK;
-    int have_model = 0;
-    json_object_object_foreach(o, key, v)
-    {
-        char w[160];
-        snprintf(w, sizeof w, "%s.%s", what, key);
-        if (!strcmp(key, "name"))
-            rc = copy_str(v, w, d->name, sizeof d->name, err);
-        else if (!strcmp(key, "model")) {
-            rc = copy_str(v, w, d->model, sizeof d->model, err);
-            have_model = 1;
-        } else if (!strcmp(key, "backend"))
-            rc = copy_str(v, w, d->backend, sizeof d->backend, err);
-        else if (!strcmp(key, "dtype"))
-            rc = copy_str(v, w, d->dtype, sizeof d->dtype, err);
-        else if (!strcmp(key, "threads") || !strcmp(key, "max_seq") || !strcmp(key, "device")) {
-            long hi = key[0] == 't' ? 1024 : key[0] == 'm' ? 1 << 20 : 255;
-            if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-                json_object_get_int64(v) > hi)
-                rc = nb_err_set(err, NB_EINVAL, "%s: must be an integer 0..%ld", w, hi);
-            else if (key[0] == 't')
-                d->threads = json_object_get_int(v);
-            else if (key[0] == 'm')
-                d->max_seq = json_object_get_int(v);
-            else
-                d->device = (unsigned)json_object_get_int(v);
-        } else if (!strcmp(key, "exec"))
-            exec = v;
-        else
-            rc = nb_err_set(err, NB_EINVAL, "%s: unknown key (expected name, model, backend, "
-                            "dtype, threads, max_seq, device, exec)", w);
-        if (rc)
-            return rc;
-    }
-    if (!have_model)
-        return nb_err_set(err, NB_EINVAL, "%s.model: required", what);
-    int is_exec = !strcmp(d->backend, "exec");
-    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
-        return nb_err_set(err, NB_EINVAL, "%s.backend '%s': expected cpu, xrt or exec", what,
-                          d->backend);
-    if (!is_exec) {
-        nb_dtype dt;
-        nb_err e2;
-        if (nb_dtype_parse(d->dtype, &dt, &e2))
-            return nb_err_set(err, NB_EINVAL, "%s.dtype: %s", what, e2.msg);
-        if (exec)
-            return nb_err_set(err, NB_EINVAL, "%s.exec: only for backend \"exec\"", what);
-    } else {
-        if (!exec)
-            return nb_err_set(err, NB_EINVAL, "%s.exec: required for backend \"exec\"", what);
-        if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
-            return rc;
-    }
-    if (!d->name[0])
-        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
-    return NB_OK;
-}
-
-nb_code nb_job_deployments_parse(const char *json, size_t len, const char *what,
-                                 nb_job_deployment **out, int *n_out, nb_err *err)
-{
-    *out = NULL;
-    *n_out = 0;
-    json_object *root;
-    nb_code rc = nb_json_parse(json, len, what, &root, err);
-    if (rc)
-        return rc;
-    json_object *arr = root;
-    if (json_object_is_type(root, json_type_object) &&
-        !json_object_object_get_ex(root, "deployments", &arr))
-        arr = NULL;
-    if (!arr || !json_object_is_type(arr, json_type_array)) {
-        json_object_put(root);
-        return nb_err_set(err, NB_EINVAL, "%s: expected {\"deployments\": [...]} or an array",
-                          what);
-    }
-    size_t n = json_object_array_length(arr);
-    if (!n || n > DEPLOYMENTS_MAX) {
-        json_object_put(root);
-        return nb_err_set(err, NB_EINVAL, "%s: %zu deployments, must be 1..%d", what, n,
-                          DEPLOYMENTS_MAX);
-    }
-    nb_job_deployment *d = calloc(n, sizeof *d);
-    if (!d) {
-        json_object_put(root);
-        return nb_err_set(err, NB_ENOMEM, "out of memory");
-    }
-    int got = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        char w[128];
-        snprintf(w, sizeof w, "%.80s: deployments[%zu]", what, i);
-        rc = parse_one(json_object_array_get_idx(arr, i), w, &d[i], err);
-        if (!rc)
-            got++;
-        for (size_t j = 0; !rc && j < i; j++)
-            if (!strcmp(d[j].name, d[i].name))
-                rc = nb_err_set(err, NB_EINVAL, "%s.name '%s': used twice", w, d[i].name);
-    }
-    json_object_put(root);
-    if (rc) {
-        nb_job_deployments_free(d, got + 1 > (int)n ? (int)n : got + 1);
-        return rc;
-    }
-    *out = d;
-    *n_out = (int)n;
-    return NB_OK;
-}
-
-nb_code nb_job_deployments_load(const char *path, nb_job_deployment **out, int *n,
-                                nb_err *err)
-{
-    char *buf;
-    size_t len;
-    nb_code rc = nb_file_read(path, DEPLOYMENTS_FILE_MAX, &buf, &len, err);
-    if (rc)
-        return rc;
-    rc = nb_job_deployments_parse(buf, len, path, out, n, err);
-    free(buf);
-    return rc;
-}
 
 /* ---- the context and its cache -------------------------------------------------------- */
 
@@ -336,8 +43,8 @@ typedef struct adv_cache {
     int tried;
 } adv_cache;
 
-struct nb_job_ctx {
-    nb_job_deployment *deps;
+struct nb_executor {
+    nb_deployment *deps;
     adv_cache *adv;
     int n_deps;
     char board[128], board_type[64], refdir[1024], rundir[1024], reports_dir[1024];
@@ -346,26 +53,26 @@ struct nb_job_ctx {
     cache_entry *cache;
     int n_cache, cap_cache;
     uint64_t clock;
-    nb_job_cache_stats stats;
+    nb_executor_cache_stats stats;
 };
 
-nb_code nb_job_ctx_new(const nb_job_ctx_opts *o, nb_job_ctx **out, nb_err *err)
+nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *err)
 {
     *out = NULL;
-    nb_job_ctx *c = calloc(1, sizeof *c);
+    nb_executor *c = calloc(1, sizeof *c);
     if (!c)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     c->n_deps = o->n_deployments > 0 ? o->n_deployments : 0;
     c->deps = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->deps);
     c->adv = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->adv);
     if (!c->deps || !c->adv) {
-        nb_job_ctx_free(c);
+        nb_executor_free(c);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
     for (int i = 0; i < c->n_deps; i++) {
         c->deps[i] = o->deployments[i];
         c->deps[i].exec = NULL;
-        nb_job_deployment *d = &c->deps[i];
+        nb_deployment *d = &c->deps[i];
         if (!d->backend[0]) /* filled in code (embedded mode) rather than from a file */
             snprintf(d->backend, sizeof d->backend, "cpu");
         if (!d->dtype[0])
@@ -375,7 +82,7 @@ nb_code nb_job_ctx_new(const nb_job_ctx_opts *o, nb_job_ctx **out, nb_err *err)
         if (o->deployments[i].exec) {
             nb_code rc = nb_exec_deploy_dup(o->deployments[i].exec, &c->deps[i].exec, err);
             if (rc) {
-                nb_job_ctx_free(c);
+                nb_executor_free(c);
                 return rc;
             }
         }
@@ -391,7 +98,7 @@ nb_code nb_job_ctx_new(const nb_job_ctx_opts *o, nb_job_ctx **out, nb_err *err)
     return NB_OK;
 }
 
-void nb_job_ctx_free(nb_job_ctx *c)
+void nb_executor_free(nb_executor *c)
 {
     if (!c)
         return;
@@ -405,7 +112,7 @@ void nb_job_ctx_free(nb_job_ctx *c)
     free(c);
 }
 
-void nb_job_ctx_stats(const nb_job_ctx *c, nb_job_cache_stats *out)
+void nb_executor_stats(const nb_executor *c, nb_executor_cache_stats *out)
 {
     *out = c->stats;
     out->resident = c->n_cache;
@@ -414,7 +121,7 @@ void nb_job_ctx_stats(const nb_job_ctx *c, nb_job_cache_stats *out)
         out->resident_bytes += c->cache[i].bytes;
 }
 
-void nb_job_ctx_backends(const nb_job_ctx *c, const char **out, size_t cap, size_t *n)
+void nb_executor_backends(const nb_executor *c, const char **out, size_t cap, size_t *n)
 {
     static const char *const names[] = {"cpu", "xrt", "exec"};
     *n = 0;
@@ -444,7 +151,7 @@ static void model_digest(const char *path, char hex[65])
         hex[0] = '\0';
 }
 
-nb_code nb_job_ctx_advertise(nb_job_ctx *c, Npubench__Deployment ***out, size_t *n,
+nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_t *n,
                              nb_err *err)
 {
     *out = NULL;
@@ -453,7 +160,7 @@ nb_code nb_job_ctx_advertise(nb_job_ctx *c, Npubench__Deployment ***out, size_t 
     if (!v)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     for (int i = 0; i < c->n_deps; i++) {
-        const nb_job_deployment *d = &c->deps[i];
+        const nb_deployment *d = &c->deps[i];
         /* The digest lets the coordinator find (and ship) the HF trace; hashing a
          * model takes a moment, so it is done once per process. */
         if (!c->adv[i].tried && strcmp(d->backend, "exec")) {
@@ -487,58 +194,19 @@ nb_code nb_job_ctx_advertise(nb_job_ctx *c, Npubench__Deployment ***out, size_t 
     return NB_OK;
 }
 
-/* "x/y/SmolLM2-135M-Instruct.Q4_1.gguf" -> "smollm2-135m-instruct.q4_1" (lowercase, no dir,
- * no .gguf) for comparisons. */
-static void model_key(const char *m, char *buf, size_t cap)
-{
-    const char *b = strrchr(m, '/');
-    b = b && b[1] ? b + 1 : m;
-    snprintf(buf, cap, "%s", b);
-    size_t l = strlen(buf);
-    if (l > 5 && !strcasecmp(buf + l - 5, ".gguf"))
-        buf[l - 5] = '\0';
-    for (char *p = buf; *p; p++)
-        if (*p >= 'A' && *p <= 'Z')
-            *p = (char)(*p - 'A' + 'a');
-}
-
-static int is_preset_family(const char *m)
-{
-    char k[256];
-    model_key(m, k, sizeof k);
-    return !strcmp(k, "instruct") || !strcmp(k, "base") ||
-           !strncmp(k, "smollm2-135m-instruct", 21);
-}
-
-/* Matches the coordinator's rule: case-insensitive model, its basename without
- * .gguf, the deployment name, and the presets ("instruct"/"base" = SmolLM2-135M-Instruct). */
-static int model_matches(const char *sel, const nb_job_deployment *d)
-{
-    if (!sel || !*sel)
-        return 2;
-    if (!strcasecmp(sel, d->model) || !strcasecmp(sel, d->name))
-        return 3;
-    char a[256], b[256];
-    model_key(sel, a, sizeof a);
-    model_key(d->model, b, sizeof b);
-    if (!strcmp(a, b))
-        return 2;
-    return is_preset_family(sel) && is_preset_family(d->model) ? 1 : 0;
-}
-
-static nb_code resolve(nb_job_ctx *c, const Npubench__JobSpec *s, const nb_job_deployment **out,
+static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_deployment **out,
                        nb_err *err)
 {
     const Npubench__DeploymentSelector *sel = s->selector;
     int best = 0;
     *out = NULL;
     for (int i = 0; i < c->n_deps; i++) {
-        const nb_job_deployment *d = &c->deps[i];
+        const nb_deployment *d = &c->deps[i];
         if (sel && sel->backend && *sel->backend && strcasecmp(sel->backend, d->backend))
             continue;
         if (sel && sel->dtype && *sel->dtype && strcasecmp(sel->dtype, d->dtype))
             continue;
-        int m = model_matches(sel ? sel->model : NULL, d);
+        int m = nb_job_model_match(sel ? sel->model : NULL, d->model, d->name);
         if (m > best) {
             best = m;
             *out = d;
@@ -576,7 +244,7 @@ static int spec_equal(const nb_deploy_spec *a, const nb_deploy_spec *b)
 
 /* The resident deployment for spec, set up on a miss; least recently used ones are
  * closed while the total exceeds the budget (never the one just asked for). */
-static nb_code cache_get(nb_job_ctx *c, const nb_deploy_spec *spec, nb_deploy **out,
+static nb_code cache_get(nb_executor *c, const nb_deploy_spec *spec, nb_deploy **out,
                          int *fresh, nb_err *err)
 {
     *fresh = 0;
@@ -626,8 +294,8 @@ static nb_code cache_get(nb_job_ctx *c, const nb_deploy_spec *spec, nb_deploy **
 /* ---- job log --------------------------------------------------------------------------- */
 
 typedef struct job_run {
-    nb_job_ctx *ctx;
-    const nb_job_hooks *hooks;
+    nb_executor *ctx;
+    const nb_executor_hooks *hooks;
     char *log;
     size_t log_len;
     int log_full;
@@ -812,7 +480,7 @@ static nb_code bench_report(const Npubench__JobResult *res, const char *kind,
 /* A trace shipped with the lease, written once under rundir (named by its digest). */
 static nb_code lease_trace(job_run *j, char *path, size_t cap, nb_err *err)
 {
-    const nb_job_hooks *h = j->hooks;
+    const nb_executor_hooks *h = j->hooks;
     path[0] = '\0';
     if (!h || !h->reference_trace || !h->reference_trace_len)
         return NB_OK;
@@ -874,7 +542,7 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
         rc = lease_trace(j, trace, sizeof trace, err);
     if (rc)
         return rc;
-    const char *ref = param(s, "reference");
+    const char *ref = nb_job_param(s, "reference");
     nb_verify_opts vo = {0};
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref && *ref ? ref : trace[0] ? trace : NULL;
@@ -911,7 +579,7 @@ static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *
     nb_code rc = lease_trace(j, trace, sizeof trace, err);
     if (rc)
         return rc;
-    const char *ref = param(s, "reference");
+    const char *ref = nb_job_param(s, "reference");
     nb_diagnosis_result dr;
     progress(j, 0, 1, "diagnosis");
     rc = nb_diagnosis_run(d, s->prompt && *s->prompt ? s->prompt : NULL,
@@ -940,10 +608,10 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     ro.n_tokens = s->n_tokens ? s->n_tokens
                               : profile ? NB_JOB_PROFILE_N_TOKENS_DEFAULT : NB_JOB_RUN_N_TOKENS_DEFAULT;
     ro.reps = s->reps ? s->reps : NB_JOB_RUN_REPS_DEFAULT;
-    ro.warmup = (int)param_int(s, "warmup", 1);
-    long chat = param_int(s, "chat", -1);
+    ro.warmup = (int)nb_job_param_int(s, "warmup", 1);
+    long chat = nb_job_param_int(s, "chat", -1);
     ro.chat = chat < 0 ? -1 : (int)chat;
-    ro.stop_eog = !param_int(s, "ignore_eos", 0);
+    ro.stop_eog = !nb_job_param_int(s, "ignore_eos", 0);
     if (exec_cancelled(j))
         return nb_err_set(err, NB_ECANCELED, "cancelled before start");
     progress(j, 0, ro.reps, profile ? "profiling" : "running");
@@ -974,7 +642,7 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     return bench_report(res, profile ? "profile" : "run", &env, res, err);
 }
 
-static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_job_deployment *dep,
+static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_deployment *dep,
                                Npubench__JobResult *res, nb_err *err)
 {
     nb_code rc = nb_jobpb_env_new(d, j->ctx->board, j->ctx->board_type, &res->environment, err);
@@ -993,7 +661,7 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     nb_code rc = nb_job_validate_spec(s, err);
     if (rc)
         return rc;
-    const nb_job_deployment *dep;
+    const nb_deployment *dep;
     if ((rc = resolve(j->ctx, s, &dep, err)))
         return rc;
     job_log(j, "%s on deployment %s (%s %s/%s)", nb_job_kind_name(s->kind), dep->name, dep->model,
@@ -1013,16 +681,15 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     /* "base" and "instruct" share the GGUF but not the prompt template or set. */
     const char *selm = s->selector ? s->selector->model : NULL;
     const char *model = dep->model;
-    if (selm && (!strcmp(selm, "base") || !strcmp(selm, "instruct")) &&
-        is_preset_family(dep->model))
+    if (nb_deploy_preset_model(selm) && nb_job_model_match(selm, dep->model, NULL) >= 2)
         model = selm;
     snprintf(ds.model, sizeof ds.model, "%s", model);
     snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
     if ((rc = nb_dtype_parse(dep->dtype, &ds.dtype, err)))
         return rc;
-    ds.threads = (int)param_int(s, "threads", dep->threads ? dep->threads : j->ctx->threads);
-    ds.max_seq = (int)param_int(s, "max_seq", dep->max_seq);
-    ds.device = (unsigned)param_int(s, "device", dep->device);
+    ds.threads = (int)nb_job_param_int(s, "threads", dep->threads ? dep->threads : j->ctx->threads);
+    ds.max_seq = (int)nb_job_param_int(s, "max_seq", dep->max_seq);
+    ds.device = (unsigned)nb_job_param_int(s, "device", dep->device);
     nb_deploy *d = NULL;
     int fresh = 0;
     if ((rc = cache_get(j->ctx, &ds, &d, &fresh, err)))
@@ -1042,8 +709,8 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     }
 }
 
-nb_code nb_job_execute(nb_job_ctx *c, const Npubench__JobSpec *spec, int64_t job_id,
-                       const nb_job_hooks *hooks, Npubench__JobResult **out, nb_err *err)
+nb_code nb_executor_run(nb_executor *c, const Npubench__JobSpec *spec, int64_t job_id,
+                       const nb_executor_hooks *hooks, Npubench__JobResult **out, nb_err *err)
 {
     *out = NULL;
     Npubench__JobResult *res = nb_jobpb_result_new();

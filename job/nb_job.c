@@ -1,0 +1,248 @@
+/* nb_job: the job rules every layer shares: kind and state names, spec validation, params,
+ * and the model-matching rule the coordinator routes by and the worker resolves by. */
+#include "nb_job.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "nb_deploy.h"
+#include "nb_gate.h"
+#include "nb_utf8.h"
+
+/* ---- kinds ------------------------------------------------------------------------------ */
+
+static const char *const kind_names[] = {"", "run", "verify", "verify-full", "diagnosis",
+                                         "profile"};
+#define KIND_MAX NPUBENCH__JOB_KIND__PROFILE
+
+const char *nb_job_kind_name(int kind)
+{
+    return kind >= 1 && kind <= KIND_MAX ? kind_names[kind] : "unknown";
+}
+
+int nb_job_kind_parse(const char *name)
+{
+    if (!name)
+        return 0;
+    for (int k = 1; k <= KIND_MAX; k++) {
+        const char *a = kind_names[k], *b = name;
+        while (*a && (*a == *b || (*a == '-' && *b == '_')))
+            a++, b++;
+        if (!*a && !*b)
+            return k;
+    }
+    return 0;
+}
+
+/* ---- states ----------------------------------------------------------------------------- */
+
+static const char *const state_names[] = {"queued", "leased", "running",
+                                          "done",   "failed", "cancelled"};
+
+const char *nb_job_state_name(nb_job_state s)
+{
+    return (unsigned)s <= NB_JOB_CANCELLED ? state_names[s] : "unknown";
+}
+
+nb_code nb_job_state_parse(const char *s, nb_job_state *out, nb_err *err)
+{
+    for (int i = 0; i <= NB_JOB_CANCELLED; i++) {
+        if (s && strcmp(s, state_names[i]) == 0) {
+            *out = (nb_job_state)i;
+            return NB_OK;
+        }
+    }
+    return nb_err_set(err, NB_EINVAL,
+                      "job state '%s': expected queued, leased, running, done, failed or "
+                      "cancelled",
+                      s ? s : "(null)");
+}
+
+int nb_job_state_terminal(nb_job_state s)
+{
+    return s == NB_JOB_DONE || s == NB_JOB_FAILED || s == NB_JOB_CANCELLED;
+}
+
+int nb_job_state_to_pb(nb_job_state s)
+{
+    return (int)s + 1;
+}
+
+const char *nb_job_pb_state_name(int pb_state)
+{
+    return pb_state == 0 ? "any" : nb_job_state_name((nb_job_state)(pb_state - 1));
+}
+
+/* ---- validation ----------------------------------------------------------------------- */
+
+/* Integer params the worker reads, with their ranges. */
+static const struct {
+    const char *key;
+    long lo, hi;
+} int_params[] = {
+    {"threads", 0, 1024}, {"max_seq", 0, 1 << 20}, {"warmup", 0, NB_JOB_WARMUP_MAX},
+    {"chat", 0, 1},       {"ignore_eos", 0, 1},    {"device", 0, 255},
+};
+
+static int parse_long(const char *s, long *out)
+{
+    if (!s || !*s)
+        return 0;
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (*e || errno)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static nb_code check_text(const char *s, const char *field, nb_err *err)
+{
+    size_t n = strlen(s), bad;
+    if (n > NB_JOB_PROMPT_MAX_BYTES)
+        return nb_err_set(err, NB_EINVAL, "%s: %zu bytes, at most %d", field, n,
+                          NB_JOB_PROMPT_MAX_BYTES);
+    if (!nb_utf8_valid(s, n, &bad))
+        return nb_err_set(err, NB_EINVAL, "%s: invalid UTF-8 at byte %zu", field, bad);
+    return NB_OK;
+}
+
+nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
+{
+    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__PROFILE)
+        return nb_err_set(err, NB_EINVAL,
+                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS or PROFILE",
+                          (int)s->kind);
+    if (s->n_tokens < 0 || s->n_tokens > NB_JOB_N_TOKENS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.n_tokens %d: must be 0..%d (0 = default)",
+                          s->n_tokens, NB_JOB_N_TOKENS_MAX);
+    if (s->k < 0 || s->k > NB_GATE_K_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.k %d: must be 0..%d (0 = default)", s->k,
+                          NB_GATE_K_MAX);
+    if (s->reps < 0 || s->reps > NB_JOB_REPS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.reps %d: must be 0..%d (0 = default)",
+                          s->reps, NB_JOB_REPS_MAX);
+    if (s->max_prompts < 0 || s->max_prompts > NB_JOB_PROMPTS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.max_prompts %d: must be 0..%d (0 = all)",
+                          s->max_prompts, NB_JOB_PROMPTS_MAX);
+    if (s->priority < -NB_JOB_PRIORITY_MAX || s->priority > NB_JOB_PRIORITY_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.priority %d: must be %d..%d", s->priority,
+                          -NB_JOB_PRIORITY_MAX, NB_JOB_PRIORITY_MAX);
+    if (s->timeout_ms < 0 || s->timeout_ms > NB_JOB_TIMEOUT_MS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.timeout_ms %lld: must be 0..%lld (0 = default)",
+                          (long long)s->timeout_ms, (long long)NB_JOB_TIMEOUT_MS_MAX);
+    if (s->shard) {
+        const Npubench__Shard *h = s->shard;
+        if (h->prompt_begin < 0 || h->prompt_end <= h->prompt_begin ||
+            h->prompt_end > NB_JOB_PROMPTS_MAX)
+            return nb_err_set(err, NB_EINVAL,
+                              "JobSpec.shard [%d, %d): need 0 <= prompt_begin < prompt_end <= %d",
+                              h->prompt_begin, h->prompt_end, NB_JOB_PROMPTS_MAX);
+        if (s->max_prompts > 0 && h->prompt_end > s->max_prompts)
+            return nb_err_set(err, NB_EINVAL,
+                              "JobSpec.shard [%d, %d): past max_prompts %d", h->prompt_begin,
+                              h->prompt_end, s->max_prompts);
+        if (h->count < 0 || h->index < 0 || (h->count > 0 && h->index >= h->count))
+            return nb_err_set(err, NB_EINVAL, "JobSpec.shard index %d of %d: out of range",
+                              h->index, h->count);
+    }
+    nb_code rc;
+    if (s->prompt && (rc = check_text(s->prompt, "JobSpec.prompt", err)))
+        return rc;
+    if (s->prompt_set && (rc = check_text(s->prompt_set, "JobSpec.prompt_set", err)))
+        return rc;
+    if (s->n_prompts > NB_JOB_PROMPTS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.prompts: %zu, at most %d", s->n_prompts,
+                          NB_JOB_PROMPTS_MAX);
+    for (size_t i = 0; i < s->n_prompts; i++) {
+        char f[48];
+        snprintf(f, sizeof f, "JobSpec.prompts[%zu]", i);
+        if ((rc = check_text(s->prompts[i], f, err)))
+            return rc;
+        if (!*s->prompts[i] || strchr(s->prompts[i], '\n'))
+            return nb_err_set(err, NB_EINVAL, "%s: must be one non-empty line", f);
+    }
+    if (s->n_params > NB_JOB_PARAMS_MAX)
+        return nb_err_set(err, NB_EINVAL, "JobSpec.params: %zu, at most %d", s->n_params,
+                          NB_JOB_PARAMS_MAX);
+    for (size_t i = 0; i < s->n_params; i++) {
+        const Npubench__KeyValue *kv = s->params[i];
+        if (!kv->key || !*kv->key)
+            return nb_err_set(err, NB_EINVAL, "JobSpec.params[%zu]: empty key", i);
+        if (strlen(kv->key) > NB_JOB_PARAM_KEY_MAX ||
+            (kv->value && strlen(kv->value) > NB_JOB_PARAM_VALUE_MAX))
+            return nb_err_set(err, NB_EINVAL, "JobSpec.params[%zu]: key over %d or value over "
+                              "%d bytes", i, NB_JOB_PARAM_KEY_MAX, NB_JOB_PARAM_VALUE_MAX);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(s->params[j]->key, kv->key))
+                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s: duplicate key", kv->key);
+        for (size_t p = 0; p < sizeof int_params / sizeof *int_params; p++) {
+            long v;
+            if (strcmp(kv->key, int_params[p].key))
+                continue;
+            if (!parse_long(kv->value, &v) || v < int_params[p].lo || v > int_params[p].hi)
+                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s '%.32s': must be an integer "
+                                  "%ld..%ld", kv->key, kv->value ? kv->value : "",
+                                  int_params[p].lo, int_params[p].hi);
+        }
+    }
+    return NB_OK;
+}
+
+/* The value of params[key], or NULL. */
+const char *nb_job_param(const Npubench__JobSpec *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_params; i++)
+        if (!strcmp(s->params[i]->key, key))
+            return s->params[i]->value;
+    return NULL;
+}
+
+long nb_job_param_int(const Npubench__JobSpec *s, const char *key, long dflt)
+{
+    long v;
+    return parse_long(nb_job_param(s, key), &v) ? v : dflt;
+}
+
+
+/* ---- model matching ------------------------------------------------------------------- */
+
+void nb_job_model_canon(const char *model, char *out, size_t cap)
+{
+    if (!model)
+        model = "";
+    const char *preset = nb_deploy_preset_model(model);
+    if (preset)
+        model = preset;
+    const char *base = strrchr(model, '/');
+    base = base && base[1] ? base + 1 : model;
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%.1000s", base);
+    size_t n = strlen(tmp);
+    if (n > 5 && !strcasecmp(tmp + n - 5, ".gguf"))
+        tmp[n -= 5] = '\0';
+    /* "Name.Q4_1" / "Name.F16": the quantisation is the deployment's dtype. */
+    char *dot = strrchr(tmp, '.');
+    if (dot && strchr("QqFfBb", dot[1]) && dot[1] && isdigit((unsigned char)dot[2]))
+        *dot = '\0';
+    else if (dot && !strcasecmp(dot, ".bf16"))
+        *dot = '\0';
+    snprintf(out, cap, "%s", tmp);
+}
+
+int nb_job_model_match(const char *sel, const char *model, const char *name)
+{
+    if (!sel || !*sel || !strcmp(sel, "*") || !model || !*model || !strcmp(model, "*"))
+        return 1;
+    if (!strcasecmp(sel, model) || (name && *name && !strcasecmp(sel, name)))
+        return 3;
+    char a[1024], b[1024];
+    nb_job_model_canon(sel, a, sizeof a);
+    nb_job_model_canon(model, b, sizeof b);
+    return a[0] && !strcasecmp(a, b) ? 2 : 0;
+}

@@ -1,0 +1,100 @@
+/* nb_job: what a job is, in one place for coordinator, worker and CLI alike: its kinds and
+ * states with their names, the spec's limits and defaults, spec validation, and the one rule
+ * that decides whether a model selector names a deployment's model. */
+#ifndef NB_JOB_H
+#define NB_JOB_H
+
+#include <stddef.h>
+
+#include "nb_err.h"
+#include "npubench.pb-c.h"
+
+/* ---- limits and defaults -------------------------------------------------------------- */
+
+/* Spec limits (nb_job_validate_spec; the coordinator refuses submits past them, and the
+ * CLI's options use the same bounds). */
+#define NB_JOB_N_TOKENS_MAX 4096
+#define NB_JOB_REPS_MAX 100
+#define NB_JOB_WARMUP_MAX 100
+#define NB_JOB_PROMPT_MAX_BYTES 65536
+#define NB_JOB_PROMPTS_MAX 4096
+#define NB_JOB_PARAMS_MAX 64
+#define NB_JOB_PARAM_KEY_MAX 64
+#define NB_JOB_PARAM_VALUE_MAX 4096
+#define NB_JOB_PRIORITY_MAX 1000
+#define NB_JOB_TIMEOUT_MS_MAX (7LL * 24 * 3600 * 1000)
+#define NB_JOB_SHARDS_MAX 4096
+
+/* Defaults the worker applies to a 0 field. */
+#define NB_JOB_RUN_REPS_DEFAULT 3       /* RUN / PROFILE, after one warm-up */
+#define NB_JOB_RUN_N_TOKENS_DEFAULT 100 /* RUN */
+#define NB_JOB_PROFILE_N_TOKENS_DEFAULT 20
+#define NB_JOB_VERIFY_PROMPTS 2         /* VERIFY: the first 2 prompts */
+#define NB_JOB_VERIFY_K 5               /* VERIFY: top-5 */
+#define NB_JOB_VERIFY_N_TOKENS 32       /* VERIFY: 32 tokens per prompt */
+
+/* ---- kinds ------------------------------------------------------------------------------ */
+
+/* npubench.JobKind -> "run", "verify", "verify-full", "diagnosis", "profile"; "unknown"
+ * otherwise.  These are the names the CLI takes, the history stores and logs print. */
+const char *nb_job_kind_name(int kind);
+/* The inverse, also accepting the underscore spelling ("verify_full", as deployments files
+ * key their commands); 0 (JOB_KIND_UNSPECIFIED) when unknown. */
+int nb_job_kind_parse(const char *name);
+
+/* ---- states ----------------------------------------------------------------------------- */
+
+/* queued -> leased -> running -> done | failed, and cancelled from any non-terminal state.
+ * An expired or released lease goes back to queued (attempts + 1) or to failed once
+ * attempts reach their limit.  npubench.JobState is this + 1 (0 there means "any"). */
+typedef enum nb_job_state {
+    NB_JOB_QUEUED = 0,
+    NB_JOB_LEASED,
+    NB_JOB_RUNNING,
+    NB_JOB_DONE,
+    NB_JOB_FAILED,
+    NB_JOB_CANCELLED
+} nb_job_state;
+
+#define NB_JOB_STATE_BIT(s) (1u << (s))
+
+/* "queued" ... "cancelled"; "unknown" otherwise. */
+const char *nb_job_state_name(nb_job_state s);
+/* NB_EINVAL naming the word and the states when s is none of them. */
+nb_code nb_job_state_parse(const char *s, nb_job_state *out, nb_err *err);
+int nb_job_state_terminal(nb_job_state s);
+/* npubench.JobState <-> nb_job_state; the name of a wire state, "any" for 0. */
+int nb_job_state_to_pb(nb_job_state s);
+const char *nb_job_pb_state_name(int pb_state);
+
+/* ---- validation ------------------------------------------------------------------------ */
+
+/* NB_EINVAL naming the field and its limit ("JobSpec.n_tokens 5000: must be 0..4096")
+ * for: kind unset/unknown; n_tokens, k (0..NB_GATE_K_MAX), reps, max_prompts,
+ * priority, timeout_ms out of range; a shard with begin < 0, end <= begin, or end past
+ * max_prompts; oversize or non-UTF-8 prompts; too many prompts or params; params
+ * with an empty key, a duplicate key or a bad value for the keys the worker reads
+ * (threads, max_seq, warmup, chat, ignore_eos, device: integers in range).  Pure. */
+nb_code nb_job_validate_spec(const Npubench__JobSpec *spec, nb_err *err);
+
+/* params[key] of a spec, or NULL. */
+const char *nb_job_param(const Npubench__JobSpec *s, const char *key);
+/* params[key] as an integer (validated by nb_job_validate_spec), else dflt. */
+long nb_job_param_int(const Npubench__JobSpec *s, const char *key, long dflt);
+
+/* ---- model matching ------------------------------------------------------------------- */
+
+/* The canonical form of a model name, path or preset word, for comparisons: a preset word
+ * ("instruct", "base") becomes its model's name, a path its basename, and the ".gguf"
+ * extension and a quantisation suffix (".Q4_1", ".F16", ".BF16": the dtype is the
+ * deployment's, not the model's) are dropped: "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+ * and "instruct" are both "SmolLM2-135M-Instruct".  Needs no file system. */
+void nb_job_model_canon(const char *model, char *out, size_t cap);
+
+/* How well selector sel names a deployment whose model is model and whose name is name
+ * (NULL ok): 3 = exactly (case-insensitively) the model or the name, 2 = the same canonical
+ * model, 1 = sel is empty or "*" (anything), 0 = no.  Callers that must pick one of several
+ * deployments take the highest. */
+int nb_job_model_match(const char *sel, const char *model, const char *name);
+
+#endif

@@ -1,0 +1,162 @@
+/* nb_deployments: parses the deployments file a worker is started with; every error names
+ * the file, the entry and the field. */
+#include "nb_deployments.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_engine.h"
+#include "nb_json.h"
+#include "nb_file.h"
+
+#define DEPLOYMENTS_FILE_MAX ((size_t)1 << 20)
+#define DEPLOYMENTS_MAX 64
+
+void nb_deployments_free(nb_deployment *d, int n)
+{
+    for (int i = 0; d && i < n; i++)
+        nb_exec_deploy_free(d[i].exec);
+    free(d);
+}
+
+static nb_code copy_str(json_object *v, const char *what, char *buf, size_t cap, nb_err *err)
+{
+    if (!json_object_is_type(v, json_type_string))
+        return nb_err_set(err, NB_EINVAL, "%s: must be a string", what);
+    const char *s = json_object_get_string(v);
+    if (!*s || strlen(s) >= cap)
+        return nb_err_set(err, NB_EINVAL, "%s: must be 1..%zu bytes", what, cap - 1);
+    snprintf(buf, cap, "%s", s);
+    return NB_OK;
+}
+
+static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_err *err)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->backend, sizeof d->backend, "cpu");
+    snprintf(d->dtype, sizeof d->dtype, "bf16");
+    if (!json_object_is_type(o, json_type_object))
+        return nb_err_set(err, NB_EINVAL, "%s: must be an object", what);
+    json_object *exec = NULL;
+    nb_code rc = NB_OK;
+    int have_model = 0;
+    json_object_object_foreach(o, key, v)
+    {
+        char w[160];
+        snprintf(w, sizeof w, "%s.%s", what, key);
+        if (!strcmp(key, "name"))
+            rc = copy_str(v, w, d->name, sizeof d->name, err);
+        else if (!strcmp(key, "model")) {
+            rc = copy_str(v, w, d->model, sizeof d->model, err);
+            have_model = 1;
+        } else if (!strcmp(key, "backend"))
+            rc = copy_str(v, w, d->backend, sizeof d->backend, err);
+        else if (!strcmp(key, "dtype"))
+            rc = copy_str(v, w, d->dtype, sizeof d->dtype, err);
+        else if (!strcmp(key, "threads") || !strcmp(key, "max_seq") || !strcmp(key, "device")) {
+            long hi = key[0] == 't' ? 1024 : key[0] == 'm' ? 1 << 20 : 255;
+            if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+                json_object_get_int64(v) > hi)
+                rc = nb_err_set(err, NB_EINVAL, "%s: must be an integer 0..%ld", w, hi);
+            else if (key[0] == 't')
+                d->threads = json_object_get_int(v);
+            else if (key[0] == 'm')
+                d->max_seq = json_object_get_int(v);
+            else
+                d->device = (unsigned)json_object_get_int(v);
+        } else if (!strcmp(key, "exec"))
+            exec = v;
+        else
+            rc = nb_err_set(err, NB_EINVAL, "%s: unknown key (expected name, model, backend, "
+                            "dtype, threads, max_seq, device, exec)", w);
+        if (rc)
+            return rc;
+    }
+    if (!have_model)
+        return nb_err_set(err, NB_EINVAL, "%s.model: required", what);
+    int is_exec = !strcmp(d->backend, "exec");
+    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
+        return nb_err_set(err, NB_EINVAL, "%s.backend '%s': expected cpu, xrt or exec", what,
+                          d->backend);
+    if (!is_exec) {
+        nb_dtype dt;
+        nb_err e2;
+        if (nb_dtype_parse(d->dtype, &dt, &e2))
+            return nb_err_set(err, NB_EINVAL, "%s.dtype: %s", what, e2.msg);
+        if (exec)
+            return nb_err_set(err, NB_EINVAL, "%s.exec: only for backend \"exec\"", what);
+    } else {
+        if (!exec)
+            return nb_err_set(err, NB_EINVAL, "%s.exec: required for backend \"exec\"", what);
+        if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
+            return rc;
+    }
+    if (!d->name[0])
+        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
+    return NB_OK;
+}
+
+nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
+                                 nb_deployment **out, int *n_out, nb_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    json_object *root;
+    nb_code rc = nb_json_parse(json, len, what, &root, err);
+    if (rc)
+        return rc;
+    json_object *arr = root;
+    if (json_object_is_type(root, json_type_object) &&
+        !json_object_object_get_ex(root, "deployments", &arr))
+        arr = NULL;
+    if (!arr || !json_object_is_type(arr, json_type_array)) {
+        json_object_put(root);
+        return nb_err_set(err, NB_EINVAL, "%s: expected {\"deployments\": [...]} or an array",
+                          what);
+    }
+    size_t n = json_object_array_length(arr);
+    if (!n || n > DEPLOYMENTS_MAX) {
+        json_object_put(root);
+        return nb_err_set(err, NB_EINVAL, "%s: %zu deployments, must be 1..%d", what, n,
+                          DEPLOYMENTS_MAX);
+    }
+    nb_deployment *d = calloc(n, sizeof *d);
+    if (!d) {
+        json_object_put(root);
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    int got = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char w[128];
+        snprintf(w, sizeof w, "%.80s: deployments[%zu]", what, i);
+        rc = parse_one(json_object_array_get_idx(arr, i), w, &d[i], err);
+        if (!rc)
+            got++;
+        for (size_t j = 0; !rc && j < i; j++)
+            if (!strcmp(d[j].name, d[i].name))
+                rc = nb_err_set(err, NB_EINVAL, "%s.name '%s': used twice", w, d[i].name);
+    }
+    json_object_put(root);
+    if (rc) {
+        nb_deployments_free(d, got + 1 > (int)n ? (int)n : got + 1);
+        return rc;
+    }
+    *out = d;
+    *n_out = (int)n;
+    return NB_OK;
+}
+
+nb_code nb_deployments_load(const char *path, nb_deployment **out, int *n,
+                                nb_err *err)
+{
+    char *buf;
+    size_t len;
+    nb_code rc = nb_file_read(path, DEPLOYMENTS_FILE_MAX, &buf, &len, err);
+    if (rc)
+        return rc;
+    rc = nb_deployments_parse(buf, len, path, out, n, err);
+    free(buf);
+    return rc;
+}
+

@@ -1,0 +1,32 @@
+/* nb_deployments: the deployments a worker serves, from its deployments file (JSON, format in
+ * docs/service.md) or filled in code; exec entries carry their parsed commands. */
+#ifndef NB_DEPLOYMENTS_H
+#define NB_DEPLOYMENTS_H
+
+#include <stddef.h>
+
+#include "nb_err.h"
+#include "nb_exec.h"
+
+/* Filled by the deployments file, or in code (empty name/backend/dtype get the defaults). */
+typedef struct nb_deployment {
+    char name[64];      /* unique label: "smollm-q4", defaults to "<model>-<backend>-<dtype>" */
+    char model[1024];   /* selector for nb_deploy_open: "instruct", "base", a .gguf path */
+    char backend[16];   /* "cpu" (default), "xrt" or "exec" */
+    char dtype[16];     /* "bf16" (default), "f32", "q4_1" */
+    int threads;        /* 0 = the worker's default */
+    int max_seq;        /* 0 = the engine's default */
+    unsigned device;    /* XRT device index */
+    nb_exec_deploy *exec; /* backend "exec": its commands (owned) */
+} nb_deployment;
+
+/* The deployments file (JSON; format in docs/service.md, "Deployments file").
+ * *out is malloc'ed (free with nb_deployments_free); errors name the file and the
+ * entry ("deployments.json: deployments[2].backend 'gpu': expected cpu, xrt or exec"). */
+nb_code nb_deployments_load(const char *path, nb_deployment **out, int *n, nb_err *err);
+/* The same from a parsed JSON document; what names the source in errors. */
+nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
+                                 nb_deployment **out, int *n, nb_err *err);
+void nb_deployments_free(nb_deployment *d, int n);
+
+#endif
