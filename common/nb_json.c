@@ -3,7 +3,9 @@
 #include "nb_json.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nb_file.h"
 
@@ -65,4 +67,114 @@ nb_code nb_json_read_file(const char *path, size_t max_bytes, json_object **out,
     rc = nb_json_parse(text, len, path, out, err);
     free(text);
     return rc;
+}
+
+/* ---- reading members ------------------------------------------------------------------ */
+
+json_object *nb_json_get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!o || !json_object_is_type(o, json_type_object) || !key ||
+        !json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+        return NULL;
+    return v;
+}
+
+json_object *nb_json_get_type(json_object *o, const char *key, json_type t)
+{
+    json_object *v = nb_json_get(o, key);
+    if (!v)
+        return NULL;
+    if (json_object_is_type(v, t) ||
+        (t == json_type_double && json_object_is_type(v, json_type_int)))
+        return v;
+    return NULL;
+}
+
+json_object *nb_json_path(json_object *o, ...)
+{
+    va_list ap;
+    va_start(ap, o);
+    for (const char *k; o && (k = va_arg(ap, const char *));)
+        o = nb_json_get(o, k);
+    va_end(ap);
+    return o;
+}
+
+const char *nb_json_str(json_object *o, const char *key, const char *dflt, size_t *len)
+{
+    json_object *v = nb_json_get_type(o, key, json_type_string);
+    if (len)
+        *len = v ? (size_t)json_object_get_string_len(v) : dflt ? strlen(dflt) : 0;
+    return v ? json_object_get_string(v) : dflt;
+}
+
+int64_t nb_json_int(json_object *o, const char *key, int64_t dflt)
+{
+    json_object *v = nb_json_get_type(o, key, json_type_int);
+    return v ? json_object_get_int64(v) : dflt;
+}
+
+double nb_json_num(json_object *o, const char *key, double dflt)
+{
+    json_object *v = nb_json_get_type(o, key, json_type_double);
+    return v ? json_object_get_double(v) : dflt;
+}
+
+int nb_json_bool(json_object *o, const char *key, int dflt)
+{
+    json_object *v = nb_json_get_type(o, key, json_type_boolean);
+    return v ? json_object_get_boolean(v) : dflt;
+}
+
+static nb_code absent(const char *what, const char *key, int required, nb_err *err)
+{
+    return required ? nb_err_set(err, NB_EFORMAT, "%s: '%s' is missing", what, key) : NB_OK;
+}
+
+nb_code nb_json_need_int(json_object *o, const char *what, const char *key, int required,
+                         int64_t lo, int64_t hi, int64_t dflt, int64_t *out, nb_err *err)
+{
+    json_object *v = nb_json_get(o, key);
+    if (!v) {
+        *out = dflt;
+        return absent(what, key, required, err);
+    }
+    int64_t x = json_object_get_int64(v);
+    if (!json_object_is_type(v, json_type_int) || x < lo || x > hi)
+        return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be an integer %lld..%lld, got %.40s",
+                          what, key, (long long)lo, (long long)hi,
+                          json_object_to_json_string(v));
+    *out = x;
+    return NB_OK;
+}
+
+nb_code nb_json_need_num(json_object *o, const char *what, const char *key, int required,
+                         double dflt, double *out, nb_err *err)
+{
+    json_object *v = nb_json_get(o, key);
+    if (!v) {
+        *out = dflt;
+        return absent(what, key, required, err);
+    }
+    if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+        return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be a number, got %.40s", what, key,
+                          json_object_to_json_string(v));
+    *out = json_object_get_double(v);
+    return NB_OK;
+}
+
+nb_code nb_json_need_str(json_object *o, const char *what, const char *key, int required,
+                         const char *dflt, const char **out, nb_err *err)
+{
+    json_object *v = nb_json_get(o, key);
+    if (!v) {
+        *out = dflt;
+        return absent(what, key, required, err);
+    }
+    if (!json_object_is_type(v, json_type_string))
+        return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be a string, got %.40s", what, key,
+                          json_object_to_json_string(v));
+    *out = json_object_get_string(v);
+    return NB_OK;
 }

@@ -4,6 +4,7 @@
 #define NB_JSON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <json-c/json.h>
 
@@ -17,5 +18,35 @@ nb_code nb_json_parse(const char *buf, size_t len, const char *what, json_object
                       nb_err *err);
 /* nb_file_read (capped at max_bytes) + nb_json_parse, errors naming path. */
 nb_code nb_json_read_file(const char *path, size_t max_bytes, json_object **out, nb_err *err);
+
+/* ---- reading members ------------------------------------------------------------------
+ * The one set of accessors every reader of JSON uses.  None of them trusts the document:
+ * o may be NULL or of any type, and a member of the wrong type reads as absent. */
+
+/* Member key of object o; NULL when o is no object, key is absent or its value is null. */
+json_object *nb_json_get(json_object *o, const char *key);
+/* Member key when it is of type t (a json_type_int member also counts as a double). */
+json_object *nb_json_get_type(json_object *o, const char *key, json_type t);
+/* o.k1.k2... (a NULL-terminated list of keys); NULL where any step is missing. */
+json_object *nb_json_path(json_object *o, ...) __attribute__((sentinel));
+/* A string member, else dflt; *len (optional) gets its length. */
+const char *nb_json_str(json_object *o, const char *key, const char *dflt, size_t *len);
+/* An integer member (a JSON integer), else dflt. */
+int64_t nb_json_int(json_object *o, const char *key, int64_t dflt);
+/* A number member (integer or double), else dflt. */
+double nb_json_num(json_object *o, const char *key, double dflt);
+/* A boolean member, else dflt. */
+int nb_json_bool(json_object *o, const char *key, int dflt);
+
+/* Checked reads for documents that must be right (configs, traces, deployments files):
+ * NB_EFORMAT naming what, the key and the expectation when the member has the wrong type or
+ * lies outside lo..hi; when absent, NB_EFORMAT "missing" if required, else *out = dflt. */
+nb_code nb_json_need_int(json_object *o, const char *what, const char *key, int required,
+                         int64_t lo, int64_t hi, int64_t dflt, int64_t *out, nb_err *err);
+nb_code nb_json_need_num(json_object *o, const char *what, const char *key, int required,
+                         double dflt, double *out, nb_err *err);
+/* *out points into the document (valid while it lives); dflt when absent and optional. */
+nb_code nb_json_need_str(json_object *o, const char *what, const char *key, int required,
+                         const char *dflt, const char **out, nb_err *err);
 
 #endif
