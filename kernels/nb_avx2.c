@@ -1,6 +1,5 @@
-/* nb_avx2: the AVX2+FMA+F16C kernels, compiled for that target alone; dispatch runs them only
- * where CPUID says so. Linear layers reproduce the portable sums bit for bit (same lanes, same tree, mul then add). */
-#pragma GCC target("avx2,fma,f16c")
+/* nb_avx2: the AVX2+FMA+F16C kernels, compiled with those flags alone (kernels/CMakeLists.txt); dispatch runs
+ * them only where CPUID says so. Linear layers reproduce the portable sums bit for bit (same lanes, same tree, mul then add). */
 
 #include <immintrin.h>
 #include <math.h>
