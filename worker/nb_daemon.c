@@ -15,6 +15,7 @@
 #include "nb_devlock.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
+#include "nb_log.h"
 #include "nb_rpc.h"
 #include "nb_time.h"
 #include "nb_wire.h"
@@ -71,23 +72,21 @@ static void dlog(nb_daemon *d, const char *fmt, ...) __attribute__((format(print
 
 static void emit(nb_daemon *d, const char *text)
 {
-    char iso[32], line[1400];
-    nb_time_iso(iso, nb_wall_ms());
-    snprintf(line, sizeof line, "%s npubench worker[%ld]: %s", iso, (long)getpid(), text);
-    if (!d->quiet)
-        fprintf(stderr, "%s\n", line);
-    if (d->log)
-        d->log(d->log_user, line);
+    dlog(d, "%s", text);
 }
 
 static void dlog(nb_daemon *d, const char *fmt, ...)
 {
-    char text[1200];
+    char tag[48], line[NB_LOG_LINE_MAX];
+    snprintf(tag, sizeof tag, "npubench worker[%ld]", (long)getpid());
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    nb_log_vformat(line, sizeof line, tag, fmt, ap);
     va_end(ap);
-    emit(d, text);
+    if (!d->quiet)
+        nb_log_write(line);
+    if (d->log)
+        d->log(d->log_user, line);
 }
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -272,8 +271,11 @@ static void hook_log(void *u, const char *line)
 {
     nb_daemon *d = u;
     /* job lines already carry a timestamp: print them under the worker's prefix */
-    if (!d->quiet)
-        fprintf(stderr, "npubench worker[%ld]: job: %s\n", (long)getpid(), line);
+    if (!d->quiet) {
+        char text[NB_LOG_LINE_MAX];
+        snprintf(text, sizeof text, "npubench worker[%ld]: job: %s", (long)getpid(), line);
+        nb_log_write(text);
+    }
     if (d->log)
         d->log(d->log_user, line);
 }
