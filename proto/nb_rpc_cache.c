@@ -1,5 +1,5 @@
-/* nb_rpc_cache: the idempotency cache of the RPC server — a hash of (request_id, method) to
- * the first response, in LRU order under an entry and a byte limit; duplicates wait on it. */
+/* nb_rpc_cache: the idempotency cache of the RPC server — (request_id, method) to the first
+ * response in an nb_lru under an entry and a byte limit; duplicates wait on running ones. */
 #include "nb_rpc_cache.h"
 
 #include <pthread.h>
@@ -9,32 +9,33 @@
 #include <time.h>
 
 #include "nb_hash.h"
+#include "nb_lru.h"
 #include "nb_rpc_status.h"
 #include "nb_time.h"
 
-/* One cached (or in-progress) response, keyed by (request_id, method). */
+/* One cached (or in-progress) response.  Pinned in the LRU while its first execution runs
+ * and while duplicates wait on it, so that their pointer stays valid. */
 struct nb_rpc_cache_entry {
-    uint64_t id, key_hash, payload_hash;
+    uint64_t id, payload_hash;
     char *method;
-    int done;                 /* 0 while the first execution runs */
-    int waiters;              /* duplicates waiting on it: not evictable */
+    int done; /* 0 while the first execution runs */
     int status;
     char *message;
     uint8_t *payload;
     size_t len;
-    struct nb_rpc_cache_entry *hnext;  /* bucket chain */
-    struct nb_rpc_cache_entry *prev, *next; /* LRU list, newest at head */
+    nb_lru_node *node;
 };
+
+typedef struct cache_key {
+    uint64_t id;
+    const char *method;
+} cache_key;
 
 struct nb_rpc_cache {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* an entry finished, or stopping */
     int stopping;
-    nb_rpc_cache_entry **buckets;
-    size_t nbuckets;
-    nb_rpc_cache_entry *lru_head, *lru_tail;
-    int count, max_count;
-    size_t bytes, max_bytes;
+    nb_lru *lru;       /* of nb_rpc_cache_entry, cost = payload bytes */
 };
 
 static uint64_t key_hash(uint64_t id, const char *method)
@@ -42,61 +43,20 @@ static uint64_t key_hash(uint64_t id, const char *method)
     return nb_hash_bytes(method, strlen(method), NB_HASH_SEED ^ (id * 0x9e3779b97f4a7c15ull));
 }
 
-static void lru_unlink(nb_rpc_cache *s, nb_rpc_cache_entry *e)
+static int ent_match(const void *value, const void *key)
 {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        s->lru_head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        s->lru_tail = e->prev;
-    e->prev = e->next = NULL;
+    const nb_rpc_cache_entry *e = value;
+    const cache_key *k = key;
+    return e->id == k->id && strcmp(e->method, k->method) == 0;
 }
 
-static void lru_push_head(nb_rpc_cache *s, nb_rpc_cache_entry *e)
+static void ent_free(void *user, void *value)
 {
-    e->prev = NULL;
-    e->next = s->lru_head;
-    if (s->lru_head)
-        s->lru_head->prev = e;
-    s->lru_head = e;
-    if (!s->lru_tail)
-        s->lru_tail = e;
-}
-
-static void ent_free(nb_rpc_cache_entry *e)
-{
+    nb_rpc_cache_entry *e = value;
     free(e->method);
     free(e->message);
     free(e->payload);
     free(e);
-}
-
-/* Unlinks e from its bucket and the LRU list and frees it (mu held). */
-static void cache_remove(nb_rpc_cache *s, nb_rpc_cache_entry *e)
-{
-    nb_rpc_cache_entry **pp = &s->buckets[e->key_hash & (s->nbuckets - 1)];
-    while (*pp && *pp != e)
-        pp = &(*pp)->hnext;
-    if (*pp)
-        *pp = e->hnext;
-    lru_unlink(s, e);
-    s->count--;
-    s->bytes -= e->len;
-    ent_free(e);
-}
-
-static void cache_evict(nb_rpc_cache *s, const nb_rpc_cache_entry *keep)
-{
-    nb_rpc_cache_entry *e = s->lru_tail;
-    while (e && (s->count > s->max_count || s->bytes > s->max_bytes)) {
-        nb_rpc_cache_entry *prev = e->prev;
-        if (e != keep && e->done && e->waiters == 0)
-            cache_remove(s, e);
-        e = prev;
-    }
 }
 
 /* Copies a finished entry's response out (mu held). */
@@ -116,59 +76,35 @@ static int ent_copy(const nb_rpc_cache_entry *e, int *status, char *msg, size_t 
     return 0;
 }
 
-/* Looks (id, method) up.  MISS inserts an in-progress entry (*out) that the
- * caller must finish with cache_finish; HIT copies the first response;
- * a duplicate of a request still running waits for it until the deadline. */
-nb_rpc_cache_res nb_rpc_cache_begin(nb_rpc_cache *s, uint64_t id, const char *method,
-                                    const void *payload, size_t payload_len,
-                                    int64_t deadline_unix_ms, nb_rpc_cache_entry **out,
-                                    int *status, char *msg, size_t msg_cap, uint8_t **pl,
-                                    size_t *len)
+/* A new in-progress entry, pinned until it finishes; NULL without memory. */
+static nb_rpc_cache_entry *insert(nb_rpc_cache *s, uint64_t kh, uint64_t id, const char *method,
+                                  uint64_t payload_hash)
 {
-    *out = NULL;
-    /* Only compared with the first copy's, to spot an id reused for another request. */
-    uint64_t payload_hash = nb_hash_bytes(payload, payload_len, NB_HASH_SEED);
-    uint64_t kh = key_hash(id, method);
-    pthread_mutex_lock(&s->mu);
-    nb_rpc_cache_entry *e = s->buckets[kh & (s->nbuckets - 1)];
-    while (e && !(e->id == id && e->key_hash == kh && strcmp(e->method, method) == 0))
-        e = e->hnext;
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e || !(e->method = strdup(method))) {
-            free(e);
-            pthread_mutex_unlock(&s->mu);
-            return NB_RPC_CACHE_MISS; /* no memory: run uncached rather than fail */
-        }
-        e->id = id;
-        e->key_hash = kh;
-        e->payload_hash = payload_hash;
-        nb_rpc_cache_entry **b = &s->buckets[kh & (s->nbuckets - 1)];
-        e->hnext = *b;
-        *b = e;
-        lru_push_head(s, e);
-        s->count++;
-        cache_evict(s, e);
-        *out = e;
-        pthread_mutex_unlock(&s->mu);
-        return NB_RPC_CACHE_MISS;
+    nb_rpc_cache_entry *e = calloc(1, sizeof *e);
+    nb_err ignored = {0};
+    if (!e || !(e->method = strdup(method)) ||
+        nb_lru_put(s->lru, kh, e, 0, &e->node, &ignored) != NB_OK) {
+        if (e)
+            free(e->method);
+        free(e);
+        return NULL;
     }
-    if (e->payload_hash != payload_hash) {
-        pthread_mutex_unlock(&s->mu);
-        return NB_RPC_CACHE_CONFLICT;
-    }
-    e->waiters++;
-    nb_rpc_cache_res r = NB_RPC_CACHE_HIT;
+    e->id = id;
+    e->payload_hash = payload_hash;
+    nb_lru_pin(e->node, 1);
+    return e;
+}
+
+/* Waits (mu held) until e is done: HIT, or TIMEOUT at the deadline, or STOPPED. */
+static nb_rpc_cache_res wait_done(nb_rpc_cache *s, const nb_rpc_cache_entry *e,
+                                  int64_t deadline_unix_ms)
+{
     while (!e->done) {
-        if (s->stopping) {
-            r = NB_RPC_CACHE_STOPPED;
-            break;
-        }
+        if (s->stopping)
+            return NB_RPC_CACHE_STOPPED;
         int64_t left = deadline_unix_ms ? deadline_unix_ms - nb_wall_ms() : 1000;
-        if (left <= 0) {
-            r = NB_RPC_CACHE_TIMEOUT;
-            break;
-        }
+        if (left <= 0)
+            return NB_RPC_CACHE_TIMEOUT;
         if (left > 1000)
             left = 1000; /* wake to re-check stopping and the wall clock */
         struct timespec ts;
@@ -181,15 +117,43 @@ nb_rpc_cache_res nb_rpc_cache_begin(nb_rpc_cache *s, uint64_t id, const char *me
         }
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
+    return NB_RPC_CACHE_HIT;
+}
+
+nb_rpc_cache_res nb_rpc_cache_begin(nb_rpc_cache *s, uint64_t id, const char *method,
+                                    const void *payload, size_t payload_len,
+                                    int64_t deadline_unix_ms, nb_rpc_cache_entry **out,
+                                    int *status, char *msg, size_t msg_cap, uint8_t **pl,
+                                    size_t *len)
+{
+    *out = NULL;
+    /* Only compared with the first copy's, to spot an id reused for another request. */
+    uint64_t payload_hash = nb_hash_bytes(payload, payload_len, NB_HASH_SEED);
+    uint64_t kh = key_hash(id, method);
+    cache_key key = {id, method};
+    pthread_mutex_lock(&s->mu);
+    nb_lru_node *n = nb_lru_find(s->lru, kh, &key);
+    if (!n) {
+        /* No memory for an entry: run uncached rather than fail. */
+        *out = insert(s, kh, id, method, payload_hash);
+        pthread_mutex_unlock(&s->mu);
+        return NB_RPC_CACHE_MISS;
+    }
+    nb_rpc_cache_entry *e = nb_lru_value(n);
+    if (e->payload_hash != payload_hash) {
+        pthread_mutex_unlock(&s->mu);
+        return NB_RPC_CACHE_CONFLICT;
+    }
+    nb_lru_pin(n, 1);
+    nb_rpc_cache_res r = wait_done(s, e, deadline_unix_ms);
     if (r == NB_RPC_CACHE_HIT) {
         if (ent_copy(e, status, msg, msg_cap, pl, len) != 0) {
             *status = NB_RPC_RESOURCE_EXHAUSTED;
             snprintf(msg, msg_cap, "out of memory replaying a cached response");
         }
-        lru_unlink(s, e);
-        lru_push_head(s, e);
+        nb_lru_touch(s->lru, n);
     }
-    e->waiters--;
+    nb_lru_pin(n, -1);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -216,11 +180,11 @@ void nb_rpc_cache_finish(nb_rpc_cache *s, nb_rpc_cache_entry *e, int status,
         free(e->message);
         e->message = NULL;
     }
-    s->bytes += e->len;
-    if (!kept && e->waiters == 0)
-        cache_remove(s, e);
+    nb_lru_pin(e->node, -1);
+    if (!kept && !nb_lru_pinned(e->node))
+        nb_lru_remove(s->lru, e->node);
     else
-        cache_evict(s, e);
+        nb_lru_set_cost(s->lru, e->node, e->len);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
@@ -231,15 +195,14 @@ nb_code nb_rpc_cache_new(int max_entries, size_t max_bytes, nb_rpc_cache **out, 
     nb_rpc_cache *s = calloc(1, sizeof *s);
     if (!s)
         return nb_err_set(err, NB_ENOMEM, "out of memory for the response cache");
-    s->max_count = max_entries;
-    s->max_bytes = max_bytes;
-    size_t nb = 16;
-    while (nb < (size_t)max_entries * 2)
-        nb *= 2;
-    s->nbuckets = nb;
-    if (!(s->buckets = calloc(nb, sizeof *s->buckets))) {
+    nb_lru_opts lo = {.max_count = (size_t)max_entries,
+                      .max_cost = max_bytes,
+                      .match = ent_match,
+                      .drop = ent_free};
+    nb_code c = nb_lru_new(&lo, &s->lru, err);
+    if (c) {
         free(s);
-        return nb_err_set(err, NB_ENOMEM, "out of memory for the response cache");
+        return nb_err_prefix(err, "response cache: ");
     }
     pthread_mutex_init(&s->mu, NULL);
     /* Waits are bounded by the wall-clock deadline, but measured on the monotonic clock so
@@ -265,9 +228,7 @@ void nb_rpc_cache_free(nb_rpc_cache *s)
 {
     if (!s)
         return;
-    while (s->lru_head)
-        cache_remove(s, s->lru_head);
-    free(s->buckets);
+    nb_lru_free(s->lru);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
