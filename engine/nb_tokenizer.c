@@ -12,6 +12,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "nb_chat.h"
 #include "nb_file.h"
 #include "nb_json.h"
 #include "nb_utf8.h"
@@ -109,12 +110,7 @@ struct nb_tokenizer {
     int32_t bos, eos, eot, eom;
     int32_t eog[MAX_EOG];
     size_t n_eog;
-    nb_chat_style chat;
-    char *chat_system; /* ChatML: default system turn the template injects, or NULL */
-    int chat_bos;      /* Llama-3: template starts with bos_token */
-    int chat_dates;    /* Llama-3.1: template injects the knowledge-cutoff system turn */
-    int chat_today;    /* Llama-3.2: ... dated today (strftime_now) instead of 26 Jul 2024 */
-    int chat_unknown;  /* a template neither ChatML nor Llama-3 */
+    nb_chat *chat; /* NULL until loaded */
     int no_post;       /* tokenizer.json had no post_processor */
     char pre_name[64];
     char src[256]; /* file name for messages */
@@ -145,26 +141,6 @@ static void alphabet_init(void)
     pthread_once(&once, alphabet_build);
 }
 
-/* Decodes one valid UTF-8 character; returns its length. */
-static size_t utf8_cp(const unsigned char *s, uint32_t *cp)
-{
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if (s[0] < 0xe0) {
-        *cp = ((uint32_t)(s[0] & 0x1f) << 6) | (s[1] & 0x3f);
-        return 2;
-    }
-    if (s[0] < 0xf0) {
-        *cp = ((uint32_t)(s[0] & 0x0f) << 12) | ((uint32_t)(s[1] & 0x3f) << 6) | (s[2] & 0x3f);
-        return 3;
-    }
-    *cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3f) << 12) |
-          ((uint32_t)(s[2] & 0x3f) << 6) | (s[3] & 0x3f);
-    return 4;
-}
-
 static size_t put_cp(char *o, uint32_t cp)
 {
     if (cp < 0x80) {
@@ -184,7 +160,7 @@ static size_t spelling_bytes(const char *s, size_t n, char *o)
     size_t k = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += utf8_cp((const unsigned char *)s + i, &cp);
+        i += nb_utf8_decode(s + i, &cp);
         if (cp >= 324 || u2b[cp] < 0) {
             memcpy(o, s, n);
             return n;
@@ -198,19 +174,11 @@ static int in_alphabet(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += utf8_cp((const unsigned char *)s + i, &cp);
+        i += nb_utf8_decode(s + i, &cp);
         if (cp >= 324 || u2b[cp] < 0)
             return 0;
     }
     return 1;
-}
-
-/* Unicode White_Space (what Rust's char::is_whitespace and Oniguruma's \s use). */
-static int is_ws(uint32_t c)
-{
-    return (c >= 9 && c <= 13) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
-           c == 0x205f || c == 0x3000;
 }
 
 /* ---------------------------------------------------------------- hash maps */
@@ -625,106 +593,21 @@ static int32_t find_cstr(const nb_tokenizer *t, const char *s)
     return vocab_find(t, s, strlen(s));
 }
 
-/* Reads a Jinja string literal starting at the quote at s[0], unescaping
- * Python-style escapes, into malloc'ed *out; *next is past the closing
- * quote. Returns 1, 0 when unterminated, -1 when out of memory. */
-static int jinja_literal(const char *s, const char *end, char **out, const char **next)
-{
-    char q = *s++;
-    const char *e = s;
-    while (e < end && *e != q)
-        e += *e == '\\' && e + 1 < end ? 2 : 1;
-    *out = NULL;
-    if (e >= end)
-        return 0;
-    char *o = malloc((size_t)(e - s) + 1);
-    size_t k = 0;
-    if (!o)
-        return -1;
-    while (s < e) {
-        if (*s == '\\' && s + 1 < end) {
-            s++;
-            switch (*s) {
-            case 'n': o[k++] = '\n'; break;
-            case 't': o[k++] = '\t'; break;
-            case 'r': o[k++] = '\r'; break;
-            default: o[k++] = *s; break;
-            }
-            s++;
-        } else {
-            o[k++] = *s++;
-        }
-    }
-    o[k] = '\0';
-    *out = o;
-    *next = e + 1;
-    return 1;
-}
-
-/* Chat style from the template (or, lacking one, from the vocabulary), and
- * the parts of the template a single user turn depends on. Only literals
- * inside {{ }} / {% %} tags are inspected, not the template's own text. */
+/* The chat template, told which of its tokens the vocabulary has. */
 static nb_code setup_chat(nb_tokenizer *t, const char *tmpl, size_t len, nb_err *err)
 {
-    int has_chatml = find_cstr(t, "<|im_start|>") >= 0 && find_cstr(t, "<|im_end|>") >= 0;
-    int has_llama3 = find_cstr(t, "<|start_header_id|>") >= 0 &&
-                     find_cstr(t, "<|end_header_id|>") >= 0 && find_cstr(t, "<|eot_id|>") >= 0;
-    t->chat = NB_CHAT_NONE;
-    if (!tmpl) {
-        t->chat = has_chatml ? NB_CHAT_CHATML : has_llama3 ? NB_CHAT_LLAMA3 : NB_CHAT_NONE;
-        t->chat_bos = t->chat == NB_CHAT_LLAMA3;
-        return NB_OK;
-    }
-    const char *end = tmpl + len;
-    if (memmem(tmpl, len, "<|im_start|>", 12))
-        t->chat = NB_CHAT_CHATML;
-    else if (memmem(tmpl, len, "<|start_header_id|>", 19))
-        t->chat = NB_CHAT_LLAMA3;
-    else {
-        t->chat_unknown = 1; /* chat() refuses rather than render it wrongly */
-        return NB_OK;
-    }
-    if (t->chat == NB_CHAT_CHATML && !has_chatml)
-        return nb_err_set(err, NB_EFORMAT, "%s: chat template uses <|im_start|>/<|im_end|> "
-                          "but the vocabulary lacks them", t->src);
-    if (t->chat == NB_CHAT_LLAMA3 && !has_llama3)
-        return nb_err_set(err, NB_EFORMAT, "%s: chat template uses <|start_header_id|> but the "
-                          "vocabulary lacks the Llama-3 header/eot tokens", t->src);
-    t->chat_bos = memmem(tmpl, len, "bos_token", 9) != NULL;
-    t->chat_dates = memmem(tmpl, len, "Cutting Knowledge Date", 22) != NULL;
-    t->chat_today = memmem(tmpl, len, "strftime_now", 12) != NULL;
-    static const char pre[] = "<|im_start|>system\n", post[] = "<|im_end|>\n";
-    for (const char *p = tmpl; t->chat == NB_CHAT_CHATML && p + 1 < end;) {
-        if (!(p[0] == '{' && (p[1] == '{' || p[1] == '%'))) {
-            p++;
-            continue;
-        }
-        char close = p[1] == '{' ? '}' : '%';
-        p += 2;
-        while (p + 1 < end && !(p[0] == close && p[1] == '}')) {
-            if (*p != '\'' && *p != '"') {
-                p++;
-                continue;
-            }
-            char *lit;
-            const char *next;
-            int got = jinja_literal(p, end, &lit, &next);
-            if (got < 0)
-                return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->src);
-            if (got == 0)
-                return NB_OK; /* unterminated literal: nothing more to learn */
-            size_t ln = strlen(lit);
-            if (!t->chat_system && ln > sizeof pre - 1 + sizeof post - 1 &&
-                !memcmp(lit, pre, sizeof pre - 1) &&
-                !memcmp(lit + ln - (sizeof post - 1), post, sizeof post - 1))
-                t->chat_system = lit;
-            else
-                free(lit);
-            p = next;
-        }
-        p += 2;
-    }
-    return NB_OK;
+    nb_chat_vocab v = {
+        .has_chatml = find_cstr(t, "<|im_start|>") >= 0 && find_cstr(t, "<|im_end|>") >= 0,
+        .has_llama3 = find_cstr(t, "<|start_header_id|>") >= 0 &&
+                      find_cstr(t, "<|end_header_id|>") >= 0 && find_cstr(t, "<|eot_id|>") >= 0,
+    };
+    char *bos = NULL;
+    if (t->bos >= 0 && !(bos = strndup(t->strs + t->key_off[t->bos], t->key_len[t->bos])))
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->src);
+    v.bos = bos;
+    nb_code rc = nb_chat_parse(tmpl, len, &v, t->src, &t->chat, err);
+    free(bos);
+    return rc;
 }
 
 /* Ids the model reports and the end-of-generation set. */
@@ -754,7 +637,7 @@ void nb_tokenizer_free(nb_tokenizer *t)
     free(t->added);
     free(t->bitems[0]);
     free(t->bitems[1]);
-    free(t->chat_system);
+    nb_chat_free(t->chat);
     free(t);
 }
 
@@ -1679,15 +1562,15 @@ static int find_added(const nb_tokenizer *t, int pass, int parse_special, const 
                 while (q > from && ((unsigned char)s[q] & 0xc0) == 0x80)
                     q--;
                 uint32_t cp;
-                utf8_cp((const unsigned char *)s + q, &cp);
-                if (!is_ws(cp))
+                nb_utf8_decode(s + q, &cp);
+                if (!nb_utf8_is_space(cp))
                     break;
                 st = q;
             }
             while (a->rstrip && en < n) {
                 uint32_t cp;
-                size_t l = utf8_cp((const unsigned char *)s + en, &cp);
-                if (!is_ws(cp))
+                size_t l = nb_utf8_decode(s + en, &cp);
+                if (!nb_utf8_is_space(cp))
                     break;
                 en += l;
             }
@@ -1871,108 +1754,14 @@ int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *token)
 
 /* ---------------------------------------------------------------- chat */
 
-/* Python's str.isspace, which Jinja's trim uses. */
-static int py_space(uint32_t c)
-{
-    return is_ws(c) || (c >= 0x1c && c <= 0x1f);
-}
-
-static nb_code cat(char **buf, size_t *n, size_t *cap, const char *s, size_t sl)
-{
-    if (sl > SIZE_MAX / 2 - *n)
-        return NB_ENOMEM;
-    if (*n + sl + 1 > *cap) {
-        size_t nc = (*n + sl + 1) * 2;
-        char *b = realloc(*buf, nc);
-        if (!b)
-            return NB_ENOMEM;
-        *buf = b;
-        *cap = nc;
-    }
-    memcpy(*buf + *n, s, sl);
-    *n += sl;
-    (*buf)[*n] = '\0';
-    return NB_OK;
-}
-
 nb_code nb_tokenizer_chat(const nb_tokenizer *t, const char *msg, char **out, nb_err *err)
 {
-    *out = NULL;
-    if (!msg)
-        return nb_err_set(err, NB_EINVAL, "chat: message is NULL");
-    size_t ml = strlen(msg), bad;
-    if (!nb_utf8_valid(msg, ml, &bad))
-        return nb_err_set(err, NB_EINVAL, "chat: message has invalid UTF-8 at byte offset %zu "
-                          "(byte 0x%02x)", bad, (unsigned char)msg[bad]);
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    nb_code rc = NB_OK;
-#define CAT(s, l) (rc = rc ? rc : cat(&b, &n, &cap, (s), (l)))
-#define CATS(s) CAT((s), strlen(s))
-    if (t->chat_unknown)
-        return nb_err_set(err, NB_EUNSUPPORTED, "%s: chat template is neither ChatML nor "
-                          "Llama-3; cannot render it", t->src);
-    switch (t->chat) {
-    case NB_CHAT_NONE:
-        CAT(msg, ml);
-        break;
-    case NB_CHAT_CHATML:
-        if (t->chat_system)
-            CATS(t->chat_system);
-        CATS("<|im_start|>user\n");
-        CAT(msg, ml);
-        CATS("<|im_end|>\n<|im_start|>assistant\n");
-        break;
-    case NB_CHAT_LLAMA3: {
-        const char *s = msg, *e = msg + ml;
-        uint32_t cp;
-        while (s < e) { /* content | trim */
-            size_t l = utf8_cp((const unsigned char *)s, &cp);
-            if (!py_space(cp))
-                break;
-            s += l;
-        }
-        while (e > s) {
-            const char *q = e - 1;
-            while (q > s && ((unsigned char)*q & 0xc0) == 0x80)
-                q--;
-            utf8_cp((const unsigned char *)q, &cp);
-            if (!py_space(cp))
-                break;
-            e = q;
-        }
-        if (t->chat_bos && t->bos >= 0)
-            CAT(t->strs + t->key_off[t->bos], t->key_len[t->bos]);
-        if (t->chat_dates) {
-            char day[32] = "26 Jul 2024"; /* the templates' fallback date_string */
-            time_t now = time(NULL);
-            struct tm tm;
-            if (t->chat_today && localtime_r(&now, &tm)) /* HF's strftime_now: local time */
-                strftime(day, sizeof day, "%d %b %Y", &tm);
-            CATS("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-                 "December 2023\nToday Date: ");
-            CATS(day);
-            CATS("\n\n<|eot_id|>");
-        }
-        CATS("<|start_header_id|>user<|end_header_id|>\n\n");
-        CAT(s, (size_t)(e - s));
-        CATS("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-        break;
-    }
-    }
-#undef CAT
-#undef CATS
-    if (rc || !b) {
-        free(b);
-        return nb_err_set(err, NB_ENOMEM, "chat: out of memory for a %zu-byte message", ml);
-    }
-    *out = b;
-    return NB_OK;
+    return nb_chat_render(t->chat, msg, out, err);
 }
 
 nb_chat_style nb_tokenizer_chat_style(const nb_tokenizer *t)
 {
-    return t->chat;
+    return nb_chat_get_style(t->chat);
 }
 
 size_t nb_tokenizer_vocab(const nb_tokenizer *t)
