@@ -163,25 +163,83 @@ static int py_space(uint32_t c)
     return nb_utf8_is_space(c) || (c >= 0x1c && c <= 0x1f);
 }
 
-static nb_code append(char **buf, size_t *n, size_t *cap, const char *s, size_t sl)
+/* The rendered text, growing; the first failure sticks, so a render is one straight line. */
+typedef struct out_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} out_buf;
+
+static void put(out_buf *b, const char *s, size_t sl)
 {
-    if (sl > SIZE_MAX / 2 - *n)
-        return NB_ENOMEM;
-    if (*n + sl + 1 > *cap) {
-        size_t nc = (*n + sl + 1) * 2;
-        char *b = realloc(*buf, nc);
-        if (!b)
-            return NB_ENOMEM;
-        *buf = b;
-        *cap = nc;
+    if (b->oom || sl > SIZE_MAX / 2 - b->n) {
+        b->oom = 1;
+        return;
     }
-    memcpy(*buf + *n, s, sl);
-    *n += sl;
-    (*buf)[*n] = '\0';
-    return NB_OK;
+    if (b->n + sl + 1 > b->cap) {
+        size_t nc = (b->n + sl + 1) * 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, sl);
+    b->n += sl;
+    b->p[b->n] = '\0';
 }
 
-nb_code nb_chat_render(const nb_chat *t, const char *msg, char **out, nb_err *err)
+static void put_str(out_buf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+/* Jinja's `| trim` on [*s, *e): Python whitespace off both ends. */
+static void trim_py(const char **s, const char **e)
+{
+    uint32_t cp;
+    while (*s < *e) {
+        size_t l = nb_utf8_decode(*s, &cp);
+        if (!py_space(cp))
+            break;
+        *s += l;
+    }
+    while (*e > *s) {
+        const char *q = *e - 1;
+        while (q > *s && ((unsigned char)*q & 0xc0) == 0x80)
+            q--;
+        nb_utf8_decode(q, &cp);
+        if (!py_space(cp))
+            break;
+        *e = q;
+    }
+}
+
+static void render_llama3(const nb_chat *c, out_buf *b, const char *msg, size_t ml)
+{
+    const char *s = msg, *e = msg + ml;
+    trim_py(&s, &e);
+    if (c->with_bos && c->bos)
+        put_str(b, c->bos);
+    if (c->dates) {
+        char day[32] = "26 Jul 2024"; /* the templates' fallback date_string */
+        time_t now = time(NULL);
+        struct tm tm;
+        if (c->today && localtime_r(&now, &tm)) /* HF's strftime_now: local time */
+            strftime(day, sizeof day, "%d %b %Y", &tm);
+        put_str(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+                   "December 2023\nToday Date: ");
+        put_str(b, day);
+        put_str(b, "\n\n<|eot_id|>");
+    }
+    put_str(b, "<|start_header_id|>user<|end_header_id|>\n\n");
+    put(b, s, (size_t)(e - s));
+    put_str(b, "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+nb_code nb_chat_render(const nb_chat *c, const char *msg, char **out, nb_err *err)
 {
     *out = NULL;
     if (!msg)
@@ -190,69 +248,30 @@ nb_code nb_chat_render(const nb_chat *t, const char *msg, char **out, nb_err *er
     if (!nb_utf8_valid(msg, ml, &bad))
         return nb_err_set(err, NB_EINVAL, "chat: message has invalid UTF-8 at byte offset %zu "
                           "(byte 0x%02x)", bad, (unsigned char)msg[bad]);
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    nb_code rc = NB_OK;
-#define CAT(s, l) (rc = rc ? rc : append(&b, &n, &cap, (s), (l)))
-#define CATS(s) CAT((s), strlen(s))
-    if (t->unknown)
+    if (c->unknown)
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: chat template is neither ChatML nor "
-                          "Llama-3; cannot render it", t->src);
-    switch (t->style) {
+                          "Llama-3; cannot render it", c->src);
+    out_buf b = {0};
+    switch (c->style) {
     case NB_CHAT_NONE:
-        CAT(msg, ml);
+        put(&b, msg, ml);
         break;
     case NB_CHAT_CHATML:
-        if (t->system)
-            CATS(t->system);
-        CATS("<|im_start|>user\n");
-        CAT(msg, ml);
-        CATS("<|im_end|>\n<|im_start|>assistant\n");
+        if (c->system)
+            put_str(&b, c->system);
+        put_str(&b, "<|im_start|>user\n");
+        put(&b, msg, ml);
+        put_str(&b, "<|im_end|>\n<|im_start|>assistant\n");
         break;
-    case NB_CHAT_LLAMA3: {
-        const char *s = msg, *e = msg + ml;
-        uint32_t cp;
-        while (s < e) { /* content | trim */
-            size_t l = nb_utf8_decode(s, &cp);
-            if (!py_space(cp))
-                break;
-            s += l;
-        }
-        while (e > s) {
-            const char *q = e - 1;
-            while (q > s && ((unsigned char)*q & 0xc0) == 0x80)
-                q--;
-            nb_utf8_decode(q, &cp);
-            if (!py_space(cp))
-                break;
-            e = q;
-        }
-        if (t->with_bos && t->bos)
-            CATS(t->bos);
-        if (t->dates) {
-            char day[32] = "26 Jul 2024"; /* the templates' fallback date_string */
-            time_t now = time(NULL);
-            struct tm tm;
-            if (t->today && localtime_r(&now, &tm)) /* HF's strftime_now: local time */
-                strftime(day, sizeof day, "%d %b %Y", &tm);
-            CATS("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-                 "December 2023\nToday Date: ");
-            CATS(day);
-            CATS("\n\n<|eot_id|>");
-        }
-        CATS("<|start_header_id|>user<|end_header_id|>\n\n");
-        CAT(s, (size_t)(e - s));
-        CATS("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    case NB_CHAT_LLAMA3:
+        render_llama3(c, &b, msg, ml);
         break;
     }
-    }
-#undef CAT
-#undef CATS
-    if (rc || !b) {
-        free(b);
+    if (b.oom || !b.p) {
+        free(b.p);
         return nb_err_set(err, NB_ENOMEM, "chat: out of memory for a %zu-byte message", ml);
     }
-    *out = b;
+    *out = b.p;
     return NB_OK;
 }
 
