@@ -44,7 +44,4 @@ int nb_cmd_compare(int argc, char **argv);
 int nb_cmd_reference(int argc, char **argv);
 int nb_cmd_import(int argc, char **argv);
 
-void nb_cmd_print_run(FILE *f, const nb_run_result *r);
-void nb_cmd_print_profile(FILE *f, const nb_profile_result *p);
-
 #endif

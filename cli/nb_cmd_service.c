@@ -14,6 +14,7 @@
 #include "nb_file.h"
 #include "nb_job.h"
 #include "nb_json.h"
+#include "nb_print.h"
 #include "nb_rpc.h"
 #include "nb_svc.h"
 #include "nb_time.h"
@@ -277,8 +278,8 @@ int nb_cmd_submit(int argc, char **argv)
                         &job, &err)) {
             rc = nb_cmd_fail("submit", &err);
         } else {
-            nb_svc_print_opts po = {.cmd = "submit", .reports_dir = reports, .quiet = quiet};
-            rc = nb_svc_print_job(stdout, &po, job);
+            nb_print_opts po = {.cmd = "submit", .reports_dir = reports, .quiet = quiet};
+            rc = nb_print_job(stdout, &po, job);
             for (size_t i = 0; i < job->n_results; i++)
                 for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
                     printf("History: run %lld%s\n", (long long)job->results[i]->run_ids[r],
@@ -502,8 +503,8 @@ int nb_cmd_job(int argc, char **argv)
         printf("log:\n%s", j->log);
     rc = NB_EXIT_OK;
     if (print && j->n_results) {
-        nb_svc_print_opts po = {.cmd = "job"};
-        rc = nb_svc_print_job(stdout, &po, j);
+        nb_print_opts po = {.cmd = "job"};
+        rc = nb_print_job(stdout, &po, j);
     }
     nb_wire_free(j);
     conn_close(&c);
