@@ -18,22 +18,6 @@
 #include "nb_svc.h"
 #include "nb_verify.h"
 
-int nb_cmd_exit_code(nb_code rc)
-{
-    switch (rc) {
-    case NB_OK: return NB_EXIT_OK;
-    case NB_EUNAVAIL:
-    case NB_ETIMEOUT: return NB_EXIT_UNAVAILABLE;
-    default: return NB_EXIT_USAGE;
-    }
-}
-
-int nb_cmd_fail(const char *cmd, const nb_err *err)
-{
-    fprintf(stderr, "npubench %s: error: %s\n", cmd, err->msg);
-    return nb_cmd_exit_code(err->code);
-}
-
 /* Flags every local command shares, parsed into a deployment spec. */
 typedef struct common_flags {
     const char *model, *dtype, *backend;
@@ -71,22 +55,6 @@ static nb_code spec_from(const common_flags *c, nb_deploy_spec *s, nb_err *err)
     s->max_seq = c->max_seq;
     s->device = (unsigned)c->device;
     return NB_OK;
-}
-
-int nb_cmd_parse(const char *cmd, const char *usage, int argc, char **argv, const nb_opt *opts,
-                 int n_opts, const char **pos, int max_pos, int *n_pos, const int *help)
-{
-    nb_err err;
-    if (nb_args_parse(argc, argv, opts, n_opts, pos, max_pos, n_pos, &err)) {
-        fprintf(stderr, "npubench %s: %s\n", cmd, err.msg);
-        nb_args_usage(stderr, usage, opts, n_opts);
-        return NB_EXIT_USAGE;
-    }
-    if (*help) {
-        nb_args_usage(stdout, usage, opts, n_opts);
-        return -1;
-    }
-    return NB_EXIT_OK;
 }
 
 static nb_code check_prompt(const char *prompt, nb_err *err);
