@@ -122,12 +122,11 @@ static void format_ts(char *buf, size_t size, int64_t ms)
     snprintf(buf, size, "%s.%03dZ", s, (int)(ms % 1000));
 }
 
-static nb_code load_payload(nb_db *db, nb_db_job *j, nb_err *err)
+static nb_code load_spec(nb_db *db, nb_db_job *j, nb_err *err)
 {
-    static const char spec_sql[] = "SELECT spec FROM jobs WHERE id = ?";
-    static const char log_sql[] = "SELECT ts_ms, text FROM job_logs WHERE job_id = ? ORDER BY id";
+    static const char sql[] = "SELECT spec FROM jobs WHERE id = ?";
     sqlite3_stmt *st;
-    nb_code rc = nb_db_stmt(db, spec_sql, &st, err);
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, j->id);
@@ -141,8 +140,16 @@ static nb_code load_payload(nb_db *db, nb_db_job *j, nb_err *err)
         j->spec = spec;
     }
     nb_db_done(st);
+    return NB_OK;
+}
 
-    if ((rc = nb_db_stmt(db, log_sql, &st, err)))
+/* The job's log as one text, a "<timestamp> " before each line. */
+static nb_code load_log(nb_db *db, nb_db_job *j, nb_err *err)
+{
+    static const char sql[] = "SELECT ts_ms, text FROM job_logs WHERE job_id = ? ORDER BY id";
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, j->id);
     size_t len = 0, cap = 256;
@@ -185,6 +192,12 @@ static nb_code load_payload(nb_db *db, nb_db_job *j, nb_err *err)
     }
     j->log = log;
     return NB_OK;
+}
+
+static nb_code load_payload(nb_db *db, nb_db_job *j, nb_err *err)
+{
+    nb_code rc = load_spec(db, j, err);
+    return rc ? rc : load_log(db, j, err);
 }
 
 static nb_code get_full(nb_db *db, int64_t id, nb_db_job *out, nb_err *err)
@@ -368,34 +381,26 @@ static const char enq_sql[] =
     "attempts, max_attempts, created_ms, started_ms) "
     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)";
 
-static nb_code enqueue_locked(nb_db *db, const nb_db_job_new *j, int64_t *id, int *existed,
-                              nb_err *err)
+/* A child joins only a group job that is still open. */
+static nb_code check_parent(nb_db *db, int64_t parent_id, nb_err *err)
 {
-    int has_req = j->request_id && *j->request_id;
-    if (has_req) {
-        int64_t old = 0;
-        nb_err tmp;
-        nb_code f = find_request_locked(db, j->request_id, &old, &tmp);
-        if (f == NB_OK) {
-            *id = old;
-            *existed = 1;
-            return check_same_request(db, old, j, err);
-        }
-        if (f != NB_ENOTFOUND)
-            return nb_err_set(err, f, "%s", tmp.msg);
-    }
-    if (j->parent_id) {
-        nb_db_job parent;
-        nb_code rc = get_light(db, j->parent_id, &parent, err);
-        if (rc)
-            return nb_err_prefix(err, "job.parent_id: ");
-        if (!parent.is_group)
-            return nb_err_set(err, NB_EINVAL, "job.parent_id: job %lld is not a group job",
-                              (long long)j->parent_id);
-        if (nb_job_state_terminal(parent.state))
-            return nb_err_set(err, NB_EINVAL, "job.parent_id: group job %lld is already %s",
-                              (long long)j->parent_id, nb_job_state_name(parent.state));
-    }
+    nb_db_job parent;
+    nb_code rc = get_light(db, parent_id, &parent, err);
+    if (rc)
+        return nb_err_prefix(err, "job.parent_id: ");
+    if (!parent.is_group)
+        return nb_err_set(err, NB_EINVAL, "job.parent_id: job %lld is not a group job",
+                          (long long)parent_id);
+    if (nb_job_state_terminal(parent.state))
+        return nb_err_set(err, NB_EINVAL, "job.parent_id: group job %lld is already %s",
+                          (long long)parent_id, nb_job_state_name(parent.state));
+    return NB_OK;
+}
+
+/* The new row (a group starts running, a job queued); a child counts in its group's total. */
+static nb_code insert_job(nb_db *db, const nb_db_job_new *j, int has_req, int64_t *id,
+                          nb_err *err)
+{
     int64_t now = nb_db_now_ms(db);
     sqlite3_stmt *st;
     nb_code rc = nb_db_stmt(db, enq_sql, &st, err);
@@ -434,6 +439,30 @@ static nb_code enqueue_locked(nb_db *db, const nb_db_job_new *j, int64_t *id, in
         if ((rc = nb_db_step_done(db, st, err, "counting group children")))
             return rc;
     }
+    return NB_OK;
+}
+
+static nb_code enqueue_locked(nb_db *db, const nb_db_job_new *j, int64_t *id, int *existed,
+                              nb_err *err)
+{
+    int has_req = j->request_id && *j->request_id;
+    if (has_req) {
+        int64_t old = 0;
+        nb_err tmp;
+        nb_code f = find_request_locked(db, j->request_id, &old, &tmp);
+        if (f == NB_OK) {
+            *id = old;
+            *existed = 1;
+            return check_same_request(db, old, j, err);
+        }
+        if (f != NB_ENOTFOUND)
+            return nb_err_set(err, f, "%s", tmp.msg);
+    }
+    nb_code rc = j->parent_id ? check_parent(db, j->parent_id, err) : NB_OK;
+    if (!rc)
+        rc = insert_job(db, j, has_req, id, err);
+    if (rc)
+        return rc;
     return logf_locked(db, *id, err, "enqueued %s%s (priority %d)", j->is_group ? "group " : "",
                        j->kind, j->priority);
 }
@@ -762,7 +791,13 @@ static nb_code child_finished(nb_db *db, const nb_db_job *child, int depth, nb_e
     return finish_group_if_done(db, child->parent_id, depth, err);
 }
 
-static nb_code finish_group_if_done(nb_db *db, int64_t group_id, int depth, nb_err *err)
+/* A group's children by state: all, terminal, failed, cancelled. */
+typedef struct child_counts {
+    int64_t total, term, failed, cancelled;
+} child_counts;
+
+/* Counts the group's children and records the progress they make. */
+static nb_code count_children(nb_db *db, int64_t group_id, child_counts *c, nb_err *err)
 {
     static const char count_sql[] =
         "SELECT count(*), "
@@ -770,22 +805,17 @@ static nb_code finish_group_if_done(nb_db *db, int64_t group_id, int depth, nb_e
         "sum(state = 'cancelled') FROM jobs WHERE parent_id = ?";
     static const char prog_sql[] = "UPDATE jobs SET progress_done = ?, progress_total = ? "
                                    "WHERE id = ?";
-    static const char fin_sql[] = "UPDATE jobs SET state = ?, error = ?, finished_ms = ? "
-                                  "WHERE id = ? AND state NOT IN ('done','failed','cancelled')";
-    if (depth > 16)
-        return nb_err_set(err, NB_EINTERNAL, "job groups nested deeper than 16 (job %lld)",
-                          (long long)group_id);
     sqlite3_stmt *st;
     nb_code rc = nb_db_stmt(db, count_sql, &st, err);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, group_id);
-    int64_t total = 0, term = 0, failed = 0, cancelled = 0;
+    memset(c, 0, sizeof *c);
     if (sqlite3_step(st) == SQLITE_ROW) {
-        total = sqlite3_column_int64(st, 0);
-        term = sqlite3_column_int64(st, 1);
-        failed = sqlite3_column_int64(st, 2);
-        cancelled = sqlite3_column_int64(st, 3);
+        c->total = sqlite3_column_int64(st, 0);
+        c->term = sqlite3_column_int64(st, 1);
+        c->failed = sqlite3_column_int64(st, 2);
+        c->cancelled = sqlite3_column_int64(st, 3);
     } else {
         rc = nb_db_sqlerr(db, err, "counting group children");
     }
@@ -794,30 +824,31 @@ static nb_code finish_group_if_done(nb_db *db, int64_t group_id, int depth, nb_e
         return rc;
     if ((rc = nb_db_stmt(db, prog_sql, &st, err)))
         return rc;
-    sqlite3_bind_int64(st, 1, term);
-    sqlite3_bind_int64(st, 2, total);
+    sqlite3_bind_int64(st, 1, c->term);
+    sqlite3_bind_int64(st, 2, c->total);
     sqlite3_bind_int64(st, 3, group_id);
-    if ((rc = nb_db_step_done(db, st, err, "updating group progress")))
-        return rc;
-    if (term < total)
-        return NB_OK;
-    nb_db_job g;
-    if ((rc = get_light(db, group_id, &g, err)))
-        return rc;
-    if (nb_job_state_terminal(g.state))
-        return NB_OK;
+    return nb_db_step_done(db, st, err, "updating group progress");
+}
+
+/* Ends the group: failed if a child failed, else cancelled if one was, else done. */
+static nb_code finish_group(nb_db *db, int64_t group_id, const child_counts *c, nb_err *err)
+{
+    static const char fin_sql[] = "UPDATE jobs SET state = ?, error = ?, finished_ms = ? "
+                                  "WHERE id = ? AND state NOT IN ('done','failed','cancelled')";
     char why[NB_DB_MSG_MAX] = "";
     const char *state = "done";
-    if (failed) {
+    if (c->failed) {
         state = "failed";
-        snprintf(why, sizeof why, "%lld of %lld children failed", (long long)failed,
-                 (long long)total);
-    } else if (cancelled) {
+        snprintf(why, sizeof why, "%lld of %lld children failed", (long long)c->failed,
+                 (long long)c->total);
+    } else if (c->cancelled) {
         state = "cancelled";
-        snprintf(why, sizeof why, "%lld of %lld children cancelled", (long long)cancelled,
-                 (long long)total);
+        snprintf(why, sizeof why, "%lld of %lld children cancelled", (long long)c->cancelled,
+                 (long long)c->total);
     }
-    if ((rc = nb_db_stmt(db, fin_sql, &st, err)))
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, fin_sql, &st, err);
+    if (rc)
         return rc;
     nb_db_bind_str(st, 1, state);
     nb_db_bind_str(st, 2, why);
@@ -825,7 +856,24 @@ static nb_code finish_group_if_done(nb_db *db, int64_t group_id, int depth, nb_e
     sqlite3_bind_int64(st, 4, group_id);
     if ((rc = nb_db_step_done(db, st, err, "finishing group job")))
         return rc;
-    if ((rc = logf_locked(db, group_id, err, "group %s%s%s", state, why[0] ? ": " : "", why)))
+    return logf_locked(db, group_id, err, "group %s%s%s", state, why[0] ? ": " : "", why);
+}
+
+static nb_code finish_group_if_done(nb_db *db, int64_t group_id, int depth, nb_err *err)
+{
+    if (depth > 16)
+        return nb_err_set(err, NB_EINTERNAL, "job groups nested deeper than 16 (job %lld)",
+                          (long long)group_id);
+    child_counts c;
+    nb_code rc = count_children(db, group_id, &c, err);
+    if (rc || c.term < c.total)
+        return rc;
+    nb_db_job g;
+    if ((rc = get_light(db, group_id, &g, err)))
+        return rc;
+    if (nb_job_state_terminal(g.state))
+        return NB_OK;
+    if ((rc = finish_group(db, group_id, &c, err)))
         return rc;
     return child_finished(db, &g, depth + 1, err);
 }

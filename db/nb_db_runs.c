@@ -201,27 +201,18 @@ static nb_code insert_row(nb_db *db, const nb_db_run *r, int64_t *id, nb_err *er
     return rc;
 }
 
-static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err *err)
+/* ---- the child rows of a run: one insert per row, each error naming the row ---- */
+
+static nb_code insert_samples(nb_db *db, const nb_db_run *r, int64_t id, nb_err *err)
 {
-    static const char samp_sql[] = "INSERT INTO samples (run_id, rep, ttft_ms, tps, "
-                                   "decode_ms_per_token, tpot_ms) VALUES (?,?,?,?,?,?)";
-    static const char gate_sql[] =
-        "INSERT INTO gate_checks (run_id, prompt_index, prompt, steps, divergence_step, "
-        "device_token, device_text, device_rank, ref_token, ref_text, ref_rank, device_top5, "
-        "ref_top5, agreed_prefix, status, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-    static const char cos_sql[] = "INSERT INTO layer_cosines (run_id, layer, min, p5, median, "
-                                  "mean, max_abs) VALUES (?,?,?,?,?,?,?)";
-    static const char phase_sql[] = "INSERT INTO profile_phases (run_id, seq, name, calls, "
-                                    "total_ms, avg_ms) VALUES (?,?,?,?,?,?)";
-    static const char kern_sql[] = "INSERT INTO profile_kernels (run_id, seq, name, calls, "
-                                   "total_ms, avg_ms) VALUES (?,?,?,?,?,?)";
-    static const char tc_sql[] = "INSERT INTO toolchain (run_id, key, value) VALUES (?,?,?)";
+    static const char sql[] = "INSERT INTO samples (run_id, rep, ttft_ms, tps, "
+                              "decode_ms_per_token, tpot_ms) VALUES (?,?,?,?,?,?)";
     sqlite3_stmt *st;
     char what[96];
     nb_code rc;
     for (size_t k = 0; k < r->n_samples; k++) {
         const nb_db_sample *s = &r->samples[k];
-        if ((rc = nb_db_stmt(db, samp_sql, &st, err)))
+        if ((rc = nb_db_stmt(db, sql, &st, err)))
             return rc;
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_int(st, 2, s->rep);
@@ -231,9 +222,21 @@ static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err 
         if ((rc = nb_db_step_done(db, st, err, what)))
             return rc;
     }
+    return NB_OK;
+}
+
+static nb_code insert_gate_checks(nb_db *db, const nb_db_run *r, int64_t id, nb_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO gate_checks (run_id, prompt_index, prompt, steps, divergence_step, "
+        "device_token, device_text, device_rank, ref_token, ref_text, ref_rank, device_top5, "
+        "ref_top5, agreed_prefix, status, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    sqlite3_stmt *st;
+    char what[96];
+    nb_code rc;
     for (size_t k = 0; k < r->n_gate_checks; k++) {
         const nb_db_gate_check *g = &r->gate_checks[k];
-        if ((rc = nb_db_stmt(db, gate_sql, &st, err)))
+        if ((rc = nb_db_stmt(db, sql, &st, err)))
             return rc;
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_int(st, 2, g->prompt_index);
@@ -256,9 +259,19 @@ static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err 
         if ((rc = nb_db_step_done(db, st, err, what)))
             return rc;
     }
+    return NB_OK;
+}
+
+static nb_code insert_cosines(nb_db *db, const nb_db_run *r, int64_t id, nb_err *err)
+{
+    static const char sql[] = "INSERT INTO layer_cosines (run_id, layer, min, p5, median, "
+                              "mean, max_abs) VALUES (?,?,?,?,?,?,?)";
+    sqlite3_stmt *st;
+    char what[96];
+    nb_code rc;
     for (size_t k = 0; k < r->n_cosines; k++) {
         const nb_db_layer_cosine *c = &r->cosines[k];
-        if ((rc = nb_db_stmt(db, cos_sql, &st, err)))
+        if ((rc = nb_db_stmt(db, sql, &st, err)))
             return rc;
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_int(st, 2, c->layer);
@@ -271,25 +284,41 @@ static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err 
         if ((rc = nb_db_step_done(db, st, err, what)))
             return rc;
     }
-    for (int pass = 0; pass < 2; pass++) {
-        const nb_db_profile_entry *e = pass ? r->kernels : r->phases;
-        size_t n = pass ? r->n_kernels : r->n_phases;
-        for (size_t k = 0; k < n; k++) {
-            if ((rc = nb_db_stmt(db, pass ? kern_sql : phase_sql, &st, err)))
-                return rc;
-            sqlite3_bind_int64(st, 1, id);
-            sqlite3_bind_int64(st, 2, (int64_t)k);
-            nb_db_bind_str(st, 3, e[k].name);
-            sqlite3_bind_int64(st, 4, e[k].calls);
-            nb_db_bind_opt_double(st, 5, e[k].total_ms);
-            nb_db_bind_opt_double(st, 6, e[k].avg_ms);
-            snprintf(what, sizeof what, "inserting run.%s[%zu]", pass ? "kernels" : "phases", k);
-            if ((rc = nb_db_step_done(db, st, err, what)))
-                return rc;
-        }
+    return NB_OK;
+}
+
+/* Phases and kernels share one row shape; field names the run's field in errors. sql is
+ * static: nb_db_stmt caches statements by the address of their text. */
+static nb_code insert_profile(nb_db *db, const char *sql, const char *field,
+                              const nb_db_profile_entry *e, size_t n, int64_t id, nb_err *err)
+{
+    char what[96];
+    sqlite3_stmt *st;
+    nb_code rc;
+    for (size_t k = 0; k < n; k++) {
+        if ((rc = nb_db_stmt(db, sql, &st, err)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int64(st, 2, (int64_t)k);
+        nb_db_bind_str(st, 3, e[k].name);
+        sqlite3_bind_int64(st, 4, e[k].calls);
+        nb_db_bind_opt_double(st, 5, e[k].total_ms);
+        nb_db_bind_opt_double(st, 6, e[k].avg_ms);
+        snprintf(what, sizeof what, "inserting run.%s[%zu]", field, k);
+        if ((rc = nb_db_step_done(db, st, err, what)))
+            return rc;
     }
+    return NB_OK;
+}
+
+static nb_code insert_toolchain(nb_db *db, const nb_db_run *r, int64_t id, nb_err *err)
+{
+    static const char sql[] = "INSERT INTO toolchain (run_id, key, value) VALUES (?,?,?)";
+    sqlite3_stmt *st;
+    char what[96];
+    nb_code rc;
     for (size_t k = 0; k < r->n_toolchain; k++) {
-        if ((rc = nb_db_stmt(db, tc_sql, &st, err)))
+        if ((rc = nb_db_stmt(db, sql, &st, err)))
             return rc;
         sqlite3_bind_int64(st, 1, id);
         nb_db_bind_str(st, 2, r->toolchain[k].key);
@@ -300,6 +329,21 @@ static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err 
             return rc;
     }
     return NB_OK;
+}
+
+static nb_code insert_details(nb_db *db, const nb_db_run *r, int64_t id, nb_err *err)
+{
+    static const char phase_sql[] = "INSERT INTO profile_phases (run_id, seq, name, calls, "
+                                    "total_ms, avg_ms) VALUES (?,?,?,?,?,?)";
+    static const char kern_sql[] = "INSERT INTO profile_kernels (run_id, seq, name, calls, "
+                                   "total_ms, avg_ms) VALUES (?,?,?,?,?,?)";
+    nb_code rc;
+    if ((rc = insert_samples(db, r, id, err)) || (rc = insert_gate_checks(db, r, id, err)) ||
+        (rc = insert_cosines(db, r, id, err)) ||
+        (rc = insert_profile(db, phase_sql, "phases", r->phases, r->n_phases, id, err)) ||
+        (rc = insert_profile(db, kern_sql, "kernels", r->kernels, r->n_kernels, id, err)))
+        return rc;
+    return insert_toolchain(db, r, id, err);
 }
 
 static nb_code find_external_locked(nb_db *db, const char *ext, int64_t *id, nb_err *err)
@@ -568,6 +612,50 @@ static const char run_get_sql[] =
     "npubench_commit, board, cpu_info, npu_info, backend, dtype, threads, model_digest, "
     "report_json, regression, regression_detail, source, external_id FROM runs WHERE id = ?";
 
+/* The runs row under st into *out, columns in run_get_sql's order; strings in its arena. */
+static void read_row(sqlite3_stmt *st, nb_db_run *out, int *oom)
+{
+    struct nb_db_arena **a = &out->arena_;
+    int i = 0;
+    out->id = sqlite3_column_int64(st, i++);
+    out->job_id = nb_db_col_int(st, i++, 0);
+    out->job_seq = (int)nb_db_col_int(st, i++, 0);
+    out->lease_id = nb_db_col_arena_dup(a, st, i++, oom);
+    out->deployment_id = sqlite3_column_int64(st, i++);
+    out->worker_id = nb_db_col_arena_dup(a, st, i++, oom);
+    out->runner = nb_db_col_arena_dup(a, st, i++, oom);
+    out->kind = nb_db_col_arena_dup(a, st, i++, oom);
+    out->outcome = outcome_from_text((const char *)sqlite3_column_text(st, i++));
+    out->error = nb_db_col_arena_dup(a, st, i++, oom);
+    out->started_ms = sqlite3_column_int64(st, i++);
+    out->finished_ms = nb_db_col_int(st, i++, 0);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        out->value[m] = nb_db_col_double(st, i++);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        out->mean[m] = nb_db_col_double(st, i++);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        out->stddev[m] = nb_db_col_double(st, i++);
+    out->prompt_tokens = nb_db_col_int(st, i++, -1);
+    out->generated_tokens = nb_db_col_int(st, i++, -1);
+    out->context_len = nb_db_col_int(st, i++, -1);
+    out->reps = (int)nb_db_col_int(st, i++, 0);
+    out->env.npubench_commit = nb_db_col_arena_dup(a, st, i++, oom);
+    out->env.board = nb_db_col_arena_dup(a, st, i++, oom);
+    out->env.cpu_info = nb_db_col_arena_dup(a, st, i++, oom);
+    out->env.npu_info = nb_db_col_arena_dup(a, st, i++, oom);
+    out->env.backend = nb_db_col_arena_dup(a, st, i++, oom);
+    out->env.dtype = nb_db_col_arena_dup(a, st, i++, oom);
+    out->env.threads = (int)nb_db_col_int(st, i++, 0);
+    out->env.model_digest = nb_db_col_arena_dup(a, st, i++, oom);
+    out->report_json = nb_db_col_arena_dup(a, st, i++, oom);
+    out->regression = sqlite3_column_int(st, i++);
+    out->regression_detail = nb_db_col_arena_dup(a, st, i++, oom);
+    char src[16];
+    nb_db_col_copy(st, i++, src, sizeof src);
+    out->source = source_from_text(src);
+    out->external_id = nb_db_col_arena_dup(a, st, i++, oom);
+}
+
 nb_code nb_db_run_get(nb_db *db, int64_t id, nb_db_run *out, nb_err *err)
 {
     nb_db_run_init(out);
@@ -578,51 +666,12 @@ nb_code nb_db_run_get(nb_db *db, int64_t id, nb_db_run *out, nb_err *err)
     if (!rc) {
         sqlite3_bind_int64(st, 1, id);
         int s = sqlite3_step(st);
-        if (s == SQLITE_ROW) {
-            struct nb_db_arena **a = &out->arena_;
-            int i = 0;
-            out->id = sqlite3_column_int64(st, i++);
-            out->job_id = nb_db_col_int(st, i++, 0);
-            out->job_seq = (int)nb_db_col_int(st, i++, 0);
-            out->lease_id = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->deployment_id = sqlite3_column_int64(st, i++);
-            out->worker_id = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->runner = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->kind = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->outcome = outcome_from_text((const char *)sqlite3_column_text(st, i++));
-            out->error = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->started_ms = sqlite3_column_int64(st, i++);
-            out->finished_ms = nb_db_col_int(st, i++, 0);
-            for (int m = 0; m < NB_METRIC_N; m++)
-                out->value[m] = nb_db_col_double(st, i++);
-            for (int m = 0; m < NB_METRIC_N; m++)
-                out->mean[m] = nb_db_col_double(st, i++);
-            for (int m = 0; m < NB_METRIC_N; m++)
-                out->stddev[m] = nb_db_col_double(st, i++);
-            out->prompt_tokens = nb_db_col_int(st, i++, -1);
-            out->generated_tokens = nb_db_col_int(st, i++, -1);
-            out->context_len = nb_db_col_int(st, i++, -1);
-            out->reps = (int)nb_db_col_int(st, i++, 0);
-            out->env.npubench_commit = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->env.board = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->env.cpu_info = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->env.npu_info = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->env.backend = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->env.dtype = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->env.threads = (int)nb_db_col_int(st, i++, 0);
-            out->env.model_digest = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->report_json = nb_db_col_arena_dup(a, st, i++, &oom);
-            out->regression = sqlite3_column_int(st, i++);
-            out->regression_detail = nb_db_col_arena_dup(a, st, i++, &oom);
-            char src[16];
-            nb_db_col_copy(st, i++, src, sizeof src);
-            out->source = source_from_text(src);
-            out->external_id = nb_db_col_arena_dup(a, st, i++, &oom);
-        } else if (s == SQLITE_DONE) {
+        if (s == SQLITE_ROW)
+            read_row(st, out, &oom);
+        else if (s == SQLITE_DONE)
             rc = nb_err_set(err, NB_ENOTFOUND, "no run with id %lld", (long long)id);
-        } else {
+        else
             rc = nb_db_sqlerr(db, err, "reading run");
-        }
         nb_db_done(st);
     }
     if (!rc)

@@ -224,6 +224,75 @@ static nb_code alloc_buf(void **p, size_t n, nb_err *err)
     return *p ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory (%zu bytes)", n);
 }
 
+/* The shapes this engine computes: a context within the model's, even heads, whole groups. */
+static nb_code check_shapes(const nb_engine *e, nb_err *err)
+{
+    const nb_model_config *c = &e->cfg;
+    if (e->opts.max_seq < 1 || e->opts.max_seq > c->max_ctx || e->opts.max_seq > (1 << 20))
+        return nb_err_set(err, NB_EINVAL, "max_seq %d: must be 1..%d (the model's context length)",
+                          e->opts.max_seq, c->max_ctx);
+    if (c->head_dim % 2 || c->n_heads % c->n_kv_heads)
+        return nb_err_set(err, NB_EUNSUPPORTED, "head_dim %d / heads %d / kv heads %d unsupported",
+                          c->head_dim, c->n_heads, c->n_kv_heads);
+    return NB_OK;
+}
+
+/* Every weight in the engine's layout, and each layer's KV cache. */
+static nb_code load_weights(nb_engine *e, const nb_model *m, nb_dtype dtype, nb_err *err)
+{
+    const nb_model_config *c = &e->cfg;
+    nb_code rc;
+    if ((rc = load_wmat(dtype, nb_model_tok_embd(m), &e->embd, &e->weight_bytes, err)))
+        return rc;
+    if (c->tied_embeddings)
+        e->lm_head = e->embd;
+    else if ((rc = load_wmat(dtype, nb_model_lm_head(m), &e->lm_head, &e->weight_bytes, err)))
+        return rc;
+    if ((rc = load_vec(e, nb_model_out_norm(m), &e->out_norm, err)))
+        return rc;
+    e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
+    if (!e->layers)
+        return nb_err_set(err, NB_ENOMEM, "out of memory for %d layers", c->n_layers);
+    size_t kv_bytes = (size_t)e->opts.max_seq * e->kv_dim * e->esz;
+    for (int l = 0; l < c->n_layers; l++) {
+        const nb_layer_weights *w = nb_model_layer(m, l);
+        layer *L = &e->layers[l];
+        if ((rc = load_wmat(dtype, &w->wq, &L->wq, &e->weight_bytes, err)) ||
+            (rc = load_wmat(dtype, &w->wk, &L->wk, &e->weight_bytes, err)) ||
+            (rc = load_wmat(dtype, &w->wv, &L->wv, &e->weight_bytes, err)) ||
+            (rc = load_wmat(dtype, &w->wo, &L->wo, &e->weight_bytes, err)) ||
+            (rc = load_wmat(dtype, &w->w_gate, &L->wg, &e->weight_bytes, err)) ||
+            (rc = load_wmat(dtype, &w->w_up, &L->wu, &e->weight_bytes, err)) ||
+            (rc = load_wmat(dtype, &w->w_down, &L->wd, &e->weight_bytes, err)) ||
+            (rc = load_vec(e, &w->attn_norm, &L->attn_norm, err)) ||
+            (rc = load_vec(e, &w->ffn_norm, &L->ffn_norm, err)) ||
+            (rc = alloc_buf(&L->kc, kv_bytes, err)) || (rc = alloc_buf(&L->vc, kv_bytes, err)))
+            return rc;
+    }
+    return NB_OK;
+}
+
+/* The activations of one prefill chunk, and the logits. */
+static nb_code alloc_activations(nb_engine *e, nb_err *err)
+{
+    const nb_model_config *c = &e->cfg;
+    size_t R = PREFILL_CHUNK;
+    nb_code rc;
+    if ((rc = alloc_buf(&e->x, R * c->dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->xb, R * c->dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->q, R * e->q_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->k, R * e->kv_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->v, R * e->kv_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->att, R * e->q_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->g, R * c->ffn_dim * e->esz, err)) ||
+        (rc = alloc_buf(&e->u, R * c->ffn_dim * e->esz, err)) ||
+        (rc = alloc_buf((void **)&e->hid, R * c->dim * sizeof(float), err)) ||
+        (rc = alloc_buf((void **)&e->logits, (size_t)c->vocab * sizeof(float), err)) ||
+        (rc = alloc_buf(&e->lbuf, (size_t)c->vocab * e->esz, err)))
+        return rc;
+    return NB_OK;
+}
+
 nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **out,
                         nb_err *err)
 {
@@ -236,75 +305,21 @@ nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **
     const nb_model_config *c = &e->cfg;
     if (e->opts.max_seq == 0)
         e->opts.max_seq = DEFAULT_MAX_SEQ < c->max_ctx ? DEFAULT_MAX_SEQ : c->max_ctx;
-    nb_code rc = NB_OK;
-    if (e->opts.max_seq < 1 || e->opts.max_seq > c->max_ctx || e->opts.max_seq > (1 << 20)) {
-        rc = nb_err_set(err, NB_EINVAL, "max_seq %d: must be 1..%d (the model's context length)",
-                        e->opts.max_seq, c->max_ctx);
-        goto fail;
-    }
-    if (c->head_dim % 2 || c->n_heads % c->n_kv_heads) {
-        rc = nb_err_set(err, NB_EUNSUPPORTED, "head_dim %d / heads %d / kv heads %d unsupported",
-                        c->head_dim, c->n_heads, c->n_kv_heads);
-        goto fail;
-    }
-    if ((rc = nb_kernels_init(o->threads, err)))
-        goto fail;
     e->f32 = o->dtype == NB_DTYPE_F32;
     e->esz = e->f32 ? sizeof(float) : sizeof(nb_bf16);
     e->kv_dim = c->n_kv_heads * c->head_dim;
     e->q_dim = c->n_heads * c->head_dim;
     const char *fault = getenv("NPUBENCH_FAULT");
     e->fault_kv = fault && !strcmp(fault, "kv_offset");
-
-    if ((rc = load_wmat(o->dtype, nb_model_tok_embd(m), &e->embd, &e->weight_bytes, err)))
-        goto fail;
-    if (c->tied_embeddings)
-        e->lm_head = e->embd;
-    else if ((rc = load_wmat(o->dtype, nb_model_lm_head(m), &e->lm_head, &e->weight_bytes, err)))
-        goto fail;
-    if ((rc = load_vec(e, nb_model_out_norm(m), &e->out_norm, err)))
-        goto fail;
-    e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
-    if (!e->layers) {
-        rc = nb_err_set(err, NB_ENOMEM, "out of memory for %d layers", c->n_layers);
-        goto fail;
+    nb_code rc;
+    if ((rc = check_shapes(e, err)) || (rc = nb_kernels_init(o->threads, err)) ||
+        (rc = load_weights(e, m, o->dtype, err)) || (rc = build_rope(e, err)) ||
+        (rc = alloc_activations(e, err))) {
+        nb_engine_free(e);
+        return rc;
     }
-    size_t kv_bytes = (size_t)e->opts.max_seq * e->kv_dim * e->esz;
-    for (int l = 0; l < c->n_layers; l++) {
-        const nb_layer_weights *w = nb_model_layer(m, l);
-        layer *L = &e->layers[l];
-        if ((rc = load_wmat(o->dtype, &w->wq, &L->wq, &e->weight_bytes, err)) ||
-            (rc = load_wmat(o->dtype, &w->wk, &L->wk, &e->weight_bytes, err)) ||
-            (rc = load_wmat(o->dtype, &w->wv, &L->wv, &e->weight_bytes, err)) ||
-            (rc = load_wmat(o->dtype, &w->wo, &L->wo, &e->weight_bytes, err)) ||
-            (rc = load_wmat(o->dtype, &w->w_gate, &L->wg, &e->weight_bytes, err)) ||
-            (rc = load_wmat(o->dtype, &w->w_up, &L->wu, &e->weight_bytes, err)) ||
-            (rc = load_wmat(o->dtype, &w->w_down, &L->wd, &e->weight_bytes, err)) ||
-            (rc = load_vec(e, &w->attn_norm, &L->attn_norm, err)) ||
-            (rc = load_vec(e, &w->ffn_norm, &L->ffn_norm, err)) ||
-            (rc = alloc_buf(&L->kc, kv_bytes, err)) || (rc = alloc_buf(&L->vc, kv_bytes, err)))
-            goto fail;
-    }
-    if ((rc = build_rope(e, err)))
-        goto fail;
-    size_t R = PREFILL_CHUNK;
-    if ((rc = alloc_buf(&e->x, R * c->dim * e->esz, err)) ||
-        (rc = alloc_buf(&e->xb, R * c->dim * e->esz, err)) ||
-        (rc = alloc_buf(&e->q, R * e->q_dim * e->esz, err)) ||
-        (rc = alloc_buf(&e->k, R * e->kv_dim * e->esz, err)) ||
-        (rc = alloc_buf(&e->v, R * e->kv_dim * e->esz, err)) ||
-        (rc = alloc_buf(&e->att, R * e->q_dim * e->esz, err)) ||
-        (rc = alloc_buf(&e->g, R * c->ffn_dim * e->esz, err)) ||
-        (rc = alloc_buf(&e->u, R * c->ffn_dim * e->esz, err)) ||
-        (rc = alloc_buf((void **)&e->hid, R * c->dim * sizeof(float), err)) ||
-        (rc = alloc_buf((void **)&e->logits, (size_t)c->vocab * sizeof(float), err)) ||
-        (rc = alloc_buf(&e->lbuf, (size_t)c->vocab * e->esz, err)))
-        goto fail;
     *out = e;
     return NB_OK;
-fail:
-    nb_engine_free(e);
-    return rc;
 }
 
 void nb_engine_free(nb_engine *e)
@@ -402,13 +417,9 @@ static void call_hook(nb_engine *e, int l, int pos0, int n, const void *rows)
     e->hook(e->hook_user, l, pos0, n, e->cfg.dim, e->hid);
 }
 
-/* Runs n tokens at positions pos0.. through every layer. decode selects the
- * fault switch's write slot; want_logits computes the last row's logits. */
-static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decode,
-                    int want_logits)
+static void embed(nb_engine *e, const int32_t *ids, int n)
 {
-    const nb_model_config *c = &e->cfg;
-    int dim = c->dim, hd = c->head_dim, half = hd / 2;
+    int dim = e->cfg.dim;
     double t = prof_begin(e);
     float *row = e->hid; /* scratch: one fp32 embedding row */
     for (int i = 0; i < n; i++) {
@@ -422,75 +433,114 @@ static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decod
         }
     }
     prof_end(e, NB_OP_EMBED, t);
+}
 
+/* x += attention(norm(x)) for one layer; the new keys and values go to the cache at
+ * pos0 + slot_shift. */
+static void attention_block(nb_engine *e, layer *L, int n, int pos0, int slot_shift)
+{
+    const nb_model_config *c = &e->cfg;
+    int hd = c->head_dim, half = hd / 2;
+    double t = prof_begin(e);
+    rmsnorm(e, e->xb, e->x, L->attn_norm, n);
+    prof_end(e, NB_OP_RMSNORM, t);
+
+    t = prof_begin(e);
+    linear(e, L->wq, e->xb, n, e->q);
+    linear(e, L->wk, e->xb, n, e->k);
+    linear(e, L->wv, e->xb, n, e->v);
+    prof_end(e, NB_OP_QKV_PROJ, t);
+
+    t = prof_begin(e);
+    for (int i = 0; i < n; i++) {
+        const float *cs = e->rope_cos + (size_t)(pos0 + i) * half;
+        const float *sn = e->rope_sin + (size_t)(pos0 + i) * half;
+        if (e->f32) {
+            nb_rope_f32((float *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
+            nb_rope_f32((float *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
+        } else {
+            nb_rope_bf16((nb_bf16 *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
+            nb_rope_bf16((nb_bf16 *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
+        }
+    }
+    prof_end(e, NB_OP_ROPE, t);
+
+    t = prof_begin(e);
+    memcpy(AT(L->kc, pos0 + slot_shift, e->kv_dim), e->k, (size_t)n * e->kv_dim * e->esz);
+    memcpy(AT(L->vc, pos0 + slot_shift, e->kv_dim), e->v, (size_t)n * e->kv_dim * e->esz);
+    prof_end(e, NB_OP_KV_WRITE, t);
+
+    t = prof_begin(e);
+    if (e->f32)
+        nb_attention_f32(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd);
+    else
+        nb_attention_bf16(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd);
+    prof_end(e, NB_OP_ATTENTION, t);
+
+    t = prof_begin(e);
+    linear(e, L->wo, e->att, n, e->xb);
+    prof_end(e, NB_OP_O_PROJ, t);
+    t = prof_begin(e);
+    add(e, e->x, e->xb, (size_t)n * c->dim);
+    prof_end(e, NB_OP_RESIDUAL, t);
+}
+
+/* x += down(silu(gate(norm(x))) * up(norm(x))) for one layer. */
+static void ffn_block(nb_engine *e, layer *L, int n)
+{
+    const nb_model_config *c = &e->cfg;
+    double t = prof_begin(e);
+    rmsnorm(e, e->xb, e->x, L->ffn_norm, n);
+    prof_end(e, NB_OP_RMSNORM, t);
+    t = prof_begin(e);
+    linear(e, L->wg, e->xb, n, e->g);
+    linear(e, L->wu, e->xb, n, e->u);
+    prof_end(e, NB_OP_GATE_UP_PROJ, t);
+    t = prof_begin(e);
+    if (e->f32)
+        nb_silu_mul_f32(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
+    else
+        nb_silu_mul_bf16(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
+    prof_end(e, NB_OP_SILU_MUL, t);
+    t = prof_begin(e);
+    linear(e, L->wd, e->g, n, e->xb);
+    prof_end(e, NB_OP_DOWN_PROJ, t);
+    t = prof_begin(e);
+    add(e, e->x, e->xb, (size_t)n * c->dim);
+    prof_end(e, NB_OP_RESIDUAL, t);
+}
+
+/* The last row's logits from the final-normed rows in xb. */
+static void last_logits(nb_engine *e, int n)
+{
+    double t = prof_begin(e);
+    if (e->f32) {
+        nb_linear_f32(e->lm_head, AT(e->xb, n - 1, e->cfg.dim), 1, e->logits);
+    } else {
+        /* HF's bf16 lm_head returns bf16 logits: round them the same way so
+         * ties appear where the reference sees them. */
+        nb_linear_bf16(e->lm_head, AT(e->xb, n - 1, e->cfg.dim), 1, e->lbuf);
+        const nb_bf16 *lb = e->lbuf;
+        for (int i = 0; i < e->cfg.vocab; i++)
+            e->logits[i] = nb_bf16_to_f32(lb[i]);
+    }
+    prof_end(e, NB_OP_LM_HEAD, t);
+}
+
+/* Runs n tokens at positions pos0.. through every layer. decode selects the
+ * fault switch's write slot; want_logits computes the last row's logits. */
+static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decode,
+                    int want_logits)
+{
+    const nb_model_config *c = &e->cfg;
+    int dim = c->dim;
+    embed(e, ids, n);
     /* Off by one slot during decode only: the gate must notice. */
     int slot_shift = decode && e->fault_kv && pos0 + 1 < e->opts.max_seq ? 1 : 0;
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &e->layers[l];
-        t = prof_begin(e);
-        rmsnorm(e, e->xb, e->x, L->attn_norm, n);
-        prof_end(e, NB_OP_RMSNORM, t);
-
-        t = prof_begin(e);
-        linear(e, L->wq, e->xb, n, e->q);
-        linear(e, L->wk, e->xb, n, e->k);
-        linear(e, L->wv, e->xb, n, e->v);
-        prof_end(e, NB_OP_QKV_PROJ, t);
-
-        t = prof_begin(e);
-        for (int i = 0; i < n; i++) {
-            const float *cs = e->rope_cos + (size_t)(pos0 + i) * half;
-            const float *sn = e->rope_sin + (size_t)(pos0 + i) * half;
-            if (e->f32) {
-                nb_rope_f32((float *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
-                nb_rope_f32((float *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
-            } else {
-                nb_rope_bf16((nb_bf16 *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
-                nb_rope_bf16((nb_bf16 *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
-            }
-        }
-        prof_end(e, NB_OP_ROPE, t);
-
-        t = prof_begin(e);
-        memcpy(AT(L->kc, pos0 + slot_shift, e->kv_dim), e->k, (size_t)n * e->kv_dim * e->esz);
-        memcpy(AT(L->vc, pos0 + slot_shift, e->kv_dim), e->v, (size_t)n * e->kv_dim * e->esz);
-        prof_end(e, NB_OP_KV_WRITE, t);
-
-        t = prof_begin(e);
-        if (e->f32)
-            nb_attention_f32(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd);
-        else
-            nb_attention_bf16(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads,
-                              hd);
-        prof_end(e, NB_OP_ATTENTION, t);
-
-        t = prof_begin(e);
-        linear(e, L->wo, e->att, n, e->xb);
-        prof_end(e, NB_OP_O_PROJ, t);
-        t = prof_begin(e);
-        add(e, e->x, e->xb, (size_t)n * dim);
-        prof_end(e, NB_OP_RESIDUAL, t);
-
-        t = prof_begin(e);
-        rmsnorm(e, e->xb, e->x, L->ffn_norm, n);
-        prof_end(e, NB_OP_RMSNORM, t);
-        t = prof_begin(e);
-        linear(e, L->wg, e->xb, n, e->g);
-        linear(e, L->wu, e->xb, n, e->u);
-        prof_end(e, NB_OP_GATE_UP_PROJ, t);
-        t = prof_begin(e);
-        if (e->f32)
-            nb_silu_mul_f32(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
-        else
-            nb_silu_mul_bf16(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
-        prof_end(e, NB_OP_SILU_MUL, t);
-        t = prof_begin(e);
-        linear(e, L->wd, e->g, n, e->xb);
-        prof_end(e, NB_OP_DOWN_PROJ, t);
-        t = prof_begin(e);
-        add(e, e->x, e->xb, (size_t)n * dim);
-        prof_end(e, NB_OP_RESIDUAL, t);
-
+        attention_block(e, L, n, pos0, slot_shift);
+        ffn_block(e, L, n);
         if (e->hook && l < c->n_layers - 1)
             call_hook(e, l, pos0, n, e->x);
     }
@@ -499,25 +549,13 @@ static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decod
     int first = e->hook ? 0 : n - 1;
     if (!e->hook && !want_logits)
         return;
-    t = prof_begin(e);
+    double t = prof_begin(e);
     rmsnorm(e, AT(e->xb, first, dim), AT(e->x, first, dim), e->out_norm, n - first);
     prof_end(e, NB_OP_FINAL_NORM, t);
     if (e->hook)
         call_hook(e, c->n_layers - 1, pos0, n, e->xb);
-    if (!want_logits)
-        return;
-    t = prof_begin(e);
-    if (e->f32) {
-        nb_linear_f32(e->lm_head, AT(e->xb, n - 1, dim), 1, e->logits);
-    } else {
-        /* HF's bf16 lm_head returns bf16 logits: round them the same way so
-         * ties appear where the reference sees them. */
-        nb_linear_bf16(e->lm_head, AT(e->xb, n - 1, dim), 1, e->lbuf);
-        const nb_bf16 *lb = e->lbuf;
-        for (int i = 0; i < c->vocab; i++)
-            e->logits[i] = nb_bf16_to_f32(lb[i]);
-    }
-    prof_end(e, NB_OP_LM_HEAD, t);
+    if (want_logits)
+        last_logits(e, n);
 }
 
 /* Under the kv_offset fault every cache row starts as NaN, as uninitialised

@@ -86,11 +86,64 @@ static nb_code add_entry(nb_safetensors *st, const nb_tensor *t, size_t sh, nb_e
     return NB_OK;
 }
 
+/* 'shape': at most ST_MAX_DIMS non-negative integers whose product, times esz bytes, fits
+ * an int64. */
+static nb_code parse_shape(const char *path, const char *name, json_object *v, size_t esz,
+                           uint64_t dims[ST_MAX_DIMS], size_t *nd, uint64_t *numel, nb_err *err)
+{
+    json_object *js;
+    if (!json_object_object_get_ex(v, "shape", &js) || !json_object_is_type(js, json_type_array))
+        return nb_err_set(err, NB_EFORMAT, "%s: tensor '%s': missing or non-array 'shape'", path,
+                          name);
+    *nd = json_object_array_length(js);
+    if (*nd > ST_MAX_DIMS)
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: tensor '%s': %zu dimensions (at most %d)",
+                          path, name, *nd, ST_MAX_DIMS);
+    *numel = 1;
+    for (size_t d = 0; d < *nd; d++) {
+        if (!json_u64(json_object_array_get_idx(js, d), &dims[d]) || dims[d] > INT64_MAX)
+            return nb_err_set(err, NB_EFORMAT,
+                              "%s: tensor '%s': shape[%zu] is not a non-negative integer", path,
+                              name, d);
+        if (dims[d] && *numel > (uint64_t)INT64_MAX / esz / dims[d])
+            return nb_err_set(err, NB_EFORMAT, "%s: tensor '%s': element count overflows", path,
+                              name);
+        *numel *= dims[d];
+    }
+    return NB_OK;
+}
+
+/* 'data_offsets': [begin, end) inside the data section, exactly the bytes the shape needs. */
+static nb_code parse_offsets(const char *path, const char *name, json_object *v,
+                             uint64_t data_size, uint64_t need, nb_ttype type, uint64_t off[2],
+                             nb_err *err)
+{
+    json_object *jo;
+    if (!json_object_object_get_ex(v, "data_offsets", &jo) ||
+        !json_object_is_type(jo, json_type_array) || json_object_array_length(jo) != 2 ||
+        !json_u64(json_object_array_get_idx(jo, 0), &off[0]) ||
+        !json_u64(json_object_array_get_idx(jo, 1), &off[1]))
+        return nb_err_set(err, NB_EFORMAT,
+                          "%s: tensor '%s': 'data_offsets' must be [begin, end] non-negative"
+                          " integers", path, name);
+    if (off[0] > off[1] || off[1] > data_size)
+        return nb_err_set(err, NB_EFORMAT,
+                          "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                          ") outside the data section (%" PRIu64 " bytes) or reversed",
+                          path, name, off[0], off[1], data_size);
+    if (off[1] - off[0] != need)
+        return nb_err_set(err, NB_EFORMAT,
+                          "%s: tensor '%s': data_offsets span %" PRIu64 " bytes but shape x %s"
+                          " needs %" PRIu64,
+                          path, name, off[1] - off[0], nb_ttype_name(type), need);
+    return NB_OK;
+}
+
 /* One header entry -> tensor view; every number is checked against the file. */
 static nb_code parse_entry(const char *path, const char *name, json_object *v,
                            const uint8_t *data, uint64_t data_size, nb_tensor *t, nb_err *err)
 {
-    json_object *jd, *js, *jo;
+    json_object *jd;
     if (strlen(name) >= NB_TENSOR_NAME_MAX)
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: tensor '%.60s...': name longer than %d bytes",
                           path, name, NB_TENSOR_NAME_MAX - 1);
@@ -110,42 +163,13 @@ static nb_code parse_entry(const char *path, const char *name, json_object *v,
         return nb_err_set(err, NB_EFORMAT, "%s: tensor '%s': unknown dtype '%.32s'", path, name,
                           ds);
     }
-    if (!json_object_object_get_ex(v, "shape", &js) || !json_object_is_type(js, json_type_array))
-        return nb_err_set(err, NB_EFORMAT, "%s: tensor '%s': missing or non-array 'shape'", path,
-                          name);
-    size_t nd = json_object_array_length(js);
-    if (nd > ST_MAX_DIMS)
-        return nb_err_set(err, NB_EUNSUPPORTED, "%s: tensor '%s': %zu dimensions (at most %d)",
-                          path, name, nd, ST_MAX_DIMS);
-    uint64_t dims[ST_MAX_DIMS], numel = 1;
-    for (size_t d = 0; d < nd; d++) {
-        if (!json_u64(json_object_array_get_idx(js, d), &dims[d]) || dims[d] > INT64_MAX)
-            return nb_err_set(err, NB_EFORMAT,
-                              "%s: tensor '%s': shape[%zu] is not a non-negative integer", path,
-                              name, d);
-        if (dims[d] && numel > (uint64_t)INT64_MAX / esz / dims[d])
-            return nb_err_set(err, NB_EFORMAT, "%s: tensor '%s': element count overflows", path,
-                              name);
-        numel *= dims[d];
-    }
-    uint64_t off[2];
-    if (!json_object_object_get_ex(v, "data_offsets", &jo) ||
-        !json_object_is_type(jo, json_type_array) || json_object_array_length(jo) != 2 ||
-        !json_u64(json_object_array_get_idx(jo, 0), &off[0]) ||
-        !json_u64(json_object_array_get_idx(jo, 1), &off[1]))
-        return nb_err_set(err, NB_EFORMAT,
-                          "%s: tensor '%s': 'data_offsets' must be [begin, end] non-negative"
-                          " integers", path, name);
-    if (off[0] > off[1] || off[1] > data_size)
-        return nb_err_set(err, NB_EFORMAT,
-                          "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
-                          ") outside the data section (%" PRIu64 " bytes) or reversed",
-                          path, name, off[0], off[1], data_size);
-    if (off[1] - off[0] != numel * esz)
-        return nb_err_set(err, NB_EFORMAT,
-                          "%s: tensor '%s': data_offsets span %" PRIu64 " bytes but shape x %s"
-                          " needs %" PRIu64,
-                          path, name, off[1] - off[0], nb_ttype_name(t->type), numel * esz);
+    uint64_t dims[ST_MAX_DIMS], numel = 0, off[2] = {0, 0};
+    size_t nd = 0;
+    nb_code rc = parse_shape(path, name, v, esz, dims, &nd, &numel, err);
+    if (!rc)
+        rc = parse_offsets(path, name, v, data_size, numel * esz, t->type, off, err);
+    if (rc)
+        return rc;
     snprintf(t->name, sizeof t->name, "%s", name);
     t->n_dims = (int)nd;
     t->cols = nd ? (int64_t)dims[nd - 1] : 1;
@@ -263,6 +287,51 @@ static int plain_file_name(const char *s)
     return s[0] && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
+/* Opens the shards weight_map names, in first-mention order, each once; dir holds them. */
+static nb_code open_shards(nb_safetensors *st, json_object *wm, const char *dir, nb_err *err)
+{
+    nb_code rc = NB_OK;
+    json_object_object_foreach(wm, name, v)
+    {
+        const char *f = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+        if (!f || !plain_file_name(f))
+            return nb_err_set(err, NB_EFORMAT,
+                              "%s: weight_map['%.128s'] must be a shard file name without '/'",
+                              st->path, name);
+        char full[4096 + 256];
+        snprintf(full, sizeof full, "%s/%s", dir, f);
+        size_t i = 0;
+        while (i < st->n_shards && strcmp(st->shards[i].path, full))
+            i++;
+        if (i < st->n_shards)
+            continue;
+        if (st->n_shards >= ST_MAX_SHARDS)
+            return nb_err_set(err, NB_EFORMAT, "%s: more than %d shards", st->path,
+                              ST_MAX_SHARDS);
+        if ((rc = add_shard(st, full, err)) || (rc = open_shard(st, st->n_shards - 1, err)))
+            return rc;
+    }
+    if (st->n_shards == 0)
+        return nb_err_set(err, NB_EFORMAT, "%s: 'weight_map' is empty", st->path);
+    return NB_OK;
+}
+
+/* Every tensor weight_map names is in the shard it names. */
+static nb_code check_weight_map(const nb_safetensors *st, json_object *wm, nb_err *err)
+{
+    json_object_object_foreach(wm, name, v)
+    {
+        const entry *e = find_entry(st, name);
+        const char *f = json_object_get_string(v);
+        const char *base = e ? strrchr(st->shards[e->shard].path, '/') + 1 : NULL;
+        if (!e || strcmp(base, f))
+            return nb_err_set(err, NB_EFORMAT,
+                              "%s: weight_map says tensor '%.128s' is in %s, but %s", st->path,
+                              name, f, e ? "it is in another shard" : "no shard holds it");
+    }
+    return NB_OK;
+}
+
 static nb_code open_index(nb_safetensors *st, nb_err *err)
 {
     json_object *root, *wm;
@@ -279,48 +348,8 @@ static nb_code open_index(nb_safetensors *st, nb_err *err)
     const char *slash = strrchr(st->path, '/');
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - st->path) : 1,
              slash ? st->path : ".");
-    /* shards in first-mention order, each opened once */
-    json_object_object_foreach(wm, name, v)
-    {
-        const char *f = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-        if (!f || !plain_file_name(f)) {
-            rc = nb_err_set(err, NB_EFORMAT,
-                            "%s: weight_map['%.128s'] must be a shard file name without '/'",
-                            st->path, name);
-            break;
-        }
-        char full[4096 + 256];
-        snprintf(full, sizeof full, "%s/%s", dir, f);
-        size_t i = 0;
-        while (i < st->n_shards && strcmp(st->shards[i].path, full))
-            i++;
-        if (i < st->n_shards)
-            continue;
-        if (st->n_shards >= ST_MAX_SHARDS) {
-            rc = nb_err_set(err, NB_EFORMAT, "%s: more than %d shards", st->path, ST_MAX_SHARDS);
-            break;
-        }
-        if ((rc = add_shard(st, full, err)) || (rc = open_shard(st, st->n_shards - 1, err)))
-            break;
-    }
-    if (!rc && st->n_shards == 0)
-        rc = nb_err_set(err, NB_EFORMAT, "%s: 'weight_map' is empty", st->path);
-    if (!rc)
-        rc = sort_and_check(st, err);
-    if (!rc) {
-        json_object_object_foreach(wm, name2, v2)
-        {
-            const entry *e = find_entry(st, name2);
-            const char *f = json_object_get_string(v2);
-            const char *base = e ? strrchr(st->shards[e->shard].path, '/') + 1 : NULL;
-            if (!e || strcmp(base, f)) {
-                rc = nb_err_set(err, NB_EFORMAT,
-                                "%s: weight_map says tensor '%.128s' is in %s, but %s", st->path,
-                                name2, f, e ? "it is in another shard" : "no shard holds it");
-                break;
-            }
-        }
-    }
+    if (!(rc = open_shards(st, wm, dir, err)) && !(rc = sort_and_check(st, err)))
+        rc = check_weight_map(st, wm, err);
     json_object_put(root);
     return rc;
 }

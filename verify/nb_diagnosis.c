@@ -65,61 +65,54 @@ static void on_layer(void *user, int layer, int pos0, int n, int dim, const floa
            sizeof(float) * (size_t)n * dim);
 }
 
-nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_path,
-                         const char *refdir, nb_diagnosis_result *out, nb_err *err)
+/* The trace must hold this prompt's hidden states, at this model's shape. */
+static nb_code check_hidden(const nb_trace *tr, const char *text, const nb_model_config *cfg,
+                            nb_err *err)
 {
-    memset(out, 0, sizeof *out);
-    const char *text = prompt ? prompt : NB_DIAGNOSIS_DEFAULT_PROMPT;
-    char digest[65];
-    nb_sha256_mem_hex(text, strlen(text), digest);
-    nb_trace *tr = NULL;
-    nb_code rc = trace_path ? nb_trace_load(trace_path, &tr, err)
-                            : nb_trace_find(refdir ? refdir : nb_verify_default_refdir(),
-                                            d->model_sha256, digest, 1, &tr, err);
+    const nb_trace_hidden *h = tr->hidden;
+    if (!h)
+        return nb_err_set(err, NB_EFORMAT, "%s: no hidden_states (not a diagnosis trace)",
+                          tr->path);
+    if (strcmp(h->prompt, text))
+        return nb_err_set(err, NB_EMISMATCH, "%s: trace is for prompt \"%s\", not \"%s\"",
+                          tr->path, h->prompt, text);
+    if (h->n_layers != cfg->n_layers || h->dim != cfg->dim || h->n_pos != h->n_ids)
+        return nb_err_set(err, NB_EMISMATCH, "%s: trace has %d layers x %d dim, model %d x %d",
+                          tr->path, h->n_layers, h->dim, cfg->n_layers, cfg->dim);
+    return NB_OK;
+}
+
+/* The prompt's ids, which must be the ones HF ran. */
+static nb_code encode_as_reference(nb_deploy *d, const char *text, const nb_trace_hidden *h,
+                                   int32_t **ids, size_t *n_ids, nb_err *err)
+{
+    nb_code rc = nb_tokenizer_encode(d->tok, text, strlen(text), 1, 1, ids, n_ids, err);
     if (rc)
         return rc;
+    if ((int)*n_ids != h->n_ids || memcmp(*ids, h->ids, *n_ids * sizeof **ids))
+        return nb_err_set(err, NB_EMISMATCH,
+                          "diagnosis prompt: our tokenizer's %zu ids differ from the reference's %d",
+                          *n_ids, h->n_ids);
+    return NB_OK;
+}
+
+/* One prefill with every layer's output captured, each layer compared with the trace's. */
+static nb_code compare_prefill(nb_deploy *d, const nb_trace *tr, const char *text,
+                               const int32_t *ids, size_t n_ids, nb_diagnosis_result *out,
+                               nb_err *err)
+{
     const nb_trace_hidden *h = tr->hidden;
-    const nb_model_config *cfg = nb_engine_cfg(d->engine);
-    if (!h) {
-        rc = nb_err_set(err, NB_EFORMAT, "%s: no hidden_states (not a diagnosis trace)", tr->path);
-        goto done;
-    }
-    if (strcmp(h->prompt, text)) {
-        rc = nb_err_set(err, NB_EMISMATCH, "%s: trace is for prompt \"%s\", not \"%s\"",
-                        tr->path, h->prompt, text);
-        goto done;
-    }
-    if (h->n_layers != cfg->n_layers || h->dim != cfg->dim || h->n_pos != h->n_ids) {
-        rc = nb_err_set(err, NB_EMISMATCH,
-                        "%s: trace has %d layers x %d dim, model %d x %d", tr->path, h->n_layers,
-                        h->dim, cfg->n_layers, cfg->dim);
-        goto done;
-    }
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    if ((rc = nb_tokenizer_encode(d->tok, text, strlen(text), 1, 1, &ids, &n_ids, err)))
-        goto done;
-    if ((int)n_ids != h->n_ids || memcmp(ids, h->ids, n_ids * sizeof *ids)) {
-        free(ids);
-        rc = nb_err_set(err, NB_EMISMATCH,
-                        "diagnosis prompt: our tokenizer's %zu ids differ from the reference's %d",
-                        n_ids, h->n_ids);
-        goto done;
-    }
     capture cap = {.n_layers = h->n_layers, .n_pos = h->n_pos, .dim = h->dim};
     cap.rows = calloc((size_t)h->n_layers * h->n_pos * h->dim, sizeof(float));
     out->layers = calloc((size_t)h->n_layers, sizeof *out->layers);
     if (!cap.rows || !out->layers) {
-        free(ids);
         free(cap.rows);
-        rc = nb_err_set(err, NB_ENOMEM, "out of memory for hidden states");
-        goto done;
+        return nb_err_set(err, NB_ENOMEM, "out of memory for hidden states");
     }
     nb_engine_set_layer_hook(d->engine, on_layer, &cap);
     const float *logits;
-    rc = nb_engine_prefill(d->engine, ids, (int)n_ids, &logits, err);
+    nb_code rc = nb_engine_prefill(d->engine, ids, (int)n_ids, &logits, err);
     nb_engine_set_layer_hook(d->engine, NULL, NULL);
-    free(ids);
     if (!rc) {
         out->k = tr->k;
         nb_topk_f32(logits, nb_engine_vocab(d->engine), tr->k, out->dev_final.topk,
@@ -139,7 +132,28 @@ nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_pat
         }
     }
     free(cap.rows);
-done:
+    return rc;
+}
+
+nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_path,
+                         const char *refdir, nb_diagnosis_result *out, nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *text = prompt ? prompt : NB_DIAGNOSIS_DEFAULT_PROMPT;
+    char digest[65];
+    nb_sha256_mem_hex(text, strlen(text), digest);
+    nb_trace *tr = NULL;
+    nb_code rc = trace_path ? nb_trace_load(trace_path, &tr, err)
+                            : nb_trace_find(refdir ? refdir : nb_verify_default_refdir(),
+                                            d->model_sha256, digest, 1, &tr, err);
+    if (rc)
+        return rc;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (!(rc = check_hidden(tr, text, nb_engine_cfg(d->engine), err)) &&
+        !(rc = encode_as_reference(d, text, tr->hidden, &ids, &n_ids, err)))
+        rc = compare_prefill(d, tr, text, ids, n_ids, out, err);
+    free(ids);
     nb_trace_free(tr);
     if (rc)
         nb_diagnosis_result_free(out);

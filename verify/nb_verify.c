@@ -126,6 +126,96 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
     return NB_OK;
 }
 
+/* What one run compares: steps per prompt, top-k, and the prompts [first, last). */
+typedef struct plan {
+    int n_tokens, k, first, last;
+} plan;
+
+/* The trace must be of this model and this very prompt set. */
+static nb_code check_trace(const nb_trace *tr, const nb_deploy *d, const nb_prompts *ps,
+                           const char *ppath, nb_err *err)
+{
+    if (strcmp(tr->model_sha256, d->model_sha256))
+        return nb_err_set(err, NB_EMISMATCH, "%s: made for model %.16s, deployment has %.16s",
+                          tr->path, tr->model_sha256, d->model_sha256);
+    if (strcmp(tr->prompts_sha256, ps->sha256) || tr->n_prompts != ps->n)
+        return nb_err_set(err, NB_EMISMATCH,
+                          "%s: made for prompt set %.16s (%d prompts), %s is %.16s (%d prompts); "
+                          "regenerate with `make hf-reference`",
+                          tr->path, tr->prompts_sha256, tr->n_prompts, ppath, ps->sha256, ps->n);
+    return NB_OK;
+}
+
+/* The options against the trace: no more steps nor a wider top-k than it kept, a prompt
+ * range within the set, each prompt of it the set's line with steps enough. */
+static nb_code make_plan(const nb_verify_opts *o, const nb_trace *tr, const nb_prompts *ps,
+                         const char *ppath, plan *p, nb_err *err)
+{
+    p->n_tokens = o->n_tokens ? o->n_tokens : tr->n_tokens;
+    p->k = o->k ? o->k : tr->k;
+    if (p->n_tokens < 1 || p->n_tokens > tr->n_tokens)
+        return nb_err_set(err, NB_EINVAL, "n_tokens %d: the reference has %d steps per prompt",
+                          p->n_tokens, tr->n_tokens);
+    if (p->k < 1 || p->k > tr->k)
+        return nb_err_set(err, NB_EINVAL, "k %d: the reference kept top-%d", p->k, tr->k);
+    int total = ps->n;
+    if (o->max_prompts < 0 || o->first < 0 || o->count < 0)
+        return nb_err_set(err, NB_EINVAL, "max_prompts/first/count must be >= 0");
+    if (o->max_prompts > 0 && o->max_prompts < total)
+        total = o->max_prompts;
+    p->first = o->first;
+    p->last = o->count ? o->first + o->count : total;
+    if (p->first >= total || p->last > total)
+        return nb_err_set(err, NB_EINVAL, "prompt range [%d, %d) outside the set's %d prompts",
+                          p->first, p->last, total);
+    for (int i = p->first; i < p->last; i++)
+        if (tr->prompts[i].n_steps < p->n_tokens || strcmp(tr->prompts[i].text, ps->items[i]))
+            return nb_err_set(err, NB_EMISMATCH, "%s: prompt %d differs from %s line or is short",
+                              tr->path, i, ppath);
+    return NB_OK;
+}
+
+/* The result's records and the provenance of what it compares against. */
+static nb_code start_result(nb_verify_result *out, const plan *p, const char *ppath,
+                            const nb_prompts *ps, const nb_trace *tr, nb_err *err)
+{
+    out->recs = calloc((size_t)(p->last - p->first), sizeof *out->recs);
+    if (!out->recs)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    out->k = p->k;
+    out->n_tokens = p->n_tokens;
+    snprintf(out->prompts_path, sizeof out->prompts_path, "%s", ppath);
+    snprintf(out->prompts_sha256, sizeof out->prompts_sha256, "%s", ps->sha256);
+    snprintf(out->trace_path, sizeof out->trace_path, "%s", tr->path);
+    snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s", tr->transformers);
+    snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
+    snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
+    return NB_OK;
+}
+
+/* Each prompt of the plan in turn, until the first error or a cancel; progress after each. */
+static nb_code run_prompts(nb_deploy *d, const nb_verify_opts *o, const nb_trace *tr,
+                           const plan *p, nb_verify_result *out, nb_err *err)
+{
+    nb_code rc = NB_OK;
+    for (int i = p->first; i < p->last; i++) {
+        if (o->cancelled && o->cancelled(o->progress_user))
+            return nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts",
+                              out->n, p->last - p->first);
+        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &out->recs[out->n], err);
+        out->n++;
+        if (rc)
+            return rc;
+        if (o->progress) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "prompt %d: %s", i,
+                     out->recs[out->n - 1].gate.status == NB_GATE_PASS ? "PASS" : "FAIL");
+            o->progress(o->progress_user, out->n, p->last - p->first, msg);
+        }
+    }
+    return rc;
+}
+
 nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *out, nb_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -145,84 +235,18 @@ nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *o
     else
         rc = nb_trace_find(o->refdir ? o->refdir : nb_verify_default_refdir(), d->model_sha256,
                            ps.sha256, 0, &tr, err);
-    if (rc)
-        goto done;
-    /* The trace must be of this model and this very prompt set. */
-    if (strcmp(tr->model_sha256, d->model_sha256)) {
-        rc = nb_err_set(err, NB_EMISMATCH, "%s: made for model %.16s, deployment has %.16s",
-                        tr->path, tr->model_sha256, d->model_sha256);
-        goto done;
+    plan p = {0};
+    if (!rc)
+        rc = check_trace(tr, d, &ps, ppath, err);
+    if (!rc)
+        rc = make_plan(o, tr, &ps, ppath, &p, err);
+    if (!rc)
+        rc = start_result(out, &p, ppath, &ps, tr, err);
+    if (!rc) {
+        rc = run_prompts(d, o, tr, &p, out, err);
+        summarise(out);
+        out->wall_ms = nb_now_ms() - t0;
     }
-    if (strcmp(tr->prompts_sha256, ps.sha256) || tr->n_prompts != ps.n) {
-        rc = nb_err_set(err, NB_EMISMATCH,
-                        "%s: made for prompt set %.16s (%d prompts), %s is %.16s (%d prompts); "
-                        "regenerate with `make hf-reference`",
-                        tr->path, tr->prompts_sha256, tr->n_prompts, ppath, ps.sha256, ps.n);
-        goto done;
-    }
-    int n_tokens = o->n_tokens ? o->n_tokens : tr->n_tokens;
-    int k = o->k ? o->k : tr->k;
-    if (n_tokens < 1 || n_tokens > tr->n_tokens) {
-        rc = nb_err_set(err, NB_EINVAL, "n_tokens %d: the reference has %d steps per prompt",
-                        n_tokens, tr->n_tokens);
-        goto done;
-    }
-    if (k < 1 || k > tr->k) {
-        rc = nb_err_set(err, NB_EINVAL, "k %d: the reference kept top-%d", k, tr->k);
-        goto done;
-    }
-    int total = ps.n;
-    if (o->max_prompts < 0 || o->first < 0 || o->count < 0) {
-        rc = nb_err_set(err, NB_EINVAL, "max_prompts/first/count must be >= 0");
-        goto done;
-    }
-    if (o->max_prompts > 0 && o->max_prompts < total)
-        total = o->max_prompts;
-    int first = o->first, last = o->count ? o->first + o->count : total;
-    if (first >= total || last > total) {
-        rc = nb_err_set(err, NB_EINVAL, "prompt range [%d, %d) outside the set's %d prompts",
-                        first, last, total);
-        goto done;
-    }
-    for (int i = first; i < last; i++)
-        if (tr->prompts[i].n_steps < n_tokens || strcmp(tr->prompts[i].text, ps.items[i])) {
-            rc = nb_err_set(err, NB_EMISMATCH, "%s: prompt %d differs from %s line or is short",
-                            tr->path, i, ppath);
-            goto done;
-        }
-    out->recs = calloc((size_t)(last - first), sizeof *out->recs);
-    if (!out->recs) {
-        rc = nb_err_set(err, NB_ENOMEM, "out of memory");
-        goto done;
-    }
-    out->k = k;
-    out->n_tokens = n_tokens;
-    snprintf(out->prompts_path, sizeof out->prompts_path, "%s", ppath);
-    snprintf(out->prompts_sha256, sizeof out->prompts_sha256, "%s", ps.sha256);
-    snprintf(out->trace_path, sizeof out->trace_path, "%s", tr->path);
-    snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s", tr->transformers);
-    snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
-    snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
-    for (int i = first; i < last; i++) {
-        if (o->cancelled && o->cancelled(o->progress_user)) {
-            rc = nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts", out->n,
-                            last - first);
-            break;
-        }
-        rc = verify_prompt(d, &tr->prompts[i], i, n_tokens, k, &out->recs[out->n], err);
-        out->n++;
-        if (rc)
-            break;
-        if (o->progress) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "prompt %d: %s", i,
-                     out->recs[out->n - 1].gate.status == NB_GATE_PASS ? "PASS" : "FAIL");
-            o->progress(o->progress_user, out->n, last - first, msg);
-        }
-    }
-    summarise(out);
-    out->wall_ms = nb_now_ms() - t0;
-done:
     nb_trace_free(tr);
     nb_prompts_free(&ps);
     if (rc)

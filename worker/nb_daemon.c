@@ -174,11 +174,12 @@ static nb_code pack(const void *msg, uint8_t **buf, size_t *len, nb_err *err)
 
 /* ---- registration ------------------------------------------------------------------------ */
 
-static nb_code do_register(nb_daemon *d, nb_err *err)
+/* The RegisterRequest, packed: who this worker is and the deployments it serves. */
+static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n_deps,
+                             nb_err *err)
 {
     Npubench__Deployment **deps = NULL;
-    size_t n_deps = 0;
-    nb_code rc = nb_executor_advertise(d->ctx, &deps, &n_deps, err);
+    nb_code rc = nb_executor_advertise(d->ctx, &deps, n_deps, err);
     if (rc)
         return rc;
     Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
@@ -195,18 +196,45 @@ static nb_code do_register(nb_daemon *d, nb_err *err)
     info.backends = (char **)d->backends;
     info.n_backends = d->n_backends;
     info.deployments = deps;
-    info.n_deployments = n_deps;
+    info.n_deployments = *n_deps;
     info.device_id = d->device;
     info.version = d->version;
     info.instance_id = d->instance_id;
     Npubench__RegisterRequest req = NPUBENCH__REGISTER_REQUEST__INIT;
     req.info = &info;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    rc = pack(&req, &buf, &len, err);
-    for (size_t i = 0; i < n_deps; i++)
+    rc = pack(&req, buf, len, err);
+    for (size_t i = 0; i < *n_deps; i++)
         nb_jobpb_free(deps[i]);
     free(deps);
+    return rc;
+}
+
+/* Takes the coordinator's answer: our id, and a shorter heartbeat if it asks for one. */
+static void take_registration(nb_daemon *d, const Npubench__RegisterResponse *resp,
+                              size_t n_deps)
+{
+    pthread_mutex_lock(&d->mu);
+    int first = !d->worker_id[0] || strcmp(d->worker_id, resp->worker_id);
+    snprintf(d->worker_id, sizeof d->worker_id, "%s", resp->worker_id);
+    d->registered = 1;
+    d->need_register = 0;
+    d->stats.registrations++;
+    if (resp->heartbeat_interval_ms > 0 && resp->heartbeat_interval_ms < d->hb_ms)
+        d->hb_ms = resp->heartbeat_interval_ms;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    if (first)
+        dlog(d, "registered with %s as %s (board %s, device %s, %zu deployments)", d->url,
+             resp->worker_id, d->board, d->device, n_deps);
+    else
+        dlog(d, "re-registered with %s as %s", d->url, resp->worker_id);
+}
+
+static nb_code do_register(nb_daemon *d, nb_err *err)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0, n_deps = 0;
+    nb_code rc = pack_register(d, &buf, &len, &n_deps, err);
     if (rc)
         return rc;
     Npubench__RegisterResponse *resp = NULL;
@@ -227,21 +255,7 @@ static nb_code do_register(nb_daemon *d, nb_err *err)
         }
         return rc;
     }
-    pthread_mutex_lock(&d->mu);
-    int first = !d->worker_id[0] || strcmp(d->worker_id, resp->worker_id);
-    snprintf(d->worker_id, sizeof d->worker_id, "%s", resp->worker_id);
-    d->registered = 1;
-    d->need_register = 0;
-    d->stats.registrations++;
-    if (resp->heartbeat_interval_ms > 0 && resp->heartbeat_interval_ms < d->hb_ms)
-        d->hb_ms = resp->heartbeat_interval_ms;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-    if (first)
-        dlog(d, "registered with %s as %s (board %s, device %s, %zu deployments)", d->url,
-             resp->worker_id, d->board, d->device, n_deps);
-    else
-        dlog(d, "re-registered with %s as %s", d->url, resp->worker_id);
+    take_registration(d, resp, n_deps);
     nb_wire_free(resp);
     return NB_OK;
 }
@@ -438,6 +452,100 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
 
 /* ---- the lease loop --------------------------------------------------------------------- */
 
+/* What the lease loop does after a step. */
+typedef enum step { STEP_NEXT, STEP_STOP } step;
+
+/* Registers; on a failure waits out a backoff, or stops where the failure is fatal. */
+static step register_step(nb_daemon *d, int *failures)
+{
+    nb_err err;
+    if (do_register(d, &err) == NB_OK) {
+        *failures = 0;
+        return STEP_NEXT;
+    }
+    pthread_mutex_lock(&d->mu);
+    d->stats.connect_failures++;
+    int fatal = d->fatal != NB_OK;
+    pthread_mutex_unlock(&d->mu);
+    if (fatal)
+        return STEP_STOP;
+    int wait = backoff_ms(d, (*failures)++);
+    dlog(d, "coordinator %s: %s; retrying in %d ms", d->url, err.msg, wait);
+    nap(d, wait, &d->stopping);
+    return STEP_NEXT;
+}
+
+/* The lease call, resent on a timeout under the same request id: a lease granted while our
+ * reply got lost comes back on the resend (the coordinator's response cache). */
+static nb_code call_lease(nb_daemon *d, const uint8_t *buf, size_t len,
+                          Npubench__LeaseJobResponse **resp, int *status, nb_err *err)
+{
+    uint64_t id = nb_rpc_client_new_id(d->cli);
+    nb_code rc = NB_OK;
+    for (int tries = 0; tries < 3; tries++) {
+        rc = call(d, M_LEASE, id, buf, len, d->wait_ms + d->rpc_ms,
+                  &npubench__lease_job_response__descriptor, resp, status, err);
+        if (rc != NB_ETIMEOUT || d->stopping)
+            break;
+    }
+    return rc;
+}
+
+/* After a failed lease call: register again where the coordinator lost us, stop where it
+ * refuses our credentials, else back off and reconnect. */
+static step lease_failed(nb_daemon *d, int status, const nb_err *err, int *failures)
+{
+    if (status == NB_RPC_NOT_FOUND) { /* the coordinator lost us (restart) */
+        dlog(d, "coordinator: %s; registering again", err->msg);
+        pthread_mutex_lock(&d->mu);
+        d->need_register = 1;
+        pthread_mutex_unlock(&d->mu);
+        return STEP_NEXT;
+    }
+    if (status == NB_RPC_UNAUTHENTICATED) {
+        set_fatal(d, err);
+        return STEP_STOP;
+    }
+    pthread_mutex_lock(&d->mu);
+    d->stats.connect_failures++;
+    /* it may come back as a fresh process: register again then */
+    d->need_register = 1;
+    pthread_mutex_unlock(&d->mu);
+    int wait = backoff_ms(d, (*failures)++);
+    dlog(d, "coordinator %s unreachable (%s); reconnecting in %d ms", d->url, err->msg, wait);
+    nap(d, wait, &d->stopping);
+    return STEP_NEXT;
+}
+
+/* Asks for a job (a long poll) and runs the one granted. */
+static step lease_step(nb_daemon *d, char *wid, int *failures)
+{
+    Npubench__LeaseJobRequest req = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+    req.worker_id = wid;
+    req.wait_ms = d->wait_ms;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nb_err err;
+    if (pack(&req, &buf, &len, &err)) {
+        set_fatal(d, &err);
+        return STEP_STOP;
+    }
+    Npubench__LeaseJobResponse *resp = NULL;
+    int status = 0;
+    double t0 = nb_now_ms();
+    nb_code rc = call_lease(d, buf, len, &resp, &status, &err);
+    free(buf);
+    if (rc)
+        return lease_failed(d, status, &err, failures);
+    *failures = 0;
+    if (resp->lease)
+        run_lease(d, resp->lease);
+    else if (nb_now_ms() - t0 < 50) /* a coordinator that does not long-poll */
+        nap(d, 200, &d->stopping);
+    nb_wire_free(resp);
+    return STEP_NEXT;
+}
+
 static void *lease_main(void *u)
 {
     nb_daemon *d = u;
@@ -450,76 +558,8 @@ static void *lease_main(void *u)
         pthread_mutex_unlock(&d->mu);
         if (stop)
             break;
-        nb_err err;
-        if (need) {
-            nb_code rc = do_register(d, &err);
-            if (rc) {
-                pthread_mutex_lock(&d->mu);
-                d->stats.connect_failures++;
-                int fatal = d->fatal != NB_OK;
-                pthread_mutex_unlock(&d->mu);
-                if (fatal)
-                    break;
-                int wait = backoff_ms(d, failures++);
-                dlog(d, "coordinator %s: %s; retrying in %d ms", d->url, err.msg, wait);
-                nap(d, wait, &d->stopping);
-                continue;
-            }
-            failures = 0;
-            continue;
-        }
-        Npubench__LeaseJobRequest req = NPUBENCH__LEASE_JOB_REQUEST__INIT;
-        req.worker_id = wid;
-        req.wait_ms = d->wait_ms;
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        if (pack(&req, &buf, &len, &err)) {
-            set_fatal(d, &err);
+        if ((need ? register_step(d, &failures) : lease_step(d, wid, &failures)) == STEP_STOP)
             break;
-        }
-        /* A lease granted while our reply got lost comes back on a resend with the
-         * same request id (the coordinator's response cache). */
-        uint64_t id = nb_rpc_client_new_id(d->cli);
-        Npubench__LeaseJobResponse *resp = NULL;
-        int status = 0;
-        nb_code rc = NB_OK;
-        double t0 = nb_now_ms();
-        for (int tries = 0; tries < 3; tries++) {
-            rc = call(d, M_LEASE, id, buf, len, d->wait_ms + d->rpc_ms,
-                      &npubench__lease_job_response__descriptor, &resp, &status, &err);
-            if (rc != NB_ETIMEOUT || d->stopping)
-                break;
-        }
-        free(buf);
-        if (rc) {
-            if (status == NB_RPC_NOT_FOUND) { /* the coordinator lost us (restart) */
-                dlog(d, "coordinator: %s; registering again", err.msg);
-                pthread_mutex_lock(&d->mu);
-                d->need_register = 1;
-                pthread_mutex_unlock(&d->mu);
-                continue;
-            }
-            if (status == NB_RPC_UNAUTHENTICATED) {
-                set_fatal(d, &err);
-                break;
-            }
-            pthread_mutex_lock(&d->mu);
-            d->stats.connect_failures++;
-            /* it may come back as a fresh process: register again then */
-            d->need_register = 1;
-            pthread_mutex_unlock(&d->mu);
-            int wait = backoff_ms(d, failures++);
-            dlog(d, "coordinator %s unreachable (%s); reconnecting in %d ms", d->url, err.msg,
-                 wait);
-            nap(d, wait, &d->stopping);
-            continue;
-        }
-        failures = 0;
-        if (resp->lease)
-            run_lease(d, resp->lease);
-        else if (nb_now_ms() - t0 < 50) /* a coordinator that does not long-poll */
-            nap(d, 200, &d->stopping);
-        nb_wire_free(resp);
     }
     pthread_mutex_lock(&d->mu);
     d->lease_done = 1;
@@ -529,6 +569,75 @@ static void *lease_main(void *u)
 }
 
 /* ---- the heartbeat ------------------------------------------------------------------------- */
+
+/* One Heartbeat: liveness and progress; its answer asks us to register again or cancels
+ * the current job. Fails only where the message cannot be packed (no call is made). */
+static nb_code send_heartbeat(nb_daemon *d, char *wid, char *lease, int64_t job,
+                              Npubench__Progress *prog)
+{
+    Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
+    hb.worker_id = wid;
+    hb.current_job_id = job;
+    hb.lease_id = lease;
+    hb.progress = job ? prog : NULL;
+    hb.unix_ms = nb_wall_ms();
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nb_err err;
+    nb_code rc = pack(&hb, &buf, &len, &err);
+    if (rc)
+        return rc;
+    Npubench__HeartbeatResponse *resp = NULL;
+    int status = 0;
+    rc = call(d, M_HEARTBEAT, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
+              &npubench__heartbeat_response__descriptor, &resp, &status, &err);
+    free(buf);
+    pthread_mutex_lock(&d->mu);
+    if (!rc) {
+        d->stats.heartbeats++;
+        if (resp->reregister)
+            d->need_register = 1;
+        for (size_t i = 0; i < resp->n_cancels; i++)
+            if (job && resp->cancels[i]->job_id == job && d->job_id == job) {
+                d->cancel = d->cancel_by_coordinator = 1;
+                emit(d, "cancel requested by the coordinator");
+            }
+    } else if (status == NB_RPC_NOT_FOUND)
+        d->need_register = 1;
+    pthread_mutex_unlock(&d->mu);
+    nb_wire_free(resp);
+    return NB_OK;
+}
+
+/* Progress renews the lease; its answer also carries cancellation. */
+static void report_progress(nb_daemon *d, char *wid, char *lease, int64_t job,
+                            Npubench__Progress *prog)
+{
+    Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
+    pr.worker_id = wid;
+    pr.lease_id = lease;
+    pr.job_id = job;
+    pr.progress = prog;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nb_err err;
+    if (pack(&pr, &buf, &len, &err))
+        return;
+    Npubench__ReportProgressResponse *presp = NULL;
+    int status = 0;
+    nb_code rc = call(d, M_PROGRESS, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
+                      &npubench__report_progress_response__descriptor, &presp, &status, &err);
+    free(buf);
+    if (!rc && presp->cancel) {
+        pthread_mutex_lock(&d->mu);
+        if (d->job_id == job && !d->cancel) {
+            d->cancel = d->cancel_by_coordinator = 1;
+            emit(d, "job cancelled by the coordinator");
+        }
+        pthread_mutex_unlock(&d->mu);
+    }
+    nb_wire_free(presp);
+}
 
 static void heartbeat_once(nb_daemon *d)
 {
@@ -548,59 +657,8 @@ static void heartbeat_once(nb_daemon *d)
     prog.done = done;
     prog.total = total;
     prog.message = msg;
-    Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
-    hb.worker_id = wid;
-    hb.current_job_id = job;
-    hb.lease_id = lease;
-    hb.progress = job ? &prog : NULL;
-    hb.unix_ms = nb_wall_ms();
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    nb_err err;
-    if (pack(&hb, &buf, &len, &err))
-        return;
-    Npubench__HeartbeatResponse *resp = NULL;
-    int status = 0;
-    nb_code rc = call(d, M_HEARTBEAT, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
-                      &npubench__heartbeat_response__descriptor, &resp, &status, &err);
-    free(buf);
-    pthread_mutex_lock(&d->mu);
-    if (!rc) {
-        d->stats.heartbeats++;
-        if (resp->reregister)
-            d->need_register = 1;
-        for (size_t i = 0; i < resp->n_cancels; i++)
-            if (job && resp->cancels[i]->job_id == job && d->job_id == job) {
-                d->cancel = d->cancel_by_coordinator = 1;
-                emit(d, "cancel requested by the coordinator");
-            }
-    } else if (status == NB_RPC_NOT_FOUND)
-        d->need_register = 1;
-    pthread_mutex_unlock(&d->mu);
-    nb_wire_free(resp);
-    if (!job)
-        return;
-    /* Progress renews the lease; its answer also carries cancellation. */
-    Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
-    pr.worker_id = wid;
-    pr.lease_id = lease;
-    pr.job_id = job;
-    pr.progress = &prog;
-    if (pack(&pr, &buf, &len, &err))
-        return;
-    Npubench__ReportProgressResponse *presp = NULL;
-    rc = call(d, M_PROGRESS, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
-              &npubench__report_progress_response__descriptor, &presp, &status, &err);
-    free(buf);
-    if (!rc && presp->cancel) {
-        pthread_mutex_lock(&d->mu);
-        if (d->job_id == job && !d->cancel) {
-            d->cancel = d->cancel_by_coordinator = 1;
-            emit(d, "job cancelled by the coordinator");
-        }
-        pthread_mutex_unlock(&d->mu);
-    }
-    nb_wire_free(presp);
+    if (send_heartbeat(d, wid, lease, job, &prog) == NB_OK && job)
+        report_progress(d, wid, lease, job, &prog);
 }
 
 static void *hb_main(void *u)

@@ -30,14 +30,12 @@ nb_code nb_devlock_dir(char *buf, size_t cap, nb_err *err)
     return NB_OK;
 }
 
-nb_code nb_devlock_acquire(const char *device_id, const char *dir, nb_devlock **out,
-                           nb_err *err)
+/* The device id as a file name: ':' becomes '_'; other characters must be safe already. */
+static nb_code file_name(const char *device_id, char name[80], nb_err *err)
 {
-    *out = NULL;
     size_t n = strlen(device_id);
     if (!n || n > 64)
         return nb_err_set(err, NB_EINVAL, "device id '%s': must be 1..64 characters", device_id);
-    char name[80];
     for (size_t i = 0; i < n; i++) {
         char c = device_id[i];
         int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -48,8 +46,41 @@ nb_code nb_devlock_acquire(const char *device_id, const char *dir, nb_devlock **
         name[i] = c == ':' ? '_' : c;
     }
     name[n] = '\0';
-    char d[900];
-    nb_code rc = NB_OK;
+    return NB_OK;
+}
+
+/* flock on the open file, then our pid inside it; a holder's pid goes into the error. */
+static nb_code claim(nb_devlock *l, const char *device_id, nb_err *err)
+{
+    if (flock(l->fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t got = pread(l->fd, pid, sizeof pid - 1, 0);
+        pid[got > 0 ? got : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (e == EWOULDBLOCK)
+            return nb_err_set(err, NB_EUNAVAIL,
+                              "device %s is already claimed by pid %s (lock %s); one worker per "
+                              "device: stop that worker or pick another --device",
+                              device_id, pid[0] ? pid : "unknown", l->path);
+        return nb_err_set(err, NB_EIO, "device lock %s: flock: %s", l->path, strerror(e));
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(l->fd, 0) || pwrite(l->fd, pid, (size_t)len, 0) != len)
+        return nb_err_set(err, NB_EIO, "device lock %s: writing the pid: %s", l->path,
+                          strerror(errno));
+    return NB_OK;
+}
+
+nb_code nb_devlock_acquire(const char *device_id, const char *dir, nb_devlock **out,
+                           nb_err *err)
+{
+    *out = NULL;
+    char name[80], d[900];
+    nb_code rc = file_name(device_id, name, err);
+    if (rc)
+        return rc;
     if (dir && *dir) {
         snprintf(d, sizeof d, "%s", dir);
         rc = nb_file_mkdirs(d, err);
@@ -67,28 +98,7 @@ nb_code nb_devlock_acquire(const char *device_id, const char *dir, nb_devlock **
         free(l);
         return rc;
     }
-    if (flock(l->fd, LOCK_EX | LOCK_NB)) {
-        int e = errno;
-        char pid[32] = "";
-        ssize_t got = pread(l->fd, pid, sizeof pid - 1, 0);
-        pid[got > 0 ? got : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        close(l->fd);
-        if (e == EWOULDBLOCK)
-            rc = nb_err_set(err, NB_EUNAVAIL,
-                            "device %s is already claimed by pid %s (lock %s); one worker per "
-                            "device: stop that worker or pick another --device",
-                            device_id, pid[0] ? pid : "unknown", l->path);
-        else
-            rc = nb_err_set(err, NB_EIO, "device lock %s: flock: %s", l->path, strerror(e));
-        free(l);
-        return rc;
-    }
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(l->fd, 0) || pwrite(l->fd, pid, (size_t)len, 0) != len) {
-        rc = nb_err_set(err, NB_EIO, "device lock %s: writing the pid: %s", l->path,
-                        strerror(errno));
+    if ((rc = claim(l, device_id, err))) {
         close(l->fd);
         free(l);
         return rc;
