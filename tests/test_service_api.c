@@ -568,26 +568,39 @@ static void test_lease_expiry_requeues(void **s)
     stop(&e);
 }
 
+/* Two CPU workers a and b, a verify-full submitted in two shards, each leased: ids[0] is
+ * the group. */
+static void two_shards(env *e, char **a, char **b, int64_t ids[8], Npubench__Lease **la,
+                       Npubench__Lease **lb)
+{
+    int st;
+    *a = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    *b = reg(e, "b1", "cpu:1", "inst-b", NULL, &st);
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
+                            ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(n, 3); /* the group and its two shards */
+    *la = lease(e, *a, 2000);
+    *lb = lease(e, *b, 2000);
+    assert_non_null(*la);
+    assert_non_null(*lb);
+    assert_non_null((*la)->spec->shard);
+    assert_non_null((*lb)->spec->shard);
+}
+
 static void test_shards_merge_like_one_worker(void **s)
 {
     (void)s;
     env e;
     start(&e, NULL, NULL);
-    int st;
-    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    char *a, *b;
     int64_t ids[8];
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
-                            ids, &n, msg, sizeof msg),
-                     0);
-    assert_int_equal(n, 3); /* the group and its two shards */
-    Npubench__Lease *la = lease(&e, a, 2000), *lb = lease(&e, b, 2000);
-    assert_non_null(la);
-    assert_non_null(lb);
-    assert_non_null(la->spec->shard);
-    assert_non_null(lb->spec->shard);
+    Npubench__Lease *la, *lb;
+    two_shards(&e, &a, &b, ids, &la, &lb);
     int acc;
     Npubench__Lease *ls[2] = {la, lb};
     const char *ws[2] = {a, b};
@@ -649,18 +662,13 @@ static void test_shards_need_prompt_ranges(void **s)
     (void)s;
     env e;
     start(&e, NULL, NULL);
-    int st;
-    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    char *a, *b;
     int64_t ids[8];
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
-                            ids, &n, msg, sizeof msg),
-                     0);
-    assert_int_equal(n, 3);
-    Npubench__Lease *la = lease(&e, a, 2000), *lb = lease(&e, b, 2000);
-    int acc = 0;
+    Npubench__Lease *la, *lb;
+    two_shards(&e, &a, &b, ids, &la, &lb);
+    int st, acc = 0;
     Npubench__JobResult *r = run_result(la->job_id, "b1", 10.0); /* no JobResult.verify */
     assert_int_equal(report(&e, a, la, r, &acc), 0);
     assert_true(acc);

@@ -315,7 +315,7 @@ static void test_lab_exec(void **s)
         {"air-fail", "llama32_1b.py", "fail", ""},
         {"air-nometric", "llama32_1b_q4nx.py", "nometric", ""},
         {"air-crash", "llama32_3b.py", "crash", ""},
-        {"air-hang", "qwen25_0_5b.py", "hang", ", \"timeout_s\": 2"},
+        {"air-hang", "qwen25_0_5b.py", "hang", ", \"timeout_s\": 5"},
     };
     static char file[65536];
     size_t len = (size_t)snprintf(file, sizeof file, "{\"deployments\": [");
@@ -400,7 +400,7 @@ static void test_lab_exec(void **s)
     free(r.out);
     r = cli("submit run --model air-hang --wait --coordinator '%s'", url);
     assert_true(r.code != 0 && r.code != 1);
-    assert_non_null(strstr(r.out, "timed out after 2 s"));
+    assert_non_null(strstr(r.out, "timed out after 5 s"));
     free(r.out);
     assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE outcome = 'PASS'"), runs_before);
     assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE tps = 0"), 0);

@@ -96,14 +96,11 @@ static nb_code record_common(json_object *r, const char *what, const rec_fields 
     return NB_OK;
 }
 
-/* mlir-air's TopKCheckRecord: tokens, top-5 lists and 1-based ranks at the divergence only;
- * texts as the runner rendered them (quoted, markdown-escaped). */
-static nb_code record_air(json_object *r, const char *what, int n_tokens, nb_verify_record *v,
-                          nb_err *err)
+/* After record_common: mlir-air's TopKCheckRecord: tokens, top-5 lists and 1-based ranks
+ * at the divergence only; texts as the runner rendered them (quoted, markdown-escaped). */
+static nb_code record_air(json_object *r, const char *what, nb_verify_record *v, nb_err *err)
 {
-    nb_code rc = record_common(r, what, &AIR, n_tokens, v, err);
-    if (rc)
-        return rc;
+    nb_code rc = NB_OK;
     nb_gate_result *g = &v->gate;
     int64_t tr = need(r, what, "test_chosen_rank_in_ref", 1, NB_GATE_K_MAX, 0, &rc, err);
     int64_t rr = need(r, what, "ref_chosen_rank_in_test", 1, NB_GATE_K_MAX, 0, &rc, err);
@@ -132,13 +129,10 @@ static nb_code record_air(json_object *r, const char *what, int n_tokens, nb_ver
     return ok ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory reading %s", what);
 }
 
-/* npubench's record: every step's tokens (topk_checks) and the top lists at top step. */
-static nb_code record_ours(json_object *r, const char *what, int n_tokens, nb_verify_record *v,
-                           nb_err *err)
+/* After record_common: npubench's record: every step's tokens (topk_checks) and the top
+ * lists at the top step. */
+static nb_code record_ours(json_object *r, const char *what, nb_verify_record *v, nb_err *err)
 {
-    nb_code rc = record_common(r, what, &OURS, n_tokens, v, err);
-    if (rc)
-        return rc;
     nb_gate_result *g = &v->gate;
     json_object *dev = nb_json_get_type(r, "device", json_type_object),
                 *ref = nb_json_get_type(r, "reference", json_type_object);
@@ -238,8 +232,9 @@ nb_code nb_exec_report_verify(json_object *root, const char *what, int k_dflt,
         if (!ours && strcmp(nb_json_str(r, "pair", "npu_vs_hf", NULL), "npu_vs_hf"))
             continue;
         nb_verify_record *v = &out->recs[out->n++]; /* counted first: freed on error */
-        rc = ours ? record_ours(r, w, out->n_tokens, v, err)
-                  : record_air(r, w, out->n_tokens, v, err);
+        rc = record_common(r, w, ours ? &OURS : &AIR, out->n_tokens, v, err);
+        if (!rc)
+            rc = ours ? record_ours(r, w, v, err) : record_air(r, w, v, err);
         if (!rc && v->gate.status == NB_GATE_PASS)
             out->n_pass++;
         else if (!rc)
