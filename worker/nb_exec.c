@@ -250,6 +250,10 @@ static nb_code run_once(const nb_exec_deploy *d, const Npubench__JobSpec *spec,
     *wall_ms += pr.wall_ms;
     char tail[TAIL_BYTES + 8];
     tail_of(pr.output, pr.len, tail, sizeof tail);
+    if (pr.dropped) /* the summary lines come last: say why they may not have been read */
+        note(hooks, "npubench: %zu bytes of output past exec.max_output_kb (%zu KiB) were not "
+                    "read; raise it if the summary lines are missing",
+             pr.dropped, d->max_output / 1024);
     nb_exec_out_parse(pr.output, pr.len, o);
     int is_verify = spec->kind == NPUBENCH__JOB_KIND__VERIFY ||
                     spec->kind == NPUBENCH__JOB_KIND__VERIFY_FULL;

@@ -14,7 +14,7 @@ typedef struct nb_exec_proc_opts {
     char *const *env;         /* "KEY=VALUE" added to (overriding) the worker's; NULL ok */
     int64_t timeout_ms;       /* <= 0: none; on expiry SIGTERM, then SIGKILL after 2 s */
     size_t max_output;        /* bytes of stdout+stderr kept [1 MiB]; the rest is counted */
-    /* polled every 100 ms: non-zero kills the process (NB_ECANCELED) */
+    /* polled every 100 ms: non-zero kills the process group (result.cancelled) */
     int (*cancelled)(void *user);
     /* called for each complete output line (without the newline), as it arrives */
     void (*line)(void *user, const char *line);
