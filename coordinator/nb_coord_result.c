@@ -102,11 +102,14 @@ nb_code result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *k
 
     const Npubench__Metrics *m = res->metrics;
     if (m) {
-        run->value[NB_METRIC_TTFT] = m->ttft_ms;
+        /* 0 is "not printed" (an exec deployment's script without a TTFT line), never a
+         * measurement: stored as unknown so it neither plots nor gates. */
+        run->value[NB_METRIC_TTFT] = dv(m->ttft_ms, m->ttft_ms > 0);
         run->value[NB_METRIC_TPS] = m->tps;
         run->value[NB_METRIC_DECODE] = m->decode_ms_per_token;
         run->value[NB_METRIC_TPOT] = dv(m->tpot_ms, m->tpot_ms > 0);
-        run->prompt_tokens = m->prompt_tokens;
+        run->prompt_tokens = m->prompt_tokens > 0 ? m->prompt_tokens : -1;
+        run->context_len = m->context_len > 0 ? m->context_len : -1;
         run->generated_tokens = m->generated_tokens;
         run->reps = (int)m->n_samples;
         nb_db_sample *s = nb_arena_calloc(a, m->n_samples, sizeof *s);
@@ -116,7 +119,7 @@ nb_code result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *k
         for (size_t i = 0; i < m->n_samples; i++) {
             const Npubench__Sample *x = m->samples[i];
             s[i].rep = (int)i;
-            s[i].v[NB_METRIC_TTFT] = x->ttft_ms;
+            s[i].v[NB_METRIC_TTFT] = dv(x->ttft_ms, x->ttft_ms > 0);
             s[i].v[NB_METRIC_TPS] = x->tps;
             s[i].v[NB_METRIC_DECODE] = x->decode_ms_per_token;
             s[i].v[NB_METRIC_TPOT] = dv(x->tpot_ms, x->generated_tokens >= 2);
@@ -318,6 +321,19 @@ static nb_code commit_failed(nb_coord *c, const nb_db_job *j, const char *lease_
     return rc;
 }
 
+/* A shard whose worker ran it but returned no verify result (a deployment that cannot
+ * produce one): failed now, naming that, instead of refusing the result until the lease
+ * has expired max_attempts times. */
+static nb_code commit_no_verify(nb_coord *c, const nb_db_job *j, const char *lease_id,
+                                const Npubench__JobResult *res, int *accepted, nb_err *err)
+{
+    Npubench__JobResult failed = *res;
+    failed.status = NPUBENCH__STATUS_CODE__INVALID_ARGUMENT;
+    failed.status_message = (char *)"shard yielded no verify result (JobResult.verify absent): "
+                                    "its deployment's verify_full did not produce a gate";
+    return commit_failed(c, j, lease_id, &failed, accepted, err);
+}
+
 /* One shard of a verify-full group: no run of its own; the last shard to
  * finish merges them all into the group's run, in the same transaction. */
 static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *group,
@@ -393,9 +409,12 @@ nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
         goto out;
     Npubench__WorkerInfo *info = reg_info(c, worker_id);
     const char *board = info ? info->board_name : "";
+    int is_shard = j.parent_id && !strcmp(parent.kind, "verify-full");
     if (res->status != NPUBENCH__STATUS_CODE__OK)
         rc = commit_failed(c, &j, lease_id, res, accepted, err);
-    else if (j.parent_id && !strcmp(parent.kind, "verify-full"))
+    else if (is_shard && !res->verify)
+        rc = commit_no_verify(c, &j, lease_id, res, accepted, err);
+    else if (is_shard)
         rc = commit_shard(c, &j, &parent, lease_id, res, board, accepted, err);
     else
         rc = commit_single(c, &j, spec, lease_id, res, board, accepted, err);

@@ -170,9 +170,13 @@ int sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
 int sched_pred(const nb_db_job *job, void *ud)
 {
     const Npubench__WorkerInfo *w = ud;
-    return sched_worker_serves(w, w->worker_id, job->sel_backend, job->sel_board,
-                               job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0,
-                               NULL);
+    int dep = -1;
+    if (!sched_worker_serves(w, w->worker_id, job->sel_backend, job->sel_board,
+                             job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0, &dep))
+        return 0;
+    /* A prompt-range shard run whole would verify every prompt under a shard's name. */
+    return strcmp(job->kind, "verify-full-shard") || dep < 0 ||
+           !w->deployments[dep]->no_prompt_range;
 }
 
 /* Joins items into a comma list that fits cap (whole items only). */
@@ -390,20 +394,28 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
     return rc;
 }
 
-/* Verify-full shards: how many idle live workers serve spec. */
-static int idle_matching(nb_coord *c, const sched_sel *ss)
+/* Verify-full shards: how many idle live workers serve spec, and whether every live one
+ * that does can run a prompt range (*ranges_ok): one that cannot (an exec deployment
+ * driving mlir-air's verify runner) makes verify-full one job. */
+static int idle_matching(nb_coord *c, const sched_sel *ss, int *ranges_ok)
 {
     pool p;
     nb_err e;
+    *ranges_ok = 0;
     if (pool_load(c, &p, &e))
         return 0;
     int n = 0;
+    *ranges_ok = 1;
     for (size_t i = 0; i < p.n; i++) {
         pool_worker *w = &p.w[i];
-        if (w->db.state == NB_WORKER_ALIVE && w->info && !w->busy &&
-            sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
-                                ss->deployment, ss->tags, NULL, NULL, 0, NULL))
-            n++;
+        int dep = -1;
+        if (w->db.state != NB_WORKER_ALIVE || !w->info ||
+            !sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
+                                 ss->deployment, ss->tags, NULL, NULL, 0, &dep))
+            continue;
+        n += !w->busy;
+        if (dep >= 0 && w->info->deployments[dep]->no_prompt_range)
+            *ranges_ok = 0;
     }
     pool_free(&p);
     return n;
@@ -490,7 +502,9 @@ nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t
             goto out;
         group_kind = "matrix";
     } else if (spec->kind == NPUBENCH__JOB_KIND__VERIFY_FULL && !spec->shard) {
-        int want = req->shards > 0 ? req->shards : idle_matching(c, &ss);
+        int ranges_ok;
+        int idle = idle_matching(c, &ss, &ranges_ok);
+        int want = !ranges_ok ? 1 : req->shards > 0 ? req->shards : idle;
         if ((rc = plan_shards(c, spec, want, &plans, &np, err)))
             goto out;
         group_kind = "verify-full";

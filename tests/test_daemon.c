@@ -437,7 +437,7 @@ static void test_register_lease_result(void **state)
     (void)state;
     env e;
     char run[1200];
-    snprintf(run, sizeof run, "sh %s run", fx("exec_pass.sh"));
+    snprintf(run, sizeof run, "python3 %s run", fx("mlir-air/llama32_1b.py"));
     exec_env(&e, run);
     fake f = {0};
     char url[128];
@@ -487,7 +487,7 @@ static void test_result_retry_same_id(void **state)
     (void)state;
     env e;
     char run[1200];
-    snprintf(run, sizeof run, "sh %s run", fx("exec_pass.sh"));
+    snprintf(run, sizeof run, "python3 %s run", fx("mlir-air/llama32_1b.py"));
     exec_env(&e, run);
     fake f = {0};
     f.result_delay_first_ms = 1500; /* > the worker's rpc timeout */
@@ -522,7 +522,7 @@ static void test_backoff_and_reregister(void **state)
     (void)state;
     env e;
     char run[1200];
-    snprintf(run, sizeof run, "sh %s run", fx("exec_pass.sh"));
+    snprintf(run, sizeof run, "python3 %s run", fx("mlir-air/llama32_1b.py"));
     exec_env(&e, run);
     char url[128];
     fake_url(url, sizeof url);

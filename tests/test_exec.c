@@ -8,19 +8,26 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nb_exec.h"
+#include "nb_exec_out.h"
+#include "nb_exec_proc.h"
 #include "nb_executor.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_json.h"
 #include "nb_time.h"
+#include "nb_verify.h"
+#include "nb_bench.h"
+#include "nb_diagnosis.h"
 #include "testutil.h"
 
 static char fixture[1024];
@@ -39,7 +46,7 @@ static void test_split(void **state)
     char **av;
     int ac;
     nb_err err;
-    assert_int_equal(nb_exec_split("make -C 'dir with space' PROMPT=\"say \\\"hi\\\" \\$x\" a\\ b",
+    assert_int_equal(nb_exec_deploy_split("make -C 'dir with space' PROMPT=\"say \\\"hi\\\" \\$x\" a\\ b",
                                    &av, &ac, &err), NB_OK);
     assert_int_equal(ac, 5);
     assert_string_equal(av[0], "make");
@@ -50,83 +57,130 @@ static void test_split(void **state)
     assert_null(av[5]);
     free(av);
     /* no expansion, empty quotes make an empty word, blanks collapse */
-    assert_int_equal(nb_exec_split("  echo  $HOME '' \"*\"  ", &av, &ac, &err), NB_OK);
+    assert_int_equal(nb_exec_deploy_split("  echo  $HOME '' \"*\"  ", &av, &ac, &err), NB_OK);
     assert_int_equal(ac, 4);
     assert_string_equal(av[1], "$HOME");
     assert_string_equal(av[2], "");
     assert_string_equal(av[3], "*");
     free(av);
-    assert_int_equal(nb_exec_split("echo 'open", &av, &ac, &err), NB_EINVAL);
+    assert_int_equal(nb_exec_deploy_split("echo 'open", &av, &ac, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "unterminated single quote opened at column 6"));
-    assert_int_equal(nb_exec_split("echo \"open", &av, &ac, &err), NB_EINVAL);
+    assert_int_equal(nb_exec_deploy_split("echo \"open", &av, &ac, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "double"));
-    assert_int_equal(nb_exec_split("echo \\", &av, &ac, &err), NB_EINVAL);
+    assert_int_equal(nb_exec_deploy_split("echo \\", &av, &ac, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "trailing backslash"));
-    assert_int_equal(nb_exec_split("   ", &av, &ac, &err), NB_EINVAL);
+    assert_int_equal(nb_exec_deploy_split("   ", &av, &ac, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "empty"));
     char q[64];
-    assert_int_equal(nb_exec_shell_quote("it's", q, sizeof q, &err), NB_OK);
+    assert_int_equal(nb_exec_deploy_shell_quote("it's", q, sizeof q, &err), NB_OK);
     assert_string_equal(q, "'it'\\''s'");
-    assert_int_equal(nb_exec_shell_quote("0123456789", q, 8, &err), NB_ENOMEM);
+    assert_int_equal(nb_exec_deploy_shell_quote("0123456789", q, 8, &err), NB_ENOMEM);
 }
 
-/* ---- parsing ---------------------------------------------------------------------------- */
+/* ---- parsing: extract_perf's formats and precedence -------------------------------------- */
 
-static void test_parse_formats(void **state)
+static nb_exec_out parsed(const char *text)
+{
+    nb_exec_out o;
+    nb_exec_out_parse(text, strlen(text), &o);
+    return o;
+}
+
+static void test_out_precedence(void **state)
 {
     (void)state;
-    nb_exec_parsed p;
-    const char *ref = "Time to first token (TTFT): 1.27s (tokenize + EOS-pad + NPU prefill + LM "
-                      "head). First token: 791\nGenerated 10 tokens in 0.92s\nTokens/second: "
-                      "10.87\nTime/token: 92ms\n";
-    nb_exec_parse(ref, strlen(ref), &p);
-    assert_true(p.has_ttft && fabs(p.ttft_ms - 1270.0) < 1e-9);
-    assert_true(p.has_tps && fabs(p.tps - 10.87) < 1e-12);
-    assert_true(p.has_decode && fabs(p.decode_ms_per_token - 1000.0 / 10.87) < 1e-9);
-    assert_int_equal(p.gate, -1);
-    /* only the profile's per-token line: tps = 1000 / N */
-    const char *prof = "  End-to-end (prefill, per query)               1270.00 ms\n"
-                       "  End-to-end (per token)                          92.34 ms\n";
-    nb_exec_parse(prof, strlen(prof), &p);
-    assert_false(p.has_ttft);
-    assert_true(p.has_decode && fabs(p.decode_ms_per_token - 92.34) < 1e-12);
-    assert_true(p.has_tps && fabs(p.tps - 1000.0 / 92.34) < 1e-9);
-    /* our CLI's lines */
-    const char *ours = "Prompt tokens: 42, generated tokens: 3, repetitions: 2\n"
-                       "Time to first token (TTFT): 0.123s (123.45 ms ± 1.00)\n"
-                       "Tokens/second: 42.50 ± 0.50\n[verify] PASS (2/2 prompts pass)\n"
-                       "Report: reports/verify_topk_token_1.json (+ .md)\n";
-    nb_exec_parse(ours, strlen(ours), &p);
-    assert_true(fabs(p.ttft_ms - 123.0) < 1e-9);
-    assert_true(fabs(p.tps - 42.5) < 1e-12);
-    assert_int_equal(p.prompt_tokens, 42);
-    assert_int_equal(p.generated_tokens, 3);
-    assert_int_equal(p.gate, 0);
-    assert_int_equal(p.gate_passed, 2);
-    assert_int_equal(p.gate_total, 2);
-    assert_string_equal(p.report_path, "reports/verify_topk_token_1.json");
-    /* the reference tooling's verdict and report lines; ms TTFT */
-    const char *rv = "[verify] Report: r/v.md\n[verify] JSON:   r/v.json\n"
-                     "[verify] FAIL — see report for details.\nTime to first token (TTFT): 7 ms\n";
-    nb_exec_parse(rv, strlen(rv), &p);
-    assert_int_equal(p.gate, 1);
-    assert_string_equal(p.report_path, "r/v.json");
-    assert_true(fabs(p.ttft_ms - 7.0) < 1e-12);
+    /* llama32_1b_q4nx --profile: the warm TTFT wins over the cold one printed before it;
+     * "(Y.YY tok/s)"; prompt_len printed after the throughput still counts */
+    nb_exec_out o = parsed("[inference] prefill (seq_len=2048, prompt=12 tok)...\n"
+                           "Time to first token (TTFT): 2.10s\n"
+                           "Warm time to first token (TTFT): 0.412s\n"
+                           "Generated 127 tokens in 1.98s (64.12 tok/s)\n"
+                           "Inference: prompt_len=2048, n_tokens=127\n"
+                           "[profile] decode 15.6 ms/token, prefill TTFT 2.10s, P=12\n");
+    assert_int_equal(o.ttft_fmt, NB_EXEC_OUT_TTFT_WARM);
+    assert_true(o.has_ttft && o.ttft_ms == 412.0);
+    assert_int_equal(o.tps_fmt, NB_EXEC_OUT_TPS_PAREN);
+    assert_true(o.has_tps && o.tps == 64.12);
+    assert_int_equal(o.context_len, 2048);
+    assert_int_equal(o.generated_tokens, 127);
+    /* llama32_1b --profile: "End-to-end (per token)" beats "Tokens/second:" (10.83, not
+     * 10.87), the cold TTFT line beats "End-to-end (prefill, per query)" */
+    o = parsed("LLAMA Inference: prompt_len=2048, n_tokens=20\n"
+               "Time to first token (TTFT): 1.27s (tokenize + EOS-pad + NPU prefill + LM head)."
+               " First token: 791\nGenerated 20 tokens in 1.84s\nTokens/second: 10.87\n"
+               "Time/token: 92ms\n"
+               "  End-to-end (prefill, per query)               412.50 ms\n"
+               "  End-to-end (per token)                         92.34 ms\n");
+    assert_int_equal(o.ttft_fmt, NB_EXEC_OUT_TTFT_COLD);
+    assert_true(o.ttft_ms == 1270.0);
+    assert_int_equal(o.tps_fmt, NB_EXEC_OUT_TPS_DECODE_MS);
+    assert_true(o.tps == 10.83);
+    assert_true(fabs(o.decode_ms_per_token - 92.34) < 1e-9);
+    assert_int_equal(o.generated_tokens, 20);
+    /* only the profile table: TTFT from the prefill row */
+    o = parsed("  End-to-end (prefill, per query)     412.50 ms\n");
+    assert_int_equal(o.ttft_fmt, NB_EXEC_OUT_TTFT_PREFILL);
+    assert_true(o.ttft_ms == 412.5);
+    assert_false(o.has_tps);
+    /* smolvla's action chunk is its time to first output */
+    o = parsed("Action chunk (50 steps x 32 dims): 87.25 ms\n");
+    assert_int_equal(o.ttft_fmt, NB_EXEC_OUT_TTFT_ACTION);
+    assert_true(o.ttft_ms == 87.25);
+    /* a winning "End-to-end (per token) 0 ms" means no throughput, as in extract_perf */
+    o = parsed("  End-to-end (per token)   0.00 ms\nTokens/second: 5.00\n");
+    assert_int_equal(o.tps_fmt, NB_EXEC_OUT_TPS_DECODE_MS);
+    assert_false(o.has_tps);
+    /* the cold TTFT only at a line's start; seconds only ("7 ms" is not extract_perf's) */
+    o = parsed("[profile] decode 15.6 ms/token, prefill TTFT 2.10s, P=12\n"
+               "Time to first token (TTFT): 7 ms\n   Time to first token (TTFT): 1.5 s\n");
+    assert_true(o.has_ttft && o.ttft_ms == 1500.0);
+    /* the first occurrence counts, rounded to 0.01 half-even like Python's round() */
+    o = parsed("x (10.125 tok/s)\nGenerated 3 tokens in 0.10s (20.00 tok/s)\n"
+               "Time to first token (TTFT): 0.0015s\n");
+    assert_true(o.tps == 10.12);
+    assert_true(o.ttft_ms == 1.5);
+    /* "(5.0 ms/tok, 9.9 tok/s)" is none of the formats (llama32_3b_q4nx's profile line) */
+    o = parsed("[profile] decode 20 tok in 2.0s (100.0 ms/tok, 9.9 tok/s) | on-device\n");
+    assert_false(o.has_tps);
     /* malformed numbers are absent, not zero */
-    const char *bad = "Time to first token (TTFT): n/a\nTokens/second: fast\nTokens/second: -3\n"
-                      "[verify] PASSED?\n";
-    nb_exec_parse(bad, strlen(bad), &p);
-    assert_false(p.has_ttft);
-    assert_false(p.has_tps);
+    o = parsed("Time to first token (TTFT): n/a\nTokens/second: fast\nTokens/second: -3\n"
+               "Tokens/second: 1.2.3\n(. tok/s)\n[verify] PASSED?\n");
+    assert_false(o.has_ttft);
+    assert_false(o.has_tps);
+    assert_int_equal(o.gate, -1);
+    assert_int_equal(o.context_len, -1);
+    /* npubench's own CLI */
+    o = parsed("Prompt tokens: 42, generated tokens: 3, repetitions: 2\n"
+               "Time to first token (TTFT): 0.123s (123.45 ms ± 1.00)\n"
+               "Tokens/second: 42.50 ± 0.50\n[verify] PASS (2/2 prompts pass)\n"
+               "Report: reports/verify_topk_token_1.json (+ .md)\n");
+    assert_true(o.ttft_ms == 123.0);
+    assert_true(o.tps == 42.5);
+    assert_int_equal(o.prompt_tokens, 42);
+    assert_int_equal(o.generated_tokens, 3);
+    assert_int_equal(o.gate, 0);
+    assert_int_equal(o.gate_passed, 2);
+    assert_int_equal(o.gate_total, 2);
+    assert_string_equal(o.report_path, "reports/verify_topk_token_1.json");
+    /* the verify runner: its Summary dict, a report path with a blank, FAIL on stderr */
+    o = parsed("[verify] Report: /r d/v.md\n[verify] JSON:   /r d/v.json\n"
+               "[verify] Summary: {'n_layer_records': 0, 'topk_passed': 7, 'topk_failed': 1}\n"
+               "[verify] FAIL \xe2\x80\x94 see report for details.\n");
+    assert_int_equal(o.gate, 1);
+    assert_int_equal(o.gate_passed, 7);
+    assert_int_equal(o.gate_total, 8);
+    assert_string_equal(o.report_path, "/r d/v.json");
+    /* the samples of a command that repeats itself: every line of the winning format */
     double *tt, *tp;
     int nt, np;
     nb_err err;
     const char *reps = "Time to first token (TTFT): 1.0s\nTokens/second: 10\n"
-                       "Time to first token (TTFT): 2.0s\nTokens/second: 20\n";
-    assert_int_equal(nb_exec_parse_samples(reps, strlen(reps), &tt, &nt, &tp, &np, &err), NB_OK);
+                       "Time to first token (TTFT): 2.0s\nTokens/second: 20\n"
+                       "  End-to-end (prefill, per query)   5.00 ms\n";
+    assert_int_equal(nb_exec_out_samples(reps, strlen(reps), &tt, &nt, &tp, &np, &err), NB_OK);
     assert_int_equal(nt, 2);
     assert_int_equal(np, 2);
-    assert_true(tt[1] == 2000.0 && tp[0] == 10.0);
+    assert_true(tt[0] == 1000.0 && tt[1] == 2000.0 && tp[0] == 10.0 && tp[1] == 20.0);
     free(tt);
     free(tp);
 }
@@ -208,14 +262,17 @@ static void test_proc(void **state)
     /* timeout: the whole group dies, grandchild included */
     char pidfile[1200];
     snprintf(pidfile, sizeof pidfile, "%s/child.pid", tmp);
-    char *const hang[] = {"sh", (char *)fx("exec_hang.sh"), pidfile, NULL};
-    nb_exec_proc_opts oh = {.argv = hang, .timeout_ms = 500};
+    char *const hang[] = {"python3", (char *)fx("mlir-air/llama32_1b.py"), "run", NULL};
+    char pidenv[1300];
+    snprintf(pidenv, sizeof pidenv, "NB_AIR_PIDFILE=%s", pidfile);
+    char *const hang_env[] = {"NB_AIR_MODE=hang", pidenv, NULL};
+    nb_exec_proc_opts oh = {.argv = hang, .env = hang_env, .timeout_ms = 5000};
     double t0 = nb_now_ms();
     assert_int_equal(nb_exec_proc_run(&oh, &r, &err), NB_OK);
     double took = nb_now_ms() - t0;
     assert_true(r.timed_out);
-    assert_true(took >= 450 && took < 5000);
-    assert_non_null(strstr(r.output, "Loading weights"));
+    assert_true(took >= 4950 && took < 15000);
+    assert_non_null(strstr(r.output, "Time to first token (TTFT): 1.27s"));
     nb_exec_proc_result_free(&r);
     FILE *f = fopen(pidfile, "r");
     assert_non_null(f);
@@ -234,8 +291,9 @@ static void test_proc(void **state)
     assert_null(strstr(r.output, "two"));
     nb_exec_proc_result_free(&r);
     /* a crash is reported as the signal */
-    char *const crash[] = {"sh", (char *)fx("exec_crash.sh"), NULL};
-    nb_exec_proc_opts ox = {.argv = crash};
+    char *const crash[] = {"python3", (char *)fx("mlir-air/llama32_1b.py"), "run", NULL};
+    char *const crash_env[] = {"NB_AIR_MODE=crash", NULL};
+    nb_exec_proc_opts ox = {.argv = crash, .env = crash_env};
     assert_int_equal(nb_exec_proc_run(&ox, &r, &err), NB_OK);
     assert_true(r.term_signal == SIGSEGV || r.exit_code == 128 + SIGSEGV);
     nb_exec_proc_result_free(&r);
@@ -295,15 +353,52 @@ static void test_deploy_parse(void **state)
     nb_exec_deploy_free(d);
 }
 
-/* ---- jobs on fixtures -------------------------------------------------------------------------- */
+/* ---- every job kind on the mlir-air stand-ins -------------------------------------------- */
 
-static nb_code exec_job(const char *json, int kind, int reps, Npubench__JobResult **res,
-                        nb_err *err)
+/* One stand-in per mlir-air script family and what extract_perf reads from its output
+ * (checked against bench/extract_perf.py on the same output; docs/mlir-air.md). */
+typedef struct family {
+    const char *script;
+    double run_ttft, run_tps, prof_ttft, prof_tps;
+    int n_layers;
+} family;
+
+static const family FAMILIES[] = {
+    {"llama32_1b.py", 1270.0, 10.87, 1270.0, 10.83, 16},
+    {"llama32_1b_q4nx.py", 2100.0, 64.12, 412.0, 64.12, 16},
+    {"llama32_3b.py", 3050.0, 8.41, 3050.0, 8.41, 28},
+    {"qwen25_0_5b.py", 610.0, 31.2, 610.0, 31.2, 24},
+    {"smollm2_1_7b.py", 2480.0, 6.91, 2480.0, 6.99, 24},
+};
+
+/* The exec object the way a lab would write it for an mlir-air example (docs/service.md). */
+static void air_deploy_json(char *buf, size_t cap, const char *script, const char *mode,
+                            const char *dir, const char *extra)
 {
+    char py[1100];
+    snprintf(py, sizeof py, "\"python3\", \"%s\"", fx(script));
+    snprintf(buf, cap,
+             "{\"run\": [%s, \"run\", \"--n-tokens\", \"{n_tokens}\", \"--prompt\", \"{prompt}\"],"
+             " \"profile\": [%s, \"profile\", \"--n-tokens\", \"{n_tokens}\"],"
+             " \"verify\": [%s, \"verify\", \"--max-prompts\", \"{max_prompts}\", \"--report-dir\","
+             " \"%s\"],"
+             " \"verify_full\": [%s, \"verify\", \"--report-dir\", \"%s\"],"
+             " \"diagnosis\": [%s, \"diagnosis\", \"--prompt\", \"{prompt}\", \"--report-dir\","
+             " \"%s\"], \"env\": {\"NB_AIR_MODE\": \"%s\"}%s}",
+             py, py, py, dir, py, dir, py, dir, mode, extra ? extra : "");
+}
+
+static nb_code air_job(const char *script, const char *mode, const char *dir, int kind,
+                       int reps, Npubench__JobResult **res, nb_err *err)
+{
+    char json[8192], path[300];
+    snprintf(path, sizeof path, "mlir-air/%s", script);
+    air_deploy_json(json, sizeof json, path, mode, dir, NULL);
     nb_exec_deploy *d = deploy_of(json);
     Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
     s.kind = kind;
     s.reps = reps;
+    s.n_tokens = 20;
     *res = nb_jobpb_result_new();
     lines L = {0};
     nb_exec_job_hooks h = {NULL, on_line, &L};
@@ -312,98 +407,229 @@ static nb_code exec_job(const char *json, int kind, int reps, Npubench__JobResul
     return rc;
 }
 
-static void test_exec_jobs(void **state)
+static void expect_air_error(const char *script, const char *mode, const char *dir, int kind,
+                             nb_code code, const char *needle)
+{
+    Npubench__JobResult *res;
+    nb_err err;
+    nb_code rc = air_job(script, mode, dir, kind, 0, &res, &err);
+    if (rc != code || !strstr(err.msg, needle))
+        fail_msg("%s %s %s: expected code %d with '%s', got %d: %s", script, mode,
+                 nb_job_kind_name(kind), code, needle, rc, rc ? err.msg : "OK");
+    nb_jobpb_free(res);
+}
+
+static void test_air_pass(void **state)
 {
     (void)state;
     char *tmp = tu_tmpdir();
-    char json[4096];
     nb_err err;
-    Npubench__JobResult *res;
-    const char *pass = fx("exec_pass.sh");
-    char passp[1024];
-    snprintf(passp, sizeof passp, "%s", pass);
-    /* run, once per repetition: every sample kept */
-    snprintf(json, sizeof json, "{\"run\": [\"sh\", \"%s\", \"run\"], \"profile\": \"sh %s profile\","
-             " \"verify\": \"sh %s verify %s\"}", passp, passp, passp, tmp);
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__RUN, 2, &res, &err), NB_OK);
-    assert_non_null(res->metrics);
-    assert_int_equal(res->metrics->n_samples, 2);
-    assert_true(fabs(res->metrics->ttft_ms - 1270.0) < 1e-9);
-    assert_true(fabs(res->metrics->tps - 10.87) < 1e-12);
-    assert_true(res->metrics->tps_stddev == 0.0);
-    assert_int_equal(res->outcome, NPUBENCH__OUTCOME__PASS);
-    nb_jobpb_free(res);
-    /* profile: TPS from its line, decode from "End-to-end (per token)" */
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__PROFILE, 0, &res, &err), NB_OK);
-    assert_int_equal(res->metrics->n_samples, 1);
-    nb_jobpb_free(res);
-    /* verify PASS with the report's topk_checks as gate records */
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__VERIFY, 0, &res, &err), NB_OK);
-    assert_int_equal(res->outcome, NPUBENCH__OUTCOME__PASS);
-    assert_int_equal(res->n_gates, 2);
-    assert_int_equal(res->gates[0]->divergence_step, -1);
-    assert_int_equal(res->gates[1]->divergence_step, 7);
-    assert_int_equal(res->gates[1]->device_token, 264);
-    assert_int_equal(res->gates[1]->device_token_ref_rank, 1); /* 1-based there */
-    assert_int_equal(res->gates[1]->n_reference_top, 5);
-    assert_non_null(strstr(res->report_json, "topk_checks"));
-    nb_jobpb_free(res);
-    /* a kind without a command */
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__DIAGNOSIS, 0, &res, &err),
-                     NB_EUNSUPPORTED);
-    assert_non_null(strstr(err.msg, "'diagnosis'"));
-    nb_jobpb_free(res);
-    /* verify FAIL: exit 1 with a verdict is a FAIL outcome, not an error */
-    snprintf(json, sizeof json, "{\"verify\": [\"sh\", \"%s\", \"%s\"]}", fx("exec_fail.sh"), tmp);
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__VERIFY, 0, &res, &err), NB_OK);
-    assert_int_equal(res->outcome, NPUBENCH__OUTCOME__FAIL);
-    assert_int_equal(res->n_gates, 2);
-    assert_int_equal(res->gates[1]->status, NPUBENCH__OUTCOME__FAIL);
-    assert_non_null(strstr(res->gates[1]->fail_reason, "not in ref top-5"));
-    nb_jobpb_free(res);
-    /* malformed: no numbers, no verdict */
-    snprintf(json, sizeof json, "{\"run\": \"sh %s\", \"verify\": \"sh %s\"}", fx("exec_malformed.sh"),
-             fx("exec_malformed.sh"));
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__RUN, 0, &res, &err), NB_EFORMAT);
-    assert_non_null(strstr(err.msg, "printed no 'Time to first token (TTFT):'"));
-    nb_jobpb_free(res);
-    /* hang: the deployment's timeout */
-    snprintf(json, sizeof json, "{\"run\": \"sh %s\", \"timeout_s\": 0.5}", fx("exec_hang.sh"));
-    double t0 = nb_now_ms();
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__RUN, 0, &res, &err), NB_ETIMEOUT);
-    assert_true(nb_now_ms() - t0 < 5000);
-    assert_non_null(strstr(err.msg, "timed out after"));
-    assert_non_null(strstr(err.msg, "Loading weights")); /* the output's tail */
-    nb_jobpb_free(res);
-    /* crash */
-    snprintf(json, sizeof json, "{\"run\": \"sh %s\"}", fx("exec_crash.sh"));
-    nb_code rc = exec_job(json, NPUBENCH__JOB_KIND__RUN, 0, &res, &err);
-    assert_int_equal(rc, NB_EIO);
-    assert_true(strstr(err.msg, "signal 11") || strstr(err.msg, "status 139"));
-    nb_jobpb_free(res);
-    /* placeholders: argv words get values, never a shell */
-    snprintf(json, sizeof json, "{\"run\": [\"sh\", \"-c\", \"echo \\\"Tokens/second: $0\\\"\", "
-             "\"{n_tokens}\"]}");
-    assert_int_equal(exec_job(json, NPUBENCH__JOB_KIND__RUN, 0, &res, &err), NB_OK);
-    assert_true(res->metrics->tps == 100.0); /* RUN's default n_tokens */
-    nb_jobpb_free(res);
-    /* in shell commands a placeholder is one quoted word: no injection */
-    {
-        nb_exec_deploy *d = deploy_of("{\"run\": {\"shell\": \"p={prompt}; echo \\\"Tokens/second: ${#p}\\\"\"}}");
-        Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
-        s.kind = NPUBENCH__JOB_KIND__RUN;
-        char prompt[3000];
-        memset(prompt, 'x', sizeof prompt - 1);
-        prompt[sizeof prompt - 1] = '\0';
-        memcpy(prompt, "'; exit 9; '", 12);
-        s.prompt = prompt;
-        res = nb_jobpb_result_new();
-        assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_OK);
-        assert_true(res->metrics->tps == 2999.0); /* the whole prompt, intact */
+    for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++) {
+        const family *F = &FAMILIES[f];
+        Npubench__JobResult *res;
+        /* run: one command run per repetition, extract_perf's numbers */
+        if (air_job(F->script, "pass", tmp, NPUBENCH__JOB_KIND__RUN, 2, &res, &err))
+            fail_msg("%s run: %s", F->script, err.msg);
+        assert_int_equal(res->outcome, NPUBENCH__OUTCOME__PASS);
+        assert_int_equal(res->metrics->n_samples, 2);
+        assert_true(res->metrics->ttft_ms == F->run_ttft);
+        assert_true(res->metrics->tps == F->run_tps);
+        assert_true(res->metrics->tps_stddev == 0.0);
+        assert_int_equal(res->metrics->context_len, 2048);
+        assert_int_equal(res->metrics->generated_tokens, 20);
+        nb_run_result rr;
+        assert_int_equal(nb_jobpb_run_from_pb(res->metrics, &rr, &err), NB_OK);
+        nb_run_result_free(&rr);
         nb_jobpb_free(res);
-        nb_exec_deploy_free(d);
+        /* profile */
+        if (air_job(F->script, "pass", tmp, NPUBENCH__JOB_KIND__PROFILE, 0, &res, &err))
+            fail_msg("%s profile: %s", F->script, err.msg);
+        assert_true(res->metrics->ttft_ms == F->prof_ttft);
+        assert_true(res->metrics->tps == F->prof_tps);
+        nb_profile_result pr;
+        assert_int_equal(nb_jobpb_profile_from_pb(res, &pr, &err), NB_OK);
+        nb_profile_result_free(&pr);
+        nb_jobpb_free(res);
+        /* verify: 2 prompts, the report's records as gates + the verify summary */
+        if (air_job(F->script, "pass", tmp, NPUBENCH__JOB_KIND__VERIFY, 0, &res, &err))
+            fail_msg("%s verify: %s", F->script, err.msg);
+        assert_int_equal(res->outcome, NPUBENCH__OUTCOME__PASS);
+        assert_int_equal(res->n_gates, 2);
+        assert_non_null(res->verify);
+        assert_int_equal(res->verify->passed, 2);
+        assert_int_equal(res->verify->failed, 0);
+        assert_int_equal(res->verify->k, 5);
+        assert_int_equal(res->verify->n_tokens, 32);
+        assert_non_null(strstr(res->verify->prompts_path, "prompts/instruct.txt"));
+        assert_int_equal(res->gates[0]->divergence_step, -1);
+        assert_int_equal(res->gates[0]->steps, 32);
+        assert_int_equal(res->gates[1]->divergence_step, 7);
+        assert_int_equal(res->gates[1]->device_token, 264);
+        assert_int_equal(res->gates[1]->reference_token, 220);
+        assert_int_equal(res->gates[1]->device_token_ref_rank, 1); /* 2, 1-based there */
+        assert_int_equal(res->gates[1]->n_reference_top, 5);
+        assert_int_equal(res->gates[1]->reference_top[0]->token, 220);
+        assert_string_equal(res->gates[1]->prompt, "The capital of France is");
+        nb_verify_result vr;
+        assert_int_equal(nb_jobpb_verify_from_pb(res, &vr, &err), NB_OK); /* the CLI's read */
+        assert_int_equal(vr.n, 2);
+        assert_int_equal(vr.status, NB_GATE_PASS);
+        nb_verify_result_free(&vr);
+        assert_non_null(strstr(res->report_json, "\"topk_checks\""));
+        nb_jobpb_free(res);
+        /* verify-full: every prompt of the set */
+        if (air_job(F->script, "pass", tmp, NPUBENCH__JOB_KIND__VERIFY_FULL, 0, &res, &err))
+            fail_msg("%s verify-full: %s", F->script, err.msg);
+        assert_int_equal(res->n_gates, 8);
+        assert_int_equal(res->verify->passed, 8);
+        nb_jobpb_free(res);
+        /* diagnosis: the per-layer cosines; the highest layer is post-final-norm */
+        if (air_job(F->script, "pass", tmp, NPUBENCH__JOB_KIND__DIAGNOSIS, 0, &res, &err))
+            fail_msg("%s diagnosis: %s", F->script, err.msg);
+        assert_int_equal(res->outcome, NPUBENCH__OUTCOME__PASS);
+        assert_int_equal(res->n_cosines, F->n_layers);
+        assert_true(res->cosines[0]->min == 0.999);
+        assert_true(res->cosines[0]->max_abs == 0.25);
+        assert_false(res->cosines[0]->post_norm);
+        assert_true(res->cosines[F->n_layers - 1]->post_norm);
+        assert_string_equal(res->diagnosis->prompt, "The capital of France is");
+        nb_diagnosis_result dr;
+        assert_int_equal(nb_jobpb_diagnosis_from_pb(res, &dr, &err), NB_OK);
+        nb_diagnosis_result_free(&dr);
+        nb_jobpb_free(res);
     }
     tu_rmrf(tmp);
+}
+
+static void test_air_faults(void **state)
+{
+    (void)state;
+    char *tmp = tu_tmpdir();
+    nb_err err;
+    for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++) {
+        const char *sc = FAMILIES[f].script;
+        /* FAIL: the runner exits 1 after its report; the gate's verdict, not an error */
+        Npubench__JobResult *res;
+        if (air_job(sc, "fail", tmp, NPUBENCH__JOB_KIND__VERIFY, 0, &res, &err))
+            fail_msg("%s verify FAIL: %s", sc, err.msg);
+        assert_int_equal(res->outcome, NPUBENCH__OUTCOME__FAIL);
+        assert_int_equal(res->n_gates, 2);
+        assert_int_equal(res->verify->failed, 1);
+        assert_int_equal(res->gates[1]->status, NPUBENCH__OUTCOME__FAIL);
+        assert_int_equal(res->gates[1]->divergence_step, 3);
+        assert_int_equal(res->gates[1]->device_token_ref_rank, -1);
+        assert_non_null(strstr(res->gates[1]->fail_reason, "test chose 9999 but it is not in ref top-5"));
+        nb_jobpb_free(res);
+        expect_air_error(sc, "fail", tmp, NPUBENCH__JOB_KIND__RUN, NB_EIO,
+                         "exited with status 1; output tail: ");
+        expect_air_error(sc, "fail", tmp, NPUBENCH__JOB_KIND__PROFILE, NB_EIO,
+                         "failed to load xclbin");
+        expect_air_error(sc, "crash", tmp, NPUBENCH__JOB_KIND__RUN, NB_EIO, "signal 11");
+        expect_air_error(sc, "crash", tmp, NPUBENCH__JOB_KIND__VERIFY, NB_EIO, "signal 11");
+        expect_air_error(sc, "crash", tmp, NPUBENCH__JOB_KIND__DIAGNOSIS, NB_EIO, "signal 11");
+        /* no usable metric: an error quoting the tail, never a run stored at 0 tok/s */
+        expect_air_error(sc, "nometric", tmp, NPUBENCH__JOB_KIND__RUN, NB_EFORMAT,
+                         "printed no usable decode throughput");
+        expect_air_error(sc, "nometric", tmp, NPUBENCH__JOB_KIND__PROFILE, NB_EFORMAT,
+                         "output tail: ");
+        expect_air_error(sc, "nometric", tmp, NPUBENCH__JOB_KIND__VERIFY, NB_EFORMAT,
+                         "holds no gate record");
+    }
+    /* a hang: the deployment's timeout, the output's tail in the message */
+    char json[8192];
+    /* 5 s: python must have started and printed its first lines under a loaded CI box */
+    air_deploy_json(json, sizeof json, "mlir-air/llama32_3b.py", "hang", tmp,
+                    ", \"timeout_s\": 5");
+    nb_exec_deploy *d = deploy_of(json);
+    Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
+    s.kind = NPUBENCH__JOB_KIND__RUN;
+    Npubench__JobResult *res = nb_jobpb_result_new();
+    double t0 = nb_now_ms();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_ETIMEOUT);
+    assert_true(nb_now_ms() - t0 < 15000);
+    assert_non_null(strstr(err.msg, "timed out after 5 s"));
+    assert_non_null(strstr(err.msg, "Time to first token (TTFT): 3.05s"));
+    nb_jobpb_free(res);
+    /* a shard of verify-full: the runner takes no prompt range, refused before running */
+    assert_false(nb_exec_deploy_takes_range(d));
+    Npubench__Shard sh = NPUBENCH__SHARD__INIT;
+    sh.index = 1;
+    sh.count = 2;
+    sh.prompt_begin = 4;
+    sh.prompt_end = 8;
+    s.kind = NPUBENCH__JOB_KIND__VERIFY_FULL;
+    s.shard = &sh;
+    res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "shard 1/2 (prompts 4..8)"));
+    assert_non_null(strstr(err.msg, "cannot run a prompt range"));
+    nb_jobpb_free(res);
+    nb_exec_deploy_free(d);
+    /* a configured report the command did not write this time is not taken for its own */
+    char old[1200];
+    snprintf(old, sizeof old, "%s/old.json", tmp);
+    FILE *fo = fopen(old, "w");
+    assert_non_null(fo);
+    fputs("{\"topk_checks\": []}", fo);
+    fclose(fo);
+    struct timespec past[2] = {{1000000000, 0}, {1000000000, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, old, past, 0), 0);
+    snprintf(json, sizeof json,
+             "{\"verify\": [\"sh\", \"-c\", \"echo '[verify] PASS'\"], \"report\": \"%s\"}", old);
+    d = deploy_of(json);
+    s.kind = NPUBENCH__JOB_KIND__VERIFY;
+    s.shard = NULL;
+    res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_EFORMAT);
+    assert_non_null(strstr(err.msg, "the command did not write it"));
+    nb_jobpb_free(res);
+    nb_exec_deploy_free(d);
+    /* a verify that prints a verdict but no report: nothing to show as gate records */
+    d = deploy_of("{\"verify\": [\"sh\", \"-c\", \"echo '[verify] PASS'\"]}");
+    res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_EFORMAT);
+    assert_non_null(strstr(err.msg, "printed no report path"));
+    nb_jobpb_free(res);
+    nb_exec_deploy_free(d);
+    tu_rmrf(tmp);
+}
+
+/* Placeholders: argv words get values, never a shell; in shell commands a value is one
+ * quoted word (no injection). */
+static void test_exec_placeholders(void **state)
+{
+    (void)state;
+    nb_err err;
+    nb_exec_deploy *d = deploy_of("{\"run\": [\"sh\", \"-c\", \"echo \\\"Tokens/second: $0\\\"\", "
+                                  "\"{n_tokens}\"], \"verify_full\": \"v {prompt_begin} {prompt_end}\"}");
+    assert_true(nb_exec_deploy_takes_range(d));
+    assert_true(nb_exec_deploy_uses(d, NPUBENCH__JOB_KIND__RUN, "{n_tokens}"));
+    assert_false(nb_exec_deploy_uses(d, NPUBENCH__JOB_KIND__RUN, "{reps}"));
+    Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
+    s.kind = NPUBENCH__JOB_KIND__RUN;
+    Npubench__JobResult *res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_OK);
+    assert_true(res->metrics->tps == 100.0); /* RUN's default n_tokens */
+    assert_true(res->metrics->ttft_ms == 0.0); /* no TTFT line: unknown, not measured */
+    nb_jobpb_free(res);
+    s.kind = NPUBENCH__JOB_KIND__DIAGNOSIS;
+    res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "'diagnosis'"));
+    nb_jobpb_free(res);
+    nb_exec_deploy_free(d);
+    d = deploy_of("{\"run\": {\"shell\": \"p={prompt}; echo \\\"Tokens/second: ${#p}\\\"\"}}");
+    s.kind = NPUBENCH__JOB_KIND__RUN;
+    char prompt[3000];
+    memset(prompt, 'x', sizeof prompt - 1);
+    prompt[sizeof prompt - 1] = '\0';
+    memcpy(prompt, "'; exit 9; '", 12);
+    s.prompt = prompt;
+    res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_OK);
+    assert_true(res->metrics->tps == 2999.0); /* the whole prompt, intact */
+    nb_jobpb_free(res);
+    nb_exec_deploy_free(d);
 }
 
 /* npubench itself as an exec deployment: our run and verify print the tooling's lines. */
@@ -516,8 +742,9 @@ static void test_job_execute_exec(void **state)
     char json[4096];
     snprintf(json, sizeof json,
              "[{\"name\": \"air\", \"model\": \"Llama-3.2-1B-Instruct\", \"backend\": \"exec\","
-             " \"dtype\": \"bf16\", \"exec\": {\"run\": \"sh %s run\", \"verify\": \"sh %s verify %s\"}}]",
-             fx("exec_pass.sh"), fixture, tmp);
+             " \"dtype\": \"bf16\", \"exec\": {\"run\": \"python3 %s run\", \"verify\": "
+             "\"python3 %s verify --max-prompts {max_prompts} --report-dir %s\"}}]",
+             fx("mlir-air/llama32_1b.py"), fixture, tmp);
     nb_deployment *deps;
     int n;
     nb_err err;
@@ -574,6 +801,7 @@ static void test_job_execute_exec(void **state)
     assert_int_equal(na, 1);
     assert_string_equal(adv[0]->model, "Llama-3.2-1B-Instruct");
     assert_string_equal(adv[0]->backend, "exec");
+    assert_true(adv[0]->no_prompt_range); /* no verify_full {prompt_begin}/{prompt_end} */
     nb_jobpb_free(adv[0]);
     free(adv);
     nb_executor_free(c);
@@ -635,9 +863,10 @@ static void test_job_cache(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split),           cmocka_unit_test(test_parse_formats),
+        cmocka_unit_test(test_split),           cmocka_unit_test(test_out_precedence),
         cmocka_unit_test(test_proc),            cmocka_unit_test(test_deploy_parse),
-        cmocka_unit_test(test_exec_jobs),       cmocka_unit_test(test_deployments_file),
+        cmocka_unit_test(test_air_pass),        cmocka_unit_test(test_air_faults),
+        cmocka_unit_test(test_exec_placeholders), cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),
     };

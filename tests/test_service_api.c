@@ -113,10 +113,13 @@ static int64_t db_count(env *e, const char *sql_fmt, long long arg)
 
 /* ---- worker side by hand ---- */
 
-static char *reg(env *e, const char *board, const char *device, const char *instance,
-                 const char *tag, int *status)
+/* Registers a worker serving SmolLM2 on the CPU; no_prompt_range: its deployment cannot
+ * run a prompt range (an exec one driving mlir-air's verify runner). */
+static char *reg_dep(env *e, const char *board, const char *device, const char *instance,
+                     const char *tag, int no_prompt_range, int *status)
 {
     Npubench__Deployment d = NPUBENCH__DEPLOYMENT__INIT, *dp = &d;
+    d.no_prompt_range = no_prompt_range;
     d.model = "SmolLM2-135M-Instruct";
     d.backend = "cpu";
     d.dtype = "bf16";
@@ -150,6 +153,12 @@ static char *reg(env *e, const char *board, const char *device, const char *inst
     char *id = strdup(resp->worker_id);
     nb_wire_free(resp);
     return id;
+}
+
+static char *reg(env *e, const char *board, const char *device, const char *instance,
+                 const char *tag, int *status)
+{
+    return reg_dep(e, board, device, instance, tag, 0, status);
 }
 
 static Npubench__Lease *lease(env *e, const char *worker, int wait_ms)
@@ -559,26 +568,39 @@ static void test_lease_expiry_requeues(void **s)
     stop(&e);
 }
 
+/* Two CPU workers a and b, a verify-full submitted in two shards, each leased: ids[0] is
+ * the group. */
+static void two_shards(env *e, char **a, char **b, int64_t ids[8], Npubench__Lease **la,
+                       Npubench__Lease **lb)
+{
+    int st;
+    *a = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    *b = reg(e, "b1", "cpu:1", "inst-b", NULL, &st);
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
+                            ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(n, 3); /* the group and its two shards */
+    *la = lease(e, *a, 2000);
+    *lb = lease(e, *b, 2000);
+    assert_non_null(*la);
+    assert_non_null(*lb);
+    assert_non_null((*la)->spec->shard);
+    assert_non_null((*lb)->spec->shard);
+}
+
 static void test_shards_merge_like_one_worker(void **s)
 {
     (void)s;
     env e;
     start(&e, NULL, NULL);
-    int st;
-    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    char *a, *b;
     int64_t ids[8];
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
-                            ids, &n, msg, sizeof msg),
-                     0);
-    assert_int_equal(n, 3); /* the group and its two shards */
-    Npubench__Lease *la = lease(&e, a, 2000), *lb = lease(&e, b, 2000);
-    assert_non_null(la);
-    assert_non_null(lb);
-    assert_non_null(la->spec->shard);
-    assert_non_null(lb->spec->shard);
+    Npubench__Lease *la, *lb;
+    two_shards(&e, &a, &b, ids, &la, &lb);
     int acc;
     Npubench__Lease *ls[2] = {la, lb};
     const char *ws[2] = {a, b};
@@ -630,6 +652,55 @@ static void test_shards_merge_like_one_worker(void **s)
     nb_wire_free(lb);
     free(a);
     free(b);
+    stop(&e);
+}
+
+/* A deployment that cannot run a prompt range keeps verify-full whole; a shard whose
+ * result carries no verify summary fails at once, saying so (no lease-expiry retries). */
+static void test_shards_need_prompt_ranges(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    char *a, *b;
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    Npubench__Lease *la, *lb;
+    two_shards(&e, &a, &b, ids, &la, &lb);
+    int st, acc = 0;
+    Npubench__JobResult *r = run_result(la->job_id, "b1", 10.0); /* no JobResult.verify */
+    assert_int_equal(report(&e, a, la, r, &acc), 0);
+    assert_true(acc);
+    nb_jobpb_free(r);
+    Npubench__Job *j = get_job(&e, la->job_id);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_FAILED);
+    assert_non_null(strstr(j->error, "shard yielded no verify result"));
+    nb_wire_free(j);
+    Npubench__Shard *sh = lb->spec->shard;
+    r = verify_result(lb->job_id, sh->prompt_begin, sh->prompt_end, -1);
+    assert_int_equal(report(&e, b, lb, r, &acc), 0);
+    nb_jobpb_free(r);
+    j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_FAILED);
+    assert_non_null(strstr(j->error, "1 of 2 children failed"));
+    nb_wire_free(j);
+    /* a third worker whose deployment takes no prompt range: verify-full is one job */
+    char *c = reg_dep(&e, "npu", "xrt:0", "inst-c", NULL, 1, &st);
+    assert_non_null(c);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
+                            ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(n, 1);
+    Npubench__Lease *l1 = lease(&e, c, 2000);
+    assert_non_null(l1);
+    assert_null(l1->spec->shard);
+    nb_wire_free(l1);
+    nb_wire_free(la);
+    nb_wire_free(lb);
+    free(a);
+    free(b);
+    free(c);
     stop(&e);
 }
 
@@ -800,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
         cmocka_unit_test(test_lease_expiry_requeues),
         cmocka_unit_test(test_shards_merge_like_one_worker),
+        cmocka_unit_test(test_shards_need_prompt_ranges),
         cmocka_unit_test(test_matrix_and_history_regression),
         cmocka_unit_test(test_import_and_history_cli),
     };

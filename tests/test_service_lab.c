@@ -266,6 +266,151 @@ static void test_lab_ipc(void **s)
     logs_clean();
 }
 
+/* An exec deployment's entry in a deployments file: the mlir-air stand-in script run the
+ * way an mlir-air example's Makefile runs its inference script and verify runner. */
+static size_t air_entry(char *buf, size_t cap, const char *model, const char *script,
+                        const char *mode, const char *extra)
+{
+    char py[1200], rep[1200];
+    snprintf(py, sizeof py, "\"python3\", \"%s/tests/fixtures/mlir-air/%s\"",
+             tu_env("NB_SRC", "."), script);
+    snprintf(rep, sizeof rep, "\"--report-dir\", \"%s/air-reports\"", tu_group_tmp());
+    int n = snprintf(buf, cap,
+                     "{\"model\": \"%s\", \"backend\": \"exec\", \"dtype\": \"bf16\", \"exec\": {"
+                     "\"run\": [%s, \"run\", \"--n-tokens\", \"{n_tokens}\"],"
+                     " \"profile\": [%s, \"profile\", \"--n-tokens\", \"{n_tokens}\"],"
+                     " \"verify\": [%s, \"verify\", \"--max-prompts\", \"{max_prompts}\", %s],"
+                     " \"verify_full\": [%s, \"verify\", %s],"
+                     " \"diagnosis\": [%s, \"diagnosis\", \"--prompt\", \"{prompt}\", %s],"
+                     " \"env\": {\"NB_AIR_MODE\": \"%s\"}%s}}",
+                     model, py, py, py, rep, py, rep, py, rep, mode, extra);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/* `npubench ARGS --coordinator URL` must exit with code and print every needle. */
+static void expect_cli(const char *url, int code, const char *args, const char *const *needles)
+{
+    tu_result r = cli("%s --coordinator '%s'", args, url);
+    if (r.code != code)
+        fail_msg("`npubench %s`: exit %d, expected %d:\n%s", args, r.code, code,
+                 r.out ? r.out : "");
+    for (; needles && *needles; needles++)
+        if (!r.out || !strstr(r.out, *needles))
+            fail_msg("`npubench %s`: no '%s' in:\n%s", args, *needles, r.out ? r.out : "");
+    free(r.out);
+}
+
+/* mlir-air through exec, every job kind through the CLI: a coordinator and one worker
+ * serving the stand-ins of the five script families and the faults. No model needed. */
+static void test_lab_exec(void **s)
+{
+    (void)s;
+    static const struct {
+        const char *model, *script, *mode, *extra;
+    } deps[] = {
+        {"Llama-3.2-1B-Instruct", "llama32_1b.py", "pass", ""},
+        {"llama32-1b-q4nx", "llama32_1b_q4nx.py", "pass", ""},
+        {"Llama-3.2-3B-Instruct", "llama32_3b.py", "pass", ""},
+        {"Qwen2.5-0.5B-Instruct", "qwen25_0_5b.py", "pass", ""},
+        {"SmolLM2-1.7B-Instruct", "smollm2_1_7b.py", "pass", ""},
+        {"air-fail", "llama32_1b.py", "fail", ""},
+        {"air-nometric", "llama32_1b_q4nx.py", "nometric", ""},
+        {"air-crash", "llama32_3b.py", "crash", ""},
+        {"air-hang", "qwen25_0_5b.py", "hang", ", \"timeout_s\": 5"},
+    };
+    static char file[65536];
+    size_t len = (size_t)snprintf(file, sizeof file, "{\"deployments\": [");
+    for (size_t i = 0; i < sizeof deps / sizeof deps[0]; i++) {
+        len += (size_t)snprintf(file + len, sizeof file - len, "%s", i ? ", " : "");
+        len += air_entry(file + len, sizeof file - len, deps[i].model, deps[i].script,
+                         deps[i].mode, deps[i].extra);
+    }
+    snprintf(file + len, sizeof file - len, "]}");
+    char path[1200], url[1200], db[1200];
+    snprintf(path, sizeof path, "%s/air-deployments.json", tu_group_tmp());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(file, f);
+    fclose(f);
+    snprintf(url, sizeof url, "ipc://%s/air.sock", tu_group_tmp());
+    snprintf(db, sizeof db, "%s/air.db", tu_group_tmp());
+    pid_t c = spawn("coord-air.log", COORD_ARGS, url, db);
+    pid_t w = spawn("w-air.log", WORKER_ARGS " --deployments '%s'", url, "npu-lab", 30, path);
+    wait_workers(url, 1);
+
+    /* verify: PASS exits 0, FAIL exits 1, both show the gate records */
+    const char *pass_v[] = {"[verify] PASS (2/2 prompts pass)", "prompt 0: PASS  (all 32 steps",
+                            "prompt 1: PASS  diverge at step 7: device 264 (ref rank 1) vs "
+                            "reference 220",
+                            NULL};
+    expect_cli(url, 0, "submit verify --model Llama-3.2-1B-Instruct --wait", pass_v);
+    const char *fail_v[] = {"[verify] FAIL (1/2 prompts pass)",
+                            "prompt 1: FAIL  diverge at step 3: device 9999",
+                            "test chose 9999 but it is not in ref top-5", NULL};
+    expect_cli(url, 1, "submit verify --model air-fail --wait", fail_v);
+    long long fail_job = db_int(db, "SELECT max(id) FROM jobs");
+    char args[256];
+    snprintf(args, sizeof args, "job %lld --print", fail_job);
+    expect_cli(url, 1, args, fail_v);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM gate_checks WHERE run_id = (SELECT id "
+                                "FROM runs WHERE job_id = %lld) AND status = 'FAIL'", fail_job), 1);
+
+    /* verify-full: the runner takes no prompt range, so one job even when shards are asked */
+    const char *full[] = {"[verify] PASS (8/8 prompts pass)", NULL};
+    tu_result r = cli("submit verify-full --model Llama-3.2-3B-Instruct --shards 2 --wait "
+                      "--coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, full[0]));
+    assert_null(strstr(r.out, "shards"));
+    long long g = submitted_id(r.out);
+    free(r.out);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM jobs WHERE parent_id = %lld", g), 0);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM gate_checks WHERE run_id = (SELECT id "
+                                "FROM runs WHERE job_id = %lld)", g), 8);
+
+    /* run / profile: extract_perf's numbers, stored as measured */
+    const char *run_3b[] = {"Tokens/second: 8.41", NULL};
+    expect_cli(url, 0, "submit run --model Llama-3.2-3B-Instruct --n-tokens 20 --reps 2 --wait",
+               run_3b);
+    const char *prof_q4[] = {"Tokens/second: 64.12", "0.412", NULL};
+    expect_cli(url, 0, "submit profile --model llama32-1b-q4nx --n-tokens 20 --wait", prof_q4);
+    assert_int_equal(db_int(db, "SELECT CAST(round(ttft_ms) AS INTEGER) FROM runs WHERE kind = "
+                                "'profile' ORDER BY id DESC LIMIT 1"), 412);
+    assert_int_equal(db_int(db, "SELECT context_len FROM runs WHERE kind = 'profile' ORDER BY "
+                                "id DESC LIMIT 1"), 2048);
+    const char *prof_1b[] = {"Tokens/second: 10.83", NULL};
+    expect_cli(url, 0, "submit profile --model Llama-3.2-1B-Instruct --n-tokens 20 --wait",
+               prof_1b);
+    const char *run_q[] = {"Tokens/second: 31.20", NULL};
+    expect_cli(url, 0, "submit run --model Qwen2.5-0.5B-Instruct --n-tokens 20 --wait", run_q);
+    const char *run_s[] = {"Tokens/second: 6.91", NULL};
+    expect_cli(url, 0, "submit run --model SmolLM2-1.7B-Instruct --n-tokens 20 --wait", run_s);
+
+    /* diagnosis: informational, the per-layer table */
+    const char *diag[] = {"[diagnosis] prompt", "L15 (post-norm)", NULL};
+    expect_cli(url, 0, "submit diagnosis --model Llama-3.2-1B-Instruct --wait", diag);
+
+    /* faults: an error (not 0, not 1) naming what went wrong; nothing stored as measured */
+    int64_t runs_before = db_int(db, "SELECT count(*) FROM runs WHERE outcome = 'PASS'");
+    const char *nometric[] = {"printed no usable decode throughput", NULL};
+    expect_cli(url, 2, "submit run --model air-nometric --n-tokens 20 --wait", nometric);
+    const char *crash[] = {"signal 11", NULL};
+    r = cli("submit verify --model air-crash --wait --coordinator '%s'", url);
+    assert_true(r.code != 0 && r.code != 1);
+    assert_non_null(strstr(r.out, crash[0]));
+    free(r.out);
+    r = cli("submit run --model air-hang --wait --coordinator '%s'", url);
+    assert_true(r.code != 0 && r.code != 1);
+    assert_non_null(strstr(r.out, "timed out after 5 s"));
+    free(r.out);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE outcome = 'PASS'"), runs_before);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE tps = 0"), 0);
+
+    kill9(w);
+    kill9(c);
+    logs_clean();
+}
+
 /* tls-less tcp with a secret: a wrong one is refused and nothing runs. */
 static void test_wrong_secret(void **s)
 {
@@ -439,6 +584,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrong_secret),
         cmocka_unit_test(test_lab_ipc),
+        cmocka_unit_test(test_lab_exec),
         cmocka_unit_test(test_lab_faults_tcp),
         cmocka_unit_test(test_embedded_history),
     };

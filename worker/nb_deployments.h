@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "nb_err.h"
-#include "nb_exec.h"
+#include "nb_exec_deploy.h"
 
 /* Filled by the deployments file, or in code (empty name/backend/dtype get the defaults). */
 typedef struct nb_deployment {

@@ -14,6 +14,7 @@
 #include "nb_bench.h"
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
+#include "nb_exec.h"
 #include "nb_file.h"
 #include "nb_hash.h"
 #include "nb_job.h"
@@ -178,6 +179,7 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
         }
         npubench__deployment__init(p);
         v[i] = p;
+        p->no_prompt_range = d->exec && !nb_exec_deploy_takes_range(d->exec);
         if (!(p->model = nb_jobpb_strdup(d->model)) || !(p->backend = nb_jobpb_strdup(d->backend)) ||
             !(p->dtype = nb_jobpb_strdup(d->dtype)) ||
             !(p->digest = nb_jobpb_strdup(c->adv[i].digest))) {
