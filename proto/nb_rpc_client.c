@@ -62,16 +62,13 @@ const char *nb_rpc_client_url(const nb_rpc_client *cli)
 nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_client **out,
                            nb_err *err)
 {
-    static const nb_rpc_opts none;
-    const nb_rpc_opts *o = opts ? opts : &none;
     *out = NULL;
-    nb_code c = nb_rpc_check_url(url, err);
+    const nb_rpc_opts *o;
+    nb_code c = nb_rpc_check_open(url, opts, &o, err);
     if (c)
         return c;
     if (o->timeout_ms < 0 || o->resend_ms < 0)
         return nb_err_set(err, NB_EINVAL, "%s: negative opts.timeout_ms or opts.resend_ms", url);
-    if ((c = nb_rpc_check_max_msg(url, o, err)))
-        return c;
     nb_rpc_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return nb_err_set(err, NB_ENOMEM, "out of memory opening %s", url);

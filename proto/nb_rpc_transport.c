@@ -134,11 +134,17 @@ bool nb_rpc_method_ok(const char *m)
     return slashes == 1;
 }
 
-nb_code nb_rpc_check_max_msg(const char *url, const nb_rpc_opts *o, nb_err *err)
+nb_code nb_rpc_check_open(const char *url, const nb_rpc_opts *opts, const nb_rpc_opts **o,
+                          nb_err *err)
 {
-    if (o->max_msg_bytes && o->max_msg_bytes < 2 * NB_RPC_ENVELOPE_SLACK)
+    static const nb_rpc_opts none;
+    *o = opts ? opts : &none;
+    nb_code c = nb_rpc_check_url(url, err);
+    if (c)
+        return c;
+    if ((*o)->max_msg_bytes && (*o)->max_msg_bytes < 2 * NB_RPC_ENVELOPE_SLACK)
         return nb_err_set(err, NB_EINVAL, "%s: opts.max_msg_bytes %zu below the minimum %d",
-                          url, o->max_msg_bytes, 2 * NB_RPC_ENVELOPE_SLACK);
+                          url, (*o)->max_msg_bytes, 2 * NB_RPC_ENVELOPE_SLACK);
     return NB_OK;
 }
 
