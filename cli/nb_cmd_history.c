@@ -262,6 +262,24 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
     }
 }
 
+/* The run ids (RUN_A RUN_B, or RUN --against reference) into ids; NB_EXIT_OK, or the usage
+ * error it printed. */
+static int compare_ids(const char *against, const char *const *pos, int np, long long ids[2])
+{
+    if (against && strcmp(against, "reference"))
+        return nb_cmd_usage_error("compare", "--against '%s': only 'reference' is known", against);
+    if ((against && np != 1) || (!against && np != 2))
+        return nb_cmd_usage_error("compare", "expected RUN_A RUN_B, or RUN --against reference%s",
+                                  "");
+    for (int i = 0; i < np; i++) {
+        char *end;
+        ids[i] = strtoll(pos[i], &end, 10);
+        if (*end || ids[i] <= 0)
+            return nb_cmd_usage_error("compare", "'%s' is not a run id", pos[i]);
+    }
+    return NB_EXIT_OK;
+}
+
 int nb_cmd_compare(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
@@ -283,18 +301,9 @@ int nb_cmd_compare(int argc, char **argv)
                      argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (against && strcmp(against, "reference"))
-        return nb_cmd_usage_error("compare", "--against '%s': only 'reference' is known", against);
-    if ((against && np != 1) || (!against && np != 2))
-        return nb_cmd_usage_error("compare", "expected RUN_A RUN_B, or RUN --against reference%s",
-                                  "");
     long long ids[2] = {0, 0};
-    for (int i = 0; i < np; i++) {
-        char *end;
-        ids[i] = strtoll(pos[i], &end, 10);
-        if (*end || ids[i] <= 0)
-            return nb_cmd_usage_error("compare", "'%s' is not a run id", pos[i]);
-    }
+    if ((rc = compare_ids(against, pos, np, ids)))
+        return rc;
     Npubench__CompareRequest req = NPUBENCH__COMPARE_REQUEST__INIT;
     if (jobs) {
         req.job_id = ids[0];

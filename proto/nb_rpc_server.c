@@ -525,6 +525,40 @@ static nb_code bound_url(nb_rpc_server *s, const char *url, nb_err *err)
     return s->url ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
 }
 
+/* Listens on url (TLS configured) with the message limit; errors name the URL. */
+static nb_code start_listener(nb_rpc_server *s, const char *url, nb_err *err)
+{
+    int rv;
+    if ((rv = nng_listener_create(&s->listener, s->sock, url)))
+        return nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: cannot create listener", url);
+    nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ, s->max_msg); /* not on inproc */
+    if (s->tls && (rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, s->tls)))
+        return nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
+    if ((rv = nng_listener_start(s->listener, 0)))
+        return nb_rpc_nng_fail(err, rv == NNG_EADDRINUSE ? NB_EUNAVAIL : NB_EIO, rv,
+                               "%s: cannot listen", url);
+    return NB_OK;
+}
+
+/* The nctx contexts with their aios, and room for the handler threads. */
+static nb_code open_contexts(nb_rpc_server *s, const char *url, nb_err *err)
+{
+    if (!(s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) ||
+        !(s->threads = calloc((size_t)s->nthreads, sizeof *s->threads)))
+        return nb_err_set(err, NB_ENOMEM, "out of memory for %d contexts", s->nctx);
+    for (int i = 0; i < s->nctx; i++) {
+        srv_ctx *x = &s->ctxs[i];
+        x->srv = s;
+        int rv;
+        if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x)))
+            return nb_rpc_nng_fail(err, NB_ENOMEM, rv, "%s: nng_aio_alloc", url);
+        s->nctx_open++;
+        if ((rv = nng_ctx_open(&x->ctx, s->sock)))
+            return nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: nng_ctx_open", url);
+    }
+    return NB_OK;
+}
+
 nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_server **out,
                            nb_err *err)
 {
@@ -566,46 +600,10 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         (c = add_service(s, "grpc.health.v1.Health", strlen("grpc.health.v1.Health"), err)))
         goto fail;
 
-    if ((c = nb_rpc_open_socket(url, o, true, &s->tls, &s->sock, s->max_msg, err)))
+    if ((c = nb_rpc_open_socket(url, o, true, &s->tls, &s->sock, s->max_msg, err)) ||
+        (c = start_listener(s, url, err)) || (c = bound_url(s, url, err)) ||
+        (c = open_contexts(s, url, err)))
         goto fail;
-    int rv;
-    if ((rv = nng_listener_create(&s->listener, s->sock, url))) {
-        c = nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: cannot create listener", url);
-        goto fail;
-    }
-    nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ, s->max_msg); /* not on inproc */
-    if (s->tls) {
-        if ((rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, s->tls))) {
-            c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
-            goto fail;
-        }
-    }
-    if ((rv = nng_listener_start(s->listener, 0))) {
-        c = nb_rpc_nng_fail(err, rv == NNG_EADDRINUSE ? NB_EUNAVAIL : NB_EIO, rv,
-                            "%s: cannot listen", url);
-        goto fail;
-    }
-    if ((c = bound_url(s, url, err)))
-        goto fail;
-
-    if (!(s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) ||
-        !(s->threads = calloc((size_t)s->nthreads, sizeof *s->threads))) {
-        c = nb_err_set(err, NB_ENOMEM, "out of memory for %d contexts", s->nctx);
-        goto fail;
-    }
-    for (int i = 0; i < s->nctx; i++) {
-        srv_ctx *x = &s->ctxs[i];
-        x->srv = s;
-        if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x))) {
-            c = nb_rpc_nng_fail(err, NB_ENOMEM, rv, "%s: nng_aio_alloc", url);
-            goto fail;
-        }
-        s->nctx_open++;
-        if ((rv = nng_ctx_open(&x->ctx, s->sock))) {
-            c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: nng_ctx_open", url);
-            goto fail;
-        }
-    }
     *out = s;
     return NB_OK;
 fail:
