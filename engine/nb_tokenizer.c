@@ -362,26 +362,10 @@ static nb_code bucket_added(nb_tokenizer *t, nb_err *err)
 }
 
 /* Copies src into t: strings, maps, merges, added-token buckets. */
-static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
+/* The tables for n tokens, s's merges and added tokens, and total bytes of strings. */
+static nb_code alloc_tables(nb_tokenizer *t, const tok_src *s, size_t n, size_t total,
+                            nb_err *err)
 {
-    size_t n = s->n_vocab, total = 1;
-    if (n == 0 || n > INT32_MAX - 1)
-        return nb_err_set(err, NB_EFORMAT, "%s: vocabulary of %zu tokens (must be 1..%d)",
-                          t->src, n, INT32_MAX - 1);
-    if (s->n_merges > INT32_MAX)
-        return nb_err_set(err, NB_EFORMAT, "%s: %zu merges exceeds %d", t->src, s->n_merges,
-                          INT32_MAX);
-    /* each spelling twice (key and piece), each added content once */
-    for (size_t i = 0; i < n; i++) {
-        if (s->vn[i] > SIZE_MAX / 4 - total)
-            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
-        total += 2 * s->vn[i] + 2;
-    }
-    for (size_t i = 0; i < s->n_added; i++) {
-        if (s->added[i].n > SIZE_MAX / 4 - total)
-            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
-        total += 2 * s->added[i].n + 2;
-    }
     t->n_vocab = n;
     t->strs = malloc(total);
     t->key_off = calloc(n, sizeof *t->key_off);
@@ -397,7 +381,13 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
     if (!t->strs || !t->key_off || !t->key_len || !t->piece_off || !t->piece_len || !t->flags ||
         !t->vmap || !t->pairs || !t->added)
         return nb_err_set(err, NB_ENOMEM, "%s: out of memory for %zu tokens", t->src, n);
-    size_t o = 0;
+    return NB_OK;
+}
+
+/* Each spelling (the map's key) and the bytes it decodes to, from *off on in t->strs. */
+static nb_code copy_vocab(nb_tokenizer *t, const tok_src *s, size_t n, size_t *off, nb_err *err)
+{
+    size_t o = *off;
     for (size_t i = 0; i < n; i++) {
         const char *v = s->vs[i];
         size_t vn = s->vn[i];
@@ -415,10 +405,13 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
         t->strs[o++] = '\0';
         vocab_insert(t, i);
     }
-    for (int b = 0; b < 256; b++) {
-        char sp[2];
-        t->byte_id[b] = vocab_find(t, sp, put_cp(sp, b2u[b]));
-    }
+    *off = o;
+    return NB_OK;
+}
+
+/* The merge table: (left, right) -> (rank, merged id); every part must be a token. */
+static nb_code build_merges(nb_tokenizer *t, const tok_src *s, nb_err *err)
+{
     for (size_t i = 0; i < t->pair_cap; i++)
         t->pairs[i].key = UINT64_MAX;
     char *buf = NULL;
@@ -451,7 +444,12 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
         pair_insert(t, a, b, (int32_t)i, m);
     }
     free(buf);
-    /* added tokens: contents copied; buckets per pass, longest first */
+    return NB_OK;
+}
+
+/* Added tokens: contents copied from o on in t->strs; buckets per pass, longest first. */
+static nb_code copy_added(nb_tokenizer *t, const tok_src *s, size_t n, size_t o, nb_err *err)
+{
     for (size_t i = 0; i < s->n_added; i++) {
         added_tok a = s->added[i];
         if (a.id < 0 || (size_t)a.id >= n)
@@ -469,6 +467,39 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
             t->flags[a.id] |= TOK_SPECIAL;
     }
     return bucket_added(t, err);
+}
+
+static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
+{
+    size_t n = s->n_vocab, total = 1;
+    if (n == 0 || n > INT32_MAX - 1)
+        return nb_err_set(err, NB_EFORMAT, "%s: vocabulary of %zu tokens (must be 1..%d)",
+                          t->src, n, INT32_MAX - 1);
+    if (s->n_merges > INT32_MAX)
+        return nb_err_set(err, NB_EFORMAT, "%s: %zu merges exceeds %d", t->src, s->n_merges,
+                          INT32_MAX);
+    /* each spelling twice (key and piece), each added content once */
+    for (size_t i = 0; i < n; i++) {
+        if (s->vn[i] > SIZE_MAX / 4 - total)
+            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
+        total += 2 * s->vn[i] + 2;
+    }
+    for (size_t i = 0; i < s->n_added; i++) {
+        if (s->added[i].n > SIZE_MAX / 4 - total)
+            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
+        total += 2 * s->added[i].n + 2;
+    }
+    size_t o = 0;
+    nb_code rc;
+    if ((rc = alloc_tables(t, s, n, total, err)) || (rc = copy_vocab(t, s, n, &o, err)))
+        return rc;
+    for (int b = 0; b < 256; b++) {
+        char sp[2];
+        t->byte_id[b] = vocab_find(t, sp, put_cp(sp, b2u[b]));
+    }
+    if ((rc = build_merges(t, s, err)))
+        return rc;
+    return copy_added(t, s, n, o, err);
 }
 
 /* HF's Oniguruma \s is Unicode White_Space; PCRE2's \s under UCP (10.42)
