@@ -48,7 +48,7 @@ int nb_cmd_usage_error(const char *cmd, const char *fmt, const char *arg)
 }
 
 int nb_cmd_conn_open(const char *cmd, const nb_svc_flags *f, const char *db, int allow_local,
-                     nb_cmd_conn *c)
+                            nb_cmd_conn *c)
 {
     memset(c, 0, sizeof *c);
     nb_err err;
@@ -59,8 +59,10 @@ int nb_cmd_conn_open(const char *cmd, const nb_svc_flags *f, const char *db, int
         return NB_EXIT_OK;
     }
     if (!allow_local)
-        return nb_cmd_usage_error(cmd, "needs a coordinator: --coordinator URL or $NPUBENCH_COORDINATOR%s",
-                           "");
+        return nb_cmd_usage_error(cmd,
+                                  "needs a coordinator: --coordinator URL or "
+                                  "$NPUBENCH_COORDINATOR%s",
+                                  "");
     nb_embedded_opts eo = {.db_path = db ? db : NB_CMD_DEFAULT_DB};
     if (nb_embedded_start(&eo, &c->emb, &err) ||
         nb_svc_open(NULL, nb_embedded_url(c->emb), &c->svc, &err)) {

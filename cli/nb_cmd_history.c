@@ -89,6 +89,85 @@ static int hist_cmp(const void *a, const void *b)
     return x->any->run_id < y->any->run_id ? 1 : x->any->run_id > y->any->run_id ? -1 : 0;
 }
 
+/* One entry per run, newest first: the rows come one per (run, metric).  NULL without
+ * memory (then nothing is listed, as before any run). */
+static hist_run *hist_runs(const Npubench__HistoryResponse *resp, size_t *n)
+{
+    hist_run *runs = calloc(resp->n_rows ? resp->n_rows : 1, sizeof *runs);
+    size_t nr = 0;
+    for (size_t i = 0; runs && i < resp->n_rows; i++) {
+        const Npubench__HistoryRow *r = resp->rows[i];
+        size_t k = 0;
+        while (k < nr && runs[k].any->run_id != r->run_id)
+            k++;
+        if (k == nr)
+            runs[nr++].any = r;
+        int slot = metric_slot(r->metric);
+        if (slot >= 0)
+            runs[k].m[slot] = r;
+    }
+    if (runs)
+        qsort(runs, nr, sizeof *runs, hist_cmp);
+    *n = runs ? nr : 0;
+    return runs;
+}
+
+static void print_history_table(const hist_run *runs, size_t nr)
+{
+    printf("%-6s %-20s %-44s %-12s %-5s %-16s %-16s %-12s %s\n", "RUN", "DATE (UTC)",
+           "DEPLOYMENT", "KIND", "GATE", "TTFT ms", "TPS", "COMMIT", "FLAG");
+    for (size_t i = 0; i < nr; i++) {
+        const Npubench__HistoryRow *r = runs[i].any;
+        char date[32], dep[256], ttft[40], tps[40];
+        nb_time_iso(date, r->finished_unix_ms);
+        snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
+        fmt_metric(ttft, sizeof ttft, runs[i].m[0]);
+        fmt_metric(tps, sizeof tps, runs[i].m[1]);
+        printf("%-6lld %-20s %-44s %-12s %-5s %-16s %-16s %-12.12s %s\n",
+               (long long)r->run_id, date, dep, r->kind_name, outcome_word(r->outcome),
+               ttft, tps, *r->npubench_commit ? r->npubench_commit : "-",
+               r->regression ? "REGRESSION" : "");
+    }
+}
+
+/* --metric, --since and --kind into req; NB_EXIT_OK, or the usage error it printed. */
+static int history_filters(const char *metric, const char *since, const char *kind,
+                           Npubench__HistoryRequest *req)
+{
+    nb_err err;
+    if (metric) {
+        nb_db_metric m;
+        if (nb_db_metric_parse(metric, &m, &err) ||
+            (m != NB_METRIC_TPS && m != NB_METRIC_TTFT && m != NB_METRIC_GATE))
+            return nb_cmd_usage_error("history", "--metric '%s': expected tps, ttft or gate",
+                                             metric);
+        req->metric = (char *)nb_db_metric_name(m);
+    }
+    if (since && nb_svc_parse_date(since, &req->since_unix_ms, &err))
+        return nb_cmd_usage_error("history", "%s", err.msg);
+    if (kind && !(req->kind = nb_job_kind_parse(kind)))
+        return nb_cmd_usage_error("history", "--kind '%s': expected run, verify, verify-full, "
+                                                    "diagnosis or profile",
+                                         kind);
+    return NB_EXIT_OK;
+}
+
+/* The runs as a JSON array, or a table, or a line saying there are none. */
+static void print_history(const hist_run *runs, size_t nr, int json, const char *model)
+{
+    if (json) {
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < nr; i++)
+            json_object_array_add(arr, hist_json(&runs[i]));
+        printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY));
+        json_object_put(arr);
+    } else if (!nr) {
+        printf("no runs%s%s in the history\n", model ? " of " : "", model ? model : "");
+    } else {
+        print_history_table(runs, nr);
+    }
+}
+
 int nb_cmd_history(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
@@ -117,19 +196,8 @@ int nb_cmd_history(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     nb_err err;
     Npubench__HistoryRequest req = NPUBENCH__HISTORY_REQUEST__INIT;
-    if (metric) {
-        nb_db_metric m;
-        if (nb_db_metric_parse(metric, &m, &err) ||
-            (m != NB_METRIC_TPS && m != NB_METRIC_TTFT && m != NB_METRIC_GATE))
-            return nb_cmd_usage_error("history", "--metric '%s': expected tps, ttft or gate", metric);
-        req.metric = (char *)nb_db_metric_name(m);
-    }
-    if (since && nb_svc_parse_date(since, &req.since_unix_ms, &err))
-        return nb_cmd_usage_error("history", "%s", err.msg);
-    if (kind && !(req.kind = nb_job_kind_parse(kind)))
-        return nb_cmd_usage_error("history", "--kind '%s': expected run, verify, verify-full, "
-                                      "diagnosis or profile",
-                           kind);
+    if ((rc = history_filters(metric, since, kind, &req)))
+        return rc;
     req.model = (char *)(model ? model : "");
     req.board = (char *)(board ? board : "");
     req.backend = (char *)(backend ? backend : "");
@@ -144,58 +212,73 @@ int nb_cmd_history(int argc, char **argv)
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("history", &err);
     }
-    /* One line per run: the rows come one per (run, metric). */
-    hist_run *runs = calloc(resp->n_rows ? resp->n_rows : 1, sizeof *runs);
     size_t nr = 0;
-    for (size_t i = 0; runs && i < resp->n_rows; i++) {
-        const Npubench__HistoryRow *r = resp->rows[i];
-        size_t k = 0;
-        while (k < nr && runs[k].any->run_id != r->run_id)
-            k++;
-        if (k == nr)
-            runs[nr++].any = r;
-        int slot = metric_slot(r->metric);
-        if (slot >= 0)
-            runs[k].m[slot] = r;
-    }
-    if (runs)
-        qsort(runs, nr, sizeof *runs, hist_cmp);
+    hist_run *runs = hist_runs(resp, &nr);
     if (nr > (size_t)limit)
         nr = (size_t)limit;
-    int regressed = 0;
-    if (json) {
-        json_object *arr = json_object_new_array();
-        for (size_t i = 0; i < nr; i++)
-            json_object_array_add(arr, hist_json(&runs[i]));
-        printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY));
-        json_object_put(arr);
-    } else if (!nr) {
-        printf("no runs%s%s in the history\n", model ? " of " : "", model ? model : "");
-    } else {
-        printf("%-6s %-20s %-44s %-12s %-5s %-16s %-16s %-12s %s\n", "RUN", "DATE (UTC)",
-               "DEPLOYMENT", "KIND", "GATE", "TTFT ms", "TPS", "COMMIT", "FLAG");
-        for (size_t i = 0; i < nr; i++) {
-            const Npubench__HistoryRow *r = runs[i].any;
-            char date[32], dep[256], ttft[40], tps[40];
-            nb_time_iso(date, r->finished_unix_ms);
-            snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
-            fmt_metric(ttft, sizeof ttft, runs[i].m[0]);
-            fmt_metric(tps, sizeof tps, runs[i].m[1]);
-            printf("%-6lld %-20s %-44s %-12s %-5s %-16s %-16s %-12.12s %s\n",
-                   (long long)r->run_id, date, dep, r->kind_name, outcome_word(r->outcome),
-                   ttft, tps, *r->npubench_commit ? r->npubench_commit : "-",
-                   r->regression ? "REGRESSION" : "");
-            regressed |= r->regression;
-        }
-    }
+    print_history(runs, nr, json, model);
     free(runs);
     nb_wire_free(resp);
     nb_cmd_conn_close(&c);
-    (void)regressed; /* history reports; only submit --wait and compare fail on it */
-    return NB_EXIT_OK;
+    return NB_EXIT_OK; /* history reports; only submit --wait and compare fail on it */
 }
 
 /* ---------------------------------------------------------------- compare */
+
+/* Metric | Value | vs base (x / %), for TTFT, TPS and decode ms/token. */
+static void print_compare_table(const Npubench__CompareResponse *resp, int against)
+{
+    printf("%s\n%s %s\n\n", resp->label, against ? "reference:" : "vs", resp->base_label);
+    char head[64];
+    if (against)
+        snprintf(head, sizeof head, "vs reference (× / %%)");
+    else
+        snprintf(head, sizeof head, "vs run %lld (× / %%)", (long long)resp->base_run_id);
+    printf("%-20s | %-12s | %s\n", "Metric", "Value", head);
+    printf("%-20s-|-%-12s-|-%s\n", "--------------------", "------------",
+           "------------------------");
+    static const struct {
+        const char *metric, *label;
+    } show[] = {{"ttft", "TTFT (ms)"}, {"tps", "TPS (tokens/s)"},
+                {"decode", "Decode (ms/token)"}};
+    for (size_t s = 0; s < sizeof show / sizeof *show; s++) {
+        for (size_t i = 0; i < resp->n_rows; i++) {
+            const Npubench__CompareRow *r = resp->rows[i];
+            if (strcmp(r->metric, show[s].metric))
+                continue;
+            char vs[64];
+            if (r->base_value > 0 && r->value > 0)
+                snprintf(vs, sizeof vs, "%.2f× / %+.1f%%%s", r->value / r->base_value,
+                         r->delta_pct, r->regression ? "  REGRESSION" : "");
+            else
+                snprintf(vs, sizeof vs, "-");
+            char val[32];
+            if (r->value > 0)
+                snprintf(val, sizeof val, "%.2f", r->value);
+            else
+                snprintf(val, sizeof val, "-");
+            printf("%-20s | %-12s | %s\n", show[s].label, val, vs);
+        }
+    }
+}
+
+/* The run ids (RUN_A RUN_B, or RUN --against reference) into ids; NB_EXIT_OK, or the usage
+ * error it printed. */
+static int compare_ids(const char *against, const char *const *pos, int np, long long ids[2])
+{
+    if (against && strcmp(against, "reference"))
+        return nb_cmd_usage_error("compare", "--against '%s': only 'reference' is known", against);
+    if ((against && np != 1) || (!against && np != 2))
+        return nb_cmd_usage_error("compare", "expected RUN_A RUN_B, or RUN --against reference%s",
+                                  "");
+    for (int i = 0; i < np; i++) {
+        char *end;
+        ids[i] = strtoll(pos[i], &end, 10);
+        if (*end || ids[i] <= 0)
+            return nb_cmd_usage_error("compare", "'%s' is not a run id", pos[i]);
+    }
+    return NB_EXIT_OK;
+}
 
 int nb_cmd_compare(int argc, char **argv)
 {
@@ -218,17 +301,9 @@ int nb_cmd_compare(int argc, char **argv)
                      argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (against && strcmp(against, "reference"))
-        return nb_cmd_usage_error("compare", "--against '%s': only 'reference' is known", against);
-    if ((against && np != 1) || (!against && np != 2))
-        return nb_cmd_usage_error("compare", "expected RUN_A RUN_B, or RUN --against reference%s", "");
     long long ids[2] = {0, 0};
-    for (int i = 0; i < np; i++) {
-        char *end;
-        ids[i] = strtoll(pos[i], &end, 10);
-        if (*end || ids[i] <= 0)
-            return nb_cmd_usage_error("compare", "'%s' is not a run id", pos[i]);
-    }
+    if ((rc = compare_ids(against, pos, np, ids)))
+        return rc;
     Npubench__CompareRequest req = NPUBENCH__COMPARE_REQUEST__INIT;
     if (jobs) {
         req.job_id = ids[0];
@@ -251,38 +326,7 @@ int nb_cmd_compare(int argc, char **argv)
     if (json) {
         printf("%s\n", resp->report_json);
     } else {
-        printf("%s\n%s %s\n\n", resp->label, against ? "reference:" : "vs", resp->base_label);
-        char head[64];
-        if (against)
-            snprintf(head, sizeof head, "vs reference (× / %%)");
-        else
-            snprintf(head, sizeof head, "vs run %lld (× / %%)", (long long)resp->base_run_id);
-        printf("%-20s | %-12s | %s\n", "Metric", "Value", head);
-        printf("%-20s-|-%-12s-|-%s\n", "--------------------", "------------",
-               "------------------------");
-        static const struct {
-            const char *metric, *label;
-        } show[] = {{"ttft", "TTFT (ms)"}, {"tps", "TPS (tokens/s)"},
-                    {"decode", "Decode (ms/token)"}};
-        for (size_t s = 0; s < sizeof show / sizeof *show; s++) {
-            for (size_t i = 0; i < resp->n_rows; i++) {
-                const Npubench__CompareRow *r = resp->rows[i];
-                if (strcmp(r->metric, show[s].metric))
-                    continue;
-                char vs[64];
-                if (r->base_value > 0 && r->value > 0)
-                    snprintf(vs, sizeof vs, "%.2f× / %+.1f%%%s", r->value / r->base_value,
-                             r->delta_pct, r->regression ? "  REGRESSION" : "");
-                else
-                    snprintf(vs, sizeof vs, "-");
-                char val[32];
-                if (r->value > 0)
-                    snprintf(val, sizeof val, "%.2f", r->value);
-                else
-                    snprintf(val, sizeof val, "-");
-                printf("%-20s | %-12s | %s\n", show[s].label, val, vs);
-            }
-        }
+        print_compare_table(resp, against != NULL);
     }
     rc = resp->outcome == NPUBENCH__OUTCOME__FAIL ? NB_EXIT_FAIL : NB_EXIT_OK;
     nb_wire_free(resp);
@@ -312,8 +356,8 @@ int nb_cmd_reference(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (!np || strcmp(pos[0], "set"))
         return nb_cmd_usage_error("reference", "expected 'set DEPLOYMENT' (a deployment id from "
-                                        "`npubench history --json`)%s",
-                           "");
+                                               "`npubench history --json`)%s",
+                                  "");
     Npubench__SetReferenceRequest req = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
     if (np == 2) {
         char *end;
@@ -326,7 +370,8 @@ int nb_cmd_reference(int argc, char **argv)
     } else if (job) {
         req.job_id = job;
     } else {
-        return nb_cmd_usage_error("reference", "set: name a DEPLOYMENT id, --run N or --job N%s", "");
+        return nb_cmd_usage_error("reference", "set: name a DEPLOYMENT id, --run N or --job N%s",
+                                  "");
     }
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("reference", &sf, db, 1, &c)))

@@ -44,94 +44,66 @@ static void fmt_target(char *buf, size_t cap, const Npubench__JobSpec *s)
 
 /* ---------------------------------------------------------------- submit */
 
-int nb_cmd_submit(int argc, char **argv)
+typedef struct submit_flags {
+    nb_svc_flags sf;
+    const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports;
+    nb_strlist tags;
+    int n_tokens, k, reps, priority, matrix, wait, shards, max_prompts, threads, timeout_s,
+        quiet, help;
+} submit_flags;
+
+/* A JobSpec and the storage its fields point into. */
+typedef struct submit_job {
+    Npubench__JobSpec spec;
+    Npubench__DeploymentSelector sel;
+    Npubench__KeyValue kv;
+    Npubench__KeyValue *kvp;
+    char threads[16];
+} submit_job;
+
+static void submit_build(const submit_flags *f, int kind, submit_job *j)
 {
-    nb_svc_flags sf = {0};
-    const char *model = "instruct", *board = NULL, *dtype = NULL, *backend = NULL,
-               *prompt = NULL, *prompt_set = NULL, *reports = NULL;
-    nb_strlist tags = {0};
-    int n_tokens = 0, k = 0, reps = 0, priority = 0, matrix = 0, wait = 0, shards = 0,
-        max_prompts = -1, threads = 0, timeout_s = 0, quiet = 0, help = 0;
-    nb_opt opts[] = {
-        NB_SVC_OPTS(sf),
-        {"model", NB_OPT_STR, &model, 0, 0, "model (default instruct)"},
-        {"board", NB_OPT_STR, &board, 0, 0, "run on this board"},
-        {"tag", NB_OPT_LIST, &tags, 0, 0, "run on workers with this tag (repeatable)"},
-        {"dtype", NB_OPT_STR, &dtype, 0, 0, "bf16, f32, q4_1 (default: any served)"},
-        {"backend", NB_OPT_STR, &backend, 0, 0, "cpu, xrt, exec (default: any served)"},
-        {"n-tokens", NB_OPT_INT, &n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
-        {"k", NB_OPT_INT, &k, 0, 1000, "top-k of the gate"},
-        {"reps", NB_OPT_INT, &reps, 0, 1000, "measured repetitions (run, profile)"},
-        {"priority", NB_OPT_INT, &priority, -1000000, 1000000, "higher runs first"},
-        {"matrix", NB_OPT_FLAG, &matrix, 0, 0, "one job per matching board"},
-        {"shards", NB_OPT_INT, &shards, 0, NB_JOB_SHARDS_MAX, "verify-full shards (default: idle workers)"},
-        {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt (run, profile, diagnosis)"},
-        {"prompts", NB_OPT_STR, &prompt_set, 0, 0, "prompt set (instruct, base)"},
-        {"max-prompts", NB_OPT_INT, &max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
-        {"threads", NB_OPT_INT, &threads, 0, 1024, "kernel threads on the worker"},
-        {"wait", NB_OPT_FLAG, &wait, 0, 0, "wait, show progress, print the result"},
-        {"timeout", NB_OPT_INT, &timeout_s, 0, 7 * 86400, "give up waiting after N s"},
-        {"reports", NB_OPT_STR, &reports, 0, 0, "with --wait: write reports here"},
-        {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "with --wait: verify summary line only"},
-        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
-    };
-    const char *usage = "npubench submit {run,verify,verify-full,diagnosis,profile} --model M "
-                        "[--board B|--tag T] [--wait] [options]";
-    const char *pos[1];
-    int np = 0;
-    int rc = nb_cmd_parse("submit", usage, argc, argv, opts, NB_NOPTS(opts), pos, 1, &np, &help);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    int kind = np ? nb_job_kind_parse(pos[0]) : 0;
-    if (!kind)
-        return nb_cmd_usage_error("submit", "expected a kind: run, verify, verify-full, diagnosis or "
-                                     "profile%s",
-                           "");
-    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
-    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
-    spec.kind = kind;
-    spec.selector = &sel;
-    sel.model = (char *)model;
-    if (dtype)
-        sel.dtype = (char *)dtype;
-    if (backend)
-        sel.backend = (char *)backend;
-    if (board)
-        sel.board = (char *)board;
-    sel.tags = (char **)tags.items;
-    sel.n_tags = (size_t)tags.n;
-    spec.n_tokens = n_tokens;
-    spec.k = k;
-    spec.reps = reps;
-    spec.priority = priority;
-    spec.matrix = matrix;
-    if (prompt)
-        spec.prompt = (char *)prompt;
-    if (prompt_set)
-        spec.prompt_set = (char *)prompt_set;
-    if (max_prompts >= 0)
-        spec.max_prompts = max_prompts;
+    Npubench__JobSpec *spec = &j->spec;
+    Npubench__DeploymentSelector *sel = &j->sel;
+    npubench__job_spec__init(spec);
+    npubench__deployment_selector__init(sel);
+    spec->kind = kind;
+    spec->selector = sel;
+    sel->model = (char *)f->model;
+    if (f->dtype)
+        sel->dtype = (char *)f->dtype;
+    if (f->backend)
+        sel->backend = (char *)f->backend;
+    if (f->board)
+        sel->board = (char *)f->board;
+    sel->tags = (char **)f->tags.items;
+    sel->n_tags = (size_t)f->tags.n;
+    spec->n_tokens = f->n_tokens;
+    spec->k = f->k;
+    spec->reps = f->reps;
+    spec->priority = f->priority;
+    spec->matrix = f->matrix;
+    if (f->prompt)
+        spec->prompt = (char *)f->prompt;
+    if (f->prompt_set)
+        spec->prompt_set = (char *)f->prompt_set;
+    if (f->max_prompts >= 0)
+        spec->max_prompts = f->max_prompts;
     else if (kind == NPUBENCH__JOB_KIND__VERIFY)
-        spec.max_prompts = 2;
-    Npubench__KeyValue kv = NPUBENCH__KEY_VALUE__INIT, *kvp = &kv;
-    char tbuf[16];
-    if (threads) {
-        snprintf(tbuf, sizeof tbuf, "%d", threads);
-        kv.key = "threads";
-        kv.value = tbuf;
-        spec.params = &kvp;
-        spec.n_params = 1;
+        spec->max_prompts = 2;
+    if (f->threads) {
+        npubench__key_value__init(&j->kv);
+        snprintf(j->threads, sizeof j->threads, "%d", f->threads);
+        j->kv.key = "threads";
+        j->kv.value = j->threads;
+        j->kvp = &j->kv;
+        spec->params = &j->kvp;
+        spec->n_params = 1;
     }
-    nb_cmd_conn c;
-    if ((rc = nb_cmd_conn_open("submit", &sf, NULL, 0, &c)))
-        return rc;
-    nb_err err;
-    int64_t *ids = NULL;
-    size_t n = 0;
-    if (nb_svc_submit(c.svc, &spec, shards, &ids, &n, &err)) {
-        nb_cmd_conn_close(&c);
-        return nb_cmd_fail("submit", &err);
-    }
+}
+
+static void print_submitted(const int64_t *ids, size_t n, int matrix)
+{
     printf("job %lld submitted", (long long)ids[0]);
     if (n > 1) {
         printf(" (%zu %s:", n - 1, matrix ? "boards" : "shards");
@@ -141,24 +113,82 @@ int nb_cmd_submit(int argc, char **argv)
     }
     printf("\n");
     fflush(stdout);
-    rc = NB_EXIT_OK;
-    if (wait) {
-        Npubench__Job *job;
-        nb_svc_progress pr = {.f = stderr};
-        if (nb_svc_wait(c.svc, ids[0], (int64_t)timeout_s * 1000, nb_svc_print_progress, &pr,
-                        &job, &err)) {
-            rc = nb_cmd_fail("submit", &err);
-        } else {
-            nb_print_opts po = {.cmd = "submit", .reports_dir = reports, .quiet = quiet};
-            rc = nb_print_job(stdout, &po, job);
-            for (size_t i = 0; i < job->n_results; i++)
-                for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
-                    printf("History: run %lld%s\n", (long long)job->results[i]->run_ids[r],
-                           job->results[i]->regression ? " (REGRESSION)" : "");
-            printf("job %lld %s\n", (long long)job->job_id, nb_job_pb_state_name(job->state));
-            nb_wire_free(job);
-        }
+}
+
+/* --wait: live progress on stderr, then the result as the local command prints it, its
+ * history runs and the final state. */
+static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f)
+{
+    nb_err err;
+    Npubench__Job *job;
+    nb_svc_progress pr = {.f = stderr};
+    if (nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr, &job,
+                    &err))
+        return nb_cmd_fail("submit", &err);
+    nb_print_opts po = {.cmd = "submit", .reports_dir = f->reports, .quiet = f->quiet};
+    int rc = nb_print_job(stdout, &po, job);
+    for (size_t i = 0; i < job->n_results; i++)
+        for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
+            printf("History: run %lld%s\n", (long long)job->results[i]->run_ids[r],
+                   job->results[i]->regression ? " (REGRESSION)" : "");
+    printf("job %lld %s\n", (long long)job->job_id, nb_job_pb_state_name(job->state));
+    nb_wire_free(job);
+    return rc;
+}
+
+int nb_cmd_submit(int argc, char **argv)
+{
+    submit_flags f = {.model = "instruct", .max_prompts = -1};
+    nb_opt opts[] = {
+        NB_SVC_OPTS(f.sf),
+        {"model", NB_OPT_STR, &f.model, 0, 0, "model (default instruct)"},
+        {"board", NB_OPT_STR, &f.board, 0, 0, "run on this board"},
+        {"tag", NB_OPT_LIST, &f.tags, 0, 0, "run on workers with this tag (repeatable)"},
+        {"dtype", NB_OPT_STR, &f.dtype, 0, 0, "bf16, f32, q4_1 (default: any served)"},
+        {"backend", NB_OPT_STR, &f.backend, 0, 0, "cpu, xrt, exec (default: any served)"},
+        {"n-tokens", NB_OPT_INT, &f.n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
+        {"k", NB_OPT_INT, &f.k, 0, 1000, "top-k of the gate"},
+        {"reps", NB_OPT_INT, &f.reps, 0, 1000, "measured repetitions (run, profile)"},
+        {"priority", NB_OPT_INT, &f.priority, -1000000, 1000000, "higher runs first"},
+        {"matrix", NB_OPT_FLAG, &f.matrix, 0, 0, "one job per matching board"},
+        {"shards", NB_OPT_INT, &f.shards, 0, NB_JOB_SHARDS_MAX, "verify-full shards (default: idle workers)"},
+        {"prompt", NB_OPT_STR, &f.prompt, 0, 0, "prompt (run, profile, diagnosis)"},
+        {"prompts", NB_OPT_STR, &f.prompt_set, 0, 0, "prompt set (instruct, base)"},
+        {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
+        {"threads", NB_OPT_INT, &f.threads, 0, 1024, "kernel threads on the worker"},
+        {"wait", NB_OPT_FLAG, &f.wait, 0, 0, "wait, show progress, print the result"},
+        {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400, "give up waiting after N s"},
+        {"reports", NB_OPT_STR, &f.reports, 0, 0, "with --wait: write reports here"},
+        {"quiet", NB_OPT_FLAG, &f.quiet, 0, 0, "with --wait: verify summary line only"},
+        {"help", NB_OPT_FLAG, &f.help, 0, 0, "this help"},
+    };
+    const char *usage = "npubench submit {run,verify,verify-full,diagnosis,profile} --model M "
+                        "[--board B|--tag T] [--wait] [options]";
+    const char *pos[1];
+    int np = 0;
+    int rc = nb_cmd_parse("submit", usage, argc, argv, opts, NB_NOPTS(opts), pos, 1, &np,
+                          &f.help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    int kind = np ? nb_job_kind_parse(pos[0]) : 0;
+    if (!kind)
+        return nb_cmd_usage_error("submit", "expected a kind: run, verify, verify-full, "
+                                                   "diagnosis or profile%s",
+                                         "");
+    submit_job j;
+    submit_build(&f, kind, &j);
+    nb_cmd_conn c;
+    if ((rc = nb_cmd_conn_open("submit", &f.sf, NULL, 0, &c)))
+        return rc;
+    nb_err err;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    if (nb_svc_submit(c.svc, &j.spec, f.shards, &ids, &n, &err)) {
+        nb_cmd_conn_close(&c);
+        return nb_cmd_fail("submit", &err);
     }
+    print_submitted(ids, n, f.matrix);
+    rc = f.wait ? submit_wait(c.svc, ids[0], &f) : NB_EXIT_OK;
     free(ids);
     nb_cmd_conn_close(&c);
     return rc;
@@ -210,9 +240,9 @@ int nb_cmd_jobs(int argc, char **argv)
     if (state) {
         int s = state_parse(state);
         if (s < 0)
-            return nb_cmd_usage_error("jobs", "--state '%s': expected queued, leased, running, done, "
-                                       "failed or cancelled",
-                               state);
+            return nb_cmd_usage_error("jobs", "--state '%s': expected queued, leased, running, "
+                                              "done, failed or cancelled",
+                                      state);
         req.state = s;
     }
     if (model || board) {
@@ -293,6 +323,61 @@ static void result_summary(const Npubench__JobResult *r)
         printf("    REGRESSION: %s\n", r->regression_detail);
 }
 
+/* job, kind, state, target, shard, worker, times, progress, why it waits, its error. */
+static void print_job_head(const Npubench__Job *j)
+{
+    char target[256], t1[32], t2[32], t3[32];
+    fmt_target(target, sizeof target, j->spec);
+    fmt_time(t1, sizeof t1, j->created_unix_ms);
+    fmt_time(t2, sizeof t2, j->started_unix_ms);
+    fmt_time(t3, sizeof t3, j->finished_unix_ms);
+    printf("job %lld: %s %s\n", (long long)j->job_id,
+           j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
+           nb_job_pb_state_name(j->state));
+    printf("  target:    %s\n", target);
+    if (j->parent_job_id)
+        printf("  part of:   job %lld\n", (long long)j->parent_job_id);
+    if (j->spec && j->spec->shard)
+        printf("  shard:     %d of %d, prompts [%d, %d)\n", j->spec->shard->index + 1,
+               j->spec->shard->count, j->spec->shard->prompt_begin, j->spec->shard->prompt_end);
+    if (*j->worker_id)
+        printf("  worker:    %s\n", j->worker_id);
+    printf("  requeued:  %d time(s)\n  created:   %s\n  started:   %s\n  finished:  %s\n", j->attempts,
+           t1, t2, t3);
+    if (j->progress && (j->progress->total || *j->progress->message))
+        printf("  progress:  %d/%d %s\n", j->progress->done, j->progress->total,
+               j->progress->message);
+    if (*j->queued_reason)
+        printf("  waiting:   %s\n", j->queued_reason);
+    if (*j->error)
+        printf("  error:     %s\n", j->error);
+}
+
+/* One line per child job (shards, matrix boards); one that cannot be fetched is left out. */
+static void print_children(nb_svc *svc, const Npubench__Job *j)
+{
+    nb_err err;
+    for (size_t i = 0; i < j->n_child_job_ids; i++) {
+        Npubench__Job *k;
+        if (get_job(svc, j->child_job_ids[i], 0, &k, &err) == NB_OK) {
+            printf("  child %lld: %s", (long long)k->job_id, nb_job_pb_state_name(k->state));
+            if (k->spec && k->spec->shard)
+                printf(" prompts [%d, %d)", k->spec->shard->prompt_begin,
+                       k->spec->shard->prompt_end);
+            if (k->spec && k->spec->selector && *k->spec->selector->board)
+                printf(" board %s", k->spec->selector->board);
+            if (*k->worker_id)
+                printf(" worker %s", k->worker_id);
+            if (*k->queued_reason)
+                printf(" (%s)", k->queued_reason);
+            if (*k->error)
+                printf(" (%s)", k->error);
+            printf("\n");
+            nb_wire_free(k);
+        }
+    }
+}
+
 int nb_cmd_job(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
@@ -324,50 +409,8 @@ int nb_cmd_job(int argc, char **argv)
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("job", &err);
     }
-    char target[256], t1[32], t2[32], t3[32];
-    fmt_target(target, sizeof target, j->spec);
-    fmt_time(t1, sizeof t1, j->created_unix_ms);
-    fmt_time(t2, sizeof t2, j->started_unix_ms);
-    fmt_time(t3, sizeof t3, j->finished_unix_ms);
-    printf("job %lld: %s %s\n", (long long)j->job_id,
-           j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
-           nb_job_pb_state_name(j->state));
-    printf("  target:    %s\n", target);
-    if (j->parent_job_id)
-        printf("  part of:   job %lld\n", (long long)j->parent_job_id);
-    if (j->spec && j->spec->shard)
-        printf("  shard:     %d of %d, prompts [%d, %d)\n", j->spec->shard->index + 1,
-               j->spec->shard->count, j->spec->shard->prompt_begin, j->spec->shard->prompt_end);
-    if (*j->worker_id)
-        printf("  worker:    %s\n", j->worker_id);
-    printf("  requeued:  %d time(s)\n  created:   %s\n  started:   %s\n  finished:  %s\n", j->attempts,
-           t1, t2, t3);
-    if (j->progress && (j->progress->total || *j->progress->message))
-        printf("  progress:  %d/%d %s\n", j->progress->done, j->progress->total,
-               j->progress->message);
-    if (*j->queued_reason)
-        printf("  waiting:   %s\n", j->queued_reason);
-    if (*j->error)
-        printf("  error:     %s\n", j->error);
-    for (size_t i = 0; i < j->n_child_job_ids; i++) {
-        Npubench__Job *k;
-        if (get_job(c.svc, j->child_job_ids[i], 0, &k, &err) == NB_OK) {
-            printf("  child %lld: %s", (long long)k->job_id, nb_job_pb_state_name(k->state));
-            if (k->spec && k->spec->shard)
-                printf(" prompts [%d, %d)", k->spec->shard->prompt_begin,
-                       k->spec->shard->prompt_end);
-            if (k->spec && k->spec->selector && *k->spec->selector->board)
-                printf(" board %s", k->spec->selector->board);
-            if (*k->worker_id)
-                printf(" worker %s", k->worker_id);
-            if (*k->queued_reason)
-                printf(" (%s)", k->queued_reason);
-            if (*k->error)
-                printf(" (%s)", k->error);
-            printf("\n");
-            nb_wire_free(k);
-        }
-    }
+    print_job_head(j);
+    print_children(c.svc, j);
     for (size_t i = 0; i < j->n_results; i++)
         result_summary(j->results[i]);
     if (log && *j->log)

@@ -35,31 +35,30 @@ static nb_code read_secret(const char *path, char **out, nb_err *err)
 
 int nb_cmd_worker(int argc, char **argv)
 {
-    const char *url = NULL, *board = NULL, *board_type = NULL, *deployments = NULL,
-               *device = "cpu:0", *secret = NULL, *secret_file = NULL, *refdir = NULL,
-               *reports = NULL, *tls_ca = NULL, *tls_cert = NULL;
+    nb_daemon_opts o = {.device = "cpu:0"};
+    const char *secret_file = NULL;
     nb_strlist tags = {{0}, 0};
-    int threads = 0, hb = 0, mem_mb = 0, wait_ms = 0, grace_ms = 0, quiet = 0, help = 0;
+    int mem_mb = 0, help = 0;
     nb_opt opts[] = {
-        {"coordinator", NB_OPT_STR, &url, 0, 0, "coordinator URL (tcp://host:port, ipc://path)"},
-        {"board", NB_OPT_STR, &board, 0, 0, "this board's name (required)"},
-        {"board-type", NB_OPT_STR, &board_type, 0, 0, "board type, e.g. strix"},
+        {"coordinator", NB_OPT_STR, &o.coordinator_url, 0, 0, "coordinator URL (tcp://host:port, ipc://path)"},
+        {"board", NB_OPT_STR, &o.board_name, 0, 0, "this board's name (required)"},
+        {"board-type", NB_OPT_STR, &o.board_type, 0, 0, "board type, e.g. strix"},
         {"tag", NB_OPT_LIST, &tags, 0, 0, "a tag jobs can select (repeatable)"},
-        {"deployments", NB_OPT_STR, &deployments, 0, 0, "deployments file (docs/service.md)"},
-        {"device", NB_OPT_STR, &device, 0, 0, "cpu:N (default cpu:0) or xrt:N"},
-        {"secret", NB_OPT_STR, &secret, 0, 0, "shared secret"},
+        {"deployments", NB_OPT_STR, &o.deployments_file, 0, 0, "deployments file (docs/service.md)"},
+        {"device", NB_OPT_STR, &o.device, 0, 0, "cpu:N (default cpu:0) or xrt:N"},
+        {"secret", NB_OPT_STR, &o.secret, 0, 0, "shared secret"},
         {"secret-file", NB_OPT_STR, &secret_file, 0, 0, "file holding the shared secret"},
-        {"threads", NB_OPT_INT, &threads, 0, 1024, "cpu threads, 0 = all cores"},
-        {"heartbeat-ms", NB_OPT_INT, &hb, 0, 600000, "heartbeat interval (default 1000)"},
+        {"threads", NB_OPT_INT, &o.threads, 0, 1024, "cpu threads, 0 = all cores"},
+        {"heartbeat-ms", NB_OPT_INT, &o.heartbeat_ms, 0, 600000, "heartbeat interval (default 1000)"},
         {"mem-budget-mb", NB_OPT_INT, &mem_mb, 0, 1 << 24, "resident deployments (default 4096)"},
-        {"lease-wait-ms", NB_OPT_INT, &wait_ms, 0, 600000, "LeaseJob long poll (default 2000)"},
-        {"grace-ms", NB_OPT_INT, &grace_ms, 0, 86400000,
+        {"lease-wait-ms", NB_OPT_INT, &o.lease_wait_ms, 0, 600000, "LeaseJob long poll (default 2000)"},
+        {"grace-ms", NB_OPT_INT, &o.grace_ms, 0, 86400000,
          "on SIGTERM, how long the current job may finish (default 30000)"},
-        {"refdir", NB_OPT_STR, &refdir, 0, 0, "HF traces (default verify/references)"},
-        {"reports", NB_OPT_STR, &reports, 0, 0, "also keep verify/diagnosis reports here"},
-        {"tls-ca", NB_OPT_STR, &tls_ca, 0, 0, "CA file for tls+tcp://"},
-        {"tls-cert", NB_OPT_STR, &tls_cert, 0, 0, "client certificate + key (mutual TLS)"},
-        {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no log lines on stderr"},
+        {"refdir", NB_OPT_STR, &o.refdir, 0, 0, "HF traces (default verify/references)"},
+        {"reports", NB_OPT_STR, &o.reports_dir, 0, 0, "also keep verify/diagnosis reports here"},
+        {"tls-ca", NB_OPT_STR, &o.tls_ca_file, 0, 0, "CA file for tls+tcp://"},
+        {"tls-cert", NB_OPT_STR, &o.tls_cert_key_file, 0, 0, "client certificate + key (mutual TLS)"},
+        {"quiet", NB_OPT_FLAG, &o.quiet, 0, 0, "no log lines on stderr"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     const char *usage = "npubench worker --coordinator URL --board NAME [--tag T]... "
@@ -67,38 +66,25 @@ int nb_cmd_worker(int argc, char **argv)
     int prc = nb_cmd_parse("worker", usage, argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (prc)
         return prc < 0 ? NB_EXIT_OK : prc;
-    if (!url || !board) {
-        fprintf(stderr, "npubench worker: %s is required\n", !url ? "--coordinator" : "--board");
+    if (!o.coordinator_url || !o.board_name) {
+        fprintf(stderr, "npubench worker: %s is required\n",
+                !o.coordinator_url ? "--coordinator" : "--board");
         nb_args_usage(stderr, usage, opts, NB_NOPTS(opts));
         return NB_EXIT_USAGE;
     }
     nb_err err;
-    if (secret && secret_file) {
+    if (o.secret && secret_file) {
         fprintf(stderr, "npubench worker: give --secret or --secret-file, not both\n");
         return NB_EXIT_USAGE;
     }
     char *file_secret = NULL;
     if (secret_file && read_secret(secret_file, &file_secret, &err))
         return nb_cmd_fail("worker", &err);
-    nb_daemon_opts o = {0};
-    o.coordinator_url = url;
-    o.secret = file_secret ? file_secret : secret;
-    o.board_name = board;
-    o.board_type = board_type;
+    if (file_secret)
+        o.secret = file_secret;
     o.tags = tags.items;
     o.n_tags = tags.n;
-    o.device = device;
-    o.deployments_file = deployments;
-    o.threads = threads;
-    o.heartbeat_ms = hb;
     o.mem_budget_bytes = (size_t)mem_mb << 20;
-    o.lease_wait_ms = wait_ms;
-    o.grace_ms = grace_ms;
-    o.refdir = refdir;
-    o.reports_dir = reports;
-    o.tls_ca_file = tls_ca;
-    o.tls_cert_key_file = tls_cert;
-    o.quiet = quiet;
     nb_code rc = nb_daemon_run(&o, &err);
     free(file_secret);
     if (rc)

@@ -362,26 +362,10 @@ static nb_code bucket_added(nb_tokenizer *t, nb_err *err)
 }
 
 /* Copies src into t: strings, maps, merges, added-token buckets. */
-static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
+/* The tables for n tokens, s's merges and added tokens, and total bytes of strings. */
+static nb_code alloc_tables(nb_tokenizer *t, const tok_src *s, size_t n, size_t total,
+                            nb_err *err)
 {
-    size_t n = s->n_vocab, total = 1;
-    if (n == 0 || n > INT32_MAX - 1)
-        return nb_err_set(err, NB_EFORMAT, "%s: vocabulary of %zu tokens (must be 1..%d)",
-                          t->src, n, INT32_MAX - 1);
-    if (s->n_merges > INT32_MAX)
-        return nb_err_set(err, NB_EFORMAT, "%s: %zu merges exceeds %d", t->src, s->n_merges,
-                          INT32_MAX);
-    /* each spelling twice (key and piece), each added content once */
-    for (size_t i = 0; i < n; i++) {
-        if (s->vn[i] > SIZE_MAX / 4 - total)
-            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
-        total += 2 * s->vn[i] + 2;
-    }
-    for (size_t i = 0; i < s->n_added; i++) {
-        if (s->added[i].n > SIZE_MAX / 4 - total)
-            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
-        total += 2 * s->added[i].n + 2;
-    }
     t->n_vocab = n;
     t->strs = malloc(total);
     t->key_off = calloc(n, sizeof *t->key_off);
@@ -397,7 +381,13 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
     if (!t->strs || !t->key_off || !t->key_len || !t->piece_off || !t->piece_len || !t->flags ||
         !t->vmap || !t->pairs || !t->added)
         return nb_err_set(err, NB_ENOMEM, "%s: out of memory for %zu tokens", t->src, n);
-    size_t o = 0;
+    return NB_OK;
+}
+
+/* Each spelling (the map's key) and the bytes it decodes to, from *off on in t->strs. */
+static nb_code copy_vocab(nb_tokenizer *t, const tok_src *s, size_t n, size_t *off, nb_err *err)
+{
+    size_t o = *off;
     for (size_t i = 0; i < n; i++) {
         const char *v = s->vs[i];
         size_t vn = s->vn[i];
@@ -415,10 +405,13 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
         t->strs[o++] = '\0';
         vocab_insert(t, i);
     }
-    for (int b = 0; b < 256; b++) {
-        char sp[2];
-        t->byte_id[b] = vocab_find(t, sp, put_cp(sp, b2u[b]));
-    }
+    *off = o;
+    return NB_OK;
+}
+
+/* The merge table: (left, right) -> (rank, merged id); every part must be a token. */
+static nb_code build_merges(nb_tokenizer *t, const tok_src *s, nb_err *err)
+{
     for (size_t i = 0; i < t->pair_cap; i++)
         t->pairs[i].key = UINT64_MAX;
     char *buf = NULL;
@@ -451,7 +444,12 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
         pair_insert(t, a, b, (int32_t)i, m);
     }
     free(buf);
-    /* added tokens: contents copied; buckets per pass, longest first */
+    return NB_OK;
+}
+
+/* Added tokens: contents copied from o on in t->strs; buckets per pass, longest first. */
+static nb_code copy_added(nb_tokenizer *t, const tok_src *s, size_t n, size_t o, nb_err *err)
+{
     for (size_t i = 0; i < s->n_added; i++) {
         added_tok a = s->added[i];
         if (a.id < 0 || (size_t)a.id >= n)
@@ -469,6 +467,39 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
             t->flags[a.id] |= TOK_SPECIAL;
     }
     return bucket_added(t, err);
+}
+
+static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
+{
+    size_t n = s->n_vocab, total = 1;
+    if (n == 0 || n > INT32_MAX - 1)
+        return nb_err_set(err, NB_EFORMAT, "%s: vocabulary of %zu tokens (must be 1..%d)",
+                          t->src, n, INT32_MAX - 1);
+    if (s->n_merges > INT32_MAX)
+        return nb_err_set(err, NB_EFORMAT, "%s: %zu merges exceeds %d", t->src, s->n_merges,
+                          INT32_MAX);
+    /* each spelling twice (key and piece), each added content once */
+    for (size_t i = 0; i < n; i++) {
+        if (s->vn[i] > SIZE_MAX / 4 - total)
+            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
+        total += 2 * s->vn[i] + 2;
+    }
+    for (size_t i = 0; i < s->n_added; i++) {
+        if (s->added[i].n > SIZE_MAX / 4 - total)
+            return nb_err_set(err, NB_ENOMEM, "%s: token strings too large", t->src);
+        total += 2 * s->added[i].n + 2;
+    }
+    size_t o = 0;
+    nb_code rc;
+    if ((rc = alloc_tables(t, s, n, total, err)) || (rc = copy_vocab(t, s, n, &o, err)))
+        return rc;
+    for (int b = 0; b < 256; b++) {
+        char sp[2];
+        t->byte_id[b] = vocab_find(t, sp, put_cp(sp, b2u[b]));
+    }
+    if ((rc = build_merges(t, s, err)))
+        return rc;
+    return copy_added(t, s, n, o, err);
 }
 
 /* HF's Oniguruma \s is Unicode White_Space; PCRE2's \s under UCP (10.42)
@@ -673,8 +704,21 @@ static char *respell(const char *s, size_t n, size_t *on)
     return o;
 }
 
-static nb_code gguf_load(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***owned,
-                         size_t *n_owned, nb_err *err)
+/* "a b" -> merge i of s (pointing into m); 0 when m is not two tokens and one space. */
+static int split_merge(const char *m, size_t ml, tok_src *s, size_t i)
+{
+    const char *sp = m && ml > 1 ? memchr(m + 1, ' ', ml - 1) : NULL;
+    if (!sp || sp + 1 == m + ml || memchr(sp + 1, ' ', (size_t)(m + ml - sp - 1)))
+        return 0;
+    s->ma[i] = m;
+    s->man[i] = (size_t)(sp - m);
+    s->mb[i] = sp + 1;
+    s->mbn[i] = (size_t)(m + ml - sp - 1);
+    return 1;
+}
+
+/* The pre-tokenizer steps of tokenizer.ggml.pre (GPT-2's split when absent). */
+static nb_code gguf_pre_steps(nb_tokenizer *t, const nb_gguf *g, nb_err *err)
 {
     const char *path = nb_gguf_path(g);
     nb_gguf_str model;
@@ -707,72 +751,72 @@ static nb_code gguf_load(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***
         if ((rc = add_step(t, STEP_SPLIT, re, 0, 0, err)) ||
             (rc = add_step(t, STEP_BYTELEVEL, NULL, 0, 0, err)))
             return rc;
-    } else if ((rc = add_step(t, STEP_BYTELEVEL, RE_GPT2, 0, 0, err))) {
-        return rc;
+        return NB_OK;
     }
+    return add_step(t, STEP_BYTELEVEL, RE_GPT2, 0, 0, err);
+}
 
-    const nb_gguf_str *toks, *merges;
-    uint64_t n, nm;
-    if ((rc = nb_gguf_get_arr_str(g, "tokenizer.ggml.tokens", &toks, &n, err)) ||
-        (rc = nb_gguf_get_arr_str(g, "tokenizer.ggml.merges", &merges, &nm, err)))
+/* tokenizer.ggml.token_type (n entries) into malloc'ed *types; NULL when absent. */
+static nb_code gguf_token_types(const nb_gguf *g, uint64_t n, int32_t **types, nb_err *err)
+{
+    const char *path = nb_gguf_path(g);
+    *types = NULL;
+    if (!nb_gguf_has(g, "tokenizer.ggml.token_type"))
+        return NB_OK;
+    nb_gguf_vtype et;
+    uint64_t nt;
+    nb_code rc = nb_gguf_get_arr_info(g, "tokenizer.ggml.token_type", &et, &nt, err);
+    if (rc)
         return rc;
-    if (n == 0 || n > INT32_MAX - 1)
-        return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.tokens has %llu entries (must be "
-                          "1..%d)", path, (unsigned long long)n, INT32_MAX - 1);
-    int32_t *types = NULL;
-    if (nb_gguf_has(g, "tokenizer.ggml.token_type")) {
-        nb_gguf_vtype et;
-        uint64_t nt;
-        if ((rc = nb_gguf_get_arr_info(g, "tokenizer.ggml.token_type", &et, &nt, err)))
-            return rc;
-        if (nt != n)
-            return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.token_type has %llu entries, "
-                              "tokenizer.ggml.tokens %llu", path, (unsigned long long)nt,
-                              (unsigned long long)n);
-        if (!(types = malloc(n * sizeof *types)))
-            return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
-        if ((rc = nb_gguf_get_arr_i32(g, "tokenizer.ggml.token_type", types, n, err))) {
-            free(types);
-            return rc;
-        }
+    if (nt != n)
+        return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.token_type has %llu entries, "
+                          "tokenizer.ggml.tokens %llu", path, (unsigned long long)nt,
+                          (unsigned long long)n);
+    if (!(*types = malloc(n * sizeof **types)))
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+    if ((rc = nb_gguf_get_arr_i32(g, "tokenizer.ggml.token_type", *types, n, err))) {
+        free(*types);
+        *types = NULL;
     }
-    int32_t pad, unk; /* named special tokens only: transformers' BPE gets no unk */
+    return rc;
+}
+
+/* The ids named in the metadata (bos, eos, eot, eom into t; unk and pad, which only make
+ * their tokens special). */
+static nb_code gguf_named_ids(nb_tokenizer *t, const nb_gguf *g, uint64_t n, int32_t *unk,
+                              int32_t *pad, nb_err *err)
+{
+    nb_code rc;
     if ((rc = gguf_opt_id(g, "tokenizer.ggml.bos_token_id", n, &t->bos, err)) ||
         (rc = gguf_opt_id(g, "tokenizer.ggml.eos_token_id", n, &t->eos, err)) ||
         (rc = gguf_opt_id(g, "tokenizer.ggml.eot_token_id", n, &t->eot, err)) ||
         (rc = gguf_opt_id(g, "tokenizer.ggml.eom_token_id", n, &t->eom, err)) ||
-        (rc = gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", n, &unk, err)) ||
-        (rc = gguf_opt_id(g, "tokenizer.ggml.padding_token_id", n, &pad, err))) {
-        free(types);
+        (rc = gguf_opt_id(g, "tokenizer.ggml.unknown_token_id", n, unk, err)) ||
+        (rc = gguf_opt_id(g, "tokenizer.ggml.padding_token_id", n, pad, err)))
         return rc;
-    }
-    /* added: control tokens spelled in the alphabet (special), user-defined
-     * (not special), and bos/eos/unk/pad, which transformers registers as special */
-    if ((rc = tok_src_alloc(s, n, nm, n, path, err))) {
-        free(types);
-        return rc;
-    }
-    if (!(*owned = calloc(n, sizeof **owned))) {
-        free(types);
-        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
-    }
+    return NB_OK;
+}
+
+/* The vocabulary into s: spellings outside the byte alphabet respelled (into *owned), and
+ * added tokens: control tokens spelled in the alphabet (special), user-defined (not
+ * special), and bos/eos/unk/pad, which transformers registers as special. */
+static nb_code gguf_read_tokens(nb_tokenizer *t, const char *path, const nb_gguf_str *toks,
+                                uint64_t n, const int32_t *types, int32_t unk, int32_t pad,
+                                tok_src *s, char **owned, size_t *n_owned, nb_err *err)
+{
     for (uint64_t i = 0; i < n; i++) {
         size_t bad;
-        if (toks[i].len == 0 || !nb_utf8_valid(toks[i].ptr, toks[i].len, &bad)) {
-            free(types);
+        if (toks[i].len == 0 || !nb_utf8_valid(toks[i].ptr, toks[i].len, &bad))
             return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.tokens[%llu] is %s", path,
                               (unsigned long long)i, toks[i].len ? "not valid UTF-8" : "empty");
-        }
         s->vs[i] = toks[i].ptr;
         s->vn[i] = toks[i].len;
         int alpha = in_alphabet(toks[i].ptr, toks[i].len);
         if (!alpha) {
             char *r = respell(toks[i].ptr, toks[i].len, &s->vn[i]);
-            if (!r) {
-                free(types);
+            if (!r)
                 return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
-            }
-            (*owned)[(*n_owned)++] = r;
+            owned[(*n_owned)++] = r;
             s->vs[i] = r;
         }
         int type = types ? types[i] : 1;
@@ -789,21 +833,53 @@ static nb_code gguf_load(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***
             a->special = (uint8_t)special;
         }
     }
-    free(types);
-    for (uint64_t i = 0; i < nm; i++) {
-        const char *m = merges[i].ptr;
-        size_t ml = merges[i].len;
-        const char *sp = ml > 1 ? memchr(m + 1, ' ', ml - 1) : NULL;
-        if (!sp || sp + 1 == m + ml || memchr(sp + 1, ' ', (size_t)(m + ml - sp - 1)))
-            return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.merges[%llu] \"%.*s\" is not "
-                              "two tokens separated by one space", path, (unsigned long long)i,
-                              (int)(ml > 64 ? 64 : ml), m);
-        s->ma[i] = m;
-        s->man[i] = (size_t)(sp - m);
-        s->mb[i] = sp + 1;
-        s->mbn[i] = (size_t)(m + ml - sp - 1);
+    return NB_OK;
+}
+
+/* Vocabulary, added tokens and merges into s, then the tables built from them. */
+static nb_code gguf_build(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***owned,
+                          size_t *n_owned, nb_err *err)
+{
+    const char *path = nb_gguf_path(g);
+    const nb_gguf_str *toks, *merges;
+    uint64_t n, nm;
+    nb_code rc;
+    if ((rc = nb_gguf_get_arr_str(g, "tokenizer.ggml.tokens", &toks, &n, err)) ||
+        (rc = nb_gguf_get_arr_str(g, "tokenizer.ggml.merges", &merges, &nm, err)))
+        return rc;
+    if (n == 0 || n > INT32_MAX - 1)
+        return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.tokens has %llu entries (must be "
+                          "1..%d)", path, (unsigned long long)n, INT32_MAX - 1);
+    int32_t *types, pad, unk; /* named special tokens only: transformers' BPE gets no unk */
+    if ((rc = gguf_token_types(g, n, &types, err)))
+        return rc;
+    if ((rc = gguf_named_ids(t, g, n, &unk, &pad, err)) ||
+        (rc = tok_src_alloc(s, n, nm, n, path, err))) {
+        free(types);
+        return rc;
     }
-    if ((rc = tok_build(t, s, err)))
+    if (!(*owned = calloc(n, sizeof **owned))) {
+        free(types);
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+    }
+    rc = gguf_read_tokens(t, path, toks, n, types, unk, pad, s, *owned, n_owned, err);
+    free(types);
+    if (rc)
+        return rc;
+    for (uint64_t i = 0; i < nm; i++)
+        if (!split_merge(merges[i].ptr, merges[i].len, s, i))
+            return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.merges[%llu] \"%.*s\" is "
+                              "not two tokens separated by one space", path,
+                              (unsigned long long)i,
+                              (int)(merges[i].len > 64 ? 64 : merges[i].len), merges[i].ptr);
+    return tok_build(t, s, err);
+}
+
+static nb_code gguf_load(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***owned,
+                         size_t *n_owned, nb_err *err)
+{
+    nb_code rc;
+    if ((rc = gguf_pre_steps(t, g, err)) || (rc = gguf_build(t, g, s, owned, n_owned, err)))
         return rc;
     int add_bos, add_eos;
     if ((rc = gguf_opt_bool(g, "tokenizer.ggml.add_bos_token", 0, &add_bos, err)) ||
@@ -1080,14 +1156,9 @@ static nb_code hf_read_merges(const nb_tokenizer *t, json_object *merges, tok_sr
         const char *ms = json_object_is_type(m, json_type_string) ? json_object_get_string(m)
                                                                   : NULL;
         size_t ml = ms ? (size_t)json_object_get_string_len(m) : 0;
-        const char *sp = ms && ml > 1 ? memchr(ms + 1, ' ', ml - 1) : NULL;
-        if (!sp || sp + 1 == ms + ml || memchr(sp + 1, ' ', (size_t)(ms + ml - sp - 1)))
+        if (!split_merge(ms, ml, s, i))
             return nb_err_set(err, NB_EFORMAT, "%s: model.merges[%zu] is neither \"a b\" nor "
                               "[\"a\", \"b\"]", t->src, i);
-        s->ma[i] = ms;
-        s->man[i] = (size_t)(sp - ms);
-        s->mb[i] = sp + 1;
-        s->mbn[i] = (size_t)(ms + ml - sp - 1);
     }
     return NB_OK;
 }

@@ -62,16 +62,13 @@ const char *nb_rpc_client_url(const nb_rpc_client *cli)
 nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_client **out,
                            nb_err *err)
 {
-    static const nb_rpc_opts none;
-    const nb_rpc_opts *o = opts ? opts : &none;
     *out = NULL;
-    nb_code c = nb_rpc_check_url(url, err);
+    const nb_rpc_opts *o;
+    nb_code c = nb_rpc_check_open(url, opts, &o, err);
     if (c)
         return c;
     if (o->timeout_ms < 0 || o->resend_ms < 0)
         return nb_err_set(err, NB_EINVAL, "%s: negative opts.timeout_ms or opts.resend_ms", url);
-    if ((c = nb_rpc_check_max_msg(url, o, err)))
-        return c;
     nb_rpc_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return nb_err_set(err, NB_ENOMEM, "out of memory opening %s", url);
@@ -159,6 +156,136 @@ static nb_code call_fail(nb_rpc_client *cli, const char *method, int rv, int sen
     }
 }
 
+/* The request envelope, MAC'ed and packed into an nng message of at most max_msg bytes. */
+static nb_code pack_request(nb_rpc_client *cli, uint64_t request_id, const char *method,
+                            const void *req, size_t len, int timeout_ms, nng_msg **out,
+                            int *status, nb_err *err)
+{
+    Npubench__RequestEnvelope env;
+    uint8_t mac[NB_WIRE_MAC_LEN];
+    nb_wire_request_init(&env, mac, cli->secret, method, request_id,
+                         nb_wall_ms() + timeout_ms, req, len);
+    size_t n = protobuf_c_message_get_packed_size(&env.base);
+    if (n > cli->max_msg) {
+        *status = NB_RPC_RESOURCE_EXHAUSTED;
+        return nb_err_set(err, NB_ENOMEM, "%s: request of %zu bytes exceeds the %zu-byte limit",
+                          method, n, cli->max_msg);
+    }
+    int rv;
+    if ((rv = nng_msg_alloc(out, n))) {
+        *status = NB_RPC_RESOURCE_EXHAUSTED;
+        return nb_rpc_nng_fail(err, NB_ENOMEM, rv, "%s: allocating %zu bytes", method, n);
+    }
+    protobuf_c_message_pack(&env.base, nng_msg_body(*out));
+    return NB_OK;
+}
+
+/* Sends m (consumed) on a context of its own and waits for the reply within timeout_ms in
+ * all; *reply is the raw answer. */
+static nb_code exchange(nb_rpc_client *cli, const char *method, nng_msg *m, int timeout_ms,
+                        nng_msg **reply, int *status, nb_err *err)
+{
+    *reply = NULL;
+    nng_ctx ctx;
+    nng_aio *aio = NULL;
+    int rv;
+    if ((rv = nng_ctx_open(&ctx, cli->sock))) {
+        nng_msg_free(m);
+        return call_fail(cli, method, rv, 1, timeout_ms, status, err);
+    }
+    /* A resend timer shorter than the call would run slow handlers twice (the
+     * cache absorbs it for mutating methods, not for read-only ones), so by
+     * default only a reconnect resends, and it does so at once. */
+    int resend = cli->resend_ms > 0 ? cli->resend_ms
+                 : timeout_ms > 0x7fffffff - 1000 ? 0x7fffffff
+                                                  : timeout_ms + 1000;
+    nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, resend);
+    if ((rv = nng_aio_alloc(&aio, NULL, NULL))) {
+        nng_msg_free(m);
+        nng_ctx_close(ctx);
+        return call_fail(cli, method, rv, 1, timeout_ms, status, err);
+    }
+    double t0 = nb_now_ms();
+    nng_aio_set_timeout(aio, timeout_ms);
+    nng_aio_set_msg(aio, m);
+    nng_ctx_send(ctx, aio);
+    nng_aio_wait(aio);
+    nb_code c = NB_OK;
+    if ((rv = nng_aio_result(aio))) {
+        if (nng_aio_get_msg(aio))
+            nng_msg_free(nng_aio_get_msg(aio));
+        c = call_fail(cli, method, rv, 1, timeout_ms, status, err);
+    } else {
+        double left = timeout_ms - (nb_now_ms() - t0);
+        nng_aio_set_timeout(aio, left < 1 ? 1 : (nng_duration)left);
+        nng_ctx_recv(ctx, aio);
+        nng_aio_wait(aio);
+        if ((rv = nng_aio_result(aio)))
+            c = call_fail(cli, method, rv, 0, timeout_ms, status, err);
+        else
+            *reply = nng_aio_get_msg(aio);
+    }
+    nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    return c;
+}
+
+/* The response envelope of reply: decodable, for this request, MAC'ed by the server. */
+static nb_code check_response(nb_rpc_client *cli, uint64_t request_id, const char *method,
+                              nng_msg *reply, Npubench__ResponseEnvelope **renv, int *status,
+                              nb_err *err)
+{
+    size_t rn = nng_msg_len(reply);
+    nb_code c = nb_wire_unpack(&npubench__response_envelope__descriptor, nng_msg_body(reply),
+                               rn, rn + NB_RPC_ENVELOPE_UNPACK_SLACK, renv, err);
+    if (c) {
+        *status = NB_RPC_DATA_LOSS;
+        return nb_err_prefix(err, "%s: response from %s: ", method, cli->url);
+    }
+    const Npubench__ResponseEnvelope *r = *renv;
+    if (r->request_id != request_id && r->request_id != 0) {
+        *status = NB_RPC_DATA_LOSS;
+        return nb_err_set(err, NB_EMISMATCH, "%s: response for request %llu, expected %llu",
+                          method, (unsigned long long)r->request_id,
+                          (unsigned long long)request_id);
+    }
+    nb_err ve = {0};
+    if (nb_wire_response_verify(r, cli->secret, &ve) != NB_OK) {
+        *status = NB_RPC_UNAUTHENTICATED;
+        if ((int)r->status == NB_RPC_UNAUTHENTICATED)
+            return nb_err_set(err, NB_EAUTH, "%s: %s refused our request: %s", method, cli->url,
+                              r->message);
+        return nb_err_set(err, NB_EAUTH, "%s: %s: %s", method, cli->url, ve.msg);
+    }
+    return NB_OK;
+}
+
+/* The server's message and payload into the caller's malloc'ed copies. */
+static nb_code copy_response(const Npubench__ResponseEnvelope *renv, const char *method,
+                             char **msg, uint8_t **resp, size_t *resp_len, int *status,
+                             nb_err *err)
+{
+    if (msg && !(*msg = strdup(renv->message))) {
+        *status = NB_RPC_RESOURCE_EXHAUSTED;
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory copying the response", method);
+    }
+    if (resp && renv->payload.len) {
+        if (!(*resp = malloc(renv->payload.len))) {
+            if (msg) {
+                free(*msg);
+                *msg = NULL;
+            }
+            *status = NB_RPC_RESOURCE_EXHAUSTED;
+            return nb_err_set(err, NB_ENOMEM, "%s: out of memory copying %zu response bytes",
+                              method, renv->payload.len);
+        }
+        memcpy(*resp, renv->payload.data, renv->payload.len);
+        if (resp_len)
+            *resp_len = renv->payload.len;
+    }
+    return NB_OK;
+}
+
 nb_code nb_rpc_call_id(nb_rpc_client *cli, uint64_t request_id, const char *method,
                        const void *req, size_t len, int timeout_ms, int *status, char **msg,
                        uint8_t **resp, size_t *resp_len, nb_err *err)
@@ -182,121 +309,23 @@ nb_code nb_rpc_call_id(nb_rpc_client *cli, uint64_t request_id, const char *meth
     }
     if (timeout_ms <= 0)
         timeout_ms = cli->timeout_ms;
-
-    Npubench__RequestEnvelope env;
-    uint8_t mac[NB_WIRE_MAC_LEN];
-    nb_wire_request_init(&env, mac, cli->secret, method, request_id,
-                         nb_wall_ms() + timeout_ms, req, len);
-    size_t n = protobuf_c_message_get_packed_size(&env.base);
-    if (n > cli->max_msg) {
-        *status = NB_RPC_RESOURCE_EXHAUSTED;
-        return nb_err_set(err, NB_ENOMEM, "%s: request of %zu bytes exceeds the %zu-byte limit",
-                          method, n, cli->max_msg);
-    }
-    nng_msg *m;
-    int rv;
-    if ((rv = nng_msg_alloc(&m, n))) {
-        *status = NB_RPC_RESOURCE_EXHAUSTED;
-        return nb_rpc_nng_fail(err, NB_ENOMEM, rv, "%s: allocating %zu bytes", method, n);
-    }
-    protobuf_c_message_pack(&env.base, nng_msg_body(m));
-
-    nng_ctx ctx;
-    nng_aio *aio = NULL;
-    if ((rv = nng_ctx_open(&ctx, cli->sock))) {
-        nng_msg_free(m);
-        return call_fail(cli, method, rv, 1, timeout_ms, status, err);
-    }
-    /* A resend timer shorter than the call would run slow handlers twice (the
-     * cache absorbs it for mutating methods, not for read-only ones), so by
-     * default only a reconnect resends, and it does so at once. */
-    int resend = cli->resend_ms > 0 ? cli->resend_ms
-                 : timeout_ms > 0x7fffffff - 1000 ? 0x7fffffff
-                                                  : timeout_ms + 1000;
-    nng_ctx_set_ms(ctx, NNG_OPT_REQ_RESENDTIME, resend);
-    if ((rv = nng_aio_alloc(&aio, NULL, NULL))) {
-        nng_msg_free(m);
-        nng_ctx_close(ctx);
-        return call_fail(cli, method, rv, 1, timeout_ms, status, err);
-    }
-    double t0 = nb_now_ms();
-    nng_aio_set_timeout(aio, timeout_ms);
-    nng_aio_set_msg(aio, m);
-    nng_ctx_send(ctx, aio);
-    nng_aio_wait(aio);
-    nb_code c = NB_OK;
-    nng_msg *reply = NULL;
+    nng_msg *m, *reply;
+    nb_code c = pack_request(cli, request_id, method, req, len, timeout_ms, &m, status, err);
+    if (c || (c = exchange(cli, method, m, timeout_ms, &reply, status, err)))
+        return c;
     Npubench__ResponseEnvelope *renv = NULL;
-    if ((rv = nng_aio_result(aio))) {
-        if (nng_aio_get_msg(aio))
-            nng_msg_free(nng_aio_get_msg(aio));
-        c = call_fail(cli, method, rv, 1, timeout_ms, status, err);
+    if ((c = check_response(cli, request_id, method, reply, &renv, status, err)))
         goto done;
-    }
-    double left = timeout_ms - (nb_now_ms() - t0);
-    nng_aio_set_timeout(aio, left < 1 ? 1 : (nng_duration)left);
-    nng_ctx_recv(ctx, aio);
-    nng_aio_wait(aio);
-    if ((rv = nng_aio_result(aio))) {
-        c = call_fail(cli, method, rv, 0, timeout_ms, status, err);
-        goto done;
-    }
-    reply = nng_aio_get_msg(aio);
-    size_t rn = nng_msg_len(reply);
-    if ((c = nb_wire_unpack(&npubench__response_envelope__descriptor, nng_msg_body(reply), rn,
-                            rn + NB_RPC_ENVELOPE_UNPACK_SLACK, &renv, err))) {
-        *status = NB_RPC_DATA_LOSS;
-        nb_err_prefix(err, "%s: response from %s: ", method, cli->url);
-        goto done;
-    }
-    if (renv->request_id != request_id && renv->request_id != 0) {
-        *status = NB_RPC_DATA_LOSS;
-        c = nb_err_set(err, NB_EMISMATCH, "%s: response for request %llu, expected %llu",
-                       method, (unsigned long long)renv->request_id,
-                       (unsigned long long)request_id);
-        goto done;
-    }
     int rs = nb_rpc_status_valid((int)renv->status) ? (int)renv->status : NB_RPC_UNKNOWN;
-    nb_err ve = {0};
-    if (nb_wire_response_verify(renv, cli->secret, &ve) != NB_OK) {
-        *status = NB_RPC_UNAUTHENTICATED;
-        if (rs == NB_RPC_UNAUTHENTICATED)
-            c = nb_err_set(err, NB_EAUTH, "%s: %s refused our request: %s", method, cli->url,
-                           renv->message);
-        else
-            c = nb_err_set(err, NB_EAUTH, "%s: %s: %s", method, cli->url, ve.msg);
-        goto done;
-    }
     *status = rs;
-    if (msg && !(*msg = strdup(renv->message))) {
-        *status = NB_RPC_RESOURCE_EXHAUSTED;
-        c = nb_err_set(err, NB_ENOMEM, "%s: out of memory copying the response", method);
+    if ((c = copy_response(renv, method, msg, resp, resp_len, status, err)))
         goto done;
-    }
-    if (resp && renv->payload.len) {
-        if (!(*resp = malloc(renv->payload.len))) {
-            if (msg) {
-                free(*msg);
-                *msg = NULL;
-            }
-            *status = NB_RPC_RESOURCE_EXHAUSTED;
-            c = nb_err_set(err, NB_ENOMEM, "%s: out of memory copying %zu response bytes",
-                           method, renv->payload.len);
-            goto done;
-        }
-        memcpy(*resp, renv->payload.data, renv->payload.len);
-        if (resp_len)
-            *resp_len = renv->payload.len;
-    }
     if (rs != NB_RPC_OK)
         c = nb_err_set(err, nb_rpc_code_from_status(rs), "%s: %s: %s", method,
                        nb_rpc_status_name(rs), renv->message[0] ? renv->message : "(no message)");
 done:
     nb_wire_free(renv);
-    if (reply)
-        nng_msg_free(reply);
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
+    nng_msg_free(reply);
     return c;
 }
 

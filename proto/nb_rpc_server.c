@@ -259,136 +259,158 @@ static nng_msg *make_reply(const nb_rpc_server *s, uint64_t id, int status, cons
     return m;
 }
 
-/* Decodes, checks and runs one request; consumes in; returns the reply. */
-static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
+/* What one request is answered with while it is served. */
+typedef struct answer {
+    int st;
+    char msg[NB_ERR_MSG_MAX];
+    uint8_t *pl; /* malloc'ed response payload */
+    size_t len;
+} answer;
+
+static int answer_with(answer *a, int st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int answer_with(answer *a, int st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->msg, sizeof a->msg, fmt, ap);
+    va_end(ap);
+    a->st = st;
+    return 1;
+}
+
+/* Size, envelope, MAC, deadline and method name of in; *env on success.  Returns 1 when a
+ * answers the request already (refused), 0 when it may run. */
+static int check_request(nb_rpc_server *s, nng_msg *in, Npubench__RequestEnvelope **env,
+                         char *name, answer *a)
 {
     size_t n = nng_msg_len(in);
-    uint64_t id = 0;
-    int st;
-    char msg[NB_ERR_MSG_MAX] = "";
-    uint8_t *pl = NULL;
-    size_t pl_len = 0;
-    Npubench__RequestEnvelope *env = NULL;
     nb_err e = {0};
-    char name[NB_WIRE_METHOD_MAX + 1];
-
-    STAT(s, requests);
     /* inproc does not enforce NNG_OPT_RECVMAXSZ; the stream transports
      * drop the connection before we see such a message. */
     if (n > s->max_msg) {
         STAT(s, oversize);
-        st = NB_RPC_RESOURCE_EXHAUSTED;
-        snprintf(msg, sizeof msg, "request of %zu bytes exceeds the server's %zu-byte limit", n,
-                 s->max_msg);
-        goto reply;
+        return answer_with(a, NB_RPC_RESOURCE_EXHAUSTED,
+                           "request of %zu bytes exceeds the server's %zu-byte limit", n,
+                           s->max_msg);
     }
     if (nb_wire_unpack(&npubench__request_envelope__descriptor, nng_msg_body(in), n,
-                       n + NB_RPC_ENVELOPE_UNPACK_SLACK, &env, &e) != NB_OK) {
+                       n + NB_RPC_ENVELOPE_UNPACK_SLACK, env, &e) != NB_OK) {
         STAT(s, malformed);
-        st = e.code == NB_EINVAL ? NB_RPC_INVALID_ARGUMENT : nb_rpc_status_from_code(e.code);
-        snprintf(msg, sizeof msg, "%s", e.msg);
-        goto reply;
+        return answer_with(a, e.code == NB_EINVAL ? NB_RPC_INVALID_ARGUMENT
+                                                  : nb_rpc_status_from_code(e.code),
+                           "%s", e.msg);
     }
-    id = env->request_id;
-    sanitize(name, sizeof name, env->method);
-    if (nb_wire_request_verify(env, s->secret, &e) != NB_OK) {
+    sanitize(name, NB_WIRE_METHOD_MAX + 1, (*env)->method);
+    if (nb_wire_request_verify(*env, s->secret, &e) != NB_OK) {
         STAT(s, unauthenticated);
-        st = NB_RPC_UNAUTHENTICATED;
-        snprintf(msg, sizeof msg, "%s", e.msg);
-        goto reply;
+        return answer_with(a, NB_RPC_UNAUTHENTICATED, "%s", e.msg);
     }
-    if (env->deadline_unix_ms == 0 && s->secret) {
-        st = NB_RPC_INVALID_ARGUMENT;
-        snprintf(msg, sizeof msg,
-                 "%s: request has no deadline; an authenticated server requires one", name);
-        goto reply;
-    }
+    if ((*env)->deadline_unix_ms == 0 && s->secret)
+        return answer_with(a, NB_RPC_INVALID_ARGUMENT,
+                           "%s: request has no deadline; an authenticated server requires one",
+                           name);
     int64_t now = nb_wall_ms();
-    if (env->deadline_unix_ms && now > env->deadline_unix_ms) {
+    if ((*env)->deadline_unix_ms && now > (*env)->deadline_unix_ms) {
         STAT(s, expired);
-        st = NB_RPC_DEADLINE_EXCEEDED;
-        snprintf(msg, sizeof msg, "%s: deadline passed %lld ms before the server started it",
-                 name, (long long)(now - env->deadline_unix_ms));
-        goto reply;
+        return answer_with(a, NB_RPC_DEADLINE_EXCEEDED,
+                           "%s: deadline passed %lld ms before the server started it", name,
+                           (long long)(now - (*env)->deadline_unix_ms));
     }
-    if (strlen(env->method) > NB_WIRE_METHOD_MAX) {
-        st = NB_RPC_INVALID_ARGUMENT;
-        snprintf(msg, sizeof msg, "method name '%s...' longer than %d bytes", name,
-                 NB_WIRE_METHOD_MAX);
-        goto reply;
+    if (strlen((*env)->method) > NB_WIRE_METHOD_MAX)
+        return answer_with(a, NB_RPC_INVALID_ARGUMENT, "method name '%s...' longer than %d bytes",
+                           name, NB_WIRE_METHOD_MAX);
+    return 0;
+}
+
+/* A duplicate's answer from the idempotency cache.  Returns 1 when a answers it, 0 when the
+ * handler must run (*ent then to be finished, unless NULL). */
+static int cached_answer(nb_rpc_server *s, const Npubench__RequestEnvelope *env,
+                         const char *name, nb_rpc_cache_entry **ent, answer *a)
+{
+    unsigned long long id = (unsigned long long)env->request_id;
+    switch (nb_rpc_cache_begin(s->cache, env->request_id, env->method, env->payload.data,
+                               env->payload.len, env->deadline_unix_ms, ent, &a->st, a->msg,
+                               sizeof a->msg, &a->pl, &a->len)) {
+    case NB_RPC_CACHE_MISS:
+        return 0;
+    case NB_RPC_CACHE_HIT:
+        STAT(s, replayed);
+        return 1;
+    case NB_RPC_CACHE_CONFLICT:
+        return answer_with(a, NB_RPC_INVALID_ARGUMENT,
+                           "%s: request_id %llu was already used for a different payload", name,
+                           id);
+    case NB_RPC_CACHE_TIMEOUT:
+        STAT(s, expired);
+        return answer_with(a, NB_RPC_DEADLINE_EXCEEDED,
+                           "%s: deadline passed while the first copy of request %llu was running",
+                           name, id);
+    case NB_RPC_CACHE_STOPPED:
+        break;
     }
+    return answer_with(a, NB_RPC_UNAVAILABLE, "server shutting down");
+}
+
+/* Runs the handler and checks what it returned: a status in range, a payload where it says
+ * there is one, within the message limit. */
+static void run_handler(nb_rpc_server *s, const handler *h, const Npubench__RequestEnvelope *env,
+                        const char *name, answer *a)
+{
+    nb_rpc_request req = {env->method, env->request_id, env->deadline_unix_ms,
+                          env->payload.data, env->payload.len};
+    nb_rpc_reply rep;
+    memset(&rep, 0, sizeof rep);
+    STAT(s, handled);
+    int st = h->fn(h->user, &req, &rep);
+    rep.message[sizeof rep.message - 1] = '\0';
+    if (!nb_rpc_status_valid(st)) {
+        answer_with(a, NB_RPC_INTERNAL, "%s: handler returned invalid status %d", name, st);
+        free(rep.payload);
+    } else if (rep.len && !rep.payload) {
+        answer_with(a, NB_RPC_INTERNAL, "%s: handler returned %zu payload bytes at NULL", name,
+                    rep.len);
+    } else if (rep.len > s->max_msg - NB_RPC_ENVELOPE_SLACK) {
+        answer_with(a, NB_RPC_RESOURCE_EXHAUSTED,
+                    "%s: response of %zu bytes exceeds the %zu-byte message limit", name,
+                    rep.len, s->max_msg);
+        free(rep.payload);
+    } else {
+        a->st = st;
+        memcpy(a->msg, rep.message, sizeof a->msg);
+        a->pl = rep.payload;
+        a->len = rep.len;
+    }
+}
+
+/* Decodes, checks and runs one request; consumes in; returns the reply. */
+static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
+{
+    answer a = {.st = NB_RPC_OK};
+    Npubench__RequestEnvelope *env = NULL;
+    char name[NB_WIRE_METHOD_MAX + 1];
+    STAT(s, requests);
+    if (check_request(s, in, &env, name, &a))
+        goto reply;
     if (strcmp(env->method, NB_RPC_HEALTH_CHECK) == 0) {
-        st = health_check(s, env, &pl, &pl_len, msg, sizeof msg);
+        a.st = health_check(s, env, &a.pl, &a.len, a.msg, sizeof a.msg);
         goto reply;
     }
     const handler *h = find_handler(s, env->method);
     if (!h) {
         STAT(s, unimplemented);
-        st = NB_RPC_UNIMPLEMENTED;
-        snprintf(msg, sizeof msg, "unknown method '%s' on %s", name, s->url);
+        answer_with(&a, NB_RPC_UNIMPLEMENTED, "unknown method '%s' on %s", name, s->url);
         goto reply;
     }
     nb_rpc_cache_entry *ent = NULL;
-    if (!(h->flags & NB_RPC_READONLY) && s->cache) {
-        nb_rpc_cache_res r = nb_rpc_cache_begin(s->cache, id, env->method, env->payload.data,
-                                                env->payload.len, env->deadline_unix_ms, &ent,
-                                                &st, msg, sizeof msg, &pl, &pl_len);
-        switch (r) {
-        case NB_RPC_CACHE_MISS:
-            break;
-        case NB_RPC_CACHE_HIT:
-            STAT(s, replayed);
-            goto reply;
-        case NB_RPC_CACHE_CONFLICT:
-            st = NB_RPC_INVALID_ARGUMENT;
-            snprintf(msg, sizeof msg,
-                     "%s: request_id %llu was already used for a different payload", name,
-                     (unsigned long long)id);
-            goto reply;
-        case NB_RPC_CACHE_TIMEOUT:
-            STAT(s, expired);
-            st = NB_RPC_DEADLINE_EXCEEDED;
-            snprintf(msg, sizeof msg,
-                     "%s: deadline passed while the first copy of request %llu was running",
-                     name, (unsigned long long)id);
-            goto reply;
-        case NB_RPC_CACHE_STOPPED:
-            st = NB_RPC_UNAVAILABLE;
-            snprintf(msg, sizeof msg, "server shutting down");
-            goto reply;
-        }
-    }
-    nb_rpc_request req = {env->method, id, env->deadline_unix_ms, env->payload.data,
-                          env->payload.len};
-    nb_rpc_reply rep;
-    memset(&rep, 0, sizeof rep);
-    STAT(s, handled);
-    st = h->fn(h->user, &req, &rep);
-    rep.message[sizeof rep.message - 1] = '\0';
-    if (!nb_rpc_status_valid(st)) {
-        snprintf(msg, sizeof msg, "%s: handler returned invalid status %d", name, st);
-        st = NB_RPC_INTERNAL;
-        free(rep.payload);
-    } else if (rep.len && !rep.payload) {
-        snprintf(msg, sizeof msg, "%s: handler returned %zu payload bytes at NULL", name,
-                 rep.len);
-        st = NB_RPC_INTERNAL;
-    } else if (rep.len > s->max_msg - NB_RPC_ENVELOPE_SLACK) {
-        snprintf(msg, sizeof msg, "%s: response of %zu bytes exceeds the %zu-byte message limit",
-                 name, rep.len, s->max_msg);
-        st = NB_RPC_RESOURCE_EXHAUSTED;
-        free(rep.payload);
-    } else {
-        memcpy(msg, rep.message, sizeof msg);
-        pl = rep.payload;
-        pl_len = rep.len;
-    }
+    if (!(h->flags & NB_RPC_READONLY) && s->cache && cached_answer(s, env, name, &ent, &a))
+        goto reply;
+    run_handler(s, h, env, name, &a);
     if (ent)
-        nb_rpc_cache_finish(s->cache, ent, st, msg, pl, pl_len);
-
+        nb_rpc_cache_finish(s->cache, ent, a.st, a.msg, a.pl, a.len);
 reply:;
-    nng_msg *out = make_reply(s, id, st, msg, pl, pl_len);
-    free(pl);
+    nng_msg *out = make_reply(s, env ? env->request_id : 0, a.st, a.msg, a.pl, a.len);
+    free(a.pl);
     nb_wire_free(env);
     nng_msg_free(in);
     return out;
@@ -503,13 +525,46 @@ static nb_code bound_url(nb_rpc_server *s, const char *url, nb_err *err)
     return s->url ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
 }
 
+/* Listens on url (TLS configured) with the message limit; errors name the URL. */
+static nb_code start_listener(nb_rpc_server *s, const char *url, nb_err *err)
+{
+    int rv;
+    if ((rv = nng_listener_create(&s->listener, s->sock, url)))
+        return nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: cannot create listener", url);
+    nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ, s->max_msg); /* not on inproc */
+    if (s->tls && (rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, s->tls)))
+        return nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
+    if ((rv = nng_listener_start(s->listener, 0)))
+        return nb_rpc_nng_fail(err, rv == NNG_EADDRINUSE ? NB_EUNAVAIL : NB_EIO, rv,
+                               "%s: cannot listen", url);
+    return NB_OK;
+}
+
+/* The nctx contexts with their aios, and room for the handler threads. */
+static nb_code open_contexts(nb_rpc_server *s, const char *url, nb_err *err)
+{
+    if (!(s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) ||
+        !(s->threads = calloc((size_t)s->nthreads, sizeof *s->threads)))
+        return nb_err_set(err, NB_ENOMEM, "out of memory for %d contexts", s->nctx);
+    for (int i = 0; i < s->nctx; i++) {
+        srv_ctx *x = &s->ctxs[i];
+        x->srv = s;
+        int rv;
+        if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x)))
+            return nb_rpc_nng_fail(err, NB_ENOMEM, rv, "%s: nng_aio_alloc", url);
+        s->nctx_open++;
+        if ((rv = nng_ctx_open(&x->ctx, s->sock)))
+            return nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: nng_ctx_open", url);
+    }
+    return NB_OK;
+}
+
 nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_server **out,
                            nb_err *err)
 {
-    static const nb_rpc_opts none;
-    const nb_rpc_opts *o = opts ? opts : &none;
     *out = NULL;
-    nb_code c = nb_rpc_check_url(url, err);
+    const nb_rpc_opts *o;
+    nb_code c = nb_rpc_check_open(url, opts, &o, err);
     if (c)
         return c;
     if (o->contexts < 0 || o->contexts > MAX_CONTEXTS || o->threads < 0 ||
@@ -517,8 +572,6 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         return nb_err_set(err, NB_EINVAL,
                           "%s: opts.contexts %d / opts.threads %d out of range (0..%d / 0..%d)",
                           url, o->contexts, o->threads, MAX_CONTEXTS, MAX_THREADS);
-    if ((c = nb_rpc_check_max_msg(url, o, err)))
-        return c;
 
     nb_rpc_server *s = calloc(1, sizeof *s);
     if (!s)
@@ -547,46 +600,10 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         (c = add_service(s, "grpc.health.v1.Health", strlen("grpc.health.v1.Health"), err)))
         goto fail;
 
-    if ((c = nb_rpc_open_socket(url, o, true, &s->tls, &s->sock, s->max_msg, err)))
+    if ((c = nb_rpc_open_socket(url, o, true, &s->tls, &s->sock, s->max_msg, err)) ||
+        (c = start_listener(s, url, err)) || (c = bound_url(s, url, err)) ||
+        (c = open_contexts(s, url, err)))
         goto fail;
-    int rv;
-    if ((rv = nng_listener_create(&s->listener, s->sock, url))) {
-        c = nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: cannot create listener", url);
-        goto fail;
-    }
-    nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ, s->max_msg); /* not on inproc */
-    if (s->tls) {
-        if ((rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, s->tls))) {
-            c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
-            goto fail;
-        }
-    }
-    if ((rv = nng_listener_start(s->listener, 0))) {
-        c = nb_rpc_nng_fail(err, rv == NNG_EADDRINUSE ? NB_EUNAVAIL : NB_EIO, rv,
-                            "%s: cannot listen", url);
-        goto fail;
-    }
-    if ((c = bound_url(s, url, err)))
-        goto fail;
-
-    if (!(s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) ||
-        !(s->threads = calloc((size_t)s->nthreads, sizeof *s->threads))) {
-        c = nb_err_set(err, NB_ENOMEM, "out of memory for %d contexts", s->nctx);
-        goto fail;
-    }
-    for (int i = 0; i < s->nctx; i++) {
-        srv_ctx *x = &s->ctxs[i];
-        x->srv = s;
-        if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x))) {
-            c = nb_rpc_nng_fail(err, NB_ENOMEM, rv, "%s: nng_aio_alloc", url);
-            goto fail;
-        }
-        s->nctx_open++;
-        if ((rv = nng_ctx_open(&x->ctx, s->sock))) {
-            c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: nng_ctx_open", url);
-            goto fail;
-        }
-    }
     *out = s;
     return NB_OK;
 fail:

@@ -44,6 +44,26 @@ nb_code nb_rpc_nng_fail(nb_err *err, nb_code code, int rv, const char *fmt, ...)
     return nb_err_set(err, code, "%s: %s", what, nng_strerror(rv));
 }
 
+/* The name a client verifies the server's certificate for.  Our own config replaces nng's
+ * default one, which would have taken the server name from the URL; do the same. */
+static nb_code tls_server_name(nng_tls_config *cfg, const char *url, const nb_rpc_opts *o,
+                               nb_err *err)
+{
+    const char *name = o->tls_server_name;
+    nng_url *u = NULL;
+    int rv;
+    if (!(name && name[0])) {
+        if ((rv = nng_url_parse(&u, url)))
+            return nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: parsing URL", url);
+        name = u->u_hostname;
+    }
+    rv = nng_tls_config_server_name(cfg, name);
+    nng_url_free(u);
+    if (rv)
+        return nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: TLS server name", url);
+    return NB_OK;
+}
+
 static nb_code tls_setup(const char *url, const nb_rpc_opts *o, int server,
                          nng_tls_config **out, nb_err *err)
 {
@@ -91,25 +111,8 @@ static nb_code tls_setup(const char *url, const nb_rpc_opts *o, int server,
         c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: TLS auth mode", url);
         goto out;
     }
-    if (!server) {
-        /* Our own config replaces nng's default one, which would have taken
-         * the server name from the URL; do the same. */
-        const char *name = o->tls_server_name;
-        nng_url *u = NULL;
-        if (!(name && name[0])) {
-            if ((rv = nng_url_parse(&u, url))) {
-                c = nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: parsing URL", url);
-                goto out;
-            }
-            name = u->u_hostname;
-        }
-        rv = nng_tls_config_server_name(cfg, name);
-        nng_url_free(u);
-        if (rv) {
-            c = nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: TLS server name", url);
-            goto out;
-        }
-    }
+    if (!server)
+        c = tls_server_name(cfg, url, o, err);
 out:
     if (c != NB_OK)
         nng_tls_config_free(cfg);
@@ -134,11 +137,17 @@ bool nb_rpc_method_ok(const char *m)
     return slashes == 1;
 }
 
-nb_code nb_rpc_check_max_msg(const char *url, const nb_rpc_opts *o, nb_err *err)
+nb_code nb_rpc_check_open(const char *url, const nb_rpc_opts *opts, const nb_rpc_opts **o,
+                          nb_err *err)
 {
-    if (o->max_msg_bytes && o->max_msg_bytes < 2 * NB_RPC_ENVELOPE_SLACK)
+    static const nb_rpc_opts none;
+    *o = opts ? opts : &none;
+    nb_code c = nb_rpc_check_url(url, err);
+    if (c)
+        return c;
+    if ((*o)->max_msg_bytes && (*o)->max_msg_bytes < 2 * NB_RPC_ENVELOPE_SLACK)
         return nb_err_set(err, NB_EINVAL, "%s: opts.max_msg_bytes %zu below the minimum %d",
-                          url, o->max_msg_bytes, 2 * NB_RPC_ENVELOPE_SLACK);
+                          url, (*o)->max_msg_bytes, 2 * NB_RPC_ENVELOPE_SLACK);
     return NB_OK;
 }
 

@@ -52,8 +52,11 @@ nb_code nb_rpc_check_url(const char *url, nb_err *err);
 bool nb_rpc_url_is_tls(const char *url);
 /* "pkg.Service/Method": one inner '/', [A-Za-z0-9._], at most NB_WIRE_METHOD_MAX bytes. */
 bool nb_rpc_method_ok(const char *method);
-/* NB_EINVAL when opts.max_msg_bytes is set below what an envelope needs. */
-nb_code nb_rpc_check_max_msg(const char *url, const nb_rpc_opts *o, nb_err *err);
+/* The checks server and client open alike: url's scheme (nb_rpc_check_url) and
+ * opts.max_msg_bytes not below what an envelope needs.  *o gets opts, or all-default
+ * options when opts is NULL. */
+nb_code nb_rpc_check_open(const char *url, const nb_rpc_opts *opts, const nb_rpc_opts **o,
+                          nb_err *err);
 
 /* The socket of a server (rep0) or client (req0) with its receive limit, and for a TLS URL
  * its TLS configuration (*tls, to free with nng_tls_config_free; NULL otherwise). */
