@@ -19,6 +19,10 @@
 #include "nb_file.h"
 #include "nb_svc.h"
 
+/* Registration hashes the model once (the digest keys its reference traces): about a second
+ * per 100 MB, several under the sanitizers on a loaded machine. */
+#define REGISTER_WAIT_MS 120000
+
 #define SESSION_TAG_PREFIX "embedded-"
 
 struct nb_embedded {
@@ -128,9 +132,9 @@ static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *e
     }
     if (rc)
         return rc;
-    /* Registration runs in the background; wait for it (inproc: milliseconds)
+    /* Registration runs in the background; wait for it (inproc, after the model digest)
      * so a refusal is reported now instead of leaving the job queued. */
-    for (int i = 0; i < 2000; i++) {
+    for (int i = 0; i < REGISTER_WAIT_MS / 5; i++) {
         char id[128];
         nb_daemon_worker_id(e->worker, id, sizeof id);
         if ((rc = nb_daemon_error(e->worker, err)))
@@ -139,7 +143,8 @@ static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *e
             return NB_OK;
         sleep_ms(5);
     }
-    return nb_err_set(err, NB_ETIMEOUT, "embedded worker: not registered after 10 s");
+    return nb_err_set(err, NB_ETIMEOUT, "embedded worker: not registered after %d s",
+                      REGISTER_WAIT_MS / 1000);
 }
 
 nb_code nb_embedded_start(const nb_embedded_opts *o, nb_embedded **out, nb_err *err)

@@ -19,6 +19,8 @@ void nb_sha256_init(nb_sha256 *s);
 void nb_sha256_update(nb_sha256 *s, const void *data, size_t n);
 void nb_sha256_final(nb_sha256 *s, uint8_t out[32]);
 void nb_sha256_hex(const uint8_t d[32], char hex[65]);
+/* The file's digest; remembered per process by (device, inode, size, mtime), so hashing the
+ * same unchanged file again is free. */
 nb_code nb_sha256_file(const char *path, char hex[65], nb_err *err);
 void nb_sha256_mem_hex(const void *data, size_t n, char hex[65]);
 
