@@ -30,6 +30,9 @@ typedef struct nb_coord_opts {
     int regression_last_n;    /* baseline: the deployment's last N runs [10] */
     double regression_min_rel;/* minimum relative change [0.05] */
     double regression_alpha;  /* Mann-Whitney significance [0.05] */
+    int min_free_mb;          /* below this much free disk, new work is refused [64] */
+    int retention_days;       /* stored results of jobs finished longer ago are deleted
+                                 (runs stay); < 0 keeps them forever [90] */
     const char *refdir;       /* HF traces the coordinator may cache and ship
                                  [verify/references of the source tree] */
     int source_local;         /* record runs as source "local" (embedded mode) */
@@ -38,7 +41,8 @@ typedef struct nb_coord_opts {
 
 typedef struct nb_coord nb_coord;
 
-/* Opens the database (migrating it), requeues leases that expired while no
+/* Locks the database against a second coordinator (<db_path>.lock), opens it
+ * (migrating it) and checks its integrity (NB_EDATALOSS when damaged), requeues leases that expired while no
  * coordinator ran, binds listen_url and starts serving plus the sweeper
  * thread. Errors: NB_EINVAL (options), NB_EIO/NB_EFORMAT (database),
  * NB_EUNAVAIL (address in use). On success *out is released with

@@ -88,6 +88,7 @@ nb_rpc_status nb_rpc_status_from_code(nb_code code)
     case NB_EAUTH: return NB_RPC_UNAUTHENTICATED;
     case NB_ECANCELED: return NB_RPC_CANCELLED;
     case NB_EINTERNAL: return NB_RPC_INTERNAL;
+    case NB_EDATALOSS: return NB_RPC_DATA_LOSS;
     }
     return NB_RPC_UNKNOWN;
 }
@@ -109,7 +110,7 @@ nb_code nb_rpc_code_from_status(int status)
     case NB_RPC_ABORTED: return NB_EUNAVAIL;
     case NB_RPC_UNAVAILABLE: return NB_EUNAVAIL;
     case NB_RPC_UNIMPLEMENTED: return NB_EUNSUPPORTED;
-    case NB_RPC_DATA_LOSS: return NB_EIO;
+    case NB_RPC_DATA_LOSS: return NB_EDATALOSS;
     default: return NB_EINTERNAL; /* UNKNOWN, INTERNAL, out of range */
     }
 }
@@ -579,7 +580,10 @@ static void cache_finish(nb_rpc_server *s, cache_ent *e, int status, const char 
         e->message = NULL;
     }
     s->cache_bytes += e->len;
-    if (!kept && e->waiters == 0)
+    /* A transient failure (e.g. a result that could not be stored yet) is not the
+     * answer for good: the client's retry under the same id must run again. */
+    int transient = status == NB_RPC_UNAVAILABLE || status == NB_RPC_ABORTED;
+    if ((!kept || transient) && e->waiters == 0)
         cache_remove(s, e);
     else
         cache_evict(s, e);
