@@ -457,7 +457,7 @@ int nb_cmd_diagnosis(int argc, char **argv)
     if (nb_deploy_open(&ds, &d, &err))
         return nb_cmd_fail("diagnosis", &err);
     nb_diagnosis_result r;
-    if (nb_diagnosis_run(d, prompt, reference, NULL, &r, &err)) {
+    if (nb_diagnosis_run(d, prompt, reference, NULL, NULL, &r, &err)) {
         nb_deploy_close(d);
         return nb_cmd_fail("diagnosis", &err);
     }

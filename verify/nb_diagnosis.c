@@ -66,7 +66,8 @@ static void on_layer(void *user, int layer, int pos0, int n, int dim, const floa
 }
 
 nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_path,
-                         const char *refdir, nb_diagnosis_result *out, nb_err *err)
+                         const char *refdir, const nb_cancel *cancel, nb_diagnosis_result *out,
+                         nb_err *err)
 {
     memset(out, 0, sizeof *out);
     const char *text = prompt ? prompt : NB_DIAGNOSIS_DEFAULT_PROMPT;
@@ -99,6 +100,11 @@ nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_pat
     size_t n_ids = 0;
     if ((rc = nb_tokenizer_encode(d->tok, text, strlen(text), 1, 1, &ids, &n_ids, err)))
         goto done;
+    if (nb_cancel_requested(cancel)) { /* the one forward pass is the unit of work */
+        free(ids);
+        rc = nb_err_set(err, NB_ECANCELED, "diagnosis cancelled before the forward pass");
+        goto done;
+    }
     if ((int)n_ids != h->n_ids || memcmp(ids, h->ids, n_ids * sizeof *ids)) {
         free(ids);
         rc = nb_err_set(err, NB_EMISMATCH,

@@ -582,9 +582,10 @@ static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *
     const char *ref = nb_job_param(s, "reference");
     nb_diagnosis_result dr;
     progress(j, 0, 1, "diagnosis");
+    nb_cancel cancel = {exec_cancelled, j};
     rc = nb_diagnosis_run(d, s->prompt && *s->prompt ? s->prompt : NULL,
                           ref && *ref ? ref : trace[0] ? trace : NULL,
-                          j->ctx->refdir[0] ? j->ctx->refdir : NULL, &dr, err);
+                          j->ctx->refdir[0] ? j->ctx->refdir : NULL, &cancel, &dr, err);
     if (rc)
         return rc;
     progress(j, 1, 1, "diagnosis done");
@@ -612,6 +613,7 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     long chat = nb_job_param_int(s, "chat", -1);
     ro.chat = chat < 0 ? -1 : (int)chat;
     ro.stop_eog = !nb_job_param_int(s, "ignore_eos", 0);
+    ro.cancel = (nb_cancel){exec_cancelled, j};
     if (exec_cancelled(j))
         return nb_err_set(err, NB_ECANCELED, "cancelled before start");
     progress(j, 0, ro.reps, profile ? "profiling" : "running");
