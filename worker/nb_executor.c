@@ -3,6 +3,7 @@
 #include "nb_executor.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -267,10 +268,20 @@ static nb_code cache_get(nb_executor *c, const nb_deploy_spec *spec, nb_deploy *
     c->stats.setups++;
     if (rc)
         return rc;
+    /* Buffers are allocated but not touched yet: refusing now costs no resident memory. */
+    size_t need = deploy_bytes(d);
+    if (need > c->budget) {
+        nb_deploy_close(d);
+        return nb_err_set(err, NB_ENOMEM,
+                          "deployment %s: needs %zu MiB (weights + KV cache for max_seq %d), "
+                          "the worker's memory budget is %zu MiB (--memory-mb)",
+                          spec->model, need >> 20, spec->max_seq ? spec->max_seq : 2048,
+                          c->budget >> 20);
+    }
     cache_entry *e = &c->cache[c->n_cache++];
     e->spec = *spec;
     e->d = d;
-    e->bytes = deploy_bytes(d);
+    e->bytes = need;
     e->used = ++c->clock;
     for (;;) {
         size_t total = 0;
@@ -533,6 +544,27 @@ static nb_code prompts_path(job_run *j, const Npubench__JobSpec *s, const nb_dep
     return NB_OK;
 }
 
+/* The cores this process may run on (affinity, cgroup cpusets), else the online count. */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Never more kernel threads than cores: `params threads=1024` on a 2-core board is clamped
+ * (and logged) instead of starting 1024 threads that only fight over two cores. */
+static int cap_threads(job_run *j, int want)
+{
+    int cores = usable_cores();
+    if (want <= cores)
+        return want;
+    job_log(j, "threads=%d: clamped to %d, the cores this worker may use", want, cores);
+    return cores;
+}
+
 static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, int full,
                           Npubench__JobResult *res, nb_err *err)
 {
@@ -689,7 +721,9 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
     if ((rc = nb_dtype_parse(dep->dtype, &ds.dtype, err)))
         return rc;
-    ds.threads = (int)nb_job_param_int(s, "threads", dep->threads ? dep->threads : j->ctx->threads);
+    ds.threads = cap_threads(j, (int)nb_job_param_int(s, "threads",
+                                                      dep->threads ? dep->threads
+                                                                   : j->ctx->threads));
     ds.max_seq = (int)nb_job_param_int(s, "max_seq", dep->max_seq);
     ds.device = (unsigned)nb_job_param_int(s, "device", dep->device);
     nb_deploy *d = NULL;
