@@ -274,7 +274,7 @@ static nb_code cache_get(nb_executor *c, const nb_deploy_spec *spec, nb_deploy *
         nb_deploy_close(d);
         return nb_err_set(err, NB_ENOMEM,
                           "deployment %s: needs %zu MiB (weights + KV cache for max_seq %d), "
-                          "the worker's memory budget is %zu MiB (--memory-mb)",
+                          "the worker's memory budget is %zu MiB (--mem-budget-mb)",
                           spec->model, need >> 20, spec->max_seq ? spec->max_seq : 2048,
                           c->budget >> 20);
     }
