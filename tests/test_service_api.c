@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "nb_coord.h"
 #include "nb_jobpb.h"
@@ -939,6 +941,44 @@ static void test_empty_import(void **s)
     stop(&e);
 }
 
+/* Retention at start: temporary uploads older than an hour and legacy result files older
+ * than --retention-days go; a fresh upload and a young result stay. */
+static void test_retention_at_start(void **s)
+{
+    (void)s;
+    char db[1200], dir[1300], path[1400];
+    snprintf(db, sizeof db, "%s/retention.sqlite", tu_group_tmp());
+    snprintf(dir, sizeof dir, "%s.d", db);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *names[] = {"import-old", "import-new", "job-1.pb", "job-2.pb", "notes.txt"};
+    const int age_h[] = {2, 0, 24 * 40, 24 * 2, 24 * 400};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+        time_t t = time(NULL) - (time_t)age_h[i] * 3600;
+        struct utimbuf ut = {t, t};
+        assert_int_equal(utime(path, &ut), 0);
+    }
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "inproc://svc-api-retention";
+    o.db_path = db;
+    o.retention_days = 30;
+    o.quiet = 1;
+    nb_coord *c;
+    nb_err err;
+    assert_int_equal(nb_coord_start(&o, &c, &err), NB_OK);
+    const int kept[] = {0, 1, 0, 1, 1}; /* notes.txt is not ours to delete */
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (access(path, F_OK) != (kept[i] ? 0 : -1))
+            fail_msg("%s: expected %s", names[i], kept[i] ? "kept" : "deleted");
+    }
+    nb_coord_stop(c);
+}
+
 /* ---- exactly once under many clients ---- */
 
 typedef struct load {
@@ -1121,6 +1161,7 @@ int main(void)
         cmocka_unit_test(test_disk_full_refuses_new_work),
         cmocka_unit_test(test_second_coordinator_refused),
         cmocka_unit_test(test_empty_import),
+        cmocka_unit_test(test_retention_at_start),
         cmocka_unit_test(test_many_clients_exactly_once),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);

@@ -590,7 +590,12 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.progress_user = j;
     vo.cancelled = exec_cancelled;
     nb_verify_result vr;
-    if ((rc = nb_verify_run(d, &vo, &vr, err)))
+    rc = nb_verify_run(d, &vo, &vr, err);
+    /* A job's explicit prompts are its own (up to 10 MB): gone with the job, not kept in
+     * rundir for good. Traces stay: they are named by digest and shared by later jobs. */
+    if (s->n_prompts)
+        unlink(ppath);
+    if (rc)
         return rc;
     job_log(j, "[verify] %s (%d/%d prompts pass)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL",
             vr.n_pass, vr.n);
