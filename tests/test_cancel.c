@@ -104,44 +104,40 @@ static void need_model(void)
     }
 }
 
-/* 20 repetitions of 64 tokens take seconds; a cancel after 200 ms ends inside the first. */
-static void test_run_stops_between_tokens(void **s)
+/* 20 repetitions (+ warmup) of 64 tokens take seconds; a cancel after 200 ms ends inside
+ * the first: NB_ECANCELED naming the token, no samples. */
+static void bench_cancelled(int profile, int warmup, const char *what)
 {
-    (void)s;
     need_model();
     nb_run_opts o;
     nb_run_opts_default(&o);
     o.n_tokens = 64;
     o.reps = 20;
-    o.warmup = 0;
+    o.warmup = warmup;
     o.stop_eog = 0;
-    trigger t;
-    o.cancel = (nb_cancel){is_cancelled, &t};
-    arm(&t, 200);
-    nb_run_result r;
-    nb_err err = {0};
-    assert_int_equal(nb_bench_run(dep, &o, &r, &err), NB_ECANCELED);
-    latency(&t, "run (20 x 64 tokens)");
-    assert_non_null(strstr(err.msg, "cancelled at token"));
-    assert_int_equal(r.n, 0); /* freed: a cancelled run reports no samples */
-}
-
-static void test_profile_stops(void **s)
-{
-    (void)s;
-    need_model();
-    nb_run_opts o;
-    nb_run_opts_default(&o);
-    o.n_tokens = 64;
-    o.reps = 20;
-    o.warmup = 1;
     trigger t;
     o.cancel = (nb_cancel){is_cancelled, &t};
     arm(&t, 200);
     nb_profile_result p;
     nb_err err = {0};
-    assert_int_equal(nb_bench_profile(dep, &o, &p, &err), NB_ECANCELED);
-    latency(&t, "profile (1 + 20 x 64 tokens)");
+    nb_code rc = profile ? nb_bench_profile(dep, &o, &p, &err)
+                         : nb_bench_run(dep, &o, &p.run, &err);
+    assert_int_equal(rc, NB_ECANCELED);
+    latency(&t, what);
+    assert_non_null(strstr(err.msg, "cancelled at token"));
+    assert_int_equal(p.run.n, 0); /* freed: a cancelled run reports no samples */
+}
+
+static void test_run_stops_between_tokens(void **s)
+{
+    (void)s;
+    bench_cancelled(0, 0, "run (20 x 64 tokens)");
+}
+
+static void test_profile_stops(void **s)
+{
+    (void)s;
+    bench_cancelled(1, 1, "profile (1 + 20 x 64 tokens)");
 }
 
 static void test_verify_stops(void **s)

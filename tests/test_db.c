@@ -28,6 +28,7 @@
 #include "nb_db_traces.h"
 #include "nb_db_workers.h"
 #include "nb_stats.h"
+#include "testutil.h"
 
 static char tmpdir[256];
 static int64_t fake_now = 1700000000000LL;
@@ -322,13 +323,7 @@ static void test_corrupt_page_is_data_loss(void **state)
     }
     assert_ok(nb_db_check(db, &e_));
     nb_db_close(db); /* the last connection checkpoints: everything is in the main file */
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, -4096, SEEK_END), 0);
-    char junk[4096];
-    memset(junk, 0x5a, sizeof junk);
-    assert_int_equal(fwrite(junk, 1, sizeof junk, f), sizeof junk);
-    fclose(f);
+    assert_int_equal(tu_damage_tail(path), 0);
     nb_err err = {0};
     assert_ok(nb_db_open(path, NULL, &db, &e_));
     assert_int_equal(nb_db_check(db, &err), NB_EDATALOSS);

@@ -471,21 +471,33 @@ static void test_queued_reason_and_device_claim(void **s)
     stop(&e);
 }
 
+/* A fresh coordinator with worker *w (board b1, cpu:0) holding the lease of one RUN of 8
+ * tokens, ids[0]. */
+static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
+{
+    start(e, NULL, NULL);
+    int st;
+    *w = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(*w);
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(e, *w, 2000);
+    assert_non_null(l);
+    return l;
+}
+
 static void test_lease_result_idempotent_and_cancel(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
-    int st;
-    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
     int64_t ids[8];
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *l = lease(&e, w, 2000);
-    assert_non_null(l);
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
     assert_int_equal(l->job_id, ids[0]);
     assert_int_equal(l->attempt, 1);
     assert_int_equal(l->spec->n_tokens, 8);
@@ -820,17 +832,9 @@ static void test_result_store_failure_retried(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
-    int st;
-    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
     int64_t ids[8];
-    size_t n;
-    char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *l = lease(&e, w, 2000);
-    assert_non_null(l);
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
     Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
     uint64_t rid = nb_rpc_client_new_id(e.cli);
     int acc = -1;
@@ -863,17 +867,11 @@ static void test_disk_full_refuses_new_work(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
-    int st;
-    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
     int64_t ids[8];
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *l = lease(&e, w, 2000);
-    assert_non_null(l);
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
     setenv("NPUBENCH_FAULT", "disk_full", 1);
     int64_t more[8];
     assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, more, &n,

@@ -408,13 +408,13 @@ static long long grep_count(const char *log, const char *pattern)
     return n;
 }
 
-/* Submits a run long enough to be caught running (50 x 64 tokens) and returns its id once
+/* Submits a run long enough to be caught running (50 x 200 tokens) and returns its id once
  * a worker runs it; *runner gets that worker's pid. */
 static long long long_run(const char *url, const char *names[], pid_t pids[], int n,
                           pid_t *runner)
 {
-    tu_result r = cli("submit run --model instruct --n-tokens 64 --reps 50 --ignore-eos "
-                      "--coordinator '%s'", url);
+    tu_result r = cli("submit run --model instruct --n-tokens 200 --reps 50 --coordinator '%s'",
+                      url);
     assert_int_equal(r.code, 0);
     long long id = submitted_id(r.out);
     free(r.out);
@@ -429,7 +429,7 @@ static long long long_run(const char *url, const char *names[], pid_t pids[], in
  * point kill_after_commit): the worker re-reports, no duplicate row. A second coordinator on
  * the same file is refused. A SIGSTOPped worker's lease expires and the job goes to the
  * other worker; a cancel stops that run; a SIGTERMed worker stops a long run after its
- * grace (500 ms) and exits 0. */
+ * grace (500 ms) and exits 0 (the runs are 50 x 200 tokens: minutes, unless stopped). */
 static void test_lab_durability(void **s)
 {
     (void)s;
