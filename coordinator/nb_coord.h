@@ -42,11 +42,12 @@ typedef struct nb_coord_opts {
 typedef struct nb_coord nb_coord;
 
 /* Locks the database against a second coordinator (<db_path>.lock), opens it
- * (migrating it) and checks its integrity (NB_EDATALOSS when damaged), requeues leases that expired while no
- * coordinator ran, binds listen_url and starts serving plus the sweeper
- * thread. Errors: NB_EINVAL (options), NB_EIO/NB_EFORMAT (database),
- * NB_EUNAVAIL (address in use). On success *out is released with
- * nb_coord_stop. */
+ * (migrating it), checks its integrity, applies the retention rule, requeues
+ * leases that expired while no coordinator ran, binds listen_url and starts
+ * serving plus the sweeper thread. Errors: NB_EINVAL (options), NB_EIO/
+ * NB_EFORMAT (database), NB_EDATALOSS (damaged database), NB_EUNAVAIL
+ * (address in use, or the database held by another coordinator). On success
+ * *out is released with nb_coord_stop. */
 nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err);
 
 /* The URL clients and workers dial (the bound port for ":0"). Owned by c. */

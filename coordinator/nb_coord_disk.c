@@ -1,6 +1,5 @@
-/* nb_coord_disk: the coordinator's disk — new work refused while free space is short (results
- * of work already accepted still commit), and the retention rule for temporary files and
- * stored results, enforced at start and hourly by the sweeper. */
+/* nb_coord_disk: new work refused while free disk is short (accepted jobs still commit), and the
+ * retention of temporary files and stored results, enforced at start and hourly. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>

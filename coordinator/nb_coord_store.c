@@ -1,6 +1,5 @@
-/* nb_coord_store: every committed JobResult kept whole (packed protobuf) in the database's
- * job_results, written in the completion's transaction, so `job ID` and shard merges get full
- * fidelity back and an acknowledged result always has its artifact. */
+/* nb_coord_store: each committed JobResult kept whole in job_results, in the completion's own
+ * transaction: `job ID` and shard merges get full fidelity, no acknowledged result lacks it. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,6 +1,5 @@
-/* test_cancel: run, profile, verify and diagnosis stop at the next repetition, token or prompt
- * once the caller's cancel callback says so; prints the measured cancel latency (no timed
- * assertion: the figure in docs/service.md comes from here). */
+/* test_cancel: run, profile, verify and diagnosis stop at the next token or prompt once the
+ * cancel callback asks; prints the latency (no timed assertion; docs/service.md quotes it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

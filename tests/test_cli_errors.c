@@ -1,6 +1,5 @@
-/* test_cli_errors: bad input through the real binary — a clear message naming the field,
- * exit 2 (3 for an unavailable device, 4 for a damaged database), never a crash. Runs
- * under ASan/UBSan in CI. */
+/* test_cli_errors: bad input through the real binary — a clear message naming the field, exit 2
+ * (3: device unavailable, 4: damaged database), never a crash. Runs under ASan/UBSan in CI. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* fuzz_deployments: a worker's deployments file (JSON, exec commands included). */
+/* fuzz_deployments: a worker's deployments file (JSON), exec deployments and their commands
+ * included, as nb_deployments_parse reads it. */
 #include <stdint.h>
 
 #include "nb_deployments.h"

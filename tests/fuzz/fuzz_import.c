@@ -1,4 +1,5 @@
-/* fuzz_import: a history import file (JSON / NDJSON runs) into a fresh in-memory database. */
+/* fuzz_import: a history import file (JSON or NDJSON runs) imported into a fresh in-memory
+ * database, as `npubench import` and the Import RPC do. */
 #include <stdint.h>
 
 #include "fuzz_util.h"

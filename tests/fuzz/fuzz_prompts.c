@@ -1,4 +1,5 @@
-/* fuzz_prompts: a prompt-set file as verify reads it. */
+/* fuzz_prompts: a prompt-set file (one prompt a line, comments, escapes) as verify reads it
+ * through nb_prompts_load. */
 #include <stdint.h>
 
 #include "fuzz_util.h"

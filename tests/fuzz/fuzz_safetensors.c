@@ -1,4 +1,5 @@
-/* fuzz_safetensors: a .safetensors file's header and tensor table. */
+/* fuzz_safetensors: a .safetensors file's header and tensor table, every tensor listed through
+ * nb_safetensors_tensor_at. */
 #include <stdint.h>
 
 #include "fuzz_util.h"

@@ -1,4 +1,5 @@
-/* fuzz_trace: an HF reference trace (JSON) as verify and diagnosis load it. */
+/* fuzz_trace: an HF reference trace (JSON: prompts, token ids, top-k) as verify and diagnosis
+ * load it. */
 #include <stdint.h>
 
 #include "fuzz_util.h"

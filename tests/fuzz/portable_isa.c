@@ -1,6 +1,5 @@
-/* portable_isa: the fuzz build's stand-ins for kernels/nb_avx2.c and nb_avx512.c (which
- * need gcc today): NPUBENCH_ISA is pinned to portable before main, so the dispatcher never
- * picks these, and reaching one aborts with its name instead of running garbage. */
+/* portable_isa: the fuzz build's stand-ins for the AVX2/AVX-512 kernel files (gcc-only today):
+ * NPUBENCH_ISA is pinned to portable before main, and reaching a stand-in aborts naming it. */
 #include <stdio.h>
 #include <stdlib.h>
 

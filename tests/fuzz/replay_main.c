@@ -1,6 +1,5 @@
-/* replay_main: a harness outside libFuzzer — a cmocka test feeding it every file of its
- * committed corpus (seeds and the inputs of crashes found, which stay as regressions), so
- * `make test` and the sanitizer build re-run them on every change. */
+/* replay_main: a harness outside libFuzzer, as a cmocka test fed every file of its corpus (seeds
+ * and crash inputs kept as regressions), so ctest and the sanitizer build rerun them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
