@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -27,6 +28,7 @@
 #include "testutil.h"
 
 static int seq;
+static int loud; /* start(): the coordinator logs to stderr (tests that read its log) */
 
 typedef struct env {
     nb_coord *coord;
@@ -55,7 +57,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.lease_ms = 400;
     o.stale_ms = 300;
     o.gone_ms = 600;
-    o.quiet = 1;
+    o.quiet = !loud;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -977,6 +979,53 @@ static void test_retention_at_start(void **s)
     nb_coord_stop(c);
 }
 
+/* The coordinator's log: a newline in a client's string stays on its line (escaped), and one
+ * kind of line prints at most 20 times per window however often a client triggers it. */
+static void test_log_escaped_and_rate_limited(void **s)
+{
+    (void)s;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/coord-log.txt", tu_group_tmp());
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(saved >= 0 && fd >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    close(fd);
+    loud = 1;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    loud = 0;
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    char *real = l->lease_id;
+    l->lease_id = "not-the-lease";
+    for (int i = 0; i < 30; i++) {
+        int acc = 1;
+        assert_int_equal(report(&e, "evil\n2026-01-01T00:00:00Z npubench coordinator: forged",
+                                l, res, &acc),
+                         0);
+        assert_int_equal(acc, 0);
+    }
+    l->lease_id = real;
+    stop(&e);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    char cmdline[1500];
+    snprintf(cmdline, sizeof cmdline, "grep -c 'result from evil\\\\x0a2026' '%s'", path);
+    tu_result r = tu_run(cmdline);
+    assert_int_equal(atoi(r.out), 20);
+    free(r.out);
+    snprintf(cmdline, sizeof cmdline, "grep -c '^2026-01-01T00:00:00Z' '%s'", path);
+    r = tu_run(cmdline);
+    assert_int_equal(atoi(r.out), 0);
+    free(r.out);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+}
+
 /* ---- exactly once under many clients ---- */
 
 typedef struct load {
@@ -1160,6 +1209,7 @@ int main(void)
         cmocka_unit_test(test_second_coordinator_refused),
         cmocka_unit_test(test_empty_import),
         cmocka_unit_test(test_retention_at_start),
+        cmocka_unit_test(test_log_escaped_and_rate_limited),
         cmocka_unit_test(test_many_clients_exactly_once),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
