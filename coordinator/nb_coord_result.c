@@ -272,12 +272,11 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
                                &dep, err);
     nb_db_regression_report rep;
     memset(&rep, 0, sizeof rep);
-    if (!rc && (rc = nb_db_begin(c->db, err))) {
+    if (rc || (rc = nb_db_begin(c->db, err))) {
         nb_arena_free(&a);
         return rc;
     }
-    if (!rc)
-        rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
+    rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
     if (!rc && wants_regression(spec->kind) && run.outcome != NB_OUTCOME_ERROR) {
         nb_db_regression_opts ro = {(size_t)c->o.regression_last_n, c->o.regression_min_rel,
                                     c->o.regression_alpha};
