@@ -9,7 +9,7 @@ DEPLOY    = --model $(MODEL) --dtype $(DTYPE) --threads $(THREADS)
 PROMPT_ARG   = $(if $(PROMPT),--prompt "$(PROMPT)",)
 NTOKENS_ARG  = $(if $(N_TOKENS),--n-tokens $(N_TOKENS),)
 
-.PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize hf-reference bench clean
+.PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize test-faults fuzz hf-reference bench clean
 
 all: build
 
@@ -47,6 +47,16 @@ test-sanitize:
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -LE e2e
 
+# The service fault scenarios at full size: 8 clients x 2,000 jobs counted exactly once (the
+# default suite runs 8 x 125); the other faults run in `make test` already.
+test-faults: build
+	cd $(BUILD) && NB_FAULTS_FULL=1 ctest --output-on-failure -R test_service_api
+
+# Coverage-guided fuzzing (clang, installed if missing): every tests/fuzz harness for
+# FUZZ_SECONDS (default 30) seconds; FUZZ_ONLY=fuzz_gguf runs one.
+fuzz:
+	@scripts/fuzz.sh
+
 # Regenerates the committed HF bf16 traces (needs torch: scripts/setup_hf.sh).
 hf-reference: setup
 	scripts/hf_reference.sh
@@ -55,4 +65,4 @@ bench: build
 	bench/run_all.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan reports
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz reports

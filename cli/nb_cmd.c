@@ -13,6 +13,7 @@ int nb_cmd_exit_code(nb_code rc)
     case NB_OK: return NB_EXIT_OK;
     case NB_EUNAVAIL:
     case NB_ETIMEOUT: return NB_EXIT_UNAVAILABLE;
+    case NB_EDATALOSS: return NB_EXIT_DATALOSS;
     default: return NB_EXIT_USAGE;
     }
 }

@@ -16,7 +16,8 @@ enum {
     NB_EXIT_OK = 0,
     NB_EXIT_FAIL = 1,
     NB_EXIT_USAGE = 2,
-    NB_EXIT_UNAVAILABLE = 3
+    NB_EXIT_UNAVAILABLE = 3,
+    NB_EXIT_DATALOSS = 4 /* stored data damaged: restore before retrying */
 };
 
 int nb_cmd_exit_code(nb_code rc);

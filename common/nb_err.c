@@ -68,6 +68,7 @@ const char *nb_code_name(nb_code code)
     case NB_EAUTH: return "UNAUTHENTICATED";
     case NB_ECANCELED: return "CANCELLED";
     case NB_EINTERNAL: return "INTERNAL";
+    case NB_EDATALOSS: return "DATA_LOSS";
     }
     return "UNKNOWN";
 }

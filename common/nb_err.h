@@ -20,7 +20,8 @@ typedef enum nb_code {
     NB_ETIMEOUT,     /* deadline exceeded */
     NB_EAUTH,        /* authentication failed */
     NB_ECANCELED,    /* job or operation cancelled */
-    NB_EINTERNAL     /* invariant broken: a bug */
+    NB_EINTERNAL,    /* invariant broken: a bug */
+    NB_EDATALOSS     /* stored data is damaged (corrupt database page, not a database) */
 } nb_code;
 
 #define NB_ERR_MSG_MAX 512

@@ -55,8 +55,10 @@ nb_code nb_file_write(const char *path, const void *data, size_t len, nb_err *er
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return nb_err_set(err, NB_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    size_t put = fwrite(data, 1, len, f);
-    int bad = put != len || fflush(f) != 0;
+    /* fwrite's buffer is declared non-null even for 0 bytes (empty uploads). */
+    size_t put = len ? fwrite(data, 1, len, f) : 0;
+    /* fsync before the rename: a file that replaced another is never empty after a crash. */
+    int bad = put != len || fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
         unlink(tmp);

@@ -10,7 +10,8 @@
 /* Reads path into a malloc'ed, NUL-terminated buffer (caller frees).
  * Files over max_bytes are NB_ENOMEM naming the limit. */
 nb_code nb_file_read(const char *path, size_t max_bytes, char **data, size_t *len, nb_err *err);
-/* Writes via a temporary file and rename, so readers never see half a file. */
+/* Writes via a temporary file (fsynced) and rename, so readers never see half a file;
+ * data may be NULL when len is 0. */
 nb_code nb_file_write(const char *path, const void *data, size_t len, nb_err *err);
 /* mkdir -p. */
 nb_code nb_file_mkdirs(const char *dir, nb_err *err);

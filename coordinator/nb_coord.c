@@ -15,9 +15,46 @@
 #include "nb_log.h"
 #include "nb_time.h"
 
+/* Counts a line of kind fmt; 0 when it is over the burst. *dropped gets the count
+ * suppressed in the window that just ended (to report once). Slots are reused oldest
+ * window first, so a flood of distinct kinds cannot grow the table. */
+static int log_admit(nb_coord *c, const char *fmt, int64_t now, unsigned *dropped)
+{
+    pthread_mutex_lock(&c->log_mu);
+    coord_logkey *k = NULL, *oldest = &c->log_keys[0];
+    for (size_t i = 0; i < COORD_LOG_KEYS && !k; i++) {
+        if (c->log_keys[i].fmt == fmt)
+            k = &c->log_keys[i];
+        else if (c->log_keys[i].window_ms < oldest->window_ms)
+            oldest = &c->log_keys[i];
+    }
+    if (!k) {
+        k = oldest;
+        *k = (coord_logkey){fmt, now, 0, 0};
+    }
+    *dropped = 0;
+    if (now - k->window_ms >= COORD_LOG_WINDOW_MS) {
+        *dropped = k->dropped;
+        k->window_ms = now;
+        k->lines = k->dropped = 0;
+    }
+    int ok = ++k->lines <= COORD_LOG_BURST;
+    if (!ok)
+        k->dropped++;
+    pthread_mutex_unlock(&c->log_mu);
+    return ok;
+}
+
 void coord_log(nb_coord *c, const char *fmt, ...)
 {
     if (c->o.quiet)
+        return;
+    unsigned dropped;
+    int ok = log_admit(c, fmt, nb_wall_ms(), &dropped);
+    if (dropped)
+        nb_log("npubench coordinator", "%u more lines like \"%.80s\" suppressed", dropped,
+               fmt);
+    if (!ok)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -183,6 +220,7 @@ static void *sweeper_main(void *arg)
         if (stop)
             break;
         coord_sweep_workers(c);
+        coord_retention(c);
         int64_t now = nb_wall_ms();
         if (now >= c->next_reasons_ms) {
             sched_update_reasons(c);
@@ -274,6 +312,10 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
         p->regression_min_rel = 0.05;
     if (p->regression_alpha <= 0)
         p->regression_alpha = 0.05;
+    if (p->min_free_mb <= 0)
+        p->min_free_mb = 64;
+    if (p->retention_days == 0)
+        p->retention_days = 90;
     return NB_OK;
 }
 
@@ -290,8 +332,10 @@ static void free_coord(nb_coord *c)
     free(c->tls_cert);
     free(c->tls_ca);
     free(c->refdir);
+    coord_unlock_db(c);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->log_mu);
     free(c);
 }
 
@@ -303,14 +347,22 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
         return nb_err_set(err, NB_ENOMEM, "coordinator: out of memory");
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    pthread_mutex_init(&c->log_mu, NULL);
     c->gen = 1;
+    c->lock_fd = -1;
     nb_code rc = copy_opts(c, o, err);
     if (rc)
         goto fail;
     if ((rc = nb_file_mkdirs(c->artifacts_dir, err)))
         goto fail;
+    if ((rc = coord_lock_db(c, err)))
+        goto fail;
     if ((rc = nb_db_open(c->db_path, NULL, &c->db, err)))
         goto fail;
+    /* A damaged page found now is a clear refusal; found mid-commit it would fail jobs. */
+    if ((rc = nb_db_check(c->db, err)))
+        goto fail;
+    coord_retention(c);
     /* Leases that ran out while no coordinator was up. Workers that are
      * still alive keep theirs: they renew them on their next heartbeat. */
     size_t nq = 0, nf = 0;

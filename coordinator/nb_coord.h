@@ -30,6 +30,9 @@ typedef struct nb_coord_opts {
     int regression_last_n;    /* baseline: the deployment's last N runs [10] */
     double regression_min_rel;/* minimum relative change [0.05] */
     double regression_alpha;  /* Mann-Whitney significance [0.05] */
+    int min_free_mb;          /* below this much free disk, new work is refused [64] */
+    int retention_days;       /* stored results of jobs finished longer ago are deleted
+                                 (runs stay); < 0 keeps them forever [90] */
     const char *refdir;       /* HF traces the coordinator may cache and ship
                                  [verify/references of the source tree] */
     int source_local;         /* record runs as source "local" (embedded mode) */
@@ -38,11 +41,13 @@ typedef struct nb_coord_opts {
 
 typedef struct nb_coord nb_coord;
 
-/* Opens the database (migrating it), requeues leases that expired while no
- * coordinator ran, binds listen_url and starts serving plus the sweeper
- * thread. Errors: NB_EINVAL (options), NB_EIO/NB_EFORMAT (database),
- * NB_EUNAVAIL (address in use). On success *out is released with
- * nb_coord_stop. */
+/* Locks the database against a second coordinator (<db_path>.lock), opens it
+ * (migrating it), checks its integrity, applies the retention rule, requeues
+ * leases that expired while no coordinator ran, binds listen_url and starts
+ * serving plus the sweeper thread. Errors: NB_EINVAL (options), NB_EIO/
+ * NB_EFORMAT (database), NB_EDATALOSS (damaged database), NB_EUNAVAIL
+ * (address in use, or the database held by another coordinator). On success
+ * *out is released with nb_coord_stop. */
 nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err);
 
 /* The URL clients and workers dial (the bound port for ":0"). Owned by c. */

@@ -165,7 +165,7 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
     size_t n = 0;
     int dup = 0;
     nb_rpc_status st;
-    if (sched_submit(c, r, &ids, &n, &dup, &err)) {
+    if (coord_disk_room(c, &err) || sched_submit(c, r, &ids, &n, &dup, &err)) {
         st = nb_rpc_reply_err(reply, &err);
     } else {
         Npubench__SubmitJobResponse resp = NPUBENCH__SUBMIT_JOB_RESPONSE__INIT;
@@ -802,6 +802,10 @@ static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_repl
         snprintf(name, sizeof name, "import.json");
     char dir[1200], path[1400];
     snprintf(dir, sizeof dir, "%s/import-XXXXXX", c->artifacts_dir);
+    if (coord_disk_room(c, &err)) {
+        st = nb_rpc_reply_err(reply, &err);
+        goto out;
+    }
     if (!mkdtemp(dir)) {
         st = nb_rpc_reply_status(reply, NB_RPC_INTERNAL, "import: cannot create %s", dir);
         goto out;

@@ -21,6 +21,9 @@
 #define COORD_SEQ_SLOTS 4096 /* jobs whose change counter is tracked for WatchJob */
 #define COORD_TRACE_IX 64    /* (model, prompts) digests whose trace key is known */
 #define COORD_EVENT_LOG 64   /* progress events kept per watched job */
+#define COORD_LOG_KEYS 32    /* log message kinds rate-limited separately */
+#define COORD_LOG_BURST 20   /* lines of one kind per window */
+#define COORD_LOG_WINDOW_MS 10000
 
 /* One registered worker as this coordinator process knows it (the durable
  * part, with liveness, is the db's workers table). */
@@ -42,6 +45,13 @@ typedef struct coord_seq {
     int64_t job_id;
     uint64_t seq;
 } coord_seq;
+
+/* Rate limit state of one log message kind (keyed by its format string). */
+typedef struct coord_logkey {
+    const char *fmt;
+    int64_t window_ms;        /* start of the current window */
+    unsigned lines, dropped;  /* printed / suppressed in it */
+} coord_logkey;
 
 typedef struct coord_trace_ix {
     char model_sha[65], prompts_sha[65];
@@ -68,11 +78,17 @@ struct nb_coord {
     size_t n_traces;
     nb_coord_stats stats;
     int64_t next_reasons_ms, next_gone_scan_ms;
+    int64_t next_retention_ms; /* sweeper thread only */
+    int lock_fd;               /* flock on <db>.lock; -1 when not held */
+    pthread_mutex_t log_mu;   /* log_keys */
+    coord_logkey log_keys[COORD_LOG_KEYS];
 };
 
 /* ---- nb_coord.c ---- */
 
-/* Log line on stderr ("npubench coordinator: ..."), unless quiet. */
+/* Log line on stderr ("npubench coordinator: ..."), unless quiet. Control characters are
+ * escaped (client strings cannot forge lines); each format string prints at most
+ * COORD_LOG_BURST lines per COORD_LOG_WINDOW_MS, then one line counting the suppressed. */
 void coord_log(nb_coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Something changed about job (0 = the queue in general; parent too if
  * non-zero): bumps its change counter and wakes every long poll. */
@@ -174,12 +190,31 @@ nb_code merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
                            const Npubench__JobResult *this_res, nb_arena *a,
                            Npubench__JobResult **out, nb_err *err);
 
-/* ---- nb_coord_store.c: committed JobResults as files ---- */
+/* ---- nb_coord_store.c: committed JobResults, whole ---- */
 
-/* Writes res (packed) as the artifact of job; replaces an older one. */
+/* Stores res (packed) as the result of job in the database (joining the caller's
+ * transaction); replaces an older one. Fault point "result_store". */
 nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, nb_err *err);
 /* The stored result of job (free with nb_wire_free); NB_ENOTFOUND if none. */
 nb_code store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err);
+/* The file an older version kept job's result in (read when the database has none). */
+void store_legacy_path(const nb_coord *c, int64_t job_id, char *buf, size_t cap);
+
+/* ---- nb_coord_disk.c: free space and retention ---- */
+
+/* NB_ENOMEM (RESOURCE_EXHAUSTED) naming the free space when the artifacts' filesystem
+ * has less than min_free_mb free (fault point "disk_full"): callers refuse new work. */
+nb_code coord_disk_room(nb_coord *c, nb_err *err);
+/* Once an hour (and at the first call): removes temporary files older than an hour and
+ * stored results of jobs finished more than retention_days ago. */
+void coord_retention(nb_coord *c);
+
+/* ---- nb_coord_lock.c: one coordinator per database ---- */
+
+/* flock on <db_path>.lock (exclusive; shared for embedded coordinators), pid written
+ * in it; NB_EUNAVAIL naming the holder's pid when taken. */
+nb_code coord_lock_db(nb_coord *c, nb_err *err);
+void coord_unlock_db(nb_coord *c);
 
 /* ---- nb_coord_traces.c: the reference trace cache ---- */
 

@@ -1,6 +1,6 @@
 /* nb_coord_result: a worker's JobResult into the history — deployment upsert, the run with
  * samples/gates/cosines/phases/kernels/toolchain, the regression verdict, shard merging —
- * committed with the job in one transaction, then kept whole in the store. */
+ * committed with the job and the whole result (the store) in one transaction. */
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -235,18 +235,27 @@ static nb_code load_spec(const nb_db_job *j, Npubench__JobSpec **spec, nb_err *e
     return nb_wire_unpack(&npubench__job_spec__descriptor, j->spec, j->spec_len, 0, spec, err);
 }
 
-/* res with the coordinator's verdicts, stored whole. */
-static void store_with(nb_coord *c, int64_t job_id, const Npubench__JobResult *res,
-                       int64_t *run_ids, size_t n_runs, int regression, const char *detail)
+/* res with the coordinator's verdicts, stored whole inside the caller's transaction: a
+ * failed store fails the commit, so the worker retries instead of a result going missing. */
+static nb_code store_with(nb_coord *c, int64_t job_id, const Npubench__JobResult *res,
+                          int64_t *run_ids, size_t n_runs, int regression, const char *detail,
+                          nb_err *err)
 {
     Npubench__JobResult copy = *res;
     copy.run_ids = run_ids;
     copy.n_run_ids = n_runs;
     copy.regression = regression;
     copy.regression_detail = (char *)(detail ? detail : "");
-    nb_err e;
-    if (store_put(c, job_id, &copy, &e))
-        coord_log(c, "job %lld: result not stored: %s", (long long)job_id, e.msg);
+    return store_put(c, job_id, &copy, err);
+}
+
+/* Ends the transaction of nb_db_begin: commit when rc is OK, else roll back. */
+static nb_code end_tx(nb_coord *c, nb_code rc, nb_err *err)
+{
+    if (!rc)
+        return nb_db_commit(c->db, err);
+    nb_db_rollback(c->db);
+    return rc;
 }
 
 static int wants_regression(int kind)
@@ -266,8 +275,11 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
                                &dep, err);
     nb_db_regression_report rep;
     memset(&rep, 0, sizeof rep);
-    if (!rc)
-        rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
+    if (rc || (rc = nb_db_begin(c->db, err))) {
+        nb_arena_free(&a);
+        return rc;
+    }
+    rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
     if (!rc && wants_regression(spec->kind) && run.outcome != NB_OUTCOME_ERROR) {
         nb_db_regression_opts ro = {(size_t)c->o.regression_last_n, c->o.regression_min_rel,
                                     c->o.regression_alpha};
@@ -283,23 +295,15 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
         nb_db_job_result jr = {.state = NB_JOB_DONE, .runs = &run, .n_runs = 1};
         rc = nb_db_job_complete(c->db, j->id, lease_id, &jr, &run_id, &dup, err);
     }
+    /* A retried report (dup) changes nothing: its result committed the first time. */
+    if (!rc && !dup)
+        rc = store_with(c, j->id, res, &run_id, 1, run.regression, run.regression_detail, err);
+    rc = end_tx(c, rc, err);
     if (!rc) {
         *accepted = 1;
-        if (dup) {
-            /* A retried report: the verdict is what was stored the first time. */
-            nb_db_run stored;
-            nb_err e2;
-            if (run_id && nb_db_run_get(c->db, run_id, &stored, &e2) == NB_OK) {
-                store_with(c, j->id, res, &run_id, 1, stored.regression,
-                           stored.regression_detail);
-                nb_db_run_free(&stored);
-            }
-        } else {
-            store_with(c, j->id, res, &run_id, 1, run.regression, run.regression_detail);
-            if (run.regression)
-                coord_log(c, "job %lld run %lld: REGRESSION %s", (long long)j->id,
-                          (long long)run_id, rep.detail);
-        }
+        if (!dup && run.regression)
+            coord_log(c, "job %lld run %lld: REGRESSION %s", (long long)j->id,
+                      (long long)run_id, rep.detail);
     }
     nb_arena_free(&a);
     return rc;
@@ -312,10 +316,16 @@ static nb_code commit_failed(nb_coord *c, const nb_db_job *j, const char *lease_
     char why[NB_DB_MSG_MAX];
     snprintf(why, sizeof why, "%s: %s", nb_rpc_status_name(res->status),
              *res->status_message ? res->status_message : "the worker gave no reason");
-    /* Store first: once the job is failed, `job ID` shows this result. */
-    store_with(c, j->id, res, NULL, 0, 0, NULL);
+    nb_code rc = nb_db_begin(c->db, err);
+    if (rc)
+        return rc;
+    /* The stored result commits with the failure: once failed, `job ID` shows it. */
     nb_db_job_result jr = {.state = NB_JOB_FAILED, .error = why};
-    nb_code rc = nb_db_job_complete(c->db, j->id, lease_id, &jr, NULL, NULL, err);
+    int dup = 0;
+    rc = nb_db_job_complete(c->db, j->id, lease_id, &jr, NULL, &dup, err);
+    if (!rc && !dup)
+        rc = store_with(c, j->id, res, NULL, 0, 0, NULL, err);
+    rc = end_tx(c, rc, err);
     if (!rc)
         *accepted = 1;
     return rc;
@@ -340,14 +350,15 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
                             const char *lease_id, const Npubench__JobResult *res,
                             const char *default_board, int *accepted, nb_err *err)
 {
-    /* Stored before the completion commits, so whoever merges finds it. */
-    store_with(c, j->id, res, NULL, 0, 0, NULL);
     nb_code rc = nb_db_begin(c->db, err);
     if (rc)
         return rc;
     nb_db_job_result jr = {.state = NB_JOB_DONE};
     int dup = 0;
     rc = nb_db_job_complete(c->db, j->id, lease_id, &jr, NULL, &dup, err);
+    /* Stored in the completion's transaction, so whoever merges finds it. */
+    if (!rc && !dup)
+        rc = store_with(c, j->id, res, NULL, 0, 0, NULL, err);
     nb_db_job g;
     memset(&g, 0, sizeof g);
     int merged = 0;
@@ -370,16 +381,11 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
             run.job_seq = 0;
             rc = nb_db_run_insert(c->db, &run, &run_id, err);
         }
-        if (!rc) {
-            store_with(c, g.id, m, &run_id, 1, 0, NULL);
+        if (!rc && !(rc = store_with(c, g.id, m, &run_id, 1, 0, NULL, err)))
             merged = 1;
-        }
     }
     nb_db_job_free(&g);
-    if (!rc)
-        rc = nb_db_commit(c->db, err);
-    else
-        nb_db_rollback(c->db);
+    rc = end_tx(c, rc, err);
     if (!rc) {
         *accepted = 1;
         if (merged) {

@@ -1,28 +1,30 @@
-/* nb_coord_store: every committed JobResult kept whole (packed protobuf, one file per job
- * under the artifacts directory), so `job ID` and shard merges get full fidelity back. */
+/* nb_coord_store: each committed JobResult kept whole in job_results, in the completion's own
+ * transaction: `job ID` and shard merges get full fidelity, no acknowledged result lacks it. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "nb_coord_int.h"
+#include "nb_db_results.h"
+#include "nb_fault.h"
 #include "nb_file.h"
 
-#define STORE_MAX_BYTES ((size_t)64 << 20)
-
-static void path_of(const nb_coord *c, int64_t job_id, char *buf, size_t cap)
+/* Where versions before job_results kept the result; still read, pruned by retention. */
+void store_legacy_path(const nb_coord *c, int64_t job_id, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s/job-%lld.pb", c->artifacts_dir, (long long)job_id);
 }
 
 nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, nb_err *err)
 {
+    if (nb_fault("result_store"))
+        return nb_err_set(err, NB_EIO, "job %lld: storing the result: No space left on device "
+                          "(fault injected)", (long long)job_id);
     uint8_t *pb;
     size_t len;
     nb_code rc = nb_wire_pack(res, &pb, &len, err);
     if (rc)
         return rc;
-    char path[1200];
-    path_of(c, job_id, path, sizeof path);
-    rc = nb_file_write(path, pb, len, err); /* temp file + rename: never half a result */
+    rc = nb_db_result_put(c->db, job_id, pb, len, err);
     free(pb);
     return rc;
 }
@@ -30,20 +32,23 @@ nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, n
 nb_code store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err)
 {
     *out = NULL;
-    char path[1200];
-    path_of(c, job_id, path, sizeof path);
-    if (!nb_file_exists(path))
-        return nb_err_set(err, NB_ENOTFOUND, "job %lld: no stored result (%s)",
-                          (long long)job_id, path);
-    char *data;
-    size_t len;
-    nb_code rc = nb_file_read(path, STORE_MAX_BYTES, &data, &len, err);
+    void *data = NULL;
+    size_t len = 0;
+    char path[1200] = "";
+    nb_code rc = nb_db_result_get(c->db, job_id, &data, &len, err);
+    if (rc == NB_ENOTFOUND) {
+        store_legacy_path(c, job_id, path, sizeof path);
+        if (!nb_file_exists(path))
+            return nb_err_set(err, NB_ENOTFOUND, "job %lld: no stored result",
+                              (long long)job_id);
+        rc = nb_file_read(path, NB_DB_RESULT_MAX, (char **)&data, &len, err);
+    }
     if (rc)
         return rc;
-    rc = nb_wire_unpack(&npubench__job_result__descriptor, (const uint8_t *)data, len, 0, out,
-                        err);
+    rc = nb_wire_unpack(&npubench__job_result__descriptor, data, len, 0, out, err);
     free(data);
     if (rc)
-        nb_err_prefix(err, "%s: ", path);
+        nb_err_prefix(err, "job %lld stored result%s%s: ", (long long)job_id, *path ? " " : "",
+                      path);
     return rc;
 }

@@ -2,11 +2,13 @@
  * (cancels ride on its response), LeaseJob long poll, ReportProgress, ReportResult,
  * ReleaseJob — and the sweeper's worker side (stale/gone, expired leases). */
 #include <ctype.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nb_coord_int.h"
+#include "nb_fault.h"
 #include "nb_time.h"
 #include "nb_version.h"
 
@@ -436,6 +438,8 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
     if (accepted && *r->result->log)
         nb_db_job_append_log(c->db, r->result->job_id, r->result->log, &err);
     reg_set_job(c, r->worker_id, 0, NULL, 0);
+    if (accepted && nb_fault("kill_after_commit"))
+        raise(SIGKILL); /* committed, not acknowledged: the worker must re-report */
     Npubench__ReportResultResponse resp = NPUBENCH__REPORT_RESULT_RESPONSE__INIT;
     resp.accepted = accepted;
     st = nb_rpc_reply_pack(reply, &resp);

@@ -30,7 +30,7 @@ nb_code nb_db_sqlerr(nb_db *db, nb_err *err, const char *what)
     case SQLITE_READONLY:
     case SQLITE_PERM: code = NB_EIO; break;
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: code = NB_EFORMAT; break;
+    case SQLITE_NOTADB: code = NB_EDATALOSS; break;
     case SQLITE_CONSTRAINT:
     case SQLITE_MISMATCH:
     case SQLITE_TOOBIG:
@@ -552,6 +552,38 @@ nb_code nb_db_open(const char *path, const nb_db_opts *opts, nb_db **out, nb_err
     }
     *out = db;
     return NB_OK;
+}
+
+nb_code nb_db_check(nb_db *db, nb_err *err)
+{
+    nb_db_lock(db);
+    sqlite3_stmt *st = NULL;
+    nb_code rc = NB_OK;
+    if (sqlite3_prepare_v2(db->h, "PRAGMA quick_check(20)", -1, &st, NULL) != SQLITE_OK) {
+        rc = nb_db_sqlerr(db, err, "integrity check");
+    } else {
+        char first[256] = "";
+        int n = 0, s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            char line[256];
+            nb_db_col_copy(st, 0, line, sizeof line);
+            if (!strcmp(line, "ok"))
+                continue;
+            if (!n++)
+                snprintf(first, sizeof first, "%s", line);
+        }
+        if (s != SQLITE_DONE) /* too damaged to walk: SQLITE_CORRUPT, DATA_LOSS */
+            rc = nb_db_sqlerr(db, err, "integrity check failed");
+        else if (n)
+            rc = nb_err_set(err, NB_EDATALOSS,
+                            "%s: integrity check failed (%d problem%s%s), first: %s; restore "
+                            "a backup or recover with `sqlite3 %s .recover`",
+                            db->path, n, n == 1 ? "" : "s", n >= 20 ? " or more" : "", first,
+                            db->path);
+    }
+    sqlite3_finalize(st);
+    nb_db_unlock(db);
+    return rc;
 }
 
 void nb_db_close(nb_db *db)

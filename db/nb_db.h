@@ -40,6 +40,11 @@ typedef struct nb_db_opts {
  * released with nb_db_close. */
 nb_code nb_db_open(const char *path, const nb_db_opts *opts, nb_db **out, nb_err *err);
 
+/* PRAGMA quick_check: every page and index readable and consistent (O(size),
+ * run once at a coordinator's start). NB_EDATALOSS naming the first problem
+ * SQLite reports and how many it found. */
+nb_code nb_db_check(nb_db *db, nb_err *err);
+
 /* Closes the handle (NULL is fine); an open nb_db_begin transaction is rolled back. */
 void nb_db_close(nb_db *db);
 

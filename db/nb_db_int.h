@@ -31,7 +31,7 @@ void nb_db_unlock(nb_db *db);
 
 /* Fills err from the connection's last SQLite error: "<path>: <what>: <msg>".
  * Busy/locked map to NB_EUNAVAIL, I/O and full disk to NB_EIO, corruption to
- * NB_EFORMAT, constraint violations to NB_EINVAL, the rest to NB_EINTERNAL. */
+ * NB_EDATALOSS, constraint violations to NB_EINVAL, the rest to NB_EINTERNAL. */
 nb_code nb_db_sqlerr(nb_db *db, nb_err *err, const char *what);
 
 /* *st = a prepared statement for a static SQL string, cached for the

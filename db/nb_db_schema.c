@@ -185,8 +185,19 @@ static const char v1_sql[] =
     "  set_ms INTEGER NOT NULL\n"
     ");\n";
 
+/* Whole JobResults move from files beside the database into it, so they commit
+ * with the job they belong to (a result is acknowledged only once all of it is
+ * durable); the files of older versions are still read (coordinator store). */
+static const char v2_sql[] =
+    "CREATE TABLE job_results (\n"
+    "  job_id INTEGER PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,\n"
+    "  result BLOB NOT NULL,\n"
+    "  stored_ms INTEGER NOT NULL\n"
+    ");\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
+    {"job results in the database", v2_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

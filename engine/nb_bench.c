@@ -63,7 +63,8 @@ static nb_code one_rep(nb_deploy *d, const char *text, int chat, const nb_run_op
     if (rc)
         return rc;
     s->tokenize_ms = nb_now_ms() - t0;
-    nb_gen_opts go = {.n_tokens = o->n_tokens, .k = 1, .stop_eog = o->stop_eog};
+    nb_gen_opts go = {.n_tokens = o->n_tokens, .k = 1, .stop_eog = o->stop_eog,
+                      .cancel = o->cancel};
     rc = nb_generate(d, ids, (int)n_ids, &go, g, err);
     free(ids);
     if (rc)

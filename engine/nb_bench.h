@@ -5,6 +5,7 @@
 
 #include "nb_deploy.h"
 #include "nb_engine.h"
+#include "nb_generate.h"
 
 typedef struct nb_run_opts {
     const char *prompt; /* NULL: the default prompt */
@@ -13,6 +14,7 @@ typedef struct nb_run_opts {
     int warmup;         /* untimed runs first (0 or more) */
     int chat;           /* -1: the preset decides (instruct yes, base no), 0 no, 1 yes */
     int stop_eog;       /* stop at end-of-generation (run); profile never stops */
+    nb_cancel cancel;   /* polled between repetitions and tokens: NB_ECANCELED */
 } nb_run_opts;
 
 void nb_run_opts_default(nb_run_opts *o);

@@ -14,6 +14,17 @@ static void pick(const float *logits, int vocab, int k, nb_gate_step *s)
     s->token = s->topk[0];
 }
 
+int nb_cancel_requested(const nb_cancel *c)
+{
+    return c && c->fn && c->fn(c->user);
+}
+
+static nb_code cancelled(nb_gen *out, int step, nb_err *err)
+{
+    nb_gen_free(out);
+    return nb_err_set(err, NB_ECANCELED, "cancelled at token %d", step);
+}
+
 nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_opts *o,
                     nb_gen *out, nb_err *err)
 {
@@ -36,6 +47,8 @@ nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_op
     out->n_prompt = n_ids;
     int vocab = nb_engine_vocab(d->engine);
     const float *logits;
+    if (nb_cancel_requested(&o->cancel))
+        return cancelled(out, 0, err);
     double t0 = nb_now_ms();
     nb_code rc = nb_engine_prefill(d->engine, ids, n_ids, &logits, err);
     if (rc) {
@@ -50,6 +63,10 @@ nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_op
         int32_t prev = out->steps[i - 1].token;
         if (o->stop_eog && nb_tokenizer_is_eog(d->tok, prev))
             break;
+        /* One poll per token: a cancel costs at most one decode step, and the poll (an
+         * uncontended lock in the worker) is noise next to a step. */
+        if (nb_cancel_requested(&o->cancel))
+            return cancelled(out, i, err);
         double ts = nb_now_ms();
         if ((rc = nb_engine_decode_step(d->engine, prev, n_ids + i - 1, &logits, err))) {
             nb_gen_free(out);

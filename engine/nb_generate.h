@@ -8,10 +8,21 @@
 #include "nb_deploy.h"
 #include "nb_step.h"
 
+/* Cancellation as the caller defines it (the engine knows no jobs or workers): fn(user)
+ * non-zero stops the work at its next token with NB_ECANCELED. fn NULL: never. */
+typedef struct nb_cancel {
+    int (*fn)(void *user);
+    void *user;
+} nb_cancel;
+
+/* 1 when c asks to stop (c may be NULL). */
+int nb_cancel_requested(const nb_cancel *c);
+
 typedef struct nb_gen_opts {
     int n_tokens;   /* tokens to generate (>= 1) */
     int k;          /* top-k kept per step (1..NB_GATE_K_MAX) */
     int stop_eog;   /* stop at an end-of-generation token (run); verify never stops */
+    nb_cancel cancel; /* polled before the prefill and before every decode step */
 } nb_gen_opts;
 
 typedef struct nb_gen {
@@ -24,7 +35,8 @@ typedef struct nb_gen {
 } nb_gen;
 
 /* Prefills ids and greedy-decodes. The first token comes from the prefill
- * logits; the argmax is top-1 of the same tie-broken order as the top-k. */
+ * logits; the argmax is top-1 of the same tie-broken order as the top-k.
+ * NB_ECANCELED (nothing in *out) when o->cancel asks to stop. */
 nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_opts *o,
                     nb_gen *out, nb_err *err);
 void nb_gen_free(nb_gen *g);

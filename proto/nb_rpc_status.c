@@ -56,6 +56,7 @@ nb_rpc_status nb_rpc_status_from_code(nb_code code)
     case NB_EAUTH: return NB_RPC_UNAUTHENTICATED;
     case NB_ECANCELED: return NB_RPC_CANCELLED;
     case NB_EINTERNAL: return NB_RPC_INTERNAL;
+    case NB_EDATALOSS: return NB_RPC_DATA_LOSS;
     }
     return NB_RPC_UNKNOWN;
 }
@@ -77,7 +78,7 @@ nb_code nb_rpc_code_from_status(int status)
     case NB_RPC_ABORTED: return NB_EUNAVAIL;
     case NB_RPC_UNAVAILABLE: return NB_EUNAVAIL;
     case NB_RPC_UNIMPLEMENTED: return NB_EUNSUPPORTED;
-    case NB_RPC_DATA_LOSS: return NB_EIO;
+    case NB_RPC_DATA_LOSS: return NB_EDATALOSS;
     default: return NB_EINTERNAL; /* UNKNOWN, INTERNAL, out of range */
     }
 }

@@ -1,5 +1,5 @@
-/* test_cli_errors: bad input through the real binary — a clear message naming the field,
- * exit 2 (or 3 for an unavailable device), never a crash. Runs under ASan/UBSan in CI. */
+/* test_cli_errors: bad input through the real binary — a clear message naming the field, exit 2
+ * (3: device unavailable, 4: damaged database), never a crash. Runs under ASan/UBSan in CI. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -117,6 +117,27 @@ static void test_xrt_unavailable(void **s)
     expect("run --backend tpu", 2, "backend 'tpu'");
 }
 
+/* A damaged history database is DATA_LOSS (exit 4) at the coordinator's start, whether a
+ * page is overwritten or the file is no database at all — not a usage error. */
+static void test_damaged_database(void **s)
+{
+    (void)s;
+    char args[4096], db[2048];
+    snprintf(db, sizeof db, "%s/damaged.db", tu_group_tmp());
+    snprintf(args, sizeof args, "import tests/data/db/history.ndjson --db '%s'", db);
+    expect(args, 0, "5 runs imported");
+    assert_int_equal(tu_damage_tail(db), 0);
+    snprintf(args, sizeof args, "coordinator --listen 'ipc://%s/dmg.sock' --db '%s' --quiet",
+             tu_group_tmp(), db);
+    expect(args, 4, "integrity check failed");
+    write_prefix("text.db", 0,
+                 "this is not a database, it is a text file that is long enough to have a "
+                 "header\n");
+    snprintf(args, sizeof args, "coordinator --listen 'ipc://%s/dmg.sock' --db '%s/text.db' "
+             "--quiet", tu_group_tmp(), tu_group_tmp());
+    expect(args, 4, "file is not a database");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -124,6 +145,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_models),
         cmocka_unit_test(test_bad_prompts),
         cmocka_unit_test(test_xrt_unavailable),
+        cmocka_unit_test(test_damaged_database),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

@@ -22,11 +22,13 @@
 #include "nb_db_deploy.h"
 #include "nb_db_import.h"
 #include "nb_db_jobs.h"
+#include "nb_db_results.h"
 #include "nb_db_runs.h"
 #include "nb_db_schema.h"
 #include "nb_db_traces.h"
 #include "nb_db_workers.h"
 #include "nb_stats.h"
+#include "testutil.h"
 
 static char tmpdir[256];
 static int64_t fake_now = 1700000000000LL;
@@ -292,7 +294,99 @@ static void test_foreign_files_rejected(void **state)
     fputs("this is not a database, it is a text file that is long enough to have a header\n",
           f);
     fclose(f);
-    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_EFORMAT);
+    /* SQLITE_NOTADB: a wrong file or a destroyed header; either way the history is gone. */
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_EDATALOSS);
+    assert_string_equal(nb_code_name(err.code), "DATA_LOSS");
+    remove_db(path);
+}
+
+/* A damaged page (here: the file's last one overwritten) opens, but the start-up
+ * integrity check refuses it as DATA_LOSS, not as a bad argument. */
+static void test_corrupt_page_is_data_loss(void **state)
+{
+    (void)state;
+    char path[512];
+    db_file(path, sizeof path, "corrupt");
+    remove_db(path);
+    nb_db *db = NULL;
+    assert_ok(nb_db_open(path, NULL, &db, &e_));
+    for (int i = 0; i < 300; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "corrupt-%d", i);
+        nb_db_job_new j = {0};
+        j.request_id = rid;
+        j.kind = "bench";
+        j.spec = "{\"model\":\"SmolLM2-135M-Instruct, padded to fill pages quickly\"}";
+        j.spec_len = strlen(j.spec);
+        int64_t id;
+        assert_ok(nb_db_job_enqueue(db, &j, &id, NULL, &e_));
+    }
+    assert_ok(nb_db_check(db, &e_));
+    nb_db_close(db); /* the last connection checkpoints: everything is in the main file */
+    assert_int_equal(tu_damage_tail(path), 0);
+    nb_err err = {0};
+    assert_ok(nb_db_open(path, NULL, &db, &e_));
+    assert_int_equal(nb_db_check(db, &err), NB_EDATALOSS);
+    assert_non_null(strstr(err.msg, "integrity check failed"));
+    nb_db_close(db);
+    remove_db(path);
+}
+
+/* Whole results commit with the caller's transaction or not at all, and retention
+ * removes those of jobs finished before the cut-off only. */
+static void test_results_transaction_and_retention(void **state)
+{
+    (void)state;
+    char path[512];
+    db_file(path, sizeof path, "results");
+    remove_db(path);
+    nb_db *db = NULL;
+    assert_ok(nb_db_open(path, NULL, &db, &e_));
+    nb_db_set_clock(db, fake_clock, NULL);
+    int64_t ids[2];
+    for (int i = 0; i < 2; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "res-%d", i);
+        nb_db_job_new j = {0};
+        j.request_id = rid;
+        j.kind = "bench";
+        j.spec = "{}";
+        j.spec_len = 2;
+        assert_ok(nb_db_job_enqueue(db, &j, &ids[i], NULL, &e_));
+    }
+    void *blob = NULL;
+    size_t len = 0;
+    nb_err err = {0};
+    assert_ok(nb_db_begin(db, &e_));
+    assert_ok(nb_db_result_put(db, ids[0], "abc", 3, &e_));
+    nb_db_rollback(db);
+    assert_int_equal(nb_db_result_get(db, ids[0], &blob, &len, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_begin(db, &e_));
+    assert_ok(nb_db_result_put(db, ids[0], "abc", 3, &e_));
+    assert_ok(nb_db_result_put(db, ids[1], "", 0, &e_));
+    assert_ok(nb_db_commit(db, &e_));
+    assert_ok(nb_db_result_get(db, ids[0], &blob, &len, &e_));
+    assert_int_equal(len, 3);
+    assert_memory_equal(blob, "abc", 3);
+    free(blob);
+    assert_ok(nb_db_result_get(db, ids[1], &blob, &len, &e_));
+    assert_int_equal(len, 0);
+    free(blob);
+    /* Job 0 finished a day ago, job 1 is still queued. */
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    char sql[200];
+    snprintf(sql, sizeof sql, "UPDATE jobs SET state = 'done', finished_ms = %lld WHERE id = %lld",
+             (long long)(fake_now - 86400000LL), (long long)ids[0]);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    size_t n = 99;
+    assert_ok(nb_db_results_prune(db, fake_now - 3600000LL, &n, &e_));
+    assert_int_equal(n, 1);
+    assert_int_equal(nb_db_result_get(db, ids[0], &blob, &len, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_result_get(db, ids[1], &blob, &len, &e_));
+    free(blob);
+    nb_db_close(db);
     remove_db(path);
 }
 
@@ -1776,6 +1870,8 @@ int main(void)
         cmocka_unit_test(test_import_canonical_id),
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_durability_kill9),
+        cmocka_unit_test(test_corrupt_page_is_data_loss),
+        cmocka_unit_test(test_results_transaction_and_retention),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

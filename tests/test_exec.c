@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -809,6 +810,90 @@ static void test_job_execute_exec(void **state)
 }
 
 /* The resident cache: set up once per deployment, LRU-evicted past the memory budget. */
+/* An executor over the instruct and base q4_1 deployments (1 thread) under budget. */
+static nb_executor *q4_executor(size_t budget, char **tmp)
+{
+    const char *json = "[{\"name\": \"a\", \"model\": \"instruct\", \"dtype\": \"q4_1\", \"threads\": 1},"
+                       " {\"name\": \"b\", \"model\": \"base\", \"dtype\": \"q4_1\", \"threads\": 1}]";
+    nb_deployment *deps;
+    int n;
+    nb_err err;
+    assert_int_equal(nb_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
+    *tmp = tu_tmpdir();
+    nb_executor_opts o = {.deployments = deps, .n_deployments = n, .rundir = *tmp,
+                         .mem_budget_bytes = budget};
+    nb_executor *c;
+    assert_int_equal(nb_executor_new(&o, &c, &err), NB_OK);
+    nb_deployments_free(deps, n);
+    return c;
+}
+
+/* A one-token, one-repetition RUN spec without warm-up; params[1] is free for the test. */
+typedef struct tiny_run {
+    Npubench__DeploymentSelector sel;
+    Npubench__KeyValue kv[2];
+    Npubench__KeyValue *kvp[2];
+    Npubench__JobSpec s;
+} tiny_run;
+
+static void tiny_run_init(tiny_run *t, const char *model)
+{
+    npubench__deployment_selector__init(&t->sel);
+    t->sel.model = (char *)model;
+    for (int i = 0; i < 2; i++) {
+        npubench__key_value__init(&t->kv[i]);
+        t->kvp[i] = &t->kv[i];
+    }
+    t->kv[0].key = (char *)"warmup";
+    t->kv[0].value = (char *)"0";
+    npubench__job_spec__init(&t->s);
+    t->s.kind = NPUBENCH__JOB_KIND__RUN;
+    t->s.selector = &t->sel;
+    t->s.n_tokens = 1;
+    t->s.reps = 1;
+    t->s.params = t->kvp;
+    t->s.n_params = 1;
+}
+
+/* params threads=1024 runs on at most this machine's cores (logged); a deployment bigger
+ * than the memory budget is refused, naming both sizes. */
+static void test_job_limits(void **state)
+{
+    (void)state;
+    if (!tu_model()) {
+        fprintf(stderr, "skipped: model not fetched\n");
+        return;
+    }
+    char *tmp;
+    nb_executor *c = q4_executor((size_t)400 << 20, &tmp);
+    tiny_run t;
+    tiny_run_init(&t, "instruct");
+    t.kv[1].key = (char *)"threads";
+    t.kv[1].value = (char *)"1024";
+    t.s.n_params = 2;
+    Npubench__JobResult *res;
+    nb_err err;
+    if (nb_executor_run(c, &t.s, 1, NULL, &res, &err))
+        fail_msg("threads=1024: %s", err.msg);
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    char want[96];
+    snprintf(want, sizeof want, "threads=1024: clamped to %d,", CPU_COUNT(&set));
+    assert_non_null(strstr(res->log, want));
+    assert_int_equal(res->environment->threads, CPU_COUNT(&set));
+    nb_jobpb_free(res);
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+
+    c = q4_executor((size_t)1 << 20, &tmp);
+    tiny_run_init(&t, "instruct");
+    assert_int_equal(nb_executor_run(c, &t.s, 2, NULL, &res, &err), NB_ENOMEM);
+    assert_non_null(strstr(err.msg, "the worker's memory budget is 1 MiB"));
+    nb_jobpb_free(res);
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
 static void test_job_cache(void **state)
 {
     (void)state;
@@ -816,35 +901,16 @@ static void test_job_cache(void **state)
         fprintf(stderr, "skipped: model not fetched\n");
         return;
     }
-    const char *json = "[{\"name\": \"a\", \"model\": \"instruct\", \"dtype\": \"q4_1\", \"threads\": 1},"
-                       " {\"name\": \"b\", \"model\": \"base\", \"dtype\": \"q4_1\", \"threads\": 1}]";
-    nb_deployment *deps;
-    int n;
+    char *tmp;
+    nb_executor *c = q4_executor((size_t)300 << 20, &tmp); /* room for one at most */
+    tiny_run t;
+    tiny_run_init(&t, "instruct");
     nb_err err;
-    assert_int_equal(nb_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
-    char *tmp = tu_tmpdir();
-    nb_executor_opts o = {.deployments = deps, .n_deployments = n, .rundir = tmp,
-                         .mem_budget_bytes = 1 << 20}; /* room for one at most */
-    nb_executor *c;
-    assert_int_equal(nb_executor_new(&o, &c, &err), NB_OK);
-    nb_deployments_free(deps, n);
-    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
-    Npubench__KeyValue w = NPUBENCH__KEY_VALUE__INIT;
-    w.key = (char *)"warmup";
-    w.value = (char *)"0";
-    Npubench__KeyValue *kv[1] = {&w};
-    Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
-    s.kind = NPUBENCH__JOB_KIND__RUN;
-    s.selector = &sel;
-    s.n_tokens = 1;
-    s.reps = 1;
-    s.params = kv;
-    s.n_params = 1;
     const char *order[] = {"instruct", "instruct", "base", "instruct"};
     for (int i = 0; i < 4; i++) {
-        sel.model = (char *)order[i];
+        t.sel.model = (char *)order[i];
         Npubench__JobResult *res;
-        if (nb_executor_run(c, &s, i, NULL, &res, &err))
+        if (nb_executor_run(c, &t.s, i, NULL, &res, &err))
             fail_msg("%s: %s", order[i], err.msg);
         assert_int_equal(res->metrics->n_samples, 1);
         assert_int_equal(res->metrics->warmup, 0);
@@ -868,7 +934,7 @@ int main(void)
         cmocka_unit_test(test_air_pass),        cmocka_unit_test(test_air_faults),
         cmocka_unit_test(test_exec_placeholders), cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
-        cmocka_unit_test(test_job_cache),
+        cmocka_unit_test(test_job_cache),       cmocka_unit_test(test_job_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

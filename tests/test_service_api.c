@@ -8,13 +8,17 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "nb_coord.h"
 #include "nb_jobpb.h"
@@ -24,6 +28,7 @@
 #include "testutil.h"
 
 static int seq;
+static int loud; /* start(): the coordinator logs to stderr (tests that read its log) */
 
 typedef struct env {
     nb_coord *coord;
@@ -52,7 +57,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.lease_ms = 400;
     o.stale_ms = 300;
     o.gone_ms = 600;
-    o.quiet = 1;
+    o.quiet = !loud;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -69,9 +74,10 @@ static void stop(env *e)
     nb_coord_stop(e->coord);
 }
 
-/* Calls method; returns the gRPC status; *msg (optional) gets the message. */
-static int call(env *e, const char *method, const void *req,
-                const ProtobufCMessageDescriptor *desc, void *resp, char *msg, size_t cap)
+/* Calls method under request id (0: a fresh one); returns the gRPC status; *msg
+ * (optional) gets the message. */
+static int call_id(env *e, uint64_t id, const char *method, const void *req,
+                   const ProtobufCMessageDescriptor *desc, void *resp, char *msg, size_t cap)
 {
     uint8_t *pb;
     size_t len;
@@ -81,7 +87,10 @@ static int call(env *e, const char *method, const void *req,
     char *m = NULL;
     uint8_t *out = NULL;
     size_t olen = 0;
-    nb_rpc_call(e->cli, method, pb, len, 5000, &status, &m, &out, &olen, &err);
+    if (id)
+        nb_rpc_call_id(e->cli, id, method, pb, len, 5000, &status, &m, &out, &olen, &err);
+    else
+        nb_rpc_call(e->cli, method, pb, len, 5000, &status, &m, &out, &olen, &err);
     free(pb);
     if (msg)
         snprintf(msg, cap, "%s", m ? m : err.msg);
@@ -93,6 +102,12 @@ static int call(env *e, const char *method, const void *req,
     }
     free(out);
     return status;
+}
+
+static int call(env *e, const char *method, const void *req,
+                const ProtobufCMessageDescriptor *desc, void *resp, char *msg, size_t cap)
+{
+    return call_id(e, 0, method, req, desc, resp, msg, cap);
 }
 
 static int64_t db_count(env *e, const char *sql_fmt, long long arg)
@@ -287,21 +302,28 @@ static Npubench__JobResult *verify_result(int64_t job, int first, int last, int 
     return r;
 }
 
-static int report(env *e, const char *worker, const Npubench__Lease *l,
-                  Npubench__JobResult *res, int *accepted)
+/* ReportResult under request id (0: a fresh one, as every resend of a worker is not). */
+static int report_id(env *e, uint64_t id, const char *worker, const Npubench__Lease *l,
+                     Npubench__JobResult *res, int *accepted)
 {
     Npubench__ReportResultRequest r = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
     r.worker_id = (char *)worker;
     r.lease_id = l->lease_id;
     r.result = res;
     Npubench__ReportResultResponse *resp;
-    int st = call(e, "npubench.Worker/ReportResult", &r,
-                  &npubench__report_result_response__descriptor, &resp, NULL, 0);
+    int st = call_id(e, id, "npubench.Worker/ReportResult", &r,
+                     &npubench__report_result_response__descriptor, &resp, NULL, 0);
     if (!st) {
         *accepted = resp->accepted;
         nb_wire_free(resp);
     }
     return st;
+}
+
+static int report(env *e, const char *worker, const Npubench__Lease *l,
+                  Npubench__JobResult *res, int *accepted)
+{
+    return report_id(e, 0, worker, l, res, accepted);
 }
 
 /* ---- client side ---- */
@@ -460,21 +482,33 @@ static void test_queued_reason_and_device_claim(void **s)
     stop(&e);
 }
 
+/* A fresh coordinator with worker *w (board b1, cpu:0) holding the lease of one RUN of 8
+ * tokens, ids[0]. */
+static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
+{
+    start(e, NULL, NULL);
+    int st;
+    *w = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(*w);
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(e, *w, 2000);
+    assert_non_null(l);
+    return l;
+}
+
 static void test_lease_result_idempotent_and_cancel(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
-    int st;
-    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
     int64_t ids[8];
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *l = lease(&e, w, 2000);
-    assert_non_null(l);
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
     assert_int_equal(l->job_id, ids[0]);
     assert_int_equal(l->attempt, 1);
     assert_int_equal(l->spec->n_tokens, 8);
@@ -862,6 +896,374 @@ static void test_import_and_history_cli(void **s)
     free(r.out);
 }
 
+/* ---- durability faults ---- */
+
+/* A result that cannot be stored fails ReportResult as UNAVAILABLE (the worker retries under
+ * the same request id, which is not answered from the cache) and writes nothing; the retry
+ * once the disk has room is accepted and `job ID` shows the whole result. */
+static void test_result_store_failure_retried(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    uint64_t rid = nb_rpc_client_new_id(e.cli);
+    int acc = -1;
+    setenv("NPUBENCH_FAULT", "result_store", 1);
+    assert_int_equal(report_id(&e, rid, w, l, res, &acc), NB_RPC_UNAVAILABLE);
+    assert_int_equal(acc, -1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 0);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND state IN "
+                                  "('leased','running')", ids[0]), 1);
+    unsetenv("NPUBENCH_FAULT");
+    assert_int_equal(report_id(&e, rid, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM job_results WHERE job_id = %lld",
+                              ids[0]), 1);
+    Npubench__Job *j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    assert_int_equal(j->n_results, 1);
+    assert_int_equal(j->results[0]->metrics->n_samples, 5);
+    nb_wire_free(j);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
+/* A full disk refuses new work with RESOURCE_EXHAUSTED naming the free space, while the
+ * result of a job already accepted still commits. */
+static void test_disk_full_refuses_new_work(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    setenv("NPUBENCH_FAULT", "disk_full", 1);
+    int64_t more[8];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, more, &n,
+                            msg, sizeof msg),
+                     NB_RPC_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(msg, "coordinator disk full: 0 MiB free in "));
+    assert_non_null(strstr(msg, "new work needs at least 64 MiB (--min-free-mb)"));
+    Npubench__ImportRequest ir = NPUBENCH__IMPORT_REQUEST__INIT;
+    ir.name = "h.ndjson";
+    assert_int_equal(call(&e, "npubench.Client/Import", &ir, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_RESOURCE_EXHAUSTED);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    unsetenv("NPUBENCH_FAULT");
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
+/* A second coordinator on the same database is refused, naming the holder's pid. */
+static void test_second_coordinator_refused(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "inproc://svc-api-second";
+    o.db_path = e.db;
+    o.quiet = 1;
+    nb_coord *second = NULL;
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &second, &err), NB_EUNAVAIL);
+    assert_null(second);
+    char want[64];
+    snprintf(want, sizeof want, "in use by another coordinator (pid %ld, lock ", (long)getpid());
+    assert_non_null(strstr(err.msg, want));
+    stop(&e);
+    /* once the first stopped, the file is free again */
+    assert_int_equal(nb_coord_start(&o, &second, &err), NB_OK);
+    nb_coord_stop(second);
+}
+
+/* Empty Import content (a NULL buffer of 0 bytes) imports nothing and says so. */
+static void test_empty_import(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    Npubench__ImportRequest ir = NPUBENCH__IMPORT_REQUEST__INIT;
+    ir.name = "empty.ndjson";
+    Npubench__ImportResponse *resp;
+    assert_int_equal(call(&e, "npubench.Client/Import", &ir, &npubench__import_response__descriptor,
+                          &resp, NULL, 0),
+                     0);
+    assert_int_equal(resp->imported, 0);
+    assert_int_equal(resp->skipped, 0);
+    assert_int_equal(resp->bad, 0);
+    nb_wire_free(resp);
+    stop(&e);
+}
+
+/* Retention at start: temporary uploads older than an hour and legacy result files older
+ * than --retention-days go; a fresh upload and a young result stay. */
+static void test_retention_at_start(void **s)
+{
+    (void)s;
+    char db[1200], dir[1300], path[1400];
+    snprintf(db, sizeof db, "%s/retention.sqlite", tu_group_tmp());
+    snprintf(dir, sizeof dir, "%s.d", db);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *names[] = {"import-old", "import-new", "job-1.pb", "job-2.pb", "notes.txt"};
+    const int age_h[] = {2, 0, 24 * 40, 24 * 2, 24 * 400};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+        time_t t = time(NULL) - (time_t)age_h[i] * 3600;
+        struct utimbuf ut = {t, t};
+        assert_int_equal(utime(path, &ut), 0);
+    }
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "inproc://svc-api-retention";
+    o.db_path = db;
+    o.retention_days = 30;
+    o.quiet = 1;
+    nb_coord *c;
+    nb_err err;
+    assert_int_equal(nb_coord_start(&o, &c, &err), NB_OK);
+    const int kept[] = {0, 1, 0, 1, 1}; /* notes.txt is not ours to delete */
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (access(path, F_OK) != (kept[i] ? 0 : -1))
+            fail_msg("%s: expected %s", names[i], kept[i] ? "kept" : "deleted");
+    }
+    nb_coord_stop(c);
+}
+
+/* The coordinator's log: a newline in a client's string stays on its line (escaped), and one
+ * kind of line prints at most 20 times per window however often a client triggers it. */
+static void test_log_escaped_and_rate_limited(void **s)
+{
+    (void)s;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/coord-log.txt", tu_group_tmp());
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(saved >= 0 && fd >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    close(fd);
+    loud = 1;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    loud = 0;
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    char *real = l->lease_id;
+    l->lease_id = "not-the-lease";
+    for (int i = 0; i < 30; i++) {
+        int acc = 1;
+        assert_int_equal(report(&e, "evil\n2026-01-01T00:00:00Z npubench coordinator: forged",
+                                l, res, &acc),
+                         0);
+        assert_int_equal(acc, 0);
+    }
+    l->lease_id = real;
+    stop(&e);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    char cmdline[1500];
+    snprintf(cmdline, sizeof cmdline, "grep -c 'result from evil\\\\x0a2026' '%s'", path);
+    tu_result r = tu_run(cmdline);
+    assert_int_equal(atoi(r.out), 20);
+    free(r.out);
+    snprintf(cmdline, sizeof cmdline, "grep -c '^2026-01-01T00:00:00Z' '%s'", path);
+    r = tu_run(cmdline);
+    assert_int_equal(atoi(r.out), 0);
+    free(r.out);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+}
+
+/* ---- exactly once under many clients ---- */
+
+typedef struct load {
+    env *e;                 /* shared coordinator; each thread opens its own client */
+    int index, jobs;        /* this client's index and how many jobs it submits */
+    int submitted, dup_acks, errors; /* checked by the main thread */
+    pthread_t th;
+} load;
+
+static int open_client(env *e, nb_rpc_client **cli)
+{
+    nb_rpc_opts co;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 20000;
+    nb_err err;
+    return nb_rpc_client_open(nb_coord_url(e->coord), &co, cli, &err) ? -1 : 0;
+}
+
+/* Submits each job twice under one request id (a client retry after a lost answer). */
+static void *submitter(void *arg)
+{
+    load *L = arg;
+    env t = *L->e;
+    if (open_client(L->e, &t.cli)) {
+        L->errors++;
+        return NULL;
+    }
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.selector = &sel;
+    sel.model = "instruct";
+    spec.n_tokens = 4;
+    Npubench__SubmitJobRequest r = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    r.spec = &spec;
+    char key[64];
+    r.request_id = key;
+    for (int i = 0; i < L->jobs; i++) {
+        snprintf(key, sizeof key, "load-%d-%d", L->index, i);
+        int64_t first = 0;
+        for (int attempt = 0; attempt < 2; attempt++) {
+            Npubench__SubmitJobResponse *resp;
+            if (call(&t, "npubench.Client/SubmitJob", &r,
+                     &npubench__submit_job_response__descriptor, &resp, NULL, 0) ||
+                resp->n_job_ids != 1) {
+                L->errors++;
+                continue;
+            }
+            if (attempt == 0) {
+                first = resp->job_ids[0];
+                L->submitted++;
+            } else if (resp->duplicate && resp->job_ids[0] == first) {
+                L->dup_acks++;
+            }
+            nb_wire_free(resp);
+        }
+    }
+    nb_rpc_client_close(t.cli);
+    return NULL;
+}
+
+/* Leases and reports until `want` results are accepted across all workers. */
+typedef struct drain {
+    env *e;
+    int index, *accepted, want, errors;
+    pthread_mutex_t *mu;
+    pthread_t th;
+} drain;
+
+static void *worker_loop(void *arg)
+{
+    drain *D = arg;
+    env t = *D->e;
+    if (open_client(D->e, &t.cli)) {
+        D->errors++;
+        return NULL;
+    }
+    char dev[16], inst[16];
+    snprintf(dev, sizeof dev, "cpu:%d", D->index);
+    snprintf(inst, sizeof inst, "load-%d", D->index);
+    int st;
+    char *w = reg(&t, "b1", dev, inst, NULL, &st);
+    for (;;) {
+        pthread_mutex_lock(D->mu);
+        int done = *D->accepted >= D->want;
+        pthread_mutex_unlock(D->mu);
+        if (done || !w)
+            break;
+        /* No cmocka assertions off the main thread: failures are counted instead. */
+        Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
+        hb.worker_id = w;
+        hb.lease_id = "";
+        Npubench__HeartbeatResponse *hr;
+        if (call(&t, "npubench.Worker/Heartbeat", &hb, &npubench__heartbeat_response__descriptor,
+                 &hr, NULL, 0) == 0)
+            nb_wire_free(hr);
+        Npubench__LeaseJobRequest lr = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+        lr.worker_id = w;
+        lr.wait_ms = 200;
+        Npubench__LeaseJobResponse *resp;
+        if (call(&t, "npubench.Worker/LeaseJob", &lr, &npubench__lease_job_response__descriptor,
+                 &resp, NULL, 0)) {
+            D->errors++;
+            continue;
+        }
+        Npubench__Lease *l = resp->lease;
+        resp->lease = NULL;
+        nb_wire_free(resp);
+        if (!l)
+            continue;
+        Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+        int acc = 0;
+        if (report(&t, w, l, res, &acc))
+            D->errors++;
+        pthread_mutex_lock(D->mu);
+        *D->accepted += acc;
+        pthread_mutex_unlock(D->mu);
+        nb_jobpb_free(res);
+        nb_wire_free(l);
+    }
+    free(w);
+    nb_rpc_client_close(t.cli);
+    return NULL;
+}
+
+/* 8 clients submit (each job twice, one request id) while 4 workers drain the queue: every
+ * job exists once and has exactly one run. 8 x 125 = 1,000 jobs by default; NB_FAULTS_FULL=1
+ * (make test-faults) runs the issue's 8 x 2,000 = 16,000. */
+static void test_many_clients_exactly_once(void **s)
+{
+    (void)s;
+    int per = getenv("NB_FAULTS_FULL") ? 2000 : 125;
+    env e;
+    start(&e, NULL, NULL);
+    load L[8];
+    for (int i = 0; i < 8; i++) {
+        L[i] = (load){.e = &e, .index = i, .jobs = per};
+        assert_int_equal(pthread_create(&L[i].th, NULL, submitter, &L[i]), 0);
+    }
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int accepted = 0;
+    drain D[4];
+    for (int i = 0; i < 4; i++) {
+        D[i] = (drain){.e = &e, .index = i, .accepted = &accepted, .want = 8 * per, .mu = &mu};
+        assert_int_equal(pthread_create(&D[i].th, NULL, worker_loop, &D[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(L[i].th, NULL);
+        assert_int_equal(L[i].errors, 0);
+        assert_int_equal(L[i].submitted, per);
+        assert_int_equal(L[i].dup_acks, per);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(D[i].th, NULL);
+        assert_int_equal(D[i].errors, 0);
+    }
+    print_message("%d jobs from 8 clients, each submitted twice; 4 workers\n", 8 * per);
+    assert_int_equal(accepted, 8 * per);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 8 * per);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE state = 'done' AND %lld = 0",
+                              0), 8 * per);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE %lld = 0", 0), 8 * per);
+    assert_int_equal(db_count(&e, "SELECT count(DISTINCT job_id) FROM runs WHERE %lld = 0", 0),
+                     8 * per);
+    stop(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -874,6 +1276,13 @@ int main(void)
         cmocka_unit_test(test_shards_need_prompt_ranges),
         cmocka_unit_test(test_matrix_and_history_regression),
         cmocka_unit_test(test_import_and_history_cli),
+        cmocka_unit_test(test_result_store_failure_retried),
+        cmocka_unit_test(test_disk_full_refuses_new_work),
+        cmocka_unit_test(test_second_coordinator_refused),
+        cmocka_unit_test(test_empty_import),
+        cmocka_unit_test(test_retention_at_start),
+        cmocka_unit_test(test_log_escaped_and_rate_limited),
+        cmocka_unit_test(test_many_clients_exactly_once),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nb_time.h"
 #include "testutil.h"
 
 static char cmd[16384];
@@ -528,6 +529,145 @@ static void test_lab_faults_tcp(void **s)
     logs_clean();
 }
 
+/* Waits (polling, 120 s at most) for pid to end; returns its wait status. */
+static int wait_exit(pid_t pid, double *ms)
+{
+    double t0 = nb_now_ms();
+    int status = 0;
+    for (int i = 0; i < 1200; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            *ms = nb_now_ms() - t0;
+            return status;
+        }
+        sleep_ms(100);
+    }
+    fail_msg("pid %d did not exit within 120 s", (int)pid);
+    return -1;
+}
+
+static long long grep_count(const char *log, const char *pattern)
+{
+    snprintf(cmd, sizeof cmd, "grep -c -e '%s' '%s/%s'", pattern, tu_group_tmp(), log);
+    tu_result r = tu_run(cmd);
+    long long n = r.out ? atoll(r.out) : -1;
+    free(r.out);
+    return n;
+}
+
+/* Submits a run long enough to be caught running (50 x 200 tokens) and returns its id once
+ * a worker runs it; *runner gets the index of that worker in names/pids. */
+static long long long_run(const char *url, const char *names[], pid_t pids[], int n,
+                          int *runner)
+{
+    tu_result r = cli("submit run --model instruct --n-tokens 200 --reps 50 --coordinator '%s'",
+                      url);
+    assert_int_equal(r.code, 0);
+    long long id = submitted_id(r.out);
+    free(r.out);
+    char *out = wait_state(url, id, "running");
+    pid_t pid = (pid_t)worker_pid_of(out, names, pids, n);
+    free(out);
+    *runner = -1;
+    for (int i = 0; i < n; i++)
+        if (pids[i] == pid && pid > 0)
+            *runner = i;
+    assert_true(*runner >= 0);
+    return id;
+}
+
+/* ipc: the coordinator killed -9 between a result's commit and its acknowledgement (fault
+ * point kill_after_commit): the worker re-reports, no duplicate row. A second coordinator on
+ * the same file is refused. A SIGSTOPped worker's lease expires and the job goes to the
+ * other worker; a cancel stops that run; a SIGTERMed worker stops a long run after its
+ * grace (500 ms) and exits 0 (the runs are 50 x 200 tokens: minutes, unless stopped). */
+static void test_lab_durability(void **s)
+{
+    (void)s;
+    if (!need_model())
+        skip();
+    char url[1200], url2[1200], db[1200];
+    snprintf(url, sizeof url, "ipc://%s/d.sock", tu_group_tmp());
+    snprintf(url2, sizeof url2, "ipc://%s/d2.sock", tu_group_tmp());
+    snprintf(db, sizeof db, "%s/durable.db", tu_group_tmp());
+    setenv("NPUBENCH_FAULT", "kill_after_commit", 1);
+    pid_t c = spawn("coord-d.log", COORD_ARGS, url, db);
+    unsetenv("NPUBENCH_FAULT");
+    const char *names[2] = {"dur-a@", "dur-b@"};
+    pid_t w[2];
+    w[0] = spawn("wd0.log", WORKER_ARGS " --grace-ms 500", url, "dur-a", 30);
+    wait_workers(url, 1);
+
+    tu_result r = cli(COORD_ARGS, url2, db);
+    assert_int_equal(r.code, 3);
+    char want[128];
+    snprintf(want, sizeof want, "in use by another coordinator (pid %d, lock ", (int)c);
+    assert_non_null(strstr(r.out, want));
+    free(r.out);
+
+    r = cli("submit run --model instruct --n-tokens 4 --reps 1 --coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    long long id = submitted_id(r.out);
+    free(r.out);
+    double ms;
+    int status = wait_exit(c, &ms);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE job_id = %lld", id), 1);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM job_results WHERE job_id = %lld", id), 1);
+    c = spawn("coord-d.log", COORD_ARGS, url, db);
+    wait_workers(url, 1);
+    /* The worker leases again only after its report was answered. */
+    r = cli("submit run --model instruct --n-tokens 4 --reps 1 --coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    long long id2 = submitted_id(r.out);
+    free(r.out);
+    free(wait_state(url, id2, "done"));
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE job_id = %lld", id), 1);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE job_id = %lld", id2), 1);
+    assert_int_equal(grep_count("coord-d.log", "result from .* refused"), 0);
+    assert_int_equal(grep_count("wd0.log", "dropped the result"), 0);
+
+    /* SIGSTOP: the worker goes silent, is declared gone, its job goes to the other one (a
+     * requeue for a lost worker is not an attempt of the job's). */
+    w[1] = spawn("wd1.log", WORKER_ARGS " --grace-ms 500", url, "dur-b", 31);
+    wait_workers(url, 2);
+    int stopped;
+    long long slow = long_run(url, names, w, 2, &stopped);
+    kill(w[stopped], SIGSTOP);
+    const char *other = names[1 - stopped];
+    char moved[256];
+    snprintf(moved, sizeof moved, "SELECT count(*) FROM jobs WHERE id = %%lld AND state = "
+             "'running' AND leased_worker LIKE '%s%%%%'", other);
+    for (int i = 0; i < 600 && db_int(db, moved, slow) != 1; i++)
+        sleep_ms(100);
+    assert_int_equal(db_int(db, moved, slow), 1);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM job_logs WHERE job_id = %lld AND text "
+                                "LIKE '%%lost: no heartbeat%%'", slow), 1);
+    r = cli("cancel %lld --coordinator '%s'", slow, url);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    free(wait_state(url, slow, "cancelled"));
+    kill(w[stopped], SIGCONT);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE job_id = %lld", slow), 0);
+
+    /* SIGTERM: the long run stops after the grace and is handed back. */
+    int runner;
+    long long term = long_run(url, names, w, 2, &runner);
+    kill(w[runner], SIGTERM);
+    status = wait_exit(w[runner], &ms);
+    print_message("SIGTERM to exit of a worker mid-run (grace 500 ms): %.0f ms\n", ms);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    w[runner] = -1;
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE job_id = %lld", term), 0);
+    r = cli("cancel %lld --coordinator '%s'", term, url);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    free(wait_state(url, term, "cancelled"));
+    kill9(w[0]);
+    kill9(w[1]);
+    kill9(c);
+    logs_clean();
+}
+
 /* Embedded mode: the local command goes through an in-process coordinator and worker,
  * prints as before, and lands in the local history. */
 static void test_embedded_history(void **s)
@@ -587,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_lab_exec),
         cmocka_unit_test(test_lab_faults_tcp),
         cmocka_unit_test(test_embedded_history),
+        cmocka_unit_test(test_lab_durability),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

@@ -100,6 +100,20 @@ static inline char *tu_group_tmp(void)
     return *tu_group_tmp_slot();
 }
 
+/* Overwrites the last 4 KiB of path (an SQLite page at the default page size) with junk,
+ * as a failing disk would; 0 on success. */
+static inline int tu_damage_tail(const char *path)
+{
+    FILE *f = fopen(path, "r+b");
+    if (!f)
+        return -1;
+    char junk[4096];
+    memset(junk, 0x5a, sizeof junk);
+    int bad = fseek(f, -(long)sizeof junk, SEEK_END) != 0 ||
+              fwrite(junk, 1, sizeof junk, f) != sizeof junk;
+    return (fclose(f) != 0 || bad) ? -1 : 0;
+}
+
 static inline int tu_group_setup(void **state)
 {
     (void)state;

@@ -136,7 +136,8 @@ static nb_code compare_prefill(nb_deploy *d, const nb_trace *tr, const char *tex
 }
 
 nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_path,
-                         const char *refdir, nb_diagnosis_result *out, nb_err *err)
+                         const char *refdir, const nb_cancel *cancel, nb_diagnosis_result *out,
+                         nb_err *err)
 {
     memset(out, 0, sizeof *out);
     const char *text = prompt ? prompt : NB_DIAGNOSIS_DEFAULT_PROMPT;
@@ -151,8 +152,12 @@ nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_pat
     int32_t *ids = NULL;
     size_t n_ids = 0;
     if (!(rc = check_hidden(tr, text, nb_engine_cfg(d->engine), err)) &&
-        !(rc = encode_as_reference(d, text, tr->hidden, &ids, &n_ids, err)))
-        rc = compare_prefill(d, tr, text, ids, n_ids, out, err);
+        !(rc = encode_as_reference(d, text, tr->hidden, &ids, &n_ids, err))) {
+        if (nb_cancel_requested(cancel)) /* the one forward pass is the unit of work */
+            rc = nb_err_set(err, NB_ECANCELED, "diagnosis cancelled before the forward pass");
+        else
+            rc = compare_prefill(d, tr, text, ids, n_ids, out, err);
+    }
     free(ids);
     nb_trace_free(tr);
     if (rc)

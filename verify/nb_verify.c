@@ -79,7 +79,7 @@ static nb_code check_ids(const nb_trace_prompt *tp, const int32_t *ids, size_t n
 }
 
 static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, int n_tokens,
-                             int k, nb_verify_record *rec, nb_err *err)
+                             int k, const nb_cancel *cancel, nb_verify_record *rec, nb_err *err)
 {
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -91,7 +91,7 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
         return rc;
     }
     nb_gen g;
-    nb_gen_opts go = {.n_tokens = n_tokens, .k = k, .stop_eog = 0};
+    nb_gen_opts go = {.n_tokens = n_tokens, .k = k, .stop_eog = 0, .cancel = *cancel};
     rc = nb_generate(d, ids, (int)n_ids, &go, &g, err);
     free(ids);
     if (rc)
@@ -198,11 +198,13 @@ static nb_code run_prompts(nb_deploy *d, const nb_verify_opts *o, const nb_trace
                            const plan *p, nb_verify_result *out, nb_err *err)
 {
     nb_code rc = NB_OK;
+    nb_cancel cancel = {o->cancelled, o->progress_user};
     for (int i = p->first; i < p->last; i++) {
-        if (o->cancelled && o->cancelled(o->progress_user))
+        if (nb_cancel_requested(&cancel))
             return nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts",
                               out->n, p->last - p->first);
-        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &out->recs[out->n], err);
+        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &cancel,
+                           &out->recs[out->n], err);
         out->n++;
         if (rc)
             return rc;

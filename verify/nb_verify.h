@@ -19,7 +19,8 @@ typedef struct nb_verify_opts {
     /* progress: called after each prompt (done, total) */
     void (*progress)(void *user, int done, int total, const char *msg);
     void *progress_user;
-    /* cancellation: checked between prompts; non-zero stops with NB_ECANCELED */
+    /* cancellation (with progress_user): checked between prompts and tokens;
+     * non-zero stops with NB_ECANCELED */
     int (*cancelled)(void *user);
 } nb_verify_opts;
 

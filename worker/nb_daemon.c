@@ -598,7 +598,8 @@ static nb_code send_heartbeat(nb_daemon *d, char *wid, char *lease, int64_t job,
         if (resp->reregister)
             d->need_register = 1;
         for (size_t i = 0; i < resp->n_cancels; i++)
-            if (job && resp->cancels[i]->job_id == job && d->job_id == job) {
+            if (job && resp->cancels[i]->job_id == job && d->job_id == job &&
+                !d->cancel) {
                 d->cancel = d->cancel_by_coordinator = 1;
                 emit(d, "cancel requested by the coordinator");
             }

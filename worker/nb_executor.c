@@ -3,6 +3,7 @@
 #include "nb_executor.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,7 +291,16 @@ static nb_code cache_get(nb_executor *c, const nb_deploy_spec *spec, nb_deploy *
     e->spec = *spec;
     rc = nb_deploy_open(spec, &e->d, err);
     c->setups++;
-    if (rc == NB_OK && (rc = nb_lru_put(c->cache, spec_hash(spec), e, deploy_bytes(e->d), NULL,
+    /* Buffers are allocated but not touched yet: refusing now costs no resident memory. */
+    size_t need = rc == NB_OK ? deploy_bytes(e->d) : 0;
+    if (rc == NB_OK && need > c->budget) {
+        rc = nb_err_set(err, NB_ENOMEM,
+                        "deployment %s: needs %zu MiB (weights + KV cache for max_seq %d), "
+                        "the worker's memory budget is %zu MiB (--mem-budget-mb)",
+                        spec->model, need >> 20, spec->max_seq ? spec->max_seq : 2048,
+                        c->budget >> 20);
+        nb_deploy_close(e->d);
+    } else if (rc == NB_OK && (rc = nb_lru_put(c->cache, spec_hash(spec), e, need, NULL,
                                         err)) != NB_OK)
         nb_deploy_close(e->d);
     if (rc) {
@@ -544,6 +554,27 @@ static nb_code prompts_path(job_run *j, const Npubench__JobSpec *s, const nb_dep
     return NB_OK;
 }
 
+/* The cores this process may run on (affinity, cgroup cpusets), else the online count. */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Never more kernel threads than cores: `params threads=1024` on a 2-core board is clamped
+ * (and logged) instead of starting 1024 threads that only fight over two cores. */
+static int cap_threads(job_run *j, int want)
+{
+    int cores = usable_cores();
+    if (want <= cores)
+        return want;
+    job_log(j, "threads=%d: clamped to %d, the cores this worker may use", want, cores);
+    return cores;
+}
+
 static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, int full,
                           Npubench__JobResult *res, nb_err *err)
 {
@@ -569,7 +600,12 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.progress_user = j;
     vo.cancelled = exec_cancelled;
     nb_verify_result vr;
-    if ((rc = nb_verify_run(d, &vo, &vr, err)))
+    rc = nb_verify_run(d, &vo, &vr, err);
+    /* A job's explicit prompts are its own (up to 10 MB): gone with the job, not kept in
+     * rundir for good. Traces stay: they are named by digest and shared by later jobs. */
+    if (s->n_prompts)
+        unlink(ppath);
+    if (rc)
         return rc;
     job_log(j, "[verify] %s (%d/%d prompts pass)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL",
             vr.n_pass, vr.n);
@@ -593,9 +629,10 @@ static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *
     const char *ref = nb_job_param(s, "reference");
     nb_diagnosis_result dr;
     progress(j, 0, 1, "diagnosis");
+    nb_cancel cancel = {exec_cancelled, j};
     rc = nb_diagnosis_run(d, s->prompt && *s->prompt ? s->prompt : NULL,
                           ref && *ref ? ref : trace[0] ? trace : NULL,
-                          j->ctx->refdir[0] ? j->ctx->refdir : NULL, &dr, err);
+                          j->ctx->refdir[0] ? j->ctx->refdir : NULL, &cancel, &dr, err);
     if (rc)
         return rc;
     progress(j, 1, 1, "diagnosis done");
@@ -623,6 +660,7 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     long chat = nb_job_param_int(s, "chat", -1);
     ro.chat = chat < 0 ? -1 : (int)chat;
     ro.stop_eog = !nb_job_param_int(s, "ignore_eos", 0);
+    ro.cancel = (nb_cancel){exec_cancelled, j};
     if (exec_cancelled(j))
         return nb_err_set(err, NB_ECANCELED, "cancelled before start");
     progress(j, 0, ro.reps, profile ? "profiling" : "running");
@@ -698,7 +736,9 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
     if ((rc = nb_dtype_parse(dep->dtype, &ds.dtype, err)))
         return rc;
-    ds.threads = (int)nb_job_param_int(s, "threads", dep->threads ? dep->threads : j->ctx->threads);
+    ds.threads = cap_threads(j, (int)nb_job_param_int(s, "threads",
+                                                      dep->threads ? dep->threads
+                                                                   : j->ctx->threads));
     ds.max_seq = (int)nb_job_param_int(s, "max_seq", dep->max_seq);
     ds.device = (unsigned)nb_job_param_int(s, "device", dep->device);
     nb_deploy *d = NULL;

@@ -17,7 +17,8 @@ typedef struct nb_executor_opts {
     const char *board;        /* board name for environments ["local"] */
     const char *board_type;   /* [""] */
     int threads;              /* cpu threads when a deployment says 0 [0 = all cores] */
-    size_t mem_budget_bytes;  /* resident deployments' estimated size [0 = 4 GiB] */
+    size_t mem_budget_bytes;  /* resident deployments' estimated size [0 = 4 GiB]; one
+                                 deployment over it is refused (NB_ENOMEM) */
     const char *refdir;       /* HF traces [verify/references] */
     const char *rundir;       /* scratch for traces received with a lease [/tmp] */
     const char *reports_dir;  /* if set, verify/diagnosis reports are also written here */
