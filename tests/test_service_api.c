@@ -1084,7 +1084,7 @@ static void test_log_escaped_and_rate_limited(void **s)
     assert_int_equal(dup2(saved, 2), 2);
     close(saved);
     char cmdline[1500];
-    snprintf(cmdline, sizeof cmdline, "grep -c 'result from evil\\\\x0a2026' '%s'", path);
+    snprintf(cmdline, sizeof cmdline, "grep -c 'result from evil\\\\n2026' '%s'", path);
     tu_result r = tu_run(cmdline);
     assert_int_equal(atoi(r.out), 20);
     free(r.out);
