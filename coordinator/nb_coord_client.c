@@ -526,7 +526,8 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
             nb_db_history_query q = {.model = names[mi],  .board = r->board,
                                      .backend = r->backend, .dtype = r->dtype,
                                      .metric = metrics[k], .since_ms = r->since_unix_ms,
-                                     .limit = limit};
+                                     .air_sha = r->air_sha, .aie_hash = r->aie_hash,
+                                     .peano = r->peano, .limit = limit};
             if (r->kind)
                 q.kind = nb_job_kind_name(r->kind);
             if (nb_db_history(c->db, &q, &rows, &n, &err)) {
@@ -573,6 +574,7 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                 h->reps = x->reps;
                 h->deployment_id = x->deployment_id;
                 h->source = (char *)nb_db_source_name(x->source);
+                h->verify_status = nb_arena_strdup(&a, x->verify_status);
                 resp.rows[resp.n_rows++] = h;
             }
             free(rows);

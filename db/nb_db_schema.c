@@ -185,8 +185,20 @@ static const char v1_sql[] =
     "  set_ms INTEGER NOT NULL\n"
     ");\n";
 
+/* mlir-air's nightly files: the verify status as the nightly reported it (a
+ * skipped or unreported verify is neither PASS nor FAIL), and the measurement a
+ * row came from, so the same numbers arriving through perf.json and through
+ * history.ndjson are stored once (docs/mlir-air.md). */
+static const char v2_sql[] =
+    "ALTER TABLE runs ADD COLUMN verify_status TEXT\n"
+    "  CHECK (verify_status IN ('pass','fail','error','skip','unknown'));\n"
+    "ALTER TABLE runs ADD COLUMN measurement_key TEXT;\n"
+    "CREATE INDEX runs_measurement ON runs (measurement_key)\n"
+    "  WHERE measurement_key IS NOT NULL;\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
+    {"import: verify status and measurement key", v2_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
