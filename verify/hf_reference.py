@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from prompt_file import PromptFileError, read_prompts
+
 os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF loader's progress bars, before tqdm loads
 import torch  # noqa: E402
 
@@ -50,13 +52,6 @@ def display_path(path):
     if os.path.commonpath([full, ROOT]) == ROOT:
         return os.path.relpath(full, ROOT)
     return full
-
-
-def read_prompts(path):
-    """One prompt per line; surrounding whitespace is dropped, blank and '#' lines skipped."""
-    with open(path, encoding="utf-8") as f:
-        lines = [line.strip() for line in f]
-    return [line for line in lines if line and not line.startswith("#")]
 
 
 def load_model(path):
@@ -300,6 +295,10 @@ def parse_args(argv):
     for path in args.prompts_file:
         if not os.path.isfile(path):
             p.error(f"{path}: no such prompts file")
+        try:  # before the model loads: a bad file costs nothing
+            read_prompts(path)
+        except PromptFileError as e:
+            p.error(str(e))
     if not os.path.exists(args.model):
         p.error(f"{args.model}: no such model file or directory (scripts/fetch_model.sh fetches it)")
     return args
