@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "nb_coord_int.h"
+#include "nb_db_alias.h"
 #include "nb_db_deploy.h"
 #include "nb_db_import.h"
 #include "nb_file.h"
@@ -481,7 +482,9 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     nb_db_history_row *rows = NULL;
     size_t n = 0;
     nb_db_deployment *deps = NULL;
-    size_t nd = 0;
+    size_t nd = 0, na = 0;
+    nb_db_alias *aliases = NULL;
+    nb_job_alias *al = NULL;
     nb_db_metric metrics[3];
     int nm = 0;
     if (*r->metric) {
@@ -499,15 +502,21 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     size_t limit = r->limit > 0 ? (size_t)r->limit : 100;
     if (limit > NB_DB_HISTORY_MAX)
         limit = NB_DB_HISTORY_MAX;
-    /* "instruct", a path or the model's name: every stored name it matches. */
-    if (nb_db_deployment_list(c->db, NULL, &deps, &nd, &err)) {
+    /* "instruct", a path, the model's name or any alias of it: every stored name it
+     * matches. */
+    if (nb_db_deployment_list(c->db, NULL, &deps, &nd, &err) ||
+        nb_db_alias_list(c->db, &aliases, &na, &err)) {
         st = nb_rpc_reply_err(reply, &err);
         goto out;
     }
+    al = na ? calloc(na, sizeof *al) : NULL;
+    for (size_t i = 0; al && i < na; i++)
+        al[i] = (nb_job_alias){aliases[i].alias, aliases[i].model};
     const char *names[64];
     size_t nn = 0;
     for (size_t i = 0; i < nd && nn < 64; i++) {
-        if (*r->model && !nb_job_model_match(r->model, deps[i].model, NULL))
+        if (*r->model &&
+            !nb_job_model_match_aliased(r->model, deps[i].model, NULL, al, al ? na : 0))
             continue;
         int seen = 0;
         for (size_t k = 0; k < nn; k++)
@@ -583,6 +592,8 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     }
     st = reply_built(reply, &resp, !a.failed, "History");
 out:
+    free(al);
+    free(aliases);
     free(deps);
     nb_arena_free(&a);
     nb_wire_free(r);

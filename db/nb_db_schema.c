@@ -196,9 +196,20 @@ static const char v2_sql[] =
     "CREATE INDEX runs_measurement ON runs (measurement_key)\n"
     "  WHERE measurement_key IS NOT NULL;\n";
 
+/* One identity per model: the names a model goes by, each pointing at its canonical
+ * name (db/nb_db_alias.h). NOCASE as model names are matched case-insensitively. */
+static const char v3_sql[] = "CREATE TABLE model_aliases (\n"
+                             "  alias TEXT NOT NULL PRIMARY KEY COLLATE NOCASE,\n"
+                             "  model TEXT NOT NULL COLLATE NOCASE CHECK (model <> ''),\n"
+                             "  origin TEXT NOT NULL DEFAULT '',\n"
+                             "  set_ms INTEGER NOT NULL\n"
+                             ") WITHOUT ROWID;\n"
+                             "CREATE INDEX model_aliases_model ON model_aliases (model);\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"import: verify status and measurement key", v2_sql},
+    {"model aliases", v3_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

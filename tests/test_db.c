@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "nb_db.h"
+#include "nb_db_alias.h"
 #include "nb_db_deploy.h"
 #include "nb_db_import.h"
 #include "nb_db_jobs.h"
@@ -1832,6 +1833,69 @@ static void test_import_mlir_air(void **state)
     close_db(db);
 }
 
+/* ---- model aliases ---- */
+
+static void test_model_aliases(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("aliases");
+    char out[NB_DB_NAME_MAX];
+    assert_ok(nb_db_alias_resolve(db, "llama32_1b", out, sizeof out, &e_));
+    assert_string_equal(out, "llama32_1b"); /* no alias: itself */
+    assert_ok(nb_db_alias_set(db, "llama32_1b", "Llama-3.2-1B-Instruct", "deployments", &e_));
+    assert_ok(nb_db_alias_resolve(db, "LLAMA32_1B", out, sizeof out, &e_));
+    assert_string_equal(out, "Llama-3.2-1B-Instruct");
+    /* A chain collapses: an alias of an alias names the canonical model. */
+    assert_ok(nb_db_alias_set(db, "llama32_1b_q4nx", "llama32_1b", "deployments", &e_));
+    assert_ok(nb_db_alias_resolve(db, "llama32_1b_q4nx", out, sizeof out, &e_));
+    assert_string_equal(out, "Llama-3.2-1B-Instruct");
+    /* So does one made canonical later: its aliases follow it. */
+    assert_ok(nb_db_alias_set(db, "b179c9523d0e6a0f", "SmolLM2-135M-Instruct", "result", &e_));
+    assert_ok(nb_db_alias_set(db, "SmolLM2-135M-Instruct", "smollm2_135m", "deployments", &e_));
+    assert_ok(nb_db_alias_resolve(db, "b179c9523d0e6a0f", out, sizeof out, &e_));
+    assert_string_equal(out, "smollm2_135m");
+    /* The canonical name itself is no alias. */
+    assert_ok(nb_db_alias_set(db, "smollm2_135m", "SmolLM2-135M-Instruct", "result", &e_));
+    nb_db_alias *al;
+    size_t n;
+    assert_ok(nb_db_alias_list(db, &al, &n, &e_));
+    assert_int_equal(n, 4);
+    assert_string_equal(al[0].alias, "llama32_1b");
+    assert_string_equal(al[0].model, "Llama-3.2-1B-Instruct");
+    assert_string_equal(al[0].origin, "deployments");
+    assert_string_equal(al[1].alias, "llama32_1b_q4nx");
+    assert_string_equal(al[2].alias, "b179c9523d0e6a0f");
+    assert_string_equal(al[2].model, "smollm2_135m");
+    assert_string_equal(al[2].origin, "result");
+    assert_string_equal(al[3].alias, "SmolLM2-135M-Instruct");
+    free(al);
+    nb_err err;
+    char big[NB_DB_NAME_MAX + 1];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(nb_db_alias_set(db, big, "m", "t", &err), NB_EINVAL);
+    assert_string_equal(err.msg, "model alias: 128+ bytes, limit is 127");
+    assert_int_equal(nb_db_alias_set(db, "", "m", "t", &err), NB_EINVAL);
+
+    /* The reference of a model is found under any of its names. */
+    nb_db_deployment d = {0};
+    snprintf(d.model, sizeof d.model, "llama32_1b");
+    snprintf(d.backend, sizeof d.backend, "npu");
+    snprintf(d.dtype, sizeof d.dtype, "bf16");
+    snprintf(d.board, sizeof d.board, "amdryzenai5pro340");
+    int64_t id;
+    assert_ok(nb_db_deployment_upsert(db, &d, &id, &e_));
+    assert_ok(nb_db_reference_set(db, id, &e_));
+    nb_db_deployment ref;
+    const char *names[] = {"llama32_1b", "Llama-3.2-1B-Instruct", "llama32_1b_q4nx"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_ok(nb_db_reference_get(db, names[i], &ref, &e_));
+        assert_int_equal(ref.id, id);
+    }
+    assert_int_equal(nb_db_reference_get(db, "qwen25_0_5b", &ref, &err), NB_ENOTFOUND);
+    close_db(db);
+}
+
 /* ---- reference traces ---- */
 
 static void test_traces(void **state)
@@ -1962,6 +2026,7 @@ int main(void)
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_canonical_id),
         cmocka_unit_test(test_import_mlir_air),
+        cmocka_unit_test(test_model_aliases),
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_durability_kill9),
     };
