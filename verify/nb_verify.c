@@ -203,6 +203,7 @@ nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *o
     snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s", tr->transformers);
     snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
     snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
+    out->trace_cpu = tr->cpu;
     for (int i = first; i < last; i++) {
         if (o->cancelled && o->cancelled(o->progress_user)) {
             rc = nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts", out->n,
