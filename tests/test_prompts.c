@@ -142,8 +142,10 @@ static void test_both_refuse(void **state)
         {BYTES("# ok\nfine\r\nbad\0prompt\n"), ":3: NUL character in a prompt",
          ":3: NUL character in a prompt"},
         {BYTES("# only a comment\n \xc2\xa0\n\xe3\x80\x80\n\x0b\n"), "no prompts", "no prompts"},
-        {BYTES("ok\n\xff\n"), "invalid UTF-8 at byte offset 3",
-         "invalid UTF-8 at byte offset 3"},
+        {BYTES("ok\n\xff\n"), ":2: invalid UTF-8 at byte offset 3",
+         ":2: invalid UTF-8 at byte offset 3"},
+        {BYTES("a\r\nb\rc\x0b" "d\xe2\x80\xa8" "e \xc0\x80"),
+         ":5: invalid UTF-8 at byte offset 13", ":5: invalid UTF-8 at byte offset 13"},
 #undef BYTES
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

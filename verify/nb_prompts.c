@@ -52,6 +52,18 @@ static size_t prev_start(const unsigned char *s, size_t end)
     return i;
 }
 
+/* The line (1-based, as the format counts lines) holding byte offset at; [0, at) is valid. */
+static int line_of(const unsigned char *d, size_t at)
+{
+    int line = 1;
+    size_t len;
+    for (size_t i = 0; i < at; i += len) {
+        uint32_t c = decode(d + i, &len);
+        line += nb_prompts_is_line_break(c) && !(c == '\r' && i + 1 < at && d[i + 1] == '\n');
+    }
+    return line;
+}
+
 static nb_code push(nb_prompts *p, const char *s, size_t n, nb_err *err)
 {
     if (p->n >= NB_PROMPTS_MAX)
@@ -126,8 +138,10 @@ nb_code nb_prompts_load(const char *path, nb_prompts *out, nb_err *err)
     nb_sha256_mem_hex(data, len, out->sha256);
     size_t bad;
     if (!nb_utf8_valid(data, len, &bad)) {
+        int line = line_of((const unsigned char *)data, bad);
         free(data);
-        return nb_err_set(err, NB_EINVAL, "%s: invalid UTF-8 at byte offset %zu", path, bad);
+        return nb_err_set(err, NB_EINVAL, "%s:%d: invalid UTF-8 at byte offset %zu", path, line,
+                          bad);
     }
     rc = parse(out, (const unsigned char *)data, len, err);
     free(data);

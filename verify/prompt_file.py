@@ -25,7 +25,9 @@ def parse_prompts(data, name):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PromptFileError(f"{name}: invalid UTF-8 at byte offset {e.start}") from None
+        # The line as the format counts lines: breaks before the bad byte, plus one.
+        line = len((data[:e.start].decode("utf-8") + "x").splitlines())
+        raise PromptFileError(f"{name}:{line}: invalid UTF-8 at byte offset {e.start}") from None
     if text.startswith("\ufeff"):
         text = text[1:]
     prompts = []
