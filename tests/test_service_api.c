@@ -733,6 +733,17 @@ static void test_matrix_and_history_regression(void **s)
     stop(&e);
 }
 
+/* The oldest (order "ASC") or newest ("DESC") run of the deployments of model. */
+static int64_t run_of_model(env *e, const char *model, const char *order)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT r.id FROM runs r JOIN deployments d ON d.id = r.deployment_id "
+             "WHERE d.model = '%s' ORDER BY r.started_ms %s LIMIT %%lld",
+             model, order);
+    return db_count(e, sql, 1);
+}
+
 /* One identity per model: a deployments file's aliases reach the history through the
  * worker's registration, and history and compare accept any of the model's names. */
 static void test_model_aliases_in_history(void **s)
@@ -804,20 +815,14 @@ static void test_model_aliases_in_history(void **s)
     }
     /* Compare against the reference, set on a deployment stored under another name. */
     Npubench__SetReferenceRequest sr = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
-    sr.run_id = db_count(&e, "SELECT r.id FROM runs r JOIN deployments d ON d.id = "
-                             "r.deployment_id WHERE d.model = 'llama32_1b' ORDER BY r.started_ms "
-                             "LIMIT %lld",
-                         1);
+    sr.run_id = run_of_model(&e, "llama32_1b", "ASC");
     Npubench__SetReferenceResponse *srr;
     assert_int_equal(call(&e, "npubench.Client/SetReference", &sr,
                           &npubench__set_reference_response__descriptor, &srr, NULL, 0),
                      0);
     nb_wire_free(srr);
     Npubench__CompareRequest cr = NPUBENCH__COMPARE_REQUEST__INIT;
-    cr.run_id = db_count(&e, "SELECT r.id FROM runs r JOIN deployments d ON d.id = "
-                             "r.deployment_id WHERE d.model = 'llama32_1b_q4nx' ORDER BY "
-                             "r.started_ms DESC LIMIT %lld",
-                         1);
+    cr.run_id = run_of_model(&e, "llama32_1b_q4nx", "DESC");
     Npubench__CompareResponse *cmp;
     assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
                           &npubench__compare_response__descriptor, &cmp, NULL, 0),
