@@ -3,11 +3,14 @@
 #ifndef NB_CMD_H
 #define NB_CMD_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "nb_args.h"
-#include "nb_bench.h"
+#include "nb_embedded.h"
 #include "nb_err.h"
+#include "nb_svc.h"
 
 enum {
     NB_EXIT_OK = 0,
@@ -24,7 +27,28 @@ int nb_cmd_parse(const char *cmd, const char *usage, int argc, char **argv, cons
                  int n_opts, const char **pos, int max_pos, int *n_pos, const int *help);
 /* Prints "npubench <cmd>: error: <msg>" and maps the code. */
 int nb_cmd_fail(const char *cmd, const nb_err *err);
+/* Prints "npubench <cmd>: " + fmt (with arg) and returns NB_EXIT_USAGE. */
+int nb_cmd_usage_error(const char *cmd, const char *fmt, const char *arg);
 
+#define NB_CMD_DEFAULT_DB "var/npubench.db"
+
+/* A service command's connection: to the coordinator the flags name or, where allowed, to an
+ * embedded coordinator over the local database (db, default NB_CMD_DEFAULT_DB). */
+typedef struct nb_cmd_conn {
+    nb_svc *svc;
+    nb_embedded *emb;
+} nb_cmd_conn;
+
+/* NB_EXIT_OK with *c open, else the exit code of the error it printed (a missing coordinator
+ * is a usage error unless allow_local). */
+int nb_cmd_conn_open(const char *cmd, const nb_svc_flags *f, const char *db, int allow_local,
+                     nb_cmd_conn *c);
+void nb_cmd_conn_close(nb_cmd_conn *c);
+
+/* How long ago unix ms `ms` was: "42s", "5m", "3h", "2d". */
+void nb_cmd_fmt_age(char *buf, size_t cap, int64_t ms);
+
+/* The local commands (cli/nb_cmd_local.c). */
 int nb_cmd_run(int argc, char **argv);
 int nb_cmd_verify(int argc, char **argv);
 int nb_cmd_verify_full(int argc, char **argv);
@@ -32,19 +56,16 @@ int nb_cmd_diagnosis(int argc, char **argv);
 int nb_cmd_profile(int argc, char **argv);
 int nb_cmd_worker(int argc, char **argv); /* cli/nb_cmd_worker.c */
 
-/* The service commands (cli/nb_cmd_service.c). */
-int nb_cmd_coordinator(int argc, char **argv);
-int nb_cmd_submit(int argc, char **argv);
+/* The service commands, one file per family. */
+int nb_cmd_coordinator(int argc, char **argv); /* cli/nb_cmd_coordinator.c */
+int nb_cmd_submit(int argc, char **argv);      /* cli/nb_cmd_jobs.c */
 int nb_cmd_jobs(int argc, char **argv);
 int nb_cmd_job(int argc, char **argv);
 int nb_cmd_cancel(int argc, char **argv);
-int nb_cmd_workers(int argc, char **argv);
-int nb_cmd_history(int argc, char **argv);
+int nb_cmd_workers(int argc, char **argv);     /* cli/nb_cmd_worker.c */
+int nb_cmd_history(int argc, char **argv);     /* cli/nb_cmd_history.c */
 int nb_cmd_compare(int argc, char **argv);
 int nb_cmd_reference(int argc, char **argv);
-int nb_cmd_import(int argc, char **argv);
-
-void nb_cmd_print_run(FILE *f, const nb_run_result *r);
-void nb_cmd_print_profile(FILE *f, const nb_profile_result *p);
+int nb_cmd_import(int argc, char **argv);      /* cli/nb_cmd_import.c */
 
 #endif

@@ -1,6 +1,6 @@
-/* nb_cmd_local: run, verify, verify-full, diagnosis and profile — submitted as a job to an
- * embedded coordinator + CPU worker (default), to a lab coordinator (--coordinator URL), or
- * run in this process without the service (--direct). The output is the same either way. */
+/* nb_cmd_local: run, verify, verify-full, diagnosis and profile — each builds one job and
+ * hands it to an embedded coordinator + CPU worker (default), a lab coordinator
+ * (--coordinator URL) or the worker's executor alone (--direct); nb_print prints it. */
 #include "nb_cmd.h"
 
 #include <stdio.h>
@@ -8,32 +8,15 @@
 #include <string.h>
 
 #include "nb_args.h"
-#include "nb_bench.h"
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
 #include "nb_embedded.h"
 #include "nb_job.h"
-#include "nb_kernels.h"
+#include "nb_jobpb.h"
+#include "nb_print.h"
 #include "nb_prompts.h"
-#include "nb_report.h"
 #include "nb_svc.h"
 #include "nb_verify.h"
-
-int nb_cmd_exit_code(nb_code rc)
-{
-    switch (rc) {
-    case NB_OK: return NB_EXIT_OK;
-    case NB_EUNAVAIL:
-    case NB_ETIMEOUT: return NB_EXIT_UNAVAILABLE;
-    default: return NB_EXIT_USAGE;
-    }
-}
-
-int nb_cmd_fail(const char *cmd, const nb_err *err)
-{
-    fprintf(stderr, "npubench %s: error: %s\n", cmd, err->msg);
-    return nb_cmd_exit_code(err->code);
-}
 
 /* Flags every local command shares, parsed into a deployment spec. */
 typedef struct common_flags {
@@ -74,22 +57,6 @@ static nb_code spec_from(const common_flags *c, nb_deploy_spec *s, nb_err *err)
     return NB_OK;
 }
 
-int nb_cmd_parse(const char *cmd, const char *usage, int argc, char **argv, const nb_opt *opts,
-                 int n_opts, const char **pos, int max_pos, int *n_pos, const int *help)
-{
-    nb_err err;
-    if (nb_args_parse(argc, argv, opts, n_opts, pos, max_pos, n_pos, &err)) {
-        fprintf(stderr, "npubench %s: %s\n", cmd, err.msg);
-        nb_args_usage(stderr, usage, opts, n_opts);
-        return NB_EXIT_USAGE;
-    }
-    if (*help) {
-        nb_args_usage(stdout, usage, opts, n_opts);
-        return -1;
-    }
-    return NB_EXIT_OK;
-}
-
 static nb_code check_prompt(const char *prompt, nb_err *err);
 
 /* The start every local command shares: its flags, the deployment they
@@ -105,38 +72,12 @@ static int parse_local(const char *cmd, const char *usage, int argc, char **argv
     nb_err err;
     if (spec_from(c, ds, &err))
         return nb_cmd_fail(cmd, &err);
-    if (!c->direct && prompt && check_prompt(*prompt, &err))
+    if (prompt && check_prompt(*prompt, &err))
         return nb_cmd_fail(cmd, &err);
     return NB_EXIT_OK;
 }
 
-static void print_deployment(nb_deploy *d)
-{
-    char desc[256];
-    nb_deploy_describe(d, desc, sizeof desc);
-    printf("Deployment: %s, %d threads, kernels %s\n", desc, nb_kernels_threads(),
-           nb_isa_name(nb_kernels_isa()));
-}
-
-/* The options run and profile share. */
-static void timed_opts(nb_run_opts *ro, const char *prompt, int n_tokens, int reps, int warmup)
-{
-    nb_run_opts_default(ro);
-    ro->prompt = prompt;
-    ro->n_tokens = n_tokens;
-    ro->reps = reps;
-    ro->warmup = warmup;
-}
-
-static void report_written(const char *cmd, nb_code rc, const char *path, const nb_err *err)
-{
-    if (rc)
-        fprintf(stderr, "npubench %s: warning: report not written: %s\n", cmd, err->msg);
-    else
-        printf("Report: %s (+ .md)\n", path);
-}
-
-/* ---- the service path ------------------------------------------------------ */
+/* ---- the job and its path ------------------------------------------------------- */
 
 /* A job under construction: the spec plus the storage its fields point to. */
 typedef struct job_build {
@@ -223,28 +164,42 @@ static int watch_embedded(void *ud, int64_t job_id, const Npubench__WatchJobResp
     return ud && nb_embedded_worker_error(ud, NULL) != NB_OK;
 }
 
-/* Submits b's job to the coordinator c names, or to an embedded coordinator
- * and worker for deployment ds; waits; prints as the local command does. */
-static int run_service(const char *cmd, const common_flags *c, const nb_deploy_spec *ds,
-                       job_build *b, const nb_svc_print_opts *po)
+/* --direct: b's job on the executor in this process, printed as the service's result is. */
+static int run_direct(const char *cmd, const nb_embedded_opts *eo, const job_build *b,
+                      const nb_print_opts *po)
+{
+    nb_err err;
+    Npubench__JobResult *res = NULL;
+    nb_code rc = nb_embedded_execute(eo, &b->spec, &res, &err);
+    int code = rc ? nb_cmd_fail(cmd, &err) : nb_print_result(stdout, po, b->spec.kind, res);
+    nb_jobpb_free(res);
+    return code;
+}
+
+/* Submits b's job to the coordinator c names, to an embedded coordinator and worker for
+ * deployment ds, or (--direct) to that worker's executor alone; waits; prints. */
+static int run_job(const char *cmd, const common_flags *c, const nb_deploy_spec *ds,
+                   job_build *b, const nb_print_opts *po)
 {
     nb_err err;
     nb_embedded *emb = NULL;
     nb_svc *svc = NULL;
     const char *url = nb_svc_url(&c->svc);
+    nb_embedded_opts eo = {.db_path = c->db,
+                           .with_worker = 1,
+                           .model = ds->model,
+                           .backend = ds->backend,
+                           .dtype = nb_dtype_name(ds->dtype),
+                           .threads = ds->threads,
+                           .max_seq = ds->max_seq,
+                           .device = (int)ds->device};
     int code;
-    if (url) {
+    if (c->direct) {
+        return run_direct(cmd, &eo, b, po);
+    } else if (url) {
         if (nb_svc_open(&c->svc, url, &svc, &err))
             return nb_cmd_fail(cmd, &err);
     } else {
-        nb_embedded_opts eo = {.db_path = c->db,
-                               .with_worker = 1,
-                               .model = ds->model,
-                               .backend = ds->backend,
-                               .dtype = nb_dtype_name(ds->dtype),
-                               .threads = ds->threads,
-                               .max_seq = ds->max_seq,
-                               .device = (int)ds->device};
         if (nb_embedded_start(&eo, &emb, &err) ||
             nb_svc_open(NULL, nb_embedded_url(emb), &svc, &err)) {
             code = nb_cmd_fail(cmd, &err);
@@ -266,7 +221,7 @@ static int run_service(const char *cmd, const common_flags *c, const nb_deploy_s
             err = werr;
         code = nb_cmd_fail(cmd, &err);
     } else {
-        code = nb_svc_print_job(stdout, po, job);
+        code = nb_print_job(stdout, po, job);
     }
     nb_wire_free(job);
     free(ids);
@@ -276,19 +231,6 @@ static int run_service(const char *cmd, const common_flags *c, const nb_deploy_s
 }
 
 /* ---- run ------------------------------------------------------------------- */
-
-void nb_cmd_print_run(FILE *f, const nb_run_result *r)
-{
-    fprintf(f, "Setup: %.1f ms (once, outside every timed region)\n", r->setup_ms);
-    const nb_run_sample *last = &r->samples[r->n - 1];
-    fprintf(f, "Prompt tokens: %d, generated tokens: %d, repetitions: %d\n", last->prompt_tokens,
-            last->generated_tokens, r->n);
-    fprintf(f, "Time to first token (TTFT): %.3fs (%.2f ms ± %.2f)\n", r->ttft_ms.mean / 1000.0,
-            r->ttft_ms.mean, r->ttft_ms.stddev);
-    fprintf(f, "Decode: %.2f ms/token ± %.2f (TPOT %.2f ms)\n", r->decode_ms_per_token.mean,
-            r->decode_ms_per_token.stddev, r->tpot_ms.mean);
-    fprintf(f, "Tokens/second: %.2f ± %.2f\n", r->tps.mean, r->tps.stddev);
-}
 
 int nb_cmd_run(int argc, char **argv)
 {
@@ -311,37 +253,16 @@ int nb_cmd_run(int argc, char **argv)
                          &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
-    nb_err err;
-    if (!c.direct) {
-        job_build b;
-        job_init(&b, NPUBENCH__JOB_KIND__RUN, &c, &ds);
-        b.spec.prompt = (char *)(prompt ? prompt : "");
-        job_timed(&b, &c, n_tokens, reps, warmup);
-        if (chat > 0)
-            job_param_int(&b, "chat", chat == 1);
-        if (ignore_eos)
-            job_param_int(&b, "ignore_eos", 1);
-        nb_svc_print_opts po = {.cmd = "run", .show_text = 1};
-        return run_service("run", &c, &ds, &b, &po);
-    }
-    nb_deploy *d;
-    if (nb_deploy_open(&ds, &d, &err))
-        return nb_cmd_fail("run", &err);
-    nb_run_opts ro;
-    timed_opts(&ro, prompt, n_tokens, reps, warmup);
-    ro.chat = chat == 1 ? 1 : chat == 2 ? 0 : -1;
-    ro.stop_eog = !ignore_eos;
-    nb_run_result r;
-    if (nb_bench_run(d, &ro, &r, &err)) {
-        nb_deploy_close(d);
-        return nb_cmd_fail("run", &err);
-    }
-    print_deployment(d);
-    nb_cmd_print_run(stdout, &r);
-    printf("Generated text:\n%s\n", r.text ? r.text : "");
-    nb_run_result_free(&r);
-    nb_deploy_close(d);
-    return NB_EXIT_OK;
+    job_build b;
+    job_init(&b, NPUBENCH__JOB_KIND__RUN, &c, &ds);
+    b.spec.prompt = (char *)(prompt ? prompt : "");
+    job_timed(&b, &c, n_tokens, reps, warmup);
+    if (chat > 0)
+        job_param_int(&b, "chat", chat == 1);
+    if (ignore_eos)
+        job_param_int(&b, "ignore_eos", 1);
+    nb_print_opts po = {.cmd = "run", .show_text = 1};
+    return run_job("run", &c, &ds, &b, &po);
 }
 
 /* ---- verify ---------------------------------------------------------------- */
@@ -368,47 +289,20 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
     int rc = parse_local(cmd, usage, argc, argv, opts, NB_NOPTS(opts), &help, &c, NULL, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
-    nb_err err;
-    if (!c.direct) {
-        job_build b;
-        job_init(&b, full ? NPUBENCH__JOB_KIND__VERIFY_FULL : NPUBENCH__JOB_KIND__VERIFY, &c,
-                 &ds);
-        if (prompts_file)
-            b.spec.prompt_set = (char *)prompts_file;
-        /* 0 means "all" here; the job's 0 means the kind's default. */
-        b.spec.max_prompts = max_prompts ? max_prompts : full ? 0 : NB_JOB_PROMPTS_MAX;
-        b.spec.n_tokens = n_tokens;
-        b.spec.k = k;
-        job_common_params(&b, &c);
-        if (reference)
-            job_param(&b, "reference", reference);
-        nb_svc_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
-        return run_service(cmd, &c, &ds, &b, &po);
-    }
-    nb_deploy *d;
-    if (nb_deploy_open(&ds, &d, &err))
-        return nb_cmd_fail(cmd, &err);
-    nb_verify_opts vo = {.prompts_file = prompts_file, .reference = reference,
-                         .max_prompts = max_prompts, .n_tokens = n_tokens, .k = k};
-    nb_verify_result r;
-    if (nb_verify_run(d, &vo, &r, &err)) {
-        nb_deploy_close(d);
-        return nb_cmd_fail(cmd, &err);
-    }
-    nb_report_env env;
-    nb_report_env_from(d, NULL, &env);
-    if (!quiet)
-        nb_report_print_verify(stdout, &r, &env);
-    else
-        printf("[verify] %s (%d/%d prompts pass)\n", r.status == NB_GATE_PASS ? "PASS" : "FAIL",
-               r.n_pass, r.n);
-    char path[1200];
-    report_written(cmd, nb_report_write_verify(reports, &r, &env, cmd, path, sizeof path, &err),
-                   path, &err);
-    int code = r.status == NB_GATE_PASS ? NB_EXIT_OK : NB_EXIT_FAIL;
-    nb_verify_result_free(&r);
-    nb_deploy_close(d);
-    return code;
+    job_build b;
+    job_init(&b, full ? NPUBENCH__JOB_KIND__VERIFY_FULL : NPUBENCH__JOB_KIND__VERIFY, &c,
+             &ds);
+    if (prompts_file)
+        b.spec.prompt_set = (char *)prompts_file;
+    /* 0 means "all" here; the job's 0 means the kind's default. */
+    b.spec.max_prompts = max_prompts ? max_prompts : full ? 0 : NB_JOB_PROMPTS_MAX;
+    b.spec.n_tokens = n_tokens;
+    b.spec.k = k;
+    job_common_params(&b, &c);
+    if (reference)
+        job_param(&b, "reference", reference);
+    nb_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
+    return run_job(cmd, &c, &ds, &b, &po);
 }
 
 int nb_cmd_verify(int argc, char **argv)
@@ -440,57 +334,18 @@ int nb_cmd_diagnosis(int argc, char **argv)
                          NB_NOPTS(opts), &help, &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
-    nb_err err;
-    if (!c.direct) {
-        job_build b;
-        job_init(&b, NPUBENCH__JOB_KIND__DIAGNOSIS, &c, &ds);
-        if (prompt)
-            b.spec.prompt = (char *)prompt;
-        job_common_params(&b, &c);
-        if (reference)
-            job_param(&b, "reference", reference);
-        nb_svc_print_opts po = {.cmd = "diagnosis", .reports_dir = reports};
-        return run_service("diagnosis", &c, &ds, &b, &po);
-    }
-    nb_deploy *d;
-    if (nb_deploy_open(&ds, &d, &err))
-        return nb_cmd_fail("diagnosis", &err);
-    nb_diagnosis_result r;
-    if (nb_diagnosis_run(d, prompt, reference, NULL, &r, &err)) {
-        nb_deploy_close(d);
-        return nb_cmd_fail("diagnosis", &err);
-    }
-    nb_report_env env;
-    nb_report_env_from(d, NULL, &env);
-    nb_report_print_diagnosis(stdout, &r);
-    char path[1200];
-    nb_code wrc = nb_report_write_diagnosis(reports, &r, &env, path, sizeof path, &err);
-    report_written("diagnosis", wrc, path, &err);
-    nb_diagnosis_result_free(&r);
-    nb_deploy_close(d);
-    return NB_EXIT_OK; /* informational: never fails on numbers */
+    job_build b;
+    job_init(&b, NPUBENCH__JOB_KIND__DIAGNOSIS, &c, &ds);
+    if (prompt)
+        b.spec.prompt = (char *)prompt;
+    job_common_params(&b, &c);
+    if (reference)
+        job_param(&b, "reference", reference);
+    nb_print_opts po = {.cmd = "diagnosis", .reports_dir = reports};
+    return run_job("diagnosis", &c, &ds, &b, &po);
 }
 
 /* ---- profile --------------------------------------------------------------- */
-
-void nb_cmd_print_profile(FILE *f, const nb_profile_result *p)
-{
-    fprintf(f, "Phase                         ms\n");
-    fprintf(f, "  setup (once)          %10.2f\n", p->setup_ms);
-    fprintf(f, "  prefill total         %10.2f ± %.2f  (%d prompt tokens)\n", p->prefill_ms.mean,
-            p->prefill_ms.stddev, p->prompt_tokens);
-    fprintf(f, "  decode per token      %10.2f ± %.2f  (%d tokens)\n", p->decode_avg_ms.mean,
-            p->decode_avg_ms.stddev, p->n_tokens);
-    fprintf(f, "  LM head per call      %10.3f\n", p->lm_head_ms);
-    fprintf(f, "Kernel (all %d repetitions)  calls   total ms     avg ms\n", p->reps);
-    for (int i = 0; i < NB_OP_COUNT; i++) {
-        const nb_op_stats *s = &p->ops[i];
-        if (!s->calls)
-            continue;
-        fprintf(f, "  %-22s %8ld %10.2f %10.4f\n", nb_op_name((nb_op)i), s->calls, s->total_ms,
-                s->total_ms / s->calls);
-    }
-}
 
 int nb_cmd_profile(int argc, char **argv)
 {
@@ -510,30 +365,11 @@ int nb_cmd_profile(int argc, char **argv)
                          NB_NOPTS(opts), &help, &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
-    nb_err err;
-    if (!c.direct) {
-        job_build b;
-        job_init(&b, NPUBENCH__JOB_KIND__PROFILE, &c, &ds);
-        if (prompt)
-            b.spec.prompt = (char *)prompt;
-        job_timed(&b, &c, n_tokens, reps, warmup);
-        nb_svc_print_opts po = {.cmd = "profile"};
-        return run_service("profile", &c, &ds, &b, &po);
-    }
-    nb_deploy *d;
-    if (nb_deploy_open(&ds, &d, &err))
-        return nb_cmd_fail("profile", &err);
-    nb_run_opts ro;
-    timed_opts(&ro, prompt, n_tokens, reps, warmup);
-    nb_profile_result p;
-    if (nb_bench_profile(d, &ro, &p, &err)) {
-        nb_deploy_close(d);
-        return nb_cmd_fail("profile", &err);
-    }
-    print_deployment(d);
-    nb_cmd_print_profile(stdout, &p);
-    nb_cmd_print_run(stdout, &p.run);
-    nb_profile_result_free(&p);
-    nb_deploy_close(d);
-    return NB_EXIT_OK;
+    job_build b;
+    job_init(&b, NPUBENCH__JOB_KIND__PROFILE, &c, &ds);
+    if (prompt)
+        b.spec.prompt = (char *)prompt;
+    job_timed(&b, &c, n_tokens, reps, warmup);
+    nb_print_opts po = {.cmd = "profile"};
+    return run_job("profile", &c, &ds, &b, &po);
 }

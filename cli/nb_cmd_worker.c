@@ -1,5 +1,5 @@
-/* nb_cmd_worker: `npubench worker`: a long-lived worker that owns one device and serves
- * the coordinator's jobs (flags -> nb_daemon_opts; the daemon does the rest). */
+/* nb_cmd_worker: the worker commands — `npubench worker`, a long-lived worker that owns one
+ * device and serves the coordinator's jobs (flags -> nb_daemon_opts), and `workers`. */
 #include "nb_cmd.h"
 
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "nb_args.h"
 #include "nb_daemon.h"
 #include "nb_file.h"
+#include "nb_svc.h"
 
 #define SECRET_FILE_MAX 4096
 
@@ -105,3 +106,59 @@ int nb_cmd_worker(int argc, char **argv)
     return NB_EXIT_OK;
 }
 
+/* ---------------------------------------------------------------- workers */
+
+int nb_cmd_workers(int argc, char **argv)
+{
+    nb_svc_flags sf = {0};
+    const char *db = NULL;
+    int all = 0, help = 0;
+    nb_opt opts[] = {
+        NB_SVC_OPTS(sf),
+        {"all", NB_OPT_FLAG, &all, 0, 0, "include gone workers"},
+        {"db", NB_OPT_STR, &db, 0, 0, "local database without a coordinator"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    int rc = nb_cmd_parse("workers", "npubench workers [--all]", argc, argv, opts, NB_NOPTS(opts),
+                          NULL, 0, NULL, &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    nb_cmd_conn c;
+    if ((rc = nb_cmd_conn_open("workers", &sf, db, 1, &c)))
+        return rc;
+    Npubench__ListWorkersRequest req = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    req.include_dead = all;
+    nb_err err;
+    Npubench__ListWorkersResponse *resp;
+    if (nb_svc_call(c.svc, "ListWorkers", &req, &npubench__list_workers_response__descriptor,
+                    &resp, &err)) {
+        nb_cmd_conn_close(&c);
+        return nb_cmd_fail("workers", &err);
+    }
+    printf("%-30s %-16s %-6s %-6s %-8s %-12s %s\n", "WORKER", "BOARD", "STATE", "SEEN", "JOB",
+           "PROGRESS", "DEPLOYMENTS");
+    for (size_t i = 0; i < resp->n_workers; i++) {
+        const Npubench__WorkerStatus *w = resp->workers[i];
+        const Npubench__WorkerInfo *in = w->info;
+        char seen[16], job[24] = "-", prog[24] = "-", deps[512] = "";
+        nb_cmd_fmt_age(seen, sizeof seen, w->last_heartbeat_unix_ms);
+        if (w->current_job_id)
+            snprintf(job, sizeof job, "%lld", (long long)w->current_job_id);
+        if (w->progress && w->progress->total)
+            snprintf(prog, sizeof prog, "%d/%d", w->progress->done, w->progress->total);
+        size_t len = 0;
+        for (size_t k = 0; in && k < in->n_deployments && len < sizeof deps; k++)
+            len += (size_t)snprintf(deps + len, sizeof deps - len, "%s%s %s/%s", k ? ", " : "",
+                                    in->deployments[k]->model, in->deployments[k]->backend,
+                                    in->deployments[k]->dtype);
+        for (size_t k = 0; in && k < in->n_tags && len < sizeof deps; k++)
+            len += (size_t)snprintf(deps + len, sizeof deps - len, " #%s", in->tags[k]);
+        printf("%-30s %-16s %-6s %-6s %-8s %-12s %s\n", in ? in->worker_id : "?",
+               in ? in->board_name : "?", w->state, seen, job, prog, deps);
+    }
+    if (!resp->n_workers)
+        printf("(no workers)\n");
+    nb_wire_free(resp);
+    nb_cmd_conn_close(&c);
+    return NB_EXIT_OK;
+}

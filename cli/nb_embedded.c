@@ -1,6 +1,7 @@
 /* nb_embedded: nb_coord_start on inproc:// plus nb_daemon_start dialling it, for the local
- * commands and the history commands without a coordinator. Stale jobs of dead sessions
- * are cancelled at start, since their session tag pins them to a worker that is gone. */
+ * commands and the history commands without a coordinator (or the worker's executor alone,
+ * for --direct). Stale jobs of dead sessions are cancelled at start, since their session
+ * tag pins them to a worker that is gone. */
 #include "nb_embedded.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 
 #include "nb_coord.h"
 #include "nb_daemon.h"
+#include "nb_executor.h"
 #include "nb_file.h"
 #include "nb_svc.h"
 
@@ -79,18 +81,24 @@ static void cancel_orphans(nb_embedded *e)
     nb_svc_close(s);
 }
 
+/* The one deployment a session serves: the local command's flags. */
+static void session_deployment(const nb_embedded_opts *o, nb_deployment *dep)
+{
+    memset(dep, 0, sizeof *dep);
+    snprintf(dep->model, sizeof dep->model, "%s", o->model && *o->model ? o->model : "instruct");
+    snprintf(dep->backend, sizeof dep->backend, "%s",
+             o->backend && *o->backend ? o->backend : "cpu");
+    snprintf(dep->dtype, sizeof dep->dtype, "%s", o->dtype && *o->dtype ? o->dtype : "bf16");
+    snprintf(dep->name, sizeof dep->name, "local");
+    dep->threads = o->threads;
+    dep->max_seq = o->max_seq;
+    dep->device = (unsigned)o->device;
+}
+
 static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *err)
 {
     nb_deployment dep;
-    memset(&dep, 0, sizeof dep);
-    snprintf(dep.model, sizeof dep.model, "%s", o->model && *o->model ? o->model : "instruct");
-    snprintf(dep.backend, sizeof dep.backend, "%s",
-             o->backend && *o->backend ? o->backend : "cpu");
-    snprintf(dep.dtype, sizeof dep.dtype, "%s", o->dtype && *o->dtype ? o->dtype : "bf16");
-    snprintf(dep.name, sizeof dep.name, "local");
-    dep.threads = o->threads;
-    dep.max_seq = o->max_seq;
-    dep.device = (unsigned)o->device;
+    session_deployment(o, &dep);
     const char *tags[1] = {e->tag};
     nb_daemon_opts d;
     memset(&d, 0, sizeof d);
@@ -200,4 +208,24 @@ void nb_embedded_stop(nb_embedded *e)
     nb_daemon_stop(e->worker, 0);
     nb_coord_stop(e->coord);
     free(e);
+}
+
+nb_code nb_embedded_execute(const nb_embedded_opts *o, const Npubench__JobSpec *spec,
+                            Npubench__JobResult **out, nb_err *err)
+{
+    *out = NULL;
+    nb_deployment dep;
+    session_deployment(o, &dep);
+    nb_executor_opts xo = {.deployments = &dep,
+                           .n_deployments = 1,
+                           .board = "local",
+                           .board_type = "cpu",
+                           .threads = o->threads};
+    nb_executor *x;
+    nb_code rc = nb_executor_new(&xo, &x, err);
+    if (rc)
+        return rc;
+    rc = nb_executor_run(x, spec, 0, NULL, out, err);
+    nb_executor_free(x);
+    return rc;
 }

@@ -5,6 +5,7 @@
 #define NB_EMBEDDED_H
 
 #include "nb_err.h"
+#include "npubench.pb-c.h"
 
 typedef struct nb_embedded_opts {
     const char *db_path;  /* [var/npubench.db]; its directory is created */
@@ -37,5 +38,11 @@ nb_code nb_embedded_worker_error(nb_embedded *e, nb_err *err);
 
 /* Stops the worker (the current job is handed back), then the coordinator. NULL ok. */
 void nb_embedded_stop(nb_embedded *e);
+
+/* Runs spec in this process on the worker's executor alone — no coordinator, database,
+ * device lock or history — serving the one deployment o describes (--direct). Returns
+ * nb_executor_run's code; *out (free with nb_jobpb_free) as it fills it. */
+nb_code nb_embedded_execute(const nb_embedded_opts *o, const Npubench__JobSpec *spec,
+                            Npubench__JobResult **out, nb_err *err);
 
 #endif

@@ -1,5 +1,5 @@
-/* nb_svc: coordinator client for the CLI and the printers that turn a committed JobResult
- * back into the local commands' output (through worker/nb_jobpb and verify/nb_report). */
+/* nb_svc: the CLI's coordinator client — connection flags, calls retried with their request
+ * id, submit-and-wait over WatchJob long polls, and the live progress line. */
 #include "nb_svc.h"
 
 #include <ctype.h>
@@ -7,11 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "nb_cmd.h"
 #include "nb_file.h"
 #include "nb_job.h"
-#include "nb_jobpb.h"
-#include "nb_report.h"
 #include "nb_rpc.h"
 #include "nb_time.h"
 
@@ -259,168 +256,6 @@ int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResp
     }
     fflush(pr->f);
     return 0;
-}
-
-/* ---- printing results ---- */
-
-static int print_verify(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res,
-                        const char *kind)
-{
-    nb_err err;
-    nb_verify_result r;
-    if (nb_jobpb_verify_from_pb(res, &r, &err)) {
-        fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
-        return NB_EXIT_USAGE;
-    }
-    nb_report_env env;
-    memset(&env, 0, sizeof env);
-    if (res->environment)
-        nb_jobpb_env_to_report(res->environment, &env);
-    if (!o->quiet)
-        nb_report_print_verify(f, &r, &env);
-    else
-        fprintf(f, "[verify] %s (%d/%d prompts pass)\n",
-                r.status == NB_GATE_PASS ? "PASS" : "FAIL", r.n_pass, r.n);
-    if (o->reports_dir) {
-        char path[1200];
-        if (nb_report_write_verify(o->reports_dir, &r, &env, kind, path, sizeof path, &err))
-            fprintf(stderr, "npubench %s: warning: report not written: %s\n", o->cmd, err.msg);
-        else
-            fprintf(f, "Report: %s (+ .md)\n", path);
-    }
-    int code = r.status == NB_GATE_PASS ? NB_EXIT_OK : NB_EXIT_FAIL;
-    nb_verify_result_free(&r);
-    return code;
-}
-
-static void print_deployment(FILE *f, const Npubench__Environment *e)
-{
-    if (!e)
-        return;
-    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n", e->model, e->backend, e->dtype,
-            e->threads, e->kernels_isa);
-}
-
-static int print_run(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res)
-{
-    nb_err err;
-    nb_run_result r;
-    if (!res->metrics || nb_jobpb_run_from_pb(res->metrics, &r, &err)) {
-        fprintf(stderr, "npubench %s: error: result has no readable metrics%s%s\n", o->cmd,
-                res->metrics ? ": " : "", res->metrics ? err.msg : "");
-        return NB_EXIT_USAGE;
-    }
-    print_deployment(f, res->environment);
-    nb_cmd_print_run(f, &r);
-    if (o->show_text)
-        fprintf(f, "Generated text:\n%s\n", r.text ? r.text : "");
-    nb_run_result_free(&r);
-    return NB_EXIT_OK;
-}
-
-static int print_profile(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res)
-{
-    nb_err err;
-    nb_profile_result p;
-    if (nb_jobpb_profile_from_pb(res, &p, &err)) {
-        fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
-        return NB_EXIT_USAGE;
-    }
-    print_deployment(f, res->environment);
-    nb_cmd_print_profile(f, &p);
-    nb_cmd_print_run(f, &p.run);
-    nb_profile_result_free(&p);
-    return NB_EXIT_OK;
-}
-
-static int print_diagnosis(FILE *f, const nb_svc_print_opts *o, const Npubench__JobResult *res)
-{
-    nb_err err;
-    nb_diagnosis_result r;
-    if (nb_jobpb_diagnosis_from_pb(res, &r, &err)) {
-        fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
-        return NB_EXIT_USAGE;
-    }
-    nb_report_print_diagnosis(f, &r);
-    if (o->reports_dir) {
-        nb_report_env env;
-        memset(&env, 0, sizeof env);
-        if (res->environment)
-            nb_jobpb_env_to_report(res->environment, &env);
-        char path[1200];
-        if (nb_report_write_diagnosis(o->reports_dir, &r, &env, path, sizeof path, &err))
-            fprintf(stderr, "npubench %s: warning: report not written: %s\n", o->cmd, err.msg);
-        else
-            fprintf(f, "Report: %s (+ .md)\n", path);
-    }
-    nb_diagnosis_result_free(&r);
-    return NB_EXIT_OK; /* informational: never fails on numbers */
-}
-
-static int print_result(FILE *f, const nb_svc_print_opts *o, int kind,
-                        const Npubench__JobResult *res)
-{
-    if (res->status != NPUBENCH__STATUS_CODE__OK) {
-        fprintf(stderr, "npubench %s: error: %s\n", o->cmd,
-                *res->status_message ? res->status_message : nb_rpc_status_name(res->status));
-        return nb_cmd_exit_code(nb_rpc_code_from_status(res->status));
-    }
-    int code;
-    switch (kind) {
-    case NPUBENCH__JOB_KIND__VERIFY:
-        code = print_verify(f, o, res, "verify");
-        break;
-    case NPUBENCH__JOB_KIND__VERIFY_FULL:
-        code = print_verify(f, o, res, "verify-full");
-        break;
-    case NPUBENCH__JOB_KIND__RUN:
-        code = print_run(f, o, res);
-        break;
-    case NPUBENCH__JOB_KIND__PROFILE:
-        code = print_profile(f, o, res);
-        break;
-    case NPUBENCH__JOB_KIND__DIAGNOSIS:
-        code = print_diagnosis(f, o, res);
-        break;
-    default:
-        fprintf(stderr, "npubench %s: error: job of unknown kind %d\n", o->cmd, kind);
-        return NB_EXIT_USAGE;
-    }
-    if (res->regression) {
-        fprintf(f, "Regression: %s\n", res->regression_detail);
-        if (code == NB_EXIT_OK)
-            code = NB_EXIT_FAIL;
-    }
-    return code;
-}
-
-int nb_svc_print_job(FILE *f, const nb_svc_print_opts *o, const Npubench__Job *job)
-{
-    int kind = job->spec ? job->spec->kind : 0;
-    if (job->state == NPUBENCH__JOB_STATE__JOB_CANCELLED) {
-        fprintf(stderr, "npubench %s: job %lld was cancelled%s%s\n", o->cmd,
-                (long long)job->job_id, *job->error ? ": " : "", job->error);
-        return NB_EXIT_FAIL;
-    }
-    int matrix = job->is_group && job->spec && job->spec->matrix;
-    if (!job->n_results) {
-        fprintf(stderr, "npubench %s: error: job %lld %s without a result%s%s\n", o->cmd,
-                (long long)job->job_id, nb_job_pb_state_name(job->state), *job->error ? ": " : "",
-                job->error);
-        return NB_EXIT_UNAVAILABLE;
-    }
-    int code = NB_EXIT_OK;
-    for (size_t i = 0; i < job->n_results; i++) {
-        const Npubench__JobResult *res = job->results[i];
-        if (matrix && res->environment)
-            fprintf(f, "== %s (job %lld, worker %s) ==\n", res->environment->board,
-                    (long long)res->job_id, res->worker_id);
-        int c = print_result(f, o, kind, res);
-        /* The worst code wins: usage/unavailable over a gate FAIL over a PASS. */
-        if (c > code)
-            code = c;
-    }
-    return code;
 }
 
 nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err)

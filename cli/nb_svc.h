@@ -1,6 +1,6 @@
 /* nb_svc: the CLI's side of the service — connecting to a coordinator, calling it with
- * retries that keep the request id, submit-and-wait with live progress, and printing a
- * JobResult exactly as the local commands print their results. */
+ * retries that keep the request id, submit-and-wait with live progress (results print
+ * through nb_print). */
 #ifndef NB_SVC_H
 #define NB_SVC_H
 
@@ -72,19 +72,6 @@ typedef struct nb_svc_progress {
     char last[640]; /* the line printed last (zero-initialise) */
 } nb_svc_progress;
 int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w);
-
-typedef struct nb_svc_print_opts {
-    const char *cmd;         /* "verify", "run", ... for error lines */
-    const char *reports_dir; /* write verify/diagnosis reports here; NULL = don't */
-    int quiet;               /* verify: only the summary line */
-    int show_text;           /* run: the generated text */
-} nb_svc_print_opts;
-
-/* Prints a finished job's result the way `npubench <kind>` does locally
- * (verify lines + Report:, run/profile tables, diagnosis layers), or its
- * error, and returns the exit code: 0 pass, 1 gate FAIL, regression or
- * cancelled, 2/3 from the job's status. Matrix groups print every board's. */
-int nb_svc_print_job(FILE *f, const nb_svc_print_opts *o, const Npubench__Job *job);
 
 /* "2024-05-01", "2024-05-01T10:00:00Z" (UTC) or unix milliseconds. */
 nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err);

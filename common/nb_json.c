@@ -141,10 +141,16 @@ nb_code nb_json_need_int(json_object *o, const char *what, const char *key, int 
         return absent(what, key, required, err);
     }
     int64_t x = json_object_get_int64(v);
-    if (!json_object_is_type(v, json_type_int) || x < lo || x > hi)
+    if (!json_object_is_type(v, json_type_int) || x < lo || x > hi) {
+        /* An upper bound of INT32_MAX only guards the C int it lands in, not a limit anyone
+         * chose, so 0..INT32_MAX reads as "non-negative" rather than a ten-digit range. */
+        if (lo == 0 && hi >= INT32_MAX)
+            return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be a non-negative integer, got %.40s",
+                              what, key, json_object_to_json_string(v));
         return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be an integer %lld..%lld, got %.40s",
                           what, key, (long long)lo, (long long)hi,
                           json_object_to_json_string(v));
+    }
     *out = x;
     return NB_OK;
 }
@@ -177,4 +183,11 @@ nb_code nb_json_need_str(json_object *o, const char *what, const char *key, int 
                           json_object_to_json_string(v));
     *out = json_object_get_string(v);
     return NB_OK;
+}
+
+/* ---- building documents --------------------------------------------------------------- */
+
+json_object *nb_json_new_str(const char *s)
+{
+    return json_object_new_string(s ? s : "");
 }

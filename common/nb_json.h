@@ -49,4 +49,10 @@ nb_code nb_json_need_num(json_object *o, const char *what, const char *key, int 
 nb_code nb_json_need_str(json_object *o, const char *what, const char *key, int required,
                          const char *dflt, const char **out, nb_err *err);
 
+/* ---- building documents ---------------------------------------------------------------- */
+
+/* A string value; NULL becomes "" (json-c would crash on it), so a field whose source was
+ * never filled in still appears in the document. */
+json_object *nb_json_new_str(const char *s);
+
 #endif

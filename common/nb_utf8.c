@@ -87,3 +87,30 @@ char *nb_utf8_sanitize(const char *s, size_t n)
     out[o] = '\0';
     return out;
 }
+
+size_t nb_utf8_decode(const char *str, uint32_t *cp)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if (s[0] < 0xe0) {
+        *cp = ((uint32_t)(s[0] & 0x1f) << 6) | (s[1] & 0x3f);
+        return 2;
+    }
+    if (s[0] < 0xf0) {
+        *cp = ((uint32_t)(s[0] & 0x0f) << 12) | ((uint32_t)(s[1] & 0x3f) << 6) | (s[2] & 0x3f);
+        return 3;
+    }
+    *cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3f) << 12) |
+          ((uint32_t)(s[2] & 0x3f) << 6) | (s[3] & 0x3f);
+    return 4;
+}
+
+int nb_utf8_is_space(uint32_t c)
+{
+    return (c >= 9 && c <= 13) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+           c == 0x205f || c == 0x3000;
+}

@@ -4,6 +4,7 @@
 #define NB_UTF8_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Returns 1 when s[0..n) is valid UTF-8; otherwise 0 and *bad_offset (if
  * non-NULL) is the offset of the first invalid byte. */
@@ -16,5 +17,11 @@ size_t nb_utf8_valid_prefix(const char *s, size_t n);
  * byte replaced by U+FFFD, so partial tokens print and serialise safely.
  * Returns NULL on allocation failure; caller frees. */
 char *nb_utf8_sanitize(const char *s, size_t n);
+
+/* Decodes the character at s, which must start a valid sequence (checked beforehand with
+ * nb_utf8_valid); returns its length 1..4. */
+size_t nb_utf8_decode(const char *s, uint32_t *cp);
+/* Unicode White_Space: what Rust's char::is_whitespace and regex \s match. */
+int nb_utf8_is_space(uint32_t c);
 
 #endif

@@ -12,20 +12,17 @@
 
 #include "nb_coord_int.h"
 #include "nb_file.h"
+#include "nb_log.h"
 #include "nb_time.h"
 
 void coord_log(nb_coord *c, const char *fmt, ...)
 {
     if (c->o.quiet)
         return;
-    char iso[32];
-    nb_time_iso(iso, nb_wall_ms());
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    nb_logv("npubench coordinator", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s npubench coordinator: %s\n", iso, line);
 }
 
 static coord_seq *seq_slot(nb_coord *c, int64_t job_id)

@@ -163,16 +163,6 @@ uint8_t *traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec, const char
     return bytes;
 }
 
-static const char *jstr(json_object *o, const char *a, const char *b, const char *c)
-{
-    json_object *v = o;
-    const char *keys[3] = {a, b, c};
-    for (int i = 0; i < 3 && keys[i]; i++)
-        if (!v || !json_object_object_get_ex(v, keys[i], &v))
-            return NULL;
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 void traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__JobResult *res)
 {
     if (res->status != NPUBENCH__STATUS_CODE__OK || !*res->report_json || !spec ||
@@ -186,9 +176,10 @@ void traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__
     nb_err e;
     if (nb_json_parse(res->report_json, strlen(res->report_json), "report", &root, &e))
         return;
-    const char *model = jstr(root, "config", "model_sha256", NULL);
-    const char *path = diag ? jstr(root, "reference", NULL, NULL)
-                            : jstr(root, "config", "reference", "trace");
+    json_object *cfg = nb_json_get(root, "config");
+    const char *model = nb_json_str(cfg, "model_sha256", NULL, NULL);
+    const char *path = diag ? nb_json_str(root, "reference", NULL, NULL)
+                            : nb_json_str(nb_json_get(cfg, "reference"), "trace", NULL, NULL);
     if (is_hex64(model) && path && *path) {
         pthread_mutex_lock(&c->mu);
         int known = ix_find(c, model, digest) != NULL;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_hash.h"
 #include "nb_mmap.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -227,17 +228,7 @@ static nb_code skip_value(rd *r, uint32_t t, int depth, const char *what)
     return NB_OK;
 }
 
-/* ---- hashing ---- */
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+/* ---- name tables ---- */
 
 static size_t table_cap(uint64_t n)
 {
@@ -265,7 +256,7 @@ static const char *tensor_name(const nb_gguf *g, uint64_t i, size_t *len)
 static uint64_t table_find(const nb_gguf *g, const uint64_t *tab, size_t cap, name_fn fn,
                            const char *name, size_t len, size_t *slot)
 {
-    size_t s = (size_t)hash_bytes(name, len) & (cap - 1);
+    size_t s = (size_t)nb_hash_bytes(name, len, NB_HASH_SEED) & (cap - 1);
     for (; tab[s]; s = (s + 1) & (cap - 1)) {
         size_t l;
         const char *p = fn(g, tab[s] - 1, &l);

@@ -386,59 +386,41 @@ static nb_code open_gguf(nb_model *m, nb_err *err)
 
 /* ---- HF directory ---- */
 
-static json_object *jget(json_object *o, const char *key)
+/* config.json is the user's input: a bad value there is NB_EINVAL, the code the CLI reports
+ * as a usage error, where nb_json's checked reads call a wrong member a damaged file. */
+static nb_code cfg_code(nb_code rc, nb_err *err)
 {
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
-        return NULL;
-    return v;
+    if (rc != NB_EFORMAT)
+        return rc;
+    if (err)
+        err->code = NB_EINVAL;
+    return NB_EINVAL;
 }
 
-static nb_code json_int(const nb_model *m, const char *cfgp, json_object *o, const char *key,
-                        int required, int dflt, int *out, nb_err *err)
+static nb_code cfg_int(const char *cfgp, json_object *o, const char *key, int required, int dflt,
+                       int *out, nb_err *err)
 {
-    json_object *v = jget(o, key);
-    if (!v) {
-        if (required)
-            return nb_err_set(err, NB_EINVAL, "%s: '%s' is missing", cfgp, key);
-        *out = dflt;
-        return NB_OK;
-    }
-    int64_t x = json_object_get_int64(v);
-    if (!json_object_is_type(v, json_type_int) || x < 0 || x > INT32_MAX)
-        return nb_err_set(err, NB_EINVAL, "%s: '%s' must be a non-negative integer, got %.40s",
-                          cfgp, key, json_object_to_json_string(v));
-    *out = (int)x;
-    return NB_OK;
+    int64_t x;
+    nb_code rc = nb_json_need_int(o, cfgp, key, required, 0, INT32_MAX, dflt, &x, err);
+    if (!rc)
+        *out = (int)x;
+    return cfg_code(rc, err);
 }
 
-static nb_code json_num(const char *cfgp, json_object *o, const char *key, int required,
-                        float dflt, float *out, nb_err *err)
+static nb_code cfg_num(const char *cfgp, json_object *o, const char *key, int required,
+                       float dflt, float *out, nb_err *err)
 {
-    json_object *v = jget(o, key);
-    if (!v) {
-        if (required)
-            return nb_err_set(err, NB_EINVAL, "%s: '%s' is missing", cfgp, key);
-        *out = dflt;
-        return NB_OK;
-    }
-    if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
-        return nb_err_set(err, NB_EINVAL, "%s: '%s' must be a number, got %.40s", cfgp, key,
-                          json_object_to_json_string(v));
-    *out = (float)json_object_get_double(v);
-    return NB_OK;
-}
-
-static const char *json_str(json_object *o, const char *key)
-{
-    json_object *v = jget(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    double x;
+    nb_code rc = nb_json_need_num(o, cfgp, key, required, dflt, &x, err);
+    if (!rc)
+        *out = (float)x;
+    return cfg_code(rc, err);
 }
 
 static nb_code hf_arch(const char *cfgp, json_object *root, nb_err *err)
 {
-    const char *mt = json_str(root, "model_type");
-    json_object *archs = jget(root, "architectures");
+    const char *mt = nb_json_str(root, "model_type", NULL, NULL);
+    json_object *archs = nb_json_get(root, "architectures");
     const char *a0 = NULL;
     if (archs && json_object_is_type(archs, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(archs); i++) {
@@ -463,31 +445,31 @@ static nb_code hf_rope(nb_model *m, const char *cfgp, json_object *root, nb_err 
     nb_model_config *c = &m->cfg;
     /* transformers 5 nests theta and scaling in rope_parameters; older
      * configs have rope_theta and rope_scaling at top level */
-    json_object *rp = jget(root, "rope_parameters");
-    json_object *rs = rp ? rp : jget(root, "rope_scaling");
+    json_object *rp = nb_json_get(root, "rope_parameters");
+    json_object *rs = rp ? rp : nb_json_get(root, "rope_scaling");
     nb_code rc;
     float theta_top;
-    if ((rc = json_num(cfgp, root, "rope_theta", 0, 10000.0f, &theta_top, err)) ||
-        (rc = json_num(cfgp, rp, "rope_theta", 0, theta_top, &c->rope_theta, err)))
+    if ((rc = cfg_num(cfgp, root, "rope_theta", 0, 10000.0f, &theta_top, err)) ||
+        (rc = cfg_num(cfgp, rp, "rope_theta", 0, theta_top, &c->rope_theta, err)))
         return rc;
     if (!rs)
         return NB_OK;
     if (!json_object_is_type(rs, json_type_object))
         return nb_err_set(err, NB_EINVAL, "%s: '%s' must be an object", cfgp,
                           rp ? "rope_parameters" : "rope_scaling");
-    const char *ty = json_str(rs, "rope_type");
+    const char *ty = nb_json_str(rs, "rope_type", NULL, NULL);
     if (!ty)
-        ty = json_str(rs, "type");
+        ty = nb_json_str(rs, "type", NULL, NULL);
     if (!ty || !strcmp(ty, "default"))
         return NB_OK;
     if (strcmp(ty, "llama3"))
         return nb_err_set(err, NB_EUNSUPPORTED,
                           "%s: rope_type '%.32s' is not supported (default, llama3 are)", cfgp, ty);
     c->rope_scaling = NB_ROPE_LLAMA3;
-    if ((rc = json_num(cfgp, rs, "factor", 1, 0, &c->rope_factor, err)) ||
-        (rc = json_num(cfgp, rs, "low_freq_factor", 1, 0, &c->rope_low_freq_factor, err)) ||
-        (rc = json_num(cfgp, rs, "high_freq_factor", 1, 0, &c->rope_high_freq_factor, err)) ||
-        (rc = json_int(m, cfgp, rs, "original_max_position_embeddings", 1, 0,
+    if ((rc = cfg_num(cfgp, rs, "factor", 1, 0, &c->rope_factor, err)) ||
+        (rc = cfg_num(cfgp, rs, "low_freq_factor", 1, 0, &c->rope_low_freq_factor, err)) ||
+        (rc = cfg_num(cfgp, rs, "high_freq_factor", 1, 0, &c->rope_high_freq_factor, err)) ||
+        (rc = cfg_int(cfgp, rs, "original_max_position_embeddings", 1, 0,
                        &c->rope_orig_max_pos, err)))
         return rc;
     return NB_OK;
@@ -504,19 +486,19 @@ static nb_code hf_config(nb_model *m, json_object *root, const char *cfgp, nb_er
     snprintf(c->arch, sizeof c->arch, "llama");
     const char *b = strrchr(m->dir, '/');
     snprintf(c->name, sizeof c->name, "%s", b && b[1] ? b + 1 : m->dir);
-    if ((rc = json_int(m, cfgp, root, "num_hidden_layers", 1, 0, &c->n_layers, err)) ||
-        (rc = json_int(m, cfgp, root, "hidden_size", 1, 0, &c->dim, err)) ||
-        (rc = json_int(m, cfgp, root, "intermediate_size", 1, 0, &c->ffn_dim, err)) ||
-        (rc = json_int(m, cfgp, root, "num_attention_heads", 1, 0, &c->n_heads, err)) ||
-        (rc = json_int(m, cfgp, root, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads,
+    if ((rc = cfg_int(cfgp, root, "num_hidden_layers", 1, 0, &c->n_layers, err)) ||
+        (rc = cfg_int(cfgp, root, "hidden_size", 1, 0, &c->dim, err)) ||
+        (rc = cfg_int(cfgp, root, "intermediate_size", 1, 0, &c->ffn_dim, err)) ||
+        (rc = cfg_int(cfgp, root, "num_attention_heads", 1, 0, &c->n_heads, err)) ||
+        (rc = cfg_int(cfgp, root, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads,
                        err)) ||
-        (rc = json_int(m, cfgp, root, "max_position_embeddings", 0, 2048, &c->max_ctx, err)) ||
-        (rc = json_num(cfgp, root, "rms_norm_eps", 0, 1e-6f, &c->rms_eps, err)))
+        (rc = cfg_int(cfgp, root, "max_position_embeddings", 0, 2048, &c->max_ctx, err)) ||
+        (rc = cfg_num(cfgp, root, "rms_norm_eps", 0, 1e-6f, &c->rms_eps, err)))
         return rc;
     if (c->n_heads < 1)
         return bad_cfg(m, "num_attention_heads", c->n_heads, "must be positive", err);
     int dflt_hd = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
-    if ((rc = json_int(m, cfgp, root, "head_dim", 0, dflt_hd, &c->head_dim, err)))
+    if ((rc = cfg_int(cfgp, root, "head_dim", 0, dflt_hd, &c->head_dim, err)))
         return rc;
     if (!c->head_dim)
         return nb_err_set(err, NB_EINVAL,
@@ -524,7 +506,7 @@ static nb_code hf_config(nb_model *m, json_object *root, const char *cfgp, nb_er
                           " head_dim)", cfgp, c->dim, c->n_heads);
     if ((rc = hf_rope(m, cfgp, root, err)))
         return rc;
-    json_object *tie = jget(root, "tie_word_embeddings");
+    json_object *tie = nb_json_get(root, "tie_word_embeddings");
     if (tie && !json_object_is_type(tie, json_type_boolean))
         return nb_err_set(err, NB_EINVAL, "%s: 'tie_word_embeddings' must be true or false", cfgp);
     c->tied_embeddings = tie ? json_object_get_boolean(tie) : 0;
@@ -550,7 +532,7 @@ static nb_code open_hf(nb_model *m, nb_err *err)
     rc = hf_config(m, root, cfgp, err);
     int vocab_cfg = 0;
     if (!rc)
-        rc = json_int(m, cfgp, root, "vocab_size", 0, 0, &vocab_cfg, err);
+        rc = cfg_int(cfgp, root, "vocab_size", 0, 0, &vocab_cfg, err);
     json_object_put(root);
     if (rc)
         return rc;

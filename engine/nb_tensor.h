@@ -8,15 +8,18 @@
 
 #include "nb_bf16.h"
 #include "nb_err.h"
+#include "nb_quant.h"
 
+/* The formats of kernels/nb_quant.h (block layouts and formulas are defined there), under the
+ * names the loaders use. */
 typedef enum nb_ttype {
-    NB_TT_F32 = 0,
-    NB_TT_F16,
-    NB_TT_BF16,
-    NB_TT_Q8_0, /* blocks of 32: f16 scale d, 32 x int8; x = d*q */
-    NB_TT_Q4_0, /* blocks of 32: f16 d, 16 bytes of nibbles; x = d*(q-8) */
-    NB_TT_Q4_1, /* blocks of 32: f16 d, f16 m, 16 bytes; x = d*q + m */
-    NB_TT_COUNT
+    NB_TT_F32 = NB_QUANT_F32,
+    NB_TT_F16 = NB_QUANT_F16,
+    NB_TT_BF16 = NB_QUANT_BF16,
+    NB_TT_Q8_0 = NB_QUANT_Q8_0,
+    NB_TT_Q4_0 = NB_QUANT_Q4_0,
+    NB_TT_Q4_1 = NB_QUANT_Q4_1,
+    NB_TT_COUNT = NB_QUANT_COUNT
 } nb_ttype;
 
 const char *nb_ttype_name(nb_ttype t); /* "Q4_1"; "?" when out of range */

@@ -12,7 +12,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "nb_chat.h"
 #include "nb_file.h"
+#include "nb_hash.h"
 #include "nb_json.h"
 #include "nb_utf8.h"
 
@@ -109,12 +111,7 @@ struct nb_tokenizer {
     int32_t bos, eos, eot, eom;
     int32_t eog[MAX_EOG];
     size_t n_eog;
-    nb_chat_style chat;
-    char *chat_system; /* ChatML: default system turn the template injects, or NULL */
-    int chat_bos;      /* Llama-3: template starts with bos_token */
-    int chat_dates;    /* Llama-3.1: template injects the knowledge-cutoff system turn */
-    int chat_today;    /* Llama-3.2: ... dated today (strftime_now) instead of 26 Jul 2024 */
-    int chat_unknown;  /* a template neither ChatML nor Llama-3 */
+    nb_chat *chat; /* NULL until loaded */
     int no_post;       /* tokenizer.json had no post_processor */
     char pre_name[64];
     char src[256]; /* file name for messages */
@@ -145,26 +142,6 @@ static void alphabet_init(void)
     pthread_once(&once, alphabet_build);
 }
 
-/* Decodes one valid UTF-8 character; returns its length. */
-static size_t utf8_cp(const unsigned char *s, uint32_t *cp)
-{
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if (s[0] < 0xe0) {
-        *cp = ((uint32_t)(s[0] & 0x1f) << 6) | (s[1] & 0x3f);
-        return 2;
-    }
-    if (s[0] < 0xf0) {
-        *cp = ((uint32_t)(s[0] & 0x0f) << 12) | ((uint32_t)(s[1] & 0x3f) << 6) | (s[2] & 0x3f);
-        return 3;
-    }
-    *cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3f) << 12) |
-          ((uint32_t)(s[2] & 0x3f) << 6) | (s[3] & 0x3f);
-    return 4;
-}
-
 static size_t put_cp(char *o, uint32_t cp)
 {
     if (cp < 0x80) {
@@ -184,7 +161,7 @@ static size_t spelling_bytes(const char *s, size_t n, char *o)
     size_t k = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += utf8_cp((const unsigned char *)s + i, &cp);
+        i += nb_utf8_decode(s + i, &cp);
         if (cp >= 324 || u2b[cp] < 0) {
             memcpy(o, s, n);
             return n;
@@ -198,30 +175,14 @@ static int in_alphabet(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += utf8_cp((const unsigned char *)s + i, &cp);
+        i += nb_utf8_decode(s + i, &cp);
         if (cp >= 324 || u2b[cp] < 0)
             return 0;
     }
     return 1;
 }
 
-/* Unicode White_Space (what Rust's char::is_whitespace and Oniguruma's \s use). */
-static int is_ws(uint32_t c)
-{
-    return (c >= 9 && c <= 13) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
-           c == 0x205f || c == 0x3000;
-}
-
 /* ---------------------------------------------------------------- hash maps */
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
 
 static uint64_t hash_u64(uint64_t x)
 {
@@ -243,7 +204,7 @@ static size_t pow2_at_least(size_t n)
 static int32_t vocab_find(const nb_tokenizer *t, const char *s, size_t n)
 {
     size_t mask = t->vmap_cap - 1;
-    for (size_t i = hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
+    for (size_t i = nb_hash_bytes(s, n, NB_HASH_SEED) & mask;; i = (i + 1) & mask) {
         uint32_t v = t->vmap[i];
         if (!v)
             return -1;
@@ -258,7 +219,7 @@ static void vocab_insert(nb_tokenizer *t, size_t id)
 {
     const char *s = t->strs + t->key_off[id];
     size_t n = t->key_len[id], mask = t->vmap_cap - 1;
-    for (size_t i = hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
+    for (size_t i = nb_hash_bytes(s, n, NB_HASH_SEED) & mask;; i = (i + 1) & mask) {
         uint32_t v = t->vmap[i];
         if (!v || (t->key_len[v - 1] == n && !memcmp(t->strs + t->key_off[v - 1], s, n))) {
             t->vmap[i] = (uint32_t)(id + 1);
@@ -625,106 +586,21 @@ static int32_t find_cstr(const nb_tokenizer *t, const char *s)
     return vocab_find(t, s, strlen(s));
 }
 
-/* Reads a Jinja string literal starting at the quote at s[0], unescaping
- * Python-style escapes, into malloc'ed *out; *next is past the closing
- * quote. Returns 1, 0 when unterminated, -1 when out of memory. */
-static int jinja_literal(const char *s, const char *end, char **out, const char **next)
-{
-    char q = *s++;
-    const char *e = s;
-    while (e < end && *e != q)
-        e += *e == '\\' && e + 1 < end ? 2 : 1;
-    *out = NULL;
-    if (e >= end)
-        return 0;
-    char *o = malloc((size_t)(e - s) + 1);
-    size_t k = 0;
-    if (!o)
-        return -1;
-    while (s < e) {
-        if (*s == '\\' && s + 1 < end) {
-            s++;
-            switch (*s) {
-            case 'n': o[k++] = '\n'; break;
-            case 't': o[k++] = '\t'; break;
-            case 'r': o[k++] = '\r'; break;
-            default: o[k++] = *s; break;
-            }
-            s++;
-        } else {
-            o[k++] = *s++;
-        }
-    }
-    o[k] = '\0';
-    *out = o;
-    *next = e + 1;
-    return 1;
-}
-
-/* Chat style from the template (or, lacking one, from the vocabulary), and
- * the parts of the template a single user turn depends on. Only literals
- * inside {{ }} / {% %} tags are inspected, not the template's own text. */
+/* The chat template, told which of its tokens the vocabulary has. */
 static nb_code setup_chat(nb_tokenizer *t, const char *tmpl, size_t len, nb_err *err)
 {
-    int has_chatml = find_cstr(t, "<|im_start|>") >= 0 && find_cstr(t, "<|im_end|>") >= 0;
-    int has_llama3 = find_cstr(t, "<|start_header_id|>") >= 0 &&
-                     find_cstr(t, "<|end_header_id|>") >= 0 && find_cstr(t, "<|eot_id|>") >= 0;
-    t->chat = NB_CHAT_NONE;
-    if (!tmpl) {
-        t->chat = has_chatml ? NB_CHAT_CHATML : has_llama3 ? NB_CHAT_LLAMA3 : NB_CHAT_NONE;
-        t->chat_bos = t->chat == NB_CHAT_LLAMA3;
-        return NB_OK;
-    }
-    const char *end = tmpl + len;
-    if (memmem(tmpl, len, "<|im_start|>", 12))
-        t->chat = NB_CHAT_CHATML;
-    else if (memmem(tmpl, len, "<|start_header_id|>", 19))
-        t->chat = NB_CHAT_LLAMA3;
-    else {
-        t->chat_unknown = 1; /* chat() refuses rather than render it wrongly */
-        return NB_OK;
-    }
-    if (t->chat == NB_CHAT_CHATML && !has_chatml)
-        return nb_err_set(err, NB_EFORMAT, "%s: chat template uses <|im_start|>/<|im_end|> "
-                          "but the vocabulary lacks them", t->src);
-    if (t->chat == NB_CHAT_LLAMA3 && !has_llama3)
-        return nb_err_set(err, NB_EFORMAT, "%s: chat template uses <|start_header_id|> but the "
-                          "vocabulary lacks the Llama-3 header/eot tokens", t->src);
-    t->chat_bos = memmem(tmpl, len, "bos_token", 9) != NULL;
-    t->chat_dates = memmem(tmpl, len, "Cutting Knowledge Date", 22) != NULL;
-    t->chat_today = memmem(tmpl, len, "strftime_now", 12) != NULL;
-    static const char pre[] = "<|im_start|>system\n", post[] = "<|im_end|>\n";
-    for (const char *p = tmpl; t->chat == NB_CHAT_CHATML && p + 1 < end;) {
-        if (!(p[0] == '{' && (p[1] == '{' || p[1] == '%'))) {
-            p++;
-            continue;
-        }
-        char close = p[1] == '{' ? '}' : '%';
-        p += 2;
-        while (p + 1 < end && !(p[0] == close && p[1] == '}')) {
-            if (*p != '\'' && *p != '"') {
-                p++;
-                continue;
-            }
-            char *lit;
-            const char *next;
-            int got = jinja_literal(p, end, &lit, &next);
-            if (got < 0)
-                return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->src);
-            if (got == 0)
-                return NB_OK; /* unterminated literal: nothing more to learn */
-            size_t ln = strlen(lit);
-            if (!t->chat_system && ln > sizeof pre - 1 + sizeof post - 1 &&
-                !memcmp(lit, pre, sizeof pre - 1) &&
-                !memcmp(lit + ln - (sizeof post - 1), post, sizeof post - 1))
-                t->chat_system = lit;
-            else
-                free(lit);
-            p = next;
-        }
-        p += 2;
-    }
-    return NB_OK;
+    nb_chat_vocab v = {
+        .has_chatml = find_cstr(t, "<|im_start|>") >= 0 && find_cstr(t, "<|im_end|>") >= 0,
+        .has_llama3 = find_cstr(t, "<|start_header_id|>") >= 0 &&
+                      find_cstr(t, "<|end_header_id|>") >= 0 && find_cstr(t, "<|eot_id|>") >= 0,
+    };
+    char *bos = NULL;
+    if (t->bos >= 0 && !(bos = strndup(t->strs + t->key_off[t->bos], t->key_len[t->bos])))
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->src);
+    v.bos = bos;
+    nb_code rc = nb_chat_parse(tmpl, len, &v, t->src, &t->chat, err);
+    free(bos);
+    return rc;
 }
 
 /* Ids the model reports and the end-of-generation set. */
@@ -754,7 +630,7 @@ void nb_tokenizer_free(nb_tokenizer *t)
     free(t->added);
     free(t->bitems[0]);
     free(t->bitems[1]);
-    free(t->chat_system);
+    nb_chat_free(t->chat);
     free(t);
 }
 
@@ -971,31 +847,9 @@ nb_code nb_tokenizer_from_gguf(const nb_gguf *g, nb_tokenizer **out, nb_err *err
 
 #define HF_JSON_MAX (256u << 20)
 
-static const char *jstr(json_object *o, const char *key, size_t *len)
-{
-    json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    if (len)
-        *len = (size_t)json_object_get_string_len(v);
-    return json_object_get_string(v);
-}
-
-static json_object *jget(json_object *o, const char *key)
-{
-    json_object *v;
-    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static int jbool(json_object *o, const char *key, int def)
-{
-    json_object *v = jget(o, key);
-    return v && json_object_is_type(v, json_type_boolean) ? json_object_get_boolean(v) : def;
-}
-
 static int jtype_is(json_object *o, const char *type)
 {
-    const char *s = jstr(o, "type", NULL);
+    const char *s = nb_json_str(o, "type", NULL, NULL);
     return s && !strcmp(s, type);
 }
 
@@ -1003,11 +857,11 @@ static int jtype_is(json_object *o, const char *type)
  * Digits, and Sequences of them; ByteLevel must come last. */
 static nb_code hf_pre(nb_tokenizer *t, json_object *p, int depth, nb_err *err)
 {
-    const char *type = jstr(p, "type", NULL);
+    const char *type = nb_json_str(p, "type", NULL, NULL);
     if (!type)
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: pre_tokenizer without a type", t->src);
     if (!strcmp(type, "Sequence") && depth == 0) {
-        json_object *arr = jget(p, "pretokenizers");
+        json_object *arr = nb_json_get(p, "pretokenizers");
         if (!arr || !json_object_is_type(arr, json_type_array))
             return nb_err_set(err, NB_EFORMAT, "%s: pre_tokenizer Sequence without "
                               "\"pretokenizers\"", t->src);
@@ -1022,16 +876,18 @@ static nb_code hf_pre(nb_tokenizer *t, json_object *p, int depth, nb_err *err)
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: pre_tokenizer %s after ByteLevel is not "
                           "supported", t->src, type);
     if (!strcmp(type, "ByteLevel"))
-        return add_step(t, STEP_BYTELEVEL, jbool(p, "use_regex", 1) ? RE_GPT2 : NULL, 0,
-                        jbool(p, "add_prefix_space", 1), err);
+        return add_step(t, STEP_BYTELEVEL, nb_json_bool(p, "use_regex", 1) ? RE_GPT2 : NULL, 0,
+                        nb_json_bool(p, "add_prefix_space", 1), err);
     if (!strcmp(type, "Digits"))
-        return add_step(t, STEP_DIGITS, jbool(p, "individual_digits", 0) ? "\\p{N}" : "\\p{N}+",
-                        0, 0, err);
+        return add_step(t, STEP_DIGITS,
+                        nb_json_bool(p, "individual_digits", 0) ? "\\p{N}" : "\\p{N}+", 0, 0,
+                        err);
     if (!strcmp(type, "Split")) {
-        json_object *pat = jget(p, "pattern");
-        const char *re = jstr(pat, "Regex", NULL), *lit = jstr(pat, "String", NULL);
-        const char *beh = jstr(p, "behavior", NULL);
-        if ((!re && !lit) || !beh || strcmp(beh, "Isolated") || jbool(p, "invert", 0))
+        json_object *pat = nb_json_get(p, "pattern");
+        const char *re = nb_json_str(pat, "Regex", NULL, NULL);
+        const char *lit = nb_json_str(pat, "String", NULL, NULL);
+        const char *beh = nb_json_str(p, "behavior", NULL, NULL);
+        if ((!re && !lit) || !beh || strcmp(beh, "Isolated") || nb_json_bool(p, "invert", 0))
             return nb_err_set(err, NB_EUNSUPPORTED, "%s: pre_tokenizer Split is supported only "
                               "with a Regex/String pattern, behavior Isolated, invert false",
                               t->src);
@@ -1045,8 +901,8 @@ static nb_code hf_pre(nb_tokenizer *t, json_object *p, int depth, nb_err *err)
 static nb_code hf_special_ids(nb_tokenizer *t, json_object *pp, const char *name, int32_t *dst,
                               size_t *n, nb_err *err)
 {
-    json_object *st = jget(jget(pp, "special_tokens"), name);
-    json_object *ids = jget(st, "ids");
+    json_object *st = nb_json_get(nb_json_get(pp, "special_tokens"), name);
+    json_object *ids = nb_json_get(st, "ids");
     if (!ids || !json_object_is_type(ids, json_type_array))
         return nb_err_set(err, NB_EFORMAT, "%s: post_processor special token \"%s\" has no ids",
                           t->src, name);
@@ -1068,7 +924,7 @@ static nb_code hf_post(nb_tokenizer *t, json_object *pp, int depth, nb_err *err)
     if (!pp || jtype_is(pp, "ByteLevel"))
         return NB_OK;
     if (jtype_is(pp, "Sequence") && depth == 0) {
-        json_object *arr = jget(pp, "processors");
+        json_object *arr = nb_json_get(pp, "processors");
         for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
             nb_code rc = hf_post(t, json_object_array_get_idx(arr, i), 1, err);
             if (rc)
@@ -1079,17 +935,17 @@ static nb_code hf_post(nb_tokenizer *t, json_object *pp, int depth, nb_err *err)
     if (!jtype_is(pp, "TemplateProcessing"))
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: post_processor type \"%s\" is not supported "
                           "(TemplateProcessing, ByteLevel)", t->src,
-                          jstr(pp, "type", NULL) ? jstr(pp, "type", NULL) : "?");
-    json_object *single = jget(pp, "single");
+                          nb_json_str(pp, "type", "?", NULL));
+    json_object *single = nb_json_get(pp, "single");
     int seen_a = 0;
     for (size_t i = 0; single && i < json_object_array_length(single); i++) {
         json_object *it = json_object_array_get_idx(single, i);
-        json_object *sp = jget(it, "SpecialToken");
-        if (jget(it, "Sequence")) {
+        json_object *sp = nb_json_get(it, "SpecialToken");
+        if (nb_json_get(it, "Sequence")) {
             seen_a = 1;
             continue;
         }
-        const char *name = jstr(sp, "id", NULL);
+        const char *name = nb_json_str(sp, "id", NULL, NULL);
         if (!name)
             return nb_err_set(err, NB_EFORMAT, "%s: post_processor.single[%zu] is neither "
                               "Sequence nor SpecialToken", t->src, i);
@@ -1104,15 +960,16 @@ static nb_code hf_post(nb_tokenizer *t, json_object *pp, int depth, nb_err *err)
 /* A special-token field of tokenizer_config.json: a string or {"content": ...}. */
 static int32_t cfg_token(const nb_tokenizer *t, json_object *cfg, const char *key)
 {
-    json_object *v = jget(cfg, key);
-    const char *s = v && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-                                                                 : jstr(v, "content", NULL);
+    json_object *v = nb_json_get(cfg, key);
+    const char *s = nb_json_str(cfg, key, NULL, NULL);
+    if (!s)
+        s = nb_json_str(v, "content", NULL, NULL);
     return s ? vocab_find(t, s, strlen(s)) : -1;
 }
 
 static const char *cfg_template(json_object *cfg, size_t *len)
 {
-    json_object *v = jget(cfg, "chat_template");
+    json_object *v = nb_json_get(cfg, "chat_template");
     if (v && json_object_is_type(v, json_type_string)) {
         *len = (size_t)json_object_get_string_len(v);
         return json_object_get_string(v);
@@ -1120,9 +977,9 @@ static const char *cfg_template(json_object *cfg, size_t *len)
     for (size_t i = 0; v && json_object_is_type(v, json_type_array) &&
                        i < json_object_array_length(v); i++) {
         json_object *e = json_object_array_get_idx(v, i);
-        const char *name = jstr(e, "name", NULL);
+        const char *name = nb_json_str(e, "name", NULL, NULL);
         if (name && !strcmp(name, "default"))
-            return jstr(e, "template", len);
+            return nb_json_str(e, "template", NULL, len);
     }
     return NULL;
 }
@@ -1139,39 +996,25 @@ static nb_code hf_str_entry(const nb_tokenizer *t, const char *what, size_t i, c
     return NB_OK;
 }
 
-static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok_src *s,
-                       nb_err *err)
+/* The BPE model's options we do not implement are refused rather than ignored. */
+static nb_code hf_check_model(const nb_tokenizer *t, json_object *model, nb_err *err)
 {
-    json_object *model = jget(root, "model");
     if (!jtype_is(model, "BPE"))
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: model.type must be \"BPE\"", t->src);
-    const char *cs = jstr(model, "continuing_subword_prefix", NULL);
-    const char *ew = jstr(model, "end_of_word_suffix", NULL);
-    json_object *drop = jget(model, "dropout");
-    if ((cs && *cs) || (ew && *ew) || jbool(model, "byte_fallback", 0) ||
-        (drop && !json_object_is_type(drop, json_type_null)))
+    const char *cs = nb_json_str(model, "continuing_subword_prefix", NULL, NULL);
+    const char *ew = nb_json_str(model, "end_of_word_suffix", NULL, NULL);
+    if ((cs && *cs) || (ew && *ew) || nb_json_bool(model, "byte_fallback", 0) ||
+        nb_json_get(model, "dropout"))
         return nb_err_set(err, NB_EUNSUPPORTED, "%s: BPE with continuing_subword_prefix, "
                           "end_of_word_suffix, byte_fallback or dropout is not supported", t->src);
-    /* transformers 5 builds a tokenizer class that has its own __init__ from
-     * that class's pipeline, taking only vocab, merges and the post-processor
-     * from tokenizer.json. GPT2Tokenizer (SmolLM2's) thus gets GPT-2's
-     * ByteLevel split, no normalizer, whatever the file says (SmolLM2's file
-     * adds Digits, which `tokenizers` alone would honour). */
-    const char *cls = jstr(cfg, "tokenizer_class", NULL);
-    int gpt2_class = cls && (!strcmp(cls, "GPT2Tokenizer") || !strcmp(cls, "GPT2TokenizerFast"));
-    json_object *norm = jget(root, "normalizer");
-    if (!gpt2_class && norm && !json_object_is_type(norm, json_type_null))
-        return nb_err_set(err, NB_EUNSUPPORTED, "%s: normalizer \"%s\" is not supported (only "
-                          "null)", t->src, jstr(norm, "type", NULL) ? jstr(norm, "type", NULL) : "?");
-    t->ignore_merges = jbool(model, "ignore_merges", 0);
-    json_object *vocab = jget(model, "vocab"), *merges = jget(model, "merges");
-    json_object *added = jget(root, "added_tokens");
-    if (!vocab || !json_object_is_type(vocab, json_type_object))
-        return nb_err_set(err, NB_EFORMAT, "%s: model.vocab is not an object", t->src);
-    if (!merges || !json_object_is_type(merges, json_type_array))
-        return nb_err_set(err, NB_EFORMAT, "%s: model.merges is not an array", t->src);
-    if (added && !json_object_is_type(added, json_type_array))
-        return nb_err_set(err, NB_EFORMAT, "%s: added_tokens is not an array", t->src);
+    return NB_OK;
+}
+
+/* One past the largest token id of the vocabulary and the added tokens, checked to be
+ * fillable before anything is allocated for it. */
+static nb_code hf_count_ids(const nb_tokenizer *t, json_object *vocab, json_object *added,
+                            size_t *out, nb_err *err)
+{
     size_t na = added ? json_object_array_length(added) : 0, n = 0;
     json_object_object_foreach(vocab, k0, v0) {
         int64_t id = json_object_get_int64(v0);
@@ -1182,7 +1025,7 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
             n = (size_t)id + 1;
     }
     for (size_t i = 0; i < na; i++) {
-        json_object *a = json_object_array_get_idx(added, i), *idv = jget(a, "id");
+        json_object *idv = nb_json_get(json_object_array_get_idx(added, i), "id");
         int64_t id = idv ? json_object_get_int64(idv) : -1;
         if (!idv || !json_object_is_type(idv, json_type_int) || id < 0 || id >= INT32_MAX - 1)
             return nb_err_set(err, NB_EFORMAT, "%s: added_tokens[%zu].id must be an integer "
@@ -1191,23 +1034,35 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
             n = (size_t)id + 1;
     }
     size_t nv = (size_t)json_object_object_length(vocab);
-    if (n > nv + na) /* ids cannot all be filled: refuse before allocating for them */
+    if (n > nv + na)
         return nb_err_set(err, NB_EFORMAT, "%s: token ids reach %zu but only %zu vocab entries "
                           "and %zu added tokens exist (ids must be 0..N-1 without gaps)",
                           t->src, n - 1, nv, na);
-    nb_code rc = tok_src_alloc(s, n, json_object_array_length(merges), na, t->src, err);
-    if (rc)
-        return rc;
+    *out = n;
+    return NB_OK;
+}
+
+static nb_code hf_read_vocab(const nb_tokenizer *t, json_object *vocab, tok_src *s,
+                             nb_err *err)
+{
     size_t vi = 0;
     json_object_object_foreach(vocab, k, v) {
         size_t id = (size_t)json_object_get_int64(v), kl = strlen(k);
-        if ((rc = hf_str_entry(t, "model.vocab", vi++, k, kl, err)))
+        nb_code rc = hf_str_entry(t, "model.vocab", vi++, k, kl, err);
+        if (rc)
             return rc;
         if (s->vs[id])
             return nb_err_set(err, NB_EFORMAT, "%s: model.vocab: id %zu appears twice", t->src, id);
         s->vs[id] = k;
         s->vn[id] = kl;
     }
+    return NB_OK;
+}
+
+/* Merges as ["a", "b"] pairs or as "a b" strings (older files). */
+static nb_code hf_read_merges(const nb_tokenizer *t, json_object *merges, tok_src *s,
+                              nb_err *err)
+{
     for (size_t i = 0; i < s->n_merges; i++) {
         json_object *m = json_object_array_get_idx(merges, i);
         if (json_object_is_type(m, json_type_array) && json_object_array_length(m) == 2) {
@@ -1234,60 +1089,88 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
         s->mb[i] = sp + 1;
         s->mbn[i] = (size_t)(ms + ml - sp - 1);
     }
+    return NB_OK;
+}
+
+static nb_code hf_read_added(const nb_tokenizer *t, json_object *added, size_t na, tok_src *s,
+                             nb_err *err)
+{
     for (size_t i = 0; i < na; i++) {
         json_object *a = json_object_array_get_idx(added, i);
         size_t cl = 0;
-        const char *c = jstr(a, "content", &cl);
-        if ((rc = hf_str_entry(t, "added_tokens", i, c, cl, err)))
+        const char *c = nb_json_str(a, "content", NULL, &cl);
+        nb_code rc = hf_str_entry(t, "added_tokens", i, c, cl, err);
+        if (rc)
             return rc;
-        if (jbool(a, "single_word", 0))
+        if (nb_json_bool(a, "single_word", 0))
             return nb_err_set(err, NB_EUNSUPPORTED, "%s: added_tokens[%zu] \"%.64s\": "
                               "single_word is not supported", t->src, i, c);
         added_tok *d = &s->added[s->n_added++];
         d->s = c;
         d->n = cl;
-        d->id = (int32_t)json_object_get_int64(jget(a, "id"));
-        d->special = (uint8_t)jbool(a, "special", 0);
-        d->normalized = (uint8_t)jbool(a, "normalized", !d->special);
-        d->lstrip = (uint8_t)jbool(a, "lstrip", 0);
-        d->rstrip = (uint8_t)jbool(a, "rstrip", 0);
+        d->id = (int32_t)json_object_get_int64(nb_json_get(a, "id"));
+        d->special = (uint8_t)nb_json_bool(a, "special", 0);
+        d->normalized = (uint8_t)nb_json_bool(a, "normalized", !d->special);
+        d->lstrip = (uint8_t)nb_json_bool(a, "lstrip", 0);
+        d->rstrip = (uint8_t)nb_json_bool(a, "rstrip", 0);
         if (!s->vs[d->id]) { /* an id past the model's vocabulary: the first listed names it */
             s->vs[d->id] = c;
             s->vn[d->id] = cl;
         }
     }
-    if ((rc = tok_build(t, s, err)))
+    return NB_OK;
+}
+
+/* Vocabulary, merges and added tokens into s, then the tables built from them. */
+static nb_code hf_build(nb_tokenizer *t, json_object *root, json_object *model, tok_src *s,
+                        nb_err *err)
+{
+    json_object *vocab = nb_json_get(model, "vocab"), *merges = nb_json_get(model, "merges");
+    json_object *added = NULL; /* null is no array either */
+    json_object_object_get_ex(root, "added_tokens", &added);
+    if (!vocab || !json_object_is_type(vocab, json_type_object))
+        return nb_err_set(err, NB_EFORMAT, "%s: model.vocab is not an object", t->src);
+    if (!merges || !json_object_is_type(merges, json_type_array))
+        return nb_err_set(err, NB_EFORMAT, "%s: model.merges is not an array", t->src);
+    if (added && !json_object_is_type(added, json_type_array))
+        return nb_err_set(err, NB_EFORMAT, "%s: added_tokens is not an array", t->src);
+    size_t na = added ? json_object_array_length(added) : 0, n = 0;
+    nb_code rc;
+    if ((rc = hf_count_ids(t, vocab, added, &n, err)) ||
+        (rc = tok_src_alloc(s, n, json_object_array_length(merges), na, t->src, err)) ||
+        (rc = hf_read_vocab(t, vocab, s, err)) || (rc = hf_read_merges(t, merges, s, err)) ||
+        (rc = hf_read_added(t, added, na, s, err)))
         return rc;
-    json_object *pre = jget(root, "pre_tokenizer");
-    if (gpt2_class) {
-        t->ignore_merges = 0;
-        t->unk = -1;
-        if ((rc = add_step(t, STEP_BYTELEVEL, RE_GPT2, 0, jbool(cfg, "add_prefix_space", 0), err)))
-            return rc;
-    } else {
-        if (!pre || json_object_is_type(pre, json_type_null))
-            return nb_err_set(err, NB_EUNSUPPORTED, "%s: no pre_tokenizer (a byte-level BPE "
-                              "needs ByteLevel)", t->src);
-        if ((rc = hf_pre(t, pre, 0, err)))
-            return rc;
-        if (t->steps[t->n_steps - 1].kind != STEP_BYTELEVEL)
-            return nb_err_set(err, NB_EUNSUPPORTED, "%s: pre_tokenizer must end with ByteLevel "
-                              "(only byte-level BPE is supported)", t->src);
-        json_object *dec = jget(root, "decoder");
-        if (dec && !json_object_is_type(dec, json_type_null) && !jtype_is(dec, "ByteLevel"))
-            return nb_err_set(err, NB_EUNSUPPORTED, "%s: decoder \"%s\" is not supported "
-                              "(ByteLevel)", t->src,
-                              jstr(dec, "type", NULL) ? jstr(dec, "type", NULL) : "?");
-        const char *unk = jstr(model, "unk_token", NULL);
-        if (unk)
-            t->unk = vocab_find(t, unk, strlen(unk));
-        t->fuse_unk = jbool(model, "fuse_unk", 0);
-    }
-    json_object *post = jget(root, "post_processor");
-    t->no_post = !post || json_object_is_type(post, json_type_null);
-    if ((rc = hf_post(t, t->no_post ? NULL : post, 0, err)))
+    return tok_build(t, s, err);
+}
+
+/* The pre-tokenizer steps, decoder and unk token of the file's own pipeline. */
+static nb_code hf_pipeline(nb_tokenizer *t, json_object *root, json_object *model, nb_err *err)
+{
+    json_object *pre = nb_json_get(root, "pre_tokenizer");
+    if (!pre)
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: no pre_tokenizer (a byte-level BPE "
+                          "needs ByteLevel)", t->src);
+    nb_code rc = hf_pre(t, pre, 0, err);
+    if (rc)
         return rc;
-    /* names: what the steps amount to, in GGUF "pre" terms where one fits */
+    if (t->steps[t->n_steps - 1].kind != STEP_BYTELEVEL)
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: pre_tokenizer must end with ByteLevel "
+                          "(only byte-level BPE is supported)", t->src);
+    json_object *dec = nb_json_get(root, "decoder");
+    if (dec && !jtype_is(dec, "ByteLevel"))
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: decoder \"%s\" is not supported "
+                          "(ByteLevel)", t->src, nb_json_str(dec, "type", "?", NULL));
+    const char *unk = nb_json_str(model, "unk_token", NULL, NULL);
+    if (unk)
+        t->unk = vocab_find(t, unk, strlen(unk));
+    t->fuse_unk = nb_json_bool(model, "fuse_unk", 0);
+    return NB_OK;
+}
+
+/* What the steps amount to, in GGUF "pre" terms where one fits. */
+static void hf_pre_name(nb_tokenizer *t, json_object *root)
+{
     const pre_step *st = t->steps;
     if (t->n_steps == 1 && st[0].re)
         snprintf(t->pre_name, sizeof t->pre_name, "gpt2");
@@ -1295,20 +1178,27 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
         snprintf(t->pre_name, sizeof t->pre_name, "smollm");
     else
         snprintf(t->pre_name, sizeof t->pre_name, "custom");
-    json_object *seq = jget(pre, "pretokenizers");
+    json_object *seq = nb_json_path(root, "pre_tokenizer", "pretokenizers", NULL);
     const char *re = NULL;
     if (t->n_steps == 2 && st[0].kind == STEP_SPLIT && !st[1].re && seq)
-        re = jstr(jget(json_object_array_get_idx(seq, 0), "pattern"), "Regex", NULL);
+        re = nb_json_str(nb_json_get(json_object_array_get_idx(seq, 0), "pattern"), "Regex",
+                         NULL, NULL);
     if (re && !strcmp(re, RE_LLAMA3))
         snprintf(t->pre_name, sizeof t->pre_name, "llama-bpe");
     else if (re && !strcmp(re, RE_QWEN2))
         snprintf(t->pre_name, sizeof t->pre_name, "qwen2");
+}
+
+/* bos/eos from tokenizer_config.json (or the class's defaults, or well-known names) and the
+ * tokens encode adds around the text. */
+static void hf_specials(nb_tokenizer *t, json_object *cfg, int gpt2_class)
+{
     t->bos = cfg_token(t, cfg, "bos_token");
     t->eos = cfg_token(t, cfg, "eos_token");
-    if (gpt2_class) { /* the class's defaults */
-        if (!jget(cfg, "bos_token"))
+    if (gpt2_class) { /* the class's defaults, unless given (also as null) */
+        if (!json_object_object_get_ex(cfg, "bos_token", NULL))
             t->bos = find_cstr(t, "<|endoftext|>");
-        if (!jget(cfg, "eos_token"))
+        if (!json_object_object_get_ex(cfg, "eos_token", NULL))
             t->eos = find_cstr(t, "<|endoftext|>");
     }
     if (t->bos < 0 && t->n_prefix)
@@ -1319,16 +1209,54 @@ static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok
         t->eos = find_cstr(t, eos_names[i]);
     /* an explicit add_bos_token / add_eos_token makes transformers rebuild the
      * post-processor as [bos] $A [eos] from those flags */
-    json_object *ab = jget(cfg, "add_bos_token"), *ae = jget(cfg, "add_eos_token");
-    if ((ab && json_object_is_type(ab, json_type_boolean)) ||
-        (ae && json_object_is_type(ae, json_type_boolean)) || t->no_post) {
+    if (nb_json_get_type(cfg, "add_bos_token", json_type_boolean) ||
+        nb_json_get_type(cfg, "add_eos_token", json_type_boolean) || t->no_post) {
         t->n_prefix = t->n_suffix = 0;
-        if (jbool(cfg, "add_bos_token", 0) && t->bos >= 0)
+        if (nb_json_bool(cfg, "add_bos_token", 0) && t->bos >= 0)
             t->prefix[t->n_prefix++] = t->bos;
-        if (jbool(cfg, "add_eos_token", 0) && t->eos >= 0)
+        if (nb_json_bool(cfg, "add_eos_token", 0) && t->eos >= 0)
             t->suffix[t->n_suffix++] = t->eos;
     }
     t->eot = find_cstr(t, "<|eot_id|>");
+}
+
+static nb_code hf_load(nb_tokenizer *t, json_object *root, json_object *cfg, tok_src *s,
+                       nb_err *err)
+{
+    json_object *model = nb_json_get(root, "model");
+    nb_code rc = hf_check_model(t, model, err);
+    if (rc)
+        return rc;
+    /* transformers 5 builds a tokenizer class that has its own __init__ from
+     * that class's pipeline, taking only vocab, merges and the post-processor
+     * from tokenizer.json. GPT2Tokenizer (SmolLM2's) thus gets GPT-2's
+     * ByteLevel split, no normalizer, whatever the file says (SmolLM2's file
+     * adds Digits, which `tokenizers` alone would honour). */
+    const char *cls = nb_json_str(cfg, "tokenizer_class", NULL, NULL);
+    int gpt2_class = cls && (!strcmp(cls, "GPT2Tokenizer") || !strcmp(cls, "GPT2TokenizerFast"));
+    json_object *norm = nb_json_get(root, "normalizer");
+    if (!gpt2_class && norm)
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: normalizer \"%s\" is not supported (only "
+                          "null)", t->src, nb_json_str(norm, "type", "?", NULL));
+    t->ignore_merges = nb_json_bool(model, "ignore_merges", 0);
+    if ((rc = hf_build(t, root, model, s, err)))
+        return rc;
+    if (gpt2_class) {
+        t->ignore_merges = 0;
+        t->unk = -1;
+        rc = add_step(t, STEP_BYTELEVEL, RE_GPT2, 0, nb_json_bool(cfg, "add_prefix_space", 0),
+                      err);
+    } else {
+        rc = hf_pipeline(t, root, model, err);
+    }
+    if (rc)
+        return rc;
+    json_object *post = nb_json_get(root, "post_processor");
+    t->no_post = !post;
+    if ((rc = hf_post(t, post, 0, err)))
+        return rc;
+    hf_pre_name(t, root);
+    hf_specials(t, cfg, gpt2_class);
     size_t tl = 0;
     const char *tmpl = cfg_template(cfg, &tl);
     return setup_chat(t, tmpl, tl, err);
@@ -1679,15 +1607,15 @@ static int find_added(const nb_tokenizer *t, int pass, int parse_special, const 
                 while (q > from && ((unsigned char)s[q] & 0xc0) == 0x80)
                     q--;
                 uint32_t cp;
-                utf8_cp((const unsigned char *)s + q, &cp);
-                if (!is_ws(cp))
+                nb_utf8_decode(s + q, &cp);
+                if (!nb_utf8_is_space(cp))
                     break;
                 st = q;
             }
             while (a->rstrip && en < n) {
                 uint32_t cp;
-                size_t l = utf8_cp((const unsigned char *)s + en, &cp);
-                if (!is_ws(cp))
+                size_t l = nb_utf8_decode(s + en, &cp);
+                if (!nb_utf8_is_space(cp))
                     break;
                 en += l;
             }
@@ -1871,108 +1799,14 @@ int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *token)
 
 /* ---------------------------------------------------------------- chat */
 
-/* Python's str.isspace, which Jinja's trim uses. */
-static int py_space(uint32_t c)
-{
-    return is_ws(c) || (c >= 0x1c && c <= 0x1f);
-}
-
-static nb_code cat(char **buf, size_t *n, size_t *cap, const char *s, size_t sl)
-{
-    if (sl > SIZE_MAX / 2 - *n)
-        return NB_ENOMEM;
-    if (*n + sl + 1 > *cap) {
-        size_t nc = (*n + sl + 1) * 2;
-        char *b = realloc(*buf, nc);
-        if (!b)
-            return NB_ENOMEM;
-        *buf = b;
-        *cap = nc;
-    }
-    memcpy(*buf + *n, s, sl);
-    *n += sl;
-    (*buf)[*n] = '\0';
-    return NB_OK;
-}
-
 nb_code nb_tokenizer_chat(const nb_tokenizer *t, const char *msg, char **out, nb_err *err)
 {
-    *out = NULL;
-    if (!msg)
-        return nb_err_set(err, NB_EINVAL, "chat: message is NULL");
-    size_t ml = strlen(msg), bad;
-    if (!nb_utf8_valid(msg, ml, &bad))
-        return nb_err_set(err, NB_EINVAL, "chat: message has invalid UTF-8 at byte offset %zu "
-                          "(byte 0x%02x)", bad, (unsigned char)msg[bad]);
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    nb_code rc = NB_OK;
-#define CAT(s, l) (rc = rc ? rc : cat(&b, &n, &cap, (s), (l)))
-#define CATS(s) CAT((s), strlen(s))
-    if (t->chat_unknown)
-        return nb_err_set(err, NB_EUNSUPPORTED, "%s: chat template is neither ChatML nor "
-                          "Llama-3; cannot render it", t->src);
-    switch (t->chat) {
-    case NB_CHAT_NONE:
-        CAT(msg, ml);
-        break;
-    case NB_CHAT_CHATML:
-        if (t->chat_system)
-            CATS(t->chat_system);
-        CATS("<|im_start|>user\n");
-        CAT(msg, ml);
-        CATS("<|im_end|>\n<|im_start|>assistant\n");
-        break;
-    case NB_CHAT_LLAMA3: {
-        const char *s = msg, *e = msg + ml;
-        uint32_t cp;
-        while (s < e) { /* content | trim */
-            size_t l = utf8_cp((const unsigned char *)s, &cp);
-            if (!py_space(cp))
-                break;
-            s += l;
-        }
-        while (e > s) {
-            const char *q = e - 1;
-            while (q > s && ((unsigned char)*q & 0xc0) == 0x80)
-                q--;
-            utf8_cp((const unsigned char *)q, &cp);
-            if (!py_space(cp))
-                break;
-            e = q;
-        }
-        if (t->chat_bos && t->bos >= 0)
-            CAT(t->strs + t->key_off[t->bos], t->key_len[t->bos]);
-        if (t->chat_dates) {
-            char day[32] = "26 Jul 2024"; /* the templates' fallback date_string */
-            time_t now = time(NULL);
-            struct tm tm;
-            if (t->chat_today && localtime_r(&now, &tm)) /* HF's strftime_now: local time */
-                strftime(day, sizeof day, "%d %b %Y", &tm);
-            CATS("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-                 "December 2023\nToday Date: ");
-            CATS(day);
-            CATS("\n\n<|eot_id|>");
-        }
-        CATS("<|start_header_id|>user<|end_header_id|>\n\n");
-        CAT(s, (size_t)(e - s));
-        CATS("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-        break;
-    }
-    }
-#undef CAT
-#undef CATS
-    if (rc || !b) {
-        free(b);
-        return nb_err_set(err, NB_ENOMEM, "chat: out of memory for a %zu-byte message", ml);
-    }
-    *out = b;
-    return NB_OK;
+    return nb_chat_render(t->chat, msg, out, err);
 }
 
 nb_chat_style nb_tokenizer_chat_style(const nb_tokenizer *t)
 {
-    return t->chat;
+    return nb_chat_get_style(t->chat);
 }
 
 size_t nb_tokenizer_vocab(const nb_tokenizer *t)

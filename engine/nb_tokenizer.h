@@ -1,21 +1,18 @@
 /* nb_tokenizer: byte-level BPE (GPT-2 family) from GGUF metadata or an HF
- * tokenizer.json, with the model's pre-tokenizer regex, special tokens and chat template. */
+ * tokenizer.json, with the model's pre-tokenizer regex and special tokens; the chat
+ * template it loads is rendered by nb_chat. */
 #ifndef NB_TOKENIZER_H
 #define NB_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nb_chat.h"
 #include "nb_err.h"
 #include "nb_gguf.h"
 
 typedef struct nb_tokenizer nb_tokenizer;
 
-typedef enum nb_chat_style {
-    NB_CHAT_NONE = 0,  /* base model: no template */
-    NB_CHAT_CHATML,    /* <|im_start|>role\n...<|im_end|>\n (SmolLM2, Qwen) */
-    NB_CHAT_LLAMA3     /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
-} nb_chat_style;
 
 /* Both loaders reproduce what transformers 5 AutoTokenizer builds from the
  * same source. From GGUF: its "pre" table, so "smollm" gets GPT-2's split
@@ -56,12 +53,8 @@ nb_code nb_tokenizer_piece(const nb_tokenizer *t, int32_t id, const char **bytes
  * spelling, e.g. "<|im_end|>" or "\xc4\xa0the"), or -1. */
 int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *token);
 
-/* Wraps one user message in the model's chat template with the assistant
- * turn opened (add_generation_prompt), as HF's apply_chat_template renders
- * it, including a default system turn the template injects (SmolLM2, Qwen2.5)
- * and Llama-3's bos_token / 3.1 date header. *out is malloc'ed. NB_CHAT_NONE
- * copies the message unchanged; a template that is neither ChatML nor
- * Llama-3 is NB_EUNSUPPORTED. Encode the result with parse_special=1 and
+/* nb_chat_render with the model's chat template (tokenizer.chat_template or
+ * tokenizer_config.json's). Encode the result with parse_special=1 and
  * add_bos=0, as apply_chat_template(tokenize=True) does. */
 nb_code nb_tokenizer_chat(const nb_tokenizer *t, const char *user_msg, char **out, nb_err *err);
 

@@ -1,6 +1,5 @@
-/* nb_avx2: the AVX2+FMA+F16C kernels, compiled for that target alone; dispatch runs them only
- * where CPUID says so. Linear layers reproduce the portable sums bit for bit (same lanes, same tree, mul then add). */
-#pragma GCC target("avx2,fma,f16c")
+/* nb_avx2: the AVX2+FMA+F16C kernels, compiled with those flags alone (kernels/CMakeLists.txt); dispatch runs
+ * them only where CPUID says so. Linear layers reproduce the portable sums bit for bit (same lanes, same tree, mul then add). */
 
 #include <immintrin.h>
 #include <math.h>
@@ -177,9 +176,9 @@ static inline __m256 q8_lane_add(__m256 acc, __m256i prod16, const float *dd)
     return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_broadcast_ss(dd)));
 }
 
-/* Q4_1 row r of a PACK8 block (16 quant bytes): unsigned nibbles in
- * weight order (byte j holds q[j] low, q[j+16] high) times the signed
- * activation quants, pairwise summed (|pair| <= 2*15*127: no saturation). */
+/* Q4_1 row r of a PACK8 block (16 quant bytes): unsigned nibbles in weight
+ * order (nb_quant_nibbles: byte j holds q[j] low, q[j+16] high) times the
+ * signed activation quants, pairwise summed (|pair| <= 2*15*127: no saturation). */
 static inline __m256i q4_1_prod(const uint8_t *qs, __m256i xq)
 {
     __m128i raw = _mm_loadu_si128((const __m128i *)qs);
@@ -239,8 +238,8 @@ typedef struct q8_act {
         _mm256_storeu_ps(out, _mm256_add_ps(nb_reduce8(a0, a1, a2, a3, a4, a5, a6, a7), mt));  \
     }
 
-GEMV8_Q8(gemv8_q4_1, 1, 4, 16, q4_1_prod)
-GEMV8_Q8(gemv8_q8_0, 0, 2, 32, q8_0_prod)
+GEMV8_Q8(gemv8_q4_1, 1, NB_QUANT_Q4_1_QS, NB_QUANT_QK / 2, q4_1_prod)
+GEMV8_Q8(gemv8_q8_0, 0, NB_QUANT_Q8_0_QS, NB_QUANT_QK, q8_0_prod)
 
 /* ---- drivers ------------------------------------------------------------------ */
 

@@ -1,7 +1,12 @@
 /* nb_avx2_simd: inline AVX2/FMA helpers (bf16 <-> fp32, exp) shared by the AVX2 and AVX-512 files.
- * Include only after `#pragma GCC target("avx2,fma,f16c")`: nothing here may run on a CPU without them. */
+ * Include only in files compiled with -mavx2 -mfma -mf16c: nothing here may run on a CPU without them. */
 #ifndef NB_AVX2_SIMD_H
 #define NB_AVX2_SIMD_H
+
+/* A file without the flags would fail later on an intrinsic, far from the cause. */
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "nb_avx2_simd.h needs -mavx2 -mfma -mf16c (set per file in kernels/CMakeLists.txt)"
+#endif
 
 #include <immintrin.h>
 

@@ -1,5 +1,6 @@
 /* nb_avx512: the AVX-512 BF16 linear kernel for bf16 weights (vdpbf16ps on bf16 activations);
- * every other op of that path is the AVX2 one. Compiled for that target alone, run only where CPUID says so.
+ * every other op of that path is the AVX2 one. Compiled with the AVX-512 flags alone (kernels/CMakeLists.txt),
+ * run only where CPUID says so.
  *
  * Numerics (Intel SDM, VDPBF16PS): each fp32 lane does
  *   acc += bf16(a[2i+1]) * bf16(b[2i+1]);  acc += bf16(a[2i]) * bf16(b[2i])
@@ -13,12 +14,15 @@
  * trained model do not reach. So this path is used for the HF-faithful bf16
  * mode; outputs are rounded to bf16 at the same point as everywhere else.
  *
- * Built a second time by tests/test_kernels_emu.c with NB_AVX512_EMULATE:
- * that file sets an AVX2 target and defines the few AVX-512 types and
+ * Built a second time by tests/kernels_emu.c with NB_AVX512_EMULATE: that
+ * file is compiled with the AVX2 flags and defines the few AVX-512 types and
  * intrinsics used here after the SDM pseudocode, so the kernel's tiling is
  * tested on CPUs without AVX-512. */
 #ifndef NB_AVX512_EMULATE
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
+    !defined(__AVX512BF16__)
+#error "nb_avx512.c needs -mavx512f -mavx512bw -mavx512vl -mavx512bf16 (kernels/CMakeLists.txt)"
+#endif
 #include <immintrin.h>
 #define NB_AVX512_LINEAR nb_avx512_linear_bf16
 #else

@@ -22,15 +22,29 @@ const char *nb_wtype_name(nb_wtype t)
     return "?";
 }
 
-static size_t wtype_row_bytes(nb_wtype t, int cols)
+/* The nb_quant format of each in-memory weight type: sizes and dequantization come from there. */
+static nb_quant_fmt wtype_fmt(nb_wtype t)
 {
     switch (t) {
-    case NB_W_F32: return (size_t)cols * 4;
-    case NB_W_BF16: return (size_t)cols * 2;
-    case NB_W_Q4_1: return (size_t)(cols / 32) * 20;
-    case NB_W_Q8_0: return (size_t)(cols / 32) * 34;
+    case NB_W_F32: return NB_QUANT_F32;
+    case NB_W_BF16: return NB_QUANT_BF16;
+    case NB_W_Q4_1: return NB_QUANT_Q4_1;
+    case NB_W_Q8_0: return NB_QUANT_Q8_0;
     }
-    return 0;
+    return NB_QUANT_COUNT;
+}
+
+/* cols is a block multiple: nb_wmat_create checks it. */
+static size_t wtype_row_bytes(nb_wtype t, int cols)
+{
+    nb_quant_fmt f = wtype_fmt(t);
+    return (size_t)(cols / nb_quant_block_elems(f)) * (size_t)nb_quant_block_bytes(f);
+}
+
+/* A quantized block in PACK8 splits into its scales (d, and m for Q4_1) and its quants. */
+static size_t block_scale_bytes(nb_wtype t)
+{
+    return t == NB_W_Q4_1 ? NB_QUANT_Q4_1_QS : NB_QUANT_Q8_0_QS;
 }
 
 /* Weights live in slabs of 2 MiB-aligned memory that ask for transparent
@@ -115,7 +129,7 @@ nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *er
     if (rows <= 0 || cols <= 0 || rows > (1 << 24) || cols > (1 << 20))
         return nb_err_set(err, NB_EINVAL, "weight matrix %dx%d: dimensions out of range", rows,
                           cols);
-    if ((t == NB_W_Q4_1 || t == NB_W_Q8_0) && cols % 32)
+    if ((t == NB_W_Q4_1 || t == NB_W_Q8_0) && cols % NB_QUANT_QK)
         return nb_err_set(err, NB_EINVAL,
                           "weight matrix %dx%d: %s needs cols to be a multiple of 32", rows, cols,
                           nb_wtype_name(t));
@@ -150,8 +164,9 @@ static void pack_row(const nb_wmat *w, uint8_t *dst, int r, const uint8_t *src)
     uint8_t *grp = dst + (size_t)(r / NB_PACK) * NB_PACK * w->row_bytes;
     int lane = r % NB_PACK;
     if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
-        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34, sb = w->type == NB_W_Q4_1 ? 4 : 2;
-        for (int b = 0; b < w->cols / 32; b++) {
+        size_t bb = (size_t)nb_quant_block_bytes(wtype_fmt(w->type));
+        size_t sb = block_scale_bytes(w->type);
+        for (int b = 0; b < w->cols / NB_QUANT_QK; b++) {
             uint8_t *g = grp + (size_t)b * NB_PACK * bb;
             const uint8_t *blk = src + (size_t)b * bb;
             memcpy(g + lane * sb, blk, sb);
@@ -173,8 +188,9 @@ static void unpack_row(const nb_wmat *w, int r, uint8_t *dst)
     const uint8_t *grp = nb_wmat_group(w, r / NB_PACK);
     int lane = r % NB_PACK;
     if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
-        size_t bb = w->type == NB_W_Q4_1 ? 20 : 34, sb = w->type == NB_W_Q4_1 ? 4 : 2;
-        for (int b = 0; b < w->cols / 32; b++) {
+        size_t bb = (size_t)nb_quant_block_bytes(wtype_fmt(w->type));
+        size_t sb = block_scale_bytes(w->type);
+        for (int b = 0; b < w->cols / NB_QUANT_QK; b++) {
             const uint8_t *g = grp + (size_t)b * NB_PACK * bb;
             uint8_t *blk = dst + (size_t)b * bb;
             memcpy(blk, g + lane * sb, sb);
@@ -255,26 +271,7 @@ size_t nb_wmat_bytes(const nb_wmat *w) { return w->alloc_bytes; }
 void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
 {
     uint8_t *tmp = w->layout == NB_LAYOUT_ROWS ? NULL : nb_scratch_or_die(w->row_bytes);
-    const uint8_t *row = nb_wmat_row(w, r, tmp);
-    switch (w->type) {
-    case NB_W_F32:
-        memcpy(dst, row, (size_t)w->cols * 4);
-        break;
-    case NB_W_BF16: {
-        const nb_bf16 *b = (const nb_bf16 *)row;
-        for (int i = 0; i < w->cols; i++)
-            dst[i] = nb_bf16_to_f32(b[i]);
-        break;
-    }
-    case NB_W_Q4_1:
-        for (int b = 0; b < w->cols / 32; b++)
-            nb_q4_1_block_f32(row + (size_t)b * 20, dst + b * 32);
-        break;
-    case NB_W_Q8_0:
-        for (int b = 0; b < w->cols / 32; b++)
-            nb_q8_0_block_f32(row + (size_t)b * 34, dst + b * 32);
-        break;
-    }
+    nb_quant_row_f32(wtype_fmt(w->type), nb_wmat_row(w, r, tmp), w->cols, dst);
 }
 
 /* ---- linear layers: split by rows of W -------------------------------------- */

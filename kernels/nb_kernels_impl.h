@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "nb_kernels.h"
+#include "nb_quant.h"
 
 /* Weight layouts. ROWS: row-major, as nb_wmat_set_row gave them.
  * PACK8 (the SIMD paths): rows in groups of 8, interleaved so that one
@@ -92,10 +93,6 @@ void nb_wmat_release_slabs(void);
  * bit for bit, 8 lanes at a time. */
 void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
 void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
-
-/* Exact gguf-py block dequantization (float32 ops, no FMA). */
-void nb_q4_1_block_f32(const uint8_t *blk, float *dst);
-void nb_q8_0_block_f32(const uint8_t *blk, float *dst);
 
 /* ---- thread pool (nb_pool.c) ---------------------------------------------
  * A fixed set of worker threads parked between calls (spin, then condvar).

@@ -1,37 +1,11 @@
 /* nb_portable: the portable C reference kernels, the truth every faster path is tested against,
- * plus the few ops that have no faster path (f32 norm/add/RoPE, top-k, block dequantization). */
+ * plus the few ops that have no faster path (f32 norm/add/RoPE, top-k). */
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- block dequantization (gguf-py, bit for bit) -------------------------- */
-
-void nb_q4_1_block_f32(const uint8_t *blk, float *dst)
-{
-    uint16_t dh, mh;
-    memcpy(&dh, blk, 2);
-    memcpy(&mh, blk + 2, 2);
-    float d = nb_f16_to_f32(dh), m = nb_f16_to_f32(mh);
-    const uint8_t *qs = blk + 4;
-    for (int j = 0; j < 16; j++) {
-        float lo = d * (float)(qs[j] & 15), hi = d * (float)(qs[j] >> 4);
-        dst[j] = lo + m;
-        dst[j + 16] = hi + m;
-    }
-}
-
-void nb_q8_0_block_f32(const uint8_t *blk, float *dst)
-{
-    uint16_t dh;
-    memcpy(&dh, blk, 2);
-    float d = nb_f16_to_f32(dh);
-    const int8_t *qs = (const int8_t *)(blk + 2);
-    for (int j = 0; j < 32; j++)
-        dst[j] = d * (float)qs[j];
-}
 
 /* ---- linear layers ---------------------------------------------------------- */
 
@@ -113,21 +87,17 @@ static float dot_q8(const nb_wmat *W, const int8_t *xq, const float *xd, const f
 {
     float acc[8] = {0}, mt = 0.0f;
     int q41 = W->type == NB_W_Q4_1;
-    for (int b = 0; b < W->cols / 32; b++) {
-        const uint8_t *blk = row + (size_t)b * (q41 ? 20 : 34);
-        const int8_t *xb = xq + b * 32;
-        uint16_t h;
-        memcpy(&h, blk, 2);
-        float dd = nb_f16_to_f32(h) * xd[b];
-        int w[32];
+    size_t bb = q41 ? NB_QUANT_Q4_1_BYTES : NB_QUANT_Q8_0_BYTES;
+    for (int b = 0; b < W->cols / NB_QUANT_QK; b++) {
+        const uint8_t *blk = row + (size_t)b * bb;
+        const int8_t *xb = xq + b * NB_QUANT_QK;
+        float dd = nb_quant_f16_at(blk + (q41 ? NB_QUANT_Q4_1_D : NB_QUANT_Q8_0_D)) * xd[b];
+        int w[NB_QUANT_QK];
         if (q41) {
-            for (int t = 0; t < 16; t++) {
-                w[t] = blk[4 + t] & 15;
-                w[t + 16] = blk[4 + t] >> 4;
-            }
+            nb_quant_nibbles(blk + NB_QUANT_Q4_1_QS, w);
         } else {
-            for (int t = 0; t < 32; t++)
-                w[t] = (int8_t)blk[2 + t];
+            for (int t = 0; t < NB_QUANT_QK; t++)
+                w[t] = (int8_t)blk[NB_QUANT_Q8_0_QS + t];
         }
         for (int l = 0; l < 8; l++) {
             int is = 0;
@@ -135,10 +105,8 @@ static float dot_q8(const nb_wmat *W, const int8_t *xq, const float *xd, const f
                 is += w[t] * xb[t];
             acc[l] += (float)is * dd;
         }
-        if (q41) {
-            memcpy(&h, blk + 2, 2);
-            mt += nb_f16_to_f32(h) * xs[b];
-        }
+        if (q41)
+            mt += nb_quant_f16_at(blk + NB_QUANT_Q4_1_M) * xs[b];
     }
     return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
            mt;

@@ -641,8 +641,8 @@ static void test_get_row(void **state)
     assert_non_null(W);
     float row[64], blk0[32], blk1[32];
     nb_wmat_get_row_f32(W, 2, row);
-    nb_q4_1_block_f32(W->data + 2 * W->row_bytes, blk0);
-    nb_q4_1_block_f32(W->data + 2 * W->row_bytes + 20, blk1);
+    nb_quant_block_f32(NB_QUANT_Q4_1, W->data + 2 * W->row_bytes, blk0);
+    nb_quant_block_f32(NB_QUANT_Q4_1, W->data + 2 * W->row_bytes + 20, blk1);
     assert_memory_equal(row, blk0, sizeof blk0);
     assert_memory_equal(row + 32, blk1, sizeof blk1);
     nb_wmat_free(W);
@@ -653,7 +653,7 @@ static void test_get_row(void **state)
     memcpy(blk + 2, &m, 2);
     blk[4] = 0x53; /* q[0] = 3, q[16] = 5 */
     float out[32];
-    nb_q4_1_block_f32(blk, out);
+    nb_quant_block_f32(NB_QUANT_Q4_1, blk, out);
     assert_true(out[0] == 1.0f && out[16] == 3.0f && out[1] == -2.0f);
 }
 

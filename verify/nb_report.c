@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_file.h"
+#include "nb_json.h"
 #include "nb_kernels.h"
 #include "nb_time.h"
 #include "nb_version.h"
@@ -24,11 +25,6 @@ void nb_report_env_from(const nb_deploy *d, const char *board, nb_report_env *en
     snprintf(env->isa, sizeof env->isa, "%s", nb_isa_name(nb_kernels_isa()));
 }
 
-static json_object *jstr(const char *s)
-{
-    return json_object_new_string(s ? s : "");
-}
-
 static json_object *ids_json(const nb_gate_step *s, int k)
 {
     json_object *a = json_object_new_array();
@@ -40,15 +36,15 @@ static json_object *ids_json(const nb_gate_step *s, int k)
 json_object *nb_report_env_json(const nb_report_env *env)
 {
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "model", jstr(env->model));
-    json_object_object_add(o, "model_sha256", jstr(env->model_sha256));
-    json_object_object_add(o, "backend", jstr(env->backend));
-    json_object_object_add(o, "dtype", jstr(env->dtype));
-    json_object_object_add(o, "board", jstr(env->board));
+    json_object_object_add(o, "model", nb_json_new_str(env->model));
+    json_object_object_add(o, "model_sha256", nb_json_new_str(env->model_sha256));
+    json_object_object_add(o, "backend", nb_json_new_str(env->backend));
+    json_object_object_add(o, "dtype", nb_json_new_str(env->dtype));
+    json_object_object_add(o, "board", nb_json_new_str(env->board));
     json_object_object_add(o, "threads", json_object_new_int(env->threads));
-    json_object_object_add(o, "kernels", jstr(env->isa));
-    json_object_object_add(o, "npubench", jstr(NB_VERSION));
-    json_object_object_add(o, "commit", jstr(nb_commit()));
+    json_object_object_add(o, "kernels", nb_json_new_str(env->isa));
+    json_object_object_add(o, "npubench", nb_json_new_str(NB_VERSION));
+    json_object_object_add(o, "commit", nb_json_new_str(nb_commit()));
     return o;
 }
 
@@ -57,8 +53,8 @@ json_object *nb_report_json_open(const char *kind)
     json_object *root = json_object_new_object();
     char iso[32];
     nb_time_iso(iso, nb_wall_ms());
-    json_object_object_add(root, "kind", jstr(kind));
-    json_object_object_add(root, "timestamp_utc", jstr(iso));
+    json_object_object_add(root, "kind", nb_json_new_str(kind));
+    json_object_object_add(root, "timestamp_utc", nb_json_new_str(iso));
     return root;
 }
 
@@ -89,9 +85,9 @@ static json_object *cpu_json(const nb_trace_cpu *c)
     if (!c->model[0] && !c->capability[0])
         return NULL;
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "model", jstr(c->model));
-    json_object_object_add(o, "flags", jstr(c->flags));
-    json_object_object_add(o, "torch_capability", jstr(c->capability));
+    json_object_object_add(o, "model", nb_json_new_str(c->model));
+    json_object_object_add(o, "flags", nb_json_new_str(c->flags));
+    json_object_object_add(o, "torch_capability", nb_json_new_str(c->capability));
     return o;
 }
 
@@ -102,14 +98,14 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
     json_object *cfg = nb_report_env_json(env);
     json_object_object_add(cfg, "n_tokens", json_object_new_int(r->n_tokens));
     json_object_object_add(cfg, "k", json_object_new_int(r->k));
-    json_object_object_add(cfg, "prompts_file", jstr(r->prompts_path));
-    json_object_object_add(cfg, "prompts_sha256", jstr(r->prompts_sha256));
+    json_object_object_add(cfg, "prompts_file", nb_json_new_str(r->prompts_path));
+    json_object_object_add(cfg, "prompts_sha256", nb_json_new_str(r->prompts_sha256));
     json_object *ref = json_object_new_object();
-    json_object_object_add(ref, "trace", jstr(r->trace_path));
-    json_object_object_add(ref, "transformers", jstr(r->trace_transformers));
-    json_object_object_add(ref, "torch", jstr(r->trace_torch));
-    json_object_object_add(ref, "date", jstr(r->trace_date));
-    json_object_object_add(ref, "dtype", jstr("bfloat16"));
+    json_object_object_add(ref, "trace", nb_json_new_str(r->trace_path));
+    json_object_object_add(ref, "transformers", nb_json_new_str(r->trace_transformers));
+    json_object_object_add(ref, "torch", nb_json_new_str(r->trace_torch));
+    json_object_object_add(ref, "date", nb_json_new_str(r->trace_date));
+    json_object_object_add(ref, "dtype", nb_json_new_str("bfloat16"));
     json_object_object_add(ref, "cpu", cpu_json(&r->trace_cpu));
     json_object_object_add(cfg, "reference", ref);
     json_object_object_add(root, "config", cfg);
@@ -117,25 +113,25 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
     json_object *recs = json_object_new_array();
     for (int i = 0; i < r->n; i++) {
         const nb_verify_record *v = &r->recs[i];
-        json_object_array_add(prompts, jstr(v->prompt));
+        json_object_array_add(prompts, nb_json_new_str(v->prompt));
         json_object *o = json_object_new_object();
         json_object_object_add(o, "index", json_object_new_int(v->index));
-        json_object_object_add(o, "prompt", jstr(v->prompt));
+        json_object_object_add(o, "prompt", nb_json_new_str(v->prompt));
         json_object_object_add(o, "prompt_tokens", json_object_new_int(v->n_prompt_ids));
         json_object_object_add(o, "steps", json_object_new_int(v->gate.n_steps));
         json_object_object_add(o, "divergence_step", json_object_new_int(v->gate.divergence));
         json_object_object_add(o, "status",
-                               jstr(v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL"));
-        json_object_object_add(o, "fail_reason", jstr(v->gate.reason));
+                               nb_json_new_str(v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL"));
+        json_object_object_add(o, "fail_reason", nb_json_new_str(v->gate.reason));
         /* At the divergence, or the last step when the sequences agree. */
         int at = v->gate.divergence >= 0 ? v->gate.divergence : v->gate.n_steps - 1;
         json_object *dev = json_object_new_object(), *rf = json_object_new_object();
         json_object_object_add(dev, "token", json_object_new_int(v->gate.dev_token));
-        json_object_object_add(dev, "text", jstr(v->dev_token_text));
+        json_object_object_add(dev, "text", nb_json_new_str(v->dev_token_text));
         json_object_object_add(dev, "rank_in_reference",
                                json_object_new_int(v->gate.dev_rank_in_ref));
         json_object_object_add(rf, "token", json_object_new_int(v->gate.ref_token));
-        json_object_object_add(rf, "text", jstr(v->ref_token_text));
+        json_object_object_add(rf, "text", nb_json_new_str(v->ref_token_text));
         json_object_object_add(rf, "rank_in_device", json_object_new_int(v->gate.ref_rank_in_dev));
         if (!isnan(v->gate.ref_margin)) {
             json_object_object_add(rf, "margin", json_object_new_double(v->gate.ref_margin));
@@ -148,9 +144,9 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
         }
         json_object_object_add(o, "device", dev);
         json_object_object_add(o, "reference", rf);
-        json_object_object_add(o, "agreed_prefix", jstr(v->agreed_text));
-        json_object_object_add(o, "device_text", jstr(v->dev_text));
-        json_object_object_add(o, "reference_text", jstr(v->ref_text));
+        json_object_object_add(o, "agreed_prefix", nb_json_new_str(v->agreed_text));
+        json_object_object_add(o, "device_text", nb_json_new_str(v->dev_text));
+        json_object_object_add(o, "reference_text", nb_json_new_str(v->ref_text));
         /* The reference tooling's name for the per-step walk. */
         json_object *checks = json_object_new_array();
         int last = v->gate.divergence >= 0 ? v->gate.divergence : v->gate.n_steps - 1;
@@ -171,7 +167,8 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
     json_object_object_add(root, "prompts", prompts);
     json_object_object_add(root, "records", recs);
     json_object *sum = json_object_new_object();
-    json_object_object_add(sum, "status", jstr(r->status == NB_GATE_PASS ? "PASS" : "FAIL"));
+    json_object_object_add(sum, "status",
+                           nb_json_new_str(r->status == NB_GATE_PASS ? "PASS" : "FAIL"));
     json_object_object_add(sum, "prompts", json_object_new_int(r->n));
     json_object_object_add(sum, "passed", json_object_new_int(r->n_pass));
     json_object_object_add(sum, "failed", json_object_new_int(r->n_fail));
@@ -184,9 +181,9 @@ json_object *nb_report_diagnosis_json(const nb_diagnosis_result *r, const nb_rep
 {
     json_object *root = nb_report_json_open("diagnosis");
     json_object_object_add(root, "config", nb_report_env_json(env));
-    json_object_object_add(root, "prompt", jstr(r->prompt));
+    json_object_object_add(root, "prompt", nb_json_new_str(r->prompt));
     json_object_object_add(root, "positions", json_object_new_int(r->n_pos));
-    json_object_object_add(root, "reference", jstr(r->trace_path));
+    json_object_object_add(root, "reference", nb_json_new_str(r->trace_path));
     json_object *layers = json_object_new_array();
     for (int l = 0; l < r->n_layers; l++) {
         const nb_diagnosis_layer *L = &r->layers[l];

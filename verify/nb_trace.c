@@ -16,31 +16,19 @@
 #define TRACE_MAX_STEPS 4096
 #define TRACE_MAX_IDS (1 << 20)
 
-static json_object *get(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    return json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
 static nb_code get_int(const char *path, json_object *o, const char *key, int lo, int hi, int *out,
                        nb_err *err)
 {
-    json_object *v = get(o, key);
-    if (!v || !json_object_is_type(v, json_type_int))
-        return nb_err_set(err, NB_EFORMAT, "%s: field '%s' missing or not an integer", path, key);
-    int64_t x = json_object_get_int64(v);
-    if (x < lo || x > hi)
-        return nb_err_set(err, NB_EFORMAT, "%s: field '%s' = %lld outside %d..%d", path, key,
-                          (long long)x, lo, hi);
-    *out = (int)x;
-    return NB_OK;
+    int64_t x;
+    nb_code rc = nb_json_need_int(o, path, key, 1, lo, hi, 0, &x, err);
+    if (!rc)
+        *out = (int)x;
+    return rc;
 }
 
 static void get_str(json_object *o, const char *key, char *dst, size_t cap)
 {
-    json_object *v = get(o, key);
-    const char *s = v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
-    snprintf(dst, cap, "%s", s);
+    snprintf(dst, cap, "%s", nb_json_str(o, key, "", NULL));
 }
 
 /* provenance.cpu, optional (older traces lack it): {model, flags: [..], torch_capability}. */
@@ -64,10 +52,11 @@ static void get_cpu(json_object *prov, nb_trace_cpu *c)
 
 static nb_code dup_str(const char *path, json_object *o, const char *key, char **out, nb_err *err)
 {
-    json_object *v = get(o, key);
-    if (!v || !json_object_is_type(v, json_type_string))
-        return nb_err_set(err, NB_EFORMAT, "%s: field '%s' missing or not a string", path, key);
-    *out = strdup(json_object_get_string(v));
+    const char *s;
+    nb_code rc = nb_json_need_str(o, path, key, 1, NULL, &s, err);
+    if (rc)
+        return rc;
+    *out = strdup(s);
     return *out ? NB_OK : nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
 }
 
@@ -126,10 +115,10 @@ static nb_code parse_prompt(const nb_trace *t, json_object *p, int idx, nb_trace
     if (rc)
         return rc;
     snprintf(where, sizeof where, "prompts[%d].prompt_ids", idx);
-    if ((rc = get_ids(t->path, where, get(p, "prompt_ids"), &out->ids, &out->n_ids, err)))
+    if ((rc = get_ids(t->path, where, nb_json_get(p, "prompt_ids"), &out->ids, &out->n_ids, err)))
         return rc;
-    json_object *steps = get(p, "steps");
-    if (!steps || !json_object_is_type(steps, json_type_array))
+    json_object *steps = nb_json_get_type(p, "steps", json_type_array);
+    if (!steps)
         return nb_err_set(err, NB_EFORMAT, "%s: prompts[%d].steps missing", t->path, idx);
     size_t n = json_object_array_length(steps);
     if (n > TRACE_MAX_STEPS)
@@ -146,8 +135,8 @@ static nb_code parse_prompt(const nb_trace *t, json_object *p, int idx, nb_trace
         if ((rc = get_int(t->path, s, "token", 0, INT32_MAX, &tok, err)))
             return nb_err_prefix(err, "%s: ", where);
         out->steps[i].token = tok;
-        if ((rc = parse_topk(t->path, where, get(s, "topk_ids"), get(s, "topk_logits"), t->k,
-                             &out->steps[i], err)))
+        if ((rc = parse_topk(t->path, where, nb_json_get(s, "topk_ids"),
+                             nb_json_get(s, "topk_logits"), t->k, &out->steps[i], err)))
             return rc;
     }
     return NB_OK;
@@ -161,13 +150,13 @@ static nb_code parse_hidden(nb_trace *t, json_object *h, nb_err *err)
     t->hidden = hs;
     nb_code rc;
     if ((rc = dup_str(t->path, h, "prompt", &hs->prompt, err)) ||
-        (rc = get_ids(t->path, "hidden_states.prompt_ids", get(h, "prompt_ids"), &hs->ids,
-                      &hs->n_ids, err)) ||
+        (rc = get_ids(t->path, "hidden_states.prompt_ids", nb_json_get(h, "prompt_ids"),
+                      &hs->ids, &hs->n_ids, err)) ||
         (rc = get_int(t->path, h, "n_layers", 1, 1024, &hs->n_layers, err)) ||
         (rc = get_int(t->path, h, "dim", 1, 65536, &hs->dim, err)) ||
         (rc = get_int(t->path, h, "n_pos", 1, 1 << 16, &hs->n_pos, err)))
         return rc;
-    json_object *layers = get(h, "layers");
+    json_object *layers = nb_json_get(h, "layers");
     if (!layers || !json_object_is_type(layers, json_type_array) ||
         (int)json_object_array_length(layers) != hs->n_layers)
         return nb_err_set(err, NB_EFORMAT, "%s: hidden_states.layers must have n_layers=%d entries",
@@ -180,8 +169,8 @@ static nb_code parse_hidden(nb_trace *t, json_object *h, nb_err *err)
         return nb_err_set(err, NB_ENOMEM, "%s: out of memory for hidden states", t->path);
     for (int l = 0; l < hs->n_layers; l++) {
         json_object *L = json_object_array_get_idx(layers, (size_t)l);
-        json_object *d = get(L, "data");
-        if (!d || !json_object_is_type(d, json_type_string))
+        json_object *d = nb_json_get_type(L, "data", json_type_string);
+        if (!d)
             return nb_err_set(err, NB_EFORMAT, "%s: hidden_states.layers[%d].data missing",
                               t->path, l);
         uint8_t *raw;
@@ -198,14 +187,14 @@ static nb_code parse_hidden(nb_trace *t, json_object *h, nb_err *err)
         memcpy(hs->data + per * l, raw, rlen); /* little-endian hosts only, as x86/arm */
         free(raw);
         if (l == hs->n_layers - 1) {
-            json_object *pn = get(L, "post_norm");
+            json_object *pn = nb_json_get(L, "post_norm");
             hs->last_post_norm = pn && json_object_get_boolean(pn);
         }
     }
-    json_object *fi = get(h, "final_topk_ids");
+    json_object *fi = nb_json_get(h, "final_topk_ids");
     if (fi)
-        rc = parse_topk(t->path, "hidden_states.final", fi, get(h, "final_topk_logits"), t->k,
-                        &hs->final, err);
+        rc = parse_topk(t->path, "hidden_states.final", fi,
+                        nb_json_get(h, "final_topk_logits"), t->k, &hs->final, err);
     hs->final.token = hs->final.topk[0];
     return rc;
 }
@@ -230,8 +219,8 @@ nb_code nb_trace_load(const char *path, nb_trace **out, nb_err *err)
                         path, fmt);
         goto done;
     }
-    json_object *prov = get(root, "provenance");
-    if (!prov || !json_object_is_type(prov, json_type_object)) {
+    json_object *prov = nb_json_get_type(root, "provenance", json_type_object);
+    if (!prov) {
         rc = nb_err_set(err, NB_EFORMAT, "%s: field 'provenance' missing", path);
         goto done;
     }
@@ -252,10 +241,10 @@ nb_code nb_trace_load(const char *path, nb_trace **out, nb_err *err)
     if ((rc = get_int(path, root, "n_tokens", 0, TRACE_MAX_STEPS, &t->n_tokens, err)) ||
         (rc = get_int(path, root, "k", 1, NB_GATE_K_MAX, &t->k, err)))
         goto done;
-    json_object *chat = get(root, "chat");
+    json_object *chat = nb_json_get(root, "chat");
     t->chat = chat && json_object_get_boolean(chat);
-    json_object *prompts = get(root, "prompts");
-    if (prompts && json_object_is_type(prompts, json_type_array)) {
+    json_object *prompts = nb_json_get_type(root, "prompts", json_type_array);
+    if (prompts) {
         size_t n = json_object_array_length(prompts);
         if (n > TRACE_MAX_PROMPTS) {
             rc = nb_err_set(err, NB_EFORMAT, "%s: %zu prompts (limit %d)", path, n,
@@ -274,8 +263,8 @@ nb_code nb_trace_load(const char *path, nb_trace **out, nb_err *err)
         if (rc)
             goto done;
     }
-    json_object *hid = get(root, "hidden_states");
-    if (hid && json_object_is_type(hid, json_type_object))
+    json_object *hid = nb_json_get_type(root, "hidden_states", json_type_object);
+    if (hid)
         rc = parse_hidden(t, hid, err);
 done:
     json_object_put(root);

@@ -15,6 +15,7 @@
 #include "nb_devlock.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
+#include "nb_log.h"
 #include "nb_rpc.h"
 #include "nb_time.h"
 #include "nb_wire.h"
@@ -71,23 +72,21 @@ static void dlog(nb_daemon *d, const char *fmt, ...) __attribute__((format(print
 
 static void emit(nb_daemon *d, const char *text)
 {
-    char iso[32], line[1400];
-    nb_time_iso(iso, nb_wall_ms());
-    snprintf(line, sizeof line, "%s npubench worker[%ld]: %s", iso, (long)getpid(), text);
-    if (!d->quiet)
-        fprintf(stderr, "%s\n", line);
-    if (d->log)
-        d->log(d->log_user, line);
+    dlog(d, "%s", text);
 }
 
 static void dlog(nb_daemon *d, const char *fmt, ...)
 {
-    char text[1200];
+    char tag[48], line[NB_LOG_LINE_MAX];
+    snprintf(tag, sizeof tag, "npubench worker[%ld]", (long)getpid());
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    nb_log_vformat(line, sizeof line, tag, fmt, ap);
     va_end(ap);
-    emit(d, text);
+    if (!d->quiet)
+        nb_log_write(line);
+    if (d->log)
+        d->log(d->log_user, line);
 }
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -272,8 +271,11 @@ static void hook_log(void *u, const char *line)
 {
     nb_daemon *d = u;
     /* job lines already carry a timestamp: print them under the worker's prefix */
-    if (!d->quiet)
-        fprintf(stderr, "npubench worker[%ld]: job: %s\n", (long)getpid(), line);
+    if (!d->quiet) {
+        char text[NB_LOG_LINE_MAX];
+        snprintf(text, sizeof text, "npubench worker[%ld]: job: %s", (long)getpid(), line);
+        nb_log_write(text);
+    }
     if (d->log)
         d->log(d->log_user, line);
 }
@@ -661,34 +663,32 @@ static void random_hex(char *out, size_t bytes)
         sprintf(out + 2 * i, "%02x", r[i]);
 }
 
-nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
+/* The options nb_daemon_start can refuse before it holds anything: the coordinator, the
+ * number of tags, and the device (an xrt one must be built in and answer a probe). */
+static nb_code check_opts(const nb_daemon_opts *o, const char *device, char *dkind,
+                          unsigned *didx, char *xrt_info, size_t info_cap, nb_err *err)
 {
-    *out = NULL;
     if (!o->coordinator_url || !*o->coordinator_url)
         return nb_err_set(err, NB_EINVAL, "--coordinator: required (tcp://host:port, ipc://path, "
                           "inproc://name)");
     if (o->n_tags < 0 || o->n_tags > MAX_TAGS)
         return nb_err_set(err, NB_EINVAL, "--tag: at most %d tags", MAX_TAGS);
-    const char *device = o->device && *o->device ? o->device : "cpu:0";
-    char dkind[8] = "";
-    unsigned didx = 0;
-    nb_code rc = parse_device(device, dkind, &didx, err);
+    nb_code rc = parse_device(device, dkind, didx, err);
     if (rc)
         return rc;
-    int is_xrt = !strcmp(dkind, "xrt");
-    char xrt_info[256] = "";
-    if (is_xrt) {
-        if (!nb_xrt_built())
-            return nb_err_set(err, NB_EUNAVAIL, "--device %s: this npubench was built without "
-                              "XRT support", device);
-        if ((rc = nb_xrt_probe(didx, xrt_info, sizeof xrt_info, err)))
-            return nb_err_prefix(err, "--device %s: ", device);
-    }
-    nb_daemon *d = calloc(1, sizeof *d);
-    if (!d)
-        return nb_err_set(err, NB_ENOMEM, "out of memory");
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
+    if (strcmp(dkind, "xrt"))
+        return NB_OK;
+    if (!nb_xrt_built())
+        return nb_err_set(err, NB_EUNAVAIL, "--device %s: this npubench was built without "
+                          "XRT support", device);
+    if ((rc = nb_xrt_probe(*didx, xrt_info, info_cap, err)))
+        return nb_err_prefix(err, "--device %s: ", device);
+    return NB_OK;
+}
+
+/* The immutable configuration: names, identity and timings, defaults filled in. */
+static void configure(nb_daemon *d, const nb_daemon_opts *o, const char *device)
+{
     snprintf(d->url, sizeof d->url, "%s", o->coordinator_url);
     snprintf(d->secret, sizeof d->secret, "%s", o->secret ? o->secret : "");
     snprintf(d->board, sizeof d->board, "%s", o->board_name && *o->board_name ? o->board_name : "local");
@@ -710,36 +710,37 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
     d->quiet = o->quiet;
     d->log = o->log;
     d->log_user = o->log_user;
+}
+
+static nb_code copy_tags(nb_daemon *d, const nb_daemon_opts *o, nb_err *err)
+{
     d->tags = calloc((size_t)(o->n_tags ? o->n_tags : 1), sizeof *d->tags);
-    if (!d->tags) {
-        free_daemon(d);
+    if (!d->tags)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
-    }
     for (int i = 0; i < o->n_tags; i++) {
-        if (!o->tags[i] || !*o->tags[i] || strlen(o->tags[i]) > 64) {
-            free_daemon(d);
+        if (!o->tags[i] || !*o->tags[i] || strlen(o->tags[i]) > 64)
             return nb_err_set(err, NB_EINVAL, "--tag %d: must be 1..64 characters", i + 1);
-        }
-        if (!(d->tags[i] = strdup(o->tags[i]))) {
-            free_daemon(d);
+        if (!(d->tags[i] = strdup(o->tags[i])))
             return nb_err_set(err, NB_ENOMEM, "out of memory");
-        }
         d->n_tags++;
     }
-    /* The device first: a second worker must not get as far as the coordinator. */
-    if ((rc = nb_devlock_acquire(device, o->lockdir, &d->lock, err))) {
-        free_daemon(d);
-        return rc;
-    }
+    return NB_OK;
+}
+
+/* The deployments this worker serves, as a copy in *out (free): the deployments file, else
+ * those given, else the instruct model in bf16 on the device's backend. Those on an xrt
+ * device address its index. */
+static nb_code own_deployments(const nb_daemon_opts *o, int is_xrt, unsigned didx,
+                               nb_deployment **out, int *n_out, nb_err *err)
+{
     nb_deployment *file_deps = NULL, def;
     int n_file = 0;
     const nb_deployment *deps = o->deployments;
     int n_deps = o->n_deployments;
     if (o->deployments_file && *o->deployments_file) {
-        if ((rc = nb_deployments_load(o->deployments_file, &file_deps, &n_file, err))) {
-            free_daemon(d);
+        nb_code rc = nb_deployments_load(o->deployments_file, &file_deps, &n_file, err);
+        if (rc)
             return rc;
-        }
         deps = file_deps;
         n_deps = n_file;
     } else if (!deps || n_deps <= 0) {
@@ -752,35 +753,48 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
         deps = &def;
         n_deps = 1;
     }
+    nb_deployment *mine = calloc((size_t)n_deps, sizeof *mine);
+    for (int i = 0; mine && i < n_deps; i++) {
+        mine[i] = deps[i];
+        if (is_xrt && !strcmp(mine[i].backend, "xrt"))
+            mine[i].device = didx;
+    }
+    nb_deployments_free(file_deps, n_file);
+    if (!mine)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    *out = mine;
+    *n_out = n_deps;
+    return NB_OK;
+}
+
+/* The executor over this worker's deployments; runs go next to the device lock unless
+ * --rundir says otherwise. */
+static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o, int is_xrt, unsigned didx,
+                             nb_err *err)
+{
     char lockdir[1024];
     snprintf(lockdir, sizeof lockdir, "%s", nb_devlock_path(d->lock));
     char *slash = strrchr(lockdir, '/');
     if (slash)
         *slash = '\0';
-    /* Deployments on an xrt device address its index. */
-    nb_deployment *mine = calloc((size_t)n_deps, sizeof *mine);
-    if (!mine) {
-        nb_deployments_free(file_deps, n_file);
-        free_daemon(d);
-        return nb_err_set(err, NB_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < n_deps; i++) {
-        mine[i] = deps[i];
-        if (is_xrt && !strcmp(mine[i].backend, "xrt"))
-            mine[i].device = didx;
-    }
-    nb_executor_opts co = {.deployments = mine, .n_deployments = n_deps, .board = d->board,
+    nb_deployment *mine = NULL;
+    int n_mine = 0;
+    nb_code rc = own_deployments(o, is_xrt, didx, &mine, &n_mine, err);
+    if (rc)
+        return rc;
+    nb_executor_opts co = {.deployments = mine, .n_deployments = n_mine, .board = d->board,
                           .board_type = d->board_type, .threads = o->threads,
                           .mem_budget_bytes = o->mem_budget_bytes, .refdir = o->refdir,
                           .rundir = o->rundir && *o->rundir ? o->rundir : lockdir,
                           .reports_dir = o->reports_dir};
     rc = nb_executor_new(&co, &d->ctx, err);
     free(mine);
-    nb_deployments_free(file_deps, n_file);
-    if (rc) {
-        free_daemon(d);
-        return rc;
-    }
+    return rc;
+}
+
+/* The backends registered with the coordinator: the executor's, plus xrt where one answers. */
+static void list_backends(nb_daemon *d, int is_xrt, unsigned didx)
+{
     nb_executor_backends(d->ctx, d->backends, 3, &d->n_backends);
     int has_xrt = 0;
     for (size_t i = 0; i < d->n_backends; i++)
@@ -791,30 +805,68 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
         if (is_xrt || nb_xrt_probe(didx, info, sizeof info, &e2) == NB_OK)
             d->backends[d->n_backends++] = "xrt";
     }
+}
+
+static nb_code open_client(nb_daemon *d, const nb_daemon_opts *o, nb_err *err)
+{
     nb_rpc_opts ro = {0};
     ro.secret = d->secret[0] ? d->secret : NULL;
     ro.timeout_ms = d->rpc_ms;
     ro.background_dial = true;
     ro.tls_ca_file = o->tls_ca_file;
     ro.tls_cert_key_file = o->tls_cert_key_file;
-    if ((rc = nb_rpc_client_open(d->url, &ro, &d->cli, err))) {
-        free_daemon(d);
-        return rc;
-    }
-    if (pthread_create(&d->hb_th, NULL, hb_main, d)) {
-        free_daemon(d);
+    return nb_rpc_client_open(d->url, &ro, &d->cli, err);
+}
+
+/* Both threads or neither: a heartbeat without a lease loop is stopped again. */
+static nb_code start_threads(nb_daemon *d, nb_err *err)
+{
+    if (pthread_create(&d->hb_th, NULL, hb_main, d))
         return nb_err_set(err, NB_EINTERNAL, "cannot start the heartbeat thread");
-    }
     if (pthread_create(&d->lease_th, NULL, lease_main, d)) {
         pthread_mutex_lock(&d->mu);
         d->hb_stop = 1;
         pthread_cond_broadcast(&d->cv);
         pthread_mutex_unlock(&d->mu);
         pthread_join(d->hb_th, NULL);
-        free_daemon(d);
         return nb_err_set(err, NB_EINTERNAL, "cannot start the lease thread");
     }
     d->threads_started = 1;
+    return NB_OK;
+}
+
+nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
+{
+    *out = NULL;
+    const char *device = o->device && *o->device ? o->device : "cpu:0";
+    char dkind[8] = "", xrt_info[256] = "";
+    unsigned didx = 0;
+    nb_code rc = check_opts(o, device, dkind, &didx, xrt_info, sizeof xrt_info, err);
+    if (rc)
+        return rc;
+    int is_xrt = !strcmp(dkind, "xrt");
+    nb_daemon *d = calloc(1, sizeof *d);
+    if (!d)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    configure(d, o, device);
+    rc = copy_tags(d, o, err);
+    /* The device first: a second worker must not get as far as the coordinator. */
+    if (!rc)
+        rc = nb_devlock_acquire(device, o->lockdir, &d->lock, err);
+    if (!rc)
+        rc = open_executor(d, o, is_xrt, didx, err);
+    if (!rc) {
+        list_backends(d, is_xrt, didx);
+        rc = open_client(d, o, err);
+    }
+    if (!rc)
+        rc = start_threads(d, err);
+    if (rc) {
+        free_daemon(d);
+        return rc;
+    }
     dlog(d, "worker on device %s (lock %s)%s%s; coordinator %s", device, nb_devlock_path(d->lock),
          xrt_info[0] ? ", " : "", xrt_info, d->url);
     *out = d;

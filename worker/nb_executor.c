@@ -15,10 +15,12 @@
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
 #include "nb_file.h"
+#include "nb_hash.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_json.h"
 #include "nb_kernels.h"
+#include "nb_lru.h"
 #include "nb_report.h"
 #include "nb_rpc.h"
 #include "nb_sha256.h"
@@ -34,8 +36,6 @@
 typedef struct cache_entry {
     nb_deploy_spec spec;
     nb_deploy *d;
-    size_t bytes;
-    uint64_t used; /* LRU clock */
 } cache_entry;
 
 typedef struct adv_cache {
@@ -50,10 +50,8 @@ struct nb_executor {
     char board[128], board_type[64], refdir[1024], rundir[1024], reports_dir[1024];
     int threads;
     size_t budget;
-    cache_entry *cache;
-    int n_cache, cap_cache;
-    uint64_t clock;
-    nb_executor_cache_stats stats;
+    nb_lru *cache; /* of cache_entry, cost = deploy_bytes; created on the first setup */
+    int setups;
 };
 
 nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *err)
@@ -102,9 +100,7 @@ void nb_executor_free(nb_executor *c)
 {
     if (!c)
         return;
-    for (int i = 0; i < c->n_cache; i++)
-        nb_deploy_close(c->cache[i].d);
-    free(c->cache);
+    nb_lru_free(c->cache);
     for (int i = 0; i < c->n_deps; i++)
         nb_exec_deploy_free(c->deps[i].exec);
     free(c->deps);
@@ -114,11 +110,13 @@ void nb_executor_free(nb_executor *c)
 
 void nb_executor_stats(const nb_executor *c, nb_executor_cache_stats *out)
 {
-    *out = c->stats;
-    out->resident = c->n_cache;
-    out->resident_bytes = 0;
-    for (int i = 0; i < c->n_cache; i++)
-        out->resident_bytes += c->cache[i].bytes;
+    nb_lru_stats ls = {0};
+    if (c->cache)
+        nb_lru_get_stats(c->cache, &ls);
+    out->resident = (int)ls.count;
+    out->setups = c->setups;
+    out->evictions = (int)ls.evicted;
+    out->resident_bytes = ls.cost;
 }
 
 void nb_executor_backends(const nb_executor *c, const char **out, size_t cap, size_t *n)
@@ -256,51 +254,62 @@ static int spec_equal(const nb_deploy_spec *a, const nb_deploy_spec *b)
            a->device == b->device;
 }
 
+static uint64_t spec_hash(const nb_deploy_spec *s)
+{
+    return nb_hash_str(s->model) ^ nb_hash_str(s->backend);
+}
+
+static int entry_match(const void *value, const void *key)
+{
+    return spec_equal(&((const cache_entry *)value)->spec, key);
+}
+
+static void entry_close(void *user, void *value)
+{
+    cache_entry *e = value;
+    nb_deploy_close(e->d);
+    free(e);
+}
+
+static int resident_count(const nb_executor *c)
+{
+    nb_executor_cache_stats st;
+    nb_executor_stats(c, &st);
+    return st.resident;
+}
+
 /* The resident deployment for spec, set up on a miss; least recently used ones are
  * closed while the total exceeds the budget (never the one just asked for). */
 static nb_code cache_get(nb_executor *c, const nb_deploy_spec *spec, nb_deploy **out,
                          int *fresh, nb_err *err)
 {
     *fresh = 0;
-    for (int i = 0; i < c->n_cache; i++)
-        if (spec_equal(&c->cache[i].spec, spec)) {
-            c->cache[i].used = ++c->clock;
-            *out = c->cache[i].d;
-            return NB_OK;
-        }
-    if (c->n_cache == c->cap_cache) {
-        int cap = c->cap_cache ? c->cap_cache * 2 : 4;
-        cache_entry *e = realloc(c->cache, sizeof *e * (size_t)cap);
-        if (!e)
-            return nb_err_set(err, NB_ENOMEM, "out of memory");
-        c->cache = e;
-        c->cap_cache = cap;
+    nb_code rc;
+    if (!c->cache) {
+        nb_lru_opts lo = {.max_cost = c->budget, .match = entry_match, .drop = entry_close};
+        if ((rc = nb_lru_new(&lo, &c->cache, err)))
+            return rc;
     }
-    nb_deploy *d = NULL;
-    nb_code rc = nb_deploy_open(spec, &d, err);
-    c->stats.setups++;
-    if (rc)
-        return rc;
-    cache_entry *e = &c->cache[c->n_cache++];
+    nb_lru_node *n = nb_lru_find(c->cache, spec_hash(spec), spec);
+    if (n) {
+        nb_lru_touch(c->cache, n);
+        *out = ((cache_entry *)nb_lru_value(n))->d;
+        return NB_OK;
+    }
+    cache_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
     e->spec = *spec;
-    e->d = d;
-    e->bytes = deploy_bytes(d);
-    e->used = ++c->clock;
-    for (;;) {
-        size_t total = 0;
-        int lru = -1;
-        for (int i = 0; i < c->n_cache; i++) {
-            total += c->cache[i].bytes;
-            if (c->cache[i].d != d && (lru < 0 || c->cache[i].used < c->cache[lru].used))
-                lru = i;
-        }
-        if (total <= c->budget || lru < 0)
-            break;
-        nb_deploy_close(c->cache[lru].d);
-        c->cache[lru] = c->cache[--c->n_cache];
-        c->stats.evictions++;
+    rc = nb_deploy_open(spec, &e->d, err);
+    c->setups++;
+    if (rc == NB_OK && (rc = nb_lru_put(c->cache, spec_hash(spec), e, deploy_bytes(e->d), NULL,
+                                        err)) != NB_OK)
+        nb_deploy_close(e->d);
+    if (rc) {
+        free(e);
+        return rc;
     }
-    *out = d;
+    *out = e->d;
     *fresh = 1;
     return NB_OK;
 }
@@ -710,7 +719,7 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         return rc;
     if (fresh)
         job_log(j, "set up %s %s/%s in %.1f ms (resident from now on; %d resident)",
-                d->model_name, ds.backend, nb_dtype_name(ds.dtype), d->setup_ms, j->ctx->n_cache);
+                d->model_name, ds.backend, nb_dtype_name(ds.dtype), d->setup_ms, resident_count(j->ctx));
     if ((rc = fill_env_deploy(j, d, dep, res, err)))
         return rc;
     switch (s->kind) {

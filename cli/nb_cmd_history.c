@@ -1,0 +1,373 @@
+/* nb_cmd_history: the history commands — history, compare, reference — against a
+ * coordinator or the local database through an embedded one. */
+#include "nb_cmd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_args.h"
+#include "nb_db_runs.h"
+#include "nb_job.h"
+#include "nb_json.h"
+#include "nb_svc.h"
+#include "nb_time.h"
+
+/* ---------------------------------------------------------------- history */
+
+typedef struct hist_run {
+    const Npubench__HistoryRow *any;
+    const Npubench__HistoryRow *m[3]; /* ttft, tps, gate */
+} hist_run;
+
+static int metric_slot(const char *m)
+{
+    return !strcmp(m, "ttft") ? 0 : !strcmp(m, "tps") ? 1 : !strcmp(m, "gate") ? 2 : -1;
+}
+
+static const char *outcome_word(int o)
+{
+    return o == NPUBENCH__OUTCOME__PASS ? "PASS" : o == NPUBENCH__OUTCOME__FAIL ? "FAIL"
+                                                                                : "ERROR";
+}
+
+/* The GATE column: an imported run's own verify status when it was no verdict. */
+static const char *gate_word(const Npubench__HistoryRow *r)
+{
+    if (!strcmp(r->verify_status, "skip"))
+        return "SKIP";
+    if (!strcmp(r->verify_status, "unknown"))
+        return "?";
+    return outcome_word(r->outcome);
+}
+
+static void fmt_metric(char *buf, size_t cap, const Npubench__HistoryRow *r)
+{
+    if (!r) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    if (r->reps > 1 && r->stddev > 0)
+        snprintf(buf, cap, "%.2f ± %.2f", r->mean ? r->mean : r->value, r->stddev);
+    else
+        snprintf(buf, cap, "%.2f", r->value);
+}
+
+static json_object *hist_json(const hist_run *h)
+{
+    const Npubench__HistoryRow *r = h->any;
+    json_object *o = json_object_new_object();
+    char iso[32];
+    nb_time_iso(iso, r->finished_unix_ms);
+    json_object_object_add(o, "run_id", json_object_new_int64(r->run_id));
+    json_object_object_add(o, "job_id", json_object_new_int64(r->job_id));
+    json_object_object_add(o, "started_utc", json_object_new_string(iso));
+    json_object_object_add(o, "model", json_object_new_string(r->model));
+    json_object_object_add(o, "backend", json_object_new_string(r->backend));
+    json_object_object_add(o, "dtype", json_object_new_string(r->dtype));
+    json_object_object_add(o, "board", json_object_new_string(r->board));
+    json_object_object_add(o, "deployment_id", json_object_new_int64(r->deployment_id));
+    json_object_object_add(o, "kind", json_object_new_string(r->kind_name));
+    json_object_object_add(o, "source", json_object_new_string(r->source));
+    json_object_object_add(o, "outcome", json_object_new_string(outcome_word(r->outcome)));
+    if (*r->verify_status)
+        json_object_object_add(o, "verify_status", json_object_new_string(r->verify_status));
+    json_object_object_add(o, "commit", json_object_new_string(r->npubench_commit));
+    json_object_object_add(o, "model_digest", json_object_new_string(r->model_digest));
+    json_object_object_add(o, "regression", json_object_new_boolean(r->regression));
+    json_object *m = json_object_new_object();
+    static const char *const names[3] = {"ttft_ms", "tps", "gate"};
+    for (int i = 0; i < 3; i++) {
+        if (!h->m[i])
+            continue;
+        json_object *v = json_object_new_object();
+        json_object_object_add(v, "value", json_object_new_double(h->m[i]->value));
+        /* A spread needs repetitions: one number (every imported run) has none. */
+        int spread = h->m[i]->reps > 1;
+        if (i < 2) {
+            json_object_object_add(v, "mean",
+                                   spread ? json_object_new_double(h->m[i]->mean) : NULL);
+            json_object_object_add(v, "stddev",
+                                   spread ? json_object_new_double(h->m[i]->stddev) : NULL);
+            json_object_object_add(v, "reps", h->m[i]->reps ? json_object_new_int(h->m[i]->reps)
+                                                            : NULL);
+        }
+        json_object_object_add(m, names[i], v);
+    }
+    json_object_object_add(o, "metrics", m);
+    return o;
+}
+
+static int hist_cmp(const void *a, const void *b)
+{
+    const hist_run *x = a, *y = b;
+    if (x->any->finished_unix_ms != y->any->finished_unix_ms)
+        return x->any->finished_unix_ms < y->any->finished_unix_ms ? 1 : -1;
+    return x->any->run_id < y->any->run_id ? 1 : x->any->run_id > y->any->run_id ? -1 : 0;
+}
+
+int nb_cmd_history(int argc, char **argv)
+{
+    nb_svc_flags sf = {0};
+    const char *model = NULL, *board = NULL, *metric = NULL, *since = NULL, *db = NULL,
+               *backend = NULL, *dtype = NULL, *kind = NULL, *air_sha = NULL,
+               *aie_hash = NULL, *peano = NULL;
+    int json = 0, limit = 50, help = 0;
+    nb_opt opts[] = {
+        NB_SVC_OPTS(sf),
+        {"model", NB_OPT_STR, &model, 0, 0, "model (instruct, a name or a path)"},
+        {"board", NB_OPT_STR, &board, 0, 0, "only this board"},
+        {"backend", NB_OPT_STR, &backend, 0, 0, "only this backend"},
+        {"dtype", NB_OPT_STR, &dtype, 0, 0, "only this dtype"},
+        {"kind", NB_OPT_STR, &kind, 0, 0, "only runs of this kind (run, verify, ...)"},
+        {"air-sha", NB_OPT_STR, &air_sha, 0, 0, "only imported runs of this mlir-air SHA (prefix)"},
+        {"aie-hash", NB_OPT_STR, &aie_hash, 0, 0, "only imported runs of this mlir-aie hash (prefix)"},
+        {"peano", NB_OPT_STR, &peano, 0, 0, "only imported runs of this Peano version (prefix)"},
+        {"metric", NB_OPT_STR, &metric, 0, 0, "tps, ttft or gate (default: all three)"},
+        {"since", NB_OPT_STR, &since, 0, 0, "YYYY-MM-DD[THH:MM:SSZ] (UTC)"},
+        {"limit", NB_OPT_INT, &limit, 1, 100000, "newest N runs (default 50)"},
+        {"json", NB_OPT_FLAG, &json, 0, 0, "JSON array instead of a table"},
+        {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    int rc = nb_cmd_parse("history",
+                          "npubench history --model M [--board B] [--metric tps|ttft|gate] "
+                          "[--since DATE] [--json]",
+                          argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    nb_err err;
+    Npubench__HistoryRequest req = NPUBENCH__HISTORY_REQUEST__INIT;
+    if (metric) {
+        nb_db_metric m;
+        if (nb_db_metric_parse(metric, &m, &err) ||
+            (m != NB_METRIC_TPS && m != NB_METRIC_TTFT && m != NB_METRIC_GATE))
+            return nb_cmd_usage_error("history", "--metric '%s': expected tps, ttft or gate", metric);
+        req.metric = (char *)nb_db_metric_name(m);
+    }
+    if (since && nb_svc_parse_date(since, &req.since_unix_ms, &err))
+        return nb_cmd_usage_error("history", "%s", err.msg);
+    if (kind && !(req.kind = nb_job_kind_parse(kind)))
+        return nb_cmd_usage_error("history", "--kind '%s': expected run, verify, verify-full, "
+                                      "diagnosis or profile",
+                           kind);
+    req.model = (char *)(model ? model : "");
+    req.board = (char *)(board ? board : "");
+    req.backend = (char *)(backend ? backend : "");
+    req.dtype = (char *)(dtype ? dtype : "");
+    req.air_sha = (char *)(air_sha ? air_sha : "");
+    req.aie_hash = (char *)(aie_hash ? aie_hash : "");
+    req.peano = (char *)(peano ? peano : "");
+    req.limit = limit;
+    nb_cmd_conn c;
+    if ((rc = nb_cmd_conn_open("history", &sf, db, 1, &c)))
+        return rc;
+    Npubench__HistoryResponse *resp;
+    if (nb_svc_call(c.svc, "History", &req, &npubench__history_response__descriptor, &resp,
+                    &err)) {
+        nb_cmd_conn_close(&c);
+        return nb_cmd_fail("history", &err);
+    }
+    /* One line per run: the rows come one per (run, metric). */
+    hist_run *runs = calloc(resp->n_rows ? resp->n_rows : 1, sizeof *runs);
+    size_t nr = 0;
+    for (size_t i = 0; runs && i < resp->n_rows; i++) {
+        const Npubench__HistoryRow *r = resp->rows[i];
+        size_t k = 0;
+        while (k < nr && runs[k].any->run_id != r->run_id)
+            k++;
+        if (k == nr)
+            runs[nr++].any = r;
+        int slot = metric_slot(r->metric);
+        if (slot >= 0)
+            runs[k].m[slot] = r;
+    }
+    if (runs)
+        qsort(runs, nr, sizeof *runs, hist_cmp);
+    if (nr > (size_t)limit)
+        nr = (size_t)limit;
+    int regressed = 0;
+    if (json) {
+        json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < nr; i++)
+            json_object_array_add(arr, hist_json(&runs[i]));
+        printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY));
+        json_object_put(arr);
+    } else if (!nr) {
+        printf("no runs%s%s in the history\n", model ? " of " : "", model ? model : "");
+    } else {
+        printf("%-6s %-20s %-44s %-12s %-5s %-16s %-16s %-12s %s\n", "RUN", "DATE (UTC)",
+               "DEPLOYMENT", "KIND", "GATE", "TTFT ms", "TPS", "COMMIT", "FLAG");
+        for (size_t i = 0; i < nr; i++) {
+            const Npubench__HistoryRow *r = runs[i].any;
+            char date[32], dep[256], ttft[40], tps[40];
+            nb_time_iso(date, r->finished_unix_ms);
+            snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
+            fmt_metric(ttft, sizeof ttft, runs[i].m[0]);
+            fmt_metric(tps, sizeof tps, runs[i].m[1]);
+            printf("%-6lld %-20s %-44s %-12s %-5s %-16s %-16s %-12.12s %s\n",
+                   (long long)r->run_id, date, dep, r->kind_name, gate_word(r),
+                   ttft, tps, *r->npubench_commit ? r->npubench_commit : "-",
+                   r->regression ? "REGRESSION" : !strcmp(r->source, "import") ? "imported" : "");
+            regressed |= r->regression;
+        }
+    }
+    free(runs);
+    nb_wire_free(resp);
+    nb_cmd_conn_close(&c);
+    (void)regressed; /* history reports; only submit --wait and compare fail on it */
+    return NB_EXIT_OK;
+}
+
+/* ---------------------------------------------------------------- compare */
+
+int nb_cmd_compare(int argc, char **argv)
+{
+    nb_svc_flags sf = {0};
+    const char *against = NULL, *db = NULL;
+    int jobs = 0, tol = 0, json = 0, help = 0;
+    nb_opt opts[] = {
+        NB_SVC_OPTS(sf),
+        {"against", NB_OPT_STR, &against, 0, 0, "'reference': the model's reference deployment"},
+        {"jobs", NB_OPT_FLAG, &jobs, 0, 0, "the ids are job ids, not run ids"},
+        {"tolerance", NB_OPT_INT, &tol, 0, 1000, "% change counted as a regression (default 5)"},
+        {"json", NB_OPT_FLAG, &json, 0, 0, "the comparison as JSON"},
+        {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    const char *pos[2];
+    int np = 0;
+    int rc =
+        nb_cmd_parse("compare", "npubench compare RUN_A RUN_B | compare RUN --against reference",
+                     argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (against && strcmp(against, "reference"))
+        return nb_cmd_usage_error("compare", "--against '%s': only 'reference' is known", against);
+    if ((against && np != 1) || (!against && np != 2))
+        return nb_cmd_usage_error("compare", "expected RUN_A RUN_B, or RUN --against reference%s", "");
+    long long ids[2] = {0, 0};
+    for (int i = 0; i < np; i++) {
+        char *end;
+        ids[i] = strtoll(pos[i], &end, 10);
+        if (*end || ids[i] <= 0)
+            return nb_cmd_usage_error("compare", "'%s' is not a run id", pos[i]);
+    }
+    Npubench__CompareRequest req = NPUBENCH__COMPARE_REQUEST__INIT;
+    if (jobs) {
+        req.job_id = ids[0];
+        req.base_job_id = ids[1];
+    } else {
+        req.run_id = ids[0];
+        req.base_run_id = ids[1];
+    }
+    req.tolerance_pct = tol;
+    nb_cmd_conn c;
+    if ((rc = nb_cmd_conn_open("compare", &sf, db, 1, &c)))
+        return rc;
+    nb_err err;
+    Npubench__CompareResponse *resp;
+    if (nb_svc_call(c.svc, "Compare", &req, &npubench__compare_response__descriptor, &resp,
+                    &err)) {
+        nb_cmd_conn_close(&c);
+        return nb_cmd_fail("compare", &err);
+    }
+    if (json) {
+        printf("%s\n", resp->report_json);
+    } else {
+        printf("%s\n%s %s\n\n", resp->label, against ? "reference:" : "vs", resp->base_label);
+        char head[64];
+        if (against)
+            snprintf(head, sizeof head, "vs reference (× / %%)");
+        else
+            snprintf(head, sizeof head, "vs run %lld (× / %%)", (long long)resp->base_run_id);
+        printf("%-20s | %-12s | %s\n", "Metric", "Value", head);
+        printf("%-20s-|-%-12s-|-%s\n", "--------------------", "------------",
+               "------------------------");
+        static const struct {
+            const char *metric, *label;
+        } show[] = {{"ttft", "TTFT (ms)"}, {"tps", "TPS (tokens/s)"},
+                    {"decode", "Decode (ms/token)"}};
+        for (size_t s = 0; s < sizeof show / sizeof *show; s++) {
+            for (size_t i = 0; i < resp->n_rows; i++) {
+                const Npubench__CompareRow *r = resp->rows[i];
+                if (strcmp(r->metric, show[s].metric))
+                    continue;
+                char vs[64];
+                if (r->base_value > 0 && r->value > 0)
+                    snprintf(vs, sizeof vs, "%.2f× / %+.1f%%%s", r->value / r->base_value,
+                             r->delta_pct, r->regression ? "  REGRESSION" : "");
+                else
+                    snprintf(vs, sizeof vs, "-");
+                char val[32];
+                if (r->value > 0)
+                    snprintf(val, sizeof val, "%.2f", r->value);
+                else
+                    snprintf(val, sizeof val, "-");
+                printf("%-20s | %-12s | %s\n", show[s].label, val, vs);
+            }
+        }
+    }
+    rc = resp->outcome == NPUBENCH__OUTCOME__FAIL ? NB_EXIT_FAIL : NB_EXIT_OK;
+    nb_wire_free(resp);
+    nb_cmd_conn_close(&c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reference */
+
+int nb_cmd_reference(int argc, char **argv)
+{
+    nb_svc_flags sf = {0};
+    const char *db = NULL;
+    int run = 0, job = 0, help = 0;
+    nb_opt opts[] = {
+        NB_SVC_OPTS(sf),
+        {"run", NB_OPT_INT, &run, 1, 2147483647, "the deployment of this history run"},
+        {"job", NB_OPT_INT, &job, 1, 2147483647, "the deployment of this job's run"},
+        {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    const char *pos[2];
+    int np = 0;
+    int rc = nb_cmd_parse("reference", "npubench reference set DEPLOYMENT | reference set --run N",
+                          argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!np || strcmp(pos[0], "set"))
+        return nb_cmd_usage_error("reference", "expected 'set DEPLOYMENT' (a deployment id from "
+                                        "`npubench history --json`)%s",
+                           "");
+    Npubench__SetReferenceRequest req = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
+    if (np == 2) {
+        char *end;
+        long long d = strtoll(pos[1], &end, 10);
+        if (*end || d <= 0)
+            return nb_cmd_usage_error("reference", "'%s' is not a deployment id", pos[1]);
+        req.deployment_id = d;
+    } else if (run) {
+        req.run_id = run;
+    } else if (job) {
+        req.job_id = job;
+    } else {
+        return nb_cmd_usage_error("reference", "set: name a DEPLOYMENT id, --run N or --job N%s", "");
+    }
+    nb_cmd_conn c;
+    if ((rc = nb_cmd_conn_open("reference", &sf, db, 1, &c)))
+        return rc;
+    nb_err err;
+    Npubench__SetReferenceResponse *resp;
+    if (nb_svc_call(c.svc, "SetReference", &req, &npubench__set_reference_response__descriptor,
+                    &resp, &err)) {
+        nb_cmd_conn_close(&c);
+        return nb_cmd_fail("reference", &err);
+    }
+    printf("reference of %s: deployment %lld (%s)", resp->model, (long long)resp->deployment_id,
+           resp->description);
+    if (resp->previous_deployment_id && resp->previous_deployment_id != resp->deployment_id)
+        printf(", was deployment %lld", (long long)resp->previous_deployment_id);
+    printf("\n");
+    nb_wire_free(resp);
+    nb_cmd_conn_close(&c);
+    return NB_EXIT_OK;
+}

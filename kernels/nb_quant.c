@@ -1,0 +1,124 @@
+/* nb_quant: the format table and the scalar block dequantization, bit-identical to gguf-py's
+ * numpy code; the reference the loaders read weights with and every kernel path is tested by. */
+#include "nb_quant.h"
+
+#include <strings.h>
+
+static const struct {
+    const char *name;
+    int block_elems;
+    int block_bytes;
+} fmts[NB_QUANT_COUNT] = {
+    [NB_QUANT_F32] = {"F32", 1, 4},
+    [NB_QUANT_F16] = {"F16", 1, 2},
+    [NB_QUANT_BF16] = {"BF16", 1, 2},
+    [NB_QUANT_Q8_0] = {"Q8_0", NB_QUANT_QK, NB_QUANT_Q8_0_BYTES},
+    [NB_QUANT_Q4_0] = {"Q4_0", NB_QUANT_QK, NB_QUANT_Q4_0_BYTES},
+    [NB_QUANT_Q4_1] = {"Q4_1", NB_QUANT_QK, NB_QUANT_Q4_1_BYTES},
+};
+
+static int valid(nb_quant_fmt f)
+{
+    return (int)f >= 0 && f < NB_QUANT_COUNT;
+}
+
+const char *nb_quant_name(nb_quant_fmt f)
+{
+    return valid(f) ? fmts[f].name : "?";
+}
+
+int nb_quant_from_name(const char *name)
+{
+    for (int f = 0; f < NB_QUANT_COUNT; f++)
+        if (name && strcasecmp(name, fmts[f].name) == 0)
+            return f;
+    return -1;
+}
+
+int nb_quant_block_elems(nb_quant_fmt f)
+{
+    return valid(f) ? fmts[f].block_elems : 0;
+}
+
+int nb_quant_block_bytes(nb_quant_fmt f)
+{
+    return valid(f) ? fmts[f].block_bytes : 0;
+}
+
+nb_code nb_quant_row_bytes(nb_quant_fmt f, int64_t n, size_t *out, nb_err *err)
+{
+    if (!valid(f))
+        return nb_err_set(err, NB_EUNSUPPORTED, "tensor type %d is not supported", (int)f);
+    if (n <= 0)
+        return nb_err_set(err, NB_EINVAL, "row of %lld elements: must be positive", (long long)n);
+    int be = fmts[f].block_elems, bb = fmts[f].block_bytes;
+    if (n % be)
+        return nb_err_set(err, NB_EFORMAT,
+                          "row of %lld elements is not a multiple of the %s block size %d",
+                          (long long)n, fmts[f].name, be);
+    uint64_t blocks = (uint64_t)n / (uint64_t)be;
+    if (blocks > SIZE_MAX / (uint64_t)bb)
+        return nb_err_set(err, NB_ENOMEM, "row of %lld %s elements: size overflows", (long long)n,
+                          fmts[f].name);
+    *out = (size_t)(blocks * (uint64_t)bb);
+    return NB_OK;
+}
+
+void nb_quant_block_f32(nb_quant_fmt f, const uint8_t *b, float *y)
+{
+    int q[NB_QUANT_QK];
+    switch (f) {
+    case NB_QUANT_Q8_0: {
+        float d = nb_quant_f16_at(b + NB_QUANT_Q8_0_D);
+        for (int j = 0; j < NB_QUANT_QK; j++)
+            y[j] = (float)(int8_t)b[NB_QUANT_Q8_0_QS + j] * d;
+        break;
+    }
+    case NB_QUANT_Q4_0: {
+        float d = nb_quant_f16_at(b + NB_QUANT_Q4_0_D);
+        nb_quant_nibbles(b + NB_QUANT_Q4_0_QS, q);
+        for (int j = 0; j < NB_QUANT_QK; j++)
+            y[j] = d * (float)(q[j] - 8);
+        break;
+    }
+    case NB_QUANT_Q4_1: {
+        float d = nb_quant_f16_at(b + NB_QUANT_Q4_1_D), m = nb_quant_f16_at(b + NB_QUANT_Q4_1_M);
+        nb_quant_nibbles(b + NB_QUANT_Q4_1_QS, q);
+        for (int j = 0; j < NB_QUANT_QK; j++)
+            y[j] = d * (float)q[j] + m;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void nb_quant_row_f32(nb_quant_fmt f, const void *src, int64_t n, float *dst)
+{
+    const uint8_t *s = src;
+    uint16_t h;
+    switch (f) {
+    case NB_QUANT_F32:
+        memcpy(dst, s, (size_t)n * 4);
+        break;
+    case NB_QUANT_F16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = nb_quant_f16_at(s + 2 * i);
+        break;
+    case NB_QUANT_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(&h, s + 2 * i, 2);
+            dst[i] = nb_bf16_to_f32(h);
+        }
+        break;
+    case NB_QUANT_Q8_0:
+    case NB_QUANT_Q4_0:
+    case NB_QUANT_Q4_1:
+        for (int64_t b = 0; b < n / NB_QUANT_QK; b++)
+            nb_quant_block_f32(f, s + (size_t)b * (size_t)fmts[f].block_bytes,
+                               dst + b * NB_QUANT_QK);
+        break;
+    default:
+        break;
+    }
+}

@@ -1,0 +1,712 @@
+/* nb_rpc_server: rep0 contexts hand received requests to a pool of handler threads; each
+ * request is checked (size, MAC, deadline, method), deduplicated, run and answered. */
+#include "nb_rpc_server.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+
+#include "nb_rpc_cache.h"
+#include "nb_time.h"
+#include "nb_wire.h"
+
+enum {
+    DEFAULT_CONTEXTS = 64,
+    DEFAULT_THREADS = 8,
+    DEFAULT_CACHE_ENTRIES = 4096,
+    MAX_CONTEXTS = 4096,
+    MAX_THREADS = 1024
+};
+#define DEFAULT_CACHE_BYTES ((size_t)64 << 20)
+
+/* ------------------------------------------------------------- replies */
+
+nb_rpc_status nb_rpc_reply_status(nb_rpc_reply *reply, nb_rpc_status status, const char *fmt,
+                                  ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reply->message, sizeof reply->message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+nb_rpc_status nb_rpc_reply_err(nb_rpc_reply *reply, const nb_err *err)
+{
+    snprintf(reply->message, sizeof reply->message, "%s", err->msg);
+    nb_rpc_status s = nb_rpc_status_from_code(err->code);
+    /* A handler that failed without saying why still must not answer OK. */
+    return s == NB_RPC_OK ? NB_RPC_INTERNAL : s;
+}
+
+nb_rpc_status nb_rpc_reply_pack(nb_rpc_reply *reply, const void *msg)
+{
+    nb_err e = {0};
+    free(reply->payload);
+    reply->payload = NULL;
+    reply->len = 0;
+    if (nb_wire_pack(msg, &reply->payload, &reply->len, &e) != NB_OK)
+        return nb_rpc_reply_err(reply, &e);
+    return NB_RPC_OK;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+/* Network bytes quoted in a message: printable ASCII only, bounded. */
+static void sanitize(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap && i < NB_WIRE_METHOD_MAX; i++)
+        dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+    dst[i] = '\0';
+}
+
+/* ------------------------------------------------------------- server */
+
+typedef struct handler {
+    char *method;
+    nb_rpc_handler fn;
+    void *user;
+    unsigned flags;
+} handler;
+
+typedef struct service {
+    char *name;
+    bool serving;
+} service;
+
+typedef struct srv_ctx {
+    nb_rpc_server *srv;
+    nng_ctx ctx;
+    nng_aio *aio;
+    int sending;           /* the aio in flight is a send (else a recv) */
+    nng_msg *msg;          /* received request waiting for a thread */
+    struct srv_ctx *next;  /* work queue link */
+} srv_ctx;
+
+struct nb_rpc_server {
+    nng_socket sock;
+    nng_listener listener;
+    nng_tls_config *tls;
+    char *url;
+    char *secret;
+    size_t max_msg;
+
+    handler *handlers;
+    int nhandlers;
+
+    pthread_mutex_t health_mu;
+    service *services;
+    int nservices;
+
+    srv_ctx *ctxs;
+    int nctx, nctx_open;
+
+    pthread_t *threads;
+    int nthreads, nthreads_started;
+
+    pthread_mutex_t mu; /* work queue, stopping, in_nng */
+    pthread_cond_t cv;
+    pthread_cond_t idle_cv; /* in_nng dropped to 0 while stopping */
+    srv_ctx *qhead, *qtail;
+    int stopping; /* also read without mu via __atomic_load_n */
+    int in_nng;   /* threads inside nng_ctx_send/recv right now */
+    int started;
+
+    nb_rpc_cache *cache; /* NULL when disabled */
+
+    nb_rpc_server_stats stats; /* updated with __atomic builtins */
+};
+
+#define STAT(s, f) __atomic_fetch_add(&(s)->stats.f, 1, __ATOMIC_RELAXED)
+
+/* nng 1.5.2 frees a context that nng_ctx_send/recv still holds when
+ * nng_close runs concurrently (use after free of the socket's mutex), so
+ * every such call goes through this gate and close waits for it to drain. */
+static int nng_enter(nb_rpc_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int ok = !s->stopping;
+    if (ok)
+        s->in_nng++;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+static void nng_leave(nb_rpc_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (--s->in_nng == 0 && s->stopping)
+        pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------ health */
+
+/* "pkg.Service/Method" -> length of "pkg.Service". */
+static size_t service_len(const char *method)
+{
+    const char *slash = strchr(method, '/');
+    return slash ? (size_t)(slash - method) : strlen(method);
+}
+
+static service *find_service(nb_rpc_server *s, const char *name, size_t n)
+{
+    for (int i = 0; i < s->nservices; i++)
+        if (strlen(s->services[i].name) == n && memcmp(s->services[i].name, name, n) == 0)
+            return &s->services[i];
+    return NULL;
+}
+
+static nb_code add_service(nb_rpc_server *s, const char *name, size_t n, nb_err *err)
+{
+    if (find_service(s, name, n))
+        return NB_OK;
+    service *ns = realloc(s->services, (size_t)(s->nservices + 1) * sizeof *ns);
+    if (!ns)
+        return nb_err_set(err, NB_ENOMEM, "out of memory registering service");
+    s->services = ns;
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return nb_err_set(err, NB_ENOMEM, "out of memory registering service");
+    memcpy(copy, name, n);
+    copy[n] = '\0';
+    s->services[s->nservices].name = copy;
+    s->services[s->nservices].serving = true;
+    s->nservices++;
+    return NB_OK;
+}
+
+nb_code nb_rpc_server_set_serving(nb_rpc_server *srv, const char *service_name, bool serving,
+                                  nb_err *err)
+{
+    if (!srv || !service_name)
+        return nb_err_set(err, NB_EINVAL, "nb_rpc_server_set_serving: NULL argument");
+    pthread_mutex_lock(&srv->health_mu);
+    service *sv = find_service(srv, service_name, strlen(service_name));
+    if (sv)
+        sv->serving = serving;
+    pthread_mutex_unlock(&srv->health_mu);
+    if (!sv)
+        return nb_err_set(err, NB_ENOTFOUND,
+                          "no service '%s' on %s: services come from registered methods "
+                          "(\"pkg.Service/Method\" -> \"pkg.Service\")",
+                          service_name, srv->url);
+    return NB_OK;
+}
+
+static int health_check(nb_rpc_server *s, const Npubench__RequestEnvelope *env, uint8_t **pl,
+                        size_t *len, char *msg, size_t msg_cap)
+{
+    Npubench__HealthCheckRequest *hr;
+    nb_err e = {0};
+    if (nb_wire_unpack(&npubench__health_check_request__descriptor, env->payload.data,
+                       env->payload.len, 0, &hr, &e) != NB_OK) {
+        snprintf(msg, msg_cap, "%s", e.msg);
+        return nb_rpc_status_from_code(e.code);
+    }
+    pthread_mutex_lock(&s->health_mu);
+    service *sv = find_service(s, hr->service, strlen(hr->service));
+    bool serving = sv && sv->serving;
+    pthread_mutex_unlock(&s->health_mu);
+    int st;
+    if (!sv) {
+        char name[NB_WIRE_METHOD_MAX + 1];
+        sanitize(name, sizeof name, hr->service);
+        snprintf(msg, msg_cap, "unknown service '%s'", name);
+        st = NB_RPC_NOT_FOUND;
+    } else {
+        Npubench__HealthCheckResponse r = NPUBENCH__HEALTH_CHECK_RESPONSE__INIT;
+        r.status = serving ? NPUBENCH__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                           : NPUBENCH__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+        if (nb_wire_pack(&r, pl, len, &e) != NB_OK) {
+            snprintf(msg, msg_cap, "%s", e.msg);
+            st = nb_rpc_status_from_code(e.code);
+        } else {
+            st = NB_RPC_OK;
+        }
+    }
+    nb_wire_free(hr);
+    return st;
+}
+
+/* --------------------------------------------------------- dispatching */
+
+static const handler *find_handler(const nb_rpc_server *s, const char *method)
+{
+    for (int i = 0; i < s->nhandlers; i++)
+        if (strcmp(s->handlers[i].method, method) == 0)
+            return &s->handlers[i];
+    return NULL;
+}
+
+static nng_msg *make_reply(const nb_rpc_server *s, uint64_t id, int status, const char *message,
+                           const uint8_t *pl, size_t len)
+{
+    Npubench__ResponseEnvelope env;
+    uint8_t mac[NB_WIRE_MAC_LEN];
+    nb_wire_response_init(&env, mac, s->secret, id, status, message, pl, len);
+    size_t n = protobuf_c_message_get_packed_size(&env.base);
+    nng_msg *m;
+    if (nng_msg_alloc(&m, n) != 0)
+        return NULL;
+    protobuf_c_message_pack(&env.base, nng_msg_body(m));
+    return m;
+}
+
+/* Decodes, checks and runs one request; consumes in; returns the reply. */
+static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
+{
+    size_t n = nng_msg_len(in);
+    uint64_t id = 0;
+    int st;
+    char msg[NB_ERR_MSG_MAX] = "";
+    uint8_t *pl = NULL;
+    size_t pl_len = 0;
+    Npubench__RequestEnvelope *env = NULL;
+    nb_err e = {0};
+    char name[NB_WIRE_METHOD_MAX + 1];
+
+    STAT(s, requests);
+    /* inproc does not enforce NNG_OPT_RECVMAXSZ; the stream transports
+     * drop the connection before we see such a message. */
+    if (n > s->max_msg) {
+        STAT(s, oversize);
+        st = NB_RPC_RESOURCE_EXHAUSTED;
+        snprintf(msg, sizeof msg, "request of %zu bytes exceeds the server's %zu-byte limit", n,
+                 s->max_msg);
+        goto reply;
+    }
+    if (nb_wire_unpack(&npubench__request_envelope__descriptor, nng_msg_body(in), n,
+                       n + NB_RPC_ENVELOPE_UNPACK_SLACK, &env, &e) != NB_OK) {
+        STAT(s, malformed);
+        st = e.code == NB_EINVAL ? NB_RPC_INVALID_ARGUMENT : nb_rpc_status_from_code(e.code);
+        snprintf(msg, sizeof msg, "%s", e.msg);
+        goto reply;
+    }
+    id = env->request_id;
+    sanitize(name, sizeof name, env->method);
+    if (nb_wire_request_verify(env, s->secret, &e) != NB_OK) {
+        STAT(s, unauthenticated);
+        st = NB_RPC_UNAUTHENTICATED;
+        snprintf(msg, sizeof msg, "%s", e.msg);
+        goto reply;
+    }
+    if (env->deadline_unix_ms == 0 && s->secret) {
+        st = NB_RPC_INVALID_ARGUMENT;
+        snprintf(msg, sizeof msg,
+                 "%s: request has no deadline; an authenticated server requires one", name);
+        goto reply;
+    }
+    int64_t now = nb_wall_ms();
+    if (env->deadline_unix_ms && now > env->deadline_unix_ms) {
+        STAT(s, expired);
+        st = NB_RPC_DEADLINE_EXCEEDED;
+        snprintf(msg, sizeof msg, "%s: deadline passed %lld ms before the server started it",
+                 name, (long long)(now - env->deadline_unix_ms));
+        goto reply;
+    }
+    if (strlen(env->method) > NB_WIRE_METHOD_MAX) {
+        st = NB_RPC_INVALID_ARGUMENT;
+        snprintf(msg, sizeof msg, "method name '%s...' longer than %d bytes", name,
+                 NB_WIRE_METHOD_MAX);
+        goto reply;
+    }
+    if (strcmp(env->method, NB_RPC_HEALTH_CHECK) == 0) {
+        st = health_check(s, env, &pl, &pl_len, msg, sizeof msg);
+        goto reply;
+    }
+    const handler *h = find_handler(s, env->method);
+    if (!h) {
+        STAT(s, unimplemented);
+        st = NB_RPC_UNIMPLEMENTED;
+        snprintf(msg, sizeof msg, "unknown method '%s' on %s", name, s->url);
+        goto reply;
+    }
+    nb_rpc_cache_entry *ent = NULL;
+    if (!(h->flags & NB_RPC_READONLY) && s->cache) {
+        nb_rpc_cache_res r = nb_rpc_cache_begin(s->cache, id, env->method, env->payload.data,
+                                                env->payload.len, env->deadline_unix_ms, &ent,
+                                                &st, msg, sizeof msg, &pl, &pl_len);
+        switch (r) {
+        case NB_RPC_CACHE_MISS:
+            break;
+        case NB_RPC_CACHE_HIT:
+            STAT(s, replayed);
+            goto reply;
+        case NB_RPC_CACHE_CONFLICT:
+            st = NB_RPC_INVALID_ARGUMENT;
+            snprintf(msg, sizeof msg,
+                     "%s: request_id %llu was already used for a different payload", name,
+                     (unsigned long long)id);
+            goto reply;
+        case NB_RPC_CACHE_TIMEOUT:
+            STAT(s, expired);
+            st = NB_RPC_DEADLINE_EXCEEDED;
+            snprintf(msg, sizeof msg,
+                     "%s: deadline passed while the first copy of request %llu was running",
+                     name, (unsigned long long)id);
+            goto reply;
+        case NB_RPC_CACHE_STOPPED:
+            st = NB_RPC_UNAVAILABLE;
+            snprintf(msg, sizeof msg, "server shutting down");
+            goto reply;
+        }
+    }
+    nb_rpc_request req = {env->method, id, env->deadline_unix_ms, env->payload.data,
+                          env->payload.len};
+    nb_rpc_reply rep;
+    memset(&rep, 0, sizeof rep);
+    STAT(s, handled);
+    st = h->fn(h->user, &req, &rep);
+    rep.message[sizeof rep.message - 1] = '\0';
+    if (!nb_rpc_status_valid(st)) {
+        snprintf(msg, sizeof msg, "%s: handler returned invalid status %d", name, st);
+        st = NB_RPC_INTERNAL;
+        free(rep.payload);
+    } else if (rep.len && !rep.payload) {
+        snprintf(msg, sizeof msg, "%s: handler returned %zu payload bytes at NULL", name,
+                 rep.len);
+        st = NB_RPC_INTERNAL;
+    } else if (rep.len > s->max_msg - NB_RPC_ENVELOPE_SLACK) {
+        snprintf(msg, sizeof msg, "%s: response of %zu bytes exceeds the %zu-byte message limit",
+                 name, rep.len, s->max_msg);
+        st = NB_RPC_RESOURCE_EXHAUSTED;
+        free(rep.payload);
+    } else {
+        memcpy(msg, rep.message, sizeof msg);
+        pl = rep.payload;
+        pl_len = rep.len;
+    }
+    if (ent)
+        nb_rpc_cache_finish(s->cache, ent, st, msg, pl, pl_len);
+
+reply:;
+    nng_msg *out = make_reply(s, id, st, msg, pl, pl_len);
+    free(pl);
+    nb_wire_free(env);
+    nng_msg_free(in);
+    return out;
+}
+
+/* nng callback: runs on nng's threads, so it only moves messages along. */
+static void ctx_cb(void *arg)
+{
+    srv_ctx *c = arg;
+    nb_rpc_server *s = c->srv;
+    int rv = nng_aio_result(c->aio);
+    if (c->sending) {
+        nng_msg *m = rv != 0 ? nng_aio_get_msg(c->aio) : NULL;
+        if (m)
+            nng_msg_free(m); /* a failed send leaves the message ours */
+        c->sending = 0;
+        if (nng_enter(s)) {
+            nng_ctx_recv(c->ctx, c->aio);
+            nng_leave(s);
+        }
+        return;
+    }
+    if (rv != 0) {
+        if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && nng_enter(s)) {
+            nng_ctx_recv(c->ctx, c->aio);
+            nng_leave(s);
+        }
+        return;
+    }
+    nng_msg *m = nng_aio_get_msg(c->aio);
+    nng_aio_set_msg(c->aio, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        nng_msg_free(m);
+        return;
+    }
+    c->msg = m;
+    c->next = NULL;
+    if (s->qtail)
+        s->qtail->next = c;
+    else
+        s->qhead = c;
+    s->qtail = c;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *worker_main(void *arg)
+{
+    nb_rpc_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->qhead && !s->stopping)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stopping)
+            break;
+        srv_ctx *c = s->qhead;
+        s->qhead = c->next;
+        if (!s->qhead)
+            s->qtail = NULL;
+        nng_msg *in = c->msg;
+        c->msg = NULL;
+        pthread_mutex_unlock(&s->mu);
+
+        nng_msg *out = serve(s, in);
+        if (!nng_enter(s)) {
+            if (out)
+                nng_msg_free(out); /* closing: nobody will read it */
+        } else if (out) {
+            c->sending = 1;
+            nng_aio_set_msg(c->aio, out);
+            nng_ctx_send(c->ctx, c->aio);
+            nng_leave(s);
+        } else {
+            /* No memory for a reply: the client times out (or its resend
+             * gets another chance); keep the context serving. */
+            nng_ctx_recv(c->ctx, c->aio);
+            nng_leave(s);
+        }
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static nb_code bound_url(nb_rpc_server *s, const char *url, nb_err *err)
+{
+    nng_url *u = NULL;
+    if (strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0 ||
+        nng_url_parse(&u, url) != 0) {
+        s->url = strdup(url);
+        return s->url ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    int port = 0;
+    if (strcmp(u->u_port, "0") == 0 || u->u_port[0] == '\0')
+        nng_listener_get_int(s->listener, NNG_OPT_TCP_BOUND_PORT, &port);
+    else
+        port = atoi(u->u_port);
+    const char *host = u->u_hostname;
+    if (!host[0] || strcmp(host, "*") == 0 || strcmp(host, "0.0.0.0") == 0)
+        host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        host = "::1";
+    int v6 = strchr(host, ':') != NULL;
+    size_t cap = strlen(u->u_scheme) + strlen(host) + 16;
+    s->url = malloc(cap);
+    if (s->url)
+        snprintf(s->url, cap, "%s://%s%s%s:%d", u->u_scheme, v6 ? "[" : "", host, v6 ? "]" : "",
+                 port);
+    nng_url_free(u);
+    return s->url ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
+}
+
+nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_server **out,
+                           nb_err *err)
+{
+    static const nb_rpc_opts none;
+    const nb_rpc_opts *o = opts ? opts : &none;
+    *out = NULL;
+    nb_code c = nb_rpc_check_url(url, err);
+    if (c)
+        return c;
+    if (o->contexts < 0 || o->contexts > MAX_CONTEXTS || o->threads < 0 ||
+        o->threads > MAX_THREADS)
+        return nb_err_set(err, NB_EINVAL,
+                          "%s: opts.contexts %d / opts.threads %d out of range (0..%d / 0..%d)",
+                          url, o->contexts, o->threads, MAX_CONTEXTS, MAX_THREADS);
+    if ((c = nb_rpc_check_max_msg(url, o, err)))
+        return c;
+
+    nb_rpc_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return nb_err_set(err, NB_ENOMEM, "out of memory opening %s", url);
+    s->max_msg = o->max_msg_bytes ? o->max_msg_bytes : NB_RPC_MAX_MSG_DEFAULT;
+    s->nctx = o->contexts ? o->contexts : DEFAULT_CONTEXTS;
+    s->nthreads = o->threads ? o->threads : DEFAULT_THREADS;
+    int cache_max = o->cache_entries < 0 ? 0
+                    : o->cache_entries ? o->cache_entries
+                                       : DEFAULT_CACHE_ENTRIES;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+    pthread_mutex_init(&s->health_mu, NULL);
+    s->sock = (nng_socket)NNG_SOCKET_INITIALIZER;
+
+    if (o->secret && o->secret[0] && !(s->secret = strdup(o->secret))) {
+        c = nb_err_set(err, NB_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (cache_max > 0 &&
+        (c = nb_rpc_cache_new(cache_max, o->cache_bytes ? o->cache_bytes : DEFAULT_CACHE_BYTES,
+                              &s->cache, err)))
+        goto fail;
+    if ((c = add_service(s, "", 0, err)) ||
+        (c = add_service(s, "grpc.health.v1.Health", strlen("grpc.health.v1.Health"), err)))
+        goto fail;
+
+    if ((c = nb_rpc_open_socket(url, o, true, &s->tls, &s->sock, s->max_msg, err)))
+        goto fail;
+    int rv;
+    if ((rv = nng_listener_create(&s->listener, s->sock, url))) {
+        c = nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: cannot create listener", url);
+        goto fail;
+    }
+    nng_listener_set_size(s->listener, NNG_OPT_RECVMAXSZ, s->max_msg); /* not on inproc */
+    if (s->tls) {
+        if ((rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, s->tls))) {
+            c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
+            goto fail;
+        }
+    }
+    if ((rv = nng_listener_start(s->listener, 0))) {
+        c = nb_rpc_nng_fail(err, rv == NNG_EADDRINUSE ? NB_EUNAVAIL : NB_EIO, rv,
+                            "%s: cannot listen", url);
+        goto fail;
+    }
+    if ((c = bound_url(s, url, err)))
+        goto fail;
+
+    if (!(s->ctxs = calloc((size_t)s->nctx, sizeof *s->ctxs)) ||
+        !(s->threads = calloc((size_t)s->nthreads, sizeof *s->threads))) {
+        c = nb_err_set(err, NB_ENOMEM, "out of memory for %d contexts", s->nctx);
+        goto fail;
+    }
+    for (int i = 0; i < s->nctx; i++) {
+        srv_ctx *x = &s->ctxs[i];
+        x->srv = s;
+        if ((rv = nng_aio_alloc(&x->aio, ctx_cb, x))) {
+            c = nb_rpc_nng_fail(err, NB_ENOMEM, rv, "%s: nng_aio_alloc", url);
+            goto fail;
+        }
+        s->nctx_open++;
+        if ((rv = nng_ctx_open(&x->ctx, s->sock))) {
+            c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: nng_ctx_open", url);
+            goto fail;
+        }
+    }
+    *out = s;
+    return NB_OK;
+fail:
+    nb_rpc_server_close(s);
+    return c;
+}
+
+nb_code nb_rpc_server_handle(nb_rpc_server *srv, const char *method, nb_rpc_handler fn,
+                             void *user, unsigned flags, nb_err *err)
+{
+    if (!srv || !method || !fn)
+        return nb_err_set(err, NB_EINVAL, "nb_rpc_server_handle: NULL argument");
+    if (srv->started)
+        return nb_err_set(err, NB_EINVAL,
+                          "%s: register handlers before nb_rpc_server_start", method);
+    if (!nb_rpc_method_ok(method))
+        return nb_err_set(err, NB_EINVAL,
+                          "method '%s': want \"pkg.Service/Method\" ([A-Za-z0-9._], at most "
+                          "%d bytes)",
+                          method, NB_WIRE_METHOD_MAX);
+    if (strcmp(method, NB_RPC_HEALTH_CHECK) == 0 || find_handler(srv, method))
+        return nb_err_set(err, NB_EINVAL, "method '%s' is already registered", method);
+    if (flags & ~NB_RPC_READONLY)
+        return nb_err_set(err, NB_EINVAL, "method '%s': unknown flags 0x%x", method, flags);
+    handler *nh = realloc(srv->handlers, (size_t)(srv->nhandlers + 1) * sizeof *nh);
+    if (!nh)
+        return nb_err_set(err, NB_ENOMEM, "out of memory registering %s", method);
+    srv->handlers = nh;
+    char *copy = strdup(method);
+    if (!copy)
+        return nb_err_set(err, NB_ENOMEM, "out of memory registering %s", method);
+    pthread_mutex_lock(&srv->health_mu);
+    nb_code c = add_service(srv, method, service_len(method), err);
+    pthread_mutex_unlock(&srv->health_mu);
+    if (c) {
+        free(copy);
+        return c;
+    }
+    nh[srv->nhandlers++] = (handler){copy, fn, user, flags};
+    return NB_OK;
+}
+
+nb_code nb_rpc_server_start(nb_rpc_server *srv, nb_err *err)
+{
+    if (!srv)
+        return nb_err_set(err, NB_EINVAL, "nb_rpc_server_start: NULL server");
+    if (srv->started)
+        return nb_err_set(err, NB_EINVAL, "%s: server already started", srv->url);
+    for (int i = 0; i < srv->nthreads; i++) {
+        int rc = pthread_create(&srv->threads[i], NULL, worker_main, srv);
+        if (rc)
+            return nb_err_set(err, NB_ENOMEM, "%s: starting handler thread %d of %d: %s",
+                              srv->url, i + 1, srv->nthreads, strerror(rc));
+        srv->nthreads_started++;
+    }
+    srv->started = 1;
+    for (int i = 0; i < srv->nctx; i++)
+        nng_ctx_recv(srv->ctxs[i].ctx, srv->ctxs[i].aio);
+    return NB_OK;
+}
+
+const char *nb_rpc_server_url(const nb_rpc_server *srv)
+{
+    return srv ? srv->url : NULL;
+}
+
+void nb_rpc_server_get_stats(nb_rpc_server *srv, nb_rpc_server_stats *out)
+{
+    out->requests = __atomic_load_n(&srv->stats.requests, __ATOMIC_RELAXED);
+    out->handled = __atomic_load_n(&srv->stats.handled, __ATOMIC_RELAXED);
+    out->replayed = __atomic_load_n(&srv->stats.replayed, __ATOMIC_RELAXED);
+    out->unauthenticated = __atomic_load_n(&srv->stats.unauthenticated, __ATOMIC_RELAXED);
+    out->expired = __atomic_load_n(&srv->stats.expired, __ATOMIC_RELAXED);
+    out->malformed = __atomic_load_n(&srv->stats.malformed, __ATOMIC_RELAXED);
+    out->unimplemented = __atomic_load_n(&srv->stats.unimplemented, __ATOMIC_RELAXED);
+    out->oversize = __atomic_load_n(&srv->stats.oversize, __ATOMIC_RELAXED);
+}
+
+void nb_rpc_server_close(nb_rpc_server *s)
+{
+    if (!s)
+        return;
+    /* Order matters: stop new nng calls and wait for those in progress, let
+     * the threads finish their handlers and exit, close the socket so every
+     * aio completes (callbacks no longer call into nng), wait for the
+     * callbacks, and only then free what they use. */
+    pthread_mutex_lock(&s->mu);
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&s->cv);
+    while (s->in_nng > 0)
+        pthread_cond_wait(&s->idle_cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if (s->cache)
+        nb_rpc_cache_stop(s->cache);
+    for (int i = 0; i < s->nthreads_started; i++)
+        pthread_join(s->threads[i], NULL);
+    if (nng_socket_id(s->sock) > 0)
+        nng_close(s->sock);
+    for (int i = 0; i < s->nctx_open; i++) {
+        nng_aio_stop(s->ctxs[i].aio);
+        if (s->ctxs[i].msg)
+            nng_msg_free(s->ctxs[i].msg);
+        nng_aio_free(s->ctxs[i].aio);
+    }
+    if (s->tls)
+        nng_tls_config_free(s->tls);
+    nb_rpc_cache_free(s->cache);
+    for (int i = 0; i < s->nhandlers; i++)
+        free(s->handlers[i].method);
+    free(s->handlers);
+    for (int i = 0; i < s->nservices; i++)
+        free(s->services[i].name);
+    free(s->services);
+    free(s->ctxs);
+    free(s->threads);
+    free(s->url);
+    nb_rpc_secret_free(s->secret);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
+    pthread_mutex_destroy(&s->health_mu);
+    free(s);
+}
