@@ -34,14 +34,14 @@ static void get_str(json_object *o, const char *key, char *dst, size_t cap)
 /* provenance.cpu, optional (older traces lack it): {model, flags: [..], torch_capability}. */
 static void get_cpu(json_object *prov, nb_trace_cpu *c)
 {
-    json_object *o = get(prov, "cpu");
+    json_object *o = nb_json_get_type(prov, "cpu", json_type_object);
     memset(c, 0, sizeof *c);
-    if (!o || !json_object_is_type(o, json_type_object))
+    if (!o)
         return;
     get_str(o, "model", c->model, sizeof c->model);
     get_str(o, "torch_capability", c->capability, sizeof c->capability);
-    json_object *f = get(o, "flags");
-    size_t n = f && json_object_is_type(f, json_type_array) ? json_object_array_length(f) : 0;
+    json_object *f = nb_json_get_type(o, "flags", json_type_array);
+    size_t n = f ? json_object_array_length(f) : 0;
     for (size_t i = 0, len = 0; i < n && len < sizeof c->flags; i++) {
         json_object *v = json_object_array_get_idx(f, i);
         if (json_object_is_type(v, json_type_string))
