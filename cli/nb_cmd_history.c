@@ -31,6 +31,16 @@ static const char *outcome_word(int o)
                                                                                 : "ERROR";
 }
 
+/* The GATE column: an imported run's own verify status when it was no verdict. */
+static const char *gate_word(const Npubench__HistoryRow *r)
+{
+    if (!strcmp(r->verify_status, "skip"))
+        return "SKIP";
+    if (!strcmp(r->verify_status, "unknown"))
+        return "?";
+    return outcome_word(r->outcome);
+}
+
 static void fmt_metric(char *buf, size_t cap, const Npubench__HistoryRow *r)
 {
     if (!r) {
@@ -60,6 +70,8 @@ static json_object *hist_json(const hist_run *h)
     json_object_object_add(o, "kind", json_object_new_string(r->kind_name));
     json_object_object_add(o, "source", json_object_new_string(r->source));
     json_object_object_add(o, "outcome", json_object_new_string(outcome_word(r->outcome)));
+    if (*r->verify_status)
+        json_object_object_add(o, "verify_status", json_object_new_string(r->verify_status));
     json_object_object_add(o, "commit", json_object_new_string(r->npubench_commit));
     json_object_object_add(o, "model_digest", json_object_new_string(r->model_digest));
     json_object_object_add(o, "regression", json_object_new_boolean(r->regression));
@@ -70,10 +82,15 @@ static json_object *hist_json(const hist_run *h)
             continue;
         json_object *v = json_object_new_object();
         json_object_object_add(v, "value", json_object_new_double(h->m[i]->value));
+        /* A spread needs repetitions: one number (every imported run) has none. */
+        int spread = h->m[i]->reps > 1;
         if (i < 2) {
-            json_object_object_add(v, "mean", json_object_new_double(h->m[i]->mean));
-            json_object_object_add(v, "stddev", json_object_new_double(h->m[i]->stddev));
-            json_object_object_add(v, "reps", json_object_new_int(h->m[i]->reps));
+            json_object_object_add(v, "mean",
+                                   spread ? json_object_new_double(h->m[i]->mean) : NULL);
+            json_object_object_add(v, "stddev",
+                                   spread ? json_object_new_double(h->m[i]->stddev) : NULL);
+            json_object_object_add(v, "reps", h->m[i]->reps ? json_object_new_int(h->m[i]->reps)
+                                                            : NULL);
         }
         json_object_object_add(m, names[i], v);
     }
@@ -124,9 +141,9 @@ static void print_history_table(const hist_run *runs, size_t nr)
         fmt_metric(ttft, sizeof ttft, runs[i].m[0]);
         fmt_metric(tps, sizeof tps, runs[i].m[1]);
         printf("%-6lld %-20s %-44s %-12s %-5s %-16s %-16s %-12.12s %s\n",
-               (long long)r->run_id, date, dep, r->kind_name, outcome_word(r->outcome),
+               (long long)r->run_id, date, dep, r->kind_name, gate_word(r),
                ttft, tps, *r->npubench_commit ? r->npubench_commit : "-",
-               r->regression ? "REGRESSION" : "");
+               r->regression ? "REGRESSION" : !strcmp(r->source, "import") ? "imported" : "");
     }
 }
 
@@ -172,7 +189,8 @@ int nb_cmd_history(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
     const char *model = NULL, *board = NULL, *metric = NULL, *since = NULL, *db = NULL,
-               *backend = NULL, *dtype = NULL, *kind = NULL;
+               *backend = NULL, *dtype = NULL, *kind = NULL, *air_sha = NULL,
+               *aie_hash = NULL, *peano = NULL;
     int json = 0, limit = 50, help = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
@@ -181,6 +199,9 @@ int nb_cmd_history(int argc, char **argv)
         {"backend", NB_OPT_STR, &backend, 0, 0, "only this backend"},
         {"dtype", NB_OPT_STR, &dtype, 0, 0, "only this dtype"},
         {"kind", NB_OPT_STR, &kind, 0, 0, "only runs of this kind (run, verify, ...)"},
+        {"air-sha", NB_OPT_STR, &air_sha, 0, 0, "only imported runs of this mlir-air SHA (prefix)"},
+        {"aie-hash", NB_OPT_STR, &aie_hash, 0, 0, "only imported runs of this mlir-aie hash (prefix)"},
+        {"peano", NB_OPT_STR, &peano, 0, 0, "only imported runs of this Peano version (prefix)"},
         {"metric", NB_OPT_STR, &metric, 0, 0, "tps, ttft or gate (default: all three)"},
         {"since", NB_OPT_STR, &since, 0, 0, "YYYY-MM-DD[THH:MM:SSZ] (UTC)"},
         {"limit", NB_OPT_INT, &limit, 1, 100000, "newest N runs (default 50)"},
@@ -202,6 +223,9 @@ int nb_cmd_history(int argc, char **argv)
     req.board = (char *)(board ? board : "");
     req.backend = (char *)(backend ? backend : "");
     req.dtype = (char *)(dtype ? dtype : "");
+    req.air_sha = (char *)(air_sha ? air_sha : "");
+    req.aie_hash = (char *)(aie_hash ? aie_hash : "");
+    req.peano = (char *)(peano ? peano : "");
     req.limit = limit;
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("history", &sf, db, 1, &c)))

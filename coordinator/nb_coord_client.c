@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "nb_coord_int.h"
+#include "nb_db_alias.h"
 #include "nb_db_deploy.h"
 #include "nb_db_import.h"
 #include "nb_file.h"
@@ -481,7 +482,9 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     nb_db_history_row *rows = NULL;
     size_t n = 0;
     nb_db_deployment *deps = NULL;
-    size_t nd = 0;
+    size_t nd = 0, na = 0;
+    nb_db_alias *aliases = NULL;
+    nb_job_alias *al = NULL;
     nb_db_metric metrics[3];
     int nm = 0;
     if (*r->metric) {
@@ -499,15 +502,21 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     size_t limit = r->limit > 0 ? (size_t)r->limit : 100;
     if (limit > NB_DB_HISTORY_MAX)
         limit = NB_DB_HISTORY_MAX;
-    /* "instruct", a path or the model's name: every stored name it matches. */
-    if (nb_db_deployment_list(c->db, NULL, &deps, &nd, &err)) {
+    /* "instruct", a path, the model's name or any alias of it: every stored name it
+     * matches. */
+    if (nb_db_deployment_list(c->db, NULL, &deps, &nd, &err) ||
+        nb_db_alias_list(c->db, &aliases, &na, &err)) {
         st = nb_rpc_reply_err(reply, &err);
         goto out;
     }
+    al = na ? calloc(na, sizeof *al) : NULL;
+    for (size_t i = 0; al && i < na; i++)
+        al[i] = (nb_job_alias){aliases[i].alias, aliases[i].model};
     const char *names[64];
     size_t nn = 0;
     for (size_t i = 0; i < nd && nn < 64; i++) {
-        if (*r->model && !nb_job_model_match(r->model, deps[i].model, NULL))
+        if (*r->model &&
+            !nb_job_model_match_aliased(r->model, deps[i].model, NULL, al, al ? na : 0))
             continue;
         int seen = 0;
         for (size_t k = 0; k < nn; k++)
@@ -526,7 +535,8 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
             nb_db_history_query q = {.model = names[mi],  .board = r->board,
                                      .backend = r->backend, .dtype = r->dtype,
                                      .metric = metrics[k], .since_ms = r->since_unix_ms,
-                                     .limit = limit};
+                                     .air_sha = r->air_sha, .aie_hash = r->aie_hash,
+                                     .peano = r->peano, .limit = limit};
             if (r->kind)
                 q.kind = nb_job_kind_name(r->kind);
             if (nb_db_history(c->db, &q, &rows, &n, &err)) {
@@ -573,6 +583,7 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                 h->reps = x->reps;
                 h->deployment_id = x->deployment_id;
                 h->source = (char *)nb_db_source_name(x->source);
+                h->verify_status = nb_arena_strdup(&a, x->verify_status);
                 resp.rows[resp.n_rows++] = h;
             }
             free(rows);
@@ -581,6 +592,8 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     }
     st = reply_built(reply, &resp, !a.failed, "History");
 out:
+    free(al);
+    free(aliases);
     free(deps);
     nb_arena_free(&a);
     nb_wire_free(r);

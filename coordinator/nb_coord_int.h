@@ -229,6 +229,13 @@ void traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__
 
 /* ---- nb_coord_client.c / nb_coord_worker.c: handlers ---- */
 
+/* nb_coord_alias.c: a model's other names into the history's alias table: those a worker's
+ * deployment declares (its canonical name, aliases, selector, digest) and those a result
+ * shows (GGUF general.name, the weights digest) for the deployment model it was stored
+ * under.  Best effort: failures are logged. */
+void alias_from_deployment(nb_coord *c, const Npubench__Deployment *d);
+void alias_from_result(nb_coord *c, const Npubench__JobResult *res, const char *canonical);
+
 nb_code coord_register_client_api(nb_coord *c, nb_err *err);
 nb_code coord_register_worker_api(nb_coord *c, nb_err *err);
 /* The worker-facing side of the sweeper: ages workers, releases leases of

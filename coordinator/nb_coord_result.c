@@ -280,6 +280,8 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
         return rc;
     }
     rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
+    if (!rc)
+        alias_from_result(c, res, dep.model);
     if (!rc && wants_regression(spec->kind) && run.outcome != NB_OUTCOME_ERROR) {
         nb_db_regression_opts ro = {(size_t)c->o.regression_last_n, c->o.regression_min_rel,
                                     c->o.regression_alpha};

@@ -59,9 +59,16 @@ static nb_code check_info(const Npubench__WorkerInfo *w, nb_err *err)
     for (size_t i = 0; i < w->n_deployments; i++) {
         const Npubench__Deployment *d = w->deployments[i];
         if (strlen(d->model) >= 1024 || strlen(d->backend) >= 64 || strlen(d->dtype) >= 64 ||
-            strlen(d->digest) >= NB_DB_DIGEST_MAX)
+            strlen(d->digest) >= NB_DB_DIGEST_MAX || strlen(d->canonical) >= NB_DB_NAME_MAX)
             return nb_err_set(err, NB_EINVAL, "WorkerInfo.deployments[%zu]: a field is too long",
                               i);
+        if (d->n_aliases > NB_JOB_MODEL_ALIASES_MAX)
+            return nb_err_set(err, NB_EINVAL, "WorkerInfo.deployments[%zu].aliases: %zu, the "
+                              "limit is %d", i, d->n_aliases, NB_JOB_MODEL_ALIASES_MAX);
+        for (size_t k = 0; k < d->n_aliases; k++)
+            if (!*d->aliases[k] || strlen(d->aliases[k]) >= NB_DB_NAME_MAX)
+                return nb_err_set(err, NB_EINVAL, "WorkerInfo.deployments[%zu].aliases[%zu]: "
+                                  "must be 1..%d bytes", i, k, NB_DB_NAME_MAX - 1);
     }
     return NB_OK;
 }
@@ -155,6 +162,8 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
         }
         replaced = !same_proc;
     }
+    for (size_t i = 0; i < info.n_deployments; i++)
+        alias_from_deployment(c, info.deployments[i]);
     nb_db_worker w;
     sched_db_worker(&info, &w);
     deployments_text(&info, w.deployments, sizeof w.deployments);

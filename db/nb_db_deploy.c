@@ -202,9 +202,16 @@ nb_code nb_db_reference_set(nb_db *db, int64_t deployment_id, nb_err *err)
 
 nb_code nb_db_reference_get(nb_db *db, const char *model, nb_db_deployment *out, nb_err *err)
 {
-    static const char sql[] = "SELECT d.id, d.model, d.weights_digest, d.backend, d.dtype, "
-                              "d.board, d.created_ms FROM reference_deployments r "
-                              "JOIN deployments d ON d.id = r.deployment_id WHERE r.model = ?";
+    /* One identity per model: a reference set under any of the model's names (its
+     * canonical name or an alias, db/nb_db_alias.h) is the model's; its own name first,
+     * then the one set last. */
+    static const char sql[] =
+        "SELECT d.id, d.model, d.weights_digest, d.backend, d.dtype, d.board, d.created_ms "
+        "FROM reference_deployments r JOIN deployments d ON d.id = r.deployment_id "
+        "WHERE r.model = ?1 OR r.model = (SELECT model FROM model_aliases WHERE alias = ?1) "
+        "OR r.model IN (SELECT alias FROM model_aliases WHERE model = "
+        "  COALESCE((SELECT model FROM model_aliases WHERE alias = ?1), ?1)) "
+        "ORDER BY r.model = ?1 DESC, r.set_ms DESC LIMIT 1";
     if (!model || !*model)
         return nb_err_set(err, NB_EINVAL, "reference: model name is empty");
     nb_db_lock(db);

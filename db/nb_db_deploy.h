@@ -36,7 +36,8 @@ nb_code nb_db_deployment_list(nb_db *db, const char *model, nb_db_deployment **o
 /* Makes deployment_id the reference deployment of its model (replacing any). */
 nb_code nb_db_reference_set(nb_db *db, int64_t deployment_id, nb_err *err);
 
-/* The reference deployment of model; NB_ENOTFOUND if none was set. */
+/* The reference deployment of model, or of another name of it (db/nb_db_alias.h): its
+ * own first, else the one set last; NB_ENOTFOUND if none was set. */
 nb_code nb_db_reference_get(nb_db *db, const char *model, nb_db_deployment *out, nb_err *err);
 
 /* Forgets model's reference deployment; NB_ENOTFOUND if none was set. */

@@ -304,23 +304,36 @@ static int parse_time(const char *s, int64_t *ms)
 
 /* ---- one object -> one run ---- */
 
-static int map_status(const char *s, nb_db_outcome *o)
+/* verify_status as mlir-air's nightly writes it (pass, fail, skip, or "" when verify did
+ * not run or was not reported), plus the spellings other tools use. Only pass and fail
+ * are gate verdicts; the rest are stored as ERROR with the status kept beside it. */
+typedef struct status_map {
+    const char *name, *word, *why;
+    nb_db_outcome o;
+} status_map;
+
+static const status_map statuses[] = {
+    {"pass", "pass", NULL, NB_OUTCOME_PASS},
+    {"passed", "pass", NULL, NB_OUTCOME_PASS},
+    {"ok", "pass", NULL, NB_OUTCOME_PASS},
+    {"success", "pass", NULL, NB_OUTCOME_PASS},
+    {"fail", "fail", NULL, NB_OUTCOME_FAIL},
+    {"failed", "fail", NULL, NB_OUTCOME_FAIL},
+    {"failure", "fail", NULL, NB_OUTCOME_FAIL},
+    {"error", "error", "verify errored", NB_OUTCOME_ERROR},
+    {"errored", "error", "verify errored", NB_OUTCOME_ERROR},
+    {"skip", "skip", "verify skipped", NB_OUTCOME_ERROR},
+    {"skipped", "skip", "verify skipped", NB_OUTCOME_ERROR},
+    {"", "unknown", "verify status unknown (not reported)", NB_OUTCOME_ERROR},
+};
+
+/* s NULL (absent or null) reads as "". */
+static const status_map *map_status(const char *s)
 {
-    static const struct {
-        const char *name;
-        nb_db_outcome o;
-    } t[] = {{"pass", NB_OUTCOME_PASS},    {"passed", NB_OUTCOME_PASS},
-             {"ok", NB_OUTCOME_PASS},      {"success", NB_OUTCOME_PASS},
-             {"fail", NB_OUTCOME_FAIL},    {"failed", NB_OUTCOME_FAIL},
-             {"failure", NB_OUTCOME_FAIL}, {"error", NB_OUTCOME_ERROR},
-             {"errored", NB_OUTCOME_ERROR}};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (strcasecmp(s, t[i].name) == 0) {
-            *o = t[i].o;
-            return 0;
-        }
-    }
-    return -1;
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+        if (strcasecmp(s ? s : "", statuses[i].name) == 0)
+            return &statuses[i];
+    return NULL;
 }
 
 /* A toolchain value as text: strings as they are, anything else as JSON. */
@@ -332,27 +345,112 @@ static const char *value_text(json_object *v)
                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
+/* perf.json's toolchain object names what history.ndjson's flat columns name shorter;
+ * both are stored under the short names so either file gives the same toolchain. */
+static const char *toolchain_key(const char *key)
+{
+    static const char *const map[][2] = {{"mlir_air_sha", "air_sha"},
+                                         {"mlir_aie_hash", "aie_hash"},
+                                         {"llvm_aie_version", "peano"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(key, map[i][0]))
+            return map[i][1];
+    return key;
+}
+
 #define BAD(...)                                                                             \
     do {                                                                                     \
         snprintf(msg, msz, __VA_ARGS__);                                                     \
         return -1;                                                                           \
     } while (0)
 
-/* Fills run/dep from obj. Returns 0, or -1 with msg for a bad row. Strings
- * in run point into obj (or ext), which must outlive the insert. */
-static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_deployment *dep,
-                      nb_db_kv *tc, char *ext, size_t ext_size, char *msg, size_t msz)
+/* Adds key=value unless key is already there (the first source wins) or the value is
+ * empty (extract_perf writes "" for a toolchain it was not told, which says nothing). */
+static int add_toolchain(nb_db_kv *tc, size_t *ntc, const char *key, json_object *val,
+                         char *msg, size_t msz)
+{
+    if (!val)
+        return 0;
+    const char *k = toolchain_key(key), *v = value_text(val);
+    if (!*v)
+        return 0;
+    for (size_t i = 0; i < *ntc; i++)
+        if (!strcmp(tc[i].key, k))
+            return 0;
+    if (*ntc == MAX_TOOLCHAIN)
+        BAD("field 'toolchain': more than %d entries", MAX_TOOLCHAIN);
+    tc[*ntc].key = k;
+    tc[*ntc].value = v;
+    (*ntc)++;
+    return 0;
+}
+
+/* What one object maps to; strings point into the object, which outlives the insert. */
+typedef struct mapped {
+    nb_db_run run;
+    nb_db_deployment dep;
+    nb_db_kv tc[MAX_TOOLCHAIN];
+    char ext[NB_DB_NAME_MAX];     /* external id: the row key, or a content digest */
+    char mkey[2 * NB_DB_NAME_MAX]; /* measurement key */
+    int keyed;                    /* ext is (run_id, model, runner), not a digest */
+} mapped;
+
+static int map_run_id(json_object *obj, const char *model, const char *runner, int sweep,
+                      int64_t ctx, mapped *mp, char *msg, size_t msz)
+{
+    json_object *rid = NULL;
+    char id[NB_DB_NAME_MAX];
+    if (!json_object_object_get_ex(obj, "run_id", &rid) || !rid) {
+        buf b = {0};
+        canon(&b, obj, 0);
+        if (b.oom) {
+            free(b.p);
+            BAD("object too deeply nested or out of memory");
+        }
+        char hex[65];
+        nb_sha256_mem_hex(b.p, b.n, hex);
+        free(b.p);
+        snprintf(mp->ext, sizeof mp->ext, "sha256:%s", hex);
+        return 0;
+    }
+    if (json_object_is_type(rid, json_type_string)) {
+        const char *s = json_object_get_string(rid);
+        if (!*s || strlen(s) >= sizeof id)
+            BAD("field 'run_id': empty or longer than %zu bytes", sizeof id - 1);
+        snprintf(id, sizeof id, "%s", s);
+    } else if (json_object_is_type(rid, json_type_int)) {
+        snprintf(id, sizeof id, "%lld", (long long)json_object_get_int64(rid));
+    } else {
+        BAD("field 'run_id': expected a string or integer, got %s", type_name(rid));
+    }
+    /* Every model of one nightly shares the workflow's run_id: the row is the run, the
+     * model and the runner (and, for a sweep, the context). */
+    char ctxs[32] = "";
+    if (sweep)
+        snprintf(ctxs, sizeof ctxs, "/sweep:%lld", (long long)ctx);
+    int n = snprintf(mp->ext, sizeof mp->ext, "%s/%s/%s%s", id, model, runner ? runner : "",
+                     ctxs);
+    if (n < 0 || (size_t)n >= sizeof mp->ext)
+        BAD("fields 'run_id', 'model', 'runner': the row key is longer than %zu bytes",
+            sizeof mp->ext - 1);
+    mp->keyed = 1;
+    return 0;
+}
+
+/* Fills mp from obj. Returns 0, or -1 with msg for a bad row. */
+static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, size_t msz)
 {
     if (!json_object_is_type(obj, json_type_object))
         BAD("expected a JSON object, got %s", type_name(obj));
-    const char *model, *runner, *ts, *date, *status, *backend, *dtype, *digest;
+    const char *model, *runner, *ts, *date, *status, *backend, *dtype, *digest, *point;
     if (get_string(obj, "model", "model", &model, msg, msz) < 0 ||
         get_string(obj, "runner", "runner", &runner, msg, msz) < 0 ||
         get_string(obj, "timestamp_utc", "timestamp_utc", &ts, msg, msz) < 0 ||
         get_string(obj, "date", "date", &date, msg, msz) < 0 ||
         get_string(obj, "verify_status", "verify_status", &status, msg, msz) < 0 ||
         get_string(obj, "backend", "backend", &backend, msg, msz) < 0 ||
-        get_string(obj, "dtype", "dtype", &dtype, msg, msz) < 0)
+        get_string(obj, "dtype", "dtype", &dtype, msg, msz) < 0 ||
+        get_string(obj, "status", "status", &point, msg, msz) < 0)
         return -1;
     if (get_string(obj, "model_digest", "model_digest", &digest, msg, msz) < 0)
         return -1;
@@ -362,11 +460,16 @@ static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_depl
         BAD("field 'model': missing");
     if (strlen(model) >= NB_DB_NAME_MAX)
         BAD("field 'model': longer than %d bytes", NB_DB_NAME_MAX - 1);
-    const char *board = im->opts->board ? im->opts->board : runner;
-    if (!board || !*board)
-        BAD("field 'runner': missing (it names the board; or import with a board)");
-    if (strlen(board) >= NB_DB_NAME_MAX || (runner && strlen(runner) >= NB_DB_NAME_MAX))
+    if (runner && strlen(runner) >= NB_DB_NAME_MAX)
         BAD("field 'runner': longer than %d bytes", NB_DB_NAME_MAX - 1);
+    /* extract_perf's per-model perf.json has "runner": ""; the nightly fills it in when
+     * it combines them. Such a row waits on board "unknown" until a copy naming the
+     * runner arrives (see merge_measurement). */
+    const char *board = im->opts->board           ? im->opts->board
+                        : runner && *runner       ? runner
+                                                  : NB_DB_IMPORT_UNKNOWN_BOARD;
+    if (strlen(board) >= NB_DB_NAME_MAX)
+        BAD("board '%.40s': longer than %d bytes", board, NB_DB_NAME_MAX - 1);
     if (!backend)
         backend = im->opts->backend ? im->opts->backend : "npu";
     if (!dtype)
@@ -393,31 +496,39 @@ static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_depl
     if (started <= 0)
         BAD("field '%s': time before 1970", ts ? "timestamp_utc" : "date");
 
-    nb_db_outcome outcome = NB_OUTCOME_ERROR;
-    if (status && map_status(status, &outcome))
-        BAD("field 'verify_status': unknown value \"%.40s\" (expected PASS, FAIL or ERROR)",
+    const status_map *sm = map_status(status);
+    if (!sm)
+        BAD("field 'verify_status': unknown value \"%.40s\" (expected pass, fail, skip, "
+            "error, \"\" or null)",
             status);
 
     json_object *metrics = obj, *mv = NULL;
-    const char *mp = "";
+    const char *mp_ = "";
     if (json_object_object_get_ex(obj, "metrics", &mv) && mv) {
         if (!json_object_is_type(mv, json_type_object))
             BAD("field 'metrics': expected an object, got %s", type_name(mv));
         metrics = mv;
-        mp = "metrics.";
+        mp_ = "metrics.";
     }
+    /* A sweep_history.ndjson row (one context of a decode sweep) carries the point's own
+     * status and ms_per_token; a history/perf row has neither. */
+    int sweep = point || json_object_object_get_ex(obj, "ms_per_token", NULL);
     char fname[64];
-    double ttft, tps;
+    double ttft, tps, ms_tok = NAN;
     int64_t ctx, ntok = -1;
-    snprintf(fname, sizeof fname, "%sttft_ms", mp);
+    snprintf(fname, sizeof fname, "%sttft_ms", mp_);
     if (get_number(metrics, "ttft_ms", fname, &ttft, msg, msz) < 0)
         return -1;
-    snprintf(fname, sizeof fname, "%sdecode_tokens_per_sec", mp);
+    snprintf(fname, sizeof fname, "%sdecode_tokens_per_sec", mp_);
     if (get_number(metrics, "decode_tokens_per_sec", fname, &tps, msg, msz) < 0)
         return -1;
-    snprintf(fname, sizeof fname, "%scontext_len", mp);
+    snprintf(fname, sizeof fname, "%scontext_len", mp_);
     if (get_count(metrics, "context_len", fname, &ctx, msg, msz) < 0)
         return -1;
+    if (sweep && get_number(obj, "ms_per_token", "ms_per_token", &ms_tok, msg, msz) < 0)
+        return -1;
+    if (sweep && ctx < 0)
+        BAD("field 'context_len': missing (a sweep point is one context length)");
     json_object *rp = NULL;
     if (json_object_object_get_ex(obj, "run_params", &rp) && rp) {
         if (!json_object_is_type(rp, json_type_object))
@@ -436,13 +547,8 @@ static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_depl
             BAD("field 'toolchain': expected an object, got %s", type_name(tco));
         json_object_object_foreach(tco, key, val)
         {
-            if (!val)
-                continue;
-            if (ntc == MAX_TOOLCHAIN)
-                BAD("field 'toolchain': more than %d entries", MAX_TOOLCHAIN);
-            tc[ntc].key = key;
-            tc[ntc].value = value_text(val);
-            ntc++;
+            if (add_toolchain(mp->tc, &ntc, key, val, msg, msz))
+                return -1;
         }
     }
     static const char *const flat_tc[] = {"air_sha", "aie_hash", "peano"};
@@ -452,43 +558,21 @@ static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_depl
             continue;
         if (json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array))
             BAD("field '%s': expected a string, got %s", flat_tc[i], type_name(v));
-        int dup = 0;
-        for (size_t k = 0; k < ntc; k++)
-            dup |= strcmp(tc[k].key, flat_tc[i]) == 0;
-        if (dup)
-            continue; /* the toolchain object's entry wins */
-        if (ntc == MAX_TOOLCHAIN)
-            BAD("field 'toolchain': more than %d entries", MAX_TOOLCHAIN);
-        tc[ntc].key = flat_tc[i];
-        tc[ntc].value = value_text(v);
-        ntc++;
+        if (add_toolchain(mp->tc, &ntc, flat_tc[i], v, msg, msz))
+            return -1;
     }
 
-    json_object *rid = NULL;
-    if (json_object_object_get_ex(obj, "run_id", &rid) && rid) {
-        if (json_object_is_type(rid, json_type_string)) {
-            const char *s = json_object_get_string(rid);
-            if (!*s || strlen(s) >= ext_size)
-                BAD("field 'run_id': empty or longer than %zu bytes", ext_size - 1);
-            snprintf(ext, ext_size, "%s", s);
-        } else if (json_object_is_type(rid, json_type_int)) {
-            snprintf(ext, ext_size, "%lld", (long long)json_object_get_int64(rid));
-        } else {
-            BAD("field 'run_id': expected a string or integer, got %s", type_name(rid));
-        }
-    } else {
-        buf b = {0};
-        canon(&b, obj, 0);
-        if (b.oom) {
-            free(b.p);
-            BAD("object too deeply nested or out of memory");
-        }
-        char hex[65];
-        nb_sha256_mem_hex(b.p, b.n, hex);
-        free(b.p);
-        snprintf(ext, ext_size, "sha256:%s", hex);
-    }
+    mp->keyed = 0;
+    if (map_run_id(obj, model, runner, sweep, ctx, mp, msg, msz))
+        return -1;
+    /* The measurement: extract_perf stamps timestamp_utc once and every later copy (the
+     * combined perf.json, the history row) carries it unchanged. */
+    char series[32] = "perf";
+    if (sweep)
+        snprintf(series, sizeof series, "sweep:%lld", (long long)ctx);
+    snprintf(mp->mkey, sizeof mp->mkey, "%s|%lld|%s", model, (long long)started, series);
 
+    nb_db_deployment *dep = &mp->dep;
     memset(dep, 0, sizeof *dep);
     nb_db_copy(dep->model, sizeof dep->model, model);
     nb_db_copy(dep->weights_digest, sizeof dep->weights_digest, digest);
@@ -496,18 +580,22 @@ static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_depl
     nb_db_copy(dep->dtype, sizeof dep->dtype, dtype);
     nb_db_copy(dep->board, sizeof dep->board, board);
 
+    nb_db_run *run = &mp->run;
     nb_db_run_init(run);
-    run->runner = runner;
-    run->kind = "bench";
-    run->outcome = outcome;
-    if (!status)
-        run->error = "not verified (no verify_status)";
+    run->runner = runner && *runner ? runner : NULL;
+    run->kind = sweep ? "sweep" : "bench";
+    run->outcome = sm->o;
+    run->error = sm->why;
+    run->verify_status = sm->word;
+    run->measurement_key = mp->mkey;
     run->started_ms = started;
     run->value[NB_METRIC_TTFT] = ttft;
     run->value[NB_METRIC_TPS] = tps;
+    run->value[NB_METRIC_DECODE] = ms_tok;
     run->context_len = ctx;
     run->generated_tokens = ntok;
-    run->reps = 1;
+    /* One number per metric, as the source printed it: no repetitions, no spread. */
+    run->reps = 0;
     run->env.board = board;
     run->env.backend = backend;
     run->env.dtype = dtype;
@@ -515,10 +603,116 @@ static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_depl
     run->report_json = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
     run->source = NB_SOURCE_IMPORT;
-    run->external_id = ext;
-    run->toolchain = tc;
+    run->external_id = mp->ext;
+    run->toolchain = mp->tc;
     run->n_toolchain = ntc;
     return 0;
+}
+
+/* ---- the same measurement from another file ---- */
+
+/* Two copies of one number: equal, or one side lacks it (a copy may be a null row). */
+static int agrees(sqlite3_stmt *st, int col, double v)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL || isnan(v) ||
+           sqlite3_column_double(st, col) == v;
+}
+
+/* The stored run holding mp's measurement: the same key, from a source whose runner
+ * agrees (equal, or one side did not know it) and whose numbers agree (JSON carries them
+ * unchanged from file to file, so equal means equal); 0 when there is none. A copy
+ * with other numbers is another measurement and is stored as one. */
+static nb_code find_measurement(nb_db *db, const mapped *mp, int64_t *id, nb_err *err)
+{
+    static const char sql[] = "SELECT id, COALESCE(runner, ''), ttft_ms, tps, "
+                              "decode_ms_per_token, context_len FROM runs "
+                              "WHERE measurement_key = ? ORDER BY id";
+    sqlite3_stmt *st;
+    *id = 0;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (rc)
+        return rc;
+    nb_db_bind_str(st, 1, mp->mkey);
+    const nb_db_run *r = &mp->run;
+    const char *runner = r->runner ? r->runner : "";
+    double ctx = r->context_len >= 0 ? (double)r->context_len : NAN;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *sr = (const char *)sqlite3_column_text(st, 1);
+        if ((!*runner || !*sr || !strcmp(sr, runner)) &&
+            agrees(st, 2, r->value[NB_METRIC_TTFT]) && agrees(st, 3, r->value[NB_METRIC_TPS]) &&
+            agrees(st, 4, r->value[NB_METRIC_DECODE]) && agrees(st, 5, ctx)) {
+            *id = sqlite3_column_int64(st, 0);
+            break;
+        }
+    }
+    if (s != SQLITE_ROW && s != SQLITE_DONE)
+        rc = nb_db_sqlerr(db, err, "looking up the measurement");
+    nb_db_done(st);
+    return rc;
+}
+
+/* Completes stored run id with what this copy adds: the row key for a copy that had
+ * none, a runner (moving the run off board "unknown"), a verify status that was
+ * unknown, missing metrics, counts and toolchain entries. What was stored wins. */
+static nb_code merge_measurement(nb_db *db, int64_t id, mapped *mp, nb_err *err)
+{
+    static const char upd[] =
+        "UPDATE runs SET "
+        "external_id = CASE WHEN ?1 IS NOT NULL AND (external_id IS NULL OR "
+        "  external_id LIKE 'sha256:%') THEN ?1 ELSE external_id END, "
+        "outcome = CASE WHEN COALESCE(verify_status, 'unknown') = 'unknown' THEN ?2 "
+        "  ELSE outcome END, "
+        "error = CASE WHEN COALESCE(verify_status, 'unknown') = 'unknown' THEN ?3 "
+        "  ELSE error END, "
+        "verify_status = CASE WHEN COALESCE(verify_status, 'unknown') = 'unknown' THEN ?4 "
+        "  ELSE verify_status END, "
+        "ttft_ms = COALESCE(ttft_ms, ?5), tps = COALESCE(tps, ?6), "
+        "decode_ms_per_token = COALESCE(decode_ms_per_token, ?7), "
+        "context_len = COALESCE(context_len, ?8), "
+        "generated_tokens = COALESCE(generated_tokens, ?9) WHERE id = ?10";
+    static const char move[] = "UPDATE runs SET runner = ?1, board = ?2, deployment_id = ?3 "
+                               "WHERE id = ?4 AND COALESCE(runner, '') = ''";
+    static const char tc_ins[] =
+        "INSERT OR IGNORE INTO toolchain (run_id, key, value) VALUES (?, ?, ?)";
+    const nb_db_run *r = &mp->run;
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, upd, &st, err);
+    if (rc)
+        return rc;
+    nb_db_bind_opt_str(st, 1, mp->keyed ? mp->ext : NULL);
+    nb_db_bind_str(st, 2, nb_db_outcome_name(r->outcome));
+    nb_db_bind_opt_str(st, 3, r->error);
+    nb_db_bind_str(st, 4, r->verify_status);
+    nb_db_bind_opt_double(st, 5, r->value[NB_METRIC_TTFT]);
+    nb_db_bind_opt_double(st, 6, r->value[NB_METRIC_TPS]);
+    nb_db_bind_opt_double(st, 7, r->value[NB_METRIC_DECODE]);
+    nb_db_bind_opt_int(st, 8, r->context_len, r->context_len >= 0);
+    nb_db_bind_opt_int(st, 9, r->generated_tokens, r->generated_tokens >= 0);
+    sqlite3_bind_int64(st, 10, id);
+    if ((rc = nb_db_step_done(db, st, err, "merging the measurement")))
+        return rc;
+    if (r->runner) {
+        int64_t dep_id;
+        if ((rc = nb_db_deployment_upsert(db, &mp->dep, &dep_id, err)) ||
+            (rc = nb_db_stmt(db, move, &st, err)))
+            return rc;
+        nb_db_bind_str(st, 1, r->runner);
+        nb_db_bind_str(st, 2, mp->dep.board);
+        sqlite3_bind_int64(st, 3, dep_id);
+        sqlite3_bind_int64(st, 4, id);
+        if ((rc = nb_db_step_done(db, st, err, "recording the measurement's runner")))
+            return rc;
+    }
+    for (size_t i = 0; i < r->n_toolchain && !rc; i++) {
+        if ((rc = nb_db_stmt(db, tc_ins, &st, err)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        nb_db_bind_str(st, 2, r->toolchain[i].key);
+        nb_db_bind_str(st, 3, r->toolchain[i].value);
+        rc = nb_db_step_done(db, st, err, "merging the toolchain");
+    }
+    return rc;
 }
 
 /* Imports one parsed object. NB_OK also for bad or skipped rows (they are
@@ -526,43 +720,102 @@ static int map_object(importer *im, json_object *obj, nb_db_run *run, nb_db_depl
 static nb_code import_object(importer *im, json_object *obj, size_t line, nb_err *err)
 {
     char msg[NB_DB_MSG_MAX - 64];
-    char ext[NB_DB_NAME_MAX];
-    nb_db_run run;
-    nb_db_deployment dep;
-    nb_db_kv *tc = malloc(MAX_TOOLCHAIN * sizeof *tc);
-    if (!tc)
+    mapped *mp = malloc(sizeof *mp);
+    if (!mp)
         return nb_err_set(err, NB_ENOMEM, "%s: out of memory", im->path);
     msg[0] = '\0';
-    if (map_object(im, obj, &run, &dep, tc, ext, sizeof ext, msg, sizeof msg)) {
+    if (map_object(im, obj, mp, msg, sizeof msg)) {
         record_bad(im, line, msg);
-        free(tc);
+        free(mp);
         return NB_OK;
     }
-    int64_t existing;
+    int64_t existing = 0;
     nb_err e;
     nb_err_clear(&e);
-    nb_code rc = nb_db_run_find_external(im->db, ext, &existing, &e);
+    nb_code rc = nb_db_run_find_external(im->db, mp->ext, &existing, &e);
     if (rc == NB_OK) {
         im->rep->n_skipped++;
-        free(tc);
+        free(mp);
         return NB_OK;
     }
-    if (rc != NB_ENOTFOUND) {
-        free(tc);
-        return nb_err_set(err, rc, "%s", e.msg);
+    if (rc == NB_ENOTFOUND)
+        rc = find_measurement(im->db, mp, &existing, &e);
+    if (!rc && existing) {
+        rc = merge_measurement(im->db, existing, mp, &e);
+        if (!rc) {
+            im->rep->n_skipped++;
+            im->rep->n_merged++;
+        }
+    } else if (!rc) {
+        rc = nb_db_deployment_upsert(im->db, &mp->dep, &mp->run.deployment_id, &e);
+        if (!rc)
+            rc = nb_db_run_insert(im->db, &mp->run, &existing, &e);
+        if (!rc)
+            im->rep->n_imported++;
     }
-    rc = nb_db_deployment_upsert(im->db, &dep, &run.deployment_id, &e);
-    if (!rc)
-        rc = nb_db_run_insert(im->db, &run, &existing, &e);
-    free(tc);
+    free(mp);
     if (rc == NB_EINVAL || rc == NB_EMISMATCH) {
         record_bad(im, line, e.msg);
         return NB_OK;
     }
     if (rc)
         return nb_err_set(err, rc, "%s", e.msg);
-    im->rep->n_imported++;
     return NB_OK;
+}
+
+/* sweep.json: one record per model, its points a curve over context_len. Each point
+ * becomes the row append_history.py would write to sweep_history.ndjson. */
+static nb_code import_sweep(importer *im, json_object *rec, json_object *points, size_t line,
+                            nb_err *err)
+{
+    if (!json_object_is_type(points, json_type_array)) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "field 'points': expected a list, got %s",
+                 type_name(points));
+        record_bad(im, line, msg);
+        return NB_OK;
+    }
+    static const char *const from_rec[] = {"model", "timestamp_utc", "runner", "verify_status",
+                                           "toolchain", "run_id"};
+    nb_code rc = NB_OK;
+    size_t n = json_object_array_length(points);
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_object *pt = json_object_array_get_idx(points, i);
+        if (!json_object_is_type(pt, json_type_object)) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "points[%zu]: expected an object, got %s", i,
+                     type_name(pt));
+            record_bad(im, line, msg);
+            continue;
+        }
+        json_object *row = json_object_new_object();
+        if (!row)
+            return nb_err_set(err, NB_ENOMEM, "%s: out of memory", im->path);
+        for (size_t k = 0; k < sizeof from_rec / sizeof from_rec[0]; k++) {
+            json_object *v;
+            if (json_object_object_get_ex(rec, from_rec[k], &v))
+                json_object_object_add(row, from_rec[k], json_object_get(v));
+        }
+        json_object_object_foreach(pt, key, val)
+        {
+            json_object_object_add(row, key, json_object_get(val));
+        }
+        if (!json_object_object_get_ex(row, "status", NULL))
+            json_object_object_add(row, "status", json_object_new_string(""));
+        rc = import_object(im, row, line, err);
+        json_object_put(row);
+    }
+    return rc;
+}
+
+/* One top-level object of any accepted file. */
+static nb_code import_record(importer *im, json_object *obj, size_t line, nb_err *err)
+{
+    json_object *points = NULL;
+    if (json_object_is_type(obj, json_type_object) &&
+        json_object_object_get_ex(obj, "points", &points) && points)
+        return import_sweep(im, obj, points, line, err);
+    return import_object(im, obj, line, err);
 }
 
 /* ---- file shapes ---- */
@@ -629,7 +882,7 @@ static nb_code import_ndjson(importer *im, const char *data, size_t len, json_to
             } else if (skip_ws(next, le) != le) {
                 record_bad(im, line, "invalid JSON: more than one value on the line");
             } else {
-                rc = import_object(im, o, line, err);
+                rc = import_record(im, o, line, err);
             }
             json_object_put(o);
         }
@@ -679,7 +932,7 @@ static nb_code import_list(importer *im, const char *data, size_t len, json_toke
             record_bad(im, line, full);
             break;
         }
-        rc = import_object(im, o, line, err);
+        rc = import_record(im, o, line, err);
         json_object_put(o);
         p = next;
     }
@@ -708,7 +961,7 @@ static nb_code import_data(importer *im, const char *data, size_t len, json_toke
         const char *next = s;
         json_object *o = parse_at(tok, s, end, &next, msg, sizeof msg);
         if (o && skip_ws(next, end) == end) {
-            nb_code rc = import_object(im, o, count_lines(data, s) + 1, err);
+            nb_code rc = import_record(im, o, count_lines(data, s) + 1, err);
             json_object_put(o);
             return rc;
         }

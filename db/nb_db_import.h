@@ -7,22 +7,35 @@
 
 #include "nb_db.h"
 
-/* Accepted shapes, per object (a perf.json file holds one object or a JSON
- * list of them; history.ndjson holds one object per line):
+/* Accepted shapes, per object, as mlir-air's nightly writes them (docs/mlir-air.md; a
+ * perf.json file holds one object or a JSON list of them, an .ndjson file one per line):
  *   perf:    {model, timestamp_utc, runner, verify_status,
  *             metrics{ttft_ms, decode_tokens_per_sec, context_len},
- *             toolchain{key: value...}, run_params{n_tokens, prompt}}
- *   history: {date, timestamp_utc, run_id, air_sha, aie_hash, peano, model,
- *             runner, ttft_ms, decode_tokens_per_sec, context_len, verify_status}
- * Each becomes one run (kind "bench", source import) of the deployment
- * (model, weights digest if given, backend, dtype, board). The run's
- * external id is run_id when present, else "sha256:" + the SHA-256 of the
- * object's canonical JSON (keys sorted, numbers normalized), so importing
- * the same file twice skips every row the second time. The original object
- * is kept as the run's report JSON; toolchain entries (and the history
- * rows' air_sha/aie_hash/peano) go to the toolchain table.
- * verify_status PASS/FAIL/ERROR (case-insensitive; also passed/ok/failed/
- * error); missing or null means the run was not verified: outcome ERROR. */
+ *             toolchain{mlir_air_sha, mlir_aie_hash, llvm_aie_version, ...},
+ *             run_params{n_tokens, prompt}}   (extract_perf.py; per model runner is "")
+ *   history: {date, timestamp_utc, run_id, air_sha, aie_hash, peano, model, runner,
+ *             ttft_ms, decode_tokens_per_sec, context_len, verify_status}
+ *   sweep:   history's keys with ms_per_token and status instead of ttft_ms
+ *            (sweep_history.ndjson), or sweep.json's {model, ..., points[...]}: one
+ *            run of kind "sweep" per point
+ * Each becomes one run (kind "bench" or "sweep", source import) of the deployment
+ * (model, weights digest if given, backend, dtype, board = runner, or "unknown" when
+ * runner is ""). A row with a run_id is keyed by (run_id, model, runner[, context]):
+ * external id "<run_id>/<model>/<runner>" (+ "/sweep:<context_len>"); one without, by
+ * "sha256:" + the SHA-256 of its canonical JSON (keys sorted, numbers normalized), so
+ * importing a file twice skips every row the second time. One measurement (model,
+ * timestamp_utc, series) that arrives through several files (the per-model perf.json,
+ * the combined one, history.ndjson) is stored once: later copies add what the stored one
+ * lacked (row key, runner, verify status, toolchain) and count as skipped and merged.
+ * The original object is kept as the run's report JSON; toolchain entries go to the
+ * toolchain table, perf.json's long names stored as history's short ones (air_sha,
+ * aie_hash, peano), empty values dropped. verify_status pass/fail (case-insensitive;
+ * also passed/ok/failed/error) set the outcome; "skip", "" and null are stored as
+ * verify status "skip" / "unknown" with outcome ERROR, neither a pass nor a fail.
+ * Imported runs carry one value per metric: no repetitions, mean or spread (NULL). */
+/* The board of a row whose runner is "" (until a copy naming the runner arrives). */
+#define NB_DB_IMPORT_UNKNOWN_BOARD "unknown"
+
 typedef struct nb_db_import_opts {
     const char *backend; /* unless the object names one; NULL = "npu" */
     const char *dtype;   /* unless the object names one; NULL = "bf16" */
@@ -39,7 +52,8 @@ typedef struct nb_db_import_bad {
 
 typedef struct nb_db_import_report {
     size_t n_imported;
-    size_t n_skipped; /* already stored (same external id) */
+    size_t n_skipped; /* already stored (same row key, or the same measurement) */
+    size_t n_merged;  /* of those, the same measurement from another file, merged in */
     size_t n_bad;     /* rejected rows, all counted */
     nb_db_import_bad *bad; /* the first NB_DB_IMPORT_BAD_KEEP of them; malloc'ed */
     size_t n_bad_kept;

@@ -151,8 +151,9 @@ static const char run_ins_sql[] =
     "ttft_stddev, tps_stddev, decode_stddev, tpot_stddev, "
     "prompt_tokens, generated_tokens, context_len, reps, "
     "npubench_commit, board, cpu_info, npu_info, backend, dtype, threads, model_digest, "
-    "report_json, regression, regression_detail, source, external_id) VALUES ("
-    "?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?)";
+    "report_json, regression, regression_detail, source, external_id, verify_status, "
+    "measurement_key) VALUES ("
+    "?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?)";
 
 static nb_code insert_row(nb_db *db, const nb_db_run *r, int64_t *id, nb_err *err)
 {
@@ -195,6 +196,8 @@ static nb_code insert_row(nb_db *db, const nb_db_run *r, int64_t *id, nb_err *er
     nb_db_bind_opt_str(st, i++, r->regression_detail);
     nb_db_bind_str(st, i++, nb_db_source_name(r->source));
     nb_db_bind_opt_str(st, i++, r->external_id);
+    nb_db_bind_opt_str(st, i++, r->verify_status);
+    nb_db_bind_opt_str(st, i++, r->measurement_key);
     rc = nb_db_step_done(db, st, err, "inserting run");
     if (!rc)
         *id = sqlite3_last_insert_rowid(db->h);
@@ -610,7 +613,8 @@ static const char run_get_sql[] =
     "ttft_stddev, tps_stddev, decode_stddev, tpot_stddev, "
     "prompt_tokens, generated_tokens, context_len, reps, "
     "npubench_commit, board, cpu_info, npu_info, backend, dtype, threads, model_digest, "
-    "report_json, regression, regression_detail, source, external_id FROM runs WHERE id = ?";
+    "report_json, regression, regression_detail, source, external_id, verify_status, "
+    "measurement_key FROM runs WHERE id = ?";
 
 /* The runs row under st into *out, columns in run_get_sql's order; strings in its arena. */
 static void read_row(sqlite3_stmt *st, nb_db_run *out, int *oom)
@@ -654,6 +658,8 @@ static void read_row(sqlite3_stmt *st, nb_db_run *out, int *oom)
     nb_db_col_copy(st, i++, src, sizeof src);
     out->source = source_from_text(src);
     out->external_id = nb_db_col_arena_dup(a, st, i++, oom);
+    out->verify_status = nb_db_col_arena_dup(a, st, i++, oom);
+    out->measurement_key = nb_db_col_arena_dup(a, st, i++, oom);
 }
 
 nb_code nb_db_run_get(nb_db *db, int64_t id, nb_db_run *out, nb_err *err)
@@ -694,6 +700,17 @@ void nb_db_run_free(nb_db_run *run)
 
 /* ---- history ---- */
 
+/* The toolchain keys history can filter on, as mlir-air's history rows name them
+ * (the importer stores perf.json's toolchain entries under the same names). */
+static const char *const tc_filter_keys[] = {"air_sha", "aie_hash", "peano"};
+#define NB_TC_FILTERS (sizeof tc_filter_keys / sizeof tc_filter_keys[0])
+
+static const char *tc_filter(const nb_db_history_query *q, size_t k)
+{
+    const char *v = k == 0 ? q->air_sha : k == 1 ? q->aie_hash : q->peano;
+    return v && *v ? v : NULL;
+}
+
 /* Appends the WHERE clause for q's filters; binds come in the same order
  * in bind_filters. */
 static void filter_sql(char *buf, size_t size, const nb_db_history_query *q)
@@ -715,6 +732,11 @@ static void filter_sql(char *buf, size_t size, const nb_db_history_query *q)
         ADD(" AND r.kind = ?");
     if (q->since_ms > 0)
         ADD(" AND r.started_ms >= ?");
+    for (size_t k = 0; k < NB_TC_FILTERS; k++) {
+        if (tc_filter(q, k))
+            ADD(" AND EXISTS (SELECT 1 FROM toolchain t WHERE t.run_id = r.id AND t.key = ? "
+                "AND substr(t.value, 1, length(?)) = ?)");
+    }
     if (q->metric == NB_METRIC_GATE) {
         ADD(" AND r.outcome IN ('PASS', 'FAIL')");
     } else {
@@ -742,6 +764,14 @@ static int bind_filters(sqlite3_stmt *st, const nb_db_history_query *q)
         nb_db_bind_str(st, i++, q->kind);
     if (q->since_ms > 0)
         sqlite3_bind_int64(st, i++, q->since_ms);
+    for (size_t k = 0; k < NB_TC_FILTERS; k++) {
+        const char *v = tc_filter(q, k);
+        if (!v)
+            continue;
+        nb_db_bind_str(st, i++, tc_filter_keys[k]);
+        nb_db_bind_str(st, i++, v);
+        nb_db_bind_str(st, i++, v);
+    }
     return i;
 }
 
@@ -801,6 +831,7 @@ static void history_row(sqlite3_stmt *st, void *slot, void *ud)
     h->stddev = nb_db_col_double(st, 15);
     h->reps = (int)nb_db_col_int(st, 16, 0);
     h->regression = sqlite3_column_int(st, 17);
+    nb_db_col_copy(st, 18, h->verify_status, sizeof h->verify_status);
 }
 
 static void board_row(sqlite3_stmt *st, void *slot, void *ud)
@@ -831,12 +862,12 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
     nb_code rc = check_query(q, err);
     if (rc)
         return rc;
-    char sql[1536];
+    char sql[2048];
     int gate = q->metric == NB_METRIC_GATE;
     snprintf(sql, sizeof sql,
              "SELECT r.id, r.job_id, r.deployment_id, d.model, d.board, d.backend, d.dtype, "
              "d.weights_digest, r.kind, r.npubench_commit, r.outcome, r.source, r.started_ms, "
-             "%s, %s, %s, r.reps, r.regression FROM runs r "
+             "%s, %s, %s, r.reps, r.regression, r.verify_status FROM runs r "
              "JOIN deployments d ON d.id = r.deployment_id",
              gate ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END" : value_cols[q->metric],
              gate ? "NULL" : mean_cols[q->metric], gate ? "NULL" : stddev_cols[q->metric]);
@@ -871,7 +902,7 @@ nb_code nb_db_history_by_board(nb_db *db, const nb_db_history_query *q,
     nb_code rc = check_query(q, err);
     if (rc)
         return rc;
-    char sql[1536];
+    char sql[2048];
     const char *v = q->metric == NB_METRIC_GATE
                         ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END"
                         : value_cols[q->metric];

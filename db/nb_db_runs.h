@@ -104,6 +104,12 @@ typedef struct nb_db_run {
     const char *regression_detail;
     nb_db_source source;
     const char *external_id;    /* unique when set (imports) */
+    /* Imports: the verify status the source reported, "pass", "fail", "error", "skip"
+     * or "unknown" (reported as "" or null); NULL for npubench's own runs. */
+    const char *verify_status;
+    /* Imports: which measurement the row reports ("<model>|<started_ms>|perf", or
+     * "|sweep:<context_len>"), the same whichever file brought it; NULL otherwise. */
+    const char *measurement_key;
 
     const nb_db_sample *samples;
     size_t n_samples;
@@ -146,6 +152,9 @@ typedef struct nb_db_history_query {
     const char *model, *board, *backend, *dtype; /* NULL or "" = any */
     int64_t deployment_id;                       /* 0 = any */
     const char *kind;                            /* NULL or "" = any */
+    /* Toolchain filters (NULL or "" = any): runs whose toolchain entry air_sha,
+     * aie_hash or peano starts with the given text, so a short SHA selects. */
+    const char *air_sha, *aie_hash, *peano;
     nb_db_metric metric; /* rows lacking this metric are skipped */
     int64_t since_ms;    /* started at or after; 0 = no bound */
     size_t limit;        /* 0 = 100; at most NB_DB_HISTORY_MAX */
@@ -166,6 +175,7 @@ typedef struct nb_db_history_row {
     double value, mean, stddev; /* of the queried metric (mean/stddev NaN for gate) */
     int reps;
     int regression;
+    char verify_status[16]; /* see nb_db_run.verify_status; "" when not imported */
 } nb_db_history_row;
 
 /* Runs matching q, newest first (started_ms, then id). *rows malloc'ed

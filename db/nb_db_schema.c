@@ -195,9 +195,32 @@ static const char v2_sql[] =
     "  stored_ms INTEGER NOT NULL\n"
     ");\n";
 
+/* mlir-air's nightly files: the verify status as the nightly reported it (a
+ * skipped or unreported verify is neither PASS nor FAIL), and the measurement a
+ * row came from, so the same numbers arriving through perf.json and through
+ * history.ndjson are stored once (docs/mlir-air.md). */
+static const char v3_sql[] =
+    "ALTER TABLE runs ADD COLUMN verify_status TEXT\n"
+    "  CHECK (verify_status IN ('pass','fail','error','skip','unknown'));\n"
+    "ALTER TABLE runs ADD COLUMN measurement_key TEXT;\n"
+    "CREATE INDEX runs_measurement ON runs (measurement_key)\n"
+    "  WHERE measurement_key IS NOT NULL;\n";
+
+/* One identity per model: the names a model goes by, each pointing at its canonical
+ * name (db/nb_db_alias.h). NOCASE as model names are matched case-insensitively. */
+static const char v4_sql[] = "CREATE TABLE model_aliases (\n"
+                             "  alias TEXT NOT NULL PRIMARY KEY COLLATE NOCASE,\n"
+                             "  model TEXT NOT NULL COLLATE NOCASE CHECK (model <> ''),\n"
+                             "  origin TEXT NOT NULL DEFAULT '',\n"
+                             "  set_ms INTEGER NOT NULL\n"
+                             ") WITHOUT ROWID;\n"
+                             "CREATE INDEX model_aliases_model ON model_aliases (model);\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
+    {"import: verify status and measurement key", v3_sql},
+    {"model aliases", v4_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

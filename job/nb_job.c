@@ -235,6 +235,31 @@ void nb_job_model_canon(const char *model, char *out, size_t cap)
     snprintf(out, cap, "%s", tmp);
 }
 
+const char *nb_job_model_resolve(const char *name, const nb_job_alias *aliases, size_t n)
+{
+    if (!name || !*name || !n)
+        return name;
+    char c[1024];
+    nb_job_model_canon(name, c, sizeof c);
+    for (size_t i = 0; i < n; i++)
+        if (!strcasecmp(aliases[i].alias, name) || !strcasecmp(aliases[i].alias, c))
+            return aliases[i].model;
+    return name;
+}
+
+int nb_job_model_match_aliased(const char *sel, const char *model, const char *name,
+                               const nb_job_alias *aliases, size_t n)
+{
+    int m = nb_job_model_match(sel, model, name);
+    if (m || !n)
+        return m;
+    const char *a = nb_job_model_resolve(sel, aliases, n);
+    const char *b = nb_job_model_resolve(model, aliases, n);
+    if (a == sel && b == model)
+        return 0;
+    return nb_job_model_match(a, b, NULL) >= 2 ? 2 : 0;
+}
+
 int nb_job_model_match(const char *sel, const char *model, const char *name)
 {
     if (!sel || !*sel || !strcmp(sel, "*") || !model || !*model || !strcmp(model, "*"))

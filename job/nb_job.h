@@ -97,4 +97,23 @@ void nb_job_model_canon(const char *model, char *out, size_t cap);
  * deployments take the highest. */
 int nb_job_model_match(const char *sel, const char *model, const char *name);
 
+/* One other name of a model (a weights digest, GGUF general.name, a preset word, mlir-air's
+ * model key) and the canonical name it stands for; the history keeps them (db/nb_db_alias.h),
+ * the deployments file declares them. */
+#define NB_JOB_MODEL_ALIASES_MAX 16 /* aliases one deployment may declare */
+
+typedef struct nb_job_alias {
+    const char *alias, *model;
+} nb_job_alias;
+
+/* The canonical name of name under aliases[0..n): the model of the alias that names it,
+ * as given or in its nb_job_model_canon form (case-insensitively), else name itself. */
+const char *nb_job_model_resolve(const char *name, const nb_job_alias *aliases, size_t n);
+
+/* nb_job_model_match, where two names also match (2) when aliases give them the same
+ * canonical name: "llama32_1b" names a "Llama-3.2-1B-Instruct" deployment once the
+ * deployments file says so.  With n == 0 it is nb_job_model_match. */
+int nb_job_model_match_aliased(const char *sel, const char *model, const char *name,
+                               const nb_job_alias *aliases, size_t n);
+
 #endif

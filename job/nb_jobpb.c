@@ -2,6 +2,7 @@
  * Messages from the network are never trusted: from_pb checks every count and index. */
 #include "nb_jobpb.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,7 +187,10 @@ nb_code nb_jobpb_verify_to_pb(const nb_verify_result *r, Npubench__JobResult *ou
              (vs->trace_path = nb_jobpb_strdup(r->trace_path)) &&
              (vs->trace_transformers = nb_jobpb_strdup(r->trace_transformers)) &&
              (vs->trace_torch = nb_jobpb_strdup(r->trace_torch)) &&
-             (vs->trace_date = nb_jobpb_strdup(r->trace_date));
+             (vs->trace_date = nb_jobpb_strdup(r->trace_date)) &&
+             (vs->trace_cpu_model = nb_jobpb_strdup(r->trace_cpu.model)) &&
+             (vs->trace_cpu_flags = nb_jobpb_strdup(r->trace_cpu.flags)) &&
+             (vs->trace_cpu_capability = nb_jobpb_strdup(r->trace_cpu.capability));
     int n = 0;
     for (; ok && n < r->n; n++)
         ok = (gates[n] = gate_to_pb(r, &r->recs[n])) != NULL;
@@ -270,9 +274,14 @@ static nb_code gate_from_pb(const Npubench__GateRecord *g, int i, int k, int n_t
         if (rc)
             return rc;
     }
-    (void)k;
     nb_gate_result *gr = &v->gate;
     memset(gr, 0, sizeof *gr);
+    gr->ref_margin = NAN;
+    /* The margin is not sent: it follows from the reference top-k at the divergence. */
+    if (g->divergence_step >= 0 && g->top_step == g->divergence_step && g->n_reference_top)
+        nb_gate_margin(&v->ref[g->top_step], k < (int)g->n_reference_top ? k
+                                                : (int)g->n_reference_top,
+                       g->device_token, gr);
     gr->status = g->status == NPUBENCH__OUTCOME__PASS ? NB_GATE_PASS : NB_GATE_FAIL;
     gr->n_steps = g->steps;
     gr->agreed = g->agreed;
@@ -313,6 +322,10 @@ nb_code nb_jobpb_verify_from_pb(const Npubench__JobResult *res, nb_verify_result
              vs->trace_transformers);
     snprintf(out->trace_torch, sizeof out->trace_torch, "%s", vs->trace_torch);
     snprintf(out->trace_date, sizeof out->trace_date, "%s", vs->trace_date);
+    snprintf(out->trace_cpu.model, sizeof out->trace_cpu.model, "%s", vs->trace_cpu_model);
+    snprintf(out->trace_cpu.flags, sizeof out->trace_cpu.flags, "%s", vs->trace_cpu_flags);
+    snprintf(out->trace_cpu.capability, sizeof out->trace_cpu.capability, "%s",
+             vs->trace_cpu_capability);
     out->wall_ms = vs->wall_ms;
     for (size_t i = 0; i < res->n_gates; i++) {
         /* counted before filling, so nb_verify_result_free releases partial records */

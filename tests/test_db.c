@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "nb_db.h"
+#include "nb_db_alias.h"
 #include "nb_db_deploy.h"
 #include "nb_db_import.h"
 #include "nb_db_jobs.h"
@@ -1616,7 +1617,8 @@ static void test_import(void **state)
     assert_int_equal(ni, 0);
     assert_int_equal(ns, 5);
     int64_t rid;
-    assert_ok(nb_db_run_find_external(db, "nightly-20250312-0001", &rid, &e_));
+    assert_ok(nb_db_run_find_external(
+        db, "nightly-20250312-0001/Llama-3.2-1B-Instruct/npu-strix-01", &rid, &e_));
     assert_ok(nb_db_run_get(db, rid, &run, &e_));
     assert_int_equal(run.outcome, NB_OUTCOME_FAIL);
     assert_int_equal(run.n_toolchain, 3);
@@ -1625,11 +1627,14 @@ static void test_import(void **state)
     assert_string_equal(run.toolchain[1].key, "air_sha");
     assert_string_equal(run.toolchain[2].value, "19.0.0.2025031101");
     nb_db_run_free(&run);
-    /* The row with only a date, and no verify_status: midnight UTC, ERROR. */
-    assert_ok(nb_db_run_find_external(db, "nightly-20250313-0001", &rid, &e_));
+    /* The row with only a date, and a null verify_status: midnight UTC, no verdict. */
+    assert_ok(nb_db_run_find_external(
+        db, "nightly-20250313-0001/Qwen2.5-0.5B-Instruct/npu-strix-01", &rid, &e_));
     assert_ok(nb_db_run_get(db, rid, &run, &e_));
     assert_int_equal(run.started_ms, 1741824000000LL);
     assert_int_equal(run.outcome, NB_OUTCOME_ERROR);
+    assert_string_equal(run.verify_status, "unknown");
+    assert_string_equal(run.error, "verify status unknown (not reported)");
     nb_db_run_free(&run);
 
     /* Bad rows: reported by line and field, good rows still imported. */
@@ -1655,8 +1660,11 @@ static void test_import(void **state)
     assert_non_null(strstr(err.msg, "5 bad rows"));
     assert_non_null(strstr(err.msg, "history_bad.ndjson:2:"));
     nb_db_import_report_free(&rep);
-    assert_ok(nb_db_run_find_external(db, "nightly-20250321-0003", &rid, &e_));
-    assert_int_equal(nb_db_run_find_external(db, "nightly-20250320-0002", &rid, &err),
+    assert_ok(nb_db_run_find_external(
+        db, "nightly-20250321-0003/Llama-3.2-1B-Instruct/npu-strix-01", &rid, &e_));
+    assert_int_equal(nb_db_run_find_external(
+                         db, "nightly-20250320-0002/Llama-3.2-1B-Instruct/npu-strix-01", &rid,
+                         &err),
                      NB_ENOTFOUND);
     /* Re-import: the good rows are skipped, the bad ones reported again. */
     assert_int_equal(nb_db_import_file(db, p, &ni, &ns, &err), NB_EFORMAT);
@@ -1736,6 +1744,249 @@ static void test_import_canonical_id(void **state)
     nb_db_import_report_free(&rep);
     unlink(a);
     unlink(b);
+    close_db(db);
+}
+
+/* mlir-air's nightly files as its tools write them (tests/data/db/mlir-air/, shaped by
+ * bench/extract_perf.py, the nightly's combine step and bench/append_history.py). */
+static void mlir_air_path(char *buf, size_t size, const char *name)
+{
+    char sub[256];
+    snprintf(sub, sizeof sub, "mlir-air/%s", name);
+    data_path(buf, size, sub);
+}
+
+static int64_t run_of(nb_db *db, const char *ext)
+{
+    int64_t id = 0;
+    assert_ok(nb_db_run_find_external(db, ext, &id, &e_));
+    return id;
+}
+
+static void test_import_mlir_air(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("mlir_air");
+    const char *path = nb_db_path(db);
+    char p[1024];
+    nb_db_import_report rep;
+
+    /* extract_perf's per-model file: runner "", verify_status "", empty toolchain. */
+    mlir_air_path(p, sizeof p, "llama32_1b_q4nx.perf.json");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 1);
+    nb_db_import_report_free(&rep);
+    int64_t q4 = sql_int(path, "SELECT id FROM runs");
+    nb_db_run run;
+    assert_ok(nb_db_run_get(db, q4, &run, &e_));
+    assert_null(run.runner);
+    assert_string_equal(run.env.board, "unknown");
+    assert_string_equal(run.verify_status, "unknown");
+    assert_int_equal(run.outcome, NB_OUTCOME_ERROR);
+    assert_int_equal(run.n_toolchain, 0);
+    assert_int_equal(run.reps, 0);
+    assert_true(isnan(run.mean[NB_METRIC_TPS]) && isnan(run.stddev[NB_METRIC_TPS]));
+    assert_string_equal(run.measurement_key, "llama32_1b_q4nx|1787292729000|perf");
+    nb_db_run_free(&run);
+    /* Imported numbers have no invented spread: NULL, not 0.0. */
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs WHERE ttft_stddev IS NULL AND "
+                                   "tps_stddev IS NULL AND tps_mean IS NULL AND reps IS NULL"),
+                     1);
+
+    /* The combined perf.json: the q4nx record is the same measurement, now with its
+     * runner, toolchain and verify status; the others are new ("", skip, a null row). */
+    mlir_air_path(p, sizeof p, "perf.json");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 4);
+    assert_int_equal(rep.n_skipped, 1);
+    assert_int_equal(rep.n_merged, 1);
+    nb_db_import_report_free(&rep);
+    assert_ok(nb_db_run_get(db, q4, &run, &e_));
+    assert_string_equal(run.runner, "amdryzenai5pro340");
+    assert_string_equal(run.env.board, "amdryzenai5pro340");
+    assert_string_equal(run.verify_status, "pass");
+    assert_int_equal(run.outcome, NB_OUTCOME_PASS);
+    assert_null(run.error);
+    assert_int_equal(run.n_toolchain, 3);
+    assert_string_equal(run.toolchain[0].key, "aie_hash");
+    assert_string_equal(run.toolchain[0].value, "7a3c1d9e0b2f");
+    assert_string_equal(run.toolchain[1].key, "air_sha");
+    assert_string_equal(run.toolchain[1].value, "e972f2942d41123f161276b27f991ef10da2a2e6");
+    assert_string_equal(run.toolchain[2].key, "peano");
+    assert_string_equal(run.toolchain[2].value, "21.0.0.2026080601+f4a72c27");
+    assert_int_equal(strncmp(run.external_id, "sha256:", 7), 0);
+    nb_db_deployment dep;
+    assert_ok(nb_db_deployment_get(db, run.deployment_id, &dep, &e_));
+    assert_string_equal(dep.board, "amdryzenai5pro340");
+    nb_db_run_free(&run);
+
+    /* history.ndjson: every model of a nightly shares its run_id; the 5 rows of run
+     * 32458944539 are the perf.json measurements (stored once), the 2 of the earlier
+     * nightly are new. */
+    mlir_air_path(p, sizeof p, "history.ndjson");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 2);
+    assert_int_equal(rep.n_skipped, 5);
+    assert_int_equal(rep.n_merged, 5);
+    assert_int_equal(rep.n_bad, 0);
+    nb_db_import_report_free(&rep);
+    assert_int_equal(run_of(db, "32458944539/llama32_1b_q4nx/amdryzenai5pro340"), q4);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs"), 7);
+    /* Again: every row by its key, nothing merged. */
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 0);
+    assert_int_equal(rep.n_skipped, 7);
+    assert_int_equal(rep.n_merged, 0);
+    nb_db_import_report_free(&rep);
+    /* And the combined perf.json once more: the same measurements, nothing new. */
+    mlir_air_path(p, sizeof p, "perf.json");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 0);
+    assert_int_equal(rep.n_skipped, 5);
+    nb_db_import_report_free(&rep);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs"), 7);
+
+    /* verify_status "skip", "" and null: stored as such, neither PASS nor FAIL. */
+    assert_ok(nb_db_run_get(db, run_of(db, "32458944539/qwen3_4b/amdryzenai5pro340"), &run,
+                            &e_));
+    assert_string_equal(run.verify_status, "skip");
+    assert_int_equal(run.outcome, NB_OUTCOME_ERROR);
+    assert_string_equal(run.error, "verify skipped");
+    assert_close(run.value[NB_METRIC_TPS], 9.87, 1e-12);
+    assert_int_equal(run.context_len, 7);
+    nb_db_run_free(&run);
+    assert_ok(nb_db_run_get(db, run_of(db, "32458944539/qwen25_0_5b/amdryzenai5pro340"), &run,
+                            &e_));
+    assert_string_equal(run.verify_status, "unknown");
+    nb_db_run_free(&run);
+    assert_ok(nb_db_run_get(db, run_of(db, "32166148043/llama32_1b/amdryzenai5pro340"), &run,
+                            &e_));
+    assert_string_equal(run.verify_status, "unknown");
+    assert_string_equal(run.toolchain[1].value, "5d0e8c1b7f3a9e2d4c6b8a0f1e3d5c7b9a1f2e4d");
+    nb_db_run_free(&run);
+    /* The verify-failed model whose profile made no numbers: kept, metrics NULL. */
+    assert_ok(nb_db_run_get(db, run_of(db, "32458944539/llama32_3b/amdryzenai5pro340"), &run,
+                            &e_));
+    assert_int_equal(run.outcome, NB_OUTCOME_FAIL);
+    assert_true(isnan(run.value[NB_METRIC_TPS]));
+    nb_db_run_free(&run);
+
+    /* Toolchain filters, by prefix. */
+    nb_db_history_query q = {.model = "llama32_1b_q4nx", .metric = NB_METRIC_TPS};
+    nb_db_history_row *rows;
+    size_t n;
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 2);
+    free(rows);
+    q.air_sha = "e972f29";
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 1);
+    assert_close(rows[0].value, 64.12, 1e-12);
+    assert_string_equal(rows[0].verify_status, "pass");
+    assert_true(isnan(rows[0].stddev));
+    free(rows);
+    q = (nb_db_history_query){.aie_hash = "4f9b", .metric = NB_METRIC_TPS};
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].model, "llama32_1b_q4nx");
+    assert_close(rows[0].value, 42.51, 1e-12);
+    assert_string_equal(rows[1].model, "llama32_1b");
+    free(rows);
+    q = (nb_db_history_query){.peano = "21.0.0.2026080601", .air_sha = "e972",
+                              .metric = NB_METRIC_TTFT};
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 4); /* llama32_3b has no TTFT */
+    free(rows);
+    q.peano = "22.";
+    assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+    assert_int_equal(n, 0);
+    free(rows);
+
+    /* Sweep rows are kept, one run per context, and sweep.json's copy is the same. */
+    mlir_air_path(p, sizeof p, "sweep_history.ndjson");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 3);
+    nb_db_import_report_free(&rep);
+    mlir_air_path(p, sizeof p, "sweep.json");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 0);
+    assert_int_equal(rep.n_merged, 3);
+    nb_db_import_report_free(&rep);
+    assert_ok(nb_db_run_get(
+        db, run_of(db, "32458944539/llama32_1b_q4nx/amdryzenai5pro340/sweep:2048"), &run, &e_));
+    assert_string_equal(run.kind, "sweep");
+    assert_int_equal(run.context_len, 2048);
+    assert_close(run.value[NB_METRIC_TPS], 66.1, 1e-12);
+    assert_close(run.value[NB_METRIC_DECODE], 15.13, 1e-12);
+    assert_true(isnan(run.value[NB_METRIC_TTFT]));
+    nb_db_run_free(&run);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs WHERE kind = 'sweep' AND "
+                                   "context_len = 65536 AND tps IS NULL"),
+                     1);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs"), 10);
+    close_db(db);
+}
+
+/* ---- model aliases ---- */
+
+static void test_model_aliases(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("aliases");
+    char out[NB_DB_NAME_MAX];
+    assert_ok(nb_db_alias_resolve(db, "llama32_1b", out, sizeof out, &e_));
+    assert_string_equal(out, "llama32_1b"); /* no alias: itself */
+    assert_ok(nb_db_alias_set(db, "llama32_1b", "Llama-3.2-1B-Instruct", "deployments", &e_));
+    assert_ok(nb_db_alias_resolve(db, "LLAMA32_1B", out, sizeof out, &e_));
+    assert_string_equal(out, "Llama-3.2-1B-Instruct");
+    /* A chain collapses: an alias of an alias names the canonical model. */
+    assert_ok(nb_db_alias_set(db, "llama32_1b_q4nx", "llama32_1b", "deployments", &e_));
+    assert_ok(nb_db_alias_resolve(db, "llama32_1b_q4nx", out, sizeof out, &e_));
+    assert_string_equal(out, "Llama-3.2-1B-Instruct");
+    /* So does one made canonical later: its aliases follow it. */
+    assert_ok(nb_db_alias_set(db, "b179c9523d0e6a0f", "SmolLM2-135M-Instruct", "result", &e_));
+    assert_ok(nb_db_alias_set(db, "SmolLM2-135M-Instruct", "smollm2_135m", "deployments", &e_));
+    assert_ok(nb_db_alias_resolve(db, "b179c9523d0e6a0f", out, sizeof out, &e_));
+    assert_string_equal(out, "smollm2_135m");
+    /* The canonical name itself is no alias. */
+    assert_ok(nb_db_alias_set(db, "smollm2_135m", "SmolLM2-135M-Instruct", "result", &e_));
+    nb_db_alias *al;
+    size_t n;
+    assert_ok(nb_db_alias_list(db, &al, &n, &e_));
+    assert_int_equal(n, 4);
+    assert_string_equal(al[0].alias, "llama32_1b");
+    assert_string_equal(al[0].model, "Llama-3.2-1B-Instruct");
+    assert_string_equal(al[0].origin, "deployments");
+    assert_string_equal(al[1].alias, "llama32_1b_q4nx");
+    assert_string_equal(al[2].alias, "b179c9523d0e6a0f");
+    assert_string_equal(al[2].model, "smollm2_135m");
+    assert_string_equal(al[2].origin, "result");
+    assert_string_equal(al[3].alias, "SmolLM2-135M-Instruct");
+    free(al);
+    nb_err err;
+    char big[NB_DB_NAME_MAX + 1];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(nb_db_alias_set(db, big, "m", "t", &err), NB_EINVAL);
+    assert_string_equal(err.msg, "model alias: 128+ bytes, limit is 127");
+    assert_int_equal(nb_db_alias_set(db, "", "m", "t", &err), NB_EINVAL);
+
+    /* The reference of a model is found under any of its names. */
+    nb_db_deployment d = {0};
+    snprintf(d.model, sizeof d.model, "llama32_1b");
+    snprintf(d.backend, sizeof d.backend, "npu");
+    snprintf(d.dtype, sizeof d.dtype, "bf16");
+    snprintf(d.board, sizeof d.board, "amdryzenai5pro340");
+    int64_t id;
+    assert_ok(nb_db_deployment_upsert(db, &d, &id, &e_));
+    assert_ok(nb_db_reference_set(db, id, &e_));
+    nb_db_deployment ref;
+    const char *names[] = {"llama32_1b", "Llama-3.2-1B-Instruct", "llama32_1b_q4nx"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_ok(nb_db_reference_get(db, names[i], &ref, &e_));
+        assert_int_equal(ref.id, id);
+    }
+    assert_int_equal(nb_db_reference_get(db, "qwen25_0_5b", &ref, &err), NB_ENOTFOUND);
     close_db(db);
 }
 
@@ -1868,6 +2119,8 @@ int main(void)
         cmocka_unit_test(test_regression_needs_both),
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_canonical_id),
+        cmocka_unit_test(test_import_mlir_air),
+        cmocka_unit_test(test_model_aliases),
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_durability_kill9),
         cmocka_unit_test(test_corrupt_page_is_data_loss),

@@ -9,8 +9,17 @@
 
 #include <cmocka.h>
 
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "nb_gate.h"
 #include "nb_kernels.h"
+#include "nb_report.h"
+#include "nb_trace.h"
+#include "nb_verify.h"
+#include "testutil.h"
 
 #define K 5
 
@@ -213,6 +222,118 @@ static void test_topk_nan_and_all_equal(void **state)
     assert_int_equal(ids[2], 3);
 }
 
+/* At a divergence the report gives the reference's margin between its top-1 and the
+ * device's token, from the reference top-k logits, so a near tie shows as one. */
+static void test_reference_margin(void **state)
+{
+    (void)state;
+    nb_gate_step dev[4], ref[4];
+    fill(dev, 4, 100);
+    fill(ref, 4, 100);
+    nb_gate_result r;
+    nb_gate_check(dev, 4, ref, 4, K, &r);
+    assert_true(isnan(r.ref_margin)); /* no divergence, no margin */
+    /* step 2: a near tie in the reference (17.125 vs 17.0), the device took the other. */
+    ref[2] = step(102, 555, 1, 2, 3);
+    const float lg[K] = {17.125f, 17.0f, 14.75f, 13.0f, 12.875f};
+    memcpy(ref[2].logits, lg, sizeof lg);
+    dev[2] = step(555, 102, 4, 5, 6);
+    nb_gate_check(dev, 4, ref, 4, K, &r);
+    assert_int_equal(r.divergence, 2);
+    assert_true(r.ref_margin == 0.125);
+    assert_int_equal(r.ref_margin_beyond, 0);
+    /* The device token outside the reference top-5: more than top-1 minus the 5th. */
+    dev[2] = step(999, 102, 4, 5, 6);
+    nb_gate_check(dev, 4, ref, 4, K, &r);
+    assert_int_equal(r.status, NB_GATE_FAIL);
+    assert_true(r.ref_margin == 4.25);
+    assert_int_equal(r.ref_margin_beyond, 1);
+
+    /* What the report prints for each. */
+    nb_verify_record rec[2];
+    memset(rec, 0, sizeof rec);
+    nb_gate_step dev2[4];
+    memcpy(dev2, dev, sizeof dev2);
+    dev2[2] = step(555, 102, 4, 5, 6);
+    nb_gate_check(dev2, 4, ref, 4, K, &rec[0].gate);
+    rec[0].index = 0;
+    rec[1].gate = r;
+    rec[1].index = 1;
+    nb_verify_result vr;
+    memset(&vr, 0, sizeof vr);
+    vr.recs = rec;
+    vr.n = 2;
+    vr.k = K;
+    vr.n_tokens = 4;
+    nb_report_env env;
+    memset(&env, 0, sizeof env);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    nb_report_print_verify(f, &vr, &env);
+    fclose(f);
+    assert_non_null(strstr(buf, "prompt 0: PASS  diverge at step 2: device 555 (ref rank 1, "
+                                "ref margin 0.125 (near tie)) vs reference 102"));
+    assert_non_null(strstr(buf, "prompt 1: FAIL  diverge at step 2: device 999 (ref rank -1, "
+                                "ref margin > 4.250) vs reference 102"));
+    free(buf);
+}
+
+/* A trace records the CPU it was made on; the committed ones predate that and still load. */
+static void test_trace_cpu_provenance(void **state)
+{
+    (void)state;
+    char path[2048], tmp[2048];
+    const char *src = getenv("NB_SRC");
+    snprintf(path, sizeof path,
+             "%s/verify/references/b179c9523d0e6a0f-310f18e97323f258.json",
+             src && *src ? src : NB_SOURCE_DIR);
+    nb_trace *t;
+    nb_err err;
+    assert_int_equal(nb_trace_load(path, &t, &err), NB_OK);
+    assert_string_equal(t->cpu.model, "");
+    assert_string_equal(t->cpu.capability, "");
+    nb_trace_free(t);
+
+    json_object *doc = json_object_from_file(path), *prov;
+    assert_non_null(doc);
+    assert_true(json_object_object_get_ex(doc, "provenance", &prov));
+    json_object *cpu = json_object_new_object(), *flags = json_object_new_array();
+    json_object_object_add(cpu, "model", json_object_new_string("Intel(R) Xeon(R) Gold 6448Y"));
+    json_object_array_add(flags, json_object_new_string("avx2"));
+    json_object_array_add(flags, json_object_new_string("avx512_bf16"));
+    json_object_array_add(flags, json_object_new_string("amx_bf16"));
+    json_object_object_add(cpu, "flags", flags);
+    json_object_object_add(cpu, "torch_capability", json_object_new_string("AVX512"));
+    json_object_object_add(prov, "cpu", cpu);
+    snprintf(tmp, sizeof tmp, "%s/nbtest-trace-cpu-%d.json", tu_env("TMPDIR", "/tmp"),
+             (int)getpid());
+    assert_int_equal(json_object_to_file(tmp, doc), 0);
+    json_object_put(doc);
+    assert_int_equal(nb_trace_load(tmp, &t, &err), NB_OK);
+    unlink(tmp);
+    assert_string_equal(t->cpu.model, "Intel(R) Xeon(R) Gold 6448Y");
+    assert_string_equal(t->cpu.flags, "avx2 avx512_bf16 amx_bf16");
+    assert_string_equal(t->cpu.capability, "AVX512");
+    /* And the report says so. */
+    nb_verify_result vr;
+    memset(&vr, 0, sizeof vr);
+    vr.trace_cpu = t->cpu;
+    nb_trace_free(t);
+    nb_report_env env;
+    memset(&env, 0, sizeof env);
+    json_object *j = nb_report_verify_json(&vr, &env, "verify");
+    json_object *c = NULL;
+    assert_true(json_object_object_get_ex(j, "config", &c) &&
+                json_object_object_get_ex(c, "reference", &c) &&
+                json_object_object_get_ex(c, "cpu", &c));
+    assert_string_equal(json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN),
+                        "{\"model\":\"Intel(R) Xeon(R) Gold 6448Y\",\"flags\":\"avx2 "
+                        "avx512_bf16 amx_bf16\",\"torch_capability\":\"AVX512\"}");
+    json_object_put(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +347,8 @@ int main(void)
         cmocka_unit_test(test_length_mismatch_fails),
         cmocka_unit_test(test_tied_logits),
         cmocka_unit_test(test_topk_nan_and_all_equal),
+        cmocka_unit_test(test_reference_margin),
+        cmocka_unit_test(test_trace_cpu_provenance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

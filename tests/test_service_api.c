@@ -838,6 +838,107 @@ static void test_matrix_and_history_regression(void **s)
     stop(&e);
 }
 
+/* The oldest (order "ASC") or newest ("DESC") run of the deployments of model. */
+static int64_t run_of_model(env *e, const char *model, const char *order)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT r.id FROM runs r JOIN deployments d ON d.id = r.deployment_id "
+             "WHERE d.model = '%s' ORDER BY r.started_ms %s LIMIT %%lld",
+             model, order);
+    return db_count(e, sql, 1);
+}
+
+/* One identity per model: a deployments file's aliases reach the history through the
+ * worker's registration, and history and compare accept any of the model's names. */
+static void test_model_aliases_in_history(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    Npubench__Deployment d = NPUBENCH__DEPLOYMENT__INIT, *dp = &d;
+    d.model = "Llama-3.2-1B-Instruct";
+    d.backend = "exec";
+    d.dtype = "bf16";
+    char *al[] = {"llama32_1b", "llama32_1b_q4nx"};
+    d.aliases = al;
+    d.n_aliases = 2;
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.board_name = "amdryzenai5pro340";
+    info.host = "krackan";
+    info.device_id = "npu:0";
+    info.version = "test";
+    info.deployments = &dp;
+    info.n_deployments = 1;
+    Npubench__RegisterRequest rr = NPUBENCH__REGISTER_REQUEST__INIT;
+    rr.info = &info;
+    Npubench__RegisterResponse *regr;
+    assert_int_equal(call(&e, "npubench.Worker/Register", &rr,
+                          &npubench__register_response__descriptor, &regr, NULL, 0),
+                     0);
+    nb_wire_free(regr);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM model_aliases WHERE model = "
+                                  "'Llama-3.2-1B-Instruct' AND origin = 'deployments' AND %lld",
+                              1LL),
+                     2);
+
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tests/data/db/mlir-air/history.ndjson",
+             tu_env("NB_SRC", "."));
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    Npubench__ImportRequest ir = NPUBENCH__IMPORT_REQUEST__INIT;
+    ir.name = "history.ndjson";
+    ir.content.data = buf;
+    ir.content.len = len;
+    Npubench__ImportResponse *irr;
+    assert_int_equal(call(&e, "npubench.Client/Import", &ir,
+                          &npubench__import_response__descriptor, &irr, NULL, 0),
+                     0);
+    assert_int_equal(irr->imported, 7);
+    nb_wire_free(irr);
+
+    /* llama32_1b (2 nightlies) and llama32_1b_q4nx (2), by the canonical name or an alias. */
+    const char *names[] = {"Llama-3.2-1B-Instruct", "llama32_1b", "LLAMA32_1B_Q4NX"};
+    for (size_t i = 0; i < 3; i++) {
+        Npubench__HistoryRequest hr = NPUBENCH__HISTORY_REQUEST__INIT;
+        hr.model = (char *)names[i];
+        hr.metric = "tps";
+        Npubench__HistoryResponse *h;
+        assert_int_equal(call(&e, "npubench.Client/History", &hr,
+                              &npubench__history_response__descriptor, &h, NULL, 0),
+                         0);
+        assert_int_equal(h->n_rows, 4);
+        size_t q4 = 0;
+        for (size_t k = 0; k < h->n_rows; k++)
+            q4 += !strcmp(h->rows[k]->model, "llama32_1b_q4nx");
+        assert_int_equal(q4, 2);
+        nb_wire_free(h);
+    }
+    /* Compare against the reference, set on a deployment stored under another name. */
+    Npubench__SetReferenceRequest sr = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
+    sr.run_id = run_of_model(&e, "llama32_1b", "ASC");
+    Npubench__SetReferenceResponse *srr;
+    assert_int_equal(call(&e, "npubench.Client/SetReference", &sr,
+                          &npubench__set_reference_response__descriptor, &srr, NULL, 0),
+                     0);
+    nb_wire_free(srr);
+    Npubench__CompareRequest cr = NPUBENCH__COMPARE_REQUEST__INIT;
+    cr.run_id = run_of_model(&e, "llama32_1b_q4nx", "DESC");
+    Npubench__CompareResponse *cmp;
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0),
+                     0);
+    /* The reference deployment's (llama32_1b's) newest run: history.ndjson's line 3. */
+    assert_int_equal(cmp->base_run_id, 3);
+    assert_int_equal(sr.run_id, 1);
+    nb_wire_free(cmp);
+    stop(&e);
+}
+
 /* import through the CLI into a local database, then history over it. */
 static void test_import_and_history_cli(void **s)
 {
@@ -1283,6 +1384,7 @@ int main(void)
         cmocka_unit_test(test_retention_at_start),
         cmocka_unit_test(test_log_escaped_and_rate_limited),
         cmocka_unit_test(test_many_clients_exactly_once),
+        cmocka_unit_test(test_model_aliases_in_history),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

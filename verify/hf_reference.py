@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from prompt_file import PromptFileError, read_prompts
+
 os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF loader's progress bars, before tqdm loads
 import torch  # noqa: E402
 
@@ -50,13 +52,6 @@ def display_path(path):
     if os.path.commonpath([full, ROOT]) == ROOT:
         return os.path.relpath(full, ROOT)
     return full
-
-
-def read_prompts(path):
-    """One prompt per line; surrounding whitespace is dropped, blank and '#' lines skipped."""
-    with open(path, encoding="utf-8") as f:
-        lines = [line.strip() for line in f]
-    return [line for line in lines if line and not line.startswith("#")]
 
 
 def load_model(path):
@@ -143,6 +138,33 @@ def hidden_states_trace(model, ids, k):
             "final_topk_ids": topk_ids, "final_topk_logits": topk_logits}
 
 
+# The ISA features that decide which bf16/fp32 kernels torch's CPU backend runs, and with
+# them the last bits of every logit: two CPUs that differ here make different references.
+NUMERIC_CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw",
+                     "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+                     "amx_bf16", "amx_int8", "asimd", "asimdhp", "bf16", "i8mm", "sve", "sve2")
+
+
+def cpu_provenance():
+    """The CPU this reference is made on: model name, the numerics-relevant flags, and the
+    kernel set torch dispatches to (docs/numerics.md: references differ across CPUs)."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "Model") and not model:
+                    model = value.strip()
+                elif key in ("flags", "Features"):
+                    flags.update(value.split())
+    except OSError:
+        pass
+    return {"model": model or platform.processor() or platform.machine(),
+            "flags": [f for f in NUMERIC_CPU_FLAGS if f in flags],
+            "torch_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def provenance(args, model, model_sha):
     from importlib.metadata import version
 
@@ -153,7 +175,7 @@ def provenance(args, model, model_sha):
             "threads": torch.get_num_threads(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
             .replace("+00:00", "Z"),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "cpu": cpu_provenance()}
 
 
 def _scalar(v):
@@ -300,6 +322,10 @@ def parse_args(argv):
     for path in args.prompts_file:
         if not os.path.isfile(path):
             p.error(f"{path}: no such prompts file")
+        try:  # before the model loads: a bad file costs nothing
+            read_prompts(path)
+        except PromptFileError as e:
+            p.error(str(e))
     if not os.path.exists(args.model):
         p.error(f"{args.model}: no such model file or directory (scripts/fetch_model.sh fetches it)")
     return args

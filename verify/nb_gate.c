@@ -2,6 +2,7 @@
  * Discrete, so bf16 ULP noise passes while real regressions fail. */
 #include "nb_gate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +14,13 @@ int nb_gate_rank(const nb_gate_step *s, int k, int32_t id)
     return -1;
 }
 
+void nb_gate_margin(const nb_gate_step *ref, int k, int32_t dev_token, nb_gate_result *out)
+{
+    int r = nb_gate_rank(ref, k, dev_token);
+    out->ref_margin_beyond = r < 0;
+    out->ref_margin = (double)ref->logits[0] - ref->logits[r < 0 ? k - 1 : r];
+}
+
 void nb_gate_check(const nb_gate_step *dev, int n_dev, const nb_gate_step *ref, int n_ref, int k,
                    nb_gate_result *out)
 {
@@ -20,6 +28,7 @@ void nb_gate_check(const nb_gate_step *dev, int n_dev, const nb_gate_step *ref, 
     out->divergence = -1;
     out->dev_token = out->ref_token = -1;
     out->dev_rank_in_ref = out->ref_rank_in_dev = -1;
+    out->ref_margin = NAN;
     out->n_steps = n_dev < n_ref ? n_dev : n_ref;
     if (k < 1)
         k = 1;
@@ -34,6 +43,7 @@ void nb_gate_check(const nb_gate_step *dev, int n_dev, const nb_gate_step *ref, 
         out->ref_token = ref[i].token;
         out->dev_rank_in_ref = nb_gate_rank(&ref[i], k, dev[i].token);
         out->ref_rank_in_dev = nb_gate_rank(&dev[i], k, ref[i].token);
+        nb_gate_margin(&ref[i], k, dev[i].token, out);
         if (out->dev_rank_in_ref < 0) {
             out->status = NB_GATE_FAIL;
             snprintf(out->reason, sizeof out->reason,

@@ -2,6 +2,7 @@
  * The JSON is also what workers ship back to the coordinator and what the history stores. */
 #include "nb_report.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,39 @@ json_object *nb_report_json_open(const char *kind)
     return root;
 }
 
+/* "ref margin 0.125 (near tie)", "ref margin > 3.250" (device token outside the reference
+ * top-k), or "" when the traces do not diverge. */
+static void margin_text(const nb_gate_result *g, char *buf, size_t cap)
+{
+    if (isnan(g->ref_margin))
+        buf[0] = '\0';
+    else
+        snprintf(buf, cap, "ref margin %s%.3f%s", g->ref_margin_beyond ? "> " : "",
+                 g->ref_margin,
+                 !g->ref_margin_beyond && g->ref_margin <= NB_GATE_NEAR_TIE ? " (near tie)" : "");
+}
+
+/* The reference's CPU in one line, or why it is unknown. */
+static void cpu_text(const nb_trace_cpu *c, char *buf, size_t cap)
+{
+    if (!c->model[0] && !c->capability[0])
+        snprintf(buf, cap, "not recorded (trace predates CPU provenance)");
+    else
+        snprintf(buf, cap, "%s (torch %s; %s)", c->model[0] ? c->model : "?",
+                 c->capability[0] ? c->capability : "?", c->flags[0] ? c->flags : "no flags");
+}
+
+static json_object *cpu_json(const nb_trace_cpu *c)
+{
+    if (!c->model[0] && !c->capability[0])
+        return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "model", nb_json_new_str(c->model));
+    json_object_object_add(o, "flags", nb_json_new_str(c->flags));
+    json_object_object_add(o, "torch_capability", nb_json_new_str(c->capability));
+    return o;
+}
+
 json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_env *env,
                                    const char *kind)
 {
@@ -72,6 +106,7 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
     json_object_object_add(ref, "torch", nb_json_new_str(r->trace_torch));
     json_object_object_add(ref, "date", nb_json_new_str(r->trace_date));
     json_object_object_add(ref, "dtype", nb_json_new_str("bfloat16"));
+    json_object_object_add(ref, "cpu", cpu_json(&r->trace_cpu));
     json_object_object_add(cfg, "reference", ref);
     json_object_object_add(root, "config", cfg);
     json_object *prompts = json_object_new_array();
@@ -98,6 +133,11 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
         json_object_object_add(rf, "token", json_object_new_int(v->gate.ref_token));
         json_object_object_add(rf, "text", nb_json_new_str(v->ref_token_text));
         json_object_object_add(rf, "rank_in_device", json_object_new_int(v->gate.ref_rank_in_dev));
+        if (!isnan(v->gate.ref_margin)) {
+            json_object_object_add(rf, "margin", json_object_new_double(v->gate.ref_margin));
+            json_object_object_add(rf, "margin_beyond_topk",
+                                   json_object_new_boolean(v->gate.ref_margin_beyond));
+        }
         if (at >= 0) {
             json_object_object_add(dev, "topk", ids_json(&v->dev[at], r->k));
             json_object_object_add(rf, "topk", ids_json(&v->ref[at], r->k));
@@ -194,8 +234,13 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
             env->backend, env->dtype, env->board, env->threads, env->isa);
     fprintf(f, "| tokens per prompt / k | %d / %d |\n", r->n_tokens, r->k);
     fprintf(f, "| prompts | %s (`%.16s`) |\n", r->prompts_path, r->prompts_sha256);
-    fprintf(f, "| reference | %s (transformers %s, torch %s, bf16) |\n\n", r->trace_path,
+    char cpu[512];
+    cpu_text(&r->trace_cpu, cpu, sizeof cpu);
+    fprintf(f, "| reference | %s (transformers %s, torch %s, bf16) |\n", r->trace_path,
             r->trace_transformers, r->trace_torch);
+    fprintf(f, "| reference CPU | ");
+    md_cell(f, cpu);
+    fprintf(f, " |\n\n");
     fprintf(f, "## Prompts\n\n| # | Prompt | Tokens |\n|---|---|---|\n");
     for (int i = 0; i < r->n; i++) {
         fprintf(f, "| %d | ", r->recs[i].index);
@@ -218,7 +263,9 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
             int s = v->gate.divergence;
             fprintf(f, "step %d | %d `", s, v->gate.dev_token);
             md_cell(f, v->dev_token_text);
-            fprintf(f, "` (%d) | %d `", v->gate.dev_rank_in_ref, v->gate.ref_token);
+            char margin[64];
+            margin_text(&v->gate, margin, sizeof margin);
+            fprintf(f, "` (%d; %s) | %d `", v->gate.dev_rank_in_ref, margin, v->gate.ref_token);
             md_cell(f, v->ref_token_text);
             fprintf(f, "` (%d) | ", v->gate.ref_rank_in_dev);
             md_ids(f, &v->dev[s], r->k);
@@ -332,13 +379,16 @@ void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_
         const nb_verify_record *v = &r->recs[i];
         if (v->gate.divergence < 0)
             fprintf(f, "  prompt %d: PASS  (all %d steps agree)\n", v->index, v->gate.n_steps);
-        else
-            fprintf(f, "  prompt %d: %s  diverge at step %d: device %d (ref rank %d) vs "
+        else {
+            char margin[64];
+            margin_text(&v->gate, margin, sizeof margin);
+            fprintf(f, "  prompt %d: %s  diverge at step %d: device %d (ref rank %d, %s) vs "
                        "reference %d (device rank %d)%s%s\n",
                     v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL",
-                    v->gate.divergence, v->gate.dev_token, v->gate.dev_rank_in_ref,
+                    v->gate.divergence, v->gate.dev_token, v->gate.dev_rank_in_ref, margin,
                     v->gate.ref_token, v->gate.ref_rank_in_dev, v->gate.reason[0] ? " — " : "",
                     v->gate.reason);
+        }
     }
     fprintf(f, "[verify] %s (%d/%d prompts pass)\n", r->status == NB_GATE_PASS ? "PASS" : "FAIL",
             r->n_pass, r->n);

@@ -31,6 +31,25 @@ static void get_str(json_object *o, const char *key, char *dst, size_t cap)
     snprintf(dst, cap, "%s", nb_json_str(o, key, "", NULL));
 }
 
+/* provenance.cpu, optional (older traces lack it): {model, flags: [..], torch_capability}. */
+static void get_cpu(json_object *prov, nb_trace_cpu *c)
+{
+    json_object *o = nb_json_get_type(prov, "cpu", json_type_object);
+    memset(c, 0, sizeof *c);
+    if (!o)
+        return;
+    get_str(o, "model", c->model, sizeof c->model);
+    get_str(o, "torch_capability", c->capability, sizeof c->capability);
+    json_object *f = nb_json_get_type(o, "flags", json_type_array);
+    size_t n = f ? json_object_array_length(f) : 0;
+    for (size_t i = 0, len = 0; i < n && len < sizeof c->flags; i++) {
+        json_object *v = json_object_array_get_idx(f, i);
+        if (json_object_is_type(v, json_type_string))
+            len += (size_t)snprintf(c->flags + len, sizeof c->flags - len, "%s%s",
+                                    len ? " " : "", json_object_get_string(v));
+    }
+}
+
 static nb_code dup_str(const char *path, json_object *o, const char *key, char **out, nb_err *err)
 {
     const char *s;
@@ -214,6 +233,7 @@ nb_code nb_trace_load(const char *path, nb_trace **out, nb_err *err)
     get_str(prov, "dtype", t->dtype, sizeof t->dtype);
     get_str(prov, "attn_implementation", t->attn, sizeof t->attn);
     get_str(prov, "date", t->date, sizeof t->date);
+    get_cpu(prov, &t->cpu);
     if (strlen(t->model_sha256) != 64) {
         rc = nb_err_set(err, NB_EFORMAT, "%s: provenance.model_sha256 missing or malformed", path);
         goto done;

@@ -27,11 +27,20 @@ typedef struct nb_trace_hidden {
     nb_gate_step final; /* top-k at the last prompt position */
 } nb_trace_hidden;
 
+/* The CPU a trace was made on (provenance.cpu): bf16 reference logits depend on it
+ * (docs/numerics.md). All "" for traces written before it was recorded. */
+typedef struct nb_trace_cpu {
+    char model[128];     /* "AMD Ryzen 9 7950X 16-Core Processor" */
+    char flags[256];     /* the numerics-relevant ISA flags, space-separated: "avx2 fma ..." */
+    char capability[32]; /* torch.backends.cpu.get_cpu_capability(): "AVX2", "AVX512" ... */
+} nb_trace_cpu;
+
 typedef struct nb_trace {
     char path[1024];
     char model_sha256[65];
     char prompts_sha256[65]; /* prompt file digest, or the prompt's for diagnosis */
     char transformers[32], torch[32], dtype[32], attn[32], date[40];
+    nb_trace_cpu cpu;
     int n_tokens, k, chat;
     nb_trace_prompt *prompts;
     int n_prompts;

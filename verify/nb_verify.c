@@ -190,6 +190,7 @@ static nb_code start_result(nb_verify_result *out, const plan *p, const char *pp
     snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s", tr->transformers);
     snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
     snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
+    out->trace_cpu = tr->cpu;
     return NB_OK;
 }
 

@@ -45,6 +45,7 @@ typedef struct nb_verify_result {
     int k, n_tokens;
     char prompts_path[1024], prompts_sha256[65], trace_path[1024];
     char trace_transformers[32], trace_torch[32], trace_date[40];
+    nb_trace_cpu trace_cpu; /* the CPU the reference was made on */
     double wall_ms;
 } nb_verify_result;
 

@@ -31,6 +31,27 @@ static nb_code copy_str(json_object *v, const char *what, char *buf, size_t cap,
     return NB_OK;
 }
 
+/* "aliases": the model's other names in the history, e.g. ["llama32_1b"]. */
+static nb_code parse_aliases(json_object *v, const char *what, nb_deployment *d, nb_err *err)
+{
+    if (!json_object_is_type(v, json_type_array))
+        return nb_err_set(err, NB_EINVAL, "%s: must be a list of strings", what);
+    size_t n = json_object_array_length(v);
+    if (n > NB_JOB_MODEL_ALIASES_MAX)
+        return nb_err_set(err, NB_EINVAL, "%s: %zu aliases, the limit is %d", what, n,
+                          NB_JOB_MODEL_ALIASES_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char w[192];
+        snprintf(w, sizeof w, "%s[%zu]", what, i);
+        nb_code rc = copy_str(json_object_array_get_idx(v, i), w, d->aliases[i],
+                              sizeof d->aliases[i], err);
+        if (rc)
+            return rc;
+    }
+    d->n_aliases = (int)n;
+    return NB_OK;
+}
+
 static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_err *err)
 {
     memset(d, 0, sizeof *d);
@@ -67,9 +88,13 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
                 d->device = (unsigned)json_object_get_int(v);
         } else if (!strcmp(key, "exec"))
             exec = v;
+        else if (!strcmp(key, "canonical"))
+            rc = copy_str(v, w, d->canonical, sizeof d->canonical, err);
+        else if (!strcmp(key, "aliases"))
+            rc = parse_aliases(v, w, d, err);
         else
             rc = nb_err_set(err, NB_EINVAL, "%s: unknown key (expected name, model, backend, "
-                            "dtype, threads, max_seq, device, exec)", w);
+                            "dtype, threads, max_seq, device, exec, canonical, aliases)", w);
         if (rc)
             return rc;
     }

@@ -7,6 +7,7 @@
 
 #include "nb_err.h"
 #include "nb_exec_deploy.h"
+#include "nb_job.h"
 
 /* Filled by the deployments file, or in code (empty name/backend/dtype get the defaults). */
 typedef struct nb_deployment {
@@ -18,6 +19,11 @@ typedef struct nb_deployment {
     int max_seq;        /* 0 = the engine's default */
     unsigned device;    /* XRT device index */
     nb_exec_deploy *exec; /* backend "exec": its commands (owned) */
+    /* The model's one name in the history ("" = nb_job_model_canon(model)) and its other
+     * names there (mlir-air's model key, a GGUF general.name...): "canonical", "aliases". */
+    char canonical[128];
+    char aliases[NB_JOB_MODEL_ALIASES_MAX][128];
+    int n_aliases;
 } nb_deployment;
 
 /* The deployments file (JSON; format in docs/service.md, "Deployments file").

@@ -151,6 +151,19 @@ static void model_digest(const char *path, char hex[65])
         hex[0] = '\0';
 }
 
+/* The deployments file's aliases, for the history's one identity per model. */
+static int advertise_aliases(const nb_deployment *d, Npubench__Deployment *p)
+{
+    if (!d->n_aliases)
+        return 0;
+    if (!(p->aliases = calloc((size_t)d->n_aliases, sizeof *p->aliases)))
+        return -1;
+    for (int k = 0; k < d->n_aliases; k++)
+        if (!(p->aliases[p->n_aliases++] = strdup(d->aliases[k])))
+            return -1;
+    return 0;
+}
+
 nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_t *n,
                              nb_err *err)
 {
@@ -183,7 +196,8 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
         p->no_prompt_range = d->exec && !nb_exec_deploy_takes_range(d->exec);
         if (!(p->model = nb_jobpb_strdup(d->model)) || !(p->backend = nb_jobpb_strdup(d->backend)) ||
             !(p->dtype = nb_jobpb_strdup(d->dtype)) ||
-            !(p->digest = nb_jobpb_strdup(c->adv[i].digest))) {
+            !(p->digest = nb_jobpb_strdup(c->adv[i].digest)) ||
+            !(p->canonical = nb_jobpb_strdup(d->canonical)) || advertise_aliases(d, p)) {
             for (int j = 0; j <= i; j++)
                 nb_jobpb_free(v[j]);
             free(v);
