@@ -1,0 +1,74 @@
+/* nb_outcome: a job's state and results folded into one outcome and its exit code, so every
+ * command that reports a job exits the same way for the same job. */
+#include "nb_outcome.h"
+
+#include <string.h>
+
+#include "nb_rpc.h"
+
+static const char *const NAMES[NB_OUTCOME_COUNT] = {
+    "pass", "fail", "error", "unavailable", "cancelled", "expired", "pending"};
+
+const char *nb_outcome_name(nb_outcome o)
+{
+    return (unsigned)o < NB_OUTCOME_COUNT ? NAMES[o] : "error";
+}
+
+nb_code nb_outcome_parse(const char *field, const char *s, nb_outcome *o, nb_err *err)
+{
+    for (int i = 0; i < NB_OUTCOME_COUNT; i++)
+        if (!strcmp(s, NAMES[i])) {
+            *o = (nb_outcome)i;
+            return NB_OK;
+        }
+    return nb_err_set(err, NB_EINVAL,
+                      "%s '%s': expected pass, fail, error, unavailable, cancelled, expired or "
+                      "pending", field, s);
+}
+
+int nb_outcome_exit(nb_outcome o)
+{
+    return o == NB_OUTCOME_PENDING ? 5 : (int)o;
+}
+
+nb_outcome nb_outcome_of_result(const Npubench__JobResult *r)
+{
+    if (r->status != NPUBENCH__STATUS_CODE__OK)
+        return nb_rpc_code_from_status(r->status) == NB_EUNAVAIL ? NB_OUTCOME_UNAVAILABLE
+                                                                 : NB_OUTCOME_ERROR;
+    if (r->outcome == NPUBENCH__OUTCOME__ERROR)
+        return NB_OUTCOME_ERROR;
+    if (r->outcome == NPUBENCH__OUTCOME__FAIL || r->regression)
+        return NB_OUTCOME_FAIL;
+    return NB_OUTCOME_PASS;
+}
+
+/* The coordinator says why it ended a job only in words; an expiry is the one told apart. */
+static int expired(const Npubench__Job *j)
+{
+    return strstr(j->error, "expire") != NULL;
+}
+
+nb_outcome nb_outcome_of_job(const Npubench__Job *j)
+{
+    switch (j->state) {
+    case NPUBENCH__JOB_STATE__JOB_CANCELLED:
+        return expired(j) ? NB_OUTCOME_EXPIRED : NB_OUTCOME_CANCELLED;
+    case NPUBENCH__JOB_STATE__JOB_DONE:
+    case NPUBENCH__JOB_STATE__JOB_FAILED:
+        break;
+    default:
+        return NB_OUTCOME_PENDING;
+    }
+    if (!j->n_results)
+        return expired(j)                                     ? NB_OUTCOME_EXPIRED
+               : j->state == NPUBENCH__JOB_STATE__JOB_FAILED ? NB_OUTCOME_UNAVAILABLE
+                                                              : NB_OUTCOME_ERROR;
+    nb_outcome worst = NB_OUTCOME_PASS;
+    for (size_t i = 0; i < j->n_results; i++) {
+        nb_outcome o = nb_outcome_of_result(j->results[i]);
+        if (o > worst)
+            worst = o;
+    }
+    return worst;
+}

@@ -1,0 +1,39 @@
+/* nb_outcome: what a job came to, as one word and one exit code — the contract a CI script
+ * reads from `wait`, `job` and `submit --wait` (README, --help and docs/service.md list it). */
+#ifndef NB_OUTCOME_H
+#define NB_OUTCOME_H
+
+#include "nb_err.h"
+#include "nb_wire.h"
+
+/* Ordered by exit code; NB_OUTCOME_PENDING (not finished) exits as EXPIRED does, because a
+ * caller only sees it when its --timeout ran out. */
+typedef enum nb_outcome {
+    NB_OUTCOME_PASS,        /* exit 0 */
+    NB_OUTCOME_FAIL,        /* exit 1: a gate FAIL or a regression */
+    NB_OUTCOME_ERROR,       /* exit 2: it ran but gave no verdict (crash, device timeout) */
+    NB_OUTCOME_UNAVAILABLE, /* exit 3: it could not run (no worker left, lease lost) */
+    NB_OUTCOME_CANCELLED,   /* exit 4 */
+    NB_OUTCOME_EXPIRED,     /* exit 5: the job's or the caller's deadline passed first */
+    NB_OUTCOME_PENDING      /* exit 5: still queued or running */
+} nb_outcome;
+
+#define NB_OUTCOME_COUNT 7
+
+/* The exit codes, one line each, for --help and usage text. */
+#define NB_OUTCOME_EXIT_HELP                                                                   \
+    "exit codes: 0 pass, 1 gate fail or regression, 2 error (usage, set-up, no verdict),\n"   \
+    "            3 unavailable, 4 cancelled, 5 expired or --timeout passed; several jobs:\n"  \
+    "            the highest code"
+
+/* "pass", "fail", "error", "unavailable", "cancelled", "expired", "pending". */
+const char *nb_outcome_name(nb_outcome o);
+/* The name back (as nb_outcome_name writes it); an error naming field and the words known. */
+nb_code nb_outcome_parse(const char *field, const char *s, nb_outcome *o, nb_err *err);
+int nb_outcome_exit(nb_outcome o);
+/* One result: its status (not run: error or unavailable), its verdict, a regression. */
+nb_outcome nb_outcome_of_result(const Npubench__JobResult *r);
+/* A job: its state, then the worst of its results (highest exit code). */
+nb_outcome nb_outcome_of_job(const Npubench__Job *j);
+
+#endif
