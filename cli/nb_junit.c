@@ -34,7 +34,7 @@ static size_t xml_char_len(const unsigned char *s)
     return n;
 }
 
-void nb_junit_escape(FILE *f, const char *str)
+void nb_junit_escape(FILE *f, const char *str, int attr)
 {
     const unsigned char *s = (const unsigned char *)(str ? str : "");
     while (*s) {
@@ -50,9 +50,10 @@ void nb_junit_escape(FILE *f, const char *str)
         case '>': fputs("&gt;", f); break; /* so "]]>" never appears */
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&apos;", f); break;
-        case '\n': fputs("&#10;", f); break; /* kept through attribute normalisation */
+        /* in attributes, so that normalisation keeps them */
+        case '\n': fputs(attr ? "&#10;" : "\n", f); break;
         case '\r': fputs("&#13;", f); break;
-        case '\t': fputs("&#9;", f); break;
+        case '\t': fputs(attr ? "&#9;" : "\t", f); break;
         default: fwrite(s, 1, n, f);
         }
         s += n;
@@ -71,9 +72,9 @@ static void classname(char *buf, size_t cap, int kind, const Npubench__JobResult
 static void open_case(FILE *f, const char *cls, const char *name, double seconds)
 {
     fputs("    <testcase classname=\"", f);
-    nb_junit_escape(f, cls);
+    nb_junit_escape(f, cls, 1);
     fputs("\" name=\"", f);
-    nb_junit_escape(f, name);
+    nb_junit_escape(f, name, 1);
     fprintf(f, "\" time=\"%.3f\"", seconds > 0 ? seconds : 0.0);
 }
 
@@ -82,16 +83,17 @@ static void verdict(FILE *f, const char *tag, const char *type, const char *msg,
                     const char *body)
 {
     fprintf(f, "      <%s type=\"%s\" message=\"", tag, type);
-    nb_junit_escape(f, msg);
+    nb_junit_escape(f, msg, 1);
     fputs("\">", f);
-    nb_junit_escape(f, body);
+    nb_junit_escape(f, body, 0);
     fprintf(f, "</%s>\n", tag);
 }
 
 /* The top-1 minus top-2 logit on one side at the divergence: how close the call was. */
 static int margin(Npubench__TopToken *const *top, size_t n, double *m)
 {
-    if (n < 2)
+    /* runners that report token ids only (exec) leave every logit 0: no margin to tell */
+    if (n < 2 || (top[0]->logit == 0.0f && top[1]->logit == 0.0f))
         return 0;
     *m = (double)top[0]->logit - (double)top[1]->logit;
     return 1;
@@ -235,7 +237,7 @@ static void job_suite(FILE *f, const Npubench__Job *j)
     }
     if (*j->log) {
         fputs("    <system-out>", f);
-        nb_junit_escape(f, j->log);
+        nb_junit_escape(f, j->log, 0);
         fputs("</system-out>\n", f);
     }
     fputs("  </testsuite>\n", f);

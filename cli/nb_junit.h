@@ -16,8 +16,9 @@ nb_code nb_junit_write(const char *path, const Npubench__Job *const *jobs, size_
                        nb_err *err);
 /* The same XML on f. */
 void nb_junit_print(FILE *f, const Npubench__Job *const *jobs, size_t n);
-/* s as XML character data or attribute value: &<>"' escaped, characters XML 1.0 cannot carry
- * (control characters, bytes that are not UTF-8) replaced by '?'. */
-void nb_junit_escape(FILE *f, const char *s);
+/* s as XML character data (attr 0) or an attribute value (attr 1: line breaks and tabs as
+ * character references): &<>"' escaped, so "]]>" never appears; what XML 1.0 cannot carry
+ * (control characters, bytes that are not UTF-8, U+FFFE/U+FFFF) replaced by '?'. */
+void nb_junit_escape(FILE *f, const char *s, int attr);
 
 #endif
