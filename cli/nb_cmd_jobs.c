@@ -124,7 +124,8 @@ static void print_submitted(const int64_t *ids, size_t n, int matrix)
 static void submit_give_up(nb_svc *svc, int64_t id, const submit_flags *f)
 {
     char reason[96];
-    snprintf(reason, sizeof reason, "submit --wait gave up after %d s", f->timeout_s);
+    /* "expired" is the word nb_outcome reads, so `job` and `jobs` show it the same way */
+    snprintf(reason, sizeof reason, "expired: submit --wait gave up after %d s", f->timeout_s);
     if (f->keep) {
         fprintf(stderr, "npubench submit: %s; job %lld kept (--keep)\n", reason, (long long)id);
         return;
@@ -154,7 +155,8 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
     nb_svc_progress pr = {.f = stderr};
     nb_code wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr,
                               &job, &err);
-    if (wrc == NB_ETIMEOUT) {
+    int gave_up = wrc == NB_ETIMEOUT;
+    if (gave_up) {
         submit_give_up(svc, id, f);
         wrc = nb_svc_get_job(svc, id, f->junit != NULL, &job, &err);
     } else if (wrc == NB_OK && f->junit) {
@@ -183,6 +185,8 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
     nb_cmd_report r = {.cmd = "submit", .doc = doc, .junit = f->junit};
     int code = nb_cmd_report_jobs(&r, (const Npubench__Job *const *)&job, 1);
     nb_wire_free(job);
+    if (gave_up && code < NB_EXIT_EXPIRED) /* with --keep the job may even have finished */
+        code = NB_EXIT_EXPIRED;
     return code > rc ? code : rc;
 }
 
