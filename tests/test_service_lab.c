@@ -309,8 +309,10 @@ static void air_file(const char *name, const air_dep *deps, size_t n, char *path
     fclose(f);
 }
 
-/* `npubench ARGS --coordinator URL` must exit with code and print every needle. */
-static void expect_cli(const char *url, int code, const char *args, const char *const *needles)
+
+/* `npubench ARGS --coordinator URL`: the exit code, every needle in the output, the output
+ * (the caller frees). */
+static char *expect_out(const char *url, int code, const char *args, const char *const *needles)
 {
     tu_result r = cli("%s --coordinator '%s'", args, url);
     if (r.code != code)
@@ -319,7 +321,13 @@ static void expect_cli(const char *url, int code, const char *args, const char *
     for (; needles && *needles; needles++)
         if (!r.out || !strstr(r.out, *needles))
             fail_msg("`npubench %s`: no '%s' in:\n%s", args, *needles, r.out ? r.out : "");
-    free(r.out);
+    return r.out;
+}
+
+/* `npubench ARGS --coordinator URL` must exit with code and print every needle. */
+static void expect_cli(const char *url, int code, const char *args, const char *const *needles)
+{
+    free(expect_out(url, code, args, needles));
 }
 
 /* mlir-air through exec, every job kind through the CLI: a coordinator and one worker
@@ -603,20 +611,6 @@ static char *slurp(const char *path)
     snprintf(cmd, sizeof cmd, "cat '%s'", path);
     tu_result r = tu_run(cmd);
     assert_int_equal(r.code, 0);
-    return r.out;
-}
-
-/* `npubench ARGS --coordinator URL`: the exit code, every needle in the output, the output
- * (the caller frees). */
-static char *expect_out(const char *url, int code, const char *args, const char *const *needles)
-{
-    tu_result r = cli("%s --coordinator '%s'", args, url);
-    if (r.code != code)
-        fail_msg("`npubench %s`: exit %d, expected %d:\n%s", args, r.code, code,
-                 r.out ? r.out : "");
-    for (; needles && *needles; needles++)
-        if (!r.out || !strstr(r.out, *needles))
-            fail_msg("`npubench %s`: no '%s' in:\n%s", args, *needles, r.out ? r.out : "");
     return r.out;
 }
 
