@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-#include "nb_rpc.h"
-
 static const char *const NAMES[NB_OUTCOME_COUNT] = {
     "pass", "fail", "error", "unavailable", "cancelled", "expired", "pending"};
 
@@ -33,10 +31,9 @@ int nb_outcome_exit(nb_outcome o)
 
 nb_outcome nb_outcome_of_result(const Npubench__JobResult *r)
 {
-    if (r->status != NPUBENCH__STATUS_CODE__OK)
-        return nb_rpc_code_from_status(r->status) == NB_EUNAVAIL ? NB_OUTCOME_UNAVAILABLE
-                                                                 : NB_OUTCOME_ERROR;
-    if (r->outcome == NPUBENCH__OUTCOME__ERROR)
+    /* A worker ran it and got no verdict. Not told apart by status: a runner's crash (NB_EIO)
+     * travels as UNAVAILABLE like a missing device would. */
+    if (r->status != NPUBENCH__STATUS_CODE__OK || r->outcome == NPUBENCH__OUTCOME__ERROR)
         return NB_OUTCOME_ERROR;
     if (r->outcome == NPUBENCH__OUTCOME__FAIL || r->regression)
         return NB_OUTCOME_FAIL;
