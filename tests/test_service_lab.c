@@ -745,6 +745,26 @@ static void test_lab_outputs(void **s)
     free(expect_out(url, 0, "history --model air-fail --json", hist_json));
     const char *hist_md[] = {"| RUN | DATE (UTC) | DEPLOYMENT |", NULL};
     free(expect_out(url, 0, "history --model air-fail --format md", hist_md));
+    long long runs[2];
+    for (int i = 0; i < 2; i++) {
+        out = expect_out(url, 0, "submit run --model Llama-3.2-1B-Instruct --n-tokens 20 --wait",
+                         NULL);
+        const char *h = strstr(out, "History: run ");
+        assert_non_null(h);
+        runs[i] = atoll(h + 13);
+        free(out);
+    }
+    snprintf(args, sizeof args, "compare %lld %lld --json", runs[1], runs[0]);
+    const char *cmp_json[] = {"\"schema\":\"npubench.compare/1\"", "\"metric\":\"tps\"",
+                              "\"base_value\":", NULL};
+    out = expect_out(url, 0, args, cmp_json);
+    snprintf(want, sizeof want, "\"base_run_id\":%lld", runs[0]);
+    assert_non_null(strstr(out, want));
+    assert_null(strstr(out, "\"label\"")); /* ids, not prose */
+    free(out);
+    snprintf(args, sizeof args, "compare %lld %lld --format csv", runs[1], runs[0]);
+    const char *cmp_csv[] = {"metric,base_run,base,run,value,delta_pct,regression\n", NULL};
+    free(expect_out(url, 0, args, cmp_csv));
     static const char *const help_cmds[] = {"history", "jobs", "job", "wait", "submit",
                                             "workers", "compare", "cancel"};
     for (size_t i = 0; i < sizeof help_cmds / sizeof *help_cmds; i++) {
