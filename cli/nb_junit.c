@@ -167,13 +167,19 @@ static void result_case(FILE *f, const char *cls, int kind, const Npubench__JobR
     fputs("    </testcase>\n", f);
 }
 
+/* A verify's result that ran: one testcase per prompt; anything else: one for the result. */
+static int per_prompt(int kind, const Npubench__JobResult *r)
+{
+    return (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL) &&
+           r->status == NPUBENCH__STATUS_CODE__OK && r->n_gates;
+}
+
 typedef struct counts {
     int tests, failures, errors;
 } counts;
 
 static void count_job(const Npubench__Job *j, int kind, counts *c)
 {
-    int verify = kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL;
     if (!j->n_results) {
         c->tests = 1;
         c->errors = nb_outcome_of_job(j) != NB_OUTCOME_PASS;
@@ -181,7 +187,7 @@ static void count_job(const Npubench__Job *j, int kind, counts *c)
     }
     for (size_t i = 0; i < j->n_results; i++) {
         const Npubench__JobResult *r = j->results[i];
-        if (verify && r->status == NPUBENCH__STATUS_CODE__OK && r->n_gates) {
+        if (per_prompt(kind, r)) {
             for (size_t g = 0; g < r->n_gates; g++) {
                 c->tests++;
                 c->failures += r->gates[g]->status == NPUBENCH__OUTCOME__FAIL;
@@ -212,12 +218,11 @@ static void job_suite(FILE *f, const Npubench__Job *j)
             "errors=\"%d\" skipped=\"0\" time=\"%.3f\" timestamp=\"%.19s\">\n",
             (long long)j->job_id, nb_job_kind_name(kind), (long long)j->job_id, c.tests,
             c.failures, c.errors, secs, iso);
-    int verify = kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL;
     char cls[512];
     for (size_t i = 0; i < j->n_results; i++) {
         const Npubench__JobResult *r = j->results[i];
         classname(cls, sizeof cls, kind, r);
-        if (verify && r->status == NPUBENCH__STATUS_CODE__OK && r->n_gates)
+        if (per_prompt(kind, r))
             for (size_t g = 0; g < r->n_gates; g++)
                 gate_case(f, cls, r->gates[g]);
         else
