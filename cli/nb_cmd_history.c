@@ -11,6 +11,7 @@
 #include "nb_job.h"
 #include "nb_json.h"
 #include "nb_out.h"
+#include "nb_outcome.h"
 #include "nb_svc.h"
 #include "nb_time.h"
 
@@ -66,7 +67,7 @@ static json_object *hist_json(const hist_run *h)
     json_object_object_add(o, "deployment_id", json_object_new_int64(r->deployment_id));
     json_object_object_add(o, "kind", json_object_new_string(r->kind_name));
     json_object_object_add(o, "source", json_object_new_string(r->source));
-    json_object_object_add(o, "outcome", json_object_new_string(outcome_word(r->outcome)));
+    nb_out_str(o, "outcome", nb_outcome_name(nb_outcome_of_verdict(r->outcome)));
     json_object_object_add(o, "commit", json_object_new_string(r->npubench_commit));
     json_object_object_add(o, "model_digest", json_object_new_string(r->model_digest));
     json_object_object_add(o, "regression", json_object_new_boolean(r->regression));

@@ -11,9 +11,7 @@ static json_object *gate_json(const Npubench__GateRecord *g)
 {
     json_object *o = json_object_new_object();
     nb_out_i64(o, "index", g->index);
-    nb_out_str(o, "outcome", g->status == NPUBENCH__OUTCOME__PASS   ? "pass"
-                             : g->status == NPUBENCH__OUTCOME__FAIL ? "fail"
-                                                                    : "error");
+    nb_out_str(o, "outcome", nb_outcome_name(nb_outcome_of_verdict(g->status)));
     nb_out_i64(o, "steps", g->steps);
     nb_out_i64(o, "divergence_step", g->divergence_step);
     nb_out_i64(o, "device_token", g->device_token);

@@ -29,6 +29,13 @@ int nb_outcome_exit(nb_outcome o)
     return o == NB_OUTCOME_PENDING ? 5 : (int)o;
 }
 
+nb_outcome nb_outcome_of_verdict(int pb_outcome)
+{
+    return pb_outcome == NPUBENCH__OUTCOME__PASS   ? NB_OUTCOME_PASS
+           : pb_outcome == NPUBENCH__OUTCOME__FAIL ? NB_OUTCOME_FAIL
+                                                   : NB_OUTCOME_ERROR;
+}
+
 nb_outcome nb_outcome_of_result(const Npubench__JobResult *r)
 {
     /* A worker ran it and got no verdict. Not told apart by status: a runner's crash (NB_EIO)

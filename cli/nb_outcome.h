@@ -31,6 +31,8 @@ const char *nb_outcome_name(nb_outcome o);
 /* The name back (as nb_outcome_name writes it); an error naming field and the words known. */
 nb_code nb_outcome_parse(const char *field, const char *s, nb_outcome *o, nb_err *err);
 int nb_outcome_exit(nb_outcome o);
+/* A proto Outcome (a verdict: PASS, FAIL, else ERROR) as an nb_outcome. */
+nb_outcome nb_outcome_of_verdict(int pb_outcome);
 /* One result: its status (not OK: error), its verdict, a regression. */
 nb_outcome nb_outcome_of_result(const Npubench__JobResult *r);
 /* A job: its state, then the worst of its results (highest exit code). */
