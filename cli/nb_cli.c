@@ -40,7 +40,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: npubench <command> [options]   (npubench <command> --help)\n\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
         fprintf(f, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].help);
-    fprintf(f, "\n%s\n", NB_OUTCOME_EXIT_HELP);
+    fprintf(f, "\n%s\n", NB_OC_EXIT_HELP);
 }
 
 int nb_cli_main(int argc, char **argv)

@@ -222,7 +222,7 @@ int nb_cmd_submit(int argc, char **argv)
     };
     const char *usage = "npubench submit {run,verify,verify-full,diagnosis,profile} --model M "
                         "[--board B|--tag T] [--wait [--timeout S] [--junit F]] [options]\n"
-                        NB_OUTCOME_EXIT_HELP;
+                        NB_OC_EXIT_HELP;
     const char *pos[1];
     int np = 0;
     int rc = nb_cmd_parse("submit", usage, argc, argv, opts, NB_NOPTS(opts), pos, 1, &np,
@@ -293,7 +293,7 @@ typedef struct jobs_filter {
 static int jobs_keep(const jobs_filter *f, const Npubench__Job *j)
 {
     nb_outcome o = nb_outcome_of_job(j);
-    if (f->failed && (o == NB_OUTCOME_PASS || (j->state != NPUBENCH__JOB_STATE__JOB_FAILED &&
+    if (f->failed && (o == NB_OC_PASS || (j->state != NPUBENCH__JOB_STATE__JOB_FAILED &&
                                                j->state != NPUBENCH__JOB_STATE__JOB_DONE)))
         return 0;
     return f->outcome < 0 || (int)o == f->outcome;
@@ -583,7 +583,7 @@ int nb_cmd_job(int argc, char **argv)
     int rc = nb_cmd_parse("job",
                           "npubench job ID [--log] [--print] [--json] [--junit FILE]\n"
                           "exit by the job's outcome (a queued or running job: 5)\n"
-                          NB_OUTCOME_EXIT_HELP,
+                          NB_OC_EXIT_HELP,
                           argc, argv, opts, NB_NOPTS(opts), pos, 1, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;

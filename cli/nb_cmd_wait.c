@@ -91,7 +91,7 @@ int nb_cmd_wait(int argc, char **argv)
     int np = 0;
     int rc = nb_cmd_parse("wait",
                           "npubench wait JOB... [--timeout S] [--json] [--junit FILE]\n"
-                          NB_OUTCOME_EXIT_HELP,
+                          NB_OC_EXIT_HELP,
                           argc, argv, opts, NB_NOPTS(opts), pos, WAIT_MAX, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;

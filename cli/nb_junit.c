@@ -152,14 +152,14 @@ static void result_case(FILE *f, const char *cls, int kind, const Npubench__JobR
                            : nb_job_kind_name(kind);
     open_case(f, cls, name, result_seconds(r));
     nb_outcome o = nb_outcome_of_result(r);
-    if (o == NB_OUTCOME_PASS) {
+    if (o == NB_OC_PASS) {
         fputs("/>\n", f);
         return;
     }
     fputs(">\n", f);
     if (r->status != NPUBENCH__STATUS_CODE__OK)
         verdict(f, "error", nb_rpc_status_name(r->status), r->status_message, "");
-    else if (o == NB_OUTCOME_FAIL)
+    else if (o == NB_OC_FAIL)
         verdict(f, "failure", r->regression ? "regression" : "gate",
                 r->regression ? r->regression_detail : "the gate failed", "");
     else
@@ -182,7 +182,7 @@ static void count_job(const Npubench__Job *j, int kind, counts *c)
 {
     if (!j->n_results) {
         c->tests = 1;
-        c->errors = nb_outcome_of_job(j) != NB_OUTCOME_PASS;
+        c->errors = nb_outcome_of_job(j) != NB_OC_PASS;
         return;
     }
     for (size_t i = 0; i < j->n_results; i++) {
@@ -198,8 +198,8 @@ static void count_job(const Npubench__Job *j, int kind, counts *c)
         }
         nb_outcome o = nb_outcome_of_result(r);
         c->tests++;
-        c->failures += o == NB_OUTCOME_FAIL;
-        c->errors += o != NB_OUTCOME_FAIL && o != NB_OUTCOME_PASS;
+        c->failures += o == NB_OC_FAIL;
+        c->errors += o != NB_OC_FAIL && o != NB_OC_PASS;
     }
 }
 

@@ -6,22 +6,23 @@
 #include "nb_err.h"
 #include "nb_wire.h"
 
-/* Ordered by exit code; NB_OUTCOME_PENDING (not finished) exits as EXPIRED does, because a
+/* NB_OC_: nb_db_runs.h has NB_OUTCOME_PASS/FAIL/ERROR for what the history stores.
+ * Ordered by exit code; NB_OC_PENDING (not finished) exits as EXPIRED does, because a
  * caller only sees it when its --timeout ran out. */
 typedef enum nb_outcome {
-    NB_OUTCOME_PASS,        /* exit 0 */
-    NB_OUTCOME_FAIL,        /* exit 1: a gate FAIL or a regression */
-    NB_OUTCOME_ERROR,       /* exit 2: it ran but gave no verdict (crash, device timeout) */
-    NB_OUTCOME_UNAVAILABLE, /* exit 3: it could not run (no worker left, lease lost) */
-    NB_OUTCOME_CANCELLED,   /* exit 4 */
-    NB_OUTCOME_EXPIRED,     /* exit 5: the job's or the caller's deadline passed first */
-    NB_OUTCOME_PENDING      /* exit 5: still queued or running */
+    NB_OC_PASS,        /* exit 0 */
+    NB_OC_FAIL,        /* exit 1: a gate FAIL or a regression */
+    NB_OC_ERROR,       /* exit 2: it ran but gave no verdict (crash, device timeout) */
+    NB_OC_UNAVAILABLE, /* exit 3: it could not run (no worker left, lease lost) */
+    NB_OC_CANCELLED,   /* exit 4 */
+    NB_OC_EXPIRED,     /* exit 5: the job's or the caller's deadline passed first */
+    NB_OC_PENDING      /* exit 5: still queued or running */
 } nb_outcome;
 
-#define NB_OUTCOME_COUNT 7
+#define NB_OC_COUNT 7
 
 /* The exit codes, one line each, for --help and usage text. */
-#define NB_OUTCOME_EXIT_HELP                                                                   \
+#define NB_OC_EXIT_HELP                                                                   \
     "exit codes: 0 pass, 1 gate fail or regression, 2 error (usage, set-up, no verdict),\n"   \
     "            3 unavailable, 4 cancelled, 5 expired or --timeout passed; several jobs:\n"  \
     "            the highest code"
