@@ -8,7 +8,7 @@
 
 /* NB_OC_: nb_db_runs.h has NB_OUTCOME_PASS/FAIL/ERROR for what the history stores.
  * Ordered by exit code; NB_OC_PENDING (not finished) exits as EXPIRED does, because a
- * caller only sees it when its --timeout ran out. */
+ * caller sees it when its --timeout ran out (or asks `job` about an unfinished job). */
 typedef enum nb_outcome {
     NB_OC_PASS,        /* exit 0 */
     NB_OC_FAIL,        /* exit 1: a gate FAIL or a regression */
@@ -22,7 +22,7 @@ typedef enum nb_outcome {
 #define NB_OC_COUNT 7
 
 /* The exit codes, one line each, for --help and usage text. */
-#define NB_OC_EXIT_HELP                                                                   \
+#define NB_OC_EXIT_HELP                                                                        \
     "exit codes: 0 pass, 1 gate fail or regression, 2 error (usage, set-up, no verdict),\n"   \
     "            3 unavailable, 4 cancelled, 5 expired or --timeout passed; several jobs:\n"  \
     "            the highest code"
