@@ -34,6 +34,9 @@ nb_code nb_args_parse(int argc, char **argv, const nb_opt *opts, int n_opts, con
     int np = 0, flags_done = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        /* -h is the one short flag: every command's --help, as users type it first. */
+        if (!flags_done && !strcmp(a, "-h") && find(opts, n_opts, "help", 4))
+            a = "--help";
         if (flags_done || strncmp(a, "--", 2) || !a[2]) {
             if (!flags_done && !strcmp(a, "--")) {
                 flags_done = 1;

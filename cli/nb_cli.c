@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nb_cmd.h"
+#include "nb_outcome.h"
 #include "nb_version.h"
 
 typedef struct command {
@@ -24,6 +25,7 @@ static const command COMMANDS[] = {
     {"submit", nb_cmd_submit, "submit a job to a coordinator (--wait: progress + result)"},
     {"jobs", nb_cmd_jobs, "list jobs (state, target, worker, why queued)"},
     {"job", nb_cmd_job, "one job: state, shards, result, log"},
+    {"wait", nb_cmd_wait, "wait for jobs to finish; exit by their outcome"},
     {"cancel", nb_cmd_cancel, "cancel a queued or running job"},
     {"workers", nb_cmd_workers, "registered workers and their health"},
     {"history", nb_cmd_history, "past runs of a model: TTFT, TPS, gate, regressions"},
@@ -38,8 +40,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: npubench <command> [options]   (npubench <command> --help)\n\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
         fprintf(f, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].help);
-    fprintf(f, "\nexit codes: 0 pass, 1 gate fail or regression, 2 usage or set-up error, "
-               "3 unavailable\n");
+    fprintf(f, "\n%s\n", NB_OC_EXIT_HELP);
 }
 
 int nb_cli_main(int argc, char **argv)

@@ -1,5 +1,6 @@
 /* nb_cmd: the subcommands behind `npubench <command>`, each returning an exit code.
- * Exit codes are the CLI's contract: 0 pass, 1 gate fail or regression, 2 usage/set-up, 3 unavailable. */
+ * Exit codes are the CLI's contract (nb_outcome.h): 0 pass, 1 gate fail or regression,
+ * 2 usage/set-up/no verdict, 3 unavailable, 4 cancelled, 5 expired or timed out. */
 #ifndef NB_CMD_H
 #define NB_CMD_H
 
@@ -10,6 +11,7 @@
 #include "nb_args.h"
 #include "nb_embedded.h"
 #include "nb_err.h"
+#include "nb_out.h"
 #include "nb_svc.h"
 
 enum {
@@ -17,7 +19,9 @@ enum {
     NB_EXIT_FAIL = 1,
     NB_EXIT_USAGE = 2,
     NB_EXIT_UNAVAILABLE = 3,
-    NB_EXIT_DATALOSS = 4 /* stored data damaged: restore before retrying */
+    NB_EXIT_CANCELLED = 4,
+    NB_EXIT_EXPIRED = 5,
+    NB_EXIT_DATALOSS = 6 /* stored data damaged: restore before retrying */
 };
 
 int nb_cmd_exit_code(nb_code rc);
@@ -46,6 +50,22 @@ int nb_cmd_conn_open(const char *cmd, const nb_svc_flags *f, const char *db, int
                      nb_cmd_conn *c);
 void nb_cmd_conn_close(nb_cmd_conn *c);
 
+/* How a job command reports the jobs it fetched: text as each command prints it, or a JSON
+ * document (doc, already holding the command's own fields), and a JUnit file. */
+typedef struct nb_cmd_report {
+    const char *cmd;
+    json_object *doc;  /* NULL = text */
+    const char *junit; /* NULL = none */
+    int list;          /* "jobs": [...] even for one job (wait), else "job": {...} */
+} nb_cmd_report;
+
+/* Adds "job" (or "jobs") and "exit_code" to r->doc and prints it, writes r->junit;
+ * returns the highest exit code of the jobs' outcomes (2 when the JUnit file could not be
+ * written). */
+int nb_cmd_report_jobs(const nb_cmd_report *r, const Npubench__Job *const *jobs, size_t n);
+/* "JOB" positional words as ids; the usage error it printed, or NB_EXIT_OK. */
+int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids);
+
 /* How long ago unix ms `ms` was: "42s", "5m", "3h", "2d". */
 void nb_cmd_fmt_age(char *buf, size_t cap, int64_t ms);
 
@@ -63,6 +83,7 @@ int nb_cmd_submit(int argc, char **argv);      /* cli/nb_cmd_jobs.c */
 int nb_cmd_jobs(int argc, char **argv);
 int nb_cmd_job(int argc, char **argv);
 int nb_cmd_cancel(int argc, char **argv);
+int nb_cmd_wait(int argc, char **argv);        /* cli/nb_cmd_wait.c */
 int nb_cmd_workers(int argc, char **argv);     /* cli/nb_cmd_worker.c */
 int nb_cmd_history(int argc, char **argv);     /* cli/nb_cmd_history.c */
 int nb_cmd_compare(int argc, char **argv);

@@ -10,6 +10,8 @@
 #include "nb_db_runs.h"
 #include "nb_job.h"
 #include "nb_json.h"
+#include "nb_out.h"
+#include "nb_outcome.h"
 #include "nb_svc.h"
 #include "nb_time.h"
 
@@ -31,14 +33,15 @@ static const char *outcome_word(int o)
                                                                                 : "ERROR";
 }
 
-/* The GATE column: an imported run's own verify status when it was no verdict. */
+/* The GATE column: a verdict only where there is a gate (verify, verify-full); an imported
+ * run's own verify status when it was no verdict. */
 static const char *gate_word(const Npubench__HistoryRow *r)
 {
     if (!strcmp(r->verify_status, "skip"))
         return "SKIP";
     if (!strcmp(r->verify_status, "unknown"))
         return "?";
-    return outcome_word(r->outcome);
+    return strncmp(r->kind_name, "verify", 6) ? "-" : outcome_word(r->outcome);
 }
 
 static void fmt_metric(char *buf, size_t cap, const Npubench__HistoryRow *r)
@@ -69,7 +72,7 @@ static json_object *hist_json(const hist_run *h)
     json_object_object_add(o, "deployment_id", json_object_new_int64(r->deployment_id));
     json_object_object_add(o, "kind", json_object_new_string(r->kind_name));
     json_object_object_add(o, "source", json_object_new_string(r->source));
-    json_object_object_add(o, "outcome", json_object_new_string(outcome_word(r->outcome)));
+    nb_out_str(o, "outcome", nb_outcome_name(nb_outcome_of_verdict(r->outcome)));
     if (*r->verify_status)
         json_object_object_add(o, "verify_status", json_object_new_string(r->verify_status));
     json_object_object_add(o, "commit", json_object_new_string(r->npubench_commit));
@@ -129,22 +132,41 @@ static hist_run *hist_runs(const Npubench__HistoryResponse *resp, size_t *n)
     return runs;
 }
 
-static void print_history_table(const hist_run *runs, size_t nr)
+static nb_code history_row(nb_out_table *t, const hist_run *h, nb_err *err)
 {
-    printf("%-6s %-20s %-44s %-12s %-5s %-16s %-16s %-12s %s\n", "RUN", "DATE (UTC)",
-           "DEPLOYMENT", "KIND", "GATE", "TTFT ms", "TPS", "COMMIT", "FLAG");
-    for (size_t i = 0; i < nr; i++) {
-        const Npubench__HistoryRow *r = runs[i].any;
-        char date[32], dep[256], ttft[40], tps[40];
-        nb_time_iso(date, r->finished_unix_ms);
-        snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
-        fmt_metric(ttft, sizeof ttft, runs[i].m[0]);
-        fmt_metric(tps, sizeof tps, runs[i].m[1]);
-        printf("%-6lld %-20s %-44s %-12s %-5s %-16s %-16s %-12.12s %s\n",
-               (long long)r->run_id, date, dep, r->kind_name, gate_word(r),
-               ttft, tps, *r->npubench_commit ? r->npubench_commit : "-",
-               r->regression ? "REGRESSION" : !strcmp(r->source, "import") ? "imported" : "");
-    }
+    const Npubench__HistoryRow *r = h->any;
+    char id[24], date[32], dep[256], ttft[40], tps[40];
+    snprintf(id, sizeof id, "%lld", (long long)r->run_id);
+    nb_time_iso(date, r->finished_unix_ms);
+    snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
+    fmt_metric(ttft, sizeof ttft, h->m[0]);
+    fmt_metric(tps, sizeof tps, h->m[1]);
+    char commit[16];
+    snprintf(commit, sizeof commit, "%.12s", *r->npubench_commit ? r->npubench_commit : "-");
+    const char *cells[] = {id,  date, dep,    r->kind_name,
+                           gate_word(r), ttft, tps, commit,
+                           r->regression                    ? "REGRESSION"
+                           : !strcmp(r->source, "import") ? "imported"
+                                                            : ""};
+    return nb_out_table_row(t, cells, err);
+}
+
+static int print_history_table(const hist_run *runs, size_t nr, nb_out_format fmt)
+{
+    static const char *const heads[] = {"RUN", "DATE (UTC)", "DEPLOYMENT", "KIND", "GATE",
+                                        "TTFT ms", "TPS", "COMMIT", "FLAG"};
+    nb_err err;
+    nb_out_table *t = nb_out_table_new(heads, 9);
+    if (!t)
+        return nb_cmd_usage_error("history", "out of memory%s", "");
+    for (size_t i = 0; i < nr; i++)
+        if (history_row(t, &runs[i], &err)) {
+            nb_out_table_free(t);
+            return nb_cmd_fail("history", &err);
+        }
+    nb_out_table_print(stdout, t, fmt);
+    nb_out_table_free(t);
+    return NB_EXIT_OK;
 }
 
 /* --metric, --since and --kind into req; NB_EXIT_OK, or the usage error it printed. */
@@ -169,20 +191,22 @@ static int history_filters(const char *metric, const char *since, const char *ki
     return NB_EXIT_OK;
 }
 
-/* The runs as a JSON array, or a table, or a line saying there are none. */
-static void print_history(const hist_run *runs, size_t nr, int json, const char *model)
+/* The runs as an npubench.history/1 document, or a table, or a line saying there are none. */
+static int print_history(const hist_run *runs, size_t nr, nb_out_format fmt, const char *model)
 {
-    if (json) {
-        json_object *arr = json_object_new_array();
+    if (fmt == NB_OUT_JSON) {
+        json_object *doc = nb_out_doc("history"), *arr = json_object_new_array();
         for (size_t i = 0; i < nr; i++)
             json_object_array_add(arr, hist_json(&runs[i]));
-        printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY));
-        json_object_put(arr);
-    } else if (!nr) {
-        printf("no runs%s%s in the history\n", model ? " of " : "", model ? model : "");
-    } else {
-        print_history_table(runs, nr);
+        json_object_object_add(doc, "runs", arr);
+        nb_out_print_doc(stdout, doc);
+        return NB_EXIT_OK;
     }
+    if (!nr && fmt == NB_OUT_TEXT) {
+        printf("no runs%s%s in the history\n", model ? " of " : "", model ? model : "");
+        return NB_EXIT_OK;
+    }
+    return print_history_table(runs, nr, fmt);
 }
 
 int nb_cmd_history(int argc, char **argv)
@@ -191,7 +215,8 @@ int nb_cmd_history(int argc, char **argv)
     const char *model = NULL, *board = NULL, *metric = NULL, *since = NULL, *db = NULL,
                *backend = NULL, *dtype = NULL, *kind = NULL, *air_sha = NULL,
                *aie_hash = NULL, *peano = NULL;
-    int json = 0, limit = 50, help = 0;
+    nb_out_flags of = {0};
+    int limit = 50, help = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
         {"model", NB_OPT_STR, &model, 0, 0, "model (instruct, a name or a path)"},
@@ -205,17 +230,20 @@ int nb_cmd_history(int argc, char **argv)
         {"metric", NB_OPT_STR, &metric, 0, 0, "tps, ttft or gate (default: all three)"},
         {"since", NB_OPT_STR, &since, 0, 0, "YYYY-MM-DD[THH:MM:SSZ] (UTC)"},
         {"limit", NB_OPT_INT, &limit, 1, 100000, "newest N runs (default 50)"},
-        {"json", NB_OPT_FLAG, &json, 0, 0, "JSON array instead of a table"},
+        NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     int rc = nb_cmd_parse("history",
                           "npubench history --model M [--board B] [--metric tps|ttft|gate] "
-                          "[--since DATE] [--json]",
+                          "[--since DATE] [--json|--format csv|md]",
                           argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     nb_err err;
+    nb_out_format fmt;
+    if (nb_out_format_of(&of, &fmt, &err))
+        return nb_cmd_usage_error("history", "%s", err.msg);
     Npubench__HistoryRequest req = NPUBENCH__HISTORY_REQUEST__INIT;
     if ((rc = history_filters(metric, since, kind, &req)))
         return rc;
@@ -240,11 +268,11 @@ int nb_cmd_history(int argc, char **argv)
     hist_run *runs = hist_runs(resp, &nr);
     if (nr > (size_t)limit)
         nr = (size_t)limit;
-    print_history(runs, nr, json, model);
+    rc = print_history(runs, nr, fmt, model);
     free(runs);
     nb_wire_free(resp);
     nb_cmd_conn_close(&c);
-    return NB_EXIT_OK; /* history reports; only submit --wait and compare fail on it */
+    return rc; /* history reports; only submit --wait and compare fail on it */
 }
 
 /* ---------------------------------------------------------------- compare */
@@ -286,6 +314,57 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
     }
 }
 
+/* npubench.compare/1: ids and raw values, one row per metric the coordinator compared. */
+static json_object *compare_json(const Npubench__CompareResponse *resp, int exit_code)
+{
+    json_object *doc = nb_out_doc("compare"), *rows = json_object_new_array();
+    nb_out_i64(doc, "run_id", resp->run_id);
+    nb_out_i64(doc, "base_run_id", resp->base_run_id);
+    nb_out_i64(doc, "base_job_id", resp->base_job_id);
+    nb_out_str(doc, "outcome", resp->outcome == NPUBENCH__OUTCOME__FAIL ? "fail" : "pass");
+    nb_out_i64(doc, "exit_code", exit_code);
+    for (size_t i = 0; i < resp->n_rows; i++) {
+        const Npubench__CompareRow *r = resp->rows[i];
+        json_object *o = json_object_new_object();
+        nb_out_str(o, "metric", r->metric);
+        nb_out_num(o, "base_value", r->base_value);
+        nb_out_num(o, "value", r->value);
+        nb_out_num(o, "delta_pct", r->delta_pct);
+        nb_out_bool(o, "regression", r->regression);
+        json_object_array_add(rows, o);
+    }
+    json_object_object_add(doc, "rows", rows);
+    return doc;
+}
+
+/* --format csv|md: every row the coordinator compared, base and new side by side. */
+static nb_code print_compare_rows(const Npubench__CompareResponse *resp, nb_out_format fmt,
+                                  nb_err *err)
+{
+    static const char *const heads[] = {"metric", "base_run", "base", "run", "value",
+                                        "delta_pct", "regression"};
+    nb_out_table *t = nb_out_table_new(heads, 7);
+    if (!t)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    char br[24], rn[24];
+    snprintf(br, sizeof br, "%lld", (long long)resp->base_run_id);
+    snprintf(rn, sizeof rn, "%lld", (long long)resp->run_id);
+    nb_code rc = NB_OK;
+    for (size_t i = 0; !rc && i < resp->n_rows; i++) {
+        const Npubench__CompareRow *r = resp->rows[i];
+        char b[32], v[32], d[32];
+        snprintf(b, sizeof b, "%.4f", r->base_value);
+        snprintf(v, sizeof v, "%.4f", r->value);
+        snprintf(d, sizeof d, "%+.2f", r->delta_pct);
+        const char *cells[] = {r->metric, br, b, rn, v, d, r->regression ? "yes" : "no"};
+        rc = nb_out_table_row(t, cells, err);
+    }
+    if (!rc)
+        nb_out_table_print(stdout, t, fmt);
+    nb_out_table_free(t);
+    return rc;
+}
+
 /* The run ids (RUN_A RUN_B, or RUN --against reference) into ids; NB_EXIT_OK, or the usage
  * error it printed. */
 static int compare_ids(const char *against, const char *const *pos, int np, long long ids[2])
@@ -308,13 +387,14 @@ int nb_cmd_compare(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
     const char *against = NULL, *db = NULL;
-    int jobs = 0, tol = 0, json = 0, help = 0;
+    nb_out_flags of = {0};
+    int jobs = 0, tol = 0, help = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
         {"against", NB_OPT_STR, &against, 0, 0, "'reference': the model's reference deployment"},
         {"jobs", NB_OPT_FLAG, &jobs, 0, 0, "the ids are job ids, not run ids"},
         {"tolerance", NB_OPT_INT, &tol, 0, 1000, "% change counted as a regression (default 5)"},
-        {"json", NB_OPT_FLAG, &json, 0, 0, "the comparison as JSON"},
+        NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -328,6 +408,10 @@ int nb_cmd_compare(int argc, char **argv)
     long long ids[2] = {0, 0};
     if ((rc = compare_ids(against, pos, np, ids)))
         return rc;
+    nb_err err;
+    nb_out_format fmt;
+    if (nb_out_format_of(&of, &fmt, &err))
+        return nb_cmd_usage_error("compare", "%s", err.msg);
     Npubench__CompareRequest req = NPUBENCH__COMPARE_REQUEST__INIT;
     if (jobs) {
         req.job_id = ids[0];
@@ -340,19 +424,19 @@ int nb_cmd_compare(int argc, char **argv)
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("compare", &sf, db, 1, &c)))
         return rc;
-    nb_err err;
     Npubench__CompareResponse *resp;
     if (nb_svc_call(c.svc, "Compare", &req, &npubench__compare_response__descriptor, &resp,
                     &err)) {
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("compare", &err);
     }
-    if (json) {
-        printf("%s\n", resp->report_json);
-    } else {
-        print_compare_table(resp, against != NULL);
-    }
     rc = resp->outcome == NPUBENCH__OUTCOME__FAIL ? NB_EXIT_FAIL : NB_EXIT_OK;
+    if (fmt == NB_OUT_TEXT)
+        print_compare_table(resp, against != NULL);
+    else if (fmt == NB_OUT_JSON)
+        nb_out_print_doc(stdout, compare_json(resp, rc));
+    else if (print_compare_rows(resp, fmt, &err))
+        rc = nb_cmd_fail("compare", &err);
     nb_wire_free(resp);
     nb_cmd_conn_close(&c);
     return rc;

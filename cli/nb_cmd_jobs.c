@@ -8,6 +8,9 @@
 
 #include "nb_args.h"
 #include "nb_job.h"
+#include "nb_jobjson.h"
+#include "nb_outcome.h"
+#include "nb_out.h"
 #include "nb_print.h"
 #include "nb_rpc.h"
 #include "nb_svc.h"
@@ -46,10 +49,12 @@ static void fmt_target(char *buf, size_t cap, const Npubench__JobSpec *s)
 
 typedef struct submit_flags {
     nb_svc_flags sf;
+    nb_out_flags of;
+    const char *junit;
     const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports;
     nb_strlist tags;
     int n_tokens, k, reps, priority, matrix, wait, shards, max_prompts, threads, timeout_s,
-        quiet, help;
+        keep, quiet, help;
 } submit_flags;
 
 /* A JobSpec and the storage its fields point into. */
@@ -115,25 +120,74 @@ static void print_submitted(const int64_t *ids, size_t n, int matrix)
     fflush(stdout);
 }
 
+/* --timeout passed: the job is cancelled unless --keep, so nothing runs that no one awaits. */
+static void submit_give_up(nb_svc *svc, int64_t id, const submit_flags *f)
+{
+    char reason[96];
+    /* "expired" is the word nb_outcome reads, so `job` and `jobs` show it the same way */
+    snprintf(reason, sizeof reason, "expired: submit --wait gave up after %d s", f->timeout_s);
+    if (f->keep) {
+        fprintf(stderr, "npubench submit: %s; job %lld kept (--keep)\n", reason, (long long)id);
+        return;
+    }
+    Npubench__CancelJobRequest req = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
+    req.job_id = id;
+    req.reason = reason;
+    nb_err err;
+    Npubench__CancelJobResponse *resp;
+    if (nb_svc_call(svc, "CancelJob", &req, &npubench__cancel_job_response__descriptor, &resp,
+                    &err)) {
+        fprintf(stderr, "npubench submit: %s; job %lld not cancelled: %s\n", reason,
+                (long long)id, err.msg);
+        return;
+    }
+    fprintf(stderr, "npubench submit: %s; job %lld %s\n", reason, (long long)id,
+            nb_job_pb_state_name(resp->state));
+    nb_wire_free(resp);
+}
+
 /* --wait: live progress on stderr, then the result as the local command prints it, its
- * history runs and the final state. */
-static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f)
+ * history runs and the final state (or the JSON document); exit by the job's outcome. */
+static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_object *doc)
 {
     nb_err err;
     Npubench__Job *job;
     nb_svc_progress pr = {.f = stderr};
-    if (nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr, &job,
-                    &err))
+    nb_code wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr,
+                              &job, &err);
+    int gave_up = wrc == NB_ETIMEOUT;
+    if (gave_up) {
+        submit_give_up(svc, id, f);
+        wrc = nb_svc_get_job(svc, id, f->junit != NULL, &job, &err);
+    } else if (wrc == NB_OK && f->junit) {
+        nb_wire_free(job);
+        wrc = nb_svc_get_job(svc, id, 1, &job, &err);
+    }
+    if (wrc) {
+        json_object_put(doc);
         return nb_cmd_fail("submit", &err);
-    nb_print_opts po = {.cmd = "submit", .reports_dir = f->reports, .quiet = f->quiet};
-    int rc = nb_print_job(stdout, &po, job);
-    for (size_t i = 0; i < job->n_results; i++)
-        for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
-            printf("History: run %lld%s\n", (long long)job->results[i]->run_ids[r],
-                   job->results[i]->regression ? " (REGRESSION)" : "");
-    printf("job %lld %s\n", (long long)job->job_id, nb_job_pb_state_name(job->state));
+    }
+    int rc = NB_EXIT_OK;
+    if (!doc && job->n_results) {
+        nb_print_opts po = {.cmd = "submit", .reports_dir = f->reports, .quiet = f->quiet};
+        rc = nb_print_job(stdout, &po, job);
+        for (size_t i = 0; i < job->n_results; i++)
+            for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
+                printf("History: run %lld%s%s%s\n", (long long)job->results[i]->run_ids[r],
+                       job->results[i]->environment ? " on " : "",
+                       job->results[i]->environment ? job->results[i]->environment->board : "",
+                       job->results[i]->regression ? " (REGRESSION)" : "");
+    }
+    nb_outcome o = nb_outcome_of_job(job);
+    if (!doc)
+        printf("job %lld %s: %s\n", (long long)job->job_id, nb_job_pb_state_name(job->state),
+               nb_outcome_name(o));
+    nb_cmd_report r = {.cmd = "submit", .doc = doc, .junit = f->junit};
+    int code = nb_cmd_report_jobs(&r, (const Npubench__Job *const *)&job, 1);
     nb_wire_free(job);
-    return rc;
+    if (gave_up && code < NB_EXIT_EXPIRED) /* with --keep the job may even have finished */
+        code = NB_EXIT_EXPIRED;
+    return code > rc ? code : rc;
 }
 
 int nb_cmd_submit(int argc, char **argv)
@@ -157,13 +211,18 @@ int nb_cmd_submit(int argc, char **argv)
         {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
         {"threads", NB_OPT_INT, &f.threads, 0, 1024, "kernel threads on the worker"},
         {"wait", NB_OPT_FLAG, &f.wait, 0, 0, "wait, show progress, print the result"},
-        {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400, "give up waiting after N s"},
+        {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400,
+         "with --wait: give up after N s, cancel the job (exit 5)"},
+        {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave the job queued"},
+        NB_OUT_JSON_OPT(f.of),
+        {"junit", NB_OPT_STR, &f.junit, 0, 0, "with --wait: write a JUnit XML file"},
         {"reports", NB_OPT_STR, &f.reports, 0, 0, "with --wait: write reports here"},
         {"quiet", NB_OPT_FLAG, &f.quiet, 0, 0, "with --wait: verify summary line only"},
         {"help", NB_OPT_FLAG, &f.help, 0, 0, "this help"},
     };
     const char *usage = "npubench submit {run,verify,verify-full,diagnosis,profile} --model M "
-                        "[--board B|--tag T] [--wait] [options]";
+                        "[--board B|--tag T] [--wait [--timeout S] [--junit F]] [options]\n"
+                        NB_OC_EXIT_HELP;
     const char *pos[1];
     int np = 0;
     int rc = nb_cmd_parse("submit", usage, argc, argv, opts, NB_NOPTS(opts), pos, 1, &np,
@@ -175,6 +234,8 @@ int nb_cmd_submit(int argc, char **argv)
         return nb_cmd_usage_error("submit", "expected a kind: run, verify, verify-full, "
                                                    "diagnosis or profile%s",
                                          "");
+    if ((f.junit || f.keep || f.timeout_s) && !f.wait)
+        return nb_cmd_usage_error("submit", "--junit, --timeout and --keep need --wait%s", "");
     submit_job j;
     submit_build(&f, kind, &j);
     nb_cmd_conn c;
@@ -187,8 +248,20 @@ int nb_cmd_submit(int argc, char **argv)
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("submit", &err);
     }
-    print_submitted(ids, n, f.matrix);
-    rc = f.wait ? submit_wait(c.svc, ids[0], &f) : NB_EXIT_OK;
+    json_object *doc = NULL;
+    if (f.of.json) {
+        doc = nb_out_doc("submit");
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < n; i++)
+            json_object_array_add(a, json_object_new_int64(ids[i]));
+        json_object_object_add(doc, "job_ids", a);
+    } else {
+        print_submitted(ids, n, f.matrix);
+    }
+    if (f.wait)
+        rc = submit_wait(c.svc, ids[0], &f, doc);
+    else if (doc)
+        nb_out_print_doc(stdout, doc);
     free(ids);
     nb_cmd_conn_close(&c);
     return rc;
@@ -204,89 +277,201 @@ static int state_parse(const char *s)
     return -1;
 }
 
-static void job_line(const Npubench__Job *j)
+static int finished(int state)
 {
-    char target[256], age[16], prog[32] = "-";
-    fmt_target(target, sizeof target, j->spec);
-    nb_cmd_fmt_age(age, sizeof age, j->created_unix_ms);
-    if (j->progress && j->progress->total > 0)
-        snprintf(prog, sizeof prog, "%d/%d", j->progress->done, j->progress->total);
-    const char *note = *j->queued_reason ? j->queued_reason : *j->error ? j->error : "";
-    printf("%-6lld %-12s %-10s %-34s %-26s %-8s %-5s %s\n", (long long)j->job_id,
-           j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
-           nb_job_pb_state_name(j->state), target, *j->worker_id ? j->worker_id : "-", prog, age, note);
+    return state == NPUBENCH__JOB_STATE__JOB_DONE || state == NPUBENCH__JOB_STATE__JOB_FAILED ||
+           state == NPUBENCH__JOB_STATE__JOB_CANCELLED;
 }
 
-int nb_cmd_jobs(int argc, char **argv)
+/* What `jobs` keeps beyond the server's filter: "failed" is what a user means by it, "did not
+ * pass" — a gate FAIL is a job done with outcome fail, not a job in state failed. */
+typedef struct jobs_filter {
+    int failed;  /* --state failed */
+    int outcome; /* --outcome: an nb_outcome, or -1 */
+} jobs_filter;
+
+static int jobs_keep(const jobs_filter *f, const Npubench__Job *j)
 {
-    nb_svc_flags sf = {0};
-    const char *state = NULL, *db = NULL, *model = NULL, *board = NULL;
-    int limit = 50, help = 0;
-    nb_opt opts[] = {
-        NB_SVC_OPTS(sf),
-        {"state", NB_OPT_STR, &state, 0, 0, "queued, leased, running, done, failed, cancelled"},
-        {"model", NB_OPT_STR, &model, 0, 0, "only jobs for this model"},
-        {"board", NB_OPT_STR, &board, 0, 0, "only jobs for this board"},
-        {"limit", NB_OPT_INT, &limit, 1, 1000, "newest N (default 50)"},
-        {"db", NB_OPT_STR, &db, 0, 0, "local database without a coordinator"},
-        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
-    };
-    int rc = nb_cmd_parse("jobs", "npubench jobs [--state S] [--limit N]", argc, argv, opts,
-                          NB_NOPTS(opts), NULL, 0, NULL, &help);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    Npubench__ListJobsRequest req = NPUBENCH__LIST_JOBS_REQUEST__INIT;
-    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    nb_outcome o = nb_outcome_of_job(j);
+    if (f->failed && (o == NB_OC_PASS || (j->state != NPUBENCH__JOB_STATE__JOB_FAILED &&
+                                               j->state != NPUBENCH__JOB_STATE__JOB_DONE)))
+        return 0;
+    return f->outcome < 0 || (int)o == f->outcome;
+}
+
+static nb_code jobs_row(nb_out_table *t, const Npubench__Job *j, nb_err *err)
+{
+    char id[24], target[256], age[16], prog[32] = "-";
+    snprintf(id, sizeof id, "%lld", (long long)j->job_id);
+    fmt_target(target, sizeof target, j->spec);
+    nb_cmd_fmt_age(age, sizeof age, j->created_unix_ms);
+    /* a finished job's last progress report is history, not progress */
+    if (j->progress && j->progress->total > 0 && !finished(j->state))
+        snprintf(prog, sizeof prog, "%d/%d", j->progress->done, j->progress->total);
+    const char *cells[] = {
+        id,
+        j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
+        nb_job_pb_state_name(j->state),
+        finished(j->state) ? nb_outcome_name(nb_outcome_of_job(j)) : "-",
+        target,
+        *j->worker_id ? j->worker_id : "-",
+        prog,
+        age,
+        *j->queued_reason ? j->queued_reason : j->error};
+    return nb_out_table_row(t, cells, err);
+}
+
+/* ListJobs pages (newest first) until limit jobs pass the filter; a finished job is fetched
+ * whole, since ListJobs carries no results and the outcome is in them. */
+static nb_code jobs_fetch(nb_svc *svc, Npubench__ListJobsRequest *req, const jobs_filter *f,
+                          int limit, Npubench__Job ***out, size_t *n, nb_err *err)
+{
+    *out = calloc((size_t)limit, sizeof **out);
+    *n = 0;
+    if (!*out)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    for (;;) {
+        Npubench__ListJobsResponse *resp;
+        nb_code rc = nb_svc_call(svc, "ListJobs", req, &npubench__list_jobs_response__descriptor,
+                                 &resp, err);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < resp->n_jobs && *n < (size_t)limit; i++) {
+            Npubench__Job *j = resp->jobs[i];
+            if (finished(j->state) && (rc = nb_svc_get_job(svc, j->job_id, 0, &j, err))) {
+                nb_wire_free(resp);
+                return rc;
+            }
+            if (j == resp->jobs[i])
+                resp->jobs[i] = NULL; /* moved out: protobuf-c frees no NULL element */
+            if (jobs_keep(f, j))
+                (*out)[(*n)++] = j;
+            else
+                nb_wire_free(j);
+        }
+        int64_t next = resp->next_before_job_id;
+        nb_wire_free(resp);
+        if (*n >= (size_t)limit || !next)
+            return NB_OK;
+        req->before_job_id = next;
+    }
+}
+
+static void jobs_free(Npubench__Job **jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        nb_wire_free(jobs[i]);
+    free(jobs);
+}
+
+/* The jobs as the format asks; NB_EXIT_OK or the error it printed. */
+static int jobs_print(Npubench__Job *const *jobs, size_t n, nb_out_format fmt)
+{
+    nb_err err;
+    if (fmt == NB_OUT_JSON) {
+        json_object *doc = nb_out_doc("jobs"), *a = json_object_new_array();
+        for (size_t i = 0; i < n; i++)
+            json_object_array_add(a, nb_jobjson_job(jobs[i]));
+        json_object_object_add(doc, "jobs", a);
+        nb_out_print_doc(stdout, doc);
+        return NB_EXIT_OK;
+    }
+    static const char *const heads[] = {"JOB",    "KIND",     "STATE", "OUTCOME", "TARGET",
+                                        "WORKER", "PROGRESS", "AGE",   "NOTE"};
+    nb_out_table *t = nb_out_table_new(heads, 9);
+    if (!t)
+        return nb_cmd_usage_error("jobs", "out of memory%s", "");
+    for (size_t i = 0; i < n; i++)
+        if (jobs_row(t, jobs[i], &err)) {
+            nb_out_table_free(t);
+            return nb_cmd_fail("jobs", &err);
+        }
+    if (!n && fmt == NB_OUT_TEXT)
+        printf("(no jobs)\n");
+    else
+        nb_out_table_print(stdout, t, fmt);
+    nb_out_table_free(t);
+    return NB_EXIT_OK;
+}
+
+/* --state and --outcome into the request and the client-side filter; NB_EXIT_OK or the usage
+ * error it printed. */
+static int jobs_filters(const char *state, const char *outcome, Npubench__ListJobsRequest *req,
+                        jobs_filter *f)
+{
+    nb_err err;
+    f->failed = 0;
+    f->outcome = -1;
+    if (outcome) {
+        nb_outcome o;
+        if (nb_outcome_parse("--outcome", outcome, &o, &err))
+            return nb_cmd_usage_error("jobs", "%s", err.msg);
+        f->outcome = (int)o;
+    }
     if (state) {
         int s = state_parse(state);
         if (s < 0)
             return nb_cmd_usage_error("jobs", "--state '%s': expected queued, leased, running, "
                                               "done, failed or cancelled",
                                       state);
-        req.state = s;
+        f->failed = s == NPUBENCH__JOB_STATE__JOB_FAILED;
+        req->state = f->failed ? 0 : s;
     }
+    return NB_EXIT_OK;
+}
+
+int nb_cmd_jobs(int argc, char **argv)
+{
+    nb_svc_flags sf = {0};
+    nb_out_flags of = {0};
+    const char *state = NULL, *outcome = NULL, *db = NULL, *model = NULL, *board = NULL;
+    int limit = 50, help = 0;
+    nb_opt opts[] = {
+        NB_SVC_OPTS(sf),
+        {"state", NB_OPT_STR, &state, 0, 0,
+         "queued, leased, running, done, failed (did not pass), cancelled"},
+        {"outcome", NB_OPT_STR, &outcome, 0, 0,
+         "pass, fail, error, unavailable, cancelled, expired, pending"},
+        {"model", NB_OPT_STR, &model, 0, 0, "only jobs for this model"},
+        {"board", NB_OPT_STR, &board, 0, 0, "only jobs for this board"},
+        {"limit", NB_OPT_INT, &limit, 1, 1000, "newest N (default 50)"},
+        {"db", NB_OPT_STR, &db, 0, 0, "local database without a coordinator"},
+        NB_OUT_OPTS(of),
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    int rc = nb_cmd_parse("jobs",
+                          "npubench jobs [--state S] [--outcome O] [--limit N] "
+                          "[--json|--format csv|md]",
+                          argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    nb_err err;
+    nb_out_format fmt;
+    if (nb_out_format_of(&of, &fmt, &err))
+        return nb_cmd_usage_error("jobs", "%s", err.msg);
+    Npubench__ListJobsRequest req = NPUBENCH__LIST_JOBS_REQUEST__INIT;
+    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    jobs_filter f;
+    if ((rc = jobs_filters(state, outcome, &req, &f)))
+        return rc;
     if (model || board) {
         sel.model = (char *)(model ? model : "");
         sel.board = (char *)(board ? board : "");
         req.selector = &sel;
     }
-    req.limit = limit;
+    req.limit = f.failed || f.outcome >= 0 ? 1000 : limit;
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("jobs", &sf, db, 1, &c)))
         return rc;
-    nb_err err;
-    Npubench__ListJobsResponse *resp;
-    if (nb_svc_call(c.svc, "ListJobs", &req, &npubench__list_jobs_response__descriptor, &resp,
-                    &err)) {
-        nb_cmd_conn_close(&c);
-        return nb_cmd_fail("jobs", &err);
-    }
-    printf("%-6s %-12s %-10s %-34s %-26s %-8s %-5s %s\n", "JOB", "KIND", "STATE", "TARGET",
-           "WORKER", "PROGRESS", "AGE", "NOTE");
-    for (size_t i = 0; i < resp->n_jobs; i++)
-        job_line(resp->jobs[i]);
-    if (!resp->n_jobs)
-        printf("(no jobs)\n");
-    nb_wire_free(resp);
+    Npubench__Job **jobs;
+    size_t n;
+    if (jobs_fetch(c.svc, &req, &f, limit, &jobs, &n, &err))
+        rc = nb_cmd_fail("jobs", &err);
+    else
+        rc = jobs_print(jobs, n, fmt);
+    jobs_free(jobs, n);
     nb_cmd_conn_close(&c);
-    return NB_EXIT_OK;
-}
-
-static nb_code get_job(nb_svc *s, int64_t id, int log, Npubench__Job **out, nb_err *err)
-{
-    Npubench__GetJobRequest req = NPUBENCH__GET_JOB_REQUEST__INIT;
-    req.job_id = id;
-    req.include_log = log;
-    Npubench__GetJobResponse *r;
-    *out = NULL;
-    nb_code rc = nb_svc_call(s, "GetJob", &req, &npubench__get_job_response__descriptor, &r, err);
-    if (rc)
-        return rc;
-    *out = r->job;
-    r->job = NULL;
-    nb_wire_free(r);
-    return *out ? NB_OK : nb_err_set(err, NB_EINTERNAL, "GetJob %lld: empty answer",
-                                     (long long)id);
+    return rc;
 }
 
 static void result_summary(const Npubench__JobResult *r)
@@ -359,7 +544,7 @@ static void print_children(nb_svc *svc, const Npubench__Job *j)
     nb_err err;
     for (size_t i = 0; i < j->n_child_job_ids; i++) {
         Npubench__Job *k;
-        if (get_job(svc, j->child_job_ids[i], 0, &k, &err) == NB_OK) {
+        if (nb_svc_get_job(svc, j->child_job_ids[i], 0, &k, &err) == NB_OK) {
             printf("  child %lld: %s", (long long)k->job_id, nb_job_pb_state_name(k->state));
             if (k->spec && k->spec->shard)
                 printf(" prompts [%d, %d)", k->spec->shard->prompt_begin,
@@ -381,45 +566,57 @@ static void print_children(nb_svc *svc, const Npubench__Job *j)
 int nb_cmd_job(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
-    const char *db = NULL;
+    nb_out_flags of = {0};
+    const char *db = NULL, *junit = NULL;
     int log = 0, help = 0, print = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
         {"log", NB_OPT_FLAG, &log, 0, 0, "show the job's log"},
         {"print", NB_OPT_FLAG, &print, 0, 0, "print the result as the local command would"},
+        NB_OUT_JSON_OPT(of),
+        {"junit", NB_OPT_STR, &junit, 0, 0, "write a JUnit XML file (log as system-out)"},
         {"db", NB_OPT_STR, &db, 0, 0, "local database without a coordinator"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     const char *pos[1];
     int np = 0;
-    int rc = nb_cmd_parse("job", "npubench job ID [--log]", argc, argv, opts, NB_NOPTS(opts), pos,
-                          1, &np, &help);
+    int rc = nb_cmd_parse("job",
+                          "npubench job ID [--log] [--print] [--json] [--junit FILE]\n"
+                          "exit by the job's outcome (a queued or running job: 5)\n"
+                          NB_OC_EXIT_HELP,
+                          argc, argv, opts, NB_NOPTS(opts), pos, 1, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
-    char *end;
-    long long id = np ? strtoll(pos[0], &end, 10) : 0;
-    if (!np || *end || id <= 0)
-        return nb_cmd_usage_error("job", "expected a job id, got '%s'", np ? pos[0] : "");
+    int64_t id;
+    if ((rc = nb_cmd_job_ids("job", pos, np, &id)))
+        return rc;
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("job", &sf, db, 1, &c)))
         return rc;
     nb_err err;
     Npubench__Job *j;
-    if (get_job(c.svc, id, log, &j, &err)) {
+    if (nb_svc_get_job(c.svc, id, log || junit, &j, &err)) {
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("job", &err);
     }
-    print_job_head(j);
-    print_children(c.svc, j);
-    for (size_t i = 0; i < j->n_results; i++)
-        result_summary(j->results[i]);
-    if (log && *j->log)
-        printf("log:\n%s", j->log);
     rc = NB_EXIT_OK;
-    if (print && j->n_results) {
-        nb_print_opts po = {.cmd = "job"};
-        rc = nb_print_job(stdout, &po, j);
+    if (!of.json) {
+        print_job_head(j);
+        print_children(c.svc, j);
+        for (size_t i = 0; i < j->n_results; i++)
+            result_summary(j->results[i]);
+        size_t len = strlen(j->log);
+        if (log && len) /* a log cut short by the worker's cap may lack the last newline */
+            printf("log:\n%s%s", j->log, j->log[len - 1] == '\n' ? "" : "\n");
+        if (print && j->n_results) {
+            nb_print_opts po = {.cmd = "job"};
+            rc = nb_print_job(stdout, &po, j);
+        }
     }
+    nb_cmd_report r = {.cmd = "job", .doc = of.json ? nb_out_doc("job") : NULL, .junit = junit};
+    int code = nb_cmd_report_jobs(&r, (const Npubench__Job *const *)&j, 1);
+    if (code > rc)
+        rc = code;
     nb_wire_free(j);
     nb_cmd_conn_close(&c);
     return rc;

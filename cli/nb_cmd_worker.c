@@ -9,6 +9,7 @@
 #include "nb_args.h"
 #include "nb_daemon.h"
 #include "nb_file.h"
+#include "nb_out.h"
 #include "nb_svc.h"
 
 #define SECRET_FILE_MAX 4096
@@ -94,57 +95,124 @@ int nb_cmd_worker(int argc, char **argv)
 
 /* ---------------------------------------------------------------- workers */
 
+/* npubench.workers/1: one object per worker, ids and raw times. */
+static json_object *worker_json(const Npubench__WorkerStatus *w)
+{
+    const Npubench__WorkerInfo *in = w->info;
+    json_object *o = json_object_new_object();
+    nb_out_str(o, "worker_id", in ? in->worker_id : "");
+    nb_out_str(o, "board", in ? in->board_name : "");
+    nb_out_str(o, "board_type", in ? in->board_type : "");
+    nb_out_str(o, "host", in ? in->host : "");
+    nb_out_str(o, "device", in ? in->device_id : "");
+    nb_out_str(o, "version", in ? in->version : "");
+    nb_out_str(o, "state", w->state);
+    nb_out_i64(o, "last_heartbeat_unix_ms", w->last_heartbeat_unix_ms);
+    nb_out_i64(o, "current_job_id", w->current_job_id);
+    json_object *p = json_object_new_object();
+    nb_out_i64(p, "done", w->progress ? w->progress->done : 0);
+    nb_out_i64(p, "total", w->progress ? w->progress->total : 0);
+    json_object_object_add(o, "progress", p);
+    json_object *tags = json_object_new_array(), *deps = json_object_new_array();
+    for (size_t k = 0; in && k < in->n_tags; k++)
+        json_object_array_add(tags, json_object_new_string(in->tags[k]));
+    for (size_t k = 0; in && k < in->n_deployments; k++) {
+        json_object *d = json_object_new_object();
+        nb_out_str(d, "model", in->deployments[k]->model);
+        nb_out_str(d, "backend", in->deployments[k]->backend);
+        nb_out_str(d, "dtype", in->deployments[k]->dtype);
+        nb_out_str(d, "digest", in->deployments[k]->digest);
+        json_object_array_add(deps, d);
+    }
+    json_object_object_add(o, "tags", tags);
+    json_object_object_add(o, "deployments", deps);
+    return o;
+}
+
+static nb_code worker_row(nb_out_table *t, const Npubench__WorkerStatus *w, nb_err *err)
+{
+    const Npubench__WorkerInfo *in = w->info;
+    char seen[16], job[24] = "-", prog[24] = "-", deps[512] = "";
+    nb_cmd_fmt_age(seen, sizeof seen, w->last_heartbeat_unix_ms);
+    if (w->current_job_id)
+        snprintf(job, sizeof job, "%lld", (long long)w->current_job_id);
+    if (w->progress && w->progress->total)
+        snprintf(prog, sizeof prog, "%d/%d", w->progress->done, w->progress->total);
+    size_t len = 0;
+    for (size_t k = 0; in && k < in->n_deployments && len < sizeof deps; k++)
+        len += (size_t)snprintf(deps + len, sizeof deps - len, "%s%s %s/%s", k ? ", " : "",
+                                in->deployments[k]->model, in->deployments[k]->backend,
+                                in->deployments[k]->dtype);
+    for (size_t k = 0; in && k < in->n_tags && len < sizeof deps; k++)
+        len += (size_t)snprintf(deps + len, sizeof deps - len, " #%s", in->tags[k]);
+    const char *cells[] = {in ? in->worker_id : "?", in ? in->board_name : "?", w->state, seen,
+                           job, prog, deps};
+    return nb_out_table_row(t, cells, err);
+}
+
+static int workers_print(const Npubench__ListWorkersResponse *resp, nb_out_format fmt)
+{
+    nb_err err;
+    if (fmt == NB_OUT_JSON) {
+        json_object *doc = nb_out_doc("workers"), *a = json_object_new_array();
+        for (size_t i = 0; i < resp->n_workers; i++)
+            json_object_array_add(a, worker_json(resp->workers[i]));
+        json_object_object_add(doc, "workers", a);
+        nb_out_print_doc(stdout, doc);
+        return NB_EXIT_OK;
+    }
+    static const char *const heads[] = {"WORKER", "BOARD",    "STATE",      "SEEN",
+                                        "JOB",    "PROGRESS", "DEPLOYMENTS"};
+    nb_out_table *t = nb_out_table_new(heads, 7);
+    if (!t)
+        return nb_cmd_usage_error("workers", "out of memory%s", "");
+    for (size_t i = 0; i < resp->n_workers; i++)
+        if (worker_row(t, resp->workers[i], &err)) {
+            nb_out_table_free(t);
+            return nb_cmd_fail("workers", &err);
+        }
+    if (!resp->n_workers && fmt == NB_OUT_TEXT)
+        printf("(no workers)\n");
+    else
+        nb_out_table_print(stdout, t, fmt);
+    nb_out_table_free(t);
+    return NB_EXIT_OK;
+}
+
 int nb_cmd_workers(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
+    nb_out_flags of = {0};
     const char *db = NULL;
     int all = 0, help = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
         {"all", NB_OPT_FLAG, &all, 0, 0, "include gone workers"},
         {"db", NB_OPT_STR, &db, 0, 0, "local database without a coordinator"},
+        NB_OUT_OPTS(of),
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = nb_cmd_parse("workers", "npubench workers [--all]", argc, argv, opts, NB_NOPTS(opts),
-                          NULL, 0, NULL, &help);
+    int rc = nb_cmd_parse("workers", "npubench workers [--all] [--json|--format csv|md]", argc,
+                          argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
+    nb_err err;
+    nb_out_format fmt;
+    if (nb_out_format_of(&of, &fmt, &err))
+        return nb_cmd_usage_error("workers", "%s", err.msg);
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("workers", &sf, db, 1, &c)))
         return rc;
     Npubench__ListWorkersRequest req = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
     req.include_dead = all;
-    nb_err err;
     Npubench__ListWorkersResponse *resp;
     if (nb_svc_call(c.svc, "ListWorkers", &req, &npubench__list_workers_response__descriptor,
                     &resp, &err)) {
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("workers", &err);
     }
-    printf("%-30s %-16s %-6s %-6s %-8s %-12s %s\n", "WORKER", "BOARD", "STATE", "SEEN", "JOB",
-           "PROGRESS", "DEPLOYMENTS");
-    for (size_t i = 0; i < resp->n_workers; i++) {
-        const Npubench__WorkerStatus *w = resp->workers[i];
-        const Npubench__WorkerInfo *in = w->info;
-        char seen[16], job[24] = "-", prog[24] = "-", deps[512] = "";
-        nb_cmd_fmt_age(seen, sizeof seen, w->last_heartbeat_unix_ms);
-        if (w->current_job_id)
-            snprintf(job, sizeof job, "%lld", (long long)w->current_job_id);
-        if (w->progress && w->progress->total)
-            snprintf(prog, sizeof prog, "%d/%d", w->progress->done, w->progress->total);
-        size_t len = 0;
-        for (size_t k = 0; in && k < in->n_deployments && len < sizeof deps; k++)
-            len += (size_t)snprintf(deps + len, sizeof deps - len, "%s%s %s/%s", k ? ", " : "",
-                                    in->deployments[k]->model, in->deployments[k]->backend,
-                                    in->deployments[k]->dtype);
-        for (size_t k = 0; in && k < in->n_tags && len < sizeof deps; k++)
-            len += (size_t)snprintf(deps + len, sizeof deps - len, " #%s", in->tags[k]);
-        printf("%-30s %-16s %-6s %-6s %-8s %-12s %s\n", in ? in->worker_id : "?",
-               in ? in->board_name : "?", w->state, seen, job, prog, deps);
-    }
-    if (!resp->n_workers)
-        printf("(no workers)\n");
+    rc = workers_print(resp, fmt);
     nb_wire_free(resp);
     nb_cmd_conn_close(&c);
-    return NB_EXIT_OK;
+    return rc;
 }

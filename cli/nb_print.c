@@ -7,6 +7,7 @@
 #include "nb_cmd.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
+#include "nb_outcome.h"
 #include "nb_report.h"
 #include "nb_rpc.h"
 
@@ -141,7 +142,7 @@ int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__J
     if (res->status != NPUBENCH__STATUS_CODE__OK) {
         fprintf(stderr, "npubench %s: error: %s\n", o->cmd,
                 *res->status_message ? res->status_message : nb_rpc_status_name(res->status));
-        return nb_cmd_exit_code(nb_rpc_code_from_status(res->status));
+        return nb_outcome_exit(nb_outcome_of_result(res));
     }
     int code;
     switch (kind) {
@@ -178,14 +179,14 @@ int nb_print_job(FILE *f, const nb_print_opts *o, const Npubench__Job *job)
     if (job->state == NPUBENCH__JOB_STATE__JOB_CANCELLED) {
         fprintf(stderr, "npubench %s: job %lld was cancelled%s%s\n", o->cmd,
                 (long long)job->job_id, *job->error ? ": " : "", job->error);
-        return NB_EXIT_FAIL;
+        return nb_outcome_exit(nb_outcome_of_job(job));
     }
     int matrix = job->is_group && job->spec && job->spec->matrix;
     if (!job->n_results) {
         fprintf(stderr, "npubench %s: error: job %lld %s without a result%s%s\n", o->cmd,
                 (long long)job->job_id, nb_job_pb_state_name(job->state), *job->error ? ": " : "",
                 job->error);
-        return NB_EXIT_UNAVAILABLE;
+        return nb_outcome_exit(nb_outcome_of_job(job));
     }
     int code = NB_EXIT_OK;
     for (size_t i = 0; i < job->n_results; i++) {

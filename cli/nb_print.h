@@ -22,8 +22,9 @@ typedef struct nb_print_opts {
 
 /* Prints a finished job's result the way `npubench <kind>` does locally
  * (verify lines + Report:, run/profile tables, diagnosis layers), or its
- * error, and returns the exit code: 0 pass, 1 gate FAIL, regression or
- * cancelled, 2/3 from the job's status. Matrix groups print every board's. */
+ * error, and returns the exit code (nb_outcome_exit): 0 pass, 1 gate FAIL or
+ * regression, 2 no verdict, 3 unavailable, 4 cancelled, 5 expired; the highest
+ * wins. Matrix groups print every board's. */
 int nb_print_job(FILE *f, const nb_print_opts *o, const Npubench__Job *job);
 /* One result of a job of that kind, as nb_print_job prints each: the result, or its error
  * with the exit code its status maps to; a regression turns a pass into exit code 1. */

@@ -67,7 +67,9 @@ nb_code nb_svc_open(const nb_svc_flags *f, const char *url, nb_svc **out, nb_err
         free(secret);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
-    s->timeout_ms = f && f->timeout_ms > 0 ? f->timeout_ms : 30000;
+    s->timeout_ms = f && f->call_timeout_s > 0 ? f->call_timeout_s * 1000
+                    : f && f->timeout_ms > 0    ? f->timeout_ms
+                                                : 30000;
     nb_rpc_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.secret = secret;
@@ -181,6 +183,28 @@ nb_code nb_svc_submit(nb_svc *s, const Npubench__JobSpec *spec, int shards, int6
     return NB_OK;
 }
 
+nb_code nb_svc_get_job(nb_svc *s, int64_t job_id, int include_log, Npubench__Job **out,
+                       nb_err *err)
+{
+    *out = NULL;
+    Npubench__GetJobRequest g = NPUBENCH__GET_JOB_REQUEST__INIT;
+    g.job_id = job_id;
+    g.include_log = include_log;
+    Npubench__GetJobResponse *r;
+    nb_code rc = nb_svc_call(s, "GetJob", &g, &npubench__get_job_response__descriptor, &r, err);
+    if (rc)
+        return rc;
+    if (!r->job) {
+        nb_wire_free(r);
+        return nb_err_set(err, NB_EINTERNAL, "GetJob %lld: no job in the answer",
+                          (long long)job_id);
+    }
+    *out = r->job;
+    r->job = NULL;
+    nb_wire_free(r);
+    return NB_OK;
+}
+
 nb_code nb_svc_wait(nb_svc *s, int64_t job_id, int64_t timeout_ms, nb_svc_watch_fn fn, void *ud,
                     Npubench__Job **out, nb_err *err)
 {
@@ -217,23 +241,8 @@ nb_code nb_svc_wait(nb_svc *s, int64_t job_id, int64_t timeout_ms, nb_svc_watch_
             return nb_err_set(err, NB_ECANCELED, "stopped waiting for job %lld",
                               (long long)job_id);
     }
-    Npubench__GetJobRequest g = NPUBENCH__GET_JOB_REQUEST__INIT;
-    g.job_id = job_id;
-    Npubench__GetJobResponse *r;
-    nb_code rc = nb_svc_call(s, "GetJob", &g, &npubench__get_job_response__descriptor, &r, err);
-    if (rc)
-        return rc;
-    if (!r->job) {
-        nb_wire_free(r);
-        return nb_err_set(err, NB_EINTERNAL, "GetJob %lld: no job in the answer",
-                          (long long)job_id);
-    }
-    *out = r->job;
-    r->job = NULL;
-    nb_wire_free(r);
-    return NB_OK;
+    return nb_svc_get_job(s, job_id, 0, out, err);
 }
-
 
 int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
 {

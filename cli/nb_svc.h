@@ -17,7 +17,8 @@ typedef struct nb_svc_flags {
     const char *secret;      /* NULL = $NPUBENCH_SECRET */
     const char *secret_file;
     const char *tls_ca, *tls_cert;
-    int timeout_ms;          /* per call, 0 = 30000 */
+    int call_timeout_s;      /* per call, 0 = 30 s */
+    int timeout_ms;          /* the same in ms: the deprecated --timeout-ms */
 } nb_svc_flags;
 
 #define NB_SVC_OPTS(f)                                                                           \
@@ -27,7 +28,10 @@ typedef struct nb_svc_flags {
         {"secret-file", NB_OPT_STR, &(f).secret_file, 0, 0, "file holding the shared secret"},   \
         {"tls-ca", NB_OPT_STR, &(f).tls_ca, 0, 0, "CA certificate for tls+tcp:// (PEM)"},       \
         {"tls-cert", NB_OPT_STR, &(f).tls_cert, 0, 0, "client certificate + key (PEM)"},        \
-        {"timeout-ms", NB_OPT_INT, &(f).timeout_ms, 0, 3600000, "per-call timeout"}
+        {"call-timeout", NB_OPT_INT, &(f).call_timeout_s, 0, 3600,                          \
+         "per-call timeout in s (default 30)"},                                                 \
+        {"timeout-ms", NB_OPT_INT, &(f).timeout_ms, 0, 3600000,                                 \
+         "deprecated: --call-timeout in ms"}
 
 /* The coordinator URL the flags name (flag, else $NPUBENCH_COORDINATOR), or NULL. */
 const char *nb_svc_url(const nb_svc_flags *f);
@@ -54,6 +58,10 @@ nb_code nb_svc_call(nb_svc *s, const char *method, const void *req,
  * watch). */
 nb_code nb_svc_submit(nb_svc *s, const Npubench__JobSpec *spec, int shards, int64_t **ids,
                       size_t *n, nb_err *err);
+
+/* GetJob: *out (free with nb_wire_free), with its log when include_log. */
+nb_code nb_svc_get_job(nb_svc *s, int64_t job_id, int include_log, Npubench__Job **out,
+                       nb_err *err);
 
 /* Called after every WatchJob answer while waiting (w->n_events is 0 when
  * nothing changed); a non-zero return stops the wait with NB_ECANCELED. */

@@ -117,7 +117,7 @@ static void test_xrt_unavailable(void **s)
     expect("run --backend tpu", 2, "backend 'tpu'");
 }
 
-/* A damaged history database is DATA_LOSS (exit 4) at the coordinator's start, whether a
+/* A damaged history database is DATA_LOSS (exit 6) at the coordinator's start, whether a
  * page is overwritten or the file is no database at all — not a usage error. */
 static void test_damaged_database(void **s)
 {
@@ -129,13 +129,13 @@ static void test_damaged_database(void **s)
     assert_int_equal(tu_damage_tail(db), 0);
     snprintf(args, sizeof args, "coordinator --listen 'ipc://%s/dmg.sock' --db '%s' --quiet",
              tu_group_tmp(), db);
-    expect(args, 4, "integrity check failed");
+    expect(args, 6, "integrity check failed");
     write_prefix("text.db", 0,
                  "this is not a database, it is a text file that is long enough to have a "
                  "header\n");
     snprintf(args, sizeof args, "coordinator --listen 'ipc://%s/dmg.sock' --db '%s/text.db' "
              "--quiet", tu_group_tmp(), tu_group_tmp());
-    expect(args, 4, "file is not a database");
+    expect(args, 6, "file is not a database");
 }
 
 int main(void)

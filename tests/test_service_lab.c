@@ -288,8 +288,32 @@ static size_t air_entry(char *buf, size_t cap, const char *model, const char *sc
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
-/* `npubench ARGS --coordinator URL` must exit with code and print every needle. */
-static void expect_cli(const char *url, int code, const char *args, const char *const *needles)
+typedef struct air_dep {
+    const char *model, *script, *mode, *extra;
+} air_dep;
+
+/* A deployments file of air_entry's under the group's tmp dir, its path into path. */
+static void air_file(const char *name, const air_dep *deps, size_t n, char *path, size_t cap)
+{
+    static char file[65536];
+    size_t len = (size_t)snprintf(file, sizeof file, "{\"deployments\": [");
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(file + len, sizeof file - len, "%s", i ? ", " : "");
+        len += air_entry(file + len, sizeof file - len, deps[i].model, deps[i].script,
+                         deps[i].mode, deps[i].extra);
+    }
+    snprintf(file + len, sizeof file - len, "]}");
+    snprintf(path, cap, "%s/%s", tu_group_tmp(), name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(file, f);
+    fclose(f);
+}
+
+
+/* `npubench ARGS --coordinator URL`: the exit code, every needle in the output, the output
+ * (the caller frees). */
+static char *expect_out(const char *url, int code, const char *args, const char *const *needles)
 {
     tu_result r = cli("%s --coordinator '%s'", args, url);
     if (r.code != code)
@@ -298,7 +322,13 @@ static void expect_cli(const char *url, int code, const char *args, const char *
     for (; needles && *needles; needles++)
         if (!r.out || !strstr(r.out, *needles))
             fail_msg("`npubench %s`: no '%s' in:\n%s", args, *needles, r.out ? r.out : "");
-    free(r.out);
+    return r.out;
+}
+
+/* `npubench ARGS --coordinator URL` must exit with code and print every needle. */
+static void expect_cli(const char *url, int code, const char *args, const char *const *needles)
+{
+    free(expect_out(url, code, args, needles));
 }
 
 /* mlir-air through exec, every job kind through the CLI: a coordinator and one worker
@@ -306,9 +336,7 @@ static void expect_cli(const char *url, int code, const char *args, const char *
 static void test_lab_exec(void **s)
 {
     (void)s;
-    static const struct {
-        const char *model, *script, *mode, *extra;
-    } deps[] = {
+    static const air_dep deps[] = {
         {"Llama-3.2-1B-Instruct", "llama32_1b.py", "pass", ""},
         {"llama32-1b-q4nx", "llama32_1b_q4nx.py", "pass", ""},
         {"Llama-3.2-3B-Instruct", "llama32_3b.py", "pass", ""},
@@ -319,20 +347,8 @@ static void test_lab_exec(void **s)
         {"air-crash", "llama32_3b.py", "crash", ""},
         {"air-hang", "qwen25_0_5b.py", "hang", ", \"timeout_s\": 5"},
     };
-    static char file[65536];
-    size_t len = (size_t)snprintf(file, sizeof file, "{\"deployments\": [");
-    for (size_t i = 0; i < sizeof deps / sizeof deps[0]; i++) {
-        len += (size_t)snprintf(file + len, sizeof file - len, "%s", i ? ", " : "");
-        len += air_entry(file + len, sizeof file - len, deps[i].model, deps[i].script,
-                         deps[i].mode, deps[i].extra);
-    }
-    snprintf(file + len, sizeof file - len, "]}");
     char path[1200], url[1200], db[1200];
-    snprintf(path, sizeof path, "%s/air-deployments.json", tu_group_tmp());
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(file, f);
-    fclose(f);
+    air_file("air-deployments.json", deps, sizeof deps / sizeof deps[0], path, sizeof path);
     snprintf(url, sizeof url, "ipc://%s/air.sock", tu_group_tmp());
     snprintf(db, sizeof db, "%s/air.db", tu_group_tmp());
     pid_t c = spawn("coord-air.log", COORD_ARGS, url, db);
@@ -718,6 +734,192 @@ static void test_embedded_history(void **s)
     free(r.out);
 }
 
+/* The file validates against tests/junit.xsd (xmllint, scripts/setup.sh installs it). */
+static void junit_valid(const char *file)
+{
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s'",
+             tu_env("NB_SRC", "."), file);
+    tu_result r = tu_run(cmd);
+    if (r.code)
+        fail_msg("%s does not validate:\n%s", file, r.out ? r.out : "");
+    free(r.out);
+}
+
+/* The file's text (the caller frees). */
+static char *slurp(const char *path)
+{
+    snprintf(cmd, sizeof cmd, "cat '%s'", path);
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    return r.out;
+}
+
+/* Outcomes as exit codes, JSON documents, CSV / Markdown tables and JUnit files, through the
+ * exec stand-ins (no model needed): a pass, a gate FAIL, a crash, and a model nobody serves. */
+static void test_lab_outputs(void **s)
+{
+    (void)s;
+    static const air_dep deps[] = {
+        {"Llama-3.2-1B-Instruct", "llama32_1b.py", "pass", ""},
+        {"air-fail", "llama32_1b.py", "fail", ""},
+        {"air-crash", "llama32_3b.py", "crash", ""},
+    };
+    char path[1200], url[1200], db[1200], junit[1300], args[1600];
+    air_file("out-deployments.json", deps, 3, path, sizeof path);
+    snprintf(url, sizeof url, "ipc://%s/out.sock", tu_group_tmp());
+    snprintf(db, sizeof db, "%s/out.db", tu_group_tmp());
+    pid_t c = spawn("coord-out.log", COORD_ARGS, url, db);
+    pid_t w = spawn("w-out.log", WORKER_ARGS " --deployments '%s'", url, "npu-out", 29, path);
+    wait_workers(url, 1);
+
+    /* a gate FAIL: exit 1, one testcase per prompt, the failure says where and what */
+    snprintf(junit, sizeof junit, "%s/fail.xml", tu_group_tmp());
+    snprintf(args, sizeof args, "submit verify --model air-fail --wait --junit '%s'", junit);
+    const char *fail_out[] = {"job ", "done: fail", NULL};
+    char *out = expect_out(url, 1, args, fail_out);
+    long long fail_id = submitted_id(out);
+    free(out);
+    junit_valid(junit);
+    char *x = slurp(junit);
+    assert_non_null(strstr(x, "tests=\"2\" failures=\"1\" errors=\"0\""));
+    assert_non_null(strstr(x, "name=\"prompt 0\""));
+    assert_non_null(strstr(x, "classname=\"npubench.verify.air-fail.exec/bf16@npu-out\""));
+    assert_non_null(strstr(x, "<failure type=\"gate\" message=\"diverged at step 3: device "
+                              "9999 &apos;&quot;zzz&quot;&apos; vs reference 220"));
+    assert_non_null(strstr(x, "<system-out>")); /* the job's log */
+    free(x);
+
+    /* a pass as JSON: the schema, ids, the outcome and its exit code, the gate records */
+    const char *pass_json[] = {"\"schema\":\"npubench.submit/1\"", "\"outcome\":\"pass\"",
+                               "\"exit_code\":0", "\"divergence_step\":7",
+                               "\"device_token_ref_rank\":1", NULL};
+    out = expect_out(url, 0, "submit verify --model Llama-3.2-1B-Instruct --wait --json",
+                     pass_json);
+    char *ids = strstr(out, "\"job_ids\":[");
+    assert_non_null(ids);
+    long long pass_id = atoll(ids + strcspn(ids, "0123456789"));
+    free(out);
+    /* verify lines leave out a rank of -1 (not in the other side's top list) */
+    snprintf(args, sizeof args, "job %lld --print", fail_id);
+    out = expect_out(url, 1, args, NULL);
+    assert_null(strstr(out, "rank -1"));
+    free(out);
+
+    /* job and wait exit by outcome; wait takes the highest code of its jobs */
+    snprintf(args, sizeof args, "job %lld --json", fail_id);
+    const char *job_json[] = {"\"schema\":\"npubench.job/1\"", "\"outcome\":\"fail\"",
+                              "\"exit_code\":1", "\"state\":\"done\"", NULL};
+    free(expect_out(url, 1, args, job_json));
+    snprintf(args, sizeof args, "wait %lld", pass_id);
+    const char *wait_pass[] = {"pass (exit 0)", NULL};
+    free(expect_out(url, 0, args, wait_pass));
+    snprintf(junit, sizeof junit, "%s/wait.xml", tu_group_tmp());
+    snprintf(args, sizeof args, "wait %lld %lld --timeout 30 --json --junit '%s'", pass_id,
+             fail_id, junit);
+    const char *wait_json[] = {"\"schema\":\"npubench.wait/1\"", "\"jobs\":[", "\"exit_code\":1",
+                               NULL};
+    free(expect_out(url, 1, args, wait_json));
+    junit_valid(junit);
+
+    /* no verdict: exit 2, a JUnit error */
+    snprintf(junit, sizeof junit, "%s/crash.xml", tu_group_tmp());
+    snprintf(args, sizeof args, "submit verify --model air-crash --wait --junit '%s'", junit);
+    free(expect_out(url, 2, args, NULL));
+    junit_valid(junit);
+    x = slurp(junit);
+    assert_non_null(strstr(x, "errors=\"1\""));
+    assert_non_null(strstr(x, "<error type="));
+    free(x);
+
+    /* nobody serves it: --timeout gives up, cancels it as expired, exit 5 (--keep keeps it) */
+    const char *expired[] = {"gave up after 1 s", NULL};
+    out = expect_out(url, 5, "submit verify --model nosuch --wait --timeout 1", expired);
+    long long exp_id = submitted_id(out);
+    free(out);
+    snprintf(args, sizeof args, "job %lld", exp_id);
+    free(expect_out(url, 5, args, NULL));
+    out = expect_out(url, 5, "submit verify --model nosuch --wait --timeout 1 --keep", NULL);
+    long long kept = submitted_id(out);
+    free(out);
+    snprintf(args, sizeof args, "wait %lld --timeout 1", kept);
+    const char *pending[] = {"queued: pending (exit 5)", NULL};
+    free(expect_out(url, 5, args, pending));
+    /* a cancelled job: exit 4; the reason, control characters and "]]>" included, is
+     * escaped in the JUnit file */
+    snprintf(args, sizeof args, "cancel %lld --reason \"$(printf 'bad\\001 ]]> <&>')\"", kept);
+    free(expect_out(url, 0, args, NULL));
+    snprintf(junit, sizeof junit, "%s/cancel.xml", tu_group_tmp());
+    snprintf(args, sizeof args, "job %lld --junit '%s'", kept, junit);
+    free(expect_out(url, 4, args, NULL));
+    junit_valid(junit);
+    x = slurp(junit);
+    assert_non_null(strstr(x, " ]]&gt; &lt;&amp;&gt;"));
+    assert_null(strchr(x, '\001'));
+    free(x);
+
+    /* jobs: the outcome column, --state failed (did not pass), --outcome, CSV, JSON */
+    snprintf(args, sizeof args, "jobs --state failed --format csv");
+    out = expect_out(url, 0, args, NULL);
+    assert_non_null(strstr(out, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"));
+    char want[64];
+    snprintf(want, sizeof want, "\n%lld,verify,done,fail,air-fail,", fail_id);
+    assert_non_null(strstr(out, want));
+    snprintf(want, sizeof want, "\n%lld,", pass_id);
+    assert_null(strstr(out, want));
+    free(out);
+    out = expect_out(url, 0, "jobs --outcome expired --format md", NULL);
+    snprintf(want, sizeof want, "| %lld | verify | cancelled | expired |", exp_id);
+    assert_non_null(strstr(out, want));
+    free(out);
+    const char *jobs_json[] = {"\"schema\":\"npubench.jobs/1\"", "\"outcome\":\"cancelled\"",
+                               NULL};
+    free(expect_out(url, 0, "jobs --json", jobs_json));
+    const char *bad_outcome[] = {"--outcome 'maybe': expected pass, fail", NULL};
+    free(expect_out(url, 2, "jobs --outcome maybe", bad_outcome));
+
+    /* the other printing commands: a schema each, -h everywhere */
+    const char *workers_json[] = {"\"schema\":\"npubench.workers/1\"", "\"board\":\"npu-out\"",
+                                  NULL};
+    free(expect_out(url, 0, "workers --json", workers_json));
+    const char *hist_json[] = {"\"schema\":\"npubench.history/1\"", "\"runs\":[", NULL};
+    free(expect_out(url, 0, "history --model air-fail --json", hist_json));
+    const char *hist_md[] = {"| RUN | DATE (UTC) | DEPLOYMENT |", NULL};
+    free(expect_out(url, 0, "history --model air-fail --format md", hist_md));
+    long long runs[2];
+    for (int i = 0; i < 2; i++) {
+        out = expect_out(url, 0, "submit run --model Llama-3.2-1B-Instruct --n-tokens 20 --wait",
+                         NULL);
+        const char *h = strstr(out, "History: run ");
+        assert_non_null(h);
+        runs[i] = atoll(h + 13);
+        free(out);
+    }
+    snprintf(args, sizeof args, "compare %lld %lld --json", runs[1], runs[0]);
+    const char *cmp_json[] = {"\"schema\":\"npubench.compare/1\"", "\"metric\":\"tps\"",
+                              "\"base_value\":", NULL};
+    out = expect_out(url, 0, args, cmp_json);
+    snprintf(want, sizeof want, "\"base_run_id\":%lld", runs[0]);
+    assert_non_null(strstr(out, want));
+    assert_null(strstr(out, "\"label\"")); /* ids, not prose */
+    free(out);
+    snprintf(args, sizeof args, "compare %lld %lld --format csv", runs[1], runs[0]);
+    const char *cmp_csv[] = {"metric,base_run,base,run,value,delta_pct,regression\n", NULL};
+    free(expect_out(url, 0, args, cmp_csv));
+    static const char *const help_cmds[] = {"history", "jobs", "job", "wait", "submit",
+                                            "workers", "compare", "cancel"};
+    for (size_t i = 0; i < sizeof help_cmds / sizeof *help_cmds; i++) {
+        snprintf(args, sizeof args, "%s -h", help_cmds[i]);
+        const char *usage[] = {"usage: npubench ", NULL};
+        free(expect_out(url, 0, args, usage));
+    }
+    const char *codes[] = {"4 cancelled, 5 expired", NULL};
+    free(expect_out(url, 0, "wait --help", codes));
+
+    kill9(w);
+    kill9(c);
+    logs_clean();
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -725,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_wrong_secret),
         cmocka_unit_test(test_lab_ipc),
         cmocka_unit_test(test_lab_exec),
+        cmocka_unit_test(test_lab_outputs),
         cmocka_unit_test(test_lab_faults_tcp),
         cmocka_unit_test(test_embedded_history),
         cmocka_unit_test(test_lab_durability),

@@ -382,12 +382,19 @@ void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_
         else {
             char margin[64];
             margin_text(&v->gate, margin, sizeof margin);
-            fprintf(f, "  prompt %d: %s  diverge at step %d: device %d (ref rank %d, %s) vs "
-                       "reference %d (device rank %d)%s%s\n",
+            /* a rank of -1 means "not in the other side's top list": said by leaving it out */
+            char dr[112] = "", rr[32] = "";
+            if (v->gate.dev_rank_in_ref >= 0)
+                snprintf(dr, sizeof dr, " (ref rank %d%s%s)", v->gate.dev_rank_in_ref,
+                         margin[0] ? ", " : "", margin);
+            else if (margin[0])
+                snprintf(dr, sizeof dr, " (%s)", margin);
+            if (v->gate.ref_rank_in_dev >= 0)
+                snprintf(rr, sizeof rr, " (device rank %d)", v->gate.ref_rank_in_dev);
+            fprintf(f, "  prompt %d: %s  diverge at step %d: device %d%s vs reference %d%s%s%s\n",
                     v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL",
-                    v->gate.divergence, v->gate.dev_token, v->gate.dev_rank_in_ref, margin,
-                    v->gate.ref_token, v->gate.ref_rank_in_dev, v->gate.reason[0] ? " — " : "",
-                    v->gate.reason);
+                    v->gate.divergence, v->gate.dev_token, dr, v->gate.ref_token, rr,
+                    v->gate.reason[0] ? " — " : "", v->gate.reason);
         }
     }
     fprintf(f, "[verify] %s (%d/%d prompts pass)\n", r->status == NB_GATE_PASS ? "PASS" : "FAIL",

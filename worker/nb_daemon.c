@@ -789,11 +789,16 @@ static nb_code copy_tags(nb_daemon *d, const nb_daemon_opts *o, nb_err *err)
 /* The deployments this worker serves, as a copy in *out (free): the deployments file, else
  * those given, else the instruct model in bf16 on the device's backend. Those on an xrt
  * device address its index. */
+/* *out copies the entries shallowly: their exec commands stay owned by *file (free with
+ * nb_deployments_free after the executor has copied them). */
 static nb_code own_deployments(const nb_daemon_opts *o, int is_xrt, unsigned didx,
-                               nb_deployment **out, int *n_out, nb_err *err)
+                               nb_deployment **out, int *n_out, nb_deployment **file,
+                               int *n_file_out, nb_err *err)
 {
     nb_deployment *file_deps = NULL, def;
     int n_file = 0;
+    *file = NULL;
+    *n_file_out = 0;
     const nb_deployment *deps = o->deployments;
     int n_deps = o->n_deployments;
     if (o->deployments_file && *o->deployments_file) {
@@ -818,9 +823,12 @@ static nb_code own_deployments(const nb_daemon_opts *o, int is_xrt, unsigned did
         if (is_xrt && !strcmp(mine[i].backend, "xrt"))
             mine[i].device = didx;
     }
-    nb_deployments_free(file_deps, n_file);
-    if (!mine)
+    if (!mine) {
+        nb_deployments_free(file_deps, n_file);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
+    *file = file_deps;
+    *n_file_out = n_file;
     *out = mine;
     *n_out = n_deps;
     return NB_OK;
@@ -836,9 +844,9 @@ static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o, int is_xrt, 
     char *slash = strrchr(lockdir, '/');
     if (slash)
         *slash = '\0';
-    nb_deployment *mine = NULL;
-    int n_mine = 0;
-    nb_code rc = own_deployments(o, is_xrt, didx, &mine, &n_mine, err);
+    nb_deployment *mine = NULL, *file = NULL;
+    int n_mine = 0, n_file = 0;
+    nb_code rc = own_deployments(o, is_xrt, didx, &mine, &n_mine, &file, &n_file, err);
     if (rc)
         return rc;
     nb_executor_opts co = {.deployments = mine, .n_deployments = n_mine, .board = d->board,
@@ -848,6 +856,7 @@ static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o, int is_xrt, 
                           .reports_dir = o->reports_dir};
     rc = nb_executor_new(&co, &d->ctx, err);
     free(mine);
+    nb_deployments_free(file, n_file);
     return rc;
 }
 

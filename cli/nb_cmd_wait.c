@@ -1,0 +1,127 @@
+/* nb_cmd_wait: `npubench wait JOB...` — waits for jobs under one deadline and exits by their
+ * outcome — and the reporting `wait`, `job` and `submit --wait` share (JSON, JUnit). */
+#include "nb_cmd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_job.h"
+#include "nb_jobjson.h"
+#include "nb_junit.h"
+#include "nb_outcome.h"
+#include "nb_time.h"
+
+int nb_cmd_report_jobs(const nb_cmd_report *r, const Npubench__Job *const *jobs, size_t n)
+{
+    int code = NB_EXIT_OK;
+    for (size_t i = 0; i < n; i++) {
+        int c = nb_outcome_exit(nb_outcome_of_job(jobs[i]));
+        if (c > code)
+            code = c;
+    }
+    nb_err err;
+    if (r->junit && nb_junit_write(r->junit, jobs, n, &err)) {
+        nb_cmd_fail(r->cmd, &err);
+        if (code < NB_EXIT_USAGE)
+            code = NB_EXIT_USAGE;
+    }
+    if (r->doc) {
+        if (!r->list && n == 1) {
+            json_object_object_add(r->doc, "job", nb_jobjson_job(jobs[0]));
+        } else {
+            json_object *a = json_object_new_array();
+            for (size_t i = 0; i < n; i++)
+                json_object_array_add(a, nb_jobjson_job(jobs[i]));
+            json_object_object_add(r->doc, "jobs", a);
+        }
+        nb_out_i64(r->doc, "exit_code", code);
+        nb_out_print_doc(stdout, r->doc);
+    }
+    return code;
+}
+
+int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids)
+{
+    if (!np)
+        return nb_cmd_usage_error(cmd, "expected a job id%s", "");
+    for (int i = 0; i < np; i++) {
+        char *end;
+        long long id = strtoll(pos[i], &end, 10);
+        if (*end || id <= 0)
+            return nb_cmd_usage_error(cmd, "expected a job id, got '%s'", pos[i]);
+        ids[i] = id;
+    }
+    return NB_EXIT_OK;
+}
+
+/* Waits for ids[i] until end_ms (0 = no deadline) into *out: the finished job, or, once the
+ * deadline passed, the job as it stands (outcome pending). */
+static nb_code wait_one(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
+                        nb_err *err)
+{
+    int64_t left = end_ms ? end_ms - nb_wall_ms() : 0;
+    nb_code rc = end_ms && left <= 0 ? NB_ETIMEOUT
+                                     : nb_svc_wait(svc, id, end_ms ? left : 0, NULL, NULL, out,
+                                                   err);
+    if (rc == NB_ETIMEOUT || (rc == NB_OK && log)) {
+        if (*out)
+            nb_wire_free(*out);
+        rc = nb_svc_get_job(svc, id, log, out, err);
+    }
+    return rc;
+}
+
+#define WAIT_MAX 64
+
+int nb_cmd_wait(int argc, char **argv)
+{
+    nb_svc_flags sf = {0};
+    nb_out_flags of = {0};
+    const char *junit = NULL;
+    int timeout_s = 0, quiet = 0, help = 0;
+    nb_opt opts[] = {
+        NB_SVC_OPTS(sf),
+        {"timeout", NB_OPT_INT, &timeout_s, 0, 7 * 86400, "give up after N s (exit 5)"},
+        NB_OUT_JSON_OPT(of),
+        {"junit", NB_OPT_STR, &junit, 0, 0, "write a JUnit XML file"},
+        {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no line per job, only the exit code"},
+        {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
+    };
+    const char *pos[WAIT_MAX];
+    int np = 0;
+    int rc = nb_cmd_parse("wait",
+                          "npubench wait JOB... [--timeout S] [--json] [--junit FILE]\n"
+                          NB_OC_EXIT_HELP,
+                          argc, argv, opts, NB_NOPTS(opts), pos, WAIT_MAX, &np, &help);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    int64_t ids[WAIT_MAX];
+    if ((rc = nb_cmd_job_ids("wait", pos, np, ids)))
+        return rc;
+    nb_cmd_conn c;
+    if ((rc = nb_cmd_conn_open("wait", &sf, NULL, 0, &c)))
+        return rc;
+    Npubench__Job *jobs[WAIT_MAX] = {0};
+    int64_t end = timeout_s ? nb_wall_ms() + (int64_t)timeout_s * 1000 : 0;
+    nb_err err;
+    for (int i = 0; i < np; i++)
+        if (wait_one(c.svc, ids[i], end, junit != NULL, &jobs[i], &err)) {
+            rc = nb_cmd_fail("wait", &err);
+            goto out;
+        }
+    for (int i = 0; i < np && !of.json && !quiet; i++) {
+        nb_outcome o = nb_outcome_of_job(jobs[i]);
+        printf("job %lld %s %s: %s (exit %d)%s%s\n", (long long)jobs[i]->job_id,
+               nb_job_kind_name(jobs[i]->spec ? jobs[i]->spec->kind : 0),
+               nb_job_pb_state_name(jobs[i]->state), nb_outcome_name(o), nb_outcome_exit(o),
+               *jobs[i]->error ? " — " : "", jobs[i]->error);
+    }
+    nb_cmd_report r = {.cmd = "wait", .doc = of.json ? nb_out_doc("wait") : NULL,
+                       .junit = junit, .list = 1};
+    rc = nb_cmd_report_jobs(&r, (const Npubench__Job *const *)jobs, (size_t)np);
+out:
+    for (int i = 0; i < np; i++)
+        nb_wire_free(jobs[i]);
+    nb_cmd_conn_close(&c);
+    return rc;
+}
