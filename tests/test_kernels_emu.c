@@ -1,5 +1,5 @@
-/* test_kernels_emu: the AVX-512 BF16 linear kernel built over an emulation of its few AVX-512
- * intrinsics (SDM semantics) and checked against portable, so its tiling is tested on CPUs without AVX-512. */
+/* test_kernels_emu: the AVX-512 BF16 and AMX-BF16 linear kernels built over emulations of their
+ * intrinsics (SDM semantics) and checked against portable, so their tiling is tested on every CPU with AVX2. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,19 +10,49 @@
 #include "kernels_testlib.h"
 #include "nb_kernels_impl.h"
 
-/* nb_avx512.c over the emulated intrinsics (kernels_emu.c). */
+/* nb_avx512.c over the emulated intrinsics (kernels_emu.c), nb_amx.c over
+ * the emulated tiles (kernels_amx_emu.c). */
 void nb_avx512_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                                int j0, int j1);
+nb_code nb_avx512_emu_wmat_finish(nb_wmat *w, nb_err *err);
+void nb_amx_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                            int j0, int j1);
+float nb_amx_emu_dot_pair(float c0, const nb_bf16 a[2], const nb_bf16 b[2]);
 
-static void run(int rows, int cols, int n)
+typedef void (*linear_fn)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
+                          int j1);
+
+/* Wv in VNNI16, as both paths finish it, from the same rows as portable's W:
+ * every row reads back bit for bit (the layout loses nothing). */
+static nb_wmat *vnni_copy(const uint8_t *data, int rows, int cols)
+{
+    nb_err err = {0};
+    nb_wmat *Wv;
+    assert_int_equal(nb_wmat_create(NB_W_BF16, rows, cols, &Wv, &err), NB_OK);
+    for (int r = 0; r < rows; r++)
+        nb_wmat_set_row(Wv, r, data + (size_t)r * cols * 2);
+    assert_int_equal(nb_avx512_emu_wmat_finish(Wv, &err), NB_OK);
+    assert_int_equal(Wv->layout, NB_LAYOUT_VNNI16);
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    for (int r = 0; r < rows; r++) {
+        nb_wmat_get_row_f32(Wv, r, row);
+        const nb_bf16 *src = (const nb_bf16 *)data + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            if (row[c] != nb_bf16_to_f32(src[c]))
+                fail_msg("VNNI16 row %d col %d reads back %g", r, c, row[c]);
+    }
+    free(row);
+    return Wv;
+}
+
+static void run(const char *path, linear_fn fn, int rows, int cols, int n)
 {
     nb_err err = {0};
     uint8_t *data = kt_rows(NB_W_BF16, rows, cols);
-    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
-    nb_wmat *Wp = kt_wmat_from(NB_W_BF16, rows, cols, data); /* PACK8, as AVX-512 finishes */
     assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
     nb_wmat *W = kt_wmat_from(NB_W_BF16, rows, cols, data);
-    assert_true(W && Wp && Wp->layout == NB_LAYOUT_PACK8);
+    assert_true(W != NULL);
+    nb_wmat *Wv = vnni_copy(data, rows, cols);
     free(data);
     size_t out = (size_t)n * rows;
     nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
@@ -31,15 +61,18 @@ static void run(int rows, int cols, int n)
     nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
     nb_linear_bf16_f32out(W, X, n, ref32);
     nb_linear_bf16(W, X, n, ref16);
+    /* any path computes on any layout: portable reads VNNI16 rows, bit for bit */
+    nb_linear_bf16_f32out(Wv, X, n, got32);
+    assert_memory_equal(ref32, got32, out * 4);
     /* two slices, as two threads would split the rows */
     int mid = (rows / 2) & ~15;
-    nb_avx512_emu_linear_bf16(Wp, X, n, got32, 1, 0, mid);
-    nb_avx512_emu_linear_bf16(Wp, X, n, got32, 1, mid, rows);
-    nb_avx512_emu_linear_bf16(Wp, X, n, got16, 0, 0, rows);
+    fn(Wv, X, n, got32, 1, 0, mid);
+    fn(Wv, X, n, got32, 1, mid, rows);
+    fn(Wv, X, n, got16, 0, 0, rows);
     float *mag = kt_abs_dots(W, X, n);
     float rel = (float)cols * 6e-8f;
     char what[96];
-    snprintf(what, sizeof what, "avx512bf16 (emulated) %dx%d n=%d", rows, cols, n);
+    snprintf(what, sizeof what, "%s (emulated) %dx%d n=%d", path, rows, cols, n);
     int bad = kt_check_f32(what, ref32, got32, mag, out, rel);
     for (size_t i = 0; i < out; i++)
         mag[i] *= rel;
@@ -53,28 +86,67 @@ static void run(int rows, int cols, int n)
     free(ref16);
     free(got16);
     nb_wmat_free(W);
-    nb_wmat_free(Wp);
+    nb_wmat_free(Wv);
+}
+
+static void need_avx2(void)
+{
+    if (nb_kernels_cpu_isa() < NB_ISA_AVX2) {
+        fprintf(stderr, "[  SKIP    ] the emulation runs on AVX2, which this CPU lacks\n");
+        skip();
+    }
 }
 
 static void test_avx512_linear_emulated(void **state)
 {
     (void)state;
-    if (nb_kernels_cpu_isa() < NB_ISA_AVX2) {
-        fprintf(stderr, "[  SKIP    ] the emulation runs on AVX2, which this CPU lacks\n");
-        skip();
-    }
+    need_avx2();
     static const int cols[] = {64, 576, 1536, 13, 100, 33};
-    static const int ns[] = {1, 3, 4, 17, 70};
+    static const int ns[] = {1, 3, 4, 6, 17, 70};
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
-            run(37, cols[c], ns[k]);
-    run(200, 576, 1);
+            run("avx512bf16", nb_avx512_emu_linear_bf16, 37, cols[c], ns[k]);
+    run("avx512bf16", nb_avx512_emu_linear_bf16, 200, 576, 1);
+    run("avx512bf16", nb_avx512_emu_linear_bf16, 200, 64, 13);
+}
+
+/* Tiles from 16 rows up (smaller n hands over to the AVX-512 kernel, also
+ * covered): partial A tiles (17, 33), partial C columns (rows 37, 200). */
+static void test_amx_linear_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    static const int cols[] = {64, 576, 13, 100, 33};
+    static const int ns[] = {3, 16, 17, 33, 70};
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            run("amx-bf16", nb_amx_emu_linear_bf16, 37, cols[c], ns[k]);
+    run("amx-bf16", nb_amx_emu_linear_bf16, 200, 1536, 32);
+}
+
+/* The emulated TDPBF16PS itself: the documented DAZ/FTZ and one rounding
+ * per product step. */
+static void test_amx_emulated_semantics(void **state)
+{
+    (void)state;
+    const nb_bf16 one = nb_f32_to_bf16(1.0f), denorm = 0x0001, tiny = 0x0080; /* 2^-126 */
+    nb_bf16 a[2] = {one, one}, b[2] = {nb_f32_to_bf16(3.0f), nb_f32_to_bf16(-0.5f)};
+    assert_true(nb_amx_emu_dot_pair(1.0f, a, b) == 3.5f);
+    nb_bf16 ad[2] = {denorm, 0}, bd[2] = {nb_f32_to_bf16(1e30f), 0};
+    assert_true(nb_amx_emu_dot_pair(0.0f, ad, bd) == 0.0f); /* DAZ: not 9e-16 */
+    nb_bf16 at[2] = {tiny, 0}, bt[2] = {nb_f32_to_bf16(0.5f), 0};
+    assert_true(nb_amx_emu_dot_pair(0.0f, at, bt) == 0.0f); /* FTZ: 2^-127 flushed */
+    /* 1 + 2^-24 + 2^-24 rounds twice (each to 1) under one rounding per step */
+    nb_bf16 ar[2] = {nb_f32_to_bf16(0x1p-24f), nb_f32_to_bf16(0x1p-24f)}, br[2] = {one, one};
+    assert_true(nb_amx_emu_dot_pair(1.0f, ar, br) == 1.0f);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx512_linear_emulated),
+        cmocka_unit_test(test_amx_linear_emulated),
+        cmocka_unit_test(test_amx_emulated_semantics),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nb_kernels_shutdown();
