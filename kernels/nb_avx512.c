@@ -60,29 +60,68 @@ static inline __m512bh as_bh(__m512i v)
     return r;
 }
 
-/* x's column pair p (elements 2p, 2p+1) in every lane; for odd K the last
- * pair is (x[K-1], 0): reading past the row could touch the next page. */
-static inline __m512bh xpair(const nb_bf16 *x, int p, int K)
+/* Column pair p of x (elements 2p, 2p+1) as one 32-bit broadcast value. */
+static inline int32_t xpair(const nb_bf16 *x, int p)
 {
     int32_t v;
-    if (2 * p + 1 < K) {
-        memcpy(&v, x + 2 * p, 4);
-    } else {
-        uint16_t h[2] = {x[2 * p], 0};
-        memcpy(&v, h, 4);
-    }
-    return as_bh(_mm512_set1_epi32(v));
+    memcpy(&v, x + 2 * p, 4);
+    return v;
 }
 
+/* The last, odd column of x as the pair (x[K-1], 0): reading x[K] could
+ * touch the next page, and a NaN there would poison the zero weight. */
+static inline int32_t xlast(const nb_bf16 *x, int K)
+{
+    uint16_t h[2] = {x[K - 1], 0};
+    int32_t v;
+    memcpy(&v, h, 4);
+    return v;
+}
+
+/* One column pair p into the mr x np accumulators: np weight lines, each
+ * row's pair broadcast (a memory broadcast operand of vdpbf16ps). */
+static inline __attribute__((always_inline)) void step(__m512 acc[MR][NP], const uint8_t *g,
+                                                       size_t gstride, int p,
+                                                       const int32_t *xs, int mr, int np)
+{
+    __m512bh w[NP];
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++)
+        w[q] = as_bh(_mm512_loadu_si512((const void *)(g + q * gstride + (size_t)p * 64)));
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+        __m512bh xv = as_bh(_mm512_set1_epi32(xs[r]));
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++)
+            acc[r][q] = _mm512_dpbf16_ps(acc[r][q], w[q], xv);
+    }
+}
+
+/* 16 outputs of one row; whole vectors where all 16 are in range.
+ * VCVTNEPS2BF16 rounds as nb_f32_to_bf16 does (RNE, NaN kept quiet) for
+ * every value an accumulator can hold: vdpbf16ps never leaves a denormal,
+ * the one input class where the instruction (DAZ) and the C differ. */
 static void store16(void *Y, int f32out, size_t ld, int i, int j, __m512 acc, int cnt)
 {
+    size_t at = (size_t)i * ld + (size_t)j;
+    if (cnt == NB_VNNI) {
+        if (f32out) {
+            _mm512_storeu_ps((float *)Y + at, acc);
+        } else {
+            __m256bh h = _mm512_cvtneps_pbh(acc);
+            __m256i v;
+            memcpy(&v, &h, sizeof v);
+            _mm256_storeu_si256((__m256i *)((nb_bf16 *)Y + at), v);
+        }
+        return;
+    }
     float o[16];
     _mm512_storeu_ps(o, acc);
     for (int r = 0; r < cnt; r++) {
         if (f32out)
-            ((float *)Y)[(size_t)i * ld + j + r] = o[r];
+            ((float *)Y)[at + r] = o[r];
         else
-            ((nb_bf16 *)Y)[(size_t)i * ld + j + r] = nb_f32_to_bf16(o[r]);
+            ((nb_bf16 *)Y)[at + r] = nb_f32_to_bf16(o[r]);
     }
 }
 
@@ -94,24 +133,32 @@ static inline __attribute__((always_inline)) void tile(const nb_wmat *W, const n
                                                        int mr, int np, int keep, int i, int j,
                                                        int j1, void *Y, int f32out)
 {
-    int K = W->cols, pairs = (K + 1) / 2;
+    int K = W->cols, pairs = K / 2;
     size_t gstride = (size_t)NB_VNNI * nb_vnni_cols(K) * 2;
     const uint8_t *g = nb_wmat_vnni_group(W, j / NB_VNNI);
+    /* Fully unrolled (the pragmas): with loops left, GCC keeps the
+     * accumulators on the stack, a load and a store per vdpbf16ps. */
     __m512 acc[MR][NP];
+#pragma GCC unroll 6
     for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
         for (int q = 0; q < np; q++)
             acc[r][q] = _mm512_setzero_ps();
+    int32_t xs[MR];
     for (int p = 0; p < pairs; p++) {
-        __m512bh w[NP];
-        for (int q = 0; q < np; q++)
-            w[q] = as_bh(_mm512_loadu_si512((const void *)(g + q * gstride + (size_t)p * 64)));
-        for (int r = 0; r < mr; r++) {
-            __m512bh xv = xpair(x[r], p, K);
-            for (int q = 0; q < np; q++)
-                acc[r][q] = _mm512_dpbf16_ps(acc[r][q], w[q], xv);
-        }
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+            xs[r] = xpair(x[r], p);
+        step(acc, g, gstride, p, xs, mr, np);
+    }
+    if (K & 1) {
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+            xs[r] = xlast(x[r], K);
+        step(acc, g, gstride, pairs, xs, mr, np);
     }
     size_t ld = (size_t)W->rows;
+#pragma GCC unroll 4
     for (int q = 0; q < np; q++) {
         int jq = j + q * NB_VNNI, cnt = j1 - jq < NB_VNNI ? j1 - jq : NB_VNNI;
         for (int r = 0; r < keep && cnt > 0; r++)

@@ -14,6 +14,7 @@
 typedef struct emu_m512 { float f[16]; } emu_m512;
 typedef struct emu_m512i { uint8_t b[64]; } emu_m512i;
 typedef struct emu_m512bh { uint16_t h[32]; } emu_m512bh;
+typedef struct emu_m256bh { uint16_t h[16]; } emu_m256bh;
 
 static inline float emu_flush(float x) /* DAZ / FTZ */
 {
@@ -63,9 +64,19 @@ static inline void emu_storeu_ps(void *p, emu_m512 v)
     memcpy(p, v.f, sizeof v.f);
 }
 
+/* VCVTNEPS2BF16: RNE, NaN quieted, denormal inputs read as zero. */
+static inline emu_m256bh emu_cvtneps_pbh(emu_m512 a)
+{
+    emu_m256bh r;
+    for (int j = 0; j < 16; j++)
+        r.h[j] = nb_f32_to_bf16(emu_flush(a.f[j]));
+    return r;
+}
+
 #define __m512 emu_m512
 #define __m512i emu_m512i
 #define __m512bh emu_m512bh
+#define __m256bh emu_m256bh
 #undef _mm512_setzero_ps /* a macro in unoptimised builds */
 #define _mm512_setzero_ps emu_setzero_ps
 #undef _mm512_loadu_si512 /* a macro in unoptimised builds */
@@ -74,6 +85,8 @@ static inline void emu_storeu_ps(void *p, emu_m512 v)
 #define _mm512_set1_epi32 emu_set1_epi32
 #undef _mm512_dpbf16_ps /* a macro in unoptimised builds */
 #define _mm512_dpbf16_ps emu_dpbf16_ps
+#undef _mm512_cvtneps_pbh /* a macro in unoptimised builds */
+#define _mm512_cvtneps_pbh emu_cvtneps_pbh
 #undef _mm512_storeu_ps /* a macro in unoptimised builds */
 #define _mm512_storeu_ps emu_storeu_ps
 
