@@ -19,7 +19,9 @@
  * Built a second time by tests/kernels_amx_emu.c with NB_AMX_EMULATE over a
  * C emulation of the tile instructions, so the tiling is tested on every CPU. */
 #ifndef NB_AMX_EMULATE
-#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__)
+/* GCC spells the macros __AMX_TILE__/__AMX_BF16__, clang __AMXTILE__/__AMXBF16__. */
+#if !(defined(__AMX_TILE__) || defined(__AMXTILE__)) || \
+    !(defined(__AMX_BF16__) || defined(__AMXBF16__))
 #error "nb_amx.c needs -mamx-tile -mamx-bf16 (CMakeLists.txt)"
 #endif
 #include <immintrin.h>
