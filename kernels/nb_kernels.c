@@ -1,5 +1,5 @@
 /* nb_kernels: weight matrices and the public kernel entry points, which split each call over
- * the thread pool and run the active path's kernel on every slice (kernels in nb_portable.c, nb_avx2.c, nb_avx512.c). */
+ * the thread pool and run the active path's kernel on every slice (nb_portable.c, nb_avx2.c, nb_avx512.c, nb_amx.c). */
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
 
@@ -316,8 +316,9 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
 /* Below this many multiply-adds a call runs on the caller alone: waking the
  * pool costs a few microseconds. */
 #define PAR_MIN_MACS 32768.0
-/* Row chunks are multiples of this, so every chunk is whole PACK8 groups
- * and whole SIMD tiles. */
+/* Row chunks are multiples of this, so every chunk is whole PACK8 and
+ * VNNI16 groups and whole SIMD tiles (the AVX-512 and AMX kernels start a
+ * group at every j0). */
 #define ROW_ALIGN 16
 
 /* Threads take row chunks from a shared counter instead of fixed halves:
