@@ -177,6 +177,12 @@ nb_code nb_kernels_set_isa(nb_isa isa, nb_err *err)
     return NB_OK;
 }
 
+void nb_kernels_use_table(const nb_kernel_table *t)
+{
+    pthread_once(&detect_once, detect);
+    atomic_store_explicit(&active, t ? t : table_for(env_best), memory_order_release);
+}
+
 nb_code nb_kernels_init(int threads, nb_err *err)
 {
     if (threads < 0 || threads > 1024)

@@ -94,6 +94,10 @@ extern const nb_kernel_table nb_kernels_avx2; /* nb_avx2.c */
 const nb_kernel_table *nb_kernels_active(void);
 /* The best path the CPU (and OS) supports, ignoring NPUBENCH_ISA. */
 nb_isa nb_kernels_cpu_isa(void);
+/* Tests: makes t the active table, so a kernel built over emulated
+ * instructions runs behind the public calls (thread pool, batches);
+ * NULL restores the detected path. */
+void nb_kernels_use_table(const nb_kernel_table *t);
 
 /* The AVX-512 BF16 path is the AVX2 table with this linear kernel and
  * weight finish (nb_avx512.c): bf16 weights in VNNI16, the rest PACK8 and

@@ -124,6 +124,69 @@ static void test_amx_linear_emulated(void **state)
     run("amx-bf16", nb_amx_emu_linear_bf16, 200, 1536, 32);
 }
 
+/* Behind the public calls: the thread pool's row chunks on 2 threads, a
+ * batch sharing X (the per-call activation copy is made once per thread
+ * and reused across chunks and matrices) and calls in a row on one buffer
+ * refilled in place (new values must not meet the old copy). Both
+ * emulated paths; the AMX one also hands short calls to the AVX-512 one. */
+static void test_emulated_behind_public_calls(void **state)
+{
+    (void)state;
+    need_avx2();
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    static const linear_fn fns[] = {nb_avx512_emu_linear_bf16, nb_amx_emu_linear_bf16};
+    enum { COUNT = 3, COLS = 96, N = 40 };
+    static const int rows[COUNT] = {200, 64, 37};
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    for (int f = 0; f < 2; f++) {
+        emu = nb_kernels_avx2;
+        emu.linear_bf16 = fns[f];
+        emu.wmat_finish = nb_avx512_emu_wmat_finish;
+        nb_wmat *W[COUNT], *Wv[COUNT];
+        nb_bf16 *ref[COUNT], *got[COUNT];
+        for (int k = 0; k < COUNT; k++) {
+            uint8_t *data = kt_rows(NB_W_BF16, rows[k], COLS);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+            W[k] = kt_wmat_from(NB_W_BF16, rows[k], COLS, data);
+            nb_kernels_use_table(&emu);
+            Wv[k] = kt_wmat_from(NB_W_BF16, rows[k], COLS, data);
+            assert_true(W[k] && Wv[k] && Wv[k]->layout == NB_LAYOUT_VNNI16);
+            free(data);
+            ref[k] = malloc(sizeof(nb_bf16) * N * rows[k]);
+            got[k] = malloc(sizeof(nb_bf16) * N * rows[k]);
+        }
+        nb_bf16 *X = malloc(sizeof(nb_bf16) * N * COLS);
+        /* each call refills X in place: same pointer, same shape the last time */
+        static const int ns[] = {N - 1, N, N};
+        for (int call = 0; call < 3; call++) {
+            int n = ns[call];
+            kt_fill_bf16(X, (size_t)N * COLS, 1.0f);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+            nb_linear_bf16_batch((const nb_wmat *const *)W, ref, COUNT, X, n);
+            nb_kernels_use_table(&emu);
+            nb_linear_bf16_batch((const nb_wmat *const *)Wv, got, COUNT, X, n);
+            for (int k = 0; k < COUNT; k++) {
+                float *mag = kt_abs_dots(W[k], X, n);
+                for (int i = 0; i < n * rows[k]; i++)
+                    mag[i] *= (float)COLS * 6e-8f;
+                if (kt_check_bf16_tol(f ? "amx-bf16 batch" : "avx512bf16 batch", ref[k],
+                                      got[k], (size_t)n * rows[k], mag, 0))
+                    fail_msg("emulated path %d, call %d, matrix %d, n=%d", f, call, k, n);
+                free(mag);
+            }
+        }
+        nb_kernels_use_table(NULL);
+        free(X);
+        for (int k = 0; k < COUNT; k++) {
+            nb_wmat_free(W[k]);
+            nb_wmat_free(Wv[k]);
+            free(ref[k]);
+            free(got[k]);
+        }
+    }
+}
+
 /* The emulated TDPBF16PS itself: the documented DAZ/FTZ and one rounding
  * per product step. */
 static void test_amx_emulated_semantics(void **state)
@@ -146,6 +209,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx512_linear_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
+        cmocka_unit_test(test_emulated_behind_public_calls),
         cmocka_unit_test(test_amx_emulated_semantics),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
