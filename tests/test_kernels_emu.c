@@ -1,5 +1,5 @@
 /* test_kernels_emu: the AVX-512 BF16 and AMX-BF16 linear kernels built over emulations of their
- * intrinsics (SDM semantics) and checked against portable, so their tiling is tested on every CPU with AVX2. */
+ * intrinsics (SDM semantics) and checked against portable, alone and inside the engine, on every CPU with AVX2. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,9 @@
 #include <cmocka.h>
 
 #include "kernels_testlib.h"
+#include "nb_engine.h"
 #include "nb_kernels_impl.h"
+#include "tools/nb_tiny.h"
 
 /* nb_avx512.c over the emulated intrinsics (kernels_emu.c), nb_amx.c over
  * the emulated tiles (kernels_amx_emu.c). */
@@ -187,6 +189,93 @@ static void test_emulated_behind_public_calls(void **state)
     }
 }
 
+/* The engine end to end on the tiny bf16 model (dim 64, ffn 128, tied
+ * head): a 40-token prefill (AMX tiles in every linear) and 3 decode steps
+ * (the AVX-512 kernel) on the emulated table against portable: the VNNI16
+ * finish, embedding rows read back from it, batches and the pool, wired as
+ * the dispatcher wires them. Rounding differences would cross bf16
+ * roundings layer after layer, so the bound is on the logits as a whole:
+ * cosine >= 0.9999 and the same top token. (The tiny weights are k/256,
+ * so its dots are exact in fp32 and the paths in fact agree bit for bit.) */
+static void engine_logits(const nb_model *m, const nb_kernel_table *t, float *out)
+{
+    nb_err err = {0};
+    if (t)
+        nb_kernels_use_table(t);
+    else
+        assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    nb_engine_opts o;
+    nb_engine_opts_default(&o);
+    o.dtype = NB_DTYPE_BF16;
+    o.max_seq = 64;
+    o.threads = 2;
+    nb_engine *e;
+    if (nb_engine_setup(m, &o, &e, &err))
+        fail_msg("engine setup: %s", err.msg);
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = 3 + (i * 37) % 250;
+    const float *logits;
+    assert_int_equal(nb_engine_prefill(e, ids, 40, &logits, &err), NB_OK);
+    memcpy(out, logits, sizeof(float) * NB_TINY_VOCAB);
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(nb_engine_decode_step(e, ids[s], 40 + s, &logits, &err), NB_OK);
+        memcpy(out + (size_t)(s + 1) * NB_TINY_VOCAB, logits, sizeof(float) * NB_TINY_VOCAB);
+    }
+    nb_engine_free(e);
+    nb_kernels_use_table(NULL);
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        b = x[i] > x[b] ? i : b;
+    return b;
+}
+
+static void test_engine_on_emulated_paths(void **state)
+{
+    (void)state;
+    need_avx2();
+    char dir[4096], path[4200];
+    assert_int_equal(nb_tiny_mkdtemp(dir, sizeof dir, "test_kernels_emu"), 0);
+    snprintf(path, sizeof path, "%s/tiny.gguf", dir);
+    nb_tiny_opts to = {.seed = 7, .type = NB_TT_BF16};
+    assert_int_equal(nb_tiny_write_gguf(&to, path), 0);
+    nb_model *m = NULL;
+    nb_err err = {0};
+    if (nb_model_open(path, &m, &err))
+        fail_msg("%s: %s", path, err.msg);
+    enum { STEPS = 4 };
+    static float ref[STEPS * NB_TINY_VOCAB], got[STEPS * NB_TINY_VOCAB];
+    engine_logits(m, NULL, ref);
+    static const linear_fn fns[] = {nb_avx512_emu_linear_bf16, nb_amx_emu_linear_bf16};
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    for (int f = 0; f < 2; f++) {
+        emu = nb_kernels_avx2;
+        emu.linear_bf16 = fns[f];
+        emu.wmat_finish = nb_avx512_emu_wmat_finish;
+        engine_logits(m, &emu, got);
+        for (int s = 0; s < STEPS; s++) {
+            const float *a = ref + (size_t)s * NB_TINY_VOCAB, *b = got + (size_t)s * NB_TINY_VOCAB;
+            double ab = 0, aa = 0, bb = 0;
+            for (int i = 0; i < NB_TINY_VOCAB; i++) {
+                ab += (double)a[i] * b[i];
+                aa += (double)a[i] * a[i];
+                bb += (double)b[i] * b[i];
+            }
+            double cos = ab / sqrt(aa * bb);
+            if (!(cos >= 0.9999) || argmax(a, NB_TINY_VOCAB) != argmax(b, NB_TINY_VOCAB))
+                fail_msg("%s (emulated) engine step %d: cosine %.7f, top %d vs %d",
+                         f ? "amx-bf16" : "avx512bf16", s, cos, argmax(a, NB_TINY_VOCAB),
+                         argmax(b, NB_TINY_VOCAB));
+        }
+    }
+    nb_model_close(m);
+    nb_tiny_rmtree(dir);
+}
+
 /* The emulated TDPBF16PS itself: the documented DAZ/FTZ and one rounding
  * per product step. */
 static void test_amx_emulated_semantics(void **state)
@@ -210,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_avx512_linear_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
+        cmocka_unit_test(test_engine_on_emulated_paths),
         cmocka_unit_test(test_amx_emulated_semantics),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
