@@ -198,7 +198,7 @@ static void test_emulated_behind_public_calls(void **state)
  * roundings layer after layer, so the bound is on the logits as a whole:
  * cosine >= 0.9999 and the same top token. (The tiny weights are k/256,
  * so its dots are exact in fp32 and the paths in fact agree bit for bit.) */
-static void engine_logits(const nb_model *m, const nb_kernel_table *t, float *out)
+static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threads, float *out)
 {
     nb_err err = {0};
     if (t)
@@ -209,7 +209,7 @@ static void engine_logits(const nb_model *m, const nb_kernel_table *t, float *ou
     nb_engine_opts_default(&o);
     o.dtype = NB_DTYPE_BF16;
     o.max_seq = 64;
-    o.threads = 2;
+    o.threads = threads;
     nb_engine *e;
     if (nb_engine_setup(m, &o, &e, &err))
         fail_msg("engine setup: %s", err.msg);
@@ -250,19 +250,22 @@ static void test_engine_on_emulated_paths(void **state)
         fail_msg("%s: %s", path, err.msg);
     enum { STEPS = 4 };
     static float ref[STEPS * NB_TINY_VOCAB], got[STEPS * NB_TINY_VOCAB];
-    engine_logits(m, NULL, ref);
+    engine_logits(m, NULL, 2, ref);
     static const linear_fn fns[] = {nb_avx512_emu_linear_bf16, nb_amx_emu_linear_bf16};
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
-    for (int f = 0; f < 2; f++) {
+    /* 1 thread: whole matrices per call, so every C tile of a 32x32 block
+     * is used; 2: the pool's 16-row chunks */
+    for (int c = 0; c < 4; c++) {
+        int f = c / 2, threads = 1 + c % 2;
         emu = nb_kernels_avx2;
         emu.linear_bf16 = fns[f];
         emu.wmat_finish = nb_avx512_emu_wmat_finish;
-        engine_logits(m, &emu, got);
+        engine_logits(m, &emu, threads, got);
         nb_cos_stats cs; /* cosine per step (row) of the logits */
         nb_cos_stats_rows(ref, got, STEPS, NB_TINY_VOCAB, &cs);
         if (!(cs.min >= 0.9999))
-            fail_msg("%s (emulated) engine: logits cosine %.7f", f ? "amx-bf16" : "avx512bf16",
-                     cs.min);
+            fail_msg("%s (emulated) engine, %d threads: logits cosine %.7f",
+                     f ? "amx-bf16" : "avx512bf16", threads, cs.min);
         for (int s = 0; s < STEPS; s++)
             assert_int_equal(argmax(ref + (size_t)s * NB_TINY_VOCAB, NB_TINY_VOCAB),
                              argmax(got + (size_t)s * NB_TINY_VOCAB, NB_TINY_VOCAB));
