@@ -1,6 +1,6 @@
-/* bench_kernels: read bandwidth (STREAM-like), decode GEMV GB/s and prefill GEMM GFLOP/s per
- * kernel path and weight type, on SmolLM2-135M's shapes.
- * Usage: bench_kernels [--threads N] [--quick] [--bandwidth (only the read bandwidth)]. */
+/* bench_kernels: read bandwidth (STREAM-like), compute peak, decode GEMV GB/s and prefill GEMM GFLOP/s
+ * per kernel path and weight type, on SmolLM2-135M's shapes.
+ * Usage: bench_kernels [--threads N] [--quick] [--bandwidth (only the read bandwidth and peak)]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +89,49 @@ static double read_bandwidth(int nt)
     }
     nb_wmat_free(w);
     return best;
+}
+
+/* ---- compute peak ------------------------------------------------------------------ */
+
+/* The core clock in GHz as it runs now (turbo included): a chain of
+ * dependent adds retires one per cycle (1-cycle latency on every x86 core);
+ * 8 per loop trip hide the branch. Load from other processes reads as a
+ * lower clock. 0 where it cannot be measured. */
+static double core_ghz(void)
+{
+#if defined(__x86_64__)
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        uint64_t n = 25000000, acc = 0;
+        double t0 = nb_now_ms();
+        __asm__ volatile("1:\n\t"
+                         "add $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\t"
+                         "add $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\t"
+                         "dec %0\n\tjnz 1b"
+                         : "+r"(n), "+r"(acc));
+        double ghz = 2e8 / ((nb_now_ms() - t0) * 1e6);
+        best = ghz > best ? ghz : best;
+    }
+    return best;
+#else
+    return 0;
+#endif
+}
+
+/* bf16/fp32 multiply-add FLOP per cycle per core of each path's inner
+ * instruction at full issue (docs/performance.md): portable's SSE2 mul +
+ * add on 4 lanes, two ports; AVX2: 2 FMA ports x 8 lanes x 2; AVX-512
+ * BF16: 2 ports x 16 lanes x 2 products x 2 (parts with one 512-bit FMA
+ * port: half); AMX: one 16x16x32 TDPBF16PS per 16 cycles. */
+static double flop_per_cycle(nb_isa isa)
+{
+    switch (isa) {
+    case NB_ISA_PORTABLE: return 8;
+    case NB_ISA_AVX2: return 32;
+    case NB_ISA_AVX512BF16: return 128;
+    case NB_ISA_AMXBF16: return 1024;
+    }
+    return 0;
 }
 
 /* ---- a model's worth of weights ---------------------------------------------------- */
@@ -247,9 +290,11 @@ int main(int argc, char **argv)
     printf("bench_kernels: %d threads, best path %s (CPU: %s)\n\n", nt, nb_isa_name(best),
            nb_isa_name(nb_kernels_cpu_isa()));
 
-    double bw1 = read_bandwidth(1), bwn = read_bandwidth(nt);
-    printf("read bandwidth (512 MiB, huge-page slab): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n",
+    double bw1 = read_bandwidth(1), bwn = read_bandwidth(nt), ghz = core_ghz();
+    printf("read bandwidth (512 MiB, huge-page slab): 1 thread %.2f GB/s, %d threads %.2f GB/s\n",
            bw1, nt, bwn);
+    printf("compute peak: %s %.0f GFLOP/s (%d threads x %.2f GHz x %.0f FLOP/cycle)\n\n",
+           nb_isa_name(best), ghz * flop_per_cycle(best) * nt, nt, ghz, flop_per_cycle(best));
     if (bw_only) {
         nb_kernels_shutdown();
         return 0;
@@ -263,21 +308,24 @@ int main(int argc, char **argv)
         nb_wtype t, lm;
         const char *name;
     } kinds[] = {{NB_W_BF16, NB_W_BF16, "bf16"}, {NB_W_Q4_1, NB_W_Q8_0, "q4_1 (+q8_0 head)"}};
-    printf("%-12s %-18s %10s %12s %10s %14s\n", "path", "weights", "MB/step", "decode ms",
-           "GB/s", "prefill GF/s");
+    printf("%-12s %-18s %10s %12s %10s %14s %8s\n", "path", "weights", "MB/step", "decode ms",
+           "GB/s", "prefill GF/s", "of peak");
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        model_w mw;
-        model_build(&mw, kinds[k].t, kinds[k].lm);
         for (int isa = NB_ISA_PORTABLE; isa <= (int)best; isa++) {
             if (nb_kernels_set_isa((nb_isa)isa, &err))
                 continue;
+            /* built per path: each finishes weights in its own layout */
+            model_w mw;
+            model_build(&mw, kinds[k].t, kinds[k].lm);
             double s = decode_step_linears(&mw, x, y);
             double gf = prefill_gflops(&mw, 128, x, y);
-            printf("%-12s %-18s %10.1f %12.2f %10.2f %14.1f\n", nb_isa_name((nb_isa)isa),
-                   kinds[k].name, mw.bytes / 1e6, s * 1e3, mw.bytes / s / 1e9, gf);
+            double peak = ghz * flop_per_cycle((nb_isa)isa) * nt;
+            printf("%-12s %-18s %10.1f %12.2f %10.2f %14.1f %7.0f%%\n", nb_isa_name((nb_isa)isa),
+                   kinds[k].name, mw.bytes / 1e6, s * 1e3, mw.bytes / s / 1e9, gf,
+                   peak > 0 ? 100 * gf / peak : 0);
             fflush(stdout);
+            model_free(&mw);
         }
-        model_free(&mw);
     }
     nb_kernels_set_isa(best, &err);
     printf("\nattention (9 heads, 3 kv heads, hd 64), %s:\n", nb_isa_name(best));

@@ -6,8 +6,15 @@
 # Usage: bench/bench_llamacpp.sh [--threads N] [--reps N] [--rounds N] [--model PATH]
 #                                [--build DIR] [--work DIR] [--jobs N]
 # Prints a markdown table: tokens/s for both (best and median of rounds x reps samples), the
-# ratios, and decode GB/s against the read bandwidth measured in the same run. The two sides
-# alternate per dtype, rounds times, so background load hits both alike; best-of filters it.
+# ratios, and decode GB/s against the read bandwidth measured in the same run, under a header
+# with the host's ISA, both sides' kernel paths, the read bandwidth and npubench's compute peak.
+# The two sides alternate per dtype, rounds times, so background load hits both alike; best-of
+# filters it. Each cell (side, dtype, test) runs on its own: one that fails reads "failed" in the
+# table and the rest still run. llama-bench runs with its default CPU weight repacking (its AMX
+# and AVX-512 kernels) and, where that fails (it has crashed in ggml_backend_amx_mul_mat on Q4_1),
+# again with --repack 0, marked in the table.
+#
+# -e guards the set-up only: every cell runs as an `if` condition, where it cannot abort the run.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,66 +83,141 @@ fi
 
 OUT="$WORK/results.txt"
 : >"$OUT"
-bandwidth() {
-    "$BUILD/bench/bench_kernels" --threads "$THREADS" --bandwidth |
-        sed -n "s/.*, $THREADS threads \([0-9.]*\) GB\/s.*/\1/p"
+# The ISA flags that decide either side's kernels, as the kernel reports them.
+HOST_ISA="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' |
+    grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|amx_tile|amx_bf16|amx_int8' |
+    tr '\n' ' ' | sed 's/ $//')"
+bandwidth_and_peak() { # -> "bandwidth GB/s" and "peak PATH GFLOP/s" lines
+    "$BUILD/bench/bench_kernels" --threads "$THREADS" --bandwidth | sed -n \
+        -e "s/.*, $THREADS threads \([0-9.]*\) GB\/s.*/bandwidth \1/p" \
+        -e 's/^compute peak: \([^ ]*\) \([0-9.]*\) GFLOP\/s.*/peak \1 \2/p'
 }
 
-run_llama() { # $1 = file, $2 = dtype label
-    "$LB" -m "$1" -t "$THREADS" -p 128,512 -n 128 -r "$REPS" -o jsonl 2>/dev/null |
-        python3 -c '
+# llama-bench configurations in the order tried: its default, then without repacking.
+declare -A NO_DEFAULT # "dtype test" whose default configuration failed once: not retried
+run_llama_cell() { # $1 = file, $2 = dtype, $3 = test (pp128, tg128, ...)
+    local args cfg extra rc
+    case "$3" in pp*) args=(-p "${3#pp}" -n 0) ;; *) args=(-p 0 -n "${3#tg}") ;; esac
+    for cfg in default repack0; do
+        extra=()
+        if [ "$cfg" = default ]; then
+            [ -n "${NO_DEFAULT["$2 $3"]:-}" ] && continue
+        else
+            extra=(--repack 0)
+        fi
+        local log_f="$WORK/llama-$2-$3-$cfg.log"
+        if "$LB" -m "$1" -t "$THREADS" "${args[@]}" -r "$REPS" "${extra[@]}" -o jsonl \
+            >"$WORK/cell.jsonl" 2>"$log_f" &&
+            python3 -c '
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
     test = "pp%d" % r["n_prompt"] if r["n_gen"] == 0 else "tg%d" % r["n_gen"]
     print("llama", sys.argv[1], test, ",".join("%.2f" % v for v in r["samples_ts"]),
-          r["model_size"])
-' "$2" >>"$OUT"
+          r["model_size"], sys.argv[2])
+' "$2" "$cfg" <"$WORK/cell.jsonl" >"$WORK/cell.txt" && [ -s "$WORK/cell.txt" ]; then
+            cat "$WORK/cell.txt" >>"$OUT"
+            return 0
+        else
+            rc=$?
+        fi
+        log "llama-bench $2 $3 ($cfg) failed (exit $rc): $(tail -n 1 "$log_f" 2>/dev/null)"
+        [ "$cfg" = default ] && NO_DEFAULT["$2 $3"]=1
+    done
+    echo "fail llama $2 $3" >>"$OUT"
+    return 1
+}
+
+run_engine() { # $1 = dtype: its three cells in one process (one model setup)
+    local log_f="$WORK/engine-$1.log"
+    if "$BUILD/bench/bench_engine" --model "$MODEL" --dtype "$1" --threads "$THREADS" \
+        --pp 128,512 --tg 128 --reps "$REPS" 2>"$log_f" >"$WORK/cell.txt"; then
+        awk '{print "engine", $2, $3, $7, $8}' "$WORK/cell.txt" >>"$OUT"
+    else
+        log "bench_engine $1 failed (exit $?): $(tail -n 1 "$log_f" 2>/dev/null)"
+        awk '{print "engine", $2, $3, $7, $8}' "$WORK/cell.txt" >>"$OUT" # what it finished
+        # cells with samples (finished before the failure) still show them
+        for t in pp128 pp512 tg128; do echo "fail engine $1 $t"; done >>"$OUT"
+    fi
+    sed -n 's/.*kernels \([^ ,]*\),.*/path engine \1/p' "$log_f" | head -n 1 >>"$OUT"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-    echo "bandwidth $(bandwidth)" >>"$OUT"
+    bandwidth_and_peak >>"$OUT" || log "bench_kernels --bandwidth failed: no bandwidth or peak"
     for d in bf16 q4_1; do
         if [ "$d" = bf16 ]; then F="$BF16"; else F="$MODEL"; fi
-        log "round $round/$ROUNDS: llama-bench $d"
-        run_llama "$F" "$d"
+        for t in pp128 pp512 tg128; do
+            log "round $round/$ROUNDS: llama-bench $d $t"
+            run_llama_cell "$F" "$d" "$t" || true
+        done
         log "round $round/$ROUNDS: bench_engine $d"
-        "$BUILD/bench/bench_engine" --model "$MODEL" --dtype "$d" --threads "$THREADS" \
-            --pp 128,512 --tg 128 --reps "$REPS" 2>/dev/null |
-            awk '{print "engine", $2, $3, $7, $8}' >>"$OUT"
+        run_engine "$d"
     done
 done
 
-python3 - "$OUT" "$THREADS" "$LLAMA_VER" "$ROUNDS" "$REPS" <<'PY'
+python3 - "$OUT" "$THREADS" "$LLAMA_VER" "$ROUNDS" "$REPS" "$HOST_ISA" <<'PY'
 import statistics, sys
-path, threads, ver, rounds, reps = sys.argv[1:6]
-bws, samples, size = [], {}, {}
+path, threads, ver, rounds, reps, host_isa = sys.argv[1:7]
+bws, peaks, samples, size, cfgs, paths, fails = [], [], {}, {}, {}, set(), set()
 for line in open(path):
     f = line.split()
-    if f[0] == "bandwidth":
-        if len(f) > 1:
-            bws.append(float(f[1]))
+    if not f:
         continue
-    side, dtype, test, vals, nbytes = f
-    samples.setdefault((side, dtype, test), []).extend(float(v) for v in vals.split(","))
-    size[(side, dtype)] = int(nbytes)
+    if f[0] == "bandwidth":
+        bws.append(float(f[1]))
+    elif f[0] == "peak":
+        peaks.append((f[1], float(f[2])))
+    elif f[0] == "path":
+        paths.add(f[2])
+    elif f[0] == "fail":
+        fails.add(tuple(f[1:4]))
+    else:
+        side, dtype, test, vals, nbytes = f[:5]
+        samples.setdefault((side, dtype, test), []).extend(float(v) for v in vals.split(","))
+        size[(side, dtype)] = int(nbytes)
+        if side == "llama":
+            cfgs.setdefault((dtype, test), set()).add(f[5])
 bw = max(bws) if bws else None
-print(f"llama.cpp {ver}; {threads} threads; {rounds} rounds x {reps} reps per side and test; "
-      + (f"read bandwidth {bw:.2f} GB/s (best of {len(bws)})" if bw else "read bandwidth n/a"))
+peak = max(peaks, key=lambda p: p[1]) if peaks else None
+flags = set(host_isa.split())
+# llama.cpp is built with GGML_NATIVE: its CPU kernels are what this host's flags allow.
+llama_path = ("AMX-INT8 (repacked quant types) + " if "amx_int8" in flags else "") + (
+    "AVX512-BF16" if "avx512_bf16" in flags else "AVX-512" if "avx512f" in flags
+    else "AVX2" if "avx2" in flags else "baseline")
+print(f"llama.cpp {ver}; {threads} threads; {rounds} rounds x {reps} reps per side and test")
+print(f"host ISA: {host_isa or 'unknown'}")
+print(f"kernel paths: npubench {', '.join(sorted(paths)) or 'n/a'}; "
+      f"llama.cpp ggml-cpu -march=native ({llama_path})")
+print("read bandwidth " + (f"{bw:.2f} GB/s (best of {len(bws)})" if bw else "n/a")
+      + "; compute peak " + (f"{peak[1]:.0f} GFLOP/s ({peak[0]}, bench_kernels)" if peak else "n/a"))
 print()
 print("| dtype | test | llama.cpp t/s best (median) | npubench t/s best (median) | ratio best (median) "
       "| decode GB/s at best: llama.cpp / npubench |")
 print("|---|---|---:|---:|---:|---|")
+norepack = False
 for d in ("bf16", "q4_1"):
     for t in ("pp128", "pp512", "tg128"):
         l, o = samples.get(("llama", d, t)), samples.get(("engine", d, t))
-        if not l or not o:
-            continue
-        lb, lm, ob, om = max(l), statistics.median(l), max(o), statistics.median(o)
-        gbs = ""
-        if t.startswith("tg"):
-            lg, og = size[("llama", d)] * lb / 1e9, size[("engine", d)] * ob / 1e9
-            gbs = f"{lg:.1f} / {og:.1f}" + (f" ({og / bw:.0%} of read bw)" if bw else "")
-        print(f"| {d} | {t} | {lb:.1f} ({lm:.1f}) | {ob:.1f} ({om:.1f}) | "
-              f"{ob / lb:.2f}x ({om / lm:.2f}x) | {gbs} |")
+        cells = []
+        for side, v in (("llama", l), ("engine", o)):
+            if v:
+                cell = f"{max(v):.1f} ({statistics.median(v):.1f})"
+                if side == "llama" and "repack0" in cfgs.get((d, t), ()):
+                    cell += " --repack 0" + ("" if cfgs[(d, t)] == {"repack0"} else " in part")
+                    norepack = True
+            else:
+                cell = "failed" if (side, d, t) in fails else "n/a"
+            cells.append(cell)
+        ratio = gbs = ""
+        if l and o:
+            lb, lm, ob, om = max(l), statistics.median(l), max(o), statistics.median(o)
+            ratio = f"{ob / lb:.2f}x ({om / lm:.2f}x)"
+            if t.startswith("tg"):
+                lg, og = size[("llama", d)] * lb / 1e9, size[("engine", d)] * ob / 1e9
+                gbs = f"{lg:.1f} / {og:.1f}" + (f" ({og / bw:.0%} of read bw)" if bw else "")
+        print(f"| {d} | {t} | {cells[0]} | {cells[1]} | {ratio} | {gbs} |")
+if norepack:
+    print()
+    print("--repack 0: llama-bench's default (CPU weight repacking, its AMX/AVX-512 kernels) "
+          "failed for that cell (logs in the work directory), so it ran without repacking.")
 PY

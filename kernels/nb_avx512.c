@@ -25,24 +25,33 @@
 #endif
 #include <immintrin.h>
 #define NB_AVX512_LINEAR nb_avx512_linear_bf16
+#define NB_AVX512_FINISH nb_avx512_wmat_finish
 #else
 #define NB_AVX512_LINEAR nb_avx512_emu_linear_bf16
+#define NB_AVX512_FINISH nb_avx512_emu_wmat_finish
 #endif
 
 #include <string.h>
 
-#include "nb_avx2_simd.h"
 #include "nb_kernels_impl.h"
 
 void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                       int j1);
+nb_code NB_AVX512_FINISH(nb_wmat *w, nb_err *err);
 
-/* Weights are PACK8 (nb_kernels_impl.h), as for AVX2: per 8-element chunk,
- * 64 bytes hold rows 0-3 of a group and the next 64 rows 4-7. One
- * vdpbf16ps of those against the chunk of x repeated four times leaves
- * each row's partial sums in its own four lanes. */
+/* Weights are VNNI16 (nb_kernels_impl.h): one 64-byte line holds a column
+ * pair of 16 rows, so vdpbf16ps of it against x's pair broadcast to every
+ * lane adds two products to each of 16 outputs, with no reduction across
+ * lanes at the end.
+ *
+ * Register tile (prefill): MR activation rows x NP panels of 16 outputs.
+ * 32 zmm: 6 x 4 = 24 accumulators, 4 weight lines, 1 broadcast (3 spare).
+ * Per column pair that is 4 weight loads + 6 broadcast loads for 24
+ * vdpbf16ps: 2 FMA ports retire it in 12 cycles, while the 2 load ports
+ * need 5, so the FMA ports, not loads, bound it (docs/performance.md). */
+#define MR 6
+#define NP 4
 #define GEMM_MIN_N 4
-#define XBLOCK_BYTES (256 * 1024)
 
 static inline __m512bh as_bh(__m512i v)
 {
@@ -51,133 +60,166 @@ static inline __m512bh as_bh(__m512i v)
     return r;
 }
 
-static inline __m512bh ldw(const uint8_t *p)
+/* Column pair p of x (elements 2p, 2p+1) as one 32-bit broadcast value. */
+static inline int32_t xpair(const nb_bf16 *x, int p)
 {
-    return as_bh(_mm512_loadu_si512((const void *)p));
+    int32_t v;
+    memcpy(&v, x + 2 * p, 4);
+    return v;
 }
 
-/* 8 bf16 of x at p, repeated in each 128-bit quarter. */
-static inline __m512bh ldx(const nb_bf16 *p)
+/* The last, odd column of x as the pair (x[K-1], 0): reading x[K] could
+ * touch the next page, and a NaN there would poison the zero weight. */
+static inline int32_t xlast(const nb_bf16 *x, int K)
 {
-    return as_bh(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)));
+    uint16_t h[2] = {x[K - 1], 0};
+    int32_t v;
+    memcpy(&v, h, 4);
+    return v;
 }
 
-/* Lane sums of rows 0-3 (a) and 4-7 (b), four lanes per row, as 8 values. */
-static inline __m256 rows8(__m512 a, __m512 b)
+/* One column pair p into the mr x np accumulators: np weight lines, each
+ * row's pair broadcast (a memory broadcast operand of vdpbf16ps). */
+static inline __attribute__((always_inline)) void step(__m512 acc[MR][NP], const uint8_t *g,
+                                                       size_t gstride, int p,
+                                                       const int32_t *xs, int mr, int np)
 {
-    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0xb1));
-    a = _mm512_add_ps(a, _mm512_permute_ps(a, 0x4e));
-    b = _mm512_add_ps(b, _mm512_permute_ps(b, 0xb1));
-    b = _mm512_add_ps(b, _mm512_permute_ps(b, 0x4e));
-    static const int32_t idx[16] = {0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28};
-    return _mm512_castps512_ps256(_mm512_permutex2var_ps(a, _mm512_loadu_si512(idx), b));
+    __m512bh w[NP];
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++)
+        w[q] = as_bh(_mm512_loadu_si512((const void *)(g + q * gstride + (size_t)p * 64)));
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+        __m512bh xv = as_bh(_mm512_set1_epi32(xs[r]));
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++)
+            acc[r][q] = _mm512_dpbf16_ps(acc[r][q], w[q], xv);
+    }
 }
 
-/* The K % 8 tail (fp32, in order) of the 8 rows of a group against x. */
-static void add_tails(const uint8_t *grp, const nb_bf16 *x, int K, float o[8])
+/* 16 outputs of one row; whole vectors where all 16 are in range.
+ * VCVTNEPS2BF16 rounds as nb_f32_to_bf16 does (RNE, NaN kept quiet) for
+ * every value an accumulator can hold: vdpbf16ps never leaves a denormal,
+ * the one input class where the instruction (DAZ) and the C differ. */
+static void store16(void *Y, int f32out, size_t ld, int i, int j, __m512 acc, int cnt)
 {
-    int K8 = K & ~7, tail = K - K8;
-    if (!tail)
+    size_t at = (size_t)i * ld + (size_t)j;
+    if (cnt == NB_VNNI) {
+        if (f32out) {
+            _mm512_storeu_ps((float *)Y + at, acc);
+        } else {
+            __m256bh h = _mm512_cvtneps_pbh(acc);
+            __m256i v;
+            memcpy(&v, &h, sizeof v);
+            _mm256_storeu_si256((__m256i *)((nb_bf16 *)Y + at), v);
+        }
         return;
-    const nb_bf16 *tp = (const nb_bf16 *)(grp + (size_t)NB_PACK * K8 * 2);
-    for (int r = 0; r < 8; r++)
-        for (int t = 0; t < tail; t++)
-            o[r] += nb_bf16_to_f32(x[K8 + t]) * nb_bf16_to_f32(tp[r * tail + t]);
-}
-
-static void store(void *Y, int f32out, size_t ld, int i, int j, const float *o, int cnt)
-{
+    }
+    float o[16];
+    _mm512_storeu_ps(o, acc);
     for (int r = 0; r < cnt; r++) {
         if (f32out)
-            ((float *)Y)[(size_t)i * ld + j + r] = o[r];
+            ((float *)Y)[at + r] = o[r];
         else
-            ((nb_bf16 *)Y)[(size_t)i * ld + j + r] = nb_f32_to_bf16(o[r]);
+            ((nb_bf16 *)Y)[at + r] = nb_f32_to_bf16(o[r]);
     }
 }
 
-/* Decode: a group's 8 rows stream once per activation row. */
-static void gemv(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0, int j1)
+/* Outputs [j, j + 16 np) (clipped to j1) of rows x[0..mr), the first
+ * `keep` of them stored (a short last block repeats its last row rather
+ * than taking a slower shape). Inlined with constant np and mr so the
+ * accumulators stay in registers. */
+static inline __attribute__((always_inline)) void tile(const nb_wmat *W, const nb_bf16 *const *x,
+                                                       int mr, int np, int keep, int i, int j,
+                                                       int j1, void *Y, int f32out)
 {
-    int K = W->cols, nc = K / 8;
-    for (int j = j0; j < j1; j += 8) {
-        int cnt = j1 - j < 8 ? j1 - j : 8;
-        const uint8_t *grp = nb_wmat_group(W, j / 8);
-        for (int i = 0; i < n; i++) {
-            const nb_bf16 *x = X + (size_t)i * K;
-            __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
-            int c = 0;
-            for (; c + 2 <= nc; c += 2) {
-                const uint8_t *p = grp + (size_t)c * 128;
-                __m512bh x0 = ldx(x + c * 8), x1 = ldx(x + c * 8 + 8);
-                a0 = _mm512_dpbf16_ps(a0, ldw(p), x0);
-                b0 = _mm512_dpbf16_ps(b0, ldw(p + 64), x0);
-                a1 = _mm512_dpbf16_ps(a1, ldw(p + 128), x1);
-                b1 = _mm512_dpbf16_ps(b1, ldw(p + 192), x1);
-            }
-            if (c < nc) {
-                const uint8_t *p = grp + (size_t)c * 128;
-                __m512bh x0 = ldx(x + c * 8);
-                a0 = _mm512_dpbf16_ps(a0, ldw(p), x0);
-                b0 = _mm512_dpbf16_ps(b0, ldw(p + 64), x0);
-            }
-            float o[8];
-            _mm256_storeu_ps(o, rows8(_mm512_add_ps(a0, a1), _mm512_add_ps(b0, b1)));
-            add_tails(grp, x, K, o);
-            store(Y, f32out, (size_t)W->rows, i, j, o, cnt);
-        }
+    int K = W->cols, pairs = K / 2;
+    size_t gstride = (size_t)NB_VNNI * nb_vnni_cols(K) * 2;
+    const uint8_t *g = nb_wmat_vnni_group(W, j / NB_VNNI);
+    /* Fully unrolled (the pragmas): with loops left, GCC keeps the
+     * accumulators on the stack, a load and a store per vdpbf16ps. */
+    __m512 acc[MR][NP];
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++)
+            acc[r][q] = _mm512_setzero_ps();
+    int32_t xs[MR];
+    for (int p = 0; p < pairs; p++) {
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+            xs[r] = xpair(x[r], p);
+        step(acc, g, gstride, p, xs, mr, np);
     }
-}
-
-/* Prefill: a group's 8 rows x 4 activation rows per register tile (8
- * accumulators), activation rows in L2-sized blocks. */
-static void gemm(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0, int j1)
-{
-    int K = W->cols, nc = K / 8;
+    if (K & 1) {
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+            xs[r] = xlast(x[r], K);
+        step(acc, g, gstride, pairs, xs, mr, np);
+    }
     size_t ld = (size_t)W->rows;
-    int xb = (int)(XBLOCK_BYTES / ((size_t)K * 2));
-    xb = xb < 4 ? 4 : xb & ~3;
-    for (int i0 = 0; i0 < n; i0 += xb) {
-        int i1 = i0 + xb < n ? i0 + xb : n;
-        for (int j = j0; j < j1; j += 8) {
-            int wc = j1 - j < 8 ? j1 - j : 8;
-            const uint8_t *grp = nb_wmat_group(W, j / 8);
-            for (int i = i0; i < i1; i += 4) {
-                int xc = i1 - i < 4 ? i1 - i : 4;
-                const nb_bf16 *x[4];
-                for (int c = 0; c < 4; c++)
-                    x[c] = X + (size_t)(i + (c < xc ? c : xc - 1)) * K;
-                __m512 a[4], b[4];
-                for (int c = 0; c < 4; c++)
-                    a[c] = b[c] = _mm512_setzero_ps();
-                for (int c = 0; c < nc; c++) {
-                    const uint8_t *p = grp + (size_t)c * 128;
-                    __m512bh wa = ldw(p), wb = ldw(p + 64);
-                    for (int r = 0; r < 4; r++) {
-                        __m512bh xv = ldx(x[r] + c * 8);
-                        a[r] = _mm512_dpbf16_ps(a[r], wa, xv);
-                        b[r] = _mm512_dpbf16_ps(b[r], wb, xv);
-                    }
-                }
-                for (int r = 0; r < xc; r++) {
-                    float o[8];
-                    _mm256_storeu_ps(o, rows8(a[r], b[r]));
-                    add_tails(grp, x[r], K, o);
-                    store(Y, f32out, ld, i + r, j, o, wc);
-                }
-            }
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++) {
+        int jq = j + q * NB_VNNI, cnt = j1 - jq < NB_VNNI ? j1 - jq : NB_VNNI;
+        for (int r = 0; r < keep && cnt > 0; r++)
+            store16(Y, f32out, ld, i + r, jq, acc[r][q], cnt);
+    }
+}
+
+/* The constant-shape instances tile() is inlined into. */
+#define TILE_FN(mr, np)                                                                          \
+    static void tile_##mr##_##np(const nb_wmat *W, const nb_bf16 *const *x, int keep, int i,   \
+                                 int j, int j1, void *Y, int f32out)                             \
+    {                                                                                            \
+        tile(W, x, mr, np, keep, i, j, j1, Y, f32out);                                           \
+    }
+TILE_FN(1, 1)
+TILE_FN(1, 2)
+TILE_FN(1, 3)
+TILE_FN(1, 4)
+TILE_FN(6, 1)
+TILE_FN(6, 2)
+TILE_FN(6, 3)
+TILE_FN(6, 4)
+
+typedef void (*tile_fn)(const nb_wmat *, const nb_bf16 *const *, int, int, int, int, void *,
+                        int);
+static const tile_fn tiles_1[NP] = {tile_1_1, tile_1_2, tile_1_3, tile_1_4};
+static const tile_fn tiles_6[NP] = {tile_6_1, tile_6_2, tile_6_3, tile_6_4};
+
+/* Decode rows (n < GEMM_MIN_N) take one activation row per tile: the
+ * weights stream from memory anyway and 4 panels keep 4 chains in flight.
+ * Prefill takes MR rows per tile, 4 panels at a time: the chunk's panels (a chunk is at most a few
+ * hundred rows: under 1 MiB of weights) stay in L2 across row blocks. */
+static void linear_vnni(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
+                        int j1)
+{
+    int K = W->cols, mr = n >= GEMM_MIN_N ? MR : 1;
+    const tile_fn *fns = mr == MR ? tiles_6 : tiles_1;
+    for (int j = j0; j < j1; j += NP * NB_VNNI) {
+        int np = (j1 - j + NB_VNNI - 1) / NB_VNNI;
+        np = np < NP ? np : NP;
+        for (int i = 0; i < n; i += mr) {
+            int rows = n - i < mr ? n - i : mr;
+            const nb_bf16 *x[MR];
+            for (int r = 0; r < MR; r++)
+                x[r] = X + (size_t)(i + (r < rows ? r : rows - 1)) * K;
+            fns[np - 1](W, x, rows, i, j, j1, Y, f32out);
         }
     }
+}
+
+nb_code NB_AVX512_FINISH(nb_wmat *w, nb_err *err)
+{
+    return nb_wmat_place(w, w->type == NB_W_BF16 ? NB_LAYOUT_VNNI16 : NB_LAYOUT_PACK8, err);
 }
 
 void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                       int j1)
 {
-    if (W->type != NB_W_BF16 || W->layout != NB_LAYOUT_PACK8) {
-        nb_avx2_linear_bf16(W, X, n, Y, f32out, j0, j1); /* quantized rows: AVX2 kernels */
+    if (W->layout != NB_LAYOUT_VNNI16) {
+        nb_avx2_linear_bf16(W, X, n, Y, f32out, j0, j1); /* quantized or PACK8 rows */
         return;
     }
-    if (n >= GEMM_MIN_N)
-        gemm(W, X, n, Y, f32out, j0, j1);
-    else
-        gemv(W, X, n, Y, f32out, j0, j1);
+    linear_vnni(W, X, n, Y, f32out, j0, j1);
 }

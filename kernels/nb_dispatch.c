@@ -3,6 +3,7 @@
 #include "nb_kernels_impl.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +25,19 @@ const char *nb_isa_name(nb_isa isa)
     case NB_ISA_PORTABLE: return "portable";
     case NB_ISA_AVX2: return "avx2";
     case NB_ISA_AVX512BF16: return "avx512bf16";
+    case NB_ISA_AMXBF16: return "amx-bf16";
     }
     return "?";
 }
 
-/* Built once from the AVX2 table (detect), overriding the bf16 linear. */
-static nb_kernel_table avx512bf16_table;
+/* Built once from the AVX2 table (detect), overriding the bf16 linear and
+ * the weight layout; the AMX table is that one with the tile kernel. */
+static nb_kernel_table avx512bf16_table, amxbf16_table;
 
 static const nb_kernel_table *table_for(nb_isa isa)
 {
     switch (isa) {
+    case NB_ISA_AMXBF16: return &amxbf16_table;
     case NB_ISA_AVX512BF16: return &avx512bf16_table;
     case NB_ISA_AVX2: return &nb_kernels_avx2;
     case NB_ISA_PORTABLE: break;
@@ -49,6 +53,23 @@ static uint64_t xgetbv0(void)
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* Linux enables the 8 KiB of tile data per process on request only
+ * (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA; kernel 5.16+); the
+ * grant covers every thread, present and future. Refused (older kernel, a
+ * sigaltstack too small, a seccomp filter) means no AMX: the first tile
+ * instruction would fault, so the AVX-512 path runs instead. */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static int amx_permitted(void)
+{
+#ifdef SYS_arch_prctl
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return 0;
+#endif
 }
 
 static nb_isa probe_cpu(void)
@@ -76,9 +97,14 @@ static nb_isa probe_cpu(void)
         bf16 = (a >> 5) & 1;
     }
     int zmm_state = (xcr0 & 0xe6) == 0xe6; /* opmask, ZMM_Hi256, Hi16_ZMM */
-    if (avx512f && avx512bw && avx512vl && bf16 && zmm_state)
-        return NB_ISA_AVX512BF16;
-    return NB_ISA_AVX2;
+    if (!(avx512f && avx512bw && avx512vl && bf16 && zmm_state))
+        return NB_ISA_AVX2;
+    __cpuid_count(7, 0, a, b, c, d);
+    int amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
+    int tile_state = (xcr0 & 0x60000) == 0x60000; /* XTILECFG, XTILEDATA */
+    if (amx_bf16 && amx_tile && tile_state && amx_permitted())
+        return NB_ISA_AMXBF16;
+    return NB_ISA_AVX512BF16;
 }
 #else
 static nb_isa probe_cpu(void)
@@ -92,6 +118,10 @@ static void detect(void)
     avx512bf16_table = nb_kernels_avx2;
     avx512bf16_table.isa = NB_ISA_AVX512BF16;
     avx512bf16_table.linear_bf16 = nb_avx512_linear_bf16;
+    avx512bf16_table.wmat_finish = nb_avx512_wmat_finish;
+    amxbf16_table = avx512bf16_table;
+    amxbf16_table.isa = NB_ISA_AMXBF16;
+    amxbf16_table.linear_bf16 = nb_amx_linear_bf16;
     cpu_best = probe_cpu();
     env_best = cpu_best;
     const char *cap = getenv("NPUBENCH_ISA");
@@ -103,6 +133,8 @@ static void detect(void)
             want = NB_ISA_AVX2;
         else if (!strcmp(cap, "avx512bf16"))
             want = NB_ISA_AVX512BF16;
+        else if (!strcmp(cap, "amx-bf16"))
+            want = NB_ISA_AMXBF16;
         if (want < env_best)
             env_best = want;
     }
@@ -135,7 +167,7 @@ nb_isa nb_kernels_isa(void)
 nb_code nb_kernels_set_isa(nb_isa isa, nb_err *err)
 {
     pthread_once(&detect_once, detect);
-    if (isa != NB_ISA_PORTABLE && isa != NB_ISA_AVX2 && isa != NB_ISA_AVX512BF16)
+    if (isa < NB_ISA_PORTABLE || isa > NB_ISA_AMXBF16)
         return nb_err_set(err, NB_EINVAL, "kernel path %d: no such path", (int)isa);
     if (isa > nb_kernels_cpu_isa())
         return nb_err_set(err, NB_EUNSUPPORTED,
@@ -143,6 +175,12 @@ nb_code nb_kernels_set_isa(nb_isa isa, nb_err *err)
                           nb_isa_name(isa), nb_isa_name(cpu_best));
     atomic_store_explicit(&active, table_for(isa), memory_order_release);
     return NB_OK;
+}
+
+void nb_kernels_use_table(const nb_kernel_table *t)
+{
+    pthread_once(&detect_once, detect);
+    atomic_store_explicit(&active, t ? t : table_for(env_best), memory_order_release);
 }
 
 nb_code nb_kernels_init(int threads, nb_err *err)

@@ -1,5 +1,5 @@
 /* nb_kernels: weight matrices and the public kernel entry points, which split each call over
- * the thread pool and run the active path's kernel on every slice (kernels in nb_portable.c, nb_avx2.c, nb_avx512.c). */
+ * the thread pool and run the active path's kernel on every slice (nb_portable.c, nb_avx2.c, nb_avx512.c, nb_amx.c). */
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
 
@@ -183,8 +183,32 @@ static void pack_row(const nb_wmat *w, uint8_t *dst, int r, const uint8_t *src)
                (size_t)tail * es);
 }
 
+/* Element c of row r in a VNNI16 buffer (nb_kernels_impl.h). */
+static size_t vnni_offset(const nb_wmat *w, int r, int c)
+{
+    size_t grp = (size_t)(r / NB_VNNI) * NB_VNNI * (size_t)nb_vnni_cols(w->cols) * 2;
+    return grp + (size_t)(c / 2) * NB_VNNI * 4 + (size_t)(r % NB_VNNI) * 4 + (size_t)(c % 2) * 2;
+}
+
+/* Row r in or out of a VNNI16 buffer: one bf16 at a time, done once at
+ * setup (or per row read by a path that finished nothing itself). */
+static void vnni_row(const nb_wmat *w, uint8_t *vnni, int r, uint8_t *row, int to_vnni)
+{
+    for (int c = 0; c < w->cols; c++) {
+        uint8_t *v = vnni + vnni_offset(w, r, c);
+        if (to_vnni)
+            memcpy(v, row + (size_t)c * 2, 2);
+        else
+            memcpy(row + (size_t)c * 2, v, 2);
+    }
+}
+
 static void unpack_row(const nb_wmat *w, int r, uint8_t *dst)
 {
+    if (w->layout == NB_LAYOUT_VNNI16) {
+        vnni_row(w, w->data, r, dst, 0);
+        return;
+    }
     const uint8_t *grp = nb_wmat_group(w, r / NB_PACK);
     int lane = r % NB_PACK;
     if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
@@ -220,21 +244,34 @@ nb_code nb_wmat_place(nb_wmat *w, int layout, nb_err *err)
     if (w->slab)
         return nb_err_set(err, NB_EINVAL, "weight matrix %dx%d: finished twice", w->rows,
                           w->cols);
-    size_t rows = layout == NB_LAYOUT_PACK8
-                      ? ((size_t)w->rows + NB_PACK - 1) / NB_PACK * NB_PACK
-                      : (size_t)w->rows;
+    if (layout == NB_LAYOUT_VNNI16 && w->type != NB_W_BF16)
+        return nb_err_set(err, NB_EINVAL, "weight matrix %dx%d: VNNI16 holds bf16 only", w->rows,
+                          w->cols);
+    size_t rows = (size_t)w->rows, bytes = w->bytes;
+    if (layout == NB_LAYOUT_PACK8) {
+        rows = (rows + NB_PACK - 1) / NB_PACK * NB_PACK;
+        bytes = rows * w->row_bytes;
+    } else if (layout == NB_LAYOUT_VNNI16) {
+        rows = (rows + NB_VNNI - 1) / NB_VNNI * NB_VNNI;
+        bytes = rows * (size_t)nb_vnni_cols(w->cols) * 2;
+    }
     /* One spare cache line: SIMD paths may load a whole vector that ends
      * past the last element (never using the extra lanes). */
-    size_t bytes = rows * w->row_bytes, alloc = ((bytes + 63) & ~(size_t)63) + 64;
+    size_t alloc = ((bytes + 63) & ~(size_t)63) + 64;
     slab *s;
     uint8_t *dst = slab_alloc(alloc, &s);
     if (!dst)
         return nb_err_set(err, NB_ENOMEM, "out of memory for %dx%d %s weights (%zu bytes)",
                           w->rows, w->cols, nb_wtype_name(w->type), alloc);
     /* Zero what no row fills: padding lanes sit inside the last group. */
-    size_t filled = layout == NB_LAYOUT_PACK8 ? (rows - NB_PACK) * w->row_bytes : w->bytes;
+    size_t filled = layout == NB_LAYOUT_PACK8    ? (rows - NB_PACK) * w->row_bytes
+                    : layout == NB_LAYOUT_VNNI16 ? 0 /* column padding everywhere */
+                                                 : w->bytes;
     memset(dst + filled, 0, alloc - filled);
-    if (layout == NB_LAYOUT_PACK8)
+    if (layout == NB_LAYOUT_VNNI16)
+        for (int r = 0; r < w->rows; r++)
+            vnni_row(w, dst, r, w->data + (size_t)r * w->row_bytes, 1);
+    else if (layout == NB_LAYOUT_PACK8)
         for (int r = 0; r < w->rows; r++)
             pack_row(w, dst, r, w->data + (size_t)r * w->row_bytes);
     else
@@ -279,8 +316,9 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
 /* Below this many multiply-adds a call runs on the caller alone: waking the
  * pool costs a few microseconds. */
 #define PAR_MIN_MACS 32768.0
-/* Row chunks are multiples of this, so every chunk is whole PACK8 groups
- * and whole SIMD tiles. */
+/* Row chunks are multiples of this, so every chunk is whole PACK8 and
+ * VNNI16 groups and whole SIMD tiles (the AVX-512 and AMX kernels start a
+ * group at every j0). */
 #define ROW_ALIGN 16
 
 /* Threads take row chunks from a shared counter instead of fixed halves:

@@ -1,5 +1,5 @@
 /* nb_kernels: the CPU compute kernels the engine calls, with run-time dispatch
- * (AVX-512 BF16, AVX2+FMA, portable C). Every path agrees with the portable one up to fp32 rounding. */
+ * (AMX-BF16, AVX-512 BF16, AVX2+FMA, portable C). Every path agrees with the portable one up to fp32 rounding. */
 #ifndef NB_KERNELS_H
 #define NB_KERNELS_H
 
@@ -14,10 +14,12 @@
 typedef enum nb_isa {
     NB_ISA_PORTABLE = 0,
     NB_ISA_AVX2,      /* AVX2 + FMA + F16C */
-    NB_ISA_AVX512BF16 /* AVX-512F/BW/VL + AVX512_BF16 */
+    NB_ISA_AVX512BF16, /* AVX-512F/BW/VL + AVX512_BF16 */
+    NB_ISA_AMXBF16     /* that + AMX-TILE/AMX-BF16, XTILEDATA granted by the kernel */
 } nb_isa;
 
-/* The best path this CPU supports, capped by NPUBENCH_ISA=portable|avx2|avx512bf16. */
+/* The best path this CPU supports, capped by
+ * NPUBENCH_ISA=portable|avx2|avx512bf16|amx-bf16. */
 nb_isa nb_kernels_isa(void);
 /* Forces a path (tests compare each against portable). Returns NB_EUNSUPPORTED
  * when the CPU lacks it, leaving the current path. */

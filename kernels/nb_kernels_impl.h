@@ -17,9 +17,18 @@
  *   Q4_1/Q8_0: for each block b, the scales of block b of rows 0..7 (d,m
  *             or d: 4 or 2 bytes each), then its quants (16 or 32 bytes
  *             each) for rows 0..7, so one F16C op converts 8 rows' scales.
- * A group is 8 * row_bytes long. */
-enum { NB_LAYOUT_ROWS = 0, NB_LAYOUT_PACK8 = 1 };
+ * A group is 8 * row_bytes long.
+ * VNNI16 (bf16 only; the AVX-512 BF16 and AMX paths): rows in groups of
+ * 16, cols padded with zeros to kp = a multiple of 32 (nb_vnni_cols); group
+ * g holds, for each column pair p < kp/2, rows 16g..16g+15's elements 2p and
+ * 2p+1 side by side: 64 bytes, one zmm for vdpbf16ps against a broadcast
+ * pair of x, and 16 consecutive pairs (1 KiB) are one AMX B tile of 32
+ * columns. So one layout serves both, and both stream it sequentially.
+ * A group is 16 * kp * 2 bytes long. */
+enum { NB_LAYOUT_ROWS = 0, NB_LAYOUT_PACK8 = 1, NB_LAYOUT_VNNI16 = 2 };
 #define NB_PACK 8
+#define NB_VNNI 16
+#define NB_VNNI_KSTEP 32 /* columns per AMX tile row: 64 bytes of bf16 */
 
 struct nb_wmat {
     nb_wtype type;
@@ -41,6 +50,15 @@ const uint8_t *nb_wmat_row(const nb_wmat *w, int r, uint8_t *tmp);
 static inline const uint8_t *nb_wmat_group(const nb_wmat *w, int g)
 {
     return w->data + (size_t)g * NB_PACK * w->row_bytes;
+}
+
+static inline int nb_vnni_cols(int cols)
+{
+    return (cols + NB_VNNI_KSTEP - 1) / NB_VNNI_KSTEP * NB_VNNI_KSTEP;
+}
+static inline const uint8_t *nb_wmat_vnni_group(const nb_wmat *w, int g)
+{
+    return w->data + (size_t)g * NB_VNNI * (size_t)nb_vnni_cols(w->cols) * 2;
 }
 
 /* Attention arguments as the public call received them; a path computes
@@ -76,13 +94,22 @@ extern const nb_kernel_table nb_kernels_avx2; /* nb_avx2.c */
 const nb_kernel_table *nb_kernels_active(void);
 /* The best path the CPU (and OS) supports, ignoring NPUBENCH_ISA. */
 nb_isa nb_kernels_cpu_isa(void);
+/* Tests: makes t the active table, so a kernel built over emulated
+ * instructions runs behind the public calls (thread pool, batches);
+ * NULL restores the detected path. */
+void nb_kernels_use_table(const nb_kernel_table *t);
 
-/* The AVX-512 BF16 path is the AVX2 table with this linear kernel
- * (nb_avx512.c), which hands non-bf16 weights to the AVX2 one. */
+/* The AVX-512 BF16 path is the AVX2 table with this linear kernel and
+ * weight finish (nb_avx512.c): bf16 weights in VNNI16, the rest PACK8 and
+ * handed to the AVX2 kernels. The AMX path is that table again with the
+ * tile kernel (nb_amx.c), which hands small n to the AVX-512 one. */
 void nb_avx2_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                          int j1);
 void nb_avx512_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                            int j0, int j1);
+nb_code nb_avx512_wmat_finish(nb_wmat *w, nb_err *err);
+void nb_amx_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
+                        int j1);
 
 /* Frees the weight slab kept for reuse once every matrix is gone. */
 void nb_wmat_release_slabs(void);

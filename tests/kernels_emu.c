@@ -14,7 +14,7 @@
 typedef struct emu_m512 { float f[16]; } emu_m512;
 typedef struct emu_m512i { uint8_t b[64]; } emu_m512i;
 typedef struct emu_m512bh { uint16_t h[32]; } emu_m512bh;
-typedef struct emu_m512d { float f[16]; } emu_m512d;
+typedef struct emu_m256bh { uint16_t h[16]; } emu_m256bh;
 
 static inline float emu_flush(float x) /* DAZ / FTZ */
 {
@@ -35,11 +35,11 @@ static inline emu_m512i emu_loadu_si512(const void *p)
     return r;
 }
 
-static inline emu_m512i emu_broadcast_i32x4(__m128i v)
+static inline emu_m512i emu_set1_epi32(int32_t v)
 {
     emu_m512i r;
-    for (int k = 0; k < 4; k++)
-        memcpy(r.b + 16 * k, &v, 16);
+    for (int k = 0; k < 16; k++)
+        memcpy(r.b + 4 * k, &v, 4);
     return r;
 }
 
@@ -59,57 +59,36 @@ static inline emu_m512 emu_dpbf16_ps(emu_m512 src, emu_m512bh a, emu_m512bh b)
     return src;
 }
 
-static inline emu_m512 emu_add_ps(emu_m512 a, emu_m512 b)
+static inline void emu_storeu_ps(void *p, emu_m512 v)
 {
+    memcpy(p, v.f, sizeof v.f);
+}
+
+/* VCVTNEPS2BF16: RNE, NaN quieted, denormal inputs read as zero. */
+static inline emu_m256bh emu_cvtneps_pbh(emu_m512 a)
+{
+    emu_m256bh r;
     for (int j = 0; j < 16; j++)
-        a.f[j] += b.f[j];
-    return a;
-}
-
-/* VPERMILPS imm: within each 128-bit lane, element k takes element imm[2k+1:2k]. */
-static inline emu_m512 emu_permute_ps(emu_m512 a, int imm)
-{
-    emu_m512 r;
-    for (int j = 0; j < 16; j++)
-        r.f[j] = a.f[(j & ~3) | ((imm >> (2 * (j & 3))) & 3)];
+        r.h[j] = nb_f32_to_bf16(emu_flush(a.f[j]));
     return r;
-}
-
-static inline emu_m512 emu_permutex2var_ps(emu_m512 a, emu_m512i idx, emu_m512 b)
-{
-    emu_m512 r;
-    for (int j = 0; j < 16; j++) {
-        int32_t k;
-        memcpy(&k, idx.b + 4 * j, 4);
-        r.f[j] = (k & 16) ? b.f[k & 15] : a.f[k & 15];
-    }
-    return r;
-}
-
-static inline __m256 emu_castps512_ps256(emu_m512 v)
-{
-    return _mm256_loadu_ps(v.f);
 }
 
 #define __m512 emu_m512
 #define __m512i emu_m512i
 #define __m512bh emu_m512bh
+#define __m256bh emu_m256bh
 #undef _mm512_setzero_ps /* a macro in unoptimised builds */
 #define _mm512_setzero_ps emu_setzero_ps
 #undef _mm512_loadu_si512 /* a macro in unoptimised builds */
 #define _mm512_loadu_si512 emu_loadu_si512
-#undef _mm512_broadcast_i32x4 /* a macro in unoptimised builds */
-#define _mm512_broadcast_i32x4 emu_broadcast_i32x4
+#undef _mm512_set1_epi32 /* a macro in unoptimised builds */
+#define _mm512_set1_epi32 emu_set1_epi32
 #undef _mm512_dpbf16_ps /* a macro in unoptimised builds */
 #define _mm512_dpbf16_ps emu_dpbf16_ps
-#undef _mm512_add_ps /* a macro in unoptimised builds */
-#define _mm512_add_ps emu_add_ps
-#undef _mm512_permute_ps /* a macro in unoptimised builds */
-#define _mm512_permute_ps emu_permute_ps
-#undef _mm512_permutex2var_ps /* a macro in unoptimised builds */
-#define _mm512_permutex2var_ps emu_permutex2var_ps
-#undef _mm512_castps512_ps256 /* a macro in unoptimised builds */
-#define _mm512_castps512_ps256 emu_castps512_ps256
+#undef _mm512_cvtneps_pbh /* a macro in unoptimised builds */
+#define _mm512_cvtneps_pbh emu_cvtneps_pbh
+#undef _mm512_storeu_ps /* a macro in unoptimised builds */
+#define _mm512_storeu_ps emu_storeu_ps
 
 #define NB_AVX512_EMULATE 1
 #include "nb_avx512.c"

@@ -13,14 +13,14 @@
 #include "nb_kernels_impl.h"
 
 /* The faster paths this CPU supports (portable is the reference). */
-static nb_isa fast[2];
+static nb_isa fast[3];
 static int n_fast;
 
 static int setup(void **state)
 {
     (void)state;
     nb_err err = {0};
-    for (nb_isa isa = NB_ISA_AVX2; isa <= NB_ISA_AVX512BF16; isa++) {
+    for (nb_isa isa = NB_ISA_AVX2; isa <= NB_ISA_AMXBF16; isa++) {
         if (nb_kernels_set_isa(isa, &err) == NB_OK)
             fast[n_fast++] = isa;
         else

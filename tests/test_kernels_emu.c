@@ -1,5 +1,5 @@
-/* test_kernels_emu: the AVX-512 BF16 linear kernel built over an emulation of its few AVX-512
- * intrinsics (SDM semantics) and checked against portable, so its tiling is tested on CPUs without AVX-512. */
+/* test_kernels_emu: the AVX-512 BF16 and AMX-BF16 linear kernels built over emulations of their
+ * intrinsics (SDM semantics) and checked against portable, alone and inside the engine, on every CPU with AVX2. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,21 +8,54 @@
 #include <cmocka.h>
 
 #include "kernels_testlib.h"
+#include "nb_diagnosis.h"
+#include "nb_engine.h"
 #include "nb_kernels_impl.h"
+#include "tools/nb_tiny.h"
 
-/* nb_avx512.c over the emulated intrinsics (kernels_emu.c). */
+/* nb_avx512.c over the emulated intrinsics (kernels_emu.c), nb_amx.c over
+ * the emulated tiles (kernels_amx_emu.c). */
 void nb_avx512_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                                int j0, int j1);
+nb_code nb_avx512_emu_wmat_finish(nb_wmat *w, nb_err *err);
+void nb_amx_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                            int j0, int j1);
+float nb_amx_emu_dot_pair(float c0, const nb_bf16 a[2], const nb_bf16 b[2]);
 
-static void run(int rows, int cols, int n)
+typedef void (*linear_fn)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
+                          int j1);
+
+/* Wv in VNNI16, as both paths finish it, from the same rows as portable's W:
+ * every row reads back bit for bit (the layout loses nothing). */
+static nb_wmat *vnni_copy(const uint8_t *data, int rows, int cols)
+{
+    nb_err err = {0};
+    nb_wmat *Wv;
+    assert_int_equal(nb_wmat_create(NB_W_BF16, rows, cols, &Wv, &err), NB_OK);
+    for (int r = 0; r < rows; r++)
+        nb_wmat_set_row(Wv, r, data + (size_t)r * cols * 2);
+    assert_int_equal(nb_avx512_emu_wmat_finish(Wv, &err), NB_OK);
+    assert_int_equal(Wv->layout, NB_LAYOUT_VNNI16);
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    for (int r = 0; r < rows; r++) {
+        nb_wmat_get_row_f32(Wv, r, row);
+        const nb_bf16 *src = (const nb_bf16 *)data + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            if (row[c] != nb_bf16_to_f32(src[c]))
+                fail_msg("VNNI16 row %d col %d reads back %g", r, c, row[c]);
+    }
+    free(row);
+    return Wv;
+}
+
+static void run(const char *path, linear_fn fn, int rows, int cols, int n)
 {
     nb_err err = {0};
     uint8_t *data = kt_rows(NB_W_BF16, rows, cols);
-    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
-    nb_wmat *Wp = kt_wmat_from(NB_W_BF16, rows, cols, data); /* PACK8, as AVX-512 finishes */
     assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
     nb_wmat *W = kt_wmat_from(NB_W_BF16, rows, cols, data);
-    assert_true(W && Wp && Wp->layout == NB_LAYOUT_PACK8);
+    assert_true(W != NULL);
+    nb_wmat *Wv = vnni_copy(data, rows, cols);
     free(data);
     size_t out = (size_t)n * rows;
     nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
@@ -31,15 +64,18 @@ static void run(int rows, int cols, int n)
     nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
     nb_linear_bf16_f32out(W, X, n, ref32);
     nb_linear_bf16(W, X, n, ref16);
+    /* any path computes on any layout: portable reads VNNI16 rows, bit for bit */
+    nb_linear_bf16_f32out(Wv, X, n, got32);
+    assert_memory_equal(ref32, got32, out * 4);
     /* two slices, as two threads would split the rows */
     int mid = (rows / 2) & ~15;
-    nb_avx512_emu_linear_bf16(Wp, X, n, got32, 1, 0, mid);
-    nb_avx512_emu_linear_bf16(Wp, X, n, got32, 1, mid, rows);
-    nb_avx512_emu_linear_bf16(Wp, X, n, got16, 0, 0, rows);
+    fn(Wv, X, n, got32, 1, 0, mid);
+    fn(Wv, X, n, got32, 1, mid, rows);
+    fn(Wv, X, n, got16, 0, 0, rows);
     float *mag = kt_abs_dots(W, X, n);
     float rel = (float)cols * 6e-8f;
     char what[96];
-    snprintf(what, sizeof what, "avx512bf16 (emulated) %dx%d n=%d", rows, cols, n);
+    snprintf(what, sizeof what, "%s (emulated) %dx%d n=%d", path, rows, cols, n);
     int bad = kt_check_f32(what, ref32, got32, mag, out, rel);
     for (size_t i = 0; i < out; i++)
         mag[i] *= rel;
@@ -53,28 +89,216 @@ static void run(int rows, int cols, int n)
     free(ref16);
     free(got16);
     nb_wmat_free(W);
-    nb_wmat_free(Wp);
+    nb_wmat_free(Wv);
+}
+
+static void need_avx2(void)
+{
+    if (nb_kernels_cpu_isa() < NB_ISA_AVX2) {
+        fprintf(stderr, "[  SKIP    ] the emulation runs on AVX2, which this CPU lacks\n");
+        skip();
+    }
 }
 
 static void test_avx512_linear_emulated(void **state)
 {
     (void)state;
-    if (nb_kernels_cpu_isa() < NB_ISA_AVX2) {
-        fprintf(stderr, "[  SKIP    ] the emulation runs on AVX2, which this CPU lacks\n");
-        skip();
-    }
+    need_avx2();
     static const int cols[] = {64, 576, 1536, 13, 100, 33};
-    static const int ns[] = {1, 3, 4, 17, 70};
+    static const int ns[] = {1, 3, 4, 6, 17, 70};
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
-            run(37, cols[c], ns[k]);
-    run(200, 576, 1);
+            run("avx512bf16", nb_avx512_emu_linear_bf16, 37, cols[c], ns[k]);
+    run("avx512bf16", nb_avx512_emu_linear_bf16, 200, 576, 1);
+    run("avx512bf16", nb_avx512_emu_linear_bf16, 200, 64, 13);
+}
+
+/* Tiles from 16 rows up (smaller n hands over to the AVX-512 kernel, also
+ * covered): partial A tiles (17, 33), partial C columns (rows 37, 200). */
+static void test_amx_linear_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    static const int cols[] = {64, 576, 13, 100, 33};
+    static const int ns[] = {3, 16, 17, 33, 70};
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            run("amx-bf16", nb_amx_emu_linear_bf16, 37, cols[c], ns[k]);
+    run("amx-bf16", nb_amx_emu_linear_bf16, 200, 1536, 32);
+}
+
+/* Behind the public calls: the thread pool's row chunks on 2 threads, a
+ * batch sharing X (the per-call activation copy is made once per thread
+ * and reused across chunks and matrices) and calls in a row on one buffer
+ * refilled in place (new values must not meet the old copy). Both
+ * emulated paths; the AMX one also hands short calls to the AVX-512 one. */
+static void test_emulated_behind_public_calls(void **state)
+{
+    (void)state;
+    need_avx2();
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    static const linear_fn fns[] = {nb_avx512_emu_linear_bf16, nb_amx_emu_linear_bf16};
+    enum { COUNT = 3, COLS = 96, N = 40 };
+    static const int rows[COUNT] = {200, 64, 37};
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    for (int f = 0; f < 2; f++) {
+        emu = nb_kernels_avx2;
+        emu.linear_bf16 = fns[f];
+        emu.wmat_finish = nb_avx512_emu_wmat_finish;
+        nb_wmat *W[COUNT], *Wv[COUNT];
+        nb_bf16 *ref[COUNT], *got[COUNT];
+        for (int k = 0; k < COUNT; k++) {
+            uint8_t *data = kt_rows(NB_W_BF16, rows[k], COLS);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+            W[k] = kt_wmat_from(NB_W_BF16, rows[k], COLS, data);
+            nb_kernels_use_table(&emu);
+            Wv[k] = kt_wmat_from(NB_W_BF16, rows[k], COLS, data);
+            assert_true(W[k] && Wv[k] && Wv[k]->layout == NB_LAYOUT_VNNI16);
+            free(data);
+            ref[k] = malloc(sizeof(nb_bf16) * N * rows[k]);
+            got[k] = malloc(sizeof(nb_bf16) * N * rows[k]);
+        }
+        nb_bf16 *X = malloc(sizeof(nb_bf16) * N * COLS);
+        /* each call refills X in place: same pointer, same shape the last time */
+        static const int ns[] = {N - 1, N, N};
+        for (int call = 0; call < 3; call++) {
+            int n = ns[call];
+            kt_fill_bf16(X, (size_t)N * COLS, 1.0f);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+            nb_linear_bf16_batch((const nb_wmat *const *)W, ref, COUNT, X, n);
+            nb_kernels_use_table(&emu);
+            nb_linear_bf16_batch((const nb_wmat *const *)Wv, got, COUNT, X, n);
+            for (int k = 0; k < COUNT; k++) {
+                float *mag = kt_abs_dots(W[k], X, n);
+                for (int i = 0; i < n * rows[k]; i++)
+                    mag[i] *= (float)COLS * 6e-8f;
+                if (kt_check_bf16_tol(f ? "amx-bf16 batch" : "avx512bf16 batch", ref[k],
+                                      got[k], (size_t)n * rows[k], mag, 0))
+                    fail_msg("emulated path %d, call %d, matrix %d, n=%d", f, call, k, n);
+                free(mag);
+            }
+        }
+        nb_kernels_use_table(NULL);
+        free(X);
+        for (int k = 0; k < COUNT; k++) {
+            nb_wmat_free(W[k]);
+            nb_wmat_free(Wv[k]);
+            free(ref[k]);
+            free(got[k]);
+        }
+    }
+}
+
+/* The engine end to end on the tiny bf16 model (dim 64, ffn 128, tied
+ * head): a 40-token prefill (AMX tiles in every linear) and 3 decode steps
+ * (the AVX-512 kernel) on the emulated table against portable: the VNNI16
+ * finish, embedding rows read back from it, batches and the pool, wired as
+ * the dispatcher wires them. Rounding differences would cross bf16
+ * roundings layer after layer, so the bound is on the logits as a whole:
+ * cosine >= 0.9999 and the same top token. (The tiny weights are k/256,
+ * so its dots are exact in fp32 and the paths in fact agree bit for bit.) */
+static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threads, float *out)
+{
+    nb_err err = {0};
+    if (t)
+        nb_kernels_use_table(t);
+    else
+        assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    nb_engine_opts o;
+    nb_engine_opts_default(&o);
+    o.dtype = NB_DTYPE_BF16;
+    o.max_seq = 64;
+    o.threads = threads;
+    nb_engine *e;
+    if (nb_engine_setup(m, &o, &e, &err))
+        fail_msg("engine setup: %s", err.msg);
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = 3 + (i * 37) % 250;
+    const float *logits;
+    assert_int_equal(nb_engine_prefill(e, ids, 40, &logits, &err), NB_OK);
+    memcpy(out, logits, sizeof(float) * NB_TINY_VOCAB);
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(nb_engine_decode_step(e, ids[s], 40 + s, &logits, &err), NB_OK);
+        memcpy(out + (size_t)(s + 1) * NB_TINY_VOCAB, logits, sizeof(float) * NB_TINY_VOCAB);
+    }
+    nb_engine_free(e);
+    nb_kernels_use_table(NULL);
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        b = x[i] > x[b] ? i : b;
+    return b;
+}
+
+static void test_engine_on_emulated_paths(void **state)
+{
+    (void)state;
+    need_avx2();
+    char dir[4096], path[4200];
+    assert_int_equal(nb_tiny_mkdtemp(dir, sizeof dir, "test_kernels_emu"), 0);
+    snprintf(path, sizeof path, "%s/tiny.gguf", dir);
+    nb_tiny_opts to = {.seed = 7, .type = NB_TT_BF16};
+    assert_int_equal(nb_tiny_write_gguf(&to, path), 0);
+    nb_model *m = NULL;
+    nb_err err = {0};
+    if (nb_model_open(path, &m, &err))
+        fail_msg("%s: %s", path, err.msg);
+    enum { STEPS = 4 };
+    static float ref[STEPS * NB_TINY_VOCAB], got[STEPS * NB_TINY_VOCAB];
+    engine_logits(m, NULL, 2, ref);
+    static const linear_fn fns[] = {nb_avx512_emu_linear_bf16, nb_amx_emu_linear_bf16};
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    /* 1 thread: whole matrices per call, so every C tile of a 32x32 block
+     * is used; 2: the pool's 16-row chunks */
+    for (int c = 0; c < 4; c++) {
+        int f = c / 2, threads = 1 + c % 2;
+        emu = nb_kernels_avx2;
+        emu.linear_bf16 = fns[f];
+        emu.wmat_finish = nb_avx512_emu_wmat_finish;
+        engine_logits(m, &emu, threads, got);
+        nb_cos_stats cs; /* cosine per step (row) of the logits */
+        nb_cos_stats_rows(ref, got, STEPS, NB_TINY_VOCAB, &cs);
+        if (!(cs.min >= 0.9999))
+            fail_msg("%s (emulated) engine, %d threads: logits cosine %.7f",
+                     f ? "amx-bf16" : "avx512bf16", threads, cs.min);
+        for (int s = 0; s < STEPS; s++)
+            assert_int_equal(argmax(ref + (size_t)s * NB_TINY_VOCAB, NB_TINY_VOCAB),
+                             argmax(got + (size_t)s * NB_TINY_VOCAB, NB_TINY_VOCAB));
+    }
+    nb_model_close(m);
+    nb_tiny_rmtree(dir);
+}
+
+/* The emulated TDPBF16PS itself: the documented DAZ/FTZ and one rounding
+ * per product step. */
+static void test_amx_emulated_semantics(void **state)
+{
+    (void)state;
+    const nb_bf16 one = nb_f32_to_bf16(1.0f), denorm = 0x0001, tiny = 0x0080; /* 2^-126 */
+    nb_bf16 a[2] = {one, one}, b[2] = {nb_f32_to_bf16(3.0f), nb_f32_to_bf16(-0.5f)};
+    assert_true(nb_amx_emu_dot_pair(1.0f, a, b) == 3.5f);
+    nb_bf16 ad[2] = {denorm, 0}, bd[2] = {nb_f32_to_bf16(1e30f), 0};
+    assert_true(nb_amx_emu_dot_pair(0.0f, ad, bd) == 0.0f); /* DAZ: not 9e-16 */
+    nb_bf16 at[2] = {tiny, 0}, bt[2] = {nb_f32_to_bf16(0.5f), 0};
+    assert_true(nb_amx_emu_dot_pair(0.0f, at, bt) == 0.0f); /* FTZ: 2^-127 flushed */
+    /* 1 + 2^-24 + 2^-24 rounds twice (each to 1) under one rounding per step */
+    nb_bf16 ar[2] = {nb_f32_to_bf16(0x1p-24f), nb_f32_to_bf16(0x1p-24f)}, br[2] = {one, one};
+    assert_true(nb_amx_emu_dot_pair(1.0f, ar, br) == 1.0f);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx512_linear_emulated),
+        cmocka_unit_test(test_amx_linear_emulated),
+        cmocka_unit_test(test_emulated_behind_public_calls),
+        cmocka_unit_test(test_engine_on_emulated_paths),
+        cmocka_unit_test(test_amx_emulated_semantics),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nb_kernels_shutdown();
