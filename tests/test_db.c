@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
@@ -1777,5 +1779,5 @@ int main(void)
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_durability_kill9),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return tu_run_group(tests, group_setup, group_teardown);
 }

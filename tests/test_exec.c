@@ -410,10 +410,7 @@ static void test_exec_jobs(void **state)
 static void test_exec_npubench(void **state)
 {
     (void)state;
-    if (!tu_model()) {
-        fprintf(stderr, "skipped: model not fetched\n");
-        return;
-    }
+    tu_require_model();
     char *tmp = tu_tmpdir();
     char json[4096];
     const char *bin = tu_env("NB_BIN", "npubench");
@@ -584,10 +581,7 @@ static void test_job_execute_exec(void **state)
 static void test_job_cache(void **state)
 {
     (void)state;
-    if (!tu_model()) {
-        fprintf(stderr, "skipped: model not fetched\n");
-        return;
-    }
+    tu_require_model();
     const char *json = "[{\"name\": \"a\", \"model\": \"instruct\", \"dtype\": \"q4_1\", \"threads\": 1},"
                        " {\"name\": \"b\", \"model\": \"base\", \"dtype\": \"q4_1\", \"threads\": 1}]";
     nb_deployment *deps;
@@ -641,5 +635,5 @@ int main(void)
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "kernels_testlib.h"
 #include "nb_kernels_impl.h"
 
@@ -59,10 +61,8 @@ static void run(int rows, int cols, int n)
 static void test_avx512_linear_emulated(void **state)
 {
     (void)state;
-    if (nb_kernels_cpu_isa() < NB_ISA_AVX2) {
-        fprintf(stderr, "[  SKIP    ] the emulation runs on AVX2, which this CPU lacks\n");
-        skip();
-    }
+    if (nb_kernels_cpu_isa() < NB_ISA_AVX2)
+        tu_skip("the emulation runs on AVX2, which this CPU lacks");
     static const int cols[] = {64, 576, 1536, 13, 100, 33};
     static const int ns[] = {1, 3, 4, 17, 70};
     for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
@@ -76,7 +76,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx512_linear_emulated),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = tu_run_group(tests, NULL, NULL);
     nb_kernels_shutdown();
     return rc;
 }

@@ -803,5 +803,5 @@ int main(void)
         cmocka_unit_test(test_matrix_and_history_regression),
         cmocka_unit_test(test_import_and_history_cli),
     };
-    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
+    return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

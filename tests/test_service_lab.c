@@ -138,14 +138,6 @@ static long long submitted_id(const char *out)
     return p ? atoll(p + 4) : -1;
 }
 
-static int need_model(void)
-{
-    if (!tu_model()) {
-        print_message("SKIP: the default model is not fetched (scripts/fetch_model.sh)\n");
-        return 0;
-    }
-    return 1;
-}
 
 /* No sanitizer report in any process's log (they were killed, so leaks are not
  * checked there, but memory errors and UB would have been printed). */
@@ -176,8 +168,7 @@ static void logs_clean(void)
 static void test_lab_ipc(void **s)
 {
     (void)s;
-    if (!need_model())
-        skip();
+    tu_require_model();
     char url[1200], db[1200];
     snprintf(url, sizeof url, "ipc://%s/c.sock", tu_group_tmp());
     snprintf(db, sizeof db, "%s/ipc.db", tu_group_tmp());
@@ -311,8 +302,7 @@ static long long worker_pid_of(const char *job_out, const char *names[], pid_t p
 static void test_lab_faults_tcp(void **s)
 {
     (void)s;
-    if (!need_model())
-        skip();
+    tu_require_model();
     char url[128], db[1200];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20001 + (int)(getpid() % 20000));
     snprintf(db, sizeof db, "%s/tcp.db", tu_group_tmp());
@@ -387,8 +377,7 @@ static void test_lab_faults_tcp(void **s)
 static void test_embedded_history(void **s)
 {
     (void)s;
-    if (!need_model())
-        skip();
+    tu_require_model();
     char db[1200];
     snprintf(db, sizeof db, "%s/local.db", tu_group_tmp());
     tu_result r =
@@ -441,5 +430,5 @@ int main(void)
         cmocka_unit_test(test_lab_faults_tcp),
         cmocka_unit_test(test_embedded_history),
     };
-    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
+    return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }
