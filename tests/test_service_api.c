@@ -828,6 +828,57 @@ static void test_matrix_and_history_regression(void **s)
 }
 
 /* import through the CLI into a local database, then history over it. */
+/* Runs `npubench ARGS --db db`; asserts the exit code and that each line of want (lines
+ * separated by '\n') is a whole line of the output. */
+static void expect_cli(const char *db, int code, const char *want, const char *args)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s --db '%s'", tu_env("NB_BIN", "npubench"), args, db);
+    tu_result r = tu_run(cmd);
+    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
+    assert_int_equal(r.code, code);
+    for (const char *w = want; *w;) {
+        size_t n = strcspn(w, "\n");
+        char line[512];
+        snprintf(line, sizeof line, "\n%.*s\n", (int)n, w);
+        assert_non_null(strstr(r.out, line));
+        w += n + (w[n] == '\n');
+    }
+    free(r.out);
+}
+
+/* compare's verdict on imported runs with known numbers: exit 1 on a regression beyond the
+ * tolerance (default 5%), 0 within it, each row marked. */
+static void test_compare_verdicts(void **s)
+{
+    (void)s;
+    char db[1200], args[2048];
+    snprintf(db, sizeof db, "%s/compare.db", tu_group_tmp());
+    snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
+             tu_env("NB_SRC", "."));
+    expect_cli(db, 0, "", args);
+    /* run 2 vs run 1, both strix-01: within 5% */
+    expect_cli(db, 0,
+               "TTFT (ms)            | 415.90       | 0.99× / -0.5%\n"
+               "TPS (tokens/s)       | 18.30        | 1.01× / +1.1%",
+               "compare 2 1");
+    /* run 4 vs run 2: TTFT +13.2%, TPS -11.5% */
+    expect_cli(db, 1,
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%  REGRESSION",
+               "compare 4 2");
+    expect_cli(db, 1,
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "compare 4 2 --tolerance 12");
+    expect_cli(db, 0,
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "compare 4 2 --tolerance 14");
+    expect_cli(db, 2, "", "compare 4 2 --against nothing");
+    expect_cli(db, 2, "", "compare 0 2");
+}
+
 static void test_import_and_history_cli(void **s)
 {
     (void)s;
@@ -898,6 +949,7 @@ int main(void)
         cmocka_unit_test(test_shards_merge_like_one_worker),
         cmocka_unit_test(test_matrix_and_history_regression),
         cmocka_unit_test(test_import_and_history_cli),
+        cmocka_unit_test(test_compare_verdicts),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

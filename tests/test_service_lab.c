@@ -50,15 +50,13 @@ static pid_t spawn(const char *log, const char *fmt, ...)
         execl("/bin/sh", "sh", "-c", line, (char *)NULL);
         _exit(127);
     }
+    tu_track(pid);
     return pid;
 }
 
 static void kill9(pid_t pid)
 {
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
+    tu_kill(pid);
 }
 
 /* Runs `npubench args` in the foreground. */
@@ -228,11 +226,9 @@ static void test_lab_ipc(void **s)
     assert_int_equal(r.code, 0);
     long long q = submitted_id(r.out);
     free(r.out);
-    sleep_ms(1500);
-    r = cli("jobs --coordinator '%s'", url);
-    assert_non_null(strstr(r.out, "no live worker can run it"));
-    assert_non_null(strstr(r.out, "nosuch.gguf"));
-    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' jobs --coordinator '%s' | grep 'nosuch.gguf' | "
+             "grep -q 'no live worker can run it'", bin(), url);
+    assert_true(tu_poll(10000, system(cmd) == 0)); /* reasons are refreshed once a second */
     r = cli("cancel %lld --coordinator '%s'", q, url);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "cancelled"));
@@ -274,11 +270,14 @@ static void test_wrong_secret(void **s)
         sleep_ms(100);
     }
     tu_result r = cli("submit run --coordinator '%s' --secret wrong", url);
-    assert_int_not_equal(r.code, 0);
+    assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.out, "UNAUTHENTICATED"));
+    assert_non_null(strstr(r.out, "request MAC does not verify: the client's secret differs"));
     free(r.out);
     r = cli("submit run --coordinator '%s'", url);
-    assert_int_not_equal(r.code, 0);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "UNAUTHENTICATED"));
+    assert_non_null(strstr(r.out, "request carries no valid MAC"));
     free(r.out);
     assert_int_equal(db_int(db, "SELECT count(*) FROM jobs"), 0);
     /* unreachable coordinator: exit 3 */
@@ -409,14 +408,16 @@ static void test_embedded_history(void **s)
     r = cli("run --n-tokens 4 --reps 2 --warmup 0 --ignore-eos --db '%s'", db);
     assert_int_equal(r.code, 0);
     free(r.out);
-    r = cli("compare 3 --against reference --db '%s'", db);
-    assert_true(r.code == 0 || r.code == 1); /* 1 only if it regressed by > 5% */
+    /* timings of real runs: only a 10x slowdown would fail at --tolerance 1000 (the verdict
+     * against known numbers is test_service_api's test_compare_verdicts) */
+    r = cli("compare 3 --against reference --tolerance 1000 --db '%s'", db);
+    assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "vs reference (× / %)"));
     assert_non_null(strstr(r.out, "TTFT (ms)"));
     assert_non_null(strstr(r.out, "Decode (ms/token)"));
     free(r.out);
-    r = cli("compare 3 2 --db '%s'", db);
-    assert_true(r.code == 0 || r.code == 1);
+    r = cli("compare 3 2 --tolerance 1000 --db '%s'", db);
+    assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "vs run 2 (× / %)"));
     free(r.out);
 }
@@ -425,10 +426,10 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_wrong_secret),
-        cmocka_unit_test(test_lab_ipc),
-        cmocka_unit_test(test_lab_faults_tcp),
-        cmocka_unit_test(test_embedded_history),
+        cmocka_unit_test_teardown(test_wrong_secret, tu_teardown_kill),
+        cmocka_unit_test_teardown(test_lab_ipc, tu_teardown_kill),
+        cmocka_unit_test_teardown(test_lab_faults_tcp, tu_teardown_kill),
+        cmocka_unit_test_teardown(test_embedded_history, tu_teardown_kill),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

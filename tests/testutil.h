@@ -217,6 +217,46 @@ static inline void tu_init(void)
     _exit(0);
 }
 
+/* Children a test started in the background: tu_track them when forked, tu_kill ends one
+ * (SIGKILL, reaped); tu_teardown_kill, a cmocka teardown, ends the rest after the test
+ * passed or failed, so a failed test leaves nothing running into the next one. */
+enum { TU_TRACK_MAX = 64 };
+static inline pid_t *tu_tracked(void)
+{
+    static pid_t pids[TU_TRACK_MAX];
+    return pids;
+}
+
+static inline void tu_track(pid_t pid)
+{
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        if (tu_tracked()[i] <= 0) {
+            tu_tracked()[i] = pid;
+            return;
+        }
+    fail_msg("more than %d background processes", TU_TRACK_MAX);
+}
+
+static inline void tu_kill(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        if (tu_tracked()[i] == pid)
+            tu_tracked()[i] = 0;
+}
+
+static inline int tu_teardown_kill(void **state)
+{
+    (void)state;
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        tu_kill(tu_tracked()[i]);
+    return 0;
+}
+
 /* What main returns: cmocka's failure count, else TU_SKIP_RC when a test skipped, and a
  * failure when a process the tests started outlived them (it is killed). */
 static inline int tu_group_exit(int failed)
