@@ -3,6 +3,7 @@
  * every layer's hidden state in prefill and the logits of prefill and each decode step. */
 #include <math.h>
 
+#include "ref64.h"
 #include "testutil.h"
 
 #include "nb_engine.h"
@@ -59,10 +60,7 @@ static void linear(const ref_model *m, int kind, int layer, const double *x, dou
 static void rmsnorm(const ref_model *m, int kind, int layer, const double *x, double *y)
 {
     const nb_tiny_tensor *t = tensor(m, kind, layer);
-    double ss = 0;
-    for (int i = 0; i < D; i++)
-        ss += x[i] * x[i];
-    double inv = 1.0 / sqrt(ss / D + (double)NB_TINY_RMS_EPS);
+    double inv = ref64_rms_inv(x, D, NB_TINY_RMS_EPS);
     for (int i = 0; i < D; i++)
         y[i] = (double)nb_tiny_value(&m->o, t, 0, i) * x[i] * inv;
 }
@@ -111,22 +109,8 @@ static void forward(ref_model *m, int32_t tok, int pos, double *logits)
         rope(m, m->kc[l][pos], KV, pos);
         for (int hh = 0; hh < H; hh++) {
             int kvh = hh / (H / KV);
-            double sc[MAXP], mx = -INFINITY, sum = 0;
-            for (int p = 0; p <= pos; p++) {
-                double d = 0;
-                for (int i = 0; i < HD; i++)
-                    d += q[hh * HD + i] * m->kc[l][p][kvh * HD + i];
-                sc[p] = d / sqrt((double)HD);
-                mx = fmax(mx, sc[p]);
-            }
-            for (int p = 0; p <= pos; p++)
-                sum += sc[p] = exp(sc[p] - mx);
-            for (int i = 0; i < HD; i++) {
-                double acc = 0;
-                for (int p = 0; p <= pos; p++)
-                    acc += sc[p] / sum * m->vc[l][p][kvh * HD + i];
-                att[hh * HD + i] = acc;
-            }
+            ref64_attend(&q[hh * HD], &m->kc[l][0][kvh * HD], &m->vc[l][0][kvh * HD], pos + 1,
+                         KV * HD, HD, &att[hh * HD]);
         }
         linear(m, NB_TINY_O, l, att, o);
         for (int i = 0; i < D; i++)
@@ -135,7 +119,7 @@ static void forward(ref_model *m, int32_t tok, int pos, double *logits)
         linear(m, NB_TINY_GATE, l, h, g);
         linear(m, NB_TINY_UP, l, h, u);
         for (int i = 0; i < F; i++)
-            g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+            g[i] = ref64_silu(g[i]) * u[i];
         linear(m, NB_TINY_DOWN, l, g, o);
         for (int i = 0; i < D; i++)
             x[i] += o[i];

@@ -2,6 +2,7 @@
  * independent fp64 formula written here from HF's definitions, not against another kernel. */
 #include <math.h>
 
+#include "ref64.h"
 #include "testutil.h"
 
 #include "kernels_testlib.h"
@@ -71,17 +72,15 @@ static void test_rmsnorm(void **state)
         to_bf16(wb, w, (size_t)dim);
         const float eps = 1e-5f;
         for (int r = 0; r < N; r++) {
-            double ss = 0, ssb = 0;
+            double xd[MAXD], xbd[MAXD];
             for (int t = 0; t < dim; t++) {
-                ss += (double)x[r * dim + t] * x[r * dim + t];
-                double v = nb_bf16_to_f32(xb[r * dim + t]);
-                ssb += v * v;
+                xd[t] = x[r * dim + t];
+                xbd[t] = nb_bf16_to_f32(xb[r * dim + t]);
             }
-            double inv = 1 / sqrt(ss / dim + eps), invb = 1 / sqrt(ssb / dim + eps);
+            double inv = ref64_rms_inv(xd, dim, eps), invb = ref64_rms_inv(xbd, dim, eps);
             for (int t = 0; t < dim; t++) {
-                want[r * dim + t] = (double)w[t] * x[r * dim + t] * inv;
-                wantb[r * dim + t] =
-                    rb(nb_bf16_to_f32(wb[t]) * rb(nb_bf16_to_f32(xb[r * dim + t]) * invb));
+                want[r * dim + t] = (double)w[t] * xd[t] * inv;
+                wantb[r * dim + t] = rb(nb_bf16_to_f32(wb[t]) * rb(xbd[t] * invb));
             }
         }
         nb_rmsnorm_f32(y, x, w, N, dim, eps);
@@ -144,9 +143,8 @@ static void test_silu_mul(void **state)
     to_bf16(gb, g, N);
     to_bf16(ub, u, N);
     for (int i = 0; i < N; i++) {
-        want[i] = g[i] / (1 + exp(-(double)g[i])) * u[i];
-        double gv = nb_bf16_to_f32(gb[i]);
-        wantb[i] = rb(rb(gv / (1 + exp(-gv))) * nb_bf16_to_f32(ub[i]));
+        want[i] = ref64_silu(g[i]) * u[i];
+        wantb[i] = rb(rb(ref64_silu(nb_bf16_to_f32(gb[i]))) * nb_bf16_to_f32(ub[i]));
     }
     nb_silu_mul_f32(y, g, u, N);
     check_f32("silu_mul f32", y, want, N);
@@ -172,30 +170,26 @@ static void test_attention(void **state)
         to_bf16(qb, q, (size_t)n * QD);
         to_bf16(kb, kc, (size_t)CTX * KD);
         to_bf16(vb, vc, (size_t)CTX * KD);
+        static double qd[2][CTX * QD], kd[2][CTX * KD], vd[2][CTX * KD];
+        for (size_t i = 0; i < (size_t)n * QD; i++) {
+            qd[0][i] = q[i];
+            qd[1][i] = nb_bf16_to_f32(qb[i]);
+        }
+        for (size_t i = 0; i < (size_t)CTX * KD; i++) {
+            kd[0][i] = kc[i];
+            kd[1][i] = nb_bf16_to_f32(kb[i]);
+            vd[0][i] = vc[i];
+            vd[1][i] = nb_bf16_to_f32(vb[i]);
+        }
         for (int bf = 0; bf < 2; bf++)
             for (int r = 0; r < n; r++)
                 for (int h = 0; h < HEADS; h++) {
-                    int kvh = h / (HEADS / KVH), last = pos0 + r;
-                    double sc[CTX], mx = -INFINITY, sum = 0;
-                    for (int p = 0; p <= last; p++) {
-                        double d = 0;
-                        for (int i = 0; i < HD; i++)
-                            d += bf ? (double)nb_bf16_to_f32(qb[r * QD + h * HD + i]) *
-                                          nb_bf16_to_f32(kb[p * KD + kvh * HD + i])
-                                    : (double)q[r * QD + h * HD + i] * kc[p * KD + kvh * HD + i];
-                        sc[p] = d / sqrt((double)HD);
-                        mx = fmax(mx, sc[p]);
-                    }
-                    for (int p = 0; p <= last; p++)
-                        sum += sc[p] = exp(sc[p] - mx);
-                    for (int i = 0; i < HD; i++) {
-                        double acc = 0;
-                        for (int p = 0; p <= last; p++)
-                            acc += sc[p] / sum *
-                                   (bf ? nb_bf16_to_f32(vb[p * KD + kvh * HD + i])
-                                       : vc[p * KD + kvh * HD + i]);
-                        (bf ? wantb : want)[r * QD + h * HD + i] = bf ? rb(acc) : acc;
-                    }
+                    int kvh = h / (HEADS / KVH);
+                    double *o = &(bf ? wantb : want)[r * QD + h * HD];
+                    ref64_attend(&qd[bf][r * QD + h * HD], &kd[bf][kvh * HD], &vd[bf][kvh * HD],
+                                 pos0 + r + 1, KD, HD, o);
+                    for (int i = 0; bf && i < HD; i++)
+                        o[i] = rb(o[i]);
                 }
         nb_attention_f32(out, q, kc, vc, n, pos0, HEADS, KVH, HD);
         check_f32("attention f32", out, want, (size_t)n * QD);

@@ -526,22 +526,32 @@ static void test_lease_result_idempotent_and_cancel(void **s)
     stop(&e);
 }
 
+/* A coordinator, workers *a and *b on one board, a RUN job in ids[0] leased to a. */
+static Npubench__Lease *leased_to_a(env *e, char **a, char **b, int64_t *ids)
+{
+    start(e, NULL, NULL);
+    int st;
+    *a = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    *b = reg(e, "b1", "cpu:1", "inst-b", NULL, &st);
+    assert_true(*a && *b);
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *la = lease(e, *a, 2000);
+    assert_non_null(la);
+    assert_int_equal(la->job_id, ids[0]);
+    return la;
+}
+
 static void test_lease_expiry_requeues(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
-    int st;
-    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    char *a, *b;
     int64_t ids[8];
-    size_t n;
-    char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *la = lease(&e, a, 2000);
-    assert_non_null(la);
+    Npubench__Lease *la = leased_to_a(&e, &a, &b, ids);
     /* a dies: no heartbeats; b keeps polling and gets the job after the
      * lease expires (or a is declared gone) */
     Npubench__Lease *lb = NULL;
@@ -574,19 +584,9 @@ static void test_lease_sweep_requeues_while_holder_lives(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
-    int st;
-    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    char *a, *b;
     int64_t ids[8];
-    size_t n;
-    char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *la = lease(&e, a, 2000);
-    assert_non_null(la);
-    assert_int_equal(la->job_id, ids[0]);
+    Npubench__Lease *la = leased_to_a(&e, &a, &b, ids);
     Npubench__Lease *lb = NULL;
     double deadline = tu_now_ms() + 5000; /* lease_ms is 400 */
     while (!lb && tu_now_ms() < deadline) {
