@@ -9,7 +9,7 @@ DEPLOY    = --model $(MODEL) --dtype $(DTYPE) --threads $(THREADS)
 PROMPT_ARG   = $(if $(PROMPT),--prompt "$(PROMPT)",)
 NTOKENS_ARG  = $(if $(N_TOKENS),--n-tokens $(N_TOKENS),)
 
-.PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize hf-reference bench clean
+.PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize coverage mutate hf-reference bench clean
 
 all: build
 
@@ -47,6 +47,14 @@ test-sanitize:
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -LE e2e
 
+# Line and branch coverage of the non-e2e suite, per directory (gcovr; build-cov/).
+coverage: setup
+	scripts/coverage.sh
+
+# Mutation testing: tests/mutations.txt applied one by one, the kill rate (build-mutate/).
+mutate: setup
+	tests/mutate.sh
+
 # Regenerates the committed HF bf16 traces (needs torch: scripts/setup_hf.sh).
 hf-reference: setup
 	scripts/hf_reference.sh
@@ -55,4 +63,4 @@ bench: build
 	bench/run_all.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan reports
+	rm -rf $(BUILD) $(BUILD)-asan build-cov build-mutate reports
