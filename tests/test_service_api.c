@@ -871,6 +871,10 @@ static void test_compare_verdicts(void **s)
                "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
                "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
                "compare 4 2 --tolerance 12");
+    expect_cli(db, 1, /* 13.2% is beyond 13% */
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "compare 4 2 --tolerance 13");
     expect_cli(db, 0,
                "TTFT (ms)            | 471.00       | 1.13× / +13.2%\n"
                "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
