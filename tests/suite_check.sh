@@ -1,7 +1,7 @@
 #!/bin/sh
 # suite_check.sh setup|cleanup: ctest's fixture around the whole suite. Finds the processes
-# this build's tests started (NB_TESTRUN=<build dir> in their environment, or running this
-# build's npubench) and the device locks held under XDG_RUNTIME_DIR/npubench; setup reports
+# this build's tests started (NB_TESTRUN=<build dir> in their environment, which everything
+# they start inherits; a process of someone else's is never touched) and the device locks held under XDG_RUNTIME_DIR/npubench; setup reports
 # and ends leftovers of an earlier run, cleanup fails on any. setup also refuses raw skip().
 set -u
 phase=${1:?setup or cleanup}
@@ -9,7 +9,7 @@ phase=${1:?setup or cleanup}
 if [ -n "${NB_TESTRUN:-}" ]; then
     exec env -u NB_TESTRUN NB_TAG="$NB_TESTRUN" sh "$0" "$@"
 fi
-: "${NB_TAG:?run by ctest}" "${NB_BIN:?}" "${NB_SRC:?}" "${XDG_RUNTIME_DIR:?}"
+: "${NB_TAG:?run by ctest}" "${NB_SRC:?}" "${XDG_RUNTIME_DIR:?}"
 bad=0
 tag=$NB_TAG
 
@@ -19,8 +19,7 @@ ours() {
         [ "$pid" = $$ ] && continue
         state=$(awk '{print $3}' 2>/dev/null "$p/stat") || continue
         [ "$state" = Z ] && continue
-        if [ "$(readlink "$p/exe" 2>/dev/null)" = "$NB_BIN" ] ||
-            tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "NB_TESTRUN=$tag"; then
+        if tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "NB_TESTRUN=$tag"; then
             echo "$pid"
         fi
     done
