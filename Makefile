@@ -9,7 +9,7 @@ DEPLOY    = --model $(MODEL) --dtype $(DTYPE) --threads $(THREADS)
 PROMPT_ARG   = $(if $(PROMPT),--prompt "$(PROMPT)",)
 NTOKENS_ARG  = $(if $(N_TOKENS),--n-tokens $(N_TOKENS),)
 
-.PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize test-faults fuzz hf-reference bench clean
+.PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize test-faults fuzz coverage mutate hf-reference bench clean
 
 all: build
 
@@ -57,6 +57,14 @@ test-faults: build
 fuzz:
 	@scripts/fuzz.sh
 
+# Line and branch coverage of the non-e2e suite, per directory (gcovr; build-cov/).
+coverage: setup
+	scripts/coverage.sh
+
+# Mutation testing: tests/mutations.txt applied one by one, the kill rate (build-mutate/).
+mutate: setup
+	tests/mutate.sh
+
 # Regenerates the committed HF bf16 traces (needs torch: scripts/setup_hf.sh).
 hf-reference: setup
 	scripts/hf_reference.sh
@@ -65,4 +73,4 @@ bench: build
 	bench/run_all.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz reports
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz build-cov build-mutate reports

@@ -72,10 +72,7 @@ static void test_corrupt_models(void **s)
     write_prefix("magic.gguf", 0, "NOPE this is not a gguf file at all, padding padding");
     snprintf(args, sizeof args, "run --model '%s/magic.gguf'", tu_group_tmp());
     expect(args, 2, "magic");
-    if (!tu_model()) {
-        print_message("SKIP truncation cases: model not fetched\n");
-        return;
-    }
+    tu_require_model();
     long cuts[] = {10, 100, 5000, 1500000, 50000000};
     for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
         char name[64];
@@ -89,8 +86,7 @@ static void test_corrupt_models(void **s)
 static void test_bad_prompts(void **s)
 {
     (void)s;
-    if (!tu_model())
-        skip();
+    tu_require_model();
     expect("run --n-tokens 2 --reps 1 --warmup 0 --prompt \"$(printf 'caf\\303 bad')\"", 2,
            "invalid UTF-8 at byte offset 3");
     char path[4096], args[4200];
@@ -147,5 +143,5 @@ int main(void)
         cmocka_unit_test(test_xrt_unavailable),
         cmocka_unit_test(test_damaged_database),
     };
-    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
+    return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

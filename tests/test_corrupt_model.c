@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "nb_gguf.h"
 #include "nb_model.h"
 #include "nb_safetensors.h"
@@ -818,5 +820,5 @@ int main(void)
         cmocka_unit_test(test_hf_index),           cmocka_unit_test(test_random_damage_gguf),
         cmocka_unit_test(test_random_damage_safetensors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return tu_run_group(tests, setup, teardown);
 }

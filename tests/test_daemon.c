@@ -712,10 +712,7 @@ static void test_refused_registration(void **state)
 static void test_real_cpu_jobs(void **state)
 {
     (void)state;
-    if (!tu_model()) {
-        fprintf(stderr, "skipped: model not fetched\n");
-        return;
-    }
+    tu_require_model();
     env e;
     env_init(&e);
     snprintf(e.dep.model, sizeof e.dep.model, "instruct");
@@ -854,5 +851,5 @@ int main(void)
         cmocka_unit_test(test_real_cpu_jobs),
         cmocka_unit_test(test_cli_worker),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

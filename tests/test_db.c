@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
@@ -2126,5 +2128,5 @@ int main(void)
         cmocka_unit_test(test_corrupt_page_is_data_loss),
         cmocka_unit_test(test_results_transaction_and_retention),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return tu_run_group(tests, group_setup, group_teardown);
 }

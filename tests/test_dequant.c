@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "nb_bf16.h"
 #include "nb_tensor.h"
 
@@ -301,5 +303,5 @@ int main(void)
         cmocka_unit_test(test_f16),          cmocka_unit_test(test_bf16_and_f32),
         cmocka_unit_test(test_row_bf16_rounding), cmocka_unit_test(test_qk_unpermute),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -11,19 +11,9 @@
 
 static char cmd[8192];
 
-static int need_model(void)
-{
-    if (!tu_model()) {
-        print_message("SKIP: the default model is not fetched (scripts/fetch_model.sh)\n");
-        return 0;
-    }
-    return 1;
-}
-
 static void verify_full(const char *preset, const char *dtype)
 {
-    if (!need_model())
-        skip();
+    tu_require_model();
     snprintf(cmd, sizeof cmd,
              "cd '%s' && '%s' verify-full --model %s --dtype %s --reports '%s/reports-e2e'",
              tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), preset, dtype,
@@ -48,8 +38,7 @@ static int divergence_of(const char *out)
 static void test_fault_kv_offset_fails_after_prefill(void **s)
 {
     (void)s;
-    if (!need_model())
-        skip();
+    tu_require_model();
     snprintf(cmd, sizeof cmd,
              "cd '%s' && NPUBENCH_FAULT=kv_offset '%s' verify --reports '%s/reports-e2e'",
              tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), tu_env("NB_BUILD", "."));
@@ -67,8 +56,7 @@ static void test_fault_kv_offset_fails_after_prefill(void **s)
 static void test_fault_leaves_diagnosis_unchanged(void **s)
 {
     (void)s;
-    if (!need_model())
-        skip();
+    tu_require_model();
     const char *fmt = "cd '%s' && %s '%s' diagnosis --reports '%s/reports-e2e' | grep '^L'";
     snprintf(cmd, sizeof cmd, fmt, tu_env("NB_SRC", "."), "", tu_env("NB_BIN", "npubench"),
              tu_env("NB_BUILD", "."));
@@ -92,5 +80,5 @@ int main(void)
         cmocka_unit_test(test_fault_kv_offset_fails_after_prefill),
         cmocka_unit_test(test_fault_leaves_diagnosis_unchanged),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

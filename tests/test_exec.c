@@ -637,10 +637,7 @@ static void test_exec_placeholders(void **state)
 static void test_exec_npubench(void **state)
 {
     (void)state;
-    if (!tu_model()) {
-        fprintf(stderr, "skipped: model not fetched\n");
-        return;
-    }
+    tu_require_model();
     char *tmp = tu_tmpdir();
     char json[4096];
     const char *bin = tu_env("NB_BIN", "npubench");
@@ -860,10 +857,7 @@ static void tiny_run_init(tiny_run *t, const char *model)
 static void test_job_limits(void **state)
 {
     (void)state;
-    if (!tu_model()) {
-        fprintf(stderr, "skipped: model not fetched\n");
-        return;
-    }
+    tu_require_model();
     char *tmp;
     nb_executor *c = q4_executor((size_t)400 << 20, &tmp);
     tiny_run t;
@@ -897,10 +891,7 @@ static void test_job_limits(void **state)
 static void test_job_cache(void **state)
 {
     (void)state;
-    if (!tu_model()) {
-        fprintf(stderr, "skipped: model not fetched\n");
-        return;
-    }
+    tu_require_model();
     char *tmp;
     nb_executor *c = q4_executor((size_t)300 << 20, &tmp); /* room for one at most */
     tiny_run t;
@@ -936,5 +927,5 @@ int main(void)
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),       cmocka_unit_test(test_job_limits),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

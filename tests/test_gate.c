@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "testutil.h"
 
 #include "nb_gate.h"
 #include "nb_kernels.h"
@@ -167,16 +168,34 @@ static void test_k_limits_the_band(void **state)
     assert_int_equal(r.status, NB_GATE_FAIL);
 }
 
-static void test_length_mismatch_fails(void **state)
+/* Traces of different lengths fail whichever side is longer, with the reason naming both;
+ * the steps they share all agree. */
+static void check_length_mismatch(int n_dev, int n_ref)
 {
-    (void)state;
     nb_gate_step dev[32], ref[32];
     fill(dev, 32, 100);
     fill(ref, 32, 100);
     nb_gate_result r;
-    nb_gate_check(dev, 20, ref, 32, K, &r);
+    nb_gate_check(dev, n_dev, ref, n_ref, K, &r);
+    int shared = n_dev < n_ref ? n_dev : n_ref;
+    char want[160];
+    snprintf(want, sizeof want,
+             "device produced %d steps, reference %d: traces must be the same length", n_dev,
+             n_ref);
     assert_int_equal(r.status, NB_GATE_FAIL);
     assert_int_equal(r.divergence, -1);
+    assert_int_equal(r.n_steps, shared);
+    assert_int_equal(r.agreed, shared);
+    assert_string_equal(r.reason, want);
+}
+
+static void test_length_mismatch_fails(void **state)
+{
+    (void)state;
+    check_length_mismatch(20, 32); /* device stopped early */
+    check_length_mismatch(32, 20); /* device ran past the reference */
+    check_length_mismatch(0, 1);
+    check_length_mismatch(1, 0);
 }
 
 /* Ties: the top-k both sides build orders equal logits by the smaller id,
@@ -350,5 +369,5 @@ int main(void)
         cmocka_unit_test(test_reference_margin),
         cmocka_unit_test(test_trace_cpu_provenance),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -88,5 +90,5 @@ int main(void)
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_equal),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -572,5 +574,5 @@ int main(void)
         cmocka_unit_test(test_profile_round_trip), cmocka_unit_test(test_diagnosis_round_trip),
         cmocka_unit_test(test_environment),        cmocka_unit_test(test_validate_spec),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <pthread.h>
 
 #include "kernels_testlib.h"
@@ -215,10 +217,8 @@ static void test_linear_q8_activation_error(void **state)
 static void test_q8_quantize_row(void **state)
 {
     (void)state;
-    if (!n_fast) {
-        skip();
-        return;
-    }
+    if (!n_fast)
+        tu_skip("no SIMD kernel path on this CPU to compare with the portable quantizer");
     enum { K = 256 };
     float x[K];
     kt_fill_f32(x, K, 3.0f);
@@ -677,5 +677,5 @@ int main(void)
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_get_row),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return tu_run_group(tests, setup, teardown);
 }

@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "kernels_testlib.h"
 #include "nb_diagnosis.h"
 #include "nb_engine.h"
@@ -94,10 +96,8 @@ static void run(const char *path, linear_fn fn, int rows, int cols, int n)
 
 static void need_avx2(void)
 {
-    if (nb_kernels_cpu_isa() < NB_ISA_AVX2) {
-        fprintf(stderr, "[  SKIP    ] the emulation runs on AVX2, which this CPU lacks\n");
-        skip();
-    }
+    if (nb_kernels_cpu_isa() < NB_ISA_AVX2)
+        tu_skip("the emulation runs on AVX2, which this CPU lacks");
 }
 
 static void test_avx512_linear_emulated(void **state)
@@ -300,7 +300,7 @@ int main(void)
         cmocka_unit_test(test_engine_on_emulated_paths),
         cmocka_unit_test(test_amx_emulated_semantics),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = tu_run_group(tests, NULL, NULL);
     nb_kernels_shutdown();
     return rc;
 }

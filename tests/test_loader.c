@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "nb_gguf.h"
 #include "nb_model.h"
 #include "nb_safetensors.h"
@@ -518,10 +520,7 @@ static void test_generator_tool(void **state)
 {
     (void)state;
     const char *tools = getenv("NB_TOOLS");
-    if (!tools) {
-        skip();
-        return;
-    }
+    tu_require(tools && *tools, "NB_TOOLS (the built tools/ folder) is not set");
     char out[4200], dir[4200], cmd[9000];
     path_of(out, sizeof out, "tool.gguf");
     path_of(dir, sizeof dir, "tool-hf");
@@ -574,10 +573,7 @@ static void test_real_model(void **state)
     const char *src = getenv("NB_SRC");
     char p[4200];
     snprintf(p, sizeof p, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", src ? src : NB_SOURCE_DIR);
-    if (!nb_tiny_file_exists(p)) {
-        skip();
-        return;
-    }
+    tu_require(nb_tiny_file_exists(p), "%s is not fetched (scripts/fetch_model.sh)", p);
     nb_model *m;
     nb_err err;
     assert_int_equal(nb_model_open(p, &m, &err), NB_OK);
@@ -620,5 +616,5 @@ int main(void)
         cmocka_unit_test(test_generator_tool),
         cmocka_unit_test(test_real_model),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return tu_run_group(tests, setup, teardown);
 }

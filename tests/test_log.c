@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,5 +207,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_vformat_and_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_whole_lines, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

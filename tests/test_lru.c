@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,5 +188,5 @@ int main(void)
         cmocka_unit_test(test_many_entries_grow),
         cmocka_unit_test(test_needs_match),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -80,8 +80,7 @@ static void test_c_reader(void **state)
 static void test_python_reader_agrees(void **state)
 {
     (void)state;
-    if (!have_python())
-        skip();
+    tu_require(have_python(), "python3 is not installed (scripts/setup.sh installs it)");
     char path[2048];
     fixture(path, sizeof path);
     int code;
@@ -100,8 +99,7 @@ static void test_python_reader_agrees(void **state)
 static void test_character_classes_match_python(void **state)
 {
     (void)state;
-    if (!have_python())
-        skip();
+    tu_require(have_python(), "python3 is not installed (scripts/setup.sh installs it)");
     tu_result r = tu_run(
         "python3 -c 'import json; r = range(0x110000); print(json.dumps("
         "[[c for c in r if chr(c).isspace()], "

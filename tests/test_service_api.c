@@ -36,12 +36,6 @@ typedef struct env {
     char db[1200];
 } env;
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void start(env *e, const char *secret, const char *client_secret)
 {
     memset(e, 0, sizeof *e);
@@ -328,8 +322,11 @@ static int report(env *e, const char *worker, const Npubench__Lease *l,
 
 /* ---- client side ---- */
 
-static int submit(env *e, int kind, const char *model, int n_tokens, int k, int shards,
-                  int matrix, const char *tag, int64_t *ids, size_t *n, char *msg, size_t cap)
+/* SubmitJob under request id key (NULL: a fresh one); *dup (optional) gets the reply's
+ * duplicate flag. */
+static int submit_as(env *e, const char *key, int *dup, int kind, const char *model,
+                     int n_tokens, int k, int shards, int matrix, const char *tag, int64_t *ids,
+                     size_t *n, char *msg, size_t cap)
 {
     Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
     Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
@@ -345,9 +342,9 @@ static int submit(env *e, int kind, const char *model, int n_tokens, int k, int 
         sel.n_tags = 1;
     }
     Npubench__SubmitJobRequest r = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
-    char key[64];
-    snprintf(key, sizeof key, "t-%d-%ld", ++seq, (long)nb_wall_ms());
-    r.request_id = key;
+    char fresh[64];
+    snprintf(fresh, sizeof fresh, "t-%d-%ld", ++seq, (long)nb_wall_ms());
+    r.request_id = (char *)(key ? key : fresh);
     r.spec = &spec;
     r.shards = shards;
     Npubench__SubmitJobResponse *resp;
@@ -356,9 +353,18 @@ static int submit(env *e, int kind, const char *model, int n_tokens, int k, int 
     if (!st) {
         *n = resp->n_job_ids;
         memcpy(ids, resp->job_ids, resp->n_job_ids * sizeof *ids);
+        if (dup)
+            *dup = resp->duplicate;
         nb_wire_free(resp);
     }
     return st;
+}
+
+static int submit(env *e, int kind, const char *model, int n_tokens, int k, int shards,
+                  int matrix, const char *tag, int64_t *ids, size_t *n, char *msg, size_t cap)
+{
+    return submit_as(e, NULL, NULL, kind, model, n_tokens, k, shards, matrix, tag, ids, n, msg,
+                     cap);
 }
 
 static Npubench__Job *get_job(env *e, int64_t id)
@@ -373,6 +379,15 @@ static Npubench__Job *get_job(env *e, int64_t id)
     resp->job = NULL;
     nb_wire_free(resp);
     return j;
+}
+
+/* Whether job id is in state with a queued reason holding needle. */
+static int job_queued_for(env *e, int64_t id, const char *needle)
+{
+    Npubench__Job *j = get_job(e, id);
+    int ok = j->state == NPUBENCH__JOB_STATE__JOB_QUEUED && strstr(j->queued_reason, needle);
+    nb_wire_free(j);
+    return ok;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -404,8 +419,8 @@ static void test_invalid_requests(void **s)
     uint8_t *b = calloc(1, big);
     nb_rpc_call(e.cli, "npubench.Client/SubmitJob", b, big, 5000, &st, &m, NULL, NULL, &err);
     free(b);
+    assert_int_equal(st, NB_RPC_RESOURCE_EXHAUSTED);
     free(m);
-    assert_true(st == NB_RPC_RESOURCE_EXHAUSTED || st == NB_RPC_INVALID_ARGUMENT);
     /* out-of-range fields name the field */
     st = submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 5000, 0, 0, 0, NULL, ids, &n, msg,
                 sizeof msg);
@@ -458,11 +473,8 @@ static void test_queued_reason_and_device_claim(void **s)
     assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY, "nosuch-model", 0, 0, 0, 0, NULL,
                             ids, &n, msg, sizeof msg),
                      0);
-    sleep_ms(1300);
-    Npubench__Job *j = get_job(&e, ids[0]);
-    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
-    assert_non_null(strstr(j->queued_reason, "no worker"));
-    nb_wire_free(j);
+    /* reasons are refreshed once a second */
+    assert_true(tu_poll(5000, job_queued_for(&e, ids[0], "no worker")));
     int st;
     char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
     assert_non_null(w);
@@ -473,11 +485,7 @@ static void test_queued_reason_and_device_claim(void **s)
     /* the worker serves SmolLM2 only: the job stays queued, with the reason */
     Npubench__Lease *l = lease(&e, w, 0);
     assert_null(l);
-    sleep_ms(1300);
-    j = get_job(&e, ids[0]);
-    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
-    assert_non_null(strstr(j->queued_reason, "nosuch-model"));
-    nb_wire_free(j);
+    assert_true(tu_poll(5000, job_queued_for(&e, ids[0], "nosuch-model")));
     free(w);
     stop(&e);
 }
@@ -561,22 +569,32 @@ static void test_lease_result_idempotent_and_cancel(void **s)
     stop(&e);
 }
 
+/* A coordinator, workers *a and *b on one board, a RUN job in ids[0] leased to a. */
+static Npubench__Lease *leased_to_a(env *e, char **a, char **b, int64_t *ids)
+{
+    start(e, NULL, NULL);
+    int st;
+    *a = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    *b = reg(e, "b1", "cpu:1", "inst-b", NULL, &st);
+    assert_true(*a && *b);
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *la = lease(e, *a, 2000);
+    assert_non_null(la);
+    assert_int_equal(la->job_id, ids[0]);
+    return la;
+}
+
 static void test_lease_expiry_requeues(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
-    int st;
-    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    char *b = reg(&e, "b1", "cpu:1", "inst-b", NULL, &st);
+    char *a, *b;
     int64_t ids[8];
-    size_t n;
-    char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *la = lease(&e, a, 2000);
-    assert_non_null(la);
+    Npubench__Lease *la = leased_to_a(&e, &a, &b, ids);
     /* a dies: no heartbeats; b keeps polling and gets the job after the
      * lease expires (or a is declared gone) */
     Npubench__Lease *lb = NULL;
@@ -622,6 +640,82 @@ static void two_shards(env *e, char **a, char **b, int64_t ids[8], Npubench__Lea
     assert_non_null(*lb);
     assert_non_null((*la)->spec->shard);
     assert_non_null((*lb)->spec->shard);
+}
+
+/* The coordinator's own sweep requeues an expired lease while its holder is alive (it keeps
+ * heartbeating, but without the job: it lost track of it), so the worker-gone path plays no
+ * part; the next worker gets the job as attempt 2. */
+static void test_lease_sweep_requeues_while_holder_lives(void **s)
+{
+    (void)s;
+    env e;
+    char *a, *b;
+    int64_t ids[8];
+    Npubench__Lease *la = leased_to_a(&e, &a, &b, ids);
+    Npubench__Lease *lb = NULL;
+    double deadline = tu_now_ms() + 5000; /* lease_ms is 400 */
+    while (!lb && tu_now_ms() < deadline) {
+        nb_wire_free(heartbeat(&e, a, 0, NULL));
+        nb_wire_free(heartbeat(&e, b, 0, NULL));
+        lb = lease(&e, b, 50);
+    }
+    assert_non_null(lb);
+    assert_int_equal(lb->job_id, ids[0]);
+    assert_int_equal(lb->attempt, 2);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM workers WHERE state = 'alive'", 0), 2);
+    /* a's heartbeat with the old lease is answered with a cancel of it */
+    Npubench__HeartbeatResponse *hr = heartbeat(&e, a, la->job_id, la->lease_id);
+    assert_int_equal(hr->n_cancels, 1);
+    nb_wire_free(hr);
+    nb_wire_free(la);
+    nb_wire_free(lb);
+    free(a);
+    free(b);
+    stop(&e);
+}
+
+/* A resent SubmitJob (same request id) gets the first answer, the same ids and duplicate set,
+ * even once the pool that planned it is gone: it is not planned again. */
+static void test_duplicate_request_id_short_circuits(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(a);
+    int64_t ids[8], again[8];
+    size_t n, n2;
+    int dup = -1;
+    char msg[512];
+    assert_int_equal(submit_as(&e, "resend-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0,
+                               0, 1, NULL, ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(n, 2); /* the matrix and its one board */
+    assert_int_equal(dup, 0);
+    assert_int_equal(submit_as(&e, "resend-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0,
+                               0, 1, NULL, again, &n2, msg, sizeof msg),
+                     0);
+    assert_int_equal(dup, 1);
+    assert_int_equal(n2, 2);
+    assert_memory_equal(again, ids, 2 * sizeof *ids);
+    /* a stops heartbeating: no live worker, so a new matrix submit is refused ... */
+    assert_true(tu_poll(5000, db_count(&e, "SELECT count(*) FROM workers WHERE state = 'alive'",
+                                       0) == 0));
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 1, NULL, again,
+                            &n2, msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "matrix: no live worker matches"));
+    /* ... but the resend still gets its first answer */
+    dup = -1;
+    assert_int_equal(submit_as(&e, "resend-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0,
+                               0, 1, NULL, again, &n2, msg, sizeof msg),
+                     0);
+    assert_int_equal(dup, 1);
+    assert_int_equal(n2, 2);
+    assert_memory_equal(again, ids, 2 * sizeof *ids);
+    free(a);
+    stop(&e);
 }
 
 static void test_shards_merge_like_one_worker(void **s)
@@ -940,6 +1034,61 @@ static void test_model_aliases_in_history(void **s)
 }
 
 /* import through the CLI into a local database, then history over it. */
+/* Runs `npubench ARGS --db db`; asserts the exit code and that each line of want (lines
+ * separated by '\n') is a whole line of the output. */
+static void expect_cli(const char *db, int code, const char *want, const char *args)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s --db '%s'", tu_env("NB_BIN", "npubench"), args, db);
+    tu_result r = tu_run(cmd);
+    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
+    assert_int_equal(r.code, code);
+    for (const char *w = want; *w;) {
+        size_t n = strcspn(w, "\n");
+        char line[512];
+        snprintf(line, sizeof line, "\n%.*s\n", (int)n, w);
+        assert_non_null(strstr(r.out, line));
+        w += n + (w[n] == '\n');
+    }
+    free(r.out);
+}
+
+/* compare's verdict on imported runs with known numbers: exit 1 on a regression beyond the
+ * tolerance (default 5%), 0 within it, each row marked. */
+static void test_compare_verdicts(void **s)
+{
+    (void)s;
+    char db[1200], args[2048];
+    snprintf(db, sizeof db, "%s/compare.db", tu_group_tmp());
+    snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
+             tu_env("NB_SRC", "."));
+    expect_cli(db, 0, "", args);
+    /* run 2 vs run 1, both strix-01: within 5% */
+    expect_cli(db, 0,
+               "TTFT (ms)            | 415.90       | 0.99× / -0.5%\n"
+               "TPS (tokens/s)       | 18.30        | 1.01× / +1.1%",
+               "compare 2 1");
+    /* run 4 vs run 2: TTFT +13.2%, TPS -11.5% */
+    expect_cli(db, 1,
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%  REGRESSION",
+               "compare 4 2");
+    expect_cli(db, 1,
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "compare 4 2 --tolerance 12");
+    expect_cli(db, 1, /* 13.2% is beyond 13% */
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "compare 4 2 --tolerance 13");
+    expect_cli(db, 0,
+               "TTFT (ms)            | 471.00       | 1.13× / +13.2%\n"
+               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "compare 4 2 --tolerance 14");
+    expect_cli(db, 2, "", "compare 4 2 --against nothing");
+    expect_cli(db, 2, "", "compare 0 2");
+}
+
 static void test_import_and_history_cli(void **s)
 {
     (void)s;
@@ -1373,6 +1522,8 @@ int main(void)
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
         cmocka_unit_test(test_lease_expiry_requeues),
+        cmocka_unit_test(test_lease_sweep_requeues_while_holder_lives),
+        cmocka_unit_test(test_duplicate_request_id_short_circuits),
         cmocka_unit_test(test_shards_merge_like_one_worker),
         cmocka_unit_test(test_shards_need_prompt_ranges),
         cmocka_unit_test(test_matrix_and_history_regression),
@@ -1385,6 +1536,7 @@ int main(void)
         cmocka_unit_test(test_log_escaped_and_rate_limited),
         cmocka_unit_test(test_many_clients_exactly_once),
         cmocka_unit_test(test_model_aliases_in_history),
+        cmocka_unit_test(test_compare_verdicts),
     };
-    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
+    return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,10 +96,7 @@ static int group_teardown(void **state)
 
 #define NEED_MODEL()                                                                    \
     do {                                                                                \
-        if (!fx.tok) {                                                                  \
-            fprintf(stderr, "SKIP: models/" MODEL " not present\n");                    \
-            skip();                                                                     \
-        }                                                                               \
+        tu_require(fx.tok != NULL, "models/" MODEL " is not fetched");                 \
     } while (0)
 
 static json_object *field(json_object *o, const char *k)
@@ -838,5 +837,5 @@ int main(void)
         cmocka_unit_test(test_bad_hf_json),        cmocka_unit_test(test_tiny_both_paths),
         cmocka_unit_test(test_encode_speed),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return tu_run_group(tests, group_setup, group_teardown);
 }

@@ -1,12 +1,25 @@
-/* testutil: helpers the cmocka tests share — run a command and capture its output, temp dirs.
- * Header-only because each tests/test_*.c is its own executable. */
+/* testutil: helpers the cmocka tests share — run a command and capture its output, temp dirs,
+ * honest skips (tu_skip, tu_require*), a process-group watchdog, polls with deadlines.
+ * Header-only because each tests/test_*.c is its own executable; every main returns
+ * tu_run_group(...) instead of cmocka_run_group_tests(...). */
 #ifndef NB_TESTUTIL_H
 #define NB_TESTUTIL_H
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct tu_result {
@@ -51,6 +64,46 @@ static inline const char *tu_env(const char *name, const char *fallback)
     return v && *v ? v : fallback;
 }
 
+/* ---- honest skips ----
+ * ctest runs every test with SKIP_RETURN_CODE TU_SKIP_RC: a file whose tests all pass or skip,
+ * with at least one skipped, is reported "Skipped", never "Passed"; a failure still wins. */
+#define TU_SKIP_RC 77
+
+/* Non-zero under CI (CI set to anything but "", "0" or "false"): there a test that cannot
+ * run fails instead of skipping. */
+static inline int tu_ci(void)
+{
+    const char *c = getenv("CI");
+    return c && *c && strcmp(c, "0") && strcmp(c, "false");
+}
+
+static inline int *tu_skips(void)
+{
+    static int n;
+    return &n;
+}
+
+/* Skips the running test with the reason printed; for what a host may legitimately lack
+ * (an ISA): allowed under CI too. The format must be a string literal. */
+#define tu_skip(...)                                                                    \
+    do {                                                                                \
+        print_message("[  SKIP    ] " __VA_ARGS__);                                     \
+        print_message("\n");                                                            \
+        (*tu_skips())++;                                                                \
+        skip();                                                                         \
+    } while (0)
+
+/* A precondition of the test (a model, the source tree, a tool): when it does not hold the
+ * test fails under CI and is skipped, reason printed, elsewhere. */
+#define tu_require(cond, ...)                                                           \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            if (tu_ci())                                                                \
+                fail_msg("CI=true and this test cannot run: " __VA_ARGS__);             \
+            tu_skip(__VA_ARGS__);                                                       \
+        }                                                                               \
+    } while (0)
+
 /* The default model, or NULL when it has not been fetched. */
 static inline const char *tu_model(void)
 {
@@ -59,6 +112,192 @@ static inline const char *tu_model(void)
              tu_env("NB_SRC", "."));
     return access(path, R_OK) == 0 ? path : NULL;
 }
+
+/* The source tree (NB_SRC, set by ctest), required as tu_require does. */
+static inline const char *tu_require_src(void)
+{
+    const char *src = getenv("NB_SRC");
+    tu_require(src && *src && access(src, R_OK | X_OK) == 0,
+               "the source tree (NB_SRC=%s) is not readable", src ? src : "(unset)");
+    return src;
+}
+
+/* The default model's path, required as tu_require does. */
+static inline const char *tu_require_model(void)
+{
+    tu_require_src();
+    const char *m = tu_model();
+    tu_require(m != NULL, "models/SmolLM2-135M-Instruct.Q4_1.gguf is not fetched "
+                          "(scripts/fetch_model.sh)");
+    return m;
+}
+
+/* ---- processes: every test runs in a process group of its own, watched ----
+ * tu_init makes the test its group's leader and forks a watchdog that, once the test has
+ * exited for any reason (a failed assertion, abort, a ctest timeout's SIGKILL), kills what is
+ * left in the group: TERM, then KILL after a second. At a normal exit tu_group_exit also
+ * fails the run when a process it started is still alive in the group. */
+static inline pid_t *tu_watchdog_pid(void)
+{
+    static pid_t pid;
+    return &pid;
+}
+
+static inline void tu_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
+}
+
+static inline double tu_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Live (not zombie) members of our process group other than us and the watchdog; their pids
+ * in out[cap]. */
+static inline int tu_group_members(pid_t *out, int cap)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    pid_t self = getpid(), pg = getpgrp();
+    while ((e = readdir(d))) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || pid == self || pid == *tu_watchdog_pid())
+            continue;
+        char p[64], buf[512];
+        snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            continue;
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        const char *rp = strrchr(buf, ')'); /* comm may hold spaces */
+        char state;
+        int ppid, pgrp;
+        if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == (int)pg &&
+            state != 'Z' && n < cap)
+            out[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+static inline void tu_init(void)
+{
+    if (getpgrp() != getpid() && setpgid(0, 0))
+        return; /* not our own group: never signal one we share */
+    pid_t parent = getpid();
+    pid_t w = fork();
+    if (w != 0) {
+        *tu_watchdog_pid() = w > 0 ? w : 0;
+        return;
+    }
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    for (int fd = 0; fd < 1024; fd++)
+        close(fd); /* hold none of ctest's pipes open */
+    while (getppid() == parent)
+        tu_sleep_ms(100);
+    if (getpgrp() != parent)
+        _exit(0);
+    kill(-parent, SIGTERM);
+    *tu_watchdog_pid() = getpid();
+    pid_t left[1];
+    for (int i = 0; i < 10 && tu_group_members(left, 1); i++)
+        tu_sleep_ms(100);
+    kill(-parent, SIGKILL); /* us too */
+    _exit(0);
+}
+
+/* Children a test started in the background: tu_track them when forked, tu_kill ends one
+ * (SIGKILL, reaped); tu_teardown_kill, a cmocka teardown, ends the rest after the test
+ * passed or failed, so a failed test leaves nothing running into the next one. */
+enum { TU_TRACK_MAX = 64 };
+static inline pid_t *tu_tracked(void)
+{
+    static pid_t pids[TU_TRACK_MAX];
+    return pids;
+}
+
+static inline void tu_track(pid_t pid)
+{
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        if (tu_tracked()[i] <= 0) {
+            tu_tracked()[i] = pid;
+            return;
+        }
+    fail_msg("more than %d background processes", TU_TRACK_MAX);
+}
+
+static inline void tu_kill(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        if (tu_tracked()[i] == pid)
+            tu_tracked()[i] = 0;
+}
+
+static inline int tu_teardown_kill(void **state)
+{
+    (void)state;
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        tu_kill(tu_tracked()[i]);
+    return 0;
+}
+
+/* What main returns: cmocka's failure count, else TU_SKIP_RC when a test skipped, and a
+ * failure when a process the tests started outlived them (it is killed). */
+static inline int tu_group_exit(int failed)
+{
+    pid_t left[16];
+    int n = getpgrp() == getpid() ? tu_group_members(left, 16) : 0;
+    for (int i = 0; i < n; i++) {
+        char p[64], comm[64] = "?";
+        snprintf(p, sizeof p, "/proc/%d/comm", (int)left[i]);
+        FILE *f = fopen(p, "r");
+        if (f) {
+            if (fgets(comm, sizeof comm, f))
+                comm[strcspn(comm, "\n")] = '\0';
+            fclose(f);
+        }
+        fprintf(stderr, "[  LEAK    ] pid %d (%s) outlived the tests; killed\n", (int)left[i],
+                comm);
+        kill(left[i], SIGKILL);
+    }
+    if (failed || n)
+        return failed + n;
+    if (*tu_skips()) {
+        fprintf(stderr, "[  SKIPPED ] %d test(s) skipped: ctest reports this file Skipped\n",
+                *tu_skips());
+        return TU_SKIP_RC;
+    }
+    return 0;
+}
+
+#define tu_run_group(tests, setup, teardown)                                            \
+    (tu_init(), tu_group_exit(cmocka_run_group_tests(tests, setup, teardown)))
+
+/* Polls cond (an expression) every 20 ms until it holds or ms pass; its value. */
+#define tu_poll(ms, cond)                                                               \
+    ({                                                                                  \
+        double tu_deadline_ = tu_now_ms() + (ms);                                       \
+        int tu_ok_;                                                                     \
+        while (!(tu_ok_ = !!(cond)) && tu_now_ms() < tu_deadline_)                      \
+            tu_sleep_ms(20);                                                            \
+        tu_ok_;                                                                         \
+    })
 
 /* mkdtemp under TMPDIR; the caller removes it with tu_rmrf. */
 static inline char *tu_tmpdir(void)

@@ -1,0 +1,266 @@
+/* test_kernels_ref: each row kernel on one ISA (argv[1]; ctest runs one entry per ISA) against an
+ * independent fp64 formula written here from HF's definitions, not against another kernel. */
+#include <math.h>
+
+#include "ref64.h"
+#include "testutil.h"
+
+#include "kernels_testlib.h"
+#include "nb_kernels.h"
+
+/* f32 kernels: fp32 rounding of a short sum, far below any formula error (>= 1e-3). */
+#define F32_TOL 2e-6
+/* bf16 kernels round where HF rounds; the fp64 twin rounds at the same points, so they agree
+ * but for a last-place tie now and then: at most 1 ulp, on at most 3% of the elements. */
+#define BF16_ULPS 1
+#define BF16_OFF_FRAC 0.03
+
+static nb_isa isa = NB_ISA_PORTABLE;
+
+static double rb(double v) { return (double)nb_round_bf16((float)v); }
+
+/* Worst |got - want| over n relative to max |want|, which must be a meaningful scale. */
+static void check_f32(const char *what, const float *got, const double *want, size_t n)
+{
+    double worst = 0, mag = 0;
+    for (size_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)got[i] - want[i]));
+        mag = fmax(mag, fabs(want[i]));
+    }
+    assert_true(mag > 0.1);
+    if (worst / mag > F32_TOL)
+        fail_msg("%s (%s): rel err %.3g beyond %g of the fp64 formula", what, nb_isa_name(isa),
+                 worst / mag, F32_TOL);
+}
+
+static void check_bf16(const char *what, const nb_bf16 *got, const double *want, size_t n)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        int u = kt_bf16_ulps(got[i], nb_f32_to_bf16((float)want[i]));
+        if (u > BF16_ULPS)
+            fail_msg("%s (%s): element %zu: %.6g, the formula %.6g (%d ulps)", what,
+                     nb_isa_name(isa), i, nb_bf16_to_f32(got[i]), want[i], u);
+        off += u != 0;
+    }
+    if ((double)off > BF16_OFF_FRAC * (double)n)
+        fail_msg("%s (%s): %zu of %zu elements off by an ulp", what, nb_isa_name(isa), off, n);
+}
+
+static void to_bf16(nb_bf16 *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = nb_f32_to_bf16(src[i]);
+}
+
+/* LlamaRMSNorm: y = w * x / sqrt(mean over all dim of x^2 + eps); bf16: h = bf16(x * inv),
+ * y = bf16(w * h). */
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    static const int dims[] = {8, 64, 576};
+    enum { N = 6, MAXD = 576 };
+    static float x[N * MAXD], w[MAXD], y[N * MAXD];
+    static nb_bf16 xb[N * MAXD], wb[MAXD], yb[N * MAXD];
+    static double want[N * MAXD], wantb[N * MAXD];
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++) {
+        int dim = dims[d];
+        size_t cnt = (size_t)N * dim;
+        kt_fill_f32(x, cnt, 2.0f);
+        kt_fill_f32(w, (size_t)dim, 1.0f);
+        to_bf16(xb, x, cnt);
+        to_bf16(wb, w, (size_t)dim);
+        const float eps = 1e-5f;
+        for (int r = 0; r < N; r++) {
+            double xd[MAXD], xbd[MAXD];
+            for (int t = 0; t < dim; t++) {
+                xd[t] = x[r * dim + t];
+                xbd[t] = nb_bf16_to_f32(xb[r * dim + t]);
+            }
+            double inv = ref64_rms_inv(xd, dim, eps), invb = ref64_rms_inv(xbd, dim, eps);
+            for (int t = 0; t < dim; t++) {
+                want[r * dim + t] = (double)w[t] * xd[t] * inv;
+                wantb[r * dim + t] = rb(nb_bf16_to_f32(wb[t]) * rb(xbd[t] * invb));
+            }
+        }
+        nb_rmsnorm_f32(y, x, w, N, dim, eps);
+        check_f32("rmsnorm f32", y, want, cnt);
+        nb_rmsnorm_bf16(yb, xb, wb, N, dim, eps);
+        check_bf16("rmsnorm bf16", yb, wantb, cnt);
+    }
+}
+
+/* HF rotate_half at position pos with inv_freq theta^(-2i/hd): (a, b) = (x[i], x[i+hd/2]) ->
+ * (a cos - b sin, b cos + a sin); bf16 rounds each product and each sum. */
+static void test_rope(void **state)
+{
+    (void)state;
+    enum { HEADS = 5, HD = 64, HALF = HD / 2, CNT = HEADS * HD };
+    static const int pos[] = {0, 1, 17, 1000};
+    float x[CNT], c[HALF], s[HALF], cb[HALF], sb[HALF];
+    nb_bf16 xb[CNT];
+    double want[CNT], wantb[CNT];
+    for (size_t k = 0; k < sizeof pos / sizeof *pos; k++) {
+        kt_fill_f32(x, CNT, 2.0f);
+        to_bf16(xb, x, CNT);
+        for (int i = 0; i < HALF; i++) {
+            double ang = pos[k] * pow(10000.0, -2.0 * i / HD);
+            c[i] = (float)cos(ang);
+            s[i] = (float)sin(ang);
+            cb[i] = nb_round_bf16(c[i]);
+            sb[i] = nb_round_bf16(s[i]);
+        }
+        for (int h = 0; h < HEADS; h++)
+            for (int i = 0; i < HALF; i++) {
+                int ia = h * HD + i, ib = ia + HALF;
+                double a = x[ia], b = x[ib];
+                want[ia] = a * cos(pos[k] * pow(10000.0, -2.0 * i / HD)) -
+                           b * sin(pos[k] * pow(10000.0, -2.0 * i / HD));
+                want[ib] = b * cos(pos[k] * pow(10000.0, -2.0 * i / HD)) +
+                           a * sin(pos[k] * pow(10000.0, -2.0 * i / HD));
+                a = nb_bf16_to_f32(xb[ia]);
+                b = nb_bf16_to_f32(xb[ib]);
+                wantb[ia] = rb(rb(a * cb[i]) + rb(-b * sb[i]));
+                wantb[ib] = rb(rb(b * cb[i]) + rb(a * sb[i]));
+            }
+        nb_rope_f32(x, HEADS, HD, c, s);
+        check_f32("rope f32", x, want, CNT);
+        nb_rope_bf16(xb, HEADS, HD, cb, sb);
+        check_bf16("rope bf16", xb, wantb, CNT);
+    }
+}
+
+/* SiLU-gated MLP product: silu(g) * u = g / (1 + e^-g) * u; bf16: bf16(bf16(silu(g)) * u). */
+static void test_silu_mul(void **state)
+{
+    (void)state;
+    enum { N = 777 };
+    float g[N], u[N], y[N];
+    nb_bf16 gb[N], ub[N], yb[N];
+    double want[N], wantb[N];
+    kt_fill_f32(g, N, 4.0f);
+    kt_fill_f32(u, N, 1.0f);
+    to_bf16(gb, g, N);
+    to_bf16(ub, u, N);
+    for (int i = 0; i < N; i++) {
+        want[i] = ref64_silu(g[i]) * u[i];
+        wantb[i] = rb(rb(ref64_silu(nb_bf16_to_f32(gb[i]))) * nb_bf16_to_f32(ub[i]));
+    }
+    nb_silu_mul_f32(y, g, u, N);
+    check_f32("silu_mul f32", y, want, N);
+    nb_silu_mul_bf16(yb, gb, ub, N);
+    check_bf16("silu_mul bf16", yb, wantb, N);
+}
+
+/* Causal GQA attention: softmax(q.k / sqrt(hd)) . v over positions 0..pos, query head h on kv
+ * head h / (heads / kv); bf16 rounds only the output. */
+static void test_attention(void **state)
+{
+    (void)state;
+    enum { HEADS = 6, KVH = 2, HD = 32, CTX = 40, QD = HEADS * HD, KD = KVH * HD };
+    static const int shapes[][2] = {{1, 0}, {1, 39}, {7, 0}, {5, 20}}; /* n, pos0 */
+    static float q[CTX * QD], kc[CTX * KD], vc[CTX * KD], out[CTX * QD];
+    static nb_bf16 qb[CTX * QD], kb[CTX * KD], vb[CTX * KD], outb[CTX * QD];
+    static double want[CTX * QD], wantb[CTX * QD];
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        int n = shapes[k][0], pos0 = shapes[k][1];
+        kt_fill_f32(q, (size_t)n * QD, 1.5f);
+        kt_fill_f32(kc, (size_t)CTX * KD, 1.5f);
+        kt_fill_f32(vc, (size_t)CTX * KD, 1.0f);
+        to_bf16(qb, q, (size_t)n * QD);
+        to_bf16(kb, kc, (size_t)CTX * KD);
+        to_bf16(vb, vc, (size_t)CTX * KD);
+        static double qd[2][CTX * QD], kd[2][CTX * KD], vd[2][CTX * KD];
+        for (size_t i = 0; i < (size_t)n * QD; i++) {
+            qd[0][i] = q[i];
+            qd[1][i] = nb_bf16_to_f32(qb[i]);
+        }
+        for (size_t i = 0; i < (size_t)CTX * KD; i++) {
+            kd[0][i] = kc[i];
+            kd[1][i] = nb_bf16_to_f32(kb[i]);
+            vd[0][i] = vc[i];
+            vd[1][i] = nb_bf16_to_f32(vb[i]);
+        }
+        for (int bf = 0; bf < 2; bf++)
+            for (int r = 0; r < n; r++)
+                for (int h = 0; h < HEADS; h++) {
+                    int kvh = h / (HEADS / KVH);
+                    double *o = &(bf ? wantb : want)[r * QD + h * HD];
+                    ref64_attend(&qd[bf][r * QD + h * HD], &kd[bf][kvh * HD], &vd[bf][kvh * HD],
+                                 pos0 + r + 1, KD, HD, o);
+                    for (int i = 0; bf && i < HD; i++)
+                        o[i] = rb(o[i]);
+                }
+        nb_attention_f32(out, q, kc, vc, n, pos0, HEADS, KVH, HD);
+        check_f32("attention f32", out, want, (size_t)n * QD);
+        nb_attention_bf16(outb, qb, kb, vb, n, pos0, HEADS, KVH, HD);
+        check_bf16("attention bf16", outb, wantb, (size_t)n * QD);
+    }
+}
+
+/* nn.Linear in f32: Y = X . W^T. */
+static void test_linear_f32(void **state)
+{
+    (void)state;
+    enum { ROWS = 37, COLS = 96, N = 3 };
+    static float w[ROWS * COLS], x[N * COLS], y[N * ROWS];
+    static double want[N * ROWS];
+    kt_fill_f32(w, ROWS * COLS, 0.5f);
+    kt_fill_f32(x, N * COLS, 1.0f);
+    nb_wmat *W;
+    nb_err err = {0};
+    assert_int_equal(nb_wmat_create(NB_W_F32, ROWS, COLS, &W, &err), NB_OK);
+    for (int r = 0; r < ROWS; r++)
+        nb_wmat_set_row(W, r, &w[r * COLS]);
+    assert_int_equal(nb_wmat_finish(W, &err), NB_OK);
+    for (int i = 0; i < N; i++)
+        for (int r = 0; r < ROWS; r++) {
+            double s = 0;
+            for (int c = 0; c < COLS; c++)
+                s += (double)x[i * COLS + c] * w[r * COLS + c];
+            want[i * ROWS + r] = s;
+        }
+    nb_linear_f32(W, x, N, y);
+    check_f32("linear f32", y, want, N * ROWS);
+    nb_wmat_free(W);
+}
+
+/* argv[1] names the ISA; a CPU without it skips (reason printed), as the emulated AVX-512
+ * twin (test_kernels_emu) still runs. */
+static int pick_isa(void **state)
+{
+    (void)state;
+    nb_err err = {0};
+    return nb_kernels_set_isa(isa, &err) == NB_OK && nb_kernels_init(2, &err) == NB_OK ? 0 : -1;
+}
+
+static void test_isa_present(void **state)
+{
+    (void)state;
+    if (nb_kernels_isa() != isa)
+        tu_skip("kernel path %s: this CPU lacks it", nb_isa_name(isa));
+}
+
+int main(int argc, char **argv)
+{
+    const char *want = argc > 1 ? argv[1] : "portable";
+    for (nb_isa i = NB_ISA_PORTABLE; i <= NB_ISA_AVX512BF16; i++)
+        if (!strcmp(nb_isa_name(i), want))
+            isa = i;
+    if (strcmp(nb_isa_name(isa), want)) {
+        fprintf(stderr, "unknown ISA '%s'\n", want);
+        return 2;
+    }
+    const struct CMUnitTest all[] = {
+        cmocka_unit_test(test_isa_present), cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),        cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_attention),   cmocka_unit_test(test_linear_f32),
+    };
+    const struct CMUnitTest only[] = {cmocka_unit_test(test_isa_present)};
+    nb_err err = {0};
+    int have = nb_kernels_set_isa(isa, &err) == NB_OK;
+    nb_kernels_set_isa(NB_ISA_PORTABLE, &err);
+    int rc = have ? tu_run_group(all, pick_isa, NULL) : tu_run_group(only, NULL, NULL);
+    nb_kernels_shutdown();
+    return rc;
+}
