@@ -25,7 +25,14 @@ ours() {
     done
 }
 
+# A process already on its way out (a test's child reaped a moment after the test ended)
+# gets a few seconds to go before it counts.
 left=$(ours)
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    [ -z "$left" ] && break
+    sleep 0.5
+    left=$(ours)
+done
 for pid in $left; do
     kill -0 "$pid" 2>/dev/null || continue
     echo "leftover: pid $pid: $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")"

@@ -177,5 +177,5 @@ int main(void)
         cmocka_unit_test(test_verify_stops),
         cmocka_unit_test(test_diagnosis_stops),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return tu_run_group(tests, setup, teardown);
 }

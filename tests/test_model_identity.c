@@ -6,6 +6,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "testutil.h"
 #include "nb_deployments.h"
 #include "nb_job.h"
 
@@ -119,5 +120,5 @@ int main(void)
         cmocka_unit_test(test_match_aliased),
         cmocka_unit_test(test_deployments_file),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }

@@ -180,5 +180,5 @@ int main(void)
         cmocka_unit_test(test_character_classes_match_python),
         cmocka_unit_test(test_both_refuse),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group(tests, NULL, NULL);
 }
