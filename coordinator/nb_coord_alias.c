@@ -18,7 +18,7 @@ static void record(nb_coord *c, const char *canonical, const char *name, const c
         return;
     nb_err err;
     if (nb_db_alias_set(c->db, name, canonical, origin, &err))
-        coord_log(c, "model alias '%.80s' -> '%.80s' not recorded: %s", name, canonical,
+        nb_coord_log(c, "model alias '%.80s' -> '%.80s' not recorded: %s", name, canonical,
                   err.msg);
 }
 
@@ -33,7 +33,7 @@ static void record_digest(nb_coord *c, const char *canonical, const char *digest
     record(c, canonical, shortd, origin);
 }
 
-void alias_from_deployment(nb_coord *c, const Npubench__Deployment *d)
+void nb_coord_alias_from_deployment(nb_coord *c, const Npubench__Deployment *d)
 {
     char canon[NB_DB_NAME_MAX];
     if (*d->canonical)
@@ -46,7 +46,7 @@ void alias_from_deployment(nb_coord *c, const Npubench__Deployment *d)
     record_digest(c, canon, d->digest, "deployments");
 }
 
-void alias_from_result(nb_coord *c, const Npubench__JobResult *res, const char *canonical)
+void nb_coord_alias_from_result(nb_coord *c, const Npubench__JobResult *res, const char *canonical)
 {
     const Npubench__Environment *env = res->environment;
     if (!env)

@@ -27,7 +27,7 @@ static nb_code free_bytes(const char *path, unsigned long long *out, nb_err *err
     return NB_OK;
 }
 
-nb_code coord_disk_room(nb_coord *c, nb_err *err)
+nb_code nb_coord_disk_room(nb_coord *c, nb_err *err)
 {
     unsigned long long need = (unsigned long long)c->o.min_free_mb << 20, have = 0;
     nb_code rc = free_bytes(c->artifacts_dir, &have, err);
@@ -37,7 +37,7 @@ nb_code coord_disk_room(nb_coord *c, nb_err *err)
         have = 0;
     if (have >= need)
         return NB_OK;
-    coord_log(c, "disk full: %llu MiB free in %s, below --min-free-mb %d: refusing new work",
+    nb_coord_log(c, "disk full: %llu MiB free in %s, below --min-free-mb %d: refusing new work",
               have >> 20, c->artifacts_dir, c->o.min_free_mb);
     return nb_err_set(err, NB_ENOMEM,
                       "coordinator disk full: %llu MiB free in %s, new work needs at least %d "
@@ -105,7 +105,7 @@ static size_t sweep_dir(nb_coord *c, int64_t now, int64_t keep_results_ms)
     return gone;
 }
 
-void coord_retention(nb_coord *c)
+void nb_coord_retention(nb_coord *c)
 {
     int64_t now = nb_wall_ms();
     if (now < c->next_retention_ms)
@@ -115,9 +115,9 @@ void coord_retention(nb_coord *c)
     size_t files = sweep_dir(c, now, keep_ms), rows = 0;
     nb_err err;
     if (keep_ms && nb_db_results_prune(c->db, now - keep_ms, &rows, &err))
-        coord_log(c, "retention: %s", err.msg);
+        nb_coord_log(c, "retention: %s", err.msg);
     if (files || rows)
-        coord_log(c, "retention: removed %zu file%s from %s and %zu stored result%s older "
+        nb_coord_log(c, "retention: removed %zu file%s from %s and %zu stored result%s older "
                   "than %d days", files, files == 1 ? "" : "s", c->artifacts_dir, rows,
                   rows == 1 ? "" : "s", c->o.retention_days);
 }

@@ -9,7 +9,7 @@
 
 #include "nb_coord_int.h"
 
-nb_code coord_lock_db(nb_coord *c, nb_err *err)
+nb_code nb_coord_lock_db(nb_coord *c, nb_err *err)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s.lock", c->db_path);
@@ -34,12 +34,12 @@ nb_code coord_lock_db(nb_coord *c, nb_err *err)
     char pid[32];
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-        coord_log(c, "%s: cannot record the pid: %s", path, strerror(errno));
+        nb_coord_log(c, "%s: cannot record the pid: %s", path, strerror(errno));
     c->lock_fd = fd;
     return NB_OK;
 }
 
-void coord_unlock_db(nb_coord *c)
+void nb_coord_unlock_db(nb_coord *c)
 {
     if (c->lock_fd > 0)
         close(c->lock_fd); /* releases the flock */

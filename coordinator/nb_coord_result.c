@@ -59,7 +59,7 @@ static void kv_add(nb_arena *a, nb_db_kv *kv, size_t *n, size_t cap, const char 
     (*n)++;
 }
 
-nb_code result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
+nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
                       const char *default_board, nb_db_source source, nb_db_run *run,
                       nb_db_deployment *dep, nb_err *err)
 {
@@ -246,7 +246,7 @@ static nb_code store_with(nb_coord *c, int64_t job_id, const Npubench__JobResult
     copy.n_run_ids = n_runs;
     copy.regression = regression;
     copy.regression_detail = (char *)(detail ? detail : "");
-    return store_put(c, job_id, &copy, err);
+    return nb_coord_store_put(c, job_id, &copy, err);
 }
 
 /* Ends the transaction of nb_db_begin: commit when rc is OK, else roll back. */
@@ -270,7 +270,7 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
     nb_arena a = {0};
     nb_db_run run;
     nb_db_deployment dep;
-    nb_code rc = result_to_run(&a, res, nb_job_kind_name(spec->kind), default_board,
+    nb_code rc = nb_coord_result_to_run(&a, res, nb_job_kind_name(spec->kind), default_board,
                                c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE, &run,
                                &dep, err);
     nb_db_regression_report rep;
@@ -281,7 +281,7 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
     }
     rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
     if (!rc)
-        alias_from_result(c, res, dep.model);
+        nb_coord_alias_from_result(c, res, dep.model);
     if (!rc && wants_regression(spec->kind) && run.outcome != NB_OUTCOME_ERROR) {
         nb_db_regression_opts ro = {(size_t)c->o.regression_last_n, c->o.regression_min_rel,
                                     c->o.regression_alpha};
@@ -304,7 +304,7 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
     if (!rc) {
         *accepted = 1;
         if (!dup && run.regression)
-            coord_log(c, "job %lld run %lld: REGRESSION %s", (long long)j->id,
+            nb_coord_log(c, "job %lld run %lld: REGRESSION %s", (long long)j->id,
                       (long long)run_id, rep.detail);
     }
     nb_arena_free(&a);
@@ -369,11 +369,11 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
     Npubench__JobResult *m = NULL;
     if (!rc && !dup && (rc = nb_db_job_get(c->db, group->id, &g, err)) == NB_OK &&
         g.state == NB_JOB_DONE) {
-        rc = merge_verify_group(c, &g, j->id, res, &a, &m, err);
+        rc = nb_coord_merge_verify_group(c, &g, j->id, res, &a, &m, err);
         nb_db_run run;
         nb_db_deployment dep;
         if (!rc)
-            rc = result_to_run(&a, m, "verify-full", default_board,
+            rc = nb_coord_result_to_run(&a, m, "verify-full", default_board,
                                c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE, &run,
                                &dep, err);
         if (!rc)
@@ -391,8 +391,8 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
     if (!rc) {
         *accepted = 1;
         if (merged) {
-            coord_stat_add(c, &c->stats.merged, 1);
-            coord_log(c, "job %lld: shards merged into run %lld (%s)", (long long)group->id,
+            nb_coord_stat_add(c, &c->stats.merged, 1);
+            nb_coord_log(c, "job %lld: shards merged into run %lld (%s)", (long long)group->id,
                       (long long)run_id, m && m->outcome == NPUBENCH__OUTCOME__PASS ? "PASS"
                                                                                      : "FAIL");
         }
@@ -401,7 +401,7 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
     return rc;
 }
 
-nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
+nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
                       const Npubench__JobResult *res, int *accepted, nb_err *err)
 {
     *accepted = 0;
@@ -415,7 +415,7 @@ nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
         goto out;
     if (j.parent_id && (rc = nb_db_job_get(c->db, j.parent_id, &parent, err)))
         goto out;
-    Npubench__WorkerInfo *info = reg_info(c, worker_id);
+    Npubench__WorkerInfo *info = nb_coord_reg_info(c, worker_id);
     const char *board = info ? info->board_name : "";
     int is_shard = j.parent_id && !strcmp(parent.kind, "verify-full");
     if (res->status != NPUBENCH__STATUS_CODE__OK)
@@ -430,15 +430,15 @@ nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
     if (rc == NB_EMISMATCH || rc == NB_ECANCELED) {
         /* The lease is gone (expired and handed on, cancelled, finished):
          * the worker drops the result; nothing was written. */
-        coord_log(c, "job %lld: result from %s refused: %s", (long long)j.id, worker_id,
+        nb_coord_log(c, "job %lld: result from %s refused: %s", (long long)j.id, worker_id,
                   err->msg);
         *accepted = 0;
         rc = NB_OK;
     } else if (!rc) {
-        coord_stat_add(c, &c->stats.completed, 1);
-        traces_confirm(c, spec, res);
+        nb_coord_stat_add(c, &c->stats.completed, 1);
+        nb_coord_traces_confirm(c, spec, res);
     }
-    coord_changed(c, j.id, j.parent_id);
+    nb_coord_changed(c, j.id, j.parent_id);
 out:
     nb_wire_free(spec);
     nb_db_job_free(&j);

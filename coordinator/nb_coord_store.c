@@ -9,12 +9,12 @@
 #include "nb_file.h"
 
 /* Where versions before job_results kept the result; still read, pruned by retention. */
-void store_legacy_path(const nb_coord *c, int64_t job_id, char *buf, size_t cap)
+void nb_coord_store_legacy_path(const nb_coord *c, int64_t job_id, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s/job-%lld.pb", c->artifacts_dir, (long long)job_id);
 }
 
-nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, nb_err *err)
+nb_code nb_coord_store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, nb_err *err)
 {
     if (nb_fault("result_store"))
         return nb_err_set(err, NB_EIO, "job %lld: storing the result: No space left on device "
@@ -29,7 +29,7 @@ nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, n
     return rc;
 }
 
-nb_code store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err)
+nb_code nb_coord_store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err)
 {
     *out = NULL;
     void *data = NULL;
@@ -37,7 +37,7 @@ nb_code store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err
     char path[1200] = "";
     nb_code rc = nb_db_result_get(c->db, job_id, &data, &len, err);
     if (rc == NB_ENOTFOUND) {
-        store_legacy_path(c, job_id, path, sizeof path);
+        nb_coord_store_legacy_path(c, job_id, path, sizeof path);
         if (!nb_file_exists(path))
             return nb_err_set(err, NB_ENOTFOUND, "job %lld: no stored result",
                               (long long)job_id);
