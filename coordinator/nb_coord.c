@@ -14,7 +14,7 @@
 #include "nb_file.h"
 #include "nb_time.h"
 
-void coord_log(nb_coord *c, const char *fmt, ...)
+void nb_coord_log(nb_coord *c, const char *fmt, ...)
 {
     if (c->o.quiet)
         return;
@@ -33,7 +33,7 @@ static coord_seq *seq_slot(nb_coord *c, int64_t job_id)
     return &c->seqs[(uint64_t)job_id % COORD_SEQ_SLOTS];
 }
 
-void coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id)
+void nb_coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id)
 {
     pthread_mutex_lock(&c->mu);
     c->gen++;
@@ -49,7 +49,7 @@ void coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id)
     pthread_mutex_unlock(&c->mu);
 }
 
-uint64_t coord_job_seq(nb_coord *c, int64_t job_id)
+uint64_t nb_coord_job_seq(nb_coord *c, int64_t job_id)
 {
     pthread_mutex_lock(&c->mu);
     coord_seq *s = seq_slot(c, job_id);
@@ -60,7 +60,7 @@ uint64_t coord_job_seq(nb_coord *c, int64_t job_id)
     return v;
 }
 
-uint64_t coord_gen(nb_coord *c)
+uint64_t nb_coord_gen(nb_coord *c)
 {
     pthread_mutex_lock(&c->mu);
     uint64_t g = c->gen;
@@ -68,7 +68,7 @@ uint64_t coord_gen(nb_coord *c)
     return g;
 }
 
-void coord_queue_changed(nb_coord *c)
+void nb_coord_queue_changed(nb_coord *c)
 {
     pthread_mutex_lock(&c->mu);
     c->gen++;
@@ -77,7 +77,7 @@ void coord_queue_changed(nb_coord *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-uint64_t coord_qgen(nb_coord *c)
+uint64_t nb_coord_qgen(nb_coord *c)
 {
     pthread_mutex_lock(&c->mu);
     uint64_t g = c->qgen;
@@ -113,17 +113,17 @@ static int wait_counter(nb_coord *c, const uint64_t *counter, uint64_t *seen, in
     return r;
 }
 
-int coord_wait(nb_coord *c, uint64_t *gen, int64_t until_ms)
+int nb_coord_wait(nb_coord *c, uint64_t *gen, int64_t until_ms)
 {
     return wait_counter(c, &c->gen, gen, until_ms);
 }
 
-int coord_wait_queue(nb_coord *c, uint64_t *qgen, int64_t until_ms)
+int nb_coord_wait_queue(nb_coord *c, uint64_t *qgen, int64_t until_ms)
 {
     return wait_counter(c, &c->qgen, qgen, until_ms);
 }
 
-int64_t coord_poll_until(nb_coord *c, const nb_rpc_request *req, int wait_ms)
+int64_t nb_coord_poll_until(nb_coord *c, const nb_rpc_request *req, int wait_ms)
 {
     if (wait_ms < 0)
         wait_ms = 0;
@@ -140,7 +140,7 @@ int64_t coord_poll_until(nb_coord *c, const nb_rpc_request *req, int wait_ms)
     return until;
 }
 
-void coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n)
+void nb_coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n)
 {
     pthread_mutex_lock(&c->mu);
     *field += n;
@@ -154,7 +154,7 @@ void nb_coord_get_stats(nb_coord *c, nb_coord_stats *out)
     pthread_mutex_unlock(&c->mu);
 }
 
-int coord_state_to_pb(nb_job_state s)
+int nb_coord_state_to_pb(nb_job_state s)
 {
     switch (s) {
     case NB_JOB_QUEUED: return NPUBENCH__JOB_STATE__JOB_QUEUED;
@@ -185,16 +185,16 @@ static void *sweeper_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (stop)
             break;
-        coord_sweep_workers(c);
+        nb_coord_sweep_workers(c);
         int64_t now = nb_wall_ms();
         if (now >= c->next_reasons_ms) {
-            sched_update_reasons(c);
+            nb_sched_update_reasons(c);
             c->next_reasons_ms = now + 1000;
         }
         /* Sleep on the condvar so a stop ends the wait at once. */
-        uint64_t g = coord_gen(c);
+        uint64_t g = nb_coord_gen(c);
         int64_t until = nb_wall_ms() + c->o.sweep_ms;
-        while (coord_wait(c, &g, until) == 0) {
+        while (nb_coord_wait(c, &g, until) == 0) {
         }
     }
     return NULL;
@@ -282,7 +282,7 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
 
 static void free_coord(nb_coord *c)
 {
-    reg_free_all(c);
+    nb_coord_reg_free_all(c);
     free(c->listen_url);
     free(c->db_path);
     free(c->artifacts_dir);
@@ -329,7 +329,7 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     ro.tls_ca_file = c->tls_ca;
     if ((rc = nb_rpc_server_open(c->listen_url, &ro, &c->srv, err)))
         goto fail;
-    if ((rc = coord_register_client_api(c, err)) || (rc = coord_register_worker_api(c, err)))
+    if ((rc = nb_coord_register_client_api(c, err)) || (rc = nb_coord_register_worker_api(c, err)))
         goto fail;
     if (pthread_create(&c->sweeper, NULL, sweeper_main, c) != 0) {
         rc = nb_err_set(err, NB_EINTERNAL, "coordinator: cannot start the sweeper thread");
@@ -338,8 +338,8 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     c->sweeper_started = 1;
     if ((rc = nb_rpc_server_start(c->srv, err)))
         goto fail;
-    coord_log(c, "serving %s, db %s (%zu expired lease%s requeued, %zu failed)",
-              nb_rpc_server_url(c->srv), c->db_path, nq, nq == 1 ? "" : "s", nf);
+    nb_coord_log(c, "serving %s, db %s (%zu expired lease%s requeued, %zu failed)",
+                 nb_rpc_server_url(c->srv), c->db_path, nq, nq == 1 ? "" : "s", nf);
     *out = c;
     return NB_OK;
 fail:
@@ -394,8 +394,8 @@ nb_code nb_coord_run(const nb_coord_opts *o, nb_err *err)
         fprintf(stderr, "npubench coordinator: listening on %s\n", nb_coord_url(c));
     while (!got_signal)
         sleep_ms(100);
-    coord_log(c, "signal %d: stopping (queued and running jobs stay in %s)", (int)got_signal,
-              c->db_path);
+    nb_coord_log(c, "signal %d: stopping (queued and running jobs stay in %s)", (int)got_signal,
+                 c->db_path);
     nb_coord_stop(c);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);

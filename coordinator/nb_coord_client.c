@@ -95,7 +95,7 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
     }
     if (!m->spec)
         m->spec = spec_from_sel(a, j);
-    m->state = coord_state_to_pb(j->state);
+    m->state = nb_coord_state_to_pb(j->state);
     m->worker_id = nb_arena_strdup(a, j->leased_worker);
     m->created_unix_ms = j->created_ms;
     m->started_unix_ms = j->started_ms;
@@ -131,7 +131,7 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
         m->results = nb_arena_calloc(a, want ? want : 1, sizeof *m->results);
         for (size_t i = 0; m->results && i < want; i++) {
             Npubench__JobResult *res = NULL;
-            if (store_get(c, matrix ? kids[i].id : j->id, &res, &e) == NB_OK) {
+            if (nb_coord_store_get(c, matrix ? kids[i].id : j->id, &res, &e) == NB_OK) {
                 nb_arena_defer_free(a, nb_wire_free, res);
                 if (!with_log && res->log != protobuf_c_empty_string) {
                     free(res->log);
@@ -165,7 +165,7 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
     size_t n = 0;
     int dup = 0;
     nb_rpc_status st;
-    if (sched_submit(c, r, &ids, &n, &dup, &err)) {
+    if (nb_sched_submit(c, r, &ids, &n, &dup, &err)) {
         st = nb_rpc_reply_err(reply, &err);
     } else {
         Npubench__SubmitJobResponse resp = NPUBENCH__SUBMIT_JOB_RESPONSE__INIT;
@@ -280,11 +280,11 @@ static nb_rpc_status h_cancel(void *user, const nb_rpc_request *req, nb_rpc_repl
         else
             st = nb_rpc_reply_err(reply, &err);
     } else {
-        coord_stat_add(c, &c->stats.cancelled, 1);
-        coord_changed(c, j.id, j.parent_id);
-        coord_log(c, "job %lld cancelled (%s)", (long long)j.id, why);
+        nb_coord_stat_add(c, &c->stats.cancelled, 1);
+        nb_coord_changed(c, j.id, j.parent_id);
+        nb_coord_log(c, "job %lld cancelled (%s)", (long long)j.id, why);
         Npubench__CancelJobResponse resp = NPUBENCH__CANCEL_JOB_RESPONSE__INIT;
-        resp.state = coord_state_to_pb(j.state);
+        resp.state = nb_coord_state_to_pb(j.state);
         st = nb_rpc_reply_pack(reply, &resp);
         nb_db_job_free(&j);
     }
@@ -325,7 +325,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
         goto out;
     }
     size_t nr = 0;
-    coord_worker *snap = reg_snapshot(c, &nr);
+    coord_worker *snap = nb_coord_reg_snapshot(c, &nr);
     nb_arena a = {0};
     Npubench__ListWorkersResponse resp = NPUBENCH__LIST_WORKERS_RESPONSE__INIT;
     resp.workers = nb_arena_calloc(&a, n ? n : 1, sizeof *resp.workers);
@@ -338,7 +338,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
             break;
         npubench__worker_status__init(s);
         npubench__progress__init(p);
-        Npubench__WorkerInfo *info = reg_info(c, w[i].id);
+        Npubench__WorkerInfo *info = nb_coord_reg_info(c, w[i].id);
         if (info) {
             nb_arena_defer_free(&a, nb_wire_free, info);
         } else {
@@ -375,7 +375,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
     }
     st = reply_built(reply, &resp, !a.failed, "ListWorkers");
     nb_arena_free(&a);
-    reg_snapshot_free(snap, nr);
+    nb_coord_reg_snapshot_free(snap, nr);
     free(w);
 out:
     nb_wire_free(r);
@@ -414,10 +414,10 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
     UNPACK(Npubench__WatchJobRequest, npubench__watch_job_request__descriptor);
     nb_err err = {0};
     nb_rpc_status st;
-    int64_t until = coord_poll_until(c, req, r->wait_ms);
-    uint64_t gen = coord_gen(c);
+    int64_t until = nb_coord_poll_until(c, req, r->wait_ms);
+    uint64_t gen = nb_coord_gen(c);
     for (;;) {
-        uint64_t seq = coord_job_seq(c, r->job_id);
+        uint64_t seq = nb_coord_job_seq(c, r->job_id);
         if (!seq)
             seq = 1; /* never changed since this coordinator started */
         nb_db_job j;
@@ -429,7 +429,7 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
         int timeout = 0;
         if (seq <= r->after_seq && !term) {
             nb_db_job_free(&j);
-            int w = coord_wait(c, &gen, until);
+            int w = nb_coord_wait(c, &gen, until);
             if (w == 0)
                 continue;
             timeout = 1;
@@ -442,7 +442,7 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
         Npubench__ProgressEvent ev = NPUBENCH__PROGRESS_EVENT__INIT, *evp = &ev;
         Npubench__Progress p = NPUBENCH__PROGRESS__INIT;
         char msg[NB_DB_MSG_MAX];
-        resp.state = coord_state_to_pb(j.state);
+        resp.state = nb_coord_state_to_pb(j.state);
         resp.done = nb_job_state_terminal(j.state);
         resp.last_seq = timeout ? r->after_seq : seq;
         if (!timeout || resp.done) {
@@ -593,7 +593,7 @@ out:
 static nb_code run_of_job(nb_coord *c, int64_t job_id, int64_t *run_id, nb_err *err)
 {
     Npubench__JobResult *res;
-    nb_code rc = store_get(c, job_id, &res, err);
+    nb_code rc = nb_coord_store_get(c, job_id, &res, err);
     if (rc)
         return rc;
     *run_id = res->n_run_ids ? res->run_ids[0] : 0;
@@ -764,7 +764,7 @@ static nb_rpc_status h_setref(void *user, const nb_rpc_request *req, nb_rpc_repl
         resp.model = d.model;
         resp.previous_deployment_id = had ? prev.id : 0;
         resp.description = desc;
-        coord_log(c, "reference of %s: deployment %lld (%s)", d.model, (long long)dep_id, desc);
+        nb_coord_log(c, "reference of %s: deployment %lld (%s)", d.model, (long long)dep_id, desc);
         st = nb_rpc_reply_pack(reply, &resp);
     }
     goto out;
@@ -833,8 +833,8 @@ static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_repl
             msgs[resp.n_errors++] = rep.bad[i].msg;
         }
         resp.errors = msgs;
-        coord_log(c, "import %s: %zu imported, %zu already stored, %zu bad", name,
-                  rep.n_imported, rep.n_skipped, rep.n_bad);
+        nb_coord_log(c, "import %s: %zu imported, %zu already stored, %zu bad", name,
+                     rep.n_imported, rep.n_skipped, rep.n_bad);
         st = nb_rpc_reply_pack(reply, &resp);
     }
     nb_db_import_report_free(&rep);
@@ -843,7 +843,7 @@ out:
     return st;
 }
 
-nb_code coord_register_client_api(nb_coord *c, nb_err *err)
+nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err)
 {
     struct {
         const char *m;

@@ -73,48 +73,49 @@ struct nb_coord {
 /* ---- nb_coord.c ---- */
 
 /* Log line on stderr ("npubench coordinator: ..."), unless quiet. */
-void coord_log(nb_coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void nb_coord_log(nb_coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Something changed about job (0 = the queue in general; parent too if
  * non-zero): bumps its change counter and wakes every long poll. */
-void coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id);
+void nb_coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id);
 /* The change counter of job_id (0 when never changed here). */
-uint64_t coord_job_seq(nb_coord *c, int64_t job_id);
+uint64_t nb_coord_job_seq(nb_coord *c, int64_t job_id);
 /* Waits until the global counter moves past *gen, the wall clock passes
  * until_ms, or the coordinator stops; *gen gets the current counter.
  * Returns 0 on a change, 1 on timeout, -1 when stopping. */
-int coord_wait(nb_coord *c, uint64_t *gen, int64_t until_ms);
-uint64_t coord_gen(nb_coord *c);
+int nb_coord_wait(nb_coord *c, uint64_t *gen, int64_t until_ms);
+uint64_t nb_coord_gen(nb_coord *c);
 /* The queue changed (submit, requeue, release): wakes LeaseJob polls too. */
-void coord_queue_changed(nb_coord *c);
-uint64_t coord_qgen(nb_coord *c);
-/* coord_wait on the queue counter. */
-int coord_wait_queue(nb_coord *c, uint64_t *qgen, int64_t until_ms);
+void nb_coord_queue_changed(nb_coord *c);
+uint64_t nb_coord_qgen(nb_coord *c);
+/* nb_coord_wait on the queue counter. */
+int nb_coord_wait_queue(nb_coord *c, uint64_t *qgen, int64_t until_ms);
 /* Wall-clock end of a long poll: now + wait_ms, capped by the options and by
  * the request's deadline minus a margin for the reply to travel back. */
-int64_t coord_poll_until(nb_coord *c, const nb_rpc_request *req, int wait_ms);
-void coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n);
+int64_t nb_coord_poll_until(nb_coord *c, const nb_rpc_request *req, int wait_ms);
+void nb_coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n);
 
 /* ---- nb_coord_reg.c: the in-memory registry (all take c->mu) ---- */
 
 /* The registration of id, unpacked into a fresh message the caller frees
  * with nb_wire_free; NULL if id is not registered in this process. */
-Npubench__WorkerInfo *reg_info(nb_coord *c, const char *id);
+Npubench__WorkerInfo *nb_coord_reg_info(nb_coord *c, const char *id);
 /* Stores/replaces the registration of info->worker_id. */
-nb_code reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *err);
+nb_code nb_coord_reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *err);
 /* Heartbeat bookkeeping: 0 for an unknown id, 2 when the job or its
  * progress changed since the last report, else 1. */
-int reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t done,
-                  int64_t total, const char *msg);
-void reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t parent);
+int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease,
+                           int64_t done, int64_t total, const char *msg);
+void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease,
+                          int64_t parent);
 /* The group of the job id currently runs (0 if none or unknown). */
-int64_t reg_parent(nb_coord *c, const char *id);
+int64_t nb_coord_reg_parent(nb_coord *c, const char *id);
 /* Copy of the whole registry (caller frees the array and each info_pb). */
-coord_worker *reg_snapshot(nb_coord *c, size_t *n);
-void reg_snapshot_free(coord_worker *w, size_t n);
-void reg_free_all(nb_coord *c);
+coord_worker *nb_coord_reg_snapshot(nb_coord *c, size_t *n);
+void nb_coord_reg_snapshot_free(coord_worker *w, size_t n);
+void nb_coord_reg_free_all(nb_coord *c);
 /* Looks for another live registration of host + device; fills holder. */
-int reg_find_device(nb_coord *c, const char *host, const char *device, const char *except_id,
-                    coord_worker *holder);
+int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
+                             const char *except_id, coord_worker *holder);
 
 /* ---- nb_sched.c: selectors, matching, submission ---- */
 
@@ -125,82 +126,84 @@ typedef struct sched_sel {
     char deployment[NB_DB_NAME_MAX]; /* "<model or *>/<dtype or *>" */
     char tags[NB_DB_LIST_MAX];
 } sched_sel;
-nb_code sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err *err);
+nb_code nb_sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err *err);
 
 /* 1 if worker info can run a job with db selector fields (those of
  * nb_db_job: sel_backend, sel_board, sel_deployment, sel_tags, sel_worker);
  * otherwise 0 with why. dep_out (may be NULL) gets the index of the served
  * deployment that matched (-1 when the worker serves any). */
-int sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
-                        const char *backend, const char *board, const char *deployment,
-                        const char *tags, const char *pin, char *why, size_t why_cap,
-                        int *dep_out);
+int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
+                           const char *backend, const char *board, const char *deployment,
+                           const char *tags, const char *pin, char *why, size_t why_cap,
+                           int *dep_out);
 /* nb_db_job_pred adapter: ud is the Npubench__WorkerInfo. */
-int sched_pred(const nb_db_job *job, void *ud);
-/* The db matcher struct for w (deployments "*": sched_pred checks them). */
-void sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out);
+int nb_sched_pred(const nb_db_job *job, void *ud);
+/* The db matcher struct for w (deployments "*": nb_sched_pred checks them). */
+void nb_sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out);
 
 /* Prompt set of a verify spec as the coordinator sees it: count (after
  * max_prompts) and digest; 0 with *n = 0 when it cannot be read here. */
-int sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
-                     size_t path_cap);
+int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
+                        size_t path_cap);
 
 /* SubmitJob: validates, expands shards/matrix, enqueues durably. *ids
  * malloc'ed: [0] is the job to watch, then its children. */
-nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
-                     size_t *n, int *duplicate, nb_err *err);
+nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
+                        size_t *n, int *duplicate, nb_err *err);
 /* Refreshes queued_reason of queued jobs (sweeper). */
-void sched_update_reasons(nb_coord *c);
+void nb_sched_update_reasons(nb_coord *c);
 
 /* ---- nb_coord_result.c: results into the history ---- */
 
 /* Commits a worker's result for job under lease (ReportResult): runs,
  * deployment, regression verdict, shard merge, artifact. *accepted = 0 when
  * the lease is no longer valid (result dropped). */
-nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
-                      const Npubench__JobResult *res, int *accepted, nb_err *err);
+nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
+                               const Npubench__JobResult *res, int *accepted, nb_err *err);
 /* Fills arena-owned run from res for a job of kind (no deployment id yet:
  * *dep gets the deployment to upsert). */
-nb_code result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
-                      const char *default_board, nb_db_source source, nb_db_run *run,
-                      nb_db_deployment *dep, nb_err *err);
+nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
+                               const char *default_board, nb_db_source source, nb_db_run *run,
+                               nb_db_deployment *dep, nb_err *err);
 
 /* ---- nb_coord_merge.c: verify-full shards into one result ---- */
 
 /* Merges the stored results of group's children (this_res standing in for
  * child this_id, not stored yet or just stored) into one JobResult owned by
  * a, as a single-worker VERIFY_FULL run would have reported it. */
-nb_code merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
-                           const Npubench__JobResult *this_res, nb_arena *a,
-                           Npubench__JobResult **out, nb_err *err);
+nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
+                                    const Npubench__JobResult *this_res, nb_arena *a,
+                                    Npubench__JobResult **out, nb_err *err);
 
 /* ---- nb_coord_store.c: committed JobResults as files ---- */
 
 /* Writes res (packed) as the artifact of job; replaces an older one. */
-nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, nb_err *err);
+nb_code nb_coord_store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res,
+                           nb_err *err);
 /* The stored result of job (free with nb_wire_free); NB_ENOTFOUND if none. */
-nb_code store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err);
+nb_code nb_coord_store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err);
 
 /* ---- nb_coord_traces.c: the reference trace cache ---- */
 
 /* For a lease of spec to a worker serving model digest model_sha: the
  * cached trace bytes (malloc'ed; caller frees) and their sha256, or NULL
  * when none is known. Fills the cache from refdir on a miss. */
-uint8_t *traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec, const char *model_sha,
-                          size_t *len, char sha_hex[65]);
+uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec,
+                                   const char *model_sha, size_t *len, char sha_hex[65]);
 /* After a verify/diagnosis result: caches the trace the worker used when
  * this coordinator can read it and has none for that key yet. */
-void traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__JobResult *res);
+void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec,
+                             const Npubench__JobResult *res);
 
 /* ---- nb_coord_client.c / nb_coord_worker.c: handlers ---- */
 
-nb_code coord_register_client_api(nb_coord *c, nb_err *err);
-nb_code coord_register_worker_api(nb_coord *c, nb_err *err);
+nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err);
+nb_code nb_coord_register_worker_api(nb_coord *c, nb_err *err);
 /* The worker-facing side of the sweeper: ages workers, releases leases of
  * gone ones, requeues expired leases. */
-void coord_sweep_workers(nb_coord *c);
+void nb_coord_sweep_workers(nb_coord *c);
 
 /* Job state mapping: db <-> proto (Npubench__JobState). */
-int coord_state_to_pb(nb_job_state s);
+int nb_coord_state_to_pb(nb_job_state s);
 
 #endif

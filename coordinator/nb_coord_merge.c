@@ -23,9 +23,9 @@ static Npubench__Environment *env_copy(const Npubench__Environment *e, nb_err *e
     return out;
 }
 
-nb_code merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
-                           const Npubench__JobResult *this_res, nb_arena *a,
-                           Npubench__JobResult **out, nb_err *err)
+nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
+                                    const Npubench__JobResult *this_res, nb_arena *a,
+                                    Npubench__JobResult **out, nb_err *err)
 {
     *out = NULL;
     nb_db_job *kids = NULL;
@@ -47,7 +47,7 @@ nb_code merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
     for (size_t i = 0; i < nk && !rc; i++) {
         if (kids[i].id == this_id)
             continue;
-        if ((rc = store_get(c, kids[i].id, &parts[i], err)))
+        if ((rc = nb_coord_store_get(c, kids[i].id, &parts[i], err)))
             nb_err_prefix(err, "merging job %lld, shard job %lld: ", (long long)group->id,
                           (long long)kids[i].id);
     }

@@ -15,7 +15,7 @@ static coord_worker *find_locked(nb_coord *c, const char *id)
     return NULL;
 }
 
-Npubench__WorkerInfo *reg_info(nb_coord *c, const char *id)
+Npubench__WorkerInfo *nb_coord_reg_info(nb_coord *c, const char *id)
 {
     uint8_t *copy = NULL;
     size_t len = 0;
@@ -39,7 +39,7 @@ Npubench__WorkerInfo *reg_info(nb_coord *c, const char *id)
     return info;
 }
 
-nb_code reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *err)
+nb_code nb_coord_reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *err)
 {
     uint8_t *pb;
     size_t len;
@@ -83,8 +83,8 @@ nb_code reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *err)
     return NB_OK;
 }
 
-int reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t done,
-                  int64_t total, const char *msg)
+int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease,
+                           int64_t done, int64_t total, const char *msg)
 {
     int r = 0;
     if (!msg)
@@ -109,7 +109,8 @@ int reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease, i
     return r;
 }
 
-void reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t parent)
+void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease,
+                          int64_t parent)
 {
     pthread_mutex_lock(&c->mu);
     coord_worker *w = find_locked(c, id);
@@ -123,7 +124,7 @@ void reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease, in
     pthread_mutex_unlock(&c->mu);
 }
 
-int64_t reg_parent(nb_coord *c, const char *id)
+int64_t nb_coord_reg_parent(nb_coord *c, const char *id)
 {
     pthread_mutex_lock(&c->mu);
     coord_worker *w = find_locked(c, id);
@@ -132,7 +133,7 @@ int64_t reg_parent(nb_coord *c, const char *id)
     return p;
 }
 
-coord_worker *reg_snapshot(nb_coord *c, size_t *n)
+coord_worker *nb_coord_reg_snapshot(nb_coord *c, size_t *n)
 {
     *n = 0;
     pthread_mutex_lock(&c->mu);
@@ -151,7 +152,7 @@ coord_worker *reg_snapshot(nb_coord *c, size_t *n)
     return out;
 }
 
-void reg_snapshot_free(coord_worker *w, size_t n)
+void nb_coord_reg_snapshot_free(coord_worker *w, size_t n)
 {
     if (!w)
         return;
@@ -160,7 +161,7 @@ void reg_snapshot_free(coord_worker *w, size_t n)
     free(w);
 }
 
-void reg_free_all(nb_coord *c)
+void nb_coord_reg_free_all(nb_coord *c)
 {
     for (size_t i = 0; i < c->n_workers; i++)
         free(c->workers[i].info_pb);
@@ -169,8 +170,8 @@ void reg_free_all(nb_coord *c)
     c->n_workers = c->cap_workers = 0;
 }
 
-int reg_find_device(nb_coord *c, const char *host, const char *device, const char *except_id,
-                    coord_worker *holder)
+int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
+                             const char *except_id, coord_worker *holder)
 {
     int found = 0;
     pthread_mutex_lock(&c->mu);

@@ -59,9 +59,9 @@ static void kv_add(nb_arena *a, nb_db_kv *kv, size_t *n, size_t cap, const char 
     (*n)++;
 }
 
-nb_code result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
-                      const char *default_board, nb_db_source source, nb_db_run *run,
-                      nb_db_deployment *dep, nb_err *err)
+nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
+                               const char *default_board, nb_db_source source, nb_db_run *run,
+                               nb_db_deployment *dep, nb_err *err)
 {
     nb_db_run_init(run);
     memset(dep, 0, sizeof *dep);
@@ -242,8 +242,8 @@ static void store_with(nb_coord *c, int64_t job_id, const Npubench__JobResult *r
     copy.regression = regression;
     copy.regression_detail = (char *)(detail ? detail : "");
     nb_err e;
-    if (store_put(c, job_id, &copy, &e))
-        coord_log(c, "job %lld: result not stored: %s", (long long)job_id, e.msg);
+    if (nb_coord_store_put(c, job_id, &copy, &e))
+        nb_coord_log(c, "job %lld: result not stored: %s", (long long)job_id, e.msg);
 }
 
 static int wants_regression(int kind)
@@ -258,9 +258,9 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
     nb_arena a = {0};
     nb_db_run run;
     nb_db_deployment dep;
-    nb_code rc = result_to_run(&a, res, nb_job_kind_name(spec->kind), default_board,
-                               c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE, &run,
-                               &dep, err);
+    nb_code rc = nb_coord_result_to_run(&a, res, nb_job_kind_name(spec->kind), default_board,
+                                        c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE,
+                                        &run, &dep, err);
     nb_db_regression_report rep;
     memset(&rep, 0, sizeof rep);
     if (!rc)
@@ -294,8 +294,8 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
         } else {
             store_with(c, j->id, res, &run_id, 1, run.regression, run.regression_detail);
             if (run.regression)
-                coord_log(c, "job %lld run %lld: REGRESSION %s", (long long)j->id,
-                          (long long)run_id, rep.detail);
+                nb_coord_log(c, "job %lld run %lld: REGRESSION %s", (long long)j->id,
+                             (long long)run_id, rep.detail);
         }
     }
     nb_arena_free(&a);
@@ -340,13 +340,13 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
     Npubench__JobResult *m = NULL;
     if (!rc && !dup && (rc = nb_db_job_get(c->db, group->id, &g, err)) == NB_OK &&
         g.state == NB_JOB_DONE) {
-        rc = merge_verify_group(c, &g, j->id, res, &a, &m, err);
+        rc = nb_coord_merge_verify_group(c, &g, j->id, res, &a, &m, err);
         nb_db_run run;
         nb_db_deployment dep;
         if (!rc)
-            rc = result_to_run(&a, m, "verify-full", default_board,
-                               c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE, &run,
-                               &dep, err);
+            rc = nb_coord_result_to_run(&a, m, "verify-full", default_board,
+                                        c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE,
+                                        &run, &dep, err);
         if (!rc)
             rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
         if (!rc) {
@@ -367,18 +367,18 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
     if (!rc) {
         *accepted = 1;
         if (merged) {
-            coord_stat_add(c, &c->stats.merged, 1);
-            coord_log(c, "job %lld: shards merged into run %lld (%s)", (long long)group->id,
-                      (long long)run_id, m && m->outcome == NPUBENCH__OUTCOME__PASS ? "PASS"
-                                                                                     : "FAIL");
+            nb_coord_stat_add(c, &c->stats.merged, 1);
+            nb_coord_log(c, "job %lld: shards merged into run %lld (%s)", (long long)group->id,
+                         (long long)run_id,
+                         m && m->outcome == NPUBENCH__OUTCOME__PASS ? "PASS" : "FAIL");
         }
     }
     nb_arena_free(&a);
     return rc;
 }
 
-nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
-                      const Npubench__JobResult *res, int *accepted, nb_err *err)
+nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
+                               const Npubench__JobResult *res, int *accepted, nb_err *err)
 {
     *accepted = 0;
     nb_db_job j, parent;
@@ -391,7 +391,7 @@ nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
         goto out;
     if (j.parent_id && (rc = nb_db_job_get(c->db, j.parent_id, &parent, err)))
         goto out;
-    Npubench__WorkerInfo *info = reg_info(c, worker_id);
+    Npubench__WorkerInfo *info = nb_coord_reg_info(c, worker_id);
     const char *board = info ? info->board_name : "";
     if (res->status != NPUBENCH__STATUS_CODE__OK)
         rc = commit_failed(c, &j, lease_id, res, accepted, err);
@@ -403,15 +403,15 @@ nb_code result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
     if (rc == NB_EMISMATCH || rc == NB_ECANCELED) {
         /* The lease is gone (expired and handed on, cancelled, finished):
          * the worker drops the result; nothing was written. */
-        coord_log(c, "job %lld: result from %s refused: %s", (long long)j.id, worker_id,
-                  err->msg);
+        nb_coord_log(c, "job %lld: result from %s refused: %s", (long long)j.id, worker_id,
+                     err->msg);
         *accepted = 0;
         rc = NB_OK;
     } else if (!rc) {
-        coord_stat_add(c, &c->stats.completed, 1);
-        traces_confirm(c, spec, res);
+        nb_coord_stat_add(c, &c->stats.completed, 1);
+        nb_coord_traces_confirm(c, spec, res);
     }
-    coord_changed(c, j.id, j.parent_id);
+    nb_coord_changed(c, j.id, j.parent_id);
 out:
     nb_wire_free(spec);
     nb_db_job_free(&j);

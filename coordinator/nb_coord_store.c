@@ -13,7 +13,7 @@ static void path_of(const nb_coord *c, int64_t job_id, char *buf, size_t cap)
     snprintf(buf, cap, "%s/job-%lld.pb", c->artifacts_dir, (long long)job_id);
 }
 
-nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, nb_err *err)
+nb_code nb_coord_store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, nb_err *err)
 {
     uint8_t *pb;
     size_t len;
@@ -27,7 +27,7 @@ nb_code store_put(nb_coord *c, int64_t job_id, const Npubench__JobResult *res, n
     return rc;
 }
 
-nb_code store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err)
+nb_code nb_coord_store_get(nb_coord *c, int64_t job_id, Npubench__JobResult **out, nb_err *err)
 {
     *out = NULL;
     char path[1200];

@@ -52,7 +52,7 @@ static int trace_digest(const Npubench__JobSpec *spec, char *out, size_t cap, in
         return 0;
     int n;
     char sha[65], path[1024];
-    if (!sched_prompt_set(spec, &n, sha, path, sizeof path) || !sha[0])
+    if (!nb_sched_prompt_set(spec, &n, sha, path, sizeof path) || !sha[0])
         return 0;
     snprintf(out, cap, "%s", sha);
     return 1;
@@ -112,16 +112,16 @@ static uint8_t *cache_file(nb_coord *c, const char *path, const char *model_sha,
         return NULL;
     nb_db_trace_key key = {model_sha, digest, n_tokens, k};
     if (nb_db_trace_put(c->db, &key, NULL, data, *len, &e) != NB_OK)
-        coord_log(c, "trace cache: %s", e.msg);
+        nb_coord_log(c, "trace cache: %s", e.msg);
     else
-        coord_log(c, "trace cache: stored %s (%zu bytes) for model %.16s", path, *len,
-                  model_sha);
+        nb_coord_log(c, "trace cache: stored %s (%zu bytes) for model %.16s", path, *len,
+                     model_sha);
     ix_put(c, model_sha, digest, n_tokens, k);
     return (uint8_t *)data;
 }
 
-uint8_t *traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec, const char *model_sha,
-                          size_t *len, char sha_hex[65])
+uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec,
+                                   const char *model_sha, size_t *len, char sha_hex[65])
 {
     *len = 0;
     sha_hex[0] = '\0';
@@ -173,7 +173,8 @@ static const char *jstr(json_object *o, const char *a, const char *b, const char
     return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-void traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__JobResult *res)
+void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec,
+                             const Npubench__JobResult *res)
 {
     if (res->status != NPUBENCH__STATUS_CODE__OK || !*res->report_json || !spec ||
         has_param(spec, "reference"))

@@ -136,7 +136,7 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
     int64_t now = nb_wall_ms(), fresh = 2LL * c->o.heartbeat_ms + 1000;
     coord_worker holder;
     int same_proc = 0, replaced = 0;
-    if (reg_find_device(c, info.host, info.device_id, NULL, &holder)) {
+    if (nb_coord_reg_find_device(c, info.host, info.device_id, NULL, &holder)) {
         nb_db_worker dbw;
         int alive = nb_db_worker_get(c->db, holder.id, &dbw, &err) == NB_OK &&
                     dbw.state == NB_WORKER_ALIVE;
@@ -154,9 +154,9 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
         replaced = !same_proc;
     }
     nb_db_worker w;
-    sched_db_worker(&info, &w);
+    nb_sched_db_worker(&info, &w);
     deployments_text(&info, w.deployments, sizeof w.deployments);
-    if (nb_db_worker_upsert(c->db, &w, &err) || reg_put(c, &info, &err)) {
+    if (nb_db_worker_upsert(c->db, &w, &err) || nb_coord_reg_put(c, &info, &err)) {
         st = nb_rpc_reply_err(reply, &err);
         goto out;
     }
@@ -165,11 +165,11 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
         size_t nq = 0, nf = 0;
         nb_db_jobs_release_worker(c->db, id, "the worker restarted", &nq, &nf, &err);
         if (nq || nf)
-            coord_log(c, "worker %s restarted: %zu job%s requeued, %zu failed", id, nq,
-                      nq == 1 ? "" : "s", nf);
+            nb_coord_log(c, "worker %s restarted: %zu job%s requeued, %zu failed", id, nq,
+                         nq == 1 ? "" : "s", nf);
     }
-    coord_log(c, "worker %s registered (board %s, %zu deployment%s, %s)", id, info.board_name,
-              info.n_deployments, info.n_deployments == 1 ? "" : "s", info.version);
+    nb_coord_log(c, "worker %s registered (board %s, %zu deployment%s, %s)", id, info.board_name,
+                 info.n_deployments, info.n_deployments == 1 ? "" : "s", info.version);
     Npubench__RegisterResponse resp = NPUBENCH__REGISTER_RESPONSE__INIT;
     resp.worker_id = id;
     resp.heartbeat_interval_ms = c->o.heartbeat_ms;
@@ -178,7 +178,7 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
     snprintf(version, sizeof version, "npubench %s (%s)", NB_VERSION, nb_commit());
     resp.coordinator_version = version;
     st = nb_rpc_reply_pack(reply, &resp);
-    coord_queue_changed(c);
+    nb_coord_queue_changed(c);
 out:
     nb_wire_free(r);
     return st;
@@ -224,7 +224,7 @@ static void renew_current(nb_coord *c, const char *worker, int64_t job, const ch
         } else
             rc = nb_db_job_start(c->db, job, lease, &err);
         if (changed)
-            coord_changed(c, job, reg_parent(c, worker));
+            nb_coord_changed(c, job, nb_coord_reg_parent(c, worker));
     }
     if (rc == NB_ECANCELED || rc == NB_EMISMATCH || rc == NB_ENOTFOUND)
         add_cancel(a, resp, job, lease, err.msg);
@@ -245,8 +245,8 @@ static nb_rpc_status h_heartbeat(void *user, const nb_rpc_request *req, nb_rpc_r
     Npubench__HeartbeatResponse resp = NPUBENCH__HEARTBEAT_RESPONSE__INIT;
     nb_arena a = {0};
     const Npubench__Progress *p = hb->progress;
-    int known = reg_heartbeat(c, hb->worker_id, hb->current_job_id, hb->lease_id,
-                              p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
+    int known = nb_coord_reg_heartbeat(c, hb->worker_id, hb->current_job_id, hb->lease_id,
+                                       p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
     if (!known || nb_db_worker_touch(c->db, hb->worker_id, &err) != NB_OK) {
         /* Registered with a coordinator that restarted, or never: the worker
          * registers again and carries on (its leases are still in the db). */
@@ -279,12 +279,12 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
                                    (long long)job->id);
     }
     int dep = -1;
-    sched_worker_serves(info, worker, job->sel_backend, job->sel_board, job->sel_deployment,
-                        job->sel_tags, job->sel_worker, NULL, 0, &dep);
+    nb_sched_worker_serves(info, worker, job->sel_backend, job->sel_board, job->sel_deployment,
+                           job->sel_tags, job->sel_worker, NULL, 0, &dep);
     const char *digest = dep >= 0 ? info->deployments[dep]->digest : "";
     size_t tlen = 0;
     char tsha[65];
-    uint8_t *trace = traces_for_lease(c, spec, digest, &tlen, tsha);
+    uint8_t *trace = nb_coord_traces_for_lease(c, spec, digest, &tlen, tsha);
 
     Npubench__Lease lease = NPUBENCH__LEASE__INIT;
     lease.lease_id = job->lease_id;
@@ -301,9 +301,9 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
     free(trace);
     nb_wire_free(spec);
     if (st == NB_RPC_OK) {
-        reg_set_job(c, worker, job->id, job->lease_id, job->parent_id);
-        coord_stat_add(c, &c->stats.leased, 1);
-        coord_changed(c, job->id, job->parent_id);
+        nb_coord_reg_set_job(c, worker, job->id, job->lease_id, job->parent_id);
+        nb_coord_stat_add(c, &c->stats.leased, 1);
+        nb_coord_changed(c, job->id, job->parent_id);
     }
     return st;
 }
@@ -322,7 +322,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
         st = bad(reply, "LeaseJobRequest.worker_id: required%s", "");
         goto out;
     }
-    info = reg_info(c, r->worker_id);
+    info = nb_coord_reg_info(c, r->worker_id);
     if (!info) {
         st = nb_rpc_reply_status(reply, NB_RPC_NOT_FOUND,
                                  "worker %s is not registered with this coordinator; Register "
@@ -330,8 +330,8 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
                                  r->worker_id);
         goto out;
     }
-    int64_t until = coord_poll_until(c, req, r->wait_ms);
-    uint64_t gen = coord_qgen(c);
+    int64_t until = nb_coord_poll_until(c, req, r->wait_ms);
+    uint64_t gen = nb_coord_qgen(c);
     for (;;) {
         /* A worker asking for work is alive. */
         if (nb_db_worker_touch(c->db, r->worker_id, &err)) {
@@ -339,11 +339,11 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
             goto out;
         }
         nb_db_worker w;
-        sched_db_worker(info, &w);
+        nb_sched_db_worker(info, &w);
         w.state = NB_WORKER_ALIVE;
         nb_db_job job;
         int found = 0;
-        if (nb_db_job_lease(c->db, &w, sched_pred, info, c->o.lease_ms, &job, &found, &err)) {
+        if (nb_db_job_lease(c->db, &w, nb_sched_pred, info, c->o.lease_ms, &job, &found, &err)) {
             st = nb_rpc_reply_err(reply, &err);
             goto out;
         }
@@ -352,7 +352,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
             nb_db_job_free(&job);
             goto out;
         }
-        if (coord_wait_queue(c, &gen, until) != 0)
+        if (nb_coord_wait_queue(c, &gen, until) != 0)
             break;
     }
     Npubench__LeaseJobResponse none = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
@@ -383,8 +383,8 @@ static nb_rpc_status h_progress(void *user, const nb_rpc_request *req, nb_rpc_re
     nb_code rc = nb_db_job_renew(c->db, r->job_id, r->lease_id, c->o.lease_ms, &expiry, &err);
     const Npubench__Progress *p = r->progress;
     if (!rc && p) {
-        int changed = reg_heartbeat(c, r->worker_id, r->job_id, r->lease_id, p->done,
-                                    p->total, p->message) != 1;
+        int changed = nb_coord_reg_heartbeat(c, r->worker_id, r->job_id, r->lease_id, p->done,
+                                             p->total, p->message) != 1;
         rc = nb_db_job_set_progress(c->db, r->job_id, r->lease_id, p->done < 0 ? 0 : p->done,
                                     p->total < 0 ? 0 : p->total, p->message, &err);
         /* Renewals repeat the last progress: log only what is new. */
@@ -402,7 +402,7 @@ static nb_rpc_status h_progress(void *user, const nb_rpc_request *req, nb_rpc_re
         goto out;
     }
     resp.expires_unix_ms = expiry;
-    coord_changed(c, r->job_id, reg_parent(c, r->worker_id));
+    nb_coord_changed(c, r->job_id, nb_coord_reg_parent(c, r->worker_id));
     st = nb_rpc_reply_pack(reply, &resp);
 out:
     nb_wire_free(r);
@@ -429,13 +429,13 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
     if (!*r->result->worker_id)
         r->result->worker_id = r->worker_id; /* borrowed until nb_wire_free(r) */
     int accepted = 0;
-    if (result_commit(c, r->worker_id, r->lease_id, r->result, &accepted, &err)) {
+    if (nb_coord_result_commit(c, r->worker_id, r->lease_id, r->result, &accepted, &err)) {
         st = nb_rpc_reply_err(reply, &err);
         goto out;
     }
     if (accepted && *r->result->log)
         nb_db_job_append_log(c->db, r->result->job_id, r->result->log, &err);
-    reg_set_job(c, r->worker_id, 0, NULL, 0);
+    nb_coord_reg_set_job(c, r->worker_id, 0, NULL, 0);
     Npubench__ReportResultResponse resp = NPUBENCH__REPORT_RESULT_RESPONSE__INIT;
     resp.accepted = accepted;
     st = nb_rpc_reply_pack(reply, &resp);
@@ -474,19 +474,19 @@ static nb_rpc_status h_release(void *user, const nb_rpc_request *req, nb_rpc_rep
         st = nb_rpc_reply_err(reply, &err);
         goto out;
     }
-    reg_set_job(c, r->worker_id, 0, NULL, 0);
+    nb_coord_reg_set_job(c, r->worker_id, 0, NULL, 0);
     nb_db_job j;
     Npubench__ReleaseJobResponse resp = NPUBENCH__RELEASE_JOB_RESPONSE__INIT;
     if (nb_db_job_get(c->db, r->job_id, &j, &err) == NB_OK) {
-        resp.state = coord_state_to_pb(j.state);
-        coord_changed(c, j.id, j.parent_id);
-        coord_queue_changed(c);
-        coord_log(c, "job %lld released by %s (%s): now %s", (long long)j.id, r->worker_id, why,
-                  nb_job_state_name(j.state));
+        resp.state = nb_coord_state_to_pb(j.state);
+        nb_coord_changed(c, j.id, j.parent_id);
+        nb_coord_queue_changed(c);
+        nb_coord_log(c, "job %lld released by %s (%s): now %s", (long long)j.id, r->worker_id, why,
+                     nb_job_state_name(j.state));
         nb_db_job_free(&j);
     }
     if (r->retry)
-        coord_stat_add(c, &c->stats.requeued, 1);
+        nb_coord_stat_add(c, &c->stats.requeued, 1);
     st = nb_rpc_reply_pack(reply, &resp);
 out:
     nb_wire_free(r);
@@ -495,14 +495,14 @@ out:
 
 /* ---- sweeper ---- */
 
-void coord_sweep_workers(nb_coord *c)
+void nb_coord_sweep_workers(nb_coord *c)
 {
     nb_err err;
     size_t ns = 0, ng = 0;
     if (nb_db_worker_sweep(c->db, c->o.stale_ms, c->o.gone_ms, &ns, &ng, &err))
-        coord_log(c, "sweep: %s", err.msg);
+        nb_coord_log(c, "sweep: %s", err.msg);
     if (ns || ng)
-        coord_log(c, "sweep: %zu worker%s went stale, %zu gone", ns, ns == 1 ? "" : "s", ng);
+        nb_coord_log(c, "sweep: %zu worker%s went stale, %zu gone", ns, ns == 1 ? "" : "s", ng);
     int64_t now = nb_wall_ms();
     int changed = 0;
     if (ng || now >= c->next_gone_scan_ms) {
@@ -519,10 +519,10 @@ void coord_sweep_workers(nb_coord *c)
                          (long long)(now - w[i].last_seen_ms));
                 if (nb_db_jobs_release_worker(c->db, w[i].id, why, &nq, &nf, &err) == NB_OK &&
                     (nq || nf)) {
-                    coord_log(c, "worker %s gone (%s): %zu job%s requeued, %zu failed",
-                              w[i].id, why, nq, nq == 1 ? "" : "s", nf);
-                    coord_stat_add(c, &c->stats.requeued, nq);
-                    reg_set_job(c, w[i].id, 0, NULL, 0);
+                    nb_coord_log(c, "worker %s gone (%s): %zu job%s requeued, %zu failed", w[i].id,
+                                 why, nq, nq == 1 ? "" : "s", nf);
+                    nb_coord_stat_add(c, &c->stats.requeued, nq);
+                    nb_coord_reg_set_job(c, w[i].id, 0, NULL, 0);
                     changed = 1;
                 }
             }
@@ -531,16 +531,16 @@ void coord_sweep_workers(nb_coord *c)
     }
     size_t nq = 0, nf = 0;
     if (nb_db_jobs_requeue_expired(c->db, &nq, &nf, &err) == NB_OK && (nq || nf)) {
-        coord_log(c, "sweep: %zu expired lease%s requeued, %zu job%s failed", nq,
-                  nq == 1 ? "" : "s", nf, nf == 1 ? "" : "s");
-        coord_stat_add(c, &c->stats.requeued, nq);
+        nb_coord_log(c, "sweep: %zu expired lease%s requeued, %zu job%s failed", nq,
+                     nq == 1 ? "" : "s", nf, nf == 1 ? "" : "s");
+        nb_coord_stat_add(c, &c->stats.requeued, nq);
         changed = 1;
     }
     if (changed)
-        coord_queue_changed(c);
+        nb_coord_queue_changed(c);
 }
 
-nb_code coord_register_worker_api(nb_coord *c, nb_err *err)
+nb_code nb_coord_register_worker_api(nb_coord *c, nb_err *err)
 {
     struct {
         const char *m;

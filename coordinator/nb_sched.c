@@ -40,7 +40,7 @@ static nb_code check_name(const char *field, const char *s, size_t max, nb_err *
     return NB_OK;
 }
 
-nb_code sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err *err)
+nb_code nb_sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err *err)
 {
     memset(out, 0, sizeof *out);
     const Npubench__DeploymentSelector *s = spec->selector;
@@ -109,10 +109,10 @@ static void served_list(const Npubench__WorkerInfo *w, char *buf, size_t cap)
         snprintf(buf, cap, "nothing");
 }
 
-int sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
-                        const char *backend, const char *board, const char *deployment,
-                        const char *tags, const char *pin, char *why, size_t why_cap,
-                        int *dep_out)
+int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
+                           const char *backend, const char *board, const char *deployment,
+                           const char *tags, const char *pin, char *why, size_t why_cap,
+                           int *dep_out)
 {
     char dummy[1];
     if (!why) {
@@ -167,12 +167,12 @@ int sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
     return 0;
 }
 
-int sched_pred(const nb_db_job *job, void *ud)
+int nb_sched_pred(const nb_db_job *job, void *ud)
 {
     const Npubench__WorkerInfo *w = ud;
-    return sched_worker_serves(w, w->worker_id, job->sel_backend, job->sel_board,
-                               job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0,
-                               NULL);
+    return nb_sched_worker_serves(w, w->worker_id, job->sel_backend, job->sel_board,
+                                  job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0,
+                                  NULL);
 }
 
 /* Joins items into a comma list that fits cap (whole items only). */
@@ -190,7 +190,7 @@ static void join_list(char *out, size_t cap, const char *const *items, size_t n)
     }
 }
 
-void sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out)
+void nb_sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->id, sizeof out->id, "%s", w->worker_id);
@@ -207,14 +207,14 @@ void sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out)
     for (size_t i = 0; i < w->n_deployments && nb < 64; i++)
         b[nb++] = w->deployments[i]->backend;
     join_list(out->backends, sizeof out->backends, b, nb);
-    /* The db matches deployments exactly; sched_pred does the real match. */
+    /* The db matches deployments exactly; nb_sched_pred does the real match. */
     snprintf(out->deployments, sizeof out->deployments, "*");
 }
 
 /* ---- prompt sets ---- */
 
-int sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
-                     size_t path_cap)
+int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
+                        size_t path_cap)
 {
     *n = 0;
     sha[0] = '\0';
@@ -292,7 +292,7 @@ static nb_code pool_load(nb_coord *c, pool *p, nb_err *err)
     for (size_t i = 0; i < ndb; i++) {
         pool_worker *pw = &p->w[p->n++];
         pw->db = dbw[i];
-        pw->info = reg_info(c, dbw[i].id);
+        pw->info = nb_coord_reg_info(c, dbw[i].id);
         for (size_t j = 0; j < nbusy; j++)
             if (!strcmp(busy[j].leased_worker, dbw[i].id))
                 pw->busy = 1;
@@ -369,8 +369,8 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
                      w->info ? nb_db_worker_state_name(w->db.state) : "not re-registered");
             continue;
         }
-        if (!sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
-                                 ss->deployment, ss->tags, NULL, why, sizeof why, NULL))
+        if (!nb_sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
+                                    ss->deployment, ss->tags, NULL, why, sizeof why, NULL))
             continue;
         int dup = 0;
         for (size_t k = 0; k < *np; k++)
@@ -401,8 +401,8 @@ static int idle_matching(nb_coord *c, const sched_sel *ss)
     for (size_t i = 0; i < p.n; i++) {
         pool_worker *w = &p.w[i];
         if (w->db.state == NB_WORKER_ALIVE && w->info && !w->busy &&
-            sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
-                                ss->deployment, ss->tags, NULL, NULL, 0, NULL))
+            nb_sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
+                                   ss->deployment, ss->tags, NULL, NULL, 0, NULL))
             n++;
     }
     pool_free(&p);
@@ -416,7 +416,7 @@ static nb_code plan_shards(nb_coord *c, const Npubench__JobSpec *spec, int want,
     *np = 0;
     int P;
     char sha[65], path[1024];
-    if (!sched_prompt_set(spec, &P, sha, path, sizeof path))
+    if (!nb_sched_prompt_set(spec, &P, sha, path, sizeof path))
         return NB_OK; /* the set cannot be read here: the worker runs it whole */
     int S = want;
     if (S > P)
@@ -451,8 +451,8 @@ static void plans_free(child_plan *p, size_t n)
     free(p);
 }
 
-nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
-                     size_t *n, int *duplicate, nb_err *err)
+nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
+                        size_t *n, int *duplicate, nb_err *err)
 {
     *ids = NULL;
     *n = 0;
@@ -472,7 +472,7 @@ nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t
                           "shards: only an unsharded VERIFY_FULL job can be split (kind %s)",
                           nb_job_kind_name(spec->kind));
     sched_sel ss;
-    if ((rc = sched_selector(spec, &ss, err)))
+    if ((rc = nb_sched_selector(spec, &ss, err)))
         return rc;
     if (*req->request_id) {
         int64_t id;
@@ -554,15 +554,15 @@ nb_code sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t
         goto out;
     }
     *n = np + 1;
-    coord_stat_add(c, &c->stats.submitted, 1);
+    nb_coord_stat_add(c, &c->stats.submitted, 1);
     char extra[64] = "";
     if (np)
         snprintf(extra, sizeof extra, " as %zu %s", np,
                  spec->matrix ? "board jobs" : "prompt-range shards");
-    coord_log(c, "job %lld submitted: %s %s%s", (long long)(*ids)[0],
-              nb_job_kind_name(spec->kind), ss.deployment, extra);
-    coord_changed(c, (*ids)[0], 0);
-    coord_queue_changed(c);
+    nb_coord_log(c, "job %lld submitted: %s %s%s", (long long)(*ids)[0],
+                 nb_job_kind_name(spec->kind), ss.deployment, extra);
+    nb_coord_changed(c, (*ids)[0], 0);
+    nb_coord_queue_changed(c);
 out:
     plans_free(plans, np);
     return rc;
@@ -583,9 +583,9 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
             continue;
         }
         char wy[NB_DB_MSG_MAX];
-        if (!sched_worker_serves(w->info, w->db.id, j->sel_backend, j->sel_board,
-                                 j->sel_deployment, j->sel_tags, j->sel_worker, wy, sizeof wy,
-                                 NULL)) {
+        if (!nb_sched_worker_serves(w->info, w->db.id, j->sel_backend, j->sel_board,
+                                    j->sel_deployment, j->sel_tags, j->sel_worker, wy, sizeof wy,
+                                    NULL)) {
             /* A live worker's reason beats a stale one's. */
             if (!why[0] || (w->db.state == NB_WORKER_ALIVE && !why_live)) {
                 snprintf(why, sizeof why, "%s", wy);
@@ -612,7 +612,7 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
                  why[0] && dead[0] ? "; " : "", why[0] ? dead : "");
 }
 
-void sched_update_reasons(nb_coord *c)
+void nb_sched_update_reasons(nb_coord *c)
 {
     nb_err e;
     nb_db_job *q = NULL;
