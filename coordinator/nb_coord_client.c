@@ -341,6 +341,10 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
         Npubench__WorkerInfo *info = nb_coord_reg_info(c, w[i].id);
         if (info) {
             nb_arena_defer_free(&a, nb_wire_free, info);
+            /* the instance id is what proves a worker process: it stays here */
+            if (info->instance_id != protobuf_c_empty_string)
+                free(info->instance_id);
+            info->instance_id = (char *)protobuf_c_empty_string;
         } else {
             /* Known from the db only (e.g. before it re-registered after a restart). */
             info = nb_arena_alloc(&a, sizeof *info);
@@ -365,7 +369,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
             if (strcmp(snap[k].id, w[i].id))
                 continue;
             s->current_job_id = snap[k].current_job;
-            s->lease_id = nb_arena_strdup(&a, snap[k].lease_id);
+            /* lease ids never leave the coordinator but to their holder */
             p->done = (int32_t)snap[k].prog_done;
             p->total = (int32_t)snap[k].prog_total;
             p->message = nb_arena_strdup(&a, snap[k].prog_msg);
@@ -858,7 +862,7 @@ nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err)
         {C_METHOD("WatchJob"), h_watch, NB_RPC_READONLY},
         {C_METHOD("History"), h_history, NB_RPC_READONLY},
         {C_METHOD("Compare"), h_compare, NB_RPC_READONLY},
-        {C_METHOD("SetReference"), h_setref, 0},
+        {C_METHOD("SetReference"), h_setref, NB_RPC_ADMIN},
         {C_METHOD("Import"), h_import, 0},
     };
     for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {

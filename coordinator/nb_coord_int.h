@@ -50,7 +50,9 @@ typedef struct coord_trace_ix {
 
 struct nb_coord {
     nb_coord_opts o;          /* strings below are owned copies */
-    char *listen_url, *db_path, *artifacts_dir, *secret, *tls_cert, *tls_ca, *refdir;
+    char *listen_url, *db_path, *artifacts_dir, *secret, *worker_secret, *admin_secret;
+    char *tls_cert, *tls_ca, *refdir;
+    char bound[1200];         /* the address really bound, for the log */
     nb_db *db;
     nb_rpc_server *srv;
     pthread_t sweeper;
@@ -107,12 +109,17 @@ int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char 
                            int64_t done, int64_t total, const char *msg);
 void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease,
                           int64_t parent);
+/* 1 when id is registered by the process instance, 0 when by another one, -1 when id is
+ * not registered here (a coordinator restarted since). */
+int nb_coord_reg_instance_is(nb_coord *c, const char *id, const char *instance);
 /* The group of the job id currently runs (0 if none or unknown). */
 int64_t nb_coord_reg_parent(nb_coord *c, const char *id);
 /* Copy of the whole registry (caller frees the array and each info_pb). */
 coord_worker *nb_coord_reg_snapshot(nb_coord *c, size_t *n);
 void nb_coord_reg_snapshot_free(coord_worker *w, size_t n);
 void nb_coord_reg_free_all(nb_coord *c);
+/* Forgets id's registration if instance made it (a clean stop); 1 when removed. */
+int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance);
 /* Looks for another live registration of host + device; fills holder. */
 int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
                              const char *except_id, coord_worker *holder);

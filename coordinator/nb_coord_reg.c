@@ -124,6 +124,15 @@ void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *
     pthread_mutex_unlock(&c->mu);
 }
 
+int nb_coord_reg_instance_is(nb_coord *c, const char *id, const char *instance)
+{
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    int r = !w ? -1 : !strcmp(w->instance, instance ? instance : "");
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
 int64_t nb_coord_reg_parent(nb_coord *c, const char *id)
 {
     pthread_mutex_lock(&c->mu);
@@ -159,6 +168,20 @@ void nb_coord_reg_snapshot_free(coord_worker *w, size_t n)
     for (size_t i = 0; i < n; i++)
         free(w[i].info_pb);
     free(w);
+}
+
+int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance)
+{
+    int removed = 0;
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    if (w && !strcmp(w->instance, instance)) {
+        free(w->info_pb);
+        *w = c->workers[--c->n_workers];
+        removed = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return removed;
 }
 
 void nb_coord_reg_free_all(nb_coord *c)

@@ -17,6 +17,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
+#include "nb_replay.h"
 #include "nb_time.h"
 
 /* The C enum mirrors the generated one so either can be used. */
@@ -328,7 +329,8 @@ struct nb_rpc_server {
     nng_listener listener;
     nng_tls_config *tls;
     char *url;
-    char *secret;
+    nb_wire_keys keys;
+    nb_replay *replay; /* ids seen within the clock window (authenticated servers) */
     size_t max_msg;
 
     handler *handlers;
@@ -686,18 +688,53 @@ static const handler *find_handler(const nb_rpc_server *s, const char *method)
     return NULL;
 }
 
-static nng_msg *make_reply(const nb_rpc_server *s, uint64_t id, int status, const char *message,
+/* key: the one the request verified under (NULL: the answer carries no MAC). */
+static nng_msg *make_reply(const char *key, uint64_t id, int status, const char *message,
                            const uint8_t *pl, size_t len)
 {
     Npubench__ResponseEnvelope env;
     uint8_t mac[NB_WIRE_MAC_LEN];
-    nb_wire_response_init(&env, mac, s->secret, id, status, message, pl, len);
+    nb_wire_response_init(&env, mac, key, id, status, message, pl, len);
     size_t n = protobuf_c_message_get_packed_size(&env.base);
     nng_msg *m;
     if (nng_msg_alloc(&m, n) != 0)
         return NULL;
     protobuf_c_message_pack(&env.base, nng_msg_body(m));
     return m;
+}
+
+/* Worker methods take the worker key only, admin methods the admin key, the rest a client
+ * (or admin) key: a board's key cannot submit, a laptop's key cannot report results. */
+static int check_role(unsigned flags, unsigned roles, const char *name, char *msg, size_t cap)
+{
+    unsigned need = (flags & NB_RPC_WORKER)  ? NB_WIRE_ROLE_WORKER
+                    : (flags & NB_RPC_ADMIN) ? NB_WIRE_ROLE_ADMIN
+                                             : NB_WIRE_ROLE_CLIENT;
+    if (roles & need)
+        return NB_RPC_OK;
+    snprintf(msg, cap, "%s: needs the %s credential; the request was signed with the %s key",
+             name, nb_wire_role_name(need), nb_wire_role_name(roles));
+    return NB_RPC_PERMISSION_DENIED;
+}
+
+/* A mutating request id seen within the clock window again, after the response cache let
+ * it go: a replay, refused (a resend the cache still holds never gets here). */
+static int check_replay(nb_rpc_server *s, uint64_t id, const char *method, const char *name,
+                        char *msg, size_t cap)
+{
+    if (!s->replay)
+        return NB_RPC_OK;
+    switch (nb_replay_check(s->replay, id, key_hash(id, method), nb_wall_ms())) {
+    case NB_REPLAY_NEW: return NB_RPC_OK;
+    case NB_REPLAY_SEEN:
+        snprintf(msg, cap, "%s: request id %llu was already used within the last %lld s", name,
+                 (unsigned long long)id, 2 * NB_WIRE_SKEW_MAX_MS / 1000);
+        return NB_RPC_ALREADY_EXISTS;
+    case NB_REPLAY_FULL: break;
+    }
+    snprintf(msg, cap, "%s: more than %d requests within %lld s; try again later", name,
+             NB_RPC_REPLAY_IDS, 2 * NB_WIRE_SKEW_MAX_MS / 1000);
+    return NB_RPC_RESOURCE_EXHAUSTED;
 }
 
 /* Decodes, checks and runs one request; consumes in; returns the reply. */
@@ -712,6 +749,9 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
     Npubench__RequestEnvelope *env = NULL;
     nb_err e = {0};
     char name[NB_WIRE_METHOD_MAX + 1];
+    unsigned roles = 0;
+    const char *key = NULL;
+    int64_t deadline = 0;
 
     STAT(s, requests);
     /* inproc does not enforce NNG_OPT_RECVMAXSZ; the stream transports
@@ -732,24 +772,17 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
     }
     id = env->request_id;
     sanitize(name, sizeof name, env->method);
-    if (nb_wire_request_verify(env, s->secret, &e) != NB_OK) {
+    if (nb_wire_request_verify_keys(env, &s->keys, &roles, &key, &e) != NB_OK) {
         STAT(s, unauthenticated);
         st = NB_RPC_UNAUTHENTICATED;
         snprintf(msg, sizeof msg, "%s", e.msg);
         goto reply;
     }
-    if (env->deadline_unix_ms == 0 && s->secret) {
-        st = NB_RPC_INVALID_ARGUMENT;
-        snprintf(msg, sizeof msg,
-                 "%s: request has no deadline; an authenticated server requires one", name);
-        goto reply;
-    }
-    int64_t now = nb_wall_ms();
-    if (env->deadline_unix_ms && now > env->deadline_unix_ms) {
-        STAT(s, expired);
-        st = NB_RPC_DEADLINE_EXCEEDED;
-        snprintf(msg, sizeof msg, "%s: deadline passed %lld ms before the server started it",
-                 name, (long long)(now - env->deadline_unix_ms));
+    if (nb_wire_request_clock(env, nb_wall_ms(), s->keys.n > 0, &deadline, &e) != NB_OK) {
+        if (e.code == NB_ETIMEOUT)
+            STAT(s, expired);
+        st = nb_rpc_status_from_code(e.code);
+        snprintf(msg, sizeof msg, "%s", e.msg);
         goto reply;
     }
     if (strlen(env->method) > NB_WIRE_METHOD_MAX) {
@@ -769,10 +802,12 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
         snprintf(msg, sizeof msg, "unknown method '%s' on %s", name, s->url);
         goto reply;
     }
+    if ((st = check_role(h->flags, roles, name, msg, sizeof msg)))
+        goto reply;
     cache_ent *ent = NULL;
     if (!(h->flags & NB_RPC_READONLY) && s->cache_max > 0) {
         uint64_t ph = hash_bytes(env->payload.data, env->payload.len, 0x84222325cbf29ce4ull);
-        cache_res r = cache_begin(s, id, env->method, ph, env->deadline_unix_ms, &ent, &st, msg,
+        cache_res r = cache_begin(s, id, env->method, ph, deadline, &ent, &st, msg,
                                   sizeof msg, &pl, &pl_len);
         switch (r) {
         case CACHE_MISS:
@@ -799,8 +834,14 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
             goto reply;
         }
     }
-    nb_rpc_request req = {env->method, id, env->deadline_unix_ms, env->payload.data,
-                          env->payload.len};
+    if (!(h->flags & NB_RPC_READONLY) &&
+        (st = check_replay(s, id, env->method, name, msg, sizeof msg))) {
+        if (ent)
+            cache_finish(s, ent, st, msg, NULL, 0);
+        goto reply;
+    }
+    nb_rpc_request req = {env->method, id, deadline, env->payload.data, env->payload.len,
+                          roles};
     nb_rpc_reply rep;
     memset(&rep, 0, sizeof rep);
     STAT(s, handled);
@@ -828,7 +869,7 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
         cache_finish(s, ent, st, msg, pl, pl_len);
 
 reply:;
-    nng_msg *out = make_reply(s, id, st, msg, pl, pl_len);
+    nng_msg *out = make_reply(key, id, st, msg, pl, pl_len);
     free(pl);
     nb_wire_free(env);
     nng_msg_free(in);
@@ -1008,10 +1049,11 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
     pthread_condattr_destroy(&ca);
     s->sock = (nng_socket)NNG_SOCKET_INITIALIZER;
 
-    if (o->secret && o->secret[0] && !(s->secret = dup_str(o->secret))) {
-        c = nb_err_set(err, NB_ENOMEM, "out of memory");
+    if ((c = nb_wire_keys_init(&s->keys, o->secret, o->worker_secret, o->admin_secret, err)))
         goto fail;
-    }
+    if (s->keys.n && (c = nb_replay_open(NB_RPC_REPLAY_IDS, 2 * NB_WIRE_SKEW_MAX_MS, &s->replay,
+                                         err)))
+        goto fail;
     if (s->cache_max > 0) {
         size_t nb = 16;
         while (nb < (size_t)s->cache_max * 2)
@@ -1104,7 +1146,8 @@ nb_code nb_rpc_server_handle(nb_rpc_server *srv, const char *method, nb_rpc_hand
                           method, NB_WIRE_METHOD_MAX);
     if (strcmp(method, NB_RPC_HEALTH_CHECK) == 0 || find_handler(srv, method))
         return nb_err_set(err, NB_EINVAL, "method '%s' is already registered", method);
-    if (flags & ~NB_RPC_READONLY)
+    if ((flags & ~(NB_RPC_READONLY | NB_RPC_WORKER | NB_RPC_ADMIN)) ||
+        (flags & NB_RPC_WORKER && flags & NB_RPC_ADMIN))
         return nb_err_set(err, NB_EINVAL, "method '%s': unknown flags 0x%x", method, flags);
     handler *nh = realloc(srv->handlers, (size_t)(srv->nhandlers + 1) * sizeof *nh);
     if (!nh)
@@ -1203,7 +1246,8 @@ void nb_rpc_server_close(nb_rpc_server *s)
     free(s->ctxs);
     free(s->threads);
     free(s->url);
-    free_secret(s->secret);
+    nb_wire_keys_free(&s->keys);
+    nb_replay_close(s->replay);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->idle_cv);

@@ -16,21 +16,25 @@
  *
  * Guarantees the server gives every handler:
  *   - the MAC verified (when the server has a secret; otherwise UNAUTHENTICATED
- *     is answered and the handler is not called),
- *   - the deadline not yet passed (else DEADLINE_EXCEEDED, handler not called),
+ *     is answered and the handler is not called) under a key whose role the method
+ *     takes (else PERMISSION_DENIED),
+ *   - the sender's clock within NB_WIRE_SKEW_MAX_MS of the server's (else
+ *     UNAUTHENTICATED naming the skew), the timeout at most NB_WIRE_TIMEOUT_MAX_MS
+ *     (else INVALID_ARGUMENT) and not yet passed (else DEADLINE_EXCEEDED),
  *   - the request at most max_msg_bytes long,
  *   - for methods not registered NB_RPC_READONLY: one execution per
  *     (request_id, method) while the entry stays in the response cache; an nng
  *     resend or a client retry with the same id gets the first response again.
  * Unknown methods get UNIMPLEMENTED; "grpc.health.v1.Health/Check" is built in.
  *
- * Deadlines travel as wall-clock unix ms (client clock + timeout), so hosts
- * need synchronised clocks (NTP); a server clock ahead by more than a call's
- * timeout refuses every call with DEADLINE_EXCEEDED.
+ * Deadlines travel as the send time and deadline on the sender's clock; the
+ * server takes their difference as the timeout, counted from arrival on its own
+ * clock (gRPC's rule), so clocks need to agree only within the skew window.
  *
- * Replay: a captured request replays only until its deadline (authenticated
- * servers refuse requests without one) and, for cached methods, is absorbed by
- * the cache.  Without TLS the traffic is readable; the MAC only proves origin.
+ * Replay: an authenticated server refuses requests without times, requests sent
+ * outside the skew window and mutating request ids it saw within the window
+ * (ALREADY_EXISTS) once the response cache no longer answers them.  Without TLS
+ * the traffic is readable; the MAC only proves origin.
  * Responses are MAC'ed too: a client with a secret refuses unauthenticated
  * answers (including every answer of a server without a secret).
  *
@@ -88,7 +92,9 @@ nb_code nb_rpc_code_from_status(int status);
 /* Options for servers and clients; zero-initialise and set what you need
  * (every 0 means the default in brackets).  Strings are copied at open. */
 typedef struct nb_rpc_opts {
-    const char *secret;        /* shared secret; NULL/"" = no auth (embedded mode) */
+    const char *secret;        /* client: the key it signs with; server: the client key, or
+                                  the one shared key of every role when the two below are
+                                  unset; NULL/"" = no auth (embedded mode) */
     size_t max_msg_bytes;      /* NNG_OPT_RECVMAXSZ and our own check [16 MiB] */
     /* server */
     int contexts;              /* requests in flight at once [64] */
@@ -107,7 +113,14 @@ typedef struct nb_rpc_opts {
     const char *tls_ca_file;       /* client: CA verifying the server (required);
                                       server: if set, client certs are required */
     const char *tls_server_name;   /* client: name to verify [the URL's host] */
+    /* server: keys of the other roles (nb_wire_keys_init); NULL/"" = none */
+    const char *worker_secret;
+    const char *admin_secret;
 } nb_rpc_opts;
+
+/* Request ids an authenticated server remembers for the clock window (2 x
+ * NB_WIRE_SKEW_MAX_MS); past it, new mutating requests get RESOURCE_EXHAUSTED. */
+#define NB_RPC_REPLAY_IDS (1 << 20)
 
 /* ---------------------------------------------------------------- server */
 
@@ -117,9 +130,10 @@ typedef struct nb_rpc_server nb_rpc_server;
 typedef struct nb_rpc_request {
     const char *method;
     uint64_t request_id;
-    int64_t deadline_unix_ms;  /* 0 = none */
+    int64_t deadline_unix_ms;  /* on the server's clock (now + the request's timeout); 0 = none */
     const uint8_t *payload;    /* the method's request message, still packed */
     size_t len;
+    unsigned roles;            /* NB_WIRE_ROLE_* of the key the request was signed with */
 } nb_rpc_request;
 
 /* What a handler fills: payload must be malloc'ed (or NULL with len 0); the
@@ -153,6 +167,8 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
                            nb_err *err);
 
 #define NB_RPC_READONLY 1u /* safe to run twice: responses are not cached */
+#define NB_RPC_WORKER 2u   /* only requests signed with the worker key */
+#define NB_RPC_ADMIN 4u    /* only requests signed with the admin key */
 
 /* Registers fn for method ("pkg.Service/Method") before start.  Methods not
  * flagged NB_RPC_READONLY are treated as mutating: their responses are cached

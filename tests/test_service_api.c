@@ -113,6 +113,21 @@ static int64_t db_count(env *e, const char *sql_fmt, long long arg)
 
 /* ---- worker side by hand ---- */
 
+/* The instance each registered worker id was registered with: the worker methods carry it. */
+static struct {
+    char id[128], instance[64];
+} insts[64];
+static int n_insts;
+static int reg_holds_lock; /* reg() registers as a process that holds the device lock */
+
+static const char *instance_of(const char *worker)
+{
+    for (int i = n_insts - 1; i >= 0; i--)
+        if (!strcmp(insts[i].id, worker))
+            return insts[i].instance;
+    return "";
+}
+
 static char *reg(env *e, const char *board, const char *device, const char *instance,
                  const char *tag, int *status)
 {
@@ -127,6 +142,7 @@ static char *reg(env *e, const char *board, const char *device, const char *inst
     info.host = "testhost";
     info.device_id = (char *)device;
     info.instance_id = (char *)instance;
+    info.holds_device_lock = reg_holds_lock;
     info.version = "test";
     char *backends[] = {"cpu"};
     info.backends = backends;
@@ -149,6 +165,12 @@ static char *reg(env *e, const char *board, const char *device, const char *inst
         return NULL;
     char *id = strdup(resp->worker_id);
     nb_wire_free(resp);
+    if (n_insts < 64) {
+        snprintf(insts[n_insts].id, sizeof insts[n_insts].id, "%s", id);
+        snprintf(insts[n_insts].instance, sizeof insts[n_insts].instance, "%s",
+                 instance ? instance : "");
+        n_insts++;
+    }
     return id;
 }
 
@@ -156,6 +178,7 @@ static Npubench__Lease *lease(env *e, const char *worker, int wait_ms)
 {
     Npubench__LeaseJobRequest r = NPUBENCH__LEASE_JOB_REQUEST__INIT;
     r.worker_id = (char *)worker;
+    r.instance_id = (char *)instance_of(worker);
     r.wait_ms = wait_ms;
     Npubench__LeaseJobResponse *resp;
     assert_int_equal(call(e, "npubench.Worker/LeaseJob", &r,
@@ -172,6 +195,7 @@ static Npubench__HeartbeatResponse *heartbeat(env *e, const char *worker, int64_
 {
     Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
     hb.worker_id = (char *)worker;
+    hb.instance_id = (char *)instance_of(worker);
     hb.current_job_id = job;
     hb.lease_id = (char *)(lease_id ? lease_id : "");
     Npubench__HeartbeatResponse *resp;
@@ -283,6 +307,7 @@ static int report(env *e, const char *worker, const Npubench__Lease *l,
 {
     Npubench__ReportResultRequest r = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
     r.worker_id = (char *)worker;
+    r.instance_id = (char *)instance_of(worker);
     r.lease_id = l->lease_id;
     r.result = res;
     Npubench__ReportResultResponse *resp;
@@ -416,6 +441,233 @@ static void test_auth(void **s)
     stop(&e);
 }
 
+/* ---- the trust boundary (issue 10) ---- */
+
+static nb_rpc_client *open_as(env *e, const char *key)
+{
+    nb_rpc_opts co;
+    memset(&co, 0, sizeof co);
+    co.secret = key;
+    co.timeout_ms = 5000;
+    nb_rpc_client *cli;
+    nb_err err = {0};
+    assert_int_equal(nb_rpc_client_open(nb_coord_url(e->coord), &co, &cli, &err), NB_OK);
+    return cli;
+}
+
+/* Calls with another key than e's own client. */
+static int call_as(env *e, nb_rpc_client *cli, const char *method, const void *req, char *msg,
+                   size_t cap)
+{
+    nb_rpc_client *own = e->cli;
+    e->cli = cli;
+    int st = call(e, method, req, NULL, NULL, msg, cap);
+    e->cli = own;
+    return st;
+}
+
+/* Workers, clients and admins hold different keys, and each method takes its role's only. */
+static void test_roles(void **s)
+{
+    (void)s;
+    env e;
+    memset(&e, 0, sizeof e);
+    char url[128];
+    snprintf(url, sizeof url, "inproc://svc-api-roles-%d", (int)getpid());
+    snprintf(e.db, sizeof e.db, "%s/roles.sqlite", tu_group_tmp());
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = url;
+    o.db_path = e.db;
+    o.quiet = 1;
+    o.secret = "client-key";
+    o.worker_secret = "client-key";
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "the client key and the worker key are the same"));
+    o.worker_secret = "worker-key";
+    o.admin_secret = "admin-key";
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    nb_rpc_client *client = open_as(&e, "client-key"), *worker = open_as(&e, "worker-key"),
+                  *admin = open_as(&e, "admin-key");
+    char msg[512];
+    /* a client key on a worker method */
+    e.cli = client;
+    int st;
+    assert_null(reg(&e, "b1", "cpu:0", "inst-a", NULL, &st));
+    assert_int_equal(st, NB_RPC_PERMISSION_DENIED);
+    Npubench__ReportResultRequest rr = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
+    assert_int_equal(call_as(&e, client, "npubench.Worker/ReportResult", &rr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "needs the worker credential; the request was signed with the "
+                                "client key"));
+    /* the admin key is no worker key either */
+    assert_int_equal(call_as(&e, admin, "npubench.Worker/ReportResult", &rr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    /* a worker key cannot submit */
+    int64_t ids[8];
+    size_t n;
+    e.cli = worker;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "needs the client credential"));
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(w);
+    /* reference sets are the admin's */
+    Npubench__SetReferenceRequest sr = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
+    sr.job_id = 424242;
+    assert_int_equal(call_as(&e, client, "npubench.Client/SetReference", &sr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "needs the admin credential"));
+    assert_int_equal(call_as(&e, admin, "npubench.Client/SetReference", &sr, msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    e.cli = client;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     NB_RPC_OK);
+    free(w);
+    nb_rpc_client_close(worker);
+    nb_rpc_client_close(admin);
+    stop(&e);
+}
+
+/* A second secret holder knows a worker's id and (it used to leak) its lease: it can
+ * neither report, release nor renew for it, and ListWorkers shows no lease. */
+static void test_forged_result_refused(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    char *b = reg(&e, "b2", "cpu:1", "inst-b", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(&e, a, 2000);
+    assert_non_null(l);
+    nb_wire_free(heartbeat(&e, a, l->job_id, l->lease_id));
+    /* no lease id and no instance id leave the coordinator */
+    Npubench__ListWorkersRequest lw = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    Npubench__ListWorkersResponse *wr;
+    assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lw,
+                          &npubench__list_workers_response__descriptor, &wr, NULL, 0),
+                     0);
+    assert_int_equal(wr->n_workers, 2);
+    for (size_t i = 0; i < wr->n_workers; i++) {
+        assert_string_equal(wr->workers[i]->lease_id, "");
+        assert_string_equal(wr->workers[i]->info->instance_id, "");
+    }
+    nb_wire_free(wr);
+    /* a's id and lease, b's process */
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 99999);
+    Npubench__ReportResultRequest r = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
+    r.worker_id = a;
+    r.instance_id = "inst-b";
+    r.lease_id = l->lease_id;
+    r.result = res;
+    assert_int_equal(call(&e, "npubench.Worker/ReportResult", &r, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "registered by another process"));
+    /* b's own id with a's lease */
+    r.worker_id = b;
+    assert_int_equal(call(&e, "npubench.Worker/ReportResult", &r, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "is leased to another worker"));
+    /* a made-up lease is an error, not an OK */
+    r.worker_id = a;
+    r.instance_id = "inst-a";
+    r.lease_id = "0123456789abcdef0123456789abcdef";
+    assert_int_equal(call(&e, "npubench.Worker/ReportResult", &r, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    Npubench__ReleaseJobRequest rel = NPUBENCH__RELEASE_JOB_REQUEST__INIT;
+    rel.worker_id = b;
+    rel.instance_id = "inst-b";
+    rel.job_id = l->job_id;
+    rel.lease_id = l->lease_id;
+    assert_int_equal(call(&e, "npubench.Worker/ReleaseJob", &rel, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    rel.worker_id = a;
+    rel.instance_id = "inst-a";
+    rel.lease_id = "0123456789abcdef0123456789abcdef";
+    assert_int_equal(call(&e, "npubench.Worker/ReleaseJob", &rel, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
+    pr.worker_id = b;
+    pr.instance_id = "inst-b";
+    pr.job_id = l->job_id;
+    pr.lease_id = l->lease_id;
+    assert_int_equal(call(&e, "npubench.Worker/ReportProgress", &pr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", l->job_id),
+                     0);
+    /* one slot per worker: a second lease while a holds one is refused */
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__LeaseJobRequest lr = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+    lr.worker_id = a;
+    lr.instance_id = "inst-a";
+    assert_int_equal(call(&e, "npubench.Worker/LeaseJob", &lr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    assert_non_null(strstr(msg, "a worker has 1 slot"));
+    /* the holder's own report goes through, with its own numbers */
+    nb_jobpb_free(res);
+    res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, a, l, res, &acc), 0);
+    assert_true(acc);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM samples WHERE tps > 1000 AND %lld = 0",
+                              0),
+                     0);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(a);
+    free(b);
+    stop(&e);
+}
+
+/* A restarted worker is accepted at once: after a clean stop (Deregister) and after
+ * kill -9 (the new process holds the device lock, so the old one is dead). */
+static void test_restart_accepted_at_once(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(w);
+    /* kill -9: nothing deregistered, the heartbeat is fresh */
+    reg_holds_lock = 1;
+    char *w2 = reg(&e, "b1", "cpu:0", "inst-b", NULL, &st);
+    reg_holds_lock = 0;
+    assert_int_equal(st, NB_RPC_OK);
+    assert_string_equal(w2, w);
+    /* the old process can no longer act for the id */
+    Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
+    hb.worker_id = w;
+    hb.instance_id = "inst-a";
+    char msg[512];
+    assert_int_equal(call(&e, "npubench.Worker/Heartbeat", &hb, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    /* SIGTERM: the clean stop deregisters, and even a lock-less successor is accepted */
+    Npubench__DeregisterRequest dr = NPUBENCH__DEREGISTER_REQUEST__INIT;
+    dr.worker_id = w;
+    dr.instance_id = "inst-b";
+    assert_int_equal(call(&e, "npubench.Worker/Deregister", &dr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_OK);
+    char *w3 = reg(&e, "b1", "cpu:0", "inst-c", NULL, &st);
+    assert_int_equal(st, NB_RPC_OK);
+    free(w);
+    free(w2);
+    free(w3);
+    stop(&e);
+}
+
 static void test_queued_reason_and_device_claim(void **s)
 {
     (void)s;
@@ -546,8 +798,8 @@ static void test_lease_expiry_requeues(void **s)
     assert_int_equal(lb->attempt, 2);
     Npubench__JobResult *res = run_result(ids[0], "b1", 100);
     int acc = 0;
-    assert_int_equal(report(&e, a, la, res, &acc), 0);
-    assert_false(acc); /* a's lease is gone */
+    /* a's lease is gone: its late result is an error, not an OK that drops it */
+    assert_int_equal(report(&e, a, la, res, &acc), NB_RPC_FAILED_PRECONDITION);
     assert_int_equal(report(&e, b, lb, res, &acc), 0);
     assert_true(acc);
     assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
@@ -796,6 +1048,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_roles),
+        cmocka_unit_test(test_forged_result_refused),
+        cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
         cmocka_unit_test(test_lease_expiry_requeues),

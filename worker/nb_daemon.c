@@ -27,6 +27,7 @@
 #define M_PROGRESS "npubench.Worker/ReportProgress"
 #define M_RESULT "npubench.Worker/ReportResult"
 #define M_RELEASE "npubench.Worker/ReleaseJob"
+#define M_DEREGISTER "npubench.Worker/Deregister"
 
 #define MAX_TAGS 64
 
@@ -200,6 +201,7 @@ static nb_code do_register(nb_daemon *d, nb_err *err)
     info.device_id = d->device;
     info.version = d->version;
     info.instance_id = d->instance_id;
+    info.holds_device_lock = 1; /* nb_daemon_start took it before dialing */
     Npubench__RegisterRequest req = NPUBENCH__REGISTER_REQUEST__INIT;
     req.info = &info;
     uint8_t *buf = NULL;
@@ -245,6 +247,24 @@ static nb_code do_register(nb_daemon *d, nb_err *err)
         dlog(d, "re-registered with %s as %s", d->url, resp->worker_id);
     nb_wire_free(resp);
     return NB_OK;
+}
+
+/* A clean stop gives the registration up, so a successor registers at once; one short try:
+ * a coordinator that does not answer ages the registration out itself. */
+static void do_deregister(nb_daemon *d)
+{
+    Npubench__DeregisterRequest req = NPUBENCH__DEREGISTER_REQUEST__INIT;
+    req.worker_id = d->worker_id;
+    req.instance_id = d->instance_id;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nb_err err;
+    if (!d->registered || pack(&req, &buf, &len, &err))
+        return;
+    if (call(d, M_DEREGISTER, nb_rpc_client_new_id(d->cli), buf, len, 1000, NULL, NULL, NULL,
+             &err) == NB_OK)
+        dlog(d, "deregistered from %s", d->url);
+    free(buf);
 }
 
 /* ---- job hooks ------------------------------------------------------------------------------ */
@@ -327,6 +347,7 @@ static void release_job(nb_daemon *d, const Npubench__Lease *l, int retry, const
     snprintf(wid, sizeof wid, "%s", d->worker_id);
     pthread_mutex_unlock(&d->mu);
     req.worker_id = wid;
+    req.instance_id = d->instance_id;
     req.lease_id = l->lease_id;
     req.job_id = l->job_id;
     req.reason = (char *)reason;
@@ -362,6 +383,7 @@ static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobR
     }
     Npubench__ReportResultRequest req = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
     req.worker_id = wid;
+    req.instance_id = d->instance_id;
     req.lease_id = l->lease_id;
     req.result = res;
     Npubench__ReportResultResponse *resp = NULL;
@@ -468,6 +490,7 @@ static void *lease_main(void *u)
         }
         Npubench__LeaseJobRequest req = NPUBENCH__LEASE_JOB_REQUEST__INIT;
         req.worker_id = wid;
+        req.instance_id = d->instance_id;
         req.wait_ms = d->wait_ms;
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -548,6 +571,7 @@ static void heartbeat_once(nb_daemon *d)
     prog.message = msg;
     Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
     hb.worker_id = wid;
+    hb.instance_id = d->instance_id;
     hb.current_job_id = job;
     hb.lease_id = lease;
     hb.progress = job ? &prog : NULL;
@@ -581,6 +605,7 @@ static void heartbeat_once(nb_daemon *d)
     /* Progress renews the lease; its answer also carries cancellation. */
     Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
     pr.worker_id = wid;
+    pr.instance_id = d->instance_id;
     pr.lease_id = lease;
     pr.job_id = job;
     pr.progress = &prog;
@@ -590,7 +615,8 @@ static void heartbeat_once(nb_daemon *d)
     rc = call(d, M_PROGRESS, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
               &npubench__report_progress_response__descriptor, &presp, &status, &err);
     free(buf);
-    if (!rc && presp->cancel) {
+    /* FAILED_PRECONDITION: the lease is no longer ours (expired, requeued) */
+    if ((!rc && presp->cancel) || (rc && status == NB_RPC_FAILED_PRECONDITION)) {
         pthread_mutex_lock(&d->mu);
         if (d->job_id == job && !d->cancel) {
             d->cancel = d->cancel_by_coordinator = 1;
@@ -875,6 +901,7 @@ void nb_daemon_stop(nb_daemon *d, int finish_current)
         pthread_cond_broadcast(&d->cv);
         pthread_mutex_unlock(&d->mu);
         pthread_join(d->hb_th, NULL);
+        do_deregister(d);
         dlog(d, "stopped");
     }
     free_daemon(d);
