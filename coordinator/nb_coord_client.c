@@ -165,6 +165,14 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
     size_t n = 0;
     int dup = 0;
     nb_rpc_status st;
+    /* Without a client key the envelope's id becomes the job's: a replay that outlives the
+     * RPC layer's memory (a restart) still finds its job instead of making another. */
+    char rid[32];
+    char *own_rid = r->request_id;
+    if (!*r->request_id) {
+        snprintf(rid, sizeof rid, "rpc-%016llx", (unsigned long long)req->request_id);
+        r->request_id = rid; /* borrowed until nb_wire_free(r) */
+    }
     if (nb_sched_submit(c, r, &ids, &n, &dup, &err)) {
         st = nb_rpc_reply_err(reply, &err);
     } else {
@@ -175,6 +183,7 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
         st = nb_rpc_reply_pack(reply, &resp);
     }
     free(ids);
+    r->request_id = own_rid;
     nb_wire_free(r);
     return st;
 }
@@ -370,6 +379,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
                 continue;
             s->current_job_id = snap[k].current_job;
             /* lease ids never leave the coordinator but to their holder */
+            s->clock_offset_ms = snap[k].clock_offset_ms;
             p->done = (int32_t)snap[k].prog_done;
             p->total = (int32_t)snap[k].prog_total;
             p->message = nb_arena_strdup(&a, snap[k].prog_msg);

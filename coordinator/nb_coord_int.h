@@ -36,6 +36,7 @@ typedef struct coord_worker {
     char lease_id[NB_DB_LEASE_ID_MAX];
     int64_t prog_done, prog_total;
     char prog_msg[NB_DB_MSG_MAX];
+    int64_t clock_offset_ms; /* the worker's clock minus ours, at its last heartbeat */
 } coord_worker;
 
 typedef struct coord_seq {
@@ -118,6 +119,8 @@ int64_t nb_coord_reg_parent(nb_coord *c, const char *id);
 coord_worker *nb_coord_reg_snapshot(nb_coord *c, size_t *n);
 void nb_coord_reg_snapshot_free(coord_worker *w, size_t n);
 void nb_coord_reg_free_all(nb_coord *c);
+/* Records the worker's clock offset (its heartbeat's time minus ours). */
+void nb_coord_reg_set_clock(nb_coord *c, const char *id, int64_t offset_ms);
 /* Forgets id's registration if instance made it (a clean stop); 1 when removed. */
 int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance);
 /* Looks for another live registration of host + device; fills holder. */

@@ -170,6 +170,15 @@ void nb_coord_reg_snapshot_free(coord_worker *w, size_t n)
     free(w);
 }
 
+void nb_coord_reg_set_clock(nb_coord *c, const char *id, int64_t offset_ms)
+{
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    if (w)
+        w->clock_offset_ms = offset_ms;
+    pthread_mutex_unlock(&c->mu);
+}
+
 int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance)
 {
     int removed = 0;

@@ -193,7 +193,8 @@ static nb_code result_tables(nb_arena *a, const Npubench__JobResult *res, nb_db_
 
 /* The run's environment columns and its toolchain key=value list. */
 static nb_code result_environment(nb_arena *a, const Npubench__Environment *env,
-                                  const nb_db_deployment *dep, nb_db_run *run, nb_err *err)
+                                  const nb_db_deployment *dep, const char *clock_offset,
+                                  nb_db_run *run, nb_err *err)
 {
     run->env.npubench_commit = nz(env->npubench_commit);
     run->env.board = nb_arena_strdup(a, dep->board);
@@ -212,11 +213,26 @@ static nb_code result_environment(nb_arena *a, const Npubench__Environment *env,
     kv_add(a, kv, &n, cap, "compiler", env->compiler);
     kv_add(a, kv, &n, cap, "toolchain", env->toolchain);
     kv_add(a, kv, &n, cap, "model", env->model);
+    kv_add(a, kv, &n, cap, "worker_clock_offset_ms", clock_offset);
     for (size_t i = 0; i < env->n_extra; i++)
         kv_add(a, kv, &n, cap, env->extra[i]->key, env->extra[i]->value);
     run->toolchain = kv;
     run->n_toolchain = n;
     return NB_OK;
+}
+
+/* History rows carry the coordinator's clock (a worker's clock may be off by minutes): the
+ * run ends now and lasts as long as the worker measured; the worker's offset is kept. */
+static void result_times(const Npubench__JobResult *res, nb_db_run *run, char offset[32])
+{
+    int64_t now = nb_wall_ms(), took = res->finished_unix_ms - res->started_unix_ms;
+    run->finished_ms = now;
+    run->started_ms = res->started_unix_ms > 0 && took >= 0 && took <= NB_WIRE_TIMEOUT_MAX_MS
+                          ? now - took
+                          : now;
+    offset[0] = '\0';
+    if (res->finished_unix_ms > 0)
+        snprintf(offset, 32, "%lld", (long long)(res->finished_unix_ms - now));
 }
 
 nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
@@ -236,14 +252,13 @@ nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, cons
                                                               : NB_OUTCOME_PASS;
     if (run->outcome == NB_OUTCOME_ERROR)
         run->error = nz(res->status_message) ? res->status_message : "no verdict";
-    int64_t now = nb_wall_ms();
-    run->started_ms = res->started_unix_ms > 0 ? res->started_unix_ms : now;
-    run->finished_ms = res->finished_unix_ms > 0 ? res->finished_unix_ms : now;
+    char offset[32];
+    result_times(res, run, offset);
     run->source = source;
     run->report_json = nz(res->report_json);
     if ((res->metrics && (rc = result_metrics(a, res->metrics, run, err))) ||
         (rc = result_gates(a, res, run, err)) || (rc = result_tables(a, res, run, err)) ||
-        (rc = result_environment(a, res->environment, dep, run, err)))
+        (rc = result_environment(a, res->environment, dep, offset, run, err)))
         return rc;
     if (a->failed)
         return nb_err_set(err, NB_ENOMEM, "result: out of memory");

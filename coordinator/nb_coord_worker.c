@@ -302,6 +302,8 @@ static nb_rpc_status h_heartbeat(void *user, const nb_rpc_request *req, nb_rpc_r
     const Npubench__Progress *p = hb->progress;
     int known = nb_coord_reg_heartbeat(c, hb->worker_id, hb->current_job_id, hb->lease_id,
                                        p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
+    if (hb->unix_ms > 0)
+        nb_coord_reg_set_clock(c, hb->worker_id, hb->unix_ms - nb_wall_ms());
     if (!known || nb_db_worker_touch(c->db, hb->worker_id, &err) != NB_OK) {
         /* Registered with a coordinator that restarted, or never: the worker
          * registers again and carries on (its leases are still in the db). */

@@ -668,6 +668,65 @@ static void test_restart_accepted_at_once(void **s)
     stop(&e);
 }
 
+/* History rows carry the coordinator's clock, not the worker's (+60 s here), and keep the
+ * worker's offset; a submit without request id gets one, so its replay finds its job. */
+static void test_coordinator_clock_and_submit_ids(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    int64_t ids[1];
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.n_tokens = 8;
+    Npubench__SubmitJobRequest sr = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    sr.spec = &spec;
+    uint8_t *pb, *out = NULL;
+    size_t len, olen = 0;
+    nb_err err = {0};
+    assert_int_equal(nb_wire_pack(&sr, &pb, &len, &err), NB_OK);
+    assert_int_equal(nb_rpc_call_id(e.cli, 0xabc, "npubench.Client/SubmitJob", pb, len, 5000,
+                                    &st, NULL, &out, &olen, &err),
+                     NB_OK);
+    free(pb);
+    Npubench__SubmitJobResponse *sresp;
+    assert_int_equal(nb_wire_unpack(&npubench__submit_job_response__descriptor, out, olen, 0,
+                                    &sresp, &err),
+                     NB_OK);
+    free(out);
+    ids[0] = sresp->job_ids[0];
+    nb_wire_free(sresp);
+    Npubench__Job *j = get_job(&e, ids[0]);
+    assert_string_equal(j->request_id, "rpc-0000000000000abc");
+    nb_wire_free(j);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int64_t ahead = nb_wall_ms() + 60000;
+    res->started_unix_ms = ahead;
+    res->finished_unix_ms = ahead + 2000;
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_true(acc);
+    int64_t now = nb_wall_ms();
+    assert_true(db_count(&e, "SELECT max(finished_ms) FROM runs WHERE job_id = %lld", ids[0]) <=
+                now);
+    assert_int_equal(db_count(&e, "SELECT max(finished_ms - started_ms) FROM runs WHERE job_id "
+                                  "= %lld",
+                              ids[0]),
+                     2000);
+    int64_t off = db_count(&e, "SELECT CAST(value AS INTEGER) FROM toolchain WHERE key = "
+                               "'worker_clock_offset_ms' AND %lld = 0",
+                           0);
+    assert_true(off > 59000 && off <= 62000);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
 static void test_queued_reason_and_device_claim(void **s)
 {
     (void)s;
@@ -1051,6 +1110,7 @@ int main(void)
         cmocka_unit_test(test_roles),
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
+        cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
         cmocka_unit_test(test_lease_expiry_requeues),
