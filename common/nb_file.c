@@ -75,6 +75,26 @@ nb_code nb_file_write(const char *path, const void *data, size_t len, nb_err *er
     return NB_OK;
 }
 
+int nb_file_plain_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 128 || s[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int nb_file_readable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, R_OK) == 0;
+}
+
 nb_code nb_file_mkdirs(const char *dir, nb_err *err)
 {
     char buf[4096];

@@ -294,6 +294,7 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
     c->tls_cert = dup_opt(o->tls_cert_key_file);
     c->tls_ca = dup_opt(o->tls_ca_file);
     c->refdir = dup_opt(o->refdir);
+    c->prompts_dir = dup_opt(o->prompts_dir);
     if (!c->listen_url || !c->db_path || !c->artifacts_dir)
         return nb_err_set(err, NB_ENOMEM, "coordinator: out of memory");
     c->o.listen_url = c->listen_url;
@@ -305,6 +306,7 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
     c->o.tls_cert_key_file = c->tls_cert;
     c->o.tls_ca_file = c->tls_ca;
     c->o.refdir = c->refdir;
+    c->o.prompts_dir = c->prompts_dir;
 
     nb_coord_opts *p = &c->o;
     if (p->lease_ms <= 0)
@@ -364,6 +366,7 @@ static void free_coord(nb_coord *c)
     free(c->tls_cert);
     free(c->tls_ca);
     free(c->refdir);
+    free(c->prompts_dir);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);

@@ -40,6 +40,7 @@ typedef struct nb_coord_opts {
     const char *admin_secret; /* the key of the admin role (SetReference) [the client key] */
     int insecure;             /* allow a non-loopback listen without any key (warned on
                                  every start) */
+    const char *prompts_dir;  /* where named prompt sets live [verify/prompts] */
 } nb_coord_opts;
 
 typedef struct nb_coord nb_coord;

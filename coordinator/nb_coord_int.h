@@ -52,7 +52,7 @@ typedef struct coord_trace_ix {
 struct nb_coord {
     nb_coord_opts o;          /* strings below are owned copies */
     char *listen_url, *db_path, *artifacts_dir, *secret, *worker_secret, *admin_secret;
-    char *tls_cert, *tls_ca, *refdir;
+    char *tls_cert, *tls_ca, *refdir, *prompts_dir;
     char bound[1200];         /* the address really bound, for the log */
     nb_db *db;
     nb_rpc_server *srv;
@@ -153,8 +153,8 @@ void nb_sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out);
 
 /* Prompt set of a verify spec as the coordinator sees it: count (after
  * max_prompts) and digest; 0 with *n = 0 when it cannot be read here. */
-int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
-                        size_t path_cap);
+int nb_sched_prompt_set(const char *root, const Npubench__JobSpec *spec, int *n, char sha[65],
+                        char *path, size_t path_cap);
 
 /* SubmitJob: validates, expands shards/matrix, enqueues durably. *ids
  * malloc'ed: [0] is the job to watch, then its children. */

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "nb_coord_int.h"
+#include "nb_file.h"
 #include "nb_job.h"
 #include "nb_prompts.h"
 #include "nb_verify.h"
@@ -213,8 +214,8 @@ void nb_sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out)
 
 /* ---- prompt sets ---- */
 
-int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
-                        size_t path_cap)
+int nb_sched_prompt_set(const char *root, const Npubench__JobSpec *spec, int *n, char sha[65],
+                        char *path, size_t path_cap)
 {
     *n = 0;
     sha[0] = '\0';
@@ -225,15 +226,13 @@ int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], cha
         const char *set = spec->prompt_set;
         const char *model = spec->selector ? spec->selector->model : "";
         if (!*set)
-            nb_verify_default_prompts(!strcmp(model, "base") ? "base" : "instruct", path,
-                                      path_cap);
-        else if (!strcmp(set, "instruct") || !strcmp(set, "base"))
-            nb_verify_default_prompts(set, path, path_cap);
-        else
-            snprintf(path, path_cap, "%s", set);
+            set = !strcmp(model, "base") ? "base" : "instruct";
+        /* Only names, only inside the root: what a client names is never opened
+         * elsewhere, and reading it cannot block (nb_file_read). */
         nb_prompts ps;
         nb_err e;
-        if (nb_prompts_load(path, &ps, &e) != NB_OK)
+        if (nb_verify_prompt_set_path(root, set, path, path_cap, &e) ||
+            !nb_file_readable(path) || nb_prompts_load(path, &ps, &e) != NB_OK)
             return 0;
         *n = ps.n;
         memcpy(sha, ps.sha256, 65);
@@ -416,7 +415,7 @@ static nb_code plan_shards(nb_coord *c, const Npubench__JobSpec *spec, int want,
     *np = 0;
     int P;
     char sha[65], path[1024];
-    if (!nb_sched_prompt_set(spec, &P, sha, path, sizeof path))
+    if (!nb_sched_prompt_set(c->o.prompts_dir, spec, &P, sha, path, sizeof path))
         return NB_OK; /* the set cannot be read here: the worker runs it whole */
     int S = want;
     if (S > P)

@@ -39,6 +39,51 @@ static void bounded_free(void *data, void *p)
     free(p);
 }
 
+static int get_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *i < n && shift < 64; shift += 7) {
+        uint8_t b = p[(*i)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 1;
+    }
+    return 0;
+}
+
+/* protobuf-c hands strings over NUL-terminated, so "abc\0def" would arrive as "abc":
+ * a string field holding a NUL byte is refused instead, naming the field.  Runs on bytes
+ * protobuf-c already accepted; the walk stops quietly on anything it does not expect. */
+static nb_code check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
+                         int depth, nb_err *err)
+{
+    size_t i = 0;
+    uint64_t key, v;
+    while (i < n && get_varint(p, n, &i, &key)) {
+        unsigned wt = (unsigned)(key & 7);
+        if (wt == 0 && get_varint(p, n, &i, &v))
+            continue;
+        if (wt == 1 || wt == 5) {
+            i += wt == 1 ? 8 : 4;
+            continue;
+        }
+        if (wt != 2 || !get_varint(p, n, &i, &v) || v > n - i)
+            return NB_OK;
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
+        if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)v))
+            return nb_err_set(err, NB_EINVAL, "%s.%s: contains a NUL byte", d->short_name,
+                              f->name);
+        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 32) {
+            nb_code rc = check_nul(f->descriptor, p + i, (size_t)v, depth + 1, err);
+            if (rc)
+                return rc;
+        }
+        i += (size_t)v;
+    }
+    return NB_OK;
+}
+
 nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                        size_t cap, void *out_msg, nb_err *err)
 {
@@ -67,6 +112,11 @@ nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *da
             return nb_err_set(err, NB_ENOMEM, "out of memory unpacking %s payload (%zu bytes)",
                               desc->name, len);
         return nb_err_set(err, NB_EINVAL, "malformed %s payload (%zu bytes)", desc->name, len);
+    }
+    nb_code rc = len ? check_nul(desc, data, len, 0, err) : NB_OK;
+    if (rc) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        return rc;
     }
     memcpy(out_msg, &m, sizeof m);
     return NB_OK;

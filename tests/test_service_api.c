@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "nb_coord.h"
 #include "nb_jobpb.h"
@@ -24,6 +25,7 @@
 #include "testutil.h"
 
 static int seq;
+static const char *start_prompts_dir; /* start(): the coordinator's prompts directory */
 
 typedef struct env {
     nb_coord *coord;
@@ -48,6 +50,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.listen_url = url;
     o.db_path = e->db;
     o.secret = secret;
+    o.prompts_dir = start_prompts_dir;
     o.heartbeat_ms = 50;
     o.lease_ms = 400;
     o.stale_ms = 300;
@@ -727,6 +730,65 @@ static void test_coordinator_clock_and_submit_ids(void **s)
     stop(&e);
 }
 
+/* Prompt sets are names inside the prompts directory: paths are refused, a FIFO there does
+ * not hang the coordinator, and a NUL inside a prompt is refused naming the field. */
+static void test_client_paths_and_nul(void **s)
+{
+    (void)s;
+    char dir[1200], fifo[1300];
+    snprintf(dir, sizeof dir, "%s/prompts-root", tu_group_tmp());
+    mkdir(dir, 0755);
+    snprintf(fifo, sizeof fifo, "%s/hang.txt", dir);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    env e;
+    start_prompts_dir = dir;
+    start(&e, NULL, NULL);
+    start_prompts_dir = NULL;
+    const char *bad[] = {"/etc/shadow", "../../etc/shadow", "models/x.gguf", ".hidden"};
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__VERIFY_FULL;
+    Npubench__SubmitJobRequest r = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    r.spec = &spec;
+    char msg[512];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        spec.prompt_set = (char *)bad[i];
+        assert_int_equal(call(&e, "npubench.Client/SubmitJob", &r, NULL, NULL, msg, sizeof msg),
+                         NB_RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(msg, "JobSpec.prompt_set: '"));
+        assert_non_null(strstr(msg, "is not a prompt set name"));
+    }
+    /* 40 submits naming a FIFO used to pin every handler thread */
+    spec.prompt_set = "hang";
+    r.shards = 2;
+    double t0 = nb_now_ms();
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(call(&e, "npubench.Client/SubmitJob", &r, NULL, NULL, msg, sizeof msg),
+                         NB_RPC_OK);
+    assert_true(nb_now_ms() - t0 < 5000);
+    /* "abc\0def": pack "abcXdef", then turn the X into a NUL on the wire */
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.prompt_set = "";
+    spec.prompt = "abcXdef";
+    r.shards = 0;
+    uint8_t *pb;
+    size_t len;
+    nb_err err = {0};
+    assert_int_equal(nb_wire_pack(&r, &pb, &len, &err), NB_OK);
+    uint8_t *x = memchr(pb, 'X', len);
+    assert_non_null(x);
+    *x = 0;
+    int st = -1;
+    char *m = NULL;
+    nb_rpc_call(e.cli, "npubench.Client/SubmitJob", pb, len, 5000, &st, &m, NULL, NULL, &err);
+    free(pb);
+    assert_int_equal(st, NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(m, "JobSpec.prompt: contains a NUL byte"));
+    free(m);
+    stop(&e);
+    unlink(fifo);
+}
+
 static void test_queued_reason_and_device_claim(void **s)
 {
     (void)s;
@@ -1111,6 +1173,7 @@ int main(void)
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
+        cmocka_unit_test(test_client_paths_and_nul),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
         cmocka_unit_test(test_lease_expiry_requeues),

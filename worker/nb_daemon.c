@@ -799,7 +799,7 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
                           .board_type = d->board_type, .threads = o->threads,
                           .mem_budget_bytes = o->mem_budget_bytes, .refdir = o->refdir,
                           .rundir = o->rundir && *o->rundir ? o->rundir : lockdir,
-                          .reports_dir = o->reports_dir};
+                          .reports_dir = o->reports_dir, .client_paths = o->client_paths};
     rc = nb_executor_new(&co, &d->ctx, err);
     free(mine);
     nb_deployments_free(file_deps, n_file);
