@@ -14,7 +14,7 @@ int nb_cmd_worker(int argc, char **argv)
 {
     const char *url = NULL, *board = NULL, *board_type = NULL, *deployments = NULL,
                *device = "cpu:0", *secret = NULL, *secret_file = NULL, *refdir = NULL,
-               *reports = NULL, *tls_ca = NULL, *tls_cert = NULL;
+               *reports = NULL, *tls_ca = NULL, *tls_cert = NULL, *tls_name = NULL;
     nb_strlist tags = {{0}, 0};
     int threads = 0, hb = 0, mem_mb = 0, wait_ms = 0, grace_ms = 0, quiet = 0, help = 0;
     nb_opt opts[] = {
@@ -37,6 +37,8 @@ int nb_cmd_worker(int argc, char **argv)
         {"reports", NB_OPT_STR, &reports, 0, 0, "also keep verify/diagnosis reports here"},
         {"tls-ca", NB_OPT_STR, &tls_ca, 0, 0, "CA file for tls+tcp://"},
         {"tls-cert", NB_OPT_STR, &tls_cert, 0, 0, "client certificate + key (mutual TLS)"},
+        {"tls-server-name", NB_OPT_STR, &tls_name, 0, 0,
+         "DNS name in the coordinator's certificate (needed for IP-address URLs)"},
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no log lines on stderr"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -79,6 +81,7 @@ int nb_cmd_worker(int argc, char **argv)
     o.reports_dir = reports;
     o.tls_ca_file = tls_ca;
     o.tls_cert_key_file = tls_cert;
+    o.tls_server_name = tls_name;
     o.quiet = quiet;
     nb_code rc = nb_daemon_run(&o, &err);
     nb_secret_free(key);

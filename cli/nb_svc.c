@@ -79,6 +79,7 @@ nb_code nb_svc_open(const nb_svc_flags *f, const char *url, nb_svc **out, nb_err
     ro.timeout_ms = s->timeout_ms;
     ro.tls_ca_file = f ? f->tls_ca : NULL;
     ro.tls_cert_key_file = f ? f->tls_cert : NULL;
+    ro.tls_server_name = f ? f->tls_server_name : NULL;
     s->embedded = !strncmp(url, "inproc://", 9);
     rc = nb_rpc_client_open(url, &ro, &s->cli, err);
     nb_secret_free(secret);

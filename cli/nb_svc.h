@@ -18,6 +18,7 @@ typedef struct nb_svc_flags {
     const char *secret_file;
     const char *tls_ca, *tls_cert;
     int timeout_ms;          /* per call, 0 = 30000 */
+    const char *tls_server_name; /* name the server's certificate must carry [URL host] */
 } nb_svc_flags;
 
 #define NB_SVC_OPTS(f)                                                                           \
@@ -28,6 +29,8 @@ typedef struct nb_svc_flags {
          "key file, mode 0600 (default $NPUBENCH_SECRET)"},                                      \
         {"tls-ca", NB_OPT_STR, &(f).tls_ca, 0, 0, "CA certificate for tls+tcp:// (PEM)"},       \
         {"tls-cert", NB_OPT_STR, &(f).tls_cert, 0, 0, "client certificate + key (PEM)"},        \
+        {"tls-server-name", NB_OPT_STR, &(f).tls_server_name, 0, 0,                              \
+         "DNS name in the server's certificate (needed for IP-address URLs)"},                   \
         {"timeout-ms", NB_OPT_INT, &(f).timeout_ms, 0, 3600000, "per-call timeout"}
 
 /* The coordinator URL the flags name (flag, else $NPUBENCH_COORDINATOR), or NULL. */

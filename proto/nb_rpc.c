@@ -2,6 +2,7 @@
  * the server, one req0 context per call on the client (see nb_rpc.h). */
 #include "nb_rpc.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -267,6 +268,17 @@ static nb_code tls_setup(const char *url, const nb_rpc_opts *o, int server,
                 goto out;
             }
             name = u->u_hostname;
+            unsigned char ip[16];
+            if (inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1) {
+                c = nb_err_set(err, NB_EINVAL,
+                               "%s: the host is an IP address, which this nng's TLS engine "
+                               "(mbedTLS 2.28) cannot match against a certificate; set "
+                               "opts.tls_server_name (--tls-server-name) to a DNS name the "
+                               "server's certificate carries",
+                               url);
+                nng_url_free(u);
+                goto out;
+            }
         }
         rv = nng_tls_config_server_name(cfg, name);
         nng_url_free(u);

@@ -823,6 +823,7 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
     ro.background_dial = true;
     ro.tls_ca_file = o->tls_ca_file;
     ro.tls_cert_key_file = o->tls_cert_key_file;
+    ro.tls_server_name = o->tls_server_name;
     if ((rc = nb_rpc_client_open(d->url, &ro, &d->cli, err))) {
         free_daemon(d);
         return rc;

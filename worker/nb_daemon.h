@@ -17,6 +17,7 @@ typedef struct nb_daemon_opts {
     const char *secret;           /* shared secret [none] */
     const char *tls_ca_file;      /* tls+tcp:// */
     const char *tls_cert_key_file;
+    const char *tls_server_name;  /* the coordinator certificate's DNS name [URL host] */
     const char *board_name;       /* ["local"] */
     const char *board_type;       /* [""] */
     const char *const *tags;
