@@ -101,9 +101,11 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
     m->started_unix_ms = j->started_ms;
     m->finished_unix_ms = j->finished_ms;
     m->attempts = j->attempts;
-    p->done = (int32_t)j->progress_done;
+    /* A finished job's last report ("rep 3/20") would read as still running. */
+    int over = nb_job_state_terminal(j->state);
     p->total = (int32_t)j->progress_total;
-    p->message = nb_arena_strdup(a, j->progress_msg);
+    p->done = j->state == NB_JOB_DONE ? p->total : (int32_t)j->progress_done;
+    p->message = nb_arena_strdup(a, over ? "" : j->progress_msg);
     m->progress = p;
     m->request_id = nb_arena_strdup(a, j->request_id);
     m->parent_job_id = j->parent_id;

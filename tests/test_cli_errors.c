@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -93,6 +94,24 @@ static void test_keys_and_exposure(void **s)
                 "listening on tcp://0.0.0.0:");
 }
 
+/* make run PROMPT='$(shell touch F)' used to run the command (make expands variable values,
+ * and the recipe pasted the prompt into a shell line); now the prompt is text only. */
+static void test_makefile_prompt_is_text(void **s)
+{
+    (void)s;
+    char flag[1024], cmd2[8192];
+    snprintf(flag, sizeof flag, "%s/make-ran", tu_group_tmp());
+    snprintf(cmd2, sizeof cmd2,
+             "make -n -s -C '%s' run BUILD='%s/b' PROMPT='$(shell touch %s) `touch %s`' 2>&1",
+             tu_env("NB_SRC", "."), tu_group_tmp(), flag, flag);
+    tu_result r = tu_run(cmd2);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "--prompt \"$NB_PROMPT\""));
+    free(r.out);
+    assert_int_equal(access(flag, F_OK), -1);
+}
+
 static void test_usage_errors(void **s)
 {
     (void)s;
@@ -162,6 +181,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_keys_and_exposure),
+        cmocka_unit_test(test_makefile_prompt_is_text),
         cmocka_unit_test(test_corrupt_models),
         cmocka_unit_test(test_bad_prompts),
         cmocka_unit_test(test_xrt_unavailable),

@@ -706,6 +706,18 @@ static void test_coordinator_clock_and_submit_ids(void **s)
     nb_wire_free(j);
     Npubench__Lease *l = lease(&e, w, 2000);
     assert_non_null(l);
+    Npubench__Progress prog = NPUBENCH__PROGRESS__INIT;
+    prog.done = 1;
+    prog.total = 5;
+    prog.message = "rep 1/5";
+    Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
+    pr.worker_id = w;
+    pr.instance_id = "inst-a";
+    pr.job_id = l->job_id;
+    pr.lease_id = l->lease_id;
+    pr.progress = &prog;
+    assert_int_equal(call(&e, "npubench.Worker/ReportProgress", &pr, NULL, NULL, NULL, 0),
+                     NB_RPC_OK);
     Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
     int64_t ahead = nb_wall_ms() + 60000;
     res->started_unix_ms = ahead;
@@ -724,6 +736,13 @@ static void test_coordinator_clock_and_submit_ids(void **s)
                                "'worker_clock_offset_ms' AND %lld = 0",
                            0);
     assert_true(off > 59000 && off <= 62000);
+    /* done: no "rep 1/5" left over */
+    j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    assert_string_equal(j->progress->message, "");
+    assert_int_equal(j->progress->done, 5);
+    assert_int_equal(j->progress->total, 5);
+    nb_wire_free(j);
     nb_jobpb_free(res);
     nb_wire_free(l);
     free(w);
@@ -787,6 +806,64 @@ static void test_client_paths_and_nul(void **s)
     free(m);
     stop(&e);
     unlink(fifo);
+}
+
+/* Text from the network cannot forge coordinator log lines: control characters are
+ * escaped (a release reason carrying a newline stays on its one line). */
+static void test_log_lines_escaped(void **s)
+{
+    (void)s;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/coord-stderr.log", tu_group_tmp());
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    dup2(fileno(f), 2);
+    env e;
+    start(&e, NULL, NULL);
+    nb_coord_stop(e.coord); /* restart loud: start() is quiet */
+    nb_rpc_client_close(e.cli);
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    char url[128];
+    snprintf(url, sizeof url, "inproc://svc-api-log-%d", (int)getpid());
+    o.listen_url = url;
+    o.db_path = e.db;
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    e.cli = open_as(&e, NULL);
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    Npubench__ReleaseJobRequest rel = NPUBENCH__RELEASE_JOB_REQUEST__INIT;
+    rel.worker_id = w;
+    rel.instance_id = "inst-a";
+    rel.job_id = l->job_id;
+    rel.lease_id = l->lease_id;
+    rel.reason = "bye\n2026-01-01T00:00:00Z npubench coordinator: FORGED";
+    rel.retry = 1;
+    assert_int_equal(call(&e, "npubench.Worker/ReleaseJob", &rel, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_OK);
+    stop(&e);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "cat '%s'", path);
+    tu_result r = tu_run(cmd);
+    assert_non_null(strstr(r.out, "bye\\x0a2026-01-01T00:00:00Z npubench coordinator: FORGED"));
+    assert_null(strstr(r.out, "\n2026-01-01T00:00:00Z npubench coordinator: FORGED"));
+    free(r.out);
+    nb_wire_free(l);
+    free(w);
 }
 
 static void test_queued_reason_and_device_claim(void **s)
@@ -1174,6 +1251,7 @@ int main(void)
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
+        cmocka_unit_test(test_log_lines_escaped),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
         cmocka_unit_test(test_lease_expiry_requeues),
