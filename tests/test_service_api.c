@@ -446,6 +446,25 @@ static void test_auth(void **s)
 
 /* ---- the trust boundary (issue 10) ---- */
 
+/* Registers worker b1 on cpu:0 as inst-a (*worker), submits a RUN and leases it. */
+static Npubench__Lease *run_leased(env *e, char **worker)
+{
+    int st;
+    *worker = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(*worker);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(e, *worker, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, ids[0]);
+    return l;
+}
+
+
 static nb_rpc_client *open_as(env *e, const char *key)
 {
     nb_rpc_opts co;
@@ -542,17 +561,13 @@ static void test_forged_result_refused(void **s)
     (void)s;
     env e;
     start(&e, NULL, NULL);
+    char *a;
+    Npubench__Lease *l = run_leased(&e, &a);
     int st;
-    char *a = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
     char *b = reg(&e, "b2", "cpu:1", "inst-b", NULL, &st);
     int64_t ids[8];
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *l = lease(&e, a, 2000);
-    assert_non_null(l);
     nb_wire_free(heartbeat(&e, a, l->job_id, l->lease_id));
     /* no lease id and no instance id leave the coordinator */
     Npubench__ListWorkersRequest lw = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
@@ -833,15 +848,8 @@ static void test_log_lines_escaped(void **s)
     nb_err err = {0};
     assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
     e.cli = open_as(&e, NULL);
-    int st;
-    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    int64_t ids[8];
-    size_t n;
-    char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *l = lease(&e, w, 2000);
+    char *w, msg[512];
+    Npubench__Lease *l = run_leased(&e, &w);
     Npubench__ReleaseJobRequest rel = NPUBENCH__RELEASE_JOB_REQUEST__INIT;
     rel.worker_id = w;
     rel.instance_id = "inst-a";
@@ -906,17 +914,11 @@ static void test_lease_result_idempotent_and_cancel(void **s)
     (void)s;
     env e;
     start(&e, NULL, NULL);
-    int st;
-    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
-    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = run_leased(&e, &w);
+    int64_t ids[8] = {l->job_id};
     size_t n;
     char msg[512];
-    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
-                            msg, sizeof msg),
-                     0);
-    Npubench__Lease *l = lease(&e, w, 2000);
-    assert_non_null(l);
-    assert_int_equal(l->job_id, ids[0]);
     assert_int_equal(l->attempt, 1);
     assert_int_equal(l->spec->n_tokens, 8);
     Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
