@@ -771,19 +771,46 @@ static void test_real_cpu_jobs(void **state)
     assert_int_equal(nb_file_read(tpath, (size_t)64 << 20, &tr, &tl, &err), NB_OK);
     f.trace[0] = (uint8_t *)tr;
     f.trace_len[0] = tl;
+    /* explicit prompts (no trace for them: an error), then a reference named by path */
+    static char *pp[] = {(char *)"A prompt nobody has traced"};
+    Npubench__JobSpec *x = calloc(1, sizeof *x), *p = calloc(1, sizeof *p);
+    npubench__job_spec__init(x);
+    *p = *v;
+    x->kind = NPUBENCH__JOB_KIND__VERIFY;
+    x->selector = &sel;
+    x->prompts = pp;
+    x->n_prompts = 1;
+    x->n_tokens = 2;
+    static Npubench__KeyValue refkv = NPUBENCH__KEY_VALUE__INIT, *refp = &refkv;
+    refkv.key = (char *)"reference";
+    refkv.value = (char *)"/etc/passwd";
+    p->params = &refp;
+    p->n_params = 1;
     fake_push(&f, v);
     fake_push(&f, r);
+    fake_push(&f, x);
+    fake_push(&f, p);
     nb_daemon_opts o;
     daemon_opts(&o, &e, url, "cpu:14");
     o.refdir = e.tmp; /* no traces on disk: only the lease's */
     nb_daemon *d;
     assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
-    int got = wait_for(&f, &f.n_results, 2, 240000);
+    int got = wait_for(&f, &f.n_results, 4, 240000);
     nb_executor_cache_stats cs;
     nb_executor_stats(nb_daemon_job_ctx(d), &cs);
     nb_daemon_stop(d, 1);
-    assert_int_equal(got, 2);
+    assert_int_equal(got, 4);
     Npubench__JobResult *vr = f.results[0], *rr = f.results[1];
+    /* the explicit prompts' file is gone with the job */
+    assert_int_not_equal(f.results[2]->status, NPUBENCH__STATUS_CODE__OK);
+    char ls[1300];
+    snprintf(ls, sizeof ls, "ls '%s' | grep -c '^prompts-'", o.rundir ? o.rundir : e.tmp);
+    tu_result lr = tu_run(ls);
+    assert_int_equal(atoi(lr.out ? lr.out : "1"), 0);
+    free(lr.out);
+    /* a reference the client named by path is never opened */
+    assert_int_equal(f.results[3]->status, NPUBENCH__STATUS_CODE__INVALID_ARGUMENT);
+    assert_non_null(strstr(f.results[3]->status_message, "is not a trace name"));
     if (vr->status)
         fail_msg("verify: %s", vr->status_message);
     assert_int_equal(vr->outcome, NPUBENCH__OUTCOME__PASS);
