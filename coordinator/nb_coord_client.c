@@ -859,6 +859,35 @@ out:
     return st;
 }
 
+/* ---- Drain (admin) ---- */
+
+static nb_rpc_status h_drain(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__DrainRequest, npubench__drain_request__descriptor);
+    pthread_mutex_lock(&c->mu);
+    int was = c->draining;
+    c->draining = r->drain;
+    pthread_mutex_unlock(&c->mu);
+    if (was != r->drain) {
+        nb_coord_log(c, "%s", r->drain ? "draining: no new leases" : "drain over: leasing again");
+        nb_coord_queue_changed(c);
+    }
+    Npubench__DrainResponse resp = NPUBENCH__DRAIN_RESPONSE__INIT;
+    resp.draining = r->drain;
+    nb_db_job_filter f = {.states = NB_JOB_STATE_BIT(NB_JOB_LEASED) |
+                                    NB_JOB_STATE_BIT(NB_JOB_RUNNING),
+                          .limit = NB_DB_HISTORY_MAX};
+    nb_db_job *jobs = NULL;
+    size_t n = 0;
+    nb_err err = {0};
+    if (!nb_db_job_list(c->db, &f, &jobs, &n, &err))
+        nb_db_job_list_free(jobs, n);
+    resp.running = (int32_t)n;
+    nb_wire_free(r);
+    return nb_rpc_reply_pack(reply, &resp);
+}
+
 nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err)
 {
     struct {
@@ -876,6 +905,7 @@ nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err)
         {C_METHOD("Compare"), h_compare, NB_RPC_READONLY},
         {C_METHOD("SetReference"), h_setref, NB_RPC_ADMIN},
         {C_METHOD("Import"), h_import, 0},
+        {C_METHOD("Drain"), h_drain, NB_RPC_ADMIN},
     };
     for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
         nb_code rc = nb_rpc_server_handle(c->srv, tab[i].m, tab[i].fn, c, tab[i].flags, err);

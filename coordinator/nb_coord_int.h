@@ -71,6 +71,7 @@ struct nb_coord {
     size_t n_traces;
     nb_coord_stats stats;
     int64_t next_reasons_ms, next_gone_scan_ms;
+    int draining;             /* admin Drain: no new leases */
 };
 
 /* ---- nb_coord.c ---- */

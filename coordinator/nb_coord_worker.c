@@ -387,6 +387,14 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
     }
     /* One job at a time per worker process (its one slot): a second lease would sit
      * queued behind the first on the board while another board idles. */
+    pthread_mutex_lock(&c->mu);
+    int draining = c->draining;
+    pthread_mutex_unlock(&c->mu);
+    if (draining) { /* no work while an admin drains the lab; the worker polls again */
+        Npubench__LeaseJobResponse none = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
+        st = nb_rpc_reply_pack(reply, &none);
+        goto out;
+    }
     int64_t held = 0, held_job = 0;
     if (nb_db_jobs_held(c->db, r->worker_id, &held, &held_job, &err)) {
         st = nb_rpc_reply_err(reply, &err);

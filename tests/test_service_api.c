@@ -548,6 +548,23 @@ static void test_roles(void **s)
     assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
                             msg, sizeof msg),
                      NB_RPC_OK);
+    /* drain is the admin's: no leases while on, the queued job waits */
+    Npubench__DrainRequest dr = NPUBENCH__DRAIN_REQUEST__INIT;
+    dr.drain = 1;
+    assert_int_equal(call_as(&e, client, "npubench.Client/Drain", &dr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(call_as(&e, admin, "npubench.Client/Drain", &dr, msg, sizeof msg),
+                     NB_RPC_OK);
+    e.cli = worker;
+    assert_null(lease(&e, w, 0));
+    dr.drain = 0;
+    assert_int_equal(call_as(&e, admin, "npubench.Client/Drain", &dr, msg, sizeof msg),
+                     NB_RPC_OK);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, ids[0]);
+    nb_wire_free(l);
+    e.cli = client;
     free(w);
     nb_rpc_client_close(worker);
     nb_rpc_client_close(admin);
