@@ -144,7 +144,8 @@ int nb_cmd_coordinator(int argc, char **argv)
         {"tls-ca", NB_OPT_STR, &o.tls_ca_file, 0, 0, "CA that client certificates must chain to"},
         {"artifacts", NB_OPT_STR, &o.artifacts_dir, 0, 0, "result store (default DB.d)"},
         {"refdir", NB_OPT_STR, &o.refdir, 0, 0, "HF traces to cache (default verify/references)"},
-        {"prompts-dir", NB_OPT_STR, &o.prompts_dir, 0, 0, "named prompt sets (default verify/prompts)"},
+        {"prompts-dir", NB_OPT_STR, &o.prompts_dir, 0, 0,
+         "named prompt sets (default verify/prompts)"},
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no log lines"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };

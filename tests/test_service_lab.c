@@ -253,7 +253,8 @@ static void test_lab_ipc(void **s)
     int64_t before = db_int(db, "SELECT count(*) FROM jobs");
     r = cli("submit run --n-tokens 5000 --coordinator '%s'", url);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.out, "n_tokens"));
+    /* the CLI knows the job's token limit (job/nb_job.h) and refuses before sending */
+    assert_non_null(strstr(r.out, "--n-tokens: 5000 is outside the allowed range 0..4096"));
     free(r.out);
     r = cli("submit verify --k 99 --coordinator '%s'", url);
     assert_int_equal(r.code, 2);
