@@ -6,7 +6,13 @@ DTYPE    ?= bf16
 THREADS  ?= 0
 NB        = $(BUILD)/npubench
 DEPLOY    = --model $(MODEL) --dtype $(DTYPE) --threads $(THREADS)
-PROMPT_ARG   = $(if $(PROMPT),--prompt "$(PROMPT)",)
+# The prompt reaches npubench as text only: $(value) stops make from expanding it (a
+# PROMPT of '$(shell ...)' would run), and the recipe reads it from the environment, so
+# the shell never parses it either.
+NB_PROMPT   := $(value PROMPT)
+unexport PROMPT
+export NB_PROMPT
+PROMPT_ARG   = $(if $(NB_PROMPT),--prompt "$$NB_PROMPT",)
 NTOKENS_ARG  = $(if $(N_TOKENS),--n-tokens $(N_TOKENS),)
 
 .PHONY: all setup build run verify verify-full diagnosis profile test test-sanitize test-faults fuzz coverage mutate hf-reference bench clean

@@ -9,21 +9,28 @@
 #include "nb_args.h"
 #include "nb_coord.h"
 #include "nb_job.h"
+#include "nb_secret.h"
 #include "nb_svc.h"
 
 int nb_cmd_coordinator(int argc, char **argv)
 {
     nb_coord_opts o;
     memset(&o, 0, sizeof o);
-    const char *secret = NULL, *secret_file = NULL;
+    const char *secret = NULL, *files[3] = {NULL, NULL, NULL};
     int lease_ms = 0, hb_ms = 0, stale_ms = 0, gone_ms = 0, attempts = 0, shards = 0,
-        last_n = 0, min_change = 0, quiet = 0, help = 0;
+        last_n = 0, min_change = 0, quiet = 0, insecure = 0, help = 0;
     nb_opt opts[] = {
         {"listen", NB_OPT_STR, &o.listen_url, 0, 0, "URL to serve: tcp://host:port, ipc://path, "
                                                     "tls+tcp://host:port"},
         {"db", NB_OPT_STR, &o.db_path, 0, 0, "SQLite queue + history file (created)"},
-        {"secret", NB_OPT_STR, &secret, 0, 0, "shared secret for clients and workers"},
-        {"secret-file", NB_OPT_STR, &secret_file, 0, 0, "file holding the shared secret"},
+        {"secret", NB_OPT_STR, &secret, 0, 0, "refused: use --secret-file"},
+        {"secret-file", NB_OPT_STR, &files[0], 0, 0,
+         "client key (mode 0600; default $NPUBENCH_SECRET); alone: the key of every role"},
+        {"worker-secret-file", NB_OPT_STR, &files[1], 0, 0,
+         "worker key (default $NPUBENCH_WORKER_SECRET)"},
+        {"admin-secret-file", NB_OPT_STR, &files[2], 0, 0,
+         "admin key: set-reference, drain (default $NPUBENCH_ADMIN_SECRET)"},
+        {"insecure", NB_OPT_FLAG, &insecure, 0, 0, "serve beyond loopback without any key"},
         {"lease-ms", NB_OPT_INT, &lease_ms, 100, 86400000, "lease length (default 30000)"},
         {"heartbeat-ms", NB_OPT_INT, &hb_ms, 10, 600000, "worker heartbeat (default 1000)"},
         {"stale-ms", NB_OPT_INT, &stale_ms, 10, 86400000, "stale after (default 4 heartbeats)"},
@@ -40,6 +47,8 @@ int nb_cmd_coordinator(int argc, char **argv)
         {"retention-days", NB_OPT_INT, &o.retention_days, -1, 36500,
          "keep whole results this long; -1 forever (default 90)"},
         {"refdir", NB_OPT_STR, &o.refdir, 0, 0, "HF traces to cache (default verify/references)"},
+        {"prompts-dir", NB_OPT_STR, &o.prompts_dir, 0, 0,
+         "named prompt sets (default verify/prompts)"},
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no log lines"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -50,12 +59,14 @@ int nb_cmd_coordinator(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (!o.listen_url || !o.db_path)
         return nb_cmd_usage_error("coordinator", "--listen URL and --db PATH are required%s", "");
-    nb_svc_flags sf = {.secret = secret, .secret_file = secret_file};
-    char *sec = NULL;
+    char *keys[3] = {NULL, NULL, NULL};
     nb_err err;
-    if (nb_svc_secret(&sf, &sec, &err))
+    if (nb_svc_coord_keys(secret, files, keys, &err))
         return nb_cmd_fail("coordinator", &err);
-    o.secret = sec;
+    o.secret = keys[0];
+    o.worker_secret = keys[1];
+    o.admin_secret = keys[2];
+    o.insecure = insecure;
     o.lease_ms = lease_ms;
     o.heartbeat_ms = hb_ms;
     o.stale_ms = stale_ms;
@@ -66,9 +77,7 @@ int nb_cmd_coordinator(int argc, char **argv)
     o.regression_min_rel = min_change / 100.0;
     o.quiet = quiet;
     nb_code c = nb_coord_run(&o, &err);
-    if (sec) {
-        memset(sec, 0, strlen(sec));
-        free(sec);
-    }
+    for (int i = 0; i < 3; i++)
+        nb_secret_free(keys[i]);
     return c ? nb_cmd_fail("coordinator", &err) : NB_EXIT_OK;
 }

@@ -292,8 +292,13 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
     job_build b;
     job_init(&b, full ? NPUBENCH__JOB_KIND__VERIFY_FULL : NPUBENCH__JOB_KIND__VERIFY, &c,
              &ds);
-    if (prompts_file)
-        b.spec.prompt_set = (char *)prompts_file;
+    /* The file's prompts travel as content: the service opens no client paths. */
+    nb_err err;
+    nb_prompts ps = {0};
+    if (prompts_file && nb_prompts_load(prompts_file, &ps, &err))
+        return nb_cmd_fail(cmd, &err);
+    b.spec.prompts = ps.items;
+    b.spec.n_prompts = (size_t)ps.n;
     /* 0 means "all" here; the job's 0 means the kind's default. */
     b.spec.max_prompts = max_prompts ? max_prompts : full ? 0 : NB_JOB_PROMPTS_MAX;
     b.spec.n_tokens = n_tokens;
@@ -302,7 +307,9 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
     if (reference)
         job_param(&b, "reference", reference);
     nb_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
-    return run_job(cmd, &c, &ds, &b, &po);
+    int code = run_job(cmd, &c, &ds, &b, &po);
+    nb_prompts_free(&ps);
+    return code;
 }
 
 int nb_cmd_verify(int argc, char **argv)

@@ -10,34 +10,13 @@
 #include "nb_daemon.h"
 #include "nb_file.h"
 #include "nb_out.h"
+#include "nb_secret.h"
 #include "nb_svc.h"
-
-#define SECRET_FILE_MAX 4096
-
-/* The secret file's first line (trailing whitespace stripped) into *out (malloc'ed). */
-static nb_code read_secret(const char *path, char **out, nb_err *err)
-{
-    char *buf;
-    size_t len;
-    nb_code rc = nb_file_read(path, SECRET_FILE_MAX, &buf, &len, err);
-    if (rc)
-        return nb_err_prefix(err, "--secret-file: ");
-    buf[strcspn(buf, "\r\n")] = '\0';
-    size_t n = strlen(buf);
-    while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-        buf[--n] = '\0';
-    if (!n) {
-        free(buf);
-        return nb_err_set(err, NB_EINVAL, "--secret-file %s: empty", path);
-    }
-    *out = buf;
-    return NB_OK;
-}
 
 int nb_cmd_worker(int argc, char **argv)
 {
     nb_daemon_opts o = {.device = "cpu:0"};
-    const char *secret_file = NULL;
+    const char *secret = NULL, *secret_file = NULL;
     nb_strlist tags = {{0}, 0};
     int mem_mb = 0, help = 0;
     nb_opt opts[] = {
@@ -47,8 +26,9 @@ int nb_cmd_worker(int argc, char **argv)
         {"tag", NB_OPT_LIST, &tags, 0, 0, "a tag jobs can select (repeatable)"},
         {"deployments", NB_OPT_STR, &o.deployments_file, 0, 0, "deployments file (docs/service.md)"},
         {"device", NB_OPT_STR, &o.device, 0, 0, "cpu:N (default cpu:0) or xrt:N"},
-        {"secret", NB_OPT_STR, &o.secret, 0, 0, "shared secret"},
-        {"secret-file", NB_OPT_STR, &secret_file, 0, 0, "file holding the shared secret"},
+        {"secret", NB_OPT_STR, &secret, 0, 0, "refused: use --secret-file"},
+        {"secret-file", NB_OPT_STR, &secret_file, 0, 0,
+         "worker key, mode 0600 (default $NPUBENCH_WORKER_SECRET, else $NPUBENCH_SECRET)"},
         {"threads", NB_OPT_INT, &o.threads, 0, 1024, "cpu threads, 0 = all cores"},
         {"heartbeat-ms", NB_OPT_INT, &o.heartbeat_ms, 0, 600000, "heartbeat interval (default 1000)"},
         {"mem-budget-mb", NB_OPT_INT, &mem_mb, 0, 1 << 24, "resident deployments (default 4096)"},
@@ -59,6 +39,8 @@ int nb_cmd_worker(int argc, char **argv)
         {"reports", NB_OPT_STR, &o.reports_dir, 0, 0, "also keep verify/diagnosis reports here"},
         {"tls-ca", NB_OPT_STR, &o.tls_ca_file, 0, 0, "CA file for tls+tcp://"},
         {"tls-cert", NB_OPT_STR, &o.tls_cert_key_file, 0, 0, "client certificate + key (mutual TLS)"},
+        {"tls-server-name", NB_OPT_STR, &o.tls_server_name, 0, 0,
+         "DNS name in the coordinator's certificate (needed for IP-address URLs)"},
         {"quiet", NB_OPT_FLAG, &o.quiet, 0, 0, "no log lines on stderr"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -74,20 +56,22 @@ int nb_cmd_worker(int argc, char **argv)
         return NB_EXIT_USAGE;
     }
     nb_err err;
-    if (o.secret && secret_file) {
-        fprintf(stderr, "npubench worker: give --secret or --secret-file, not both\n");
-        return NB_EXIT_USAGE;
-    }
-    char *file_secret = NULL;
-    if (secret_file && read_secret(secret_file, &file_secret, &err))
+    char *key = NULL;
+    nb_code krc = secret && *secret
+                      ? nb_secret_refuse_argv("--secret", "--secret-file",
+                                              "NPUBENCH_WORKER_SECRET", &err)
+                      : nb_secret_get("--secret-file", secret_file, "NPUBENCH_WORKER_SECRET",
+                                      &key, &err);
+    if (!krc && !key) /* one shared key serves workers too */
+        krc = nb_secret_get("--secret-file", NULL, "NPUBENCH_SECRET", &key, &err);
+    if (krc)
         return nb_cmd_fail("worker", &err);
-    if (file_secret)
-        o.secret = file_secret;
+    o.secret = key;
     o.tags = tags.items;
     o.n_tags = tags.n;
     o.mem_budget_bytes = (size_t)mem_mb << 20;
     nb_code rc = nb_daemon_run(&o, &err);
-    free(file_secret);
+    nb_secret_free(key);
     if (rc)
         return nb_cmd_fail("worker", &err);
     return NB_EXIT_OK;

@@ -115,6 +115,7 @@ static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *e
     d.n_deployments = 1;
     d.threads = o->threads;
     d.quiet = 1;
+    d.client_paths = 1; /* inproc: every client is this process and its user */
     /* An xrt deployment claims its real device. A CPU session takes the
      * highest free cpu:N, leaving the low numbers to lab workers; a taken
      * one (another session, a worker) is NB_EUNAVAIL from the device lock. */

@@ -10,6 +10,7 @@
 #include "nb_file.h"
 #include "nb_job.h"
 #include "nb_rpc.h"
+#include "nb_secret.h"
 #include "nb_time.h"
 
 struct nb_svc {
@@ -29,30 +30,31 @@ const char *nb_svc_url(const nb_svc_flags *f)
 nb_code nb_svc_secret(const nb_svc_flags *f, char **out, nb_err *err)
 {
     *out = NULL;
-    if (f && f->secret && *f->secret) {
-        *out = strdup(f->secret);
-    } else if (f && f->secret_file && *f->secret_file) {
-        char *data;
-        size_t len;
-        nb_code rc = nb_file_read(f->secret_file, 4096, &data, &len, err);
-        if (rc)
-            return nb_err_prefix(err, "--secret-file: ");
-        while (len && isspace((unsigned char)data[len - 1]))
-            data[--len] = '\0';
-        if (!len) {
-            free(data);
-            return nb_err_set(err, NB_EINVAL, "--secret-file %s: the file is empty",
-                              f->secret_file);
+    if (f && f->secret && *f->secret)
+        return nb_secret_refuse_argv("--secret", "--secret-file", "NPUBENCH_SECRET", err);
+    return nb_secret_get("--secret-file", f ? f->secret_file : NULL, "NPUBENCH_SECRET", out,
+                         err);
+}
+
+nb_code nb_svc_coord_keys(const char *secret, const char *const files[3], char *keys[3],
+                          nb_err *err)
+{
+    static const char *const flags[3] = {"--secret-file", "--worker-secret-file",
+                                         "--admin-secret-file"};
+    static const char *const envs[3] = {"NPUBENCH_SECRET", "NPUBENCH_WORKER_SECRET",
+                                        "NPUBENCH_ADMIN_SECRET"};
+    keys[0] = keys[1] = keys[2] = NULL;
+    if (secret && *secret)
+        return nb_secret_refuse_argv("--secret", "--secret-file", "NPUBENCH_SECRET", err);
+    for (int i = 0; i < 3; i++) {
+        nb_code rc = nb_secret_get(flags[i], files[i], envs[i], &keys[i], err);
+        if (rc) {
+            for (int j = 0; j < i; j++)
+                nb_secret_free(keys[j]);
+            return rc;
         }
-        *out = data;
-        return NB_OK;
-    } else {
-        const char *e = getenv("NPUBENCH_SECRET");
-        if (!e || !*e)
-            return NB_OK;
-        *out = strdup(e);
     }
-    return *out ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
+    return NB_OK;
 }
 
 nb_code nb_svc_open(const nb_svc_flags *f, const char *url, nb_svc **out, nb_err *err)
@@ -64,7 +66,7 @@ nb_code nb_svc_open(const nb_svc_flags *f, const char *url, nb_svc **out, nb_err
         return rc;
     nb_svc *s = calloc(1, sizeof *s);
     if (!s) {
-        free(secret);
+        nb_secret_free(secret);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
     s->timeout_ms = f && f->call_timeout_s > 0 ? f->call_timeout_s * 1000
@@ -76,12 +78,9 @@ nb_code nb_svc_open(const nb_svc_flags *f, const char *url, nb_svc **out, nb_err
     ro.timeout_ms = s->timeout_ms;
     ro.tls_ca_file = f ? f->tls_ca : NULL;
     ro.tls_cert_key_file = f ? f->tls_cert : NULL;
-    s->embedded = !strncmp(url, "inproc://", 9);
+    ro.tls_server_name = f ? f->tls_server_name : NULL;
     rc = nb_rpc_client_open(url, &ro, &s->cli, err);
-    if (secret) {
-        memset(secret, 0, strlen(secret));
-        free(secret);
-    }
+    nb_secret_free(secret);
     if (rc) {
         free(s);
         return rc;

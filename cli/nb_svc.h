@@ -14,20 +14,24 @@
 /* The connection flags every service command takes. */
 typedef struct nb_svc_flags {
     const char *coordinator; /* URL; NULL = $NPUBENCH_COORDINATOR */
-    const char *secret;      /* NULL = $NPUBENCH_SECRET */
+    const char *secret;      /* given: refused (argv is public); keys come from files */
     const char *secret_file;
     const char *tls_ca, *tls_cert;
     int call_timeout_s;      /* per call, 0 = 30 s */
     int timeout_ms;          /* the same in ms: the deprecated --timeout-ms */
+    const char *tls_server_name; /* name the server's certificate must carry [URL host] */
 } nb_svc_flags;
 
 #define NB_SVC_OPTS(f)                                                                           \
     {"coordinator", NB_OPT_STR, &(f).coordinator, 0, 0,                                          \
      "coordinator URL (default $NPUBENCH_COORDINATOR)"},                                         \
-        {"secret", NB_OPT_STR, &(f).secret, 0, 0, "shared secret (default $NPUBENCH_SECRET)"},   \
-        {"secret-file", NB_OPT_STR, &(f).secret_file, 0, 0, "file holding the shared secret"},   \
+        {"secret", NB_OPT_STR, &(f).secret, 0, 0, "refused: use --secret-file"},                 \
+        {"secret-file", NB_OPT_STR, &(f).secret_file, 0, 0,                                      \
+         "key file, mode 0600 (default $NPUBENCH_SECRET)"},                                      \
         {"tls-ca", NB_OPT_STR, &(f).tls_ca, 0, 0, "CA certificate for tls+tcp:// (PEM)"},       \
         {"tls-cert", NB_OPT_STR, &(f).tls_cert, 0, 0, "client certificate + key (PEM)"},        \
+        {"tls-server-name", NB_OPT_STR, &(f).tls_server_name, 0, 0,                              \
+         "DNS name in the server's certificate (needed for IP-address URLs)"},                   \
         {"call-timeout", NB_OPT_INT, &(f).call_timeout_s, 0, 3600,                          \
          "per-call timeout in s (default 30)"},                                                 \
         {"timeout-ms", NB_OPT_INT, &(f).timeout_ms, 0, 3600000,                                 \
@@ -36,9 +40,15 @@ typedef struct nb_svc_flags {
 /* The coordinator URL the flags name (flag, else $NPUBENCH_COORDINATOR), or NULL. */
 const char *nb_svc_url(const nb_svc_flags *f);
 
-/* The shared secret (flag, file with trailing blanks trimmed, or
- * $NPUBENCH_SECRET) into a malloc'ed string (*out NULL when none). */
+/* The key (--secret-file, mode 0600, else $NPUBENCH_SECRET) into *out (nb_secret_free;
+ * NULL when none); --secret on the command line is refused. */
 nb_code nb_svc_secret(const nb_svc_flags *f, char **out, nb_err *err);
+
+/* The coordinator's keys per role, client/worker/admin, from files[i] else
+ * $NPUBENCH_SECRET / $NPUBENCH_WORKER_SECRET / $NPUBENCH_ADMIN_SECRET (NULL when none;
+ * nb_secret_free each); a secret given on the command line is refused. */
+nb_code nb_svc_coord_keys(const char *secret, const char *const files[3], char *keys[3],
+                          nb_err *err);
 
 typedef struct nb_svc nb_svc;
 

@@ -3,6 +3,7 @@
 #include "nb_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,28 +15,37 @@ nb_code nb_file_read(const char *path, size_t max_bytes, char **data, size_t *le
     *data = NULL;
     if (len)
         *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO or a device must not wait for a writer or the hardware;
+     * the type and size are checked on the open descriptor before one byte is read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
         return nb_err_set(err, errno == ENOENT ? NB_ENOTFOUND : NB_EIO, "%s: cannot open: %s",
                           path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
         return nb_err_set(err, NB_EIO, "%s: not a regular file", path);
     }
     if ((size_t)st.st_size > max_bytes) {
-        fclose(f);
+        close(fd);
         return nb_err_set(err, NB_ENOMEM, "%s: %lld bytes exceeds the limit of %zu bytes", path,
                           (long long)st.st_size, max_bytes);
     }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)st.st_size, got = 0;
     char *buf = malloc(n + 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return nb_err_set(err, NB_ENOMEM, "%s: out of memory (%zu bytes)", path, n);
     }
-    size_t got = fread(buf, 1, n, f);
-    fclose(f);
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
     if (got != n) {
         free(buf);
         return nb_err_set(err, NB_EIO, "%s: short read (%zu of %zu bytes)", path, got, n);
@@ -65,6 +75,26 @@ nb_code nb_file_write(const char *path, const void *data, size_t len, nb_err *er
         return nb_err_set(err, NB_EIO, "%s: write failed: %s", path, strerror(errno));
     }
     return NB_OK;
+}
+
+int nb_file_plain_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 128 || s[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int nb_file_readable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, R_OK) == 0;
 }
 
 nb_code nb_file_mkdirs(const char *dir, nb_err *err)

@@ -16,5 +16,11 @@ nb_code nb_file_write(const char *path, const void *data, size_t len, nb_err *er
 /* mkdir -p. */
 nb_code nb_file_mkdirs(const char *dir, nb_err *err);
 int nb_file_exists(const char *path);
+/* 1 when s can only name a file directly inside some directory: 1..128 of [A-Za-z0-9._-],
+ * not starting with '.' (no "..", no '/', no hidden files). */
+int nb_file_plain_name(const char *s);
+/* 1 when path is a regular file this process may read (a FIFO, a device, a missing and an
+ * unreadable file all give 0, so callers answer them alike). */
+int nb_file_readable(const char *path);
 
 #endif

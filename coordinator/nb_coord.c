@@ -13,6 +13,7 @@
 #include "nb_coord_int.h"
 #include "nb_file.h"
 #include "nb_log.h"
+#include "nb_secret.h"
 #include "nb_time.h"
 
 /* Counts a line of kind fmt; 0 when it is over the burst. *dropped gets the count
@@ -237,6 +238,63 @@ static void *sweeper_main(void *arg)
 
 /* ---- lifecycle ---- */
 
+/* The host of a tcp/tls URL ("" for ipc and inproc, which never leave the host). */
+static void url_host(const char *url, char *host, size_t cap)
+{
+    host[0] = '\0';
+    const char *p = strstr(url, "://");
+    if (!p || !strncmp(url, "ipc://", 6) || !strncmp(url, "inproc://", 9))
+        return;
+    p += 3;
+    const char *end = *p == '[' ? strchr(p, ']') : strrchr(p, ':');
+    if (*p == '[' && end)
+        p++;
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    snprintf(host, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+}
+
+static int url_is_local(const char *url)
+{
+    char host[256];
+    url_host(url, host, sizeof host);
+    return !strstr(url, "://") || !strncmp(url, "ipc://", 6) || !strncmp(url, "inproc://", 9) ||
+           !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
+/* Without any key, only this host may talk to us: a lab-wide listen needs keys, or an
+ * explicit --insecure that every start repeats in the log. */
+static nb_code check_exposure(nb_coord *c, nb_err *err)
+{
+    int keyed = c->secret || c->worker_secret || c->admin_secret;
+    if (keyed || url_is_local(c->listen_url))
+        return NB_OK;
+    if (!c->o.insecure)
+        return nb_err_set(err, NB_EINVAL,
+                          "coordinator: --listen %s reaches beyond this host, and no key is "
+                          "set: give --secret-file/--worker-secret-file (or $NPUBENCH_SECRET), "
+                          "or --insecure to serve everyone unauthenticated",
+                          c->listen_url);
+    nb_coord_log(c, "WARNING: --insecure: %s serves without authentication; anyone who reaches "
+                    "it can submit jobs, report results and set references",
+                 c->listen_url);
+    return NB_OK;
+}
+
+/* The address really bound: the listen URL with the port nng chose, not the dialable
+ * form (which turns 0.0.0.0 into 127.0.0.1); the dialable form follows when it differs. */
+static void bound_text(const char *listen, const char *dial, char *out, size_t cap)
+{
+    const char *lp = strrchr(listen, ':'), *dp = strrchr(dial, ':');
+    char host[256];
+    url_host(listen, host, sizeof host);
+    if (!host[0] || !lp || !dp || !strcmp(listen, dial))
+        snprintf(out, cap, "%s", dial);
+    else if (!strcmp(lp, ":0"))
+        snprintf(out, cap, "%.*s%s (dial %s)", (int)(lp - listen), listen, dp, dial);
+    else
+        snprintf(out, cap, "%s (dial %s)", listen, dial);
+}
+
 static char *dup_opt(const char *s)
 {
     return s && *s ? strdup(s) : NULL;
@@ -256,18 +314,24 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
     else if (asprintf(&c->artifacts_dir, "%s.d", o->db_path) < 0)
         c->artifacts_dir = NULL;
     c->secret = dup_opt(o->secret);
+    c->worker_secret = dup_opt(o->worker_secret);
+    c->admin_secret = dup_opt(o->admin_secret);
     c->tls_cert = dup_opt(o->tls_cert_key_file);
     c->tls_ca = dup_opt(o->tls_ca_file);
     c->refdir = dup_opt(o->refdir);
+    c->prompts_dir = dup_opt(o->prompts_dir);
     if (!c->listen_url || !c->db_path || !c->artifacts_dir)
         return nb_err_set(err, NB_ENOMEM, "coordinator: out of memory");
     c->o.listen_url = c->listen_url;
     c->o.db_path = c->db_path;
     c->o.artifacts_dir = c->artifacts_dir;
     c->o.secret = c->secret;
+    c->o.worker_secret = c->worker_secret;
+    c->o.admin_secret = c->admin_secret;
     c->o.tls_cert_key_file = c->tls_cert;
     c->o.tls_ca_file = c->tls_ca;
     c->o.refdir = c->refdir;
+    c->o.prompts_dir = c->prompts_dir;
 
     nb_coord_opts *p = &c->o;
     if (p->lease_ms <= 0)
@@ -325,14 +389,14 @@ static void free_coord(nb_coord *c)
     free(c->listen_url);
     free(c->db_path);
     free(c->artifacts_dir);
-    if (c->secret) {
-        memset(c->secret, 0, strlen(c->secret));
-        free(c->secret);
-    }
+    nb_secret_free(c->secret);
+    nb_secret_free(c->worker_secret);
+    nb_secret_free(c->admin_secret);
     free(c->tls_cert);
     free(c->tls_ca);
     free(c->refdir);
     nb_coord_unlock_db(c);
+    free(c->prompts_dir);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->log_mu);
@@ -369,9 +433,13 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     if ((rc = nb_db_jobs_requeue_expired(c->db, &nq, &nf, err)))
         goto fail;
 
+    if ((rc = check_exposure(c, err)))
+        goto fail;
     nb_rpc_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.secret = c->secret;
+    ro.worker_secret = c->worker_secret;
+    ro.admin_secret = c->admin_secret;
     ro.threads = c->o.handler_threads;
     ro.contexts = c->o.handler_threads * 2;
     ro.tls_cert_key_file = c->tls_cert;
@@ -387,8 +455,9 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     c->sweeper_started = 1;
     if ((rc = nb_rpc_server_start(c->srv, err)))
         goto fail;
-    nb_coord_log(c, "serving %s, db %s (%zu expired lease%s requeued, %zu failed)",
-              nb_rpc_server_url(c->srv), c->db_path, nq, nq == 1 ? "" : "s", nf);
+    bound_text(c->listen_url, nb_rpc_server_url(c->srv), c->bound, sizeof c->bound);
+    nb_coord_log(c, "serving %s, db %s (%zu expired lease%s requeued, %zu failed)", c->bound,
+                 c->db_path, nq, nq == 1 ? "" : "s", nf);
     *out = c;
     return NB_OK;
 fail:
@@ -440,11 +509,11 @@ nb_code nb_coord_run(const nb_coord_opts *o, nb_err *err)
     sigaction(SIGINT, &sa, &old_int);
     signal(SIGPIPE, SIG_IGN);
     if (!o->quiet)
-        fprintf(stderr, "npubench coordinator: listening on %s\n", nb_coord_url(c));
+        fprintf(stderr, "npubench coordinator: listening on %s\n", c->bound);
     while (!got_signal)
         sleep_ms(100);
     nb_coord_log(c, "signal %d: stopping (queued and running jobs stay in %s)", (int)got_signal,
-              c->db_path);
+                 c->db_path);
     nb_coord_stop(c);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);

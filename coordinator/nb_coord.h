@@ -14,7 +14,9 @@ typedef struct nb_coord_opts {
                                  tls+tcp://host:port */
     const char *db_path;      /* required: the SQLite history/queue file (created) */
     const char *artifacts_dir;/* where committed JobResults are kept [<db_path>.d] */
-    const char *secret;       /* shared secret; NULL/"" = no authentication */
+    const char *secret;       /* the client key, or the one key of every role when the two
+                                 below are unset; NULL/"" = no authentication, which is
+                                 allowed on loopback, ipc and inproc only */
     const char *tls_cert_key_file; /* PEM cert + key, for tls+tcp:// */
     const char *tls_ca_file;  /* if set, clients must present certificates */
     int64_t lease_ms;         /* lease length; renewed by progress/heartbeats [30000] */
@@ -37,6 +39,11 @@ typedef struct nb_coord_opts {
                                  [verify/references of the source tree] */
     int source_local;         /* record runs as source "local" (embedded mode) */
     int quiet;                /* no log lines on stderr */
+    const char *worker_secret;/* the key of the worker role (Register, LeaseJob, results) */
+    const char *admin_secret; /* the key of the admin role (SetReference) [the client key] */
+    int insecure;             /* allow a non-loopback listen without any key (warned on
+                                 every start) */
+    const char *prompts_dir;  /* where named prompt sets live [verify/prompts] */
 } nb_coord_opts;
 
 typedef struct nb_coord nb_coord;

@@ -102,9 +102,11 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
     m->started_unix_ms = j->started_ms;
     m->finished_unix_ms = j->finished_ms;
     m->attempts = j->attempts;
-    p->done = (int32_t)j->progress_done;
+    /* A finished job's last report ("rep 3/20") would read as still running. */
+    int over = nb_job_state_terminal(j->state);
     p->total = (int32_t)j->progress_total;
-    p->message = nb_arena_strdup(a, j->progress_msg);
+    p->done = j->state == NB_JOB_DONE ? p->total : (int32_t)j->progress_done;
+    p->message = nb_arena_strdup(a, over ? "" : j->progress_msg);
     m->progress = p;
     m->request_id = nb_arena_strdup(a, j->request_id);
     m->parent_job_id = j->parent_id;
@@ -166,6 +168,14 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
     size_t n = 0;
     int dup = 0;
     nb_rpc_status st;
+    /* Without a client key the envelope's id becomes the job's: a replay that outlives the
+     * RPC layer's memory (a restart) still finds its job instead of making another. */
+    char rid[32];
+    char *own_rid = r->request_id;
+    if (!*r->request_id) {
+        snprintf(rid, sizeof rid, "rpc-%016llx", (unsigned long long)req->request_id);
+        r->request_id = rid; /* borrowed until nb_wire_free(r) */
+    }
     if (nb_coord_disk_room(c, &err) || nb_sched_submit(c, r, &ids, &n, &dup, &err)) {
         st = nb_rpc_reply_err(reply, &err);
     } else {
@@ -176,6 +186,7 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
         st = nb_rpc_reply_pack(reply, &resp);
     }
     free(ids);
+    r->request_id = own_rid;
     nb_wire_free(r);
     return st;
 }
@@ -342,6 +353,10 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
         Npubench__WorkerInfo *info = nb_coord_reg_info(c, w[i].id);
         if (info) {
             nb_arena_defer_free(&a, nb_wire_free, info);
+            /* the instance id is what proves a worker process: it stays here */
+            if (info->instance_id != protobuf_c_empty_string)
+                free(info->instance_id);
+            info->instance_id = (char *)protobuf_c_empty_string;
         } else {
             /* Known from the db only (e.g. before it re-registered after a restart). */
             info = nb_arena_alloc(&a, sizeof *info);
@@ -366,7 +381,8 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
             if (strcmp(snap[k].id, w[i].id))
                 continue;
             s->current_job_id = snap[k].current_job;
-            s->lease_id = nb_arena_strdup(&a, snap[k].lease_id);
+            /* lease ids never leave the coordinator but to their holder */
+            s->clock_offset_ms = snap[k].clock_offset_ms;
             p->done = (int32_t)snap[k].prog_done;
             p->total = (int32_t)snap[k].prog_total;
             p->message = nb_arena_strdup(&a, snap[k].prog_msg);
@@ -851,13 +867,42 @@ static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_repl
         }
         resp.errors = msgs;
         nb_coord_log(c, "import %s: %zu imported, %zu already stored, %zu bad", name,
-                  rep.n_imported, rep.n_skipped, rep.n_bad);
+                     rep.n_imported, rep.n_skipped, rep.n_bad);
         st = nb_rpc_reply_pack(reply, &resp);
     }
     nb_db_import_report_free(&rep);
 out:
     nb_wire_free(r);
     return st;
+}
+
+/* ---- Drain (admin) ---- */
+
+static nb_rpc_status h_drain(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    UNPACK(Npubench__DrainRequest, npubench__drain_request__descriptor);
+    pthread_mutex_lock(&c->mu);
+    int was = c->draining;
+    c->draining = r->drain;
+    pthread_mutex_unlock(&c->mu);
+    if (was != r->drain) {
+        nb_coord_log(c, "%s", r->drain ? "draining: no new leases" : "drain over: leasing again");
+        nb_coord_queue_changed(c);
+    }
+    Npubench__DrainResponse resp = NPUBENCH__DRAIN_RESPONSE__INIT;
+    resp.draining = r->drain;
+    nb_db_job_filter f = {.states = NB_JOB_STATE_BIT(NB_JOB_LEASED) |
+                                    NB_JOB_STATE_BIT(NB_JOB_RUNNING),
+                          .limit = NB_DB_HISTORY_MAX};
+    nb_db_job *jobs = NULL;
+    size_t n = 0;
+    nb_err err = {0};
+    if (!nb_db_job_list(c->db, &f, &jobs, &n, &err))
+        nb_db_job_list_free(jobs, n);
+    resp.running = (int32_t)n;
+    nb_wire_free(r);
+    return nb_rpc_reply_pack(reply, &resp);
 }
 
 nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err)
@@ -875,8 +920,9 @@ nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err)
         {C_METHOD("WatchJob"), h_watch, NB_RPC_READONLY},
         {C_METHOD("History"), h_history, NB_RPC_READONLY},
         {C_METHOD("Compare"), h_compare, NB_RPC_READONLY},
-        {C_METHOD("SetReference"), h_setref, 0},
+        {C_METHOD("SetReference"), h_setref, NB_RPC_ADMIN},
         {C_METHOD("Import"), h_import, 0},
+        {C_METHOD("Drain"), h_drain, NB_RPC_ADMIN},
     };
     for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
         nb_code rc = nb_rpc_server_handle(c->srv, tab[i].m, tab[i].fn, c, tab[i].flags, err);

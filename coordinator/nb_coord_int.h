@@ -39,6 +39,7 @@ typedef struct coord_worker {
     char lease_id[NB_DB_LEASE_ID_MAX];
     int64_t prog_done, prog_total;
     char prog_msg[NB_DB_MSG_MAX];
+    int64_t clock_offset_ms; /* the worker's clock minus ours, at its last heartbeat */
 } coord_worker;
 
 typedef struct coord_seq {
@@ -60,7 +61,9 @@ typedef struct coord_trace_ix {
 
 struct nb_coord {
     nb_coord_opts o;          /* strings below are owned copies */
-    char *listen_url, *db_path, *artifacts_dir, *secret, *tls_cert, *tls_ca, *refdir;
+    char *listen_url, *db_path, *artifacts_dir, *secret, *worker_secret, *admin_secret;
+    char *tls_cert, *tls_ca, *refdir, *prompts_dir;
+    char bound[1200];         /* the address really bound, for the log */
     nb_db *db;
     nb_rpc_server *srv;
     pthread_t sweeper;
@@ -82,6 +85,7 @@ struct nb_coord {
     int lock_fd;               /* flock on <db>.lock; -1 when not held */
     pthread_mutex_t log_mu;   /* log_keys */
     coord_logkey log_keys[COORD_LOG_KEYS];
+    int draining;             /* admin Drain: no new leases */
 };
 
 /* ---- nb_coord.c ---- */
@@ -119,18 +123,26 @@ Npubench__WorkerInfo *nb_coord_reg_info(nb_coord *c, const char *id);
 nb_code nb_coord_reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *err);
 /* Heartbeat bookkeeping: 0 for an unknown id, 2 when the job or its
  * progress changed since the last report, else 1. */
-int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t done,
-                  int64_t total, const char *msg);
-void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t parent);
+int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease,
+                           int64_t done, int64_t total, const char *msg);
+void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease,
+                          int64_t parent);
+/* 1 when id is registered by the process instance, 0 when by another one, -1 when id is
+ * not registered here (a coordinator restarted since). */
+int nb_coord_reg_instance_is(nb_coord *c, const char *id, const char *instance);
 /* The group of the job id currently runs (0 if none or unknown). */
 int64_t nb_coord_reg_parent(nb_coord *c, const char *id);
 /* Copy of the whole registry (caller frees the array and each info_pb). */
 coord_worker *nb_coord_reg_snapshot(nb_coord *c, size_t *n);
 void nb_coord_reg_snapshot_free(coord_worker *w, size_t n);
 void nb_coord_reg_free_all(nb_coord *c);
+/* Records the worker's clock offset (its heartbeat's time minus ours). */
+void nb_coord_reg_set_clock(nb_coord *c, const char *id, int64_t offset_ms);
+/* Forgets id's registration if instance made it (a clean stop); 1 when removed. */
+int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance);
 /* Looks for another live registration of host + device; fills holder. */
-int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device, const char *except_id,
-                    coord_worker *holder);
+int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
+                             const char *except_id, coord_worker *holder);
 
 /* ---- nb_sched.c: selectors, matching, submission ---- */
 
@@ -148,9 +160,9 @@ nb_code nb_sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err 
  * otherwise 0 with why. dep_out (may be NULL) gets the index of the served
  * deployment that matched (-1 when the worker serves any). */
 int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
-                        const char *backend, const char *board, const char *deployment,
-                        const char *tags, const char *pin, char *why, size_t why_cap,
-                        int *dep_out);
+                           const char *backend, const char *board, const char *deployment,
+                           const char *tags, const char *pin, char *why, size_t why_cap,
+                           int *dep_out);
 /* nb_db_job_pred adapter: ud is the Npubench__WorkerInfo. */
 int nb_sched_pred(const nb_db_job *job, void *ud);
 /* The db matcher struct for w (deployments "*": nb_sched_pred checks them). */
@@ -158,13 +170,13 @@ void nb_sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out);
 
 /* Prompt set of a verify spec as the coordinator sees it: count (after
  * max_prompts) and digest; 0 with *n = 0 when it cannot be read here. */
-int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
-                     size_t path_cap);
+int nb_sched_prompt_set(const char *root, const Npubench__JobSpec *spec, int *n, char sha[65],
+                        char *path, size_t path_cap);
 
 /* SubmitJob: validates, expands shards/matrix, enqueues durably. *ids
  * malloc'ed: [0] is the job to watch, then its children. */
 nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
-                     size_t *n, int *duplicate, nb_err *err);
+                        size_t *n, int *duplicate, nb_err *err);
 /* Refreshes queued_reason of queued jobs (sweeper). */
 void nb_sched_update_reasons(nb_coord *c);
 
@@ -174,12 +186,12 @@ void nb_sched_update_reasons(nb_coord *c);
  * deployment, regression verdict, shard merge, artifact. *accepted = 0 when
  * the lease is no longer valid (result dropped). */
 nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
-                      const Npubench__JobResult *res, int *accepted, nb_err *err);
+                               const Npubench__JobResult *res, int *accepted, nb_err *err);
 /* Fills arena-owned run from res for a job of kind (no deployment id yet:
  * *dep gets the deployment to upsert). */
 nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
-                      const char *default_board, nb_db_source source, nb_db_run *run,
-                      nb_db_deployment *dep, nb_err *err);
+                               const char *default_board, nb_db_source source, nb_db_run *run,
+                               nb_db_deployment *dep, nb_err *err);
 
 /* ---- nb_coord_merge.c: verify-full shards into one result ---- */
 
@@ -187,8 +199,8 @@ nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, cons
  * child this_id, not stored yet or just stored) into one JobResult owned by
  * a, as a single-worker VERIFY_FULL run would have reported it. */
 nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
-                           const Npubench__JobResult *this_res, nb_arena *a,
-                           Npubench__JobResult **out, nb_err *err);
+                                    const Npubench__JobResult *this_res, nb_arena *a,
+                                    Npubench__JobResult **out, nb_err *err);
 
 /* ---- nb_coord_store.c: committed JobResults, whole ---- */
 

@@ -24,8 +24,8 @@ static Npubench__Environment *env_copy(const Npubench__Environment *e, nb_err *e
 }
 
 nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
-                           const Npubench__JobResult *this_res, nb_arena *a,
-                           Npubench__JobResult **out, nb_err *err)
+                                    const Npubench__JobResult *this_res, nb_arena *a,
+                                    Npubench__JobResult **out, nb_err *err)
 {
     *out = NULL;
     nb_db_job *kids = NULL;

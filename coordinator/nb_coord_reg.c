@@ -83,8 +83,8 @@ nb_code nb_coord_reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *
     return NB_OK;
 }
 
-int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t done,
-                  int64_t total, const char *msg)
+int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char *lease,
+                           int64_t done, int64_t total, const char *msg)
 {
     int r = 0;
     if (!msg)
@@ -109,7 +109,8 @@ int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char 
     return r;
 }
 
-void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease, int64_t parent)
+void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease,
+                          int64_t parent)
 {
     pthread_mutex_lock(&c->mu);
     coord_worker *w = find_locked(c, id);
@@ -121,6 +122,15 @@ void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *
         w->prog_msg[0] = '\0';
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+int nb_coord_reg_instance_is(nb_coord *c, const char *id, const char *instance)
+{
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    int r = !w ? -1 : !strcmp(w->instance, instance ? instance : "");
+    pthread_mutex_unlock(&c->mu);
+    return r;
 }
 
 int64_t nb_coord_reg_parent(nb_coord *c, const char *id)
@@ -160,6 +170,29 @@ void nb_coord_reg_snapshot_free(coord_worker *w, size_t n)
     free(w);
 }
 
+void nb_coord_reg_set_clock(nb_coord *c, const char *id, int64_t offset_ms)
+{
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    if (w)
+        w->clock_offset_ms = offset_ms;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance)
+{
+    int removed = 0;
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    if (w && !strcmp(w->instance, instance)) {
+        free(w->info_pb);
+        *w = c->workers[--c->n_workers];
+        removed = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return removed;
+}
+
 void nb_coord_reg_free_all(nb_coord *c)
 {
     for (size_t i = 0; i < c->n_workers; i++)
@@ -169,8 +202,8 @@ void nb_coord_reg_free_all(nb_coord *c)
     c->n_workers = c->cap_workers = 0;
 }
 
-int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device, const char *except_id,
-                    coord_worker *holder)
+int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
+                             const char *except_id, coord_worker *holder)
 {
     int found = 0;
     pthread_mutex_lock(&c->mu);

@@ -59,12 +59,10 @@ static void kv_add(nb_arena *a, nb_db_kv *kv, size_t *n, size_t cap, const char 
     (*n)++;
 }
 
-nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
-                      const char *default_board, nb_db_source source, nb_db_run *run,
-                      nb_db_deployment *dep, nb_err *err)
+/* The deployment that ran res: the history's key for the run. */
+static nb_code result_deployment(const Npubench__JobResult *res, const char *default_board,
+                                 nb_db_deployment *dep, nb_err *err)
 {
-    nb_db_run_init(run);
-    memset(dep, 0, sizeof *dep);
     const Npubench__Environment *env = res->environment;
     if (!env || !*env->model)
         return nb_err_set(err, NB_EINVAL,
@@ -74,7 +72,7 @@ nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, cons
     /* The weights file names the model more stably than GGUF metadata
      * (general.name is free text): history rows key on the file's name. */
     nb_job_model_canon(*env->model_path ? env->model_path : env->model, dep->model,
-                      sizeof dep->model);
+                       sizeof dep->model);
     if (strlen(env->model_digest) >= sizeof dep->weights_digest)
         return nb_err_set(err, NB_EINVAL, "job %lld result: environment.model_digest: %zu "
                           "bytes, the limit is %zu", (long long)res->job_id,
@@ -85,119 +83,122 @@ nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, cons
     snprintf(dep->board, sizeof dep->board, "%s",
              *env->board ? env->board : default_board && *default_board ? default_board
                                                                        : "unknown");
+    return NB_OK;
+}
 
-    run->kind = kind;
-    run->worker_id = nz(res->worker_id);
-    run->runner = nb_arena_strdup(a, dep->board);
-    run->outcome = res->outcome == NPUBENCH__OUTCOME__FAIL    ? NB_OUTCOME_FAIL
-                   : res->outcome == NPUBENCH__OUTCOME__ERROR ? NB_OUTCOME_ERROR
-                                                              : NB_OUTCOME_PASS;
-    if (run->outcome == NB_OUTCOME_ERROR)
-        run->error = nz(res->status_message) ? res->status_message : "no verdict";
-    int64_t now = nb_wall_ms();
-    run->started_ms = res->started_unix_ms > 0 ? res->started_unix_ms : now;
-    run->finished_ms = res->finished_unix_ms > 0 ? res->finished_unix_ms : now;
-    run->source = source;
-    run->report_json = nz(res->report_json);
-
-    const Npubench__Metrics *m = res->metrics;
-    if (m) {
-        /* 0 is "not printed" (an exec deployment's script without a TTFT line), never a
-         * measurement: stored as unknown so it neither plots nor gates. */
-        run->value[NB_METRIC_TTFT] = dv(m->ttft_ms, m->ttft_ms > 0);
-        run->value[NB_METRIC_TPS] = m->tps;
-        run->value[NB_METRIC_DECODE] = m->decode_ms_per_token;
-        run->value[NB_METRIC_TPOT] = dv(m->tpot_ms, m->tpot_ms > 0);
-        run->prompt_tokens = m->prompt_tokens > 0 ? m->prompt_tokens : -1;
-        run->context_len = m->context_len > 0 ? m->context_len : -1;
-        run->generated_tokens = m->generated_tokens;
-        run->reps = (int)m->n_samples;
-        nb_db_sample *s = nb_arena_calloc(a, m->n_samples, sizeof *s);
-        double *col = nb_arena_calloc(a, m->n_samples ? m->n_samples : 1, sizeof *col);
-        if (m->n_samples && (!s || !col))
-            return nb_err_set(err, NB_ENOMEM, "result: out of memory");
-        for (size_t i = 0; i < m->n_samples; i++) {
-            const Npubench__Sample *x = m->samples[i];
-            s[i].rep = (int)i;
-            s[i].v[NB_METRIC_TTFT] = dv(x->ttft_ms, x->ttft_ms > 0);
-            s[i].v[NB_METRIC_TPS] = x->tps;
-            s[i].v[NB_METRIC_DECODE] = x->decode_ms_per_token;
-            s[i].v[NB_METRIC_TPOT] = dv(x->tpot_ms, x->generated_tokens >= 2);
-        }
-        for (int k = 0; k < NB_METRIC_N; k++) {
-            size_t nc = 0;
-            for (size_t i = 0; i < m->n_samples; i++)
-                if (!isnan(s[i].v[k]))
-                    col[nc++] = s[i].v[k];
-            if (nc) {
-                run->mean[k] = nb_stats_mean(col, nc);
-                run->stddev[k] = nc > 1 ? nb_stats_stddev(col, nc) : 0.0;
-            }
-        }
-        run->samples = s;
-        run->n_samples = m->n_samples;
+/* Per-repetition samples and, per metric, mean and stddev over the samples that have it. */
+static nb_code result_metrics(nb_arena *a, const Npubench__Metrics *m, nb_db_run *run,
+                              nb_err *err)
+{
+    /* 0 is "not printed" (an exec deployment's script without a TTFT line), never a
+     * measurement: stored as unknown so it neither plots nor gates. */
+    run->value[NB_METRIC_TTFT] = dv(m->ttft_ms, m->ttft_ms > 0);
+    run->value[NB_METRIC_TPS] = m->tps;
+    run->value[NB_METRIC_DECODE] = m->decode_ms_per_token;
+    run->value[NB_METRIC_TPOT] = dv(m->tpot_ms, m->tpot_ms > 0);
+    run->prompt_tokens = m->prompt_tokens > 0 ? m->prompt_tokens : -1;
+    run->context_len = m->context_len > 0 ? m->context_len : -1;
+    run->generated_tokens = m->generated_tokens;
+    run->reps = (int)m->n_samples;
+    nb_db_sample *s = nb_arena_calloc(a, m->n_samples, sizeof *s);
+    double *col = nb_arena_calloc(a, m->n_samples ? m->n_samples : 1, sizeof *col);
+    if (m->n_samples && (!s || !col))
+        return nb_err_set(err, NB_ENOMEM, "result: out of memory");
+    for (size_t i = 0; i < m->n_samples; i++) {
+        const Npubench__Sample *x = m->samples[i];
+        s[i].rep = (int)i;
+        s[i].v[NB_METRIC_TTFT] = dv(x->ttft_ms, x->ttft_ms > 0);
+        s[i].v[NB_METRIC_TPS] = x->tps;
+        s[i].v[NB_METRIC_DECODE] = x->decode_ms_per_token;
+        s[i].v[NB_METRIC_TPOT] = dv(x->tpot_ms, x->generated_tokens >= 2);
     }
-
-    if (res->n_gates) {
-        nb_db_gate_check *g = nb_arena_calloc(a, res->n_gates, sizeof *g);
-        if (!g)
-            return nb_err_set(err, NB_ENOMEM, "result: out of memory");
-        for (size_t i = 0; i < res->n_gates; i++) {
-            const Npubench__GateRecord *r = res->gates[i];
-            g[i].prompt_index = r->index;
-            g[i].prompt = r->prompt;
-            g[i].steps = r->steps;
-            g[i].divergence_step = r->divergence_step;
-            g[i].device_token = r->device_token;
-            g[i].ref_token = r->reference_token;
-            g[i].device_text = r->device_text;
-            g[i].ref_text = r->reference_text;
-            g[i].device_rank = r->device_token_ref_rank;
-            g[i].ref_rank = r->reference_token_dev_rank;
-            g[i].device_top5_json = top_json(a, r->device_top, r->n_device_top);
-            g[i].ref_top5_json = top_json(a, r->reference_top, r->n_reference_top);
-            g[i].agreed_prefix = r->agreed;
-            g[i].status = outcome_text(r->status);
-            g[i].reason = nz(r->fail_reason);
+    for (int k = 0; k < NB_METRIC_N; k++) {
+        size_t nc = 0;
+        for (size_t i = 0; i < m->n_samples; i++)
+            if (!isnan(s[i].v[k]))
+                col[nc++] = s[i].v[k];
+        if (nc) {
+            run->mean[k] = nb_stats_mean(col, nc);
+            run->stddev[k] = nc > 1 ? nb_stats_stddev(col, nc) : 0.0;
         }
-        run->gate_checks = g;
-        run->n_gate_checks = res->n_gates;
+    }
+    run->samples = s;
+    run->n_samples = m->n_samples;
+    return NB_OK;
+}
+
+static nb_code result_gates(nb_arena *a, const Npubench__JobResult *res, nb_db_run *run,
+                            nb_err *err)
+{
+    if (!res->n_gates)
+        return NB_OK;
+    nb_db_gate_check *g = nb_arena_calloc(a, res->n_gates, sizeof *g);
+    if (!g)
+        return nb_err_set(err, NB_ENOMEM, "result: out of memory");
+    for (size_t i = 0; i < res->n_gates; i++) {
+        const Npubench__GateRecord *r = res->gates[i];
+        g[i].prompt_index = r->index;
+        g[i].prompt = r->prompt;
+        g[i].steps = r->steps;
+        g[i].divergence_step = r->divergence_step;
+        g[i].device_token = r->device_token;
+        g[i].ref_token = r->reference_token;
+        g[i].device_text = r->device_text;
+        g[i].ref_text = r->reference_text;
+        g[i].device_rank = r->device_token_ref_rank;
+        g[i].ref_rank = r->reference_token_dev_rank;
+        g[i].device_top5_json = top_json(a, r->device_top, r->n_device_top);
+        g[i].ref_top5_json = top_json(a, r->reference_top, r->n_reference_top);
+        g[i].agreed_prefix = r->agreed;
+        g[i].status = outcome_text(r->status);
+        g[i].reason = nz(r->fail_reason);
+    }
+    run->gate_checks = g;
+    run->n_gate_checks = res->n_gates;
+    return NB_OK;
+}
+
+/* Layer cosines, profile phases and kernels: flat copies into the arena. */
+static nb_code result_tables(nb_arena *a, const Npubench__JobResult *res, nb_db_run *run,
+                             nb_err *err)
+{
+    nb_db_layer_cosine *l = nb_arena_calloc(a, res->n_cosines, sizeof *l);
+    nb_db_profile_entry *p = nb_arena_calloc(a, res->n_phases, sizeof *p);
+    nb_db_profile_entry *k = nb_arena_calloc(a, res->n_kernels, sizeof *k);
+    if ((res->n_cosines && !l) || (res->n_phases && !p) || (res->n_kernels && !k))
+        return nb_err_set(err, NB_ENOMEM, "result: out of memory");
+    for (size_t i = 0; i < res->n_cosines; i++) {
+        const Npubench__LayerCosine *x = res->cosines[i];
+        l[i] = (nb_db_layer_cosine){x->layer, x->min, x->p5, x->median, x->mean, x->max_abs};
+    }
+    for (size_t i = 0; i < res->n_phases; i++) {
+        const Npubench__ProfilePhase *x = res->phases[i];
+        p[i] = (nb_db_profile_entry){x->name, x->calls, x->total_ms, x->avg_ms};
+    }
+    for (size_t i = 0; i < res->n_kernels; i++) {
+        const Npubench__ProfileKernel *x = res->kernels[i];
+        k[i] = (nb_db_profile_entry){x->name, x->calls, x->total_ms, x->avg_ms};
     }
     if (res->n_cosines) {
-        nb_db_layer_cosine *l = nb_arena_calloc(a, res->n_cosines, sizeof *l);
-        if (!l)
-            return nb_err_set(err, NB_ENOMEM, "result: out of memory");
-        for (size_t i = 0; i < res->n_cosines; i++) {
-            const Npubench__LayerCosine *x = res->cosines[i];
-            l[i] = (nb_db_layer_cosine){x->layer, x->min, x->p5, x->median, x->mean,
-                                        x->max_abs};
-        }
         run->cosines = l;
         run->n_cosines = res->n_cosines;
     }
     if (res->n_phases) {
-        nb_db_profile_entry *p = nb_arena_calloc(a, res->n_phases, sizeof *p);
-        if (!p)
-            return nb_err_set(err, NB_ENOMEM, "result: out of memory");
-        for (size_t i = 0; i < res->n_phases; i++) {
-            const Npubench__ProfilePhase *x = res->phases[i];
-            p[i] = (nb_db_profile_entry){x->name, x->calls, x->total_ms, x->avg_ms};
-        }
         run->phases = p;
         run->n_phases = res->n_phases;
     }
     if (res->n_kernels) {
-        nb_db_profile_entry *p = nb_arena_calloc(a, res->n_kernels, sizeof *p);
-        if (!p)
-            return nb_err_set(err, NB_ENOMEM, "result: out of memory");
-        for (size_t i = 0; i < res->n_kernels; i++) {
-            const Npubench__ProfileKernel *x = res->kernels[i];
-            p[i] = (nb_db_profile_entry){x->name, x->calls, x->total_ms, x->avg_ms};
-        }
-        run->kernels = p;
+        run->kernels = k;
         run->n_kernels = res->n_kernels;
     }
+    return NB_OK;
+}
 
+/* The run's environment columns and its toolchain key=value list. */
+static nb_code result_environment(nb_arena *a, const Npubench__Environment *env,
+                                  const nb_db_deployment *dep, const char *clock_offset,
+                                  nb_db_run *run, nb_err *err)
+{
     run->env.npubench_commit = nz(env->npubench_commit);
     run->env.board = nb_arena_strdup(a, dep->board);
     run->env.cpu_info = nz(env->cpu_info);
@@ -215,10 +216,53 @@ nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, cons
     kv_add(a, kv, &n, cap, "compiler", env->compiler);
     kv_add(a, kv, &n, cap, "toolchain", env->toolchain);
     kv_add(a, kv, &n, cap, "model", env->model);
+    kv_add(a, kv, &n, cap, "worker_clock_offset_ms", clock_offset);
     for (size_t i = 0; i < env->n_extra; i++)
         kv_add(a, kv, &n, cap, env->extra[i]->key, env->extra[i]->value);
     run->toolchain = kv;
     run->n_toolchain = n;
+    return NB_OK;
+}
+
+/* History rows carry the coordinator's clock (a worker's clock may be off by minutes): the
+ * run ends now and lasts as long as the worker measured; the worker's offset is kept. */
+static void result_times(const Npubench__JobResult *res, nb_db_run *run, char offset[32])
+{
+    int64_t now = nb_wall_ms(), took = res->finished_unix_ms - res->started_unix_ms;
+    run->finished_ms = now;
+    run->started_ms = res->started_unix_ms > 0 && took >= 0 && took <= NB_WIRE_TIMEOUT_MAX_MS
+                          ? now - took
+                          : now;
+    offset[0] = '\0';
+    if (res->finished_unix_ms > 0)
+        snprintf(offset, 32, "%lld", (long long)(res->finished_unix_ms - now));
+}
+
+nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, const char *kind,
+                               const char *default_board, nb_db_source source, nb_db_run *run,
+                               nb_db_deployment *dep, nb_err *err)
+{
+    nb_db_run_init(run);
+    memset(dep, 0, sizeof *dep);
+    nb_code rc = result_deployment(res, default_board, dep, err);
+    if (rc)
+        return rc;
+    run->kind = kind;
+    run->worker_id = nz(res->worker_id);
+    run->runner = nb_arena_strdup(a, dep->board);
+    run->outcome = res->outcome == NPUBENCH__OUTCOME__FAIL    ? NB_OUTCOME_FAIL
+                   : res->outcome == NPUBENCH__OUTCOME__ERROR ? NB_OUTCOME_ERROR
+                                                              : NB_OUTCOME_PASS;
+    if (run->outcome == NB_OUTCOME_ERROR)
+        run->error = nz(res->status_message) ? res->status_message : "no verdict";
+    char offset[32];
+    result_times(res, run, offset);
+    run->source = source;
+    run->report_json = nz(res->report_json);
+    if ((res->metrics && (rc = result_metrics(a, res->metrics, run, err))) ||
+        (rc = result_gates(a, res, run, err)) || (rc = result_tables(a, res, run, err)) ||
+        (rc = result_environment(a, res->environment, dep, offset, run, err)))
+        return rc;
     if (a->failed)
         return nb_err_set(err, NB_ENOMEM, "result: out of memory");
     return NB_OK;
@@ -271,8 +315,8 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
     nb_db_run run;
     nb_db_deployment dep;
     nb_code rc = nb_coord_result_to_run(&a, res, nb_job_kind_name(spec->kind), default_board,
-                               c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE, &run,
-                               &dep, err);
+                                        c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE,
+                                        &run, &dep, err);
     nb_db_regression_report rep;
     memset(&rep, 0, sizeof rep);
     if (rc || (rc = nb_db_begin(c->db, err))) {
@@ -374,8 +418,8 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
         nb_db_deployment dep;
         if (!rc)
             rc = nb_coord_result_to_run(&a, m, "verify-full", default_board,
-                               c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE, &run,
-                               &dep, err);
+                                        c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE,
+                                        &run, &dep, err);
         if (!rc)
             rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
         if (!rc) {
@@ -393,8 +437,8 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
         if (merged) {
             nb_coord_stat_add(c, &c->stats.merged, 1);
             nb_coord_log(c, "job %lld: shards merged into run %lld (%s)", (long long)group->id,
-                      (long long)run_id, m && m->outcome == NPUBENCH__OUTCOME__PASS ? "PASS"
-                                                                                     : "FAIL");
+                         (long long)run_id,
+                         m && m->outcome == NPUBENCH__OUTCOME__PASS ? "PASS" : "FAIL");
         }
     }
     nb_arena_free(&a);
@@ -402,7 +446,7 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
 }
 
 nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *lease_id,
-                      const Npubench__JobResult *res, int *accepted, nb_err *err)
+                               const Npubench__JobResult *res, int *accepted, nb_err *err)
 {
     *accepted = 0;
     nb_db_job j, parent;
@@ -431,7 +475,7 @@ nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *l
         /* The lease is gone (expired and handed on, cancelled, finished):
          * the worker drops the result; nothing was written. */
         nb_coord_log(c, "job %lld: result from %s refused: %s", (long long)j.id, worker_id,
-                  err->msg);
+                     err->msg);
         *accepted = 0;
         rc = NB_OK;
     } else if (!rc) {

@@ -35,7 +35,8 @@ static const char *refdir(nb_coord *c)
 
 /* The prompts digest a trace is keyed by: the set's file digest, or
  * "diag-" + the prompt's digest for diagnosis traces. */
-static int trace_digest(const Npubench__JobSpec *spec, char *out, size_t cap, int *diag)
+static int trace_digest(nb_coord *c, const Npubench__JobSpec *spec, char *out, size_t cap,
+                        int *diag)
 {
     *diag = spec->kind == NPUBENCH__JOB_KIND__DIAGNOSIS;
     if (*diag) {
@@ -52,7 +53,7 @@ static int trace_digest(const Npubench__JobSpec *spec, char *out, size_t cap, in
         return 0;
     int n;
     char sha[65], path[1024];
-    if (!nb_sched_prompt_set(spec, &n, sha, path, sizeof path) || !sha[0])
+    if (!nb_sched_prompt_set(c->o.prompts_dir, spec, &n, sha, path, sizeof path) || !sha[0])
         return 0;
     snprintf(out, cap, "%s", sha);
     return 1;
@@ -115,20 +116,20 @@ static uint8_t *cache_file(nb_coord *c, const char *path, const char *model_sha,
         nb_coord_log(c, "trace cache: %s", e.msg);
     else
         nb_coord_log(c, "trace cache: stored %s (%zu bytes) for model %.16s", path, *len,
-                  model_sha);
+                     model_sha);
     ix_put(c, model_sha, digest, n_tokens, k);
     return (uint8_t *)data;
 }
 
-uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec, const char *model_sha,
-                          size_t *len, char sha_hex[65])
+uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec,
+                                   const char *model_sha, size_t *len, char sha_hex[65])
 {
     *len = 0;
     sha_hex[0] = '\0';
     char digest[80];
     int diag;
     if (!is_hex64(model_sha) || has_param(spec, "reference") ||
-        !trace_digest(spec, digest, sizeof digest, &diag))
+        !trace_digest(c, spec, digest, sizeof digest, &diag))
         return NULL;
     pthread_mutex_lock(&c->mu);
     coord_trace_ix *x = ix_find(c, model_sha, digest);
@@ -170,7 +171,7 @@ void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const N
         return;
     char digest[80];
     int diag;
-    if (!trace_digest(spec, digest, sizeof digest, &diag))
+    if (!trace_digest(c, spec, digest, sizeof digest, &diag))
         return;
     json_object *root = NULL;
     nb_err e;

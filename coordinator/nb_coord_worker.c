@@ -19,6 +19,60 @@ static nb_rpc_status bad(nb_rpc_reply *reply, const char *fmt, const char *arg)
     return nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT, fmt, arg);
 }
 
+/* ---- who may speak for a worker and its lease ---- */
+
+/* The request comes from the process that registered worker_id.  A coordinator restarted
+ * since knows no registration yet: then the lease check alone decides. */
+static nb_rpc_status check_instance(nb_coord *c, const char *what, const char *worker_id,
+                                    const char *instance, nb_rpc_reply *reply)
+{
+    if (!*worker_id)
+        return nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT, "%s.worker_id: required",
+                                   what);
+    if (nb_coord_reg_instance_is(c, worker_id, instance) == 0)
+        return nb_rpc_reply_status(reply, NB_RPC_PERMISSION_DENIED,
+                                   "%s.instance_id: worker %s is registered by another process; "
+                                   "only that process may act for it",
+                                   what, worker_id);
+    return NB_RPC_OK;
+}
+
+/* worker_id (as the registered instance) holds lease_id of job_id: PERMISSION_DENIED when
+ * the lease is another worker's, FAILED_PRECONDITION when it is not the job's lease (it
+ * expired and was requeued, or never existed).  A cancelled job passes: the caller answers
+ * it.  The finished job's own lease passes too: a resend after a lost answer is
+ * absorbed by the database. */
+static nb_rpc_status check_holder(nb_coord *c, const char *what, const char *worker_id,
+                                  const char *instance, int64_t job_id, const char *lease_id,
+                                  nb_rpc_reply *reply)
+{
+    nb_rpc_status st = check_instance(c, what, worker_id, instance, reply);
+    if (st)
+        return st;
+    if (job_id <= 0 || !*lease_id)
+        return nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT,
+                                   "%s: job_id and lease_id are required", what);
+    nb_db_job j;
+    nb_err err = {0};
+    if (nb_db_job_peek(c->db, job_id, &j, &err))
+        return nb_rpc_reply_err(reply, &err);
+    if (j.state == NB_JOB_CANCELLED)
+        return NB_RPC_OK;
+    int same = !strcmp(j.lease_id, lease_id);
+    if (same && *j.leased_worker && strcmp(j.leased_worker, worker_id))
+        return nb_rpc_reply_status(reply, NB_RPC_PERMISSION_DENIED,
+                                   "%s: job %lld is leased to another worker, not to %s", what,
+                                   (long long)job_id, worker_id);
+    if (!same || j.state == NB_JOB_QUEUED)
+        return nb_rpc_reply_status(reply, NB_RPC_FAILED_PRECONDITION,
+                                   "%s: lease %.8s is not the current lease of job %lld (the "
+                                   "job is %s): it expired and was requeued, or was never "
+                                   "this worker's; stop working on it",
+                                   what, lease_id, (long long)job_id,
+                                   nb_job_state_name(j.state));
+    return NB_RPC_OK;
+}
+
 /* ---- Register ---- */
 
 static nb_code check_field(const char *field, const char *s, nb_err *err)
@@ -152,7 +206,10 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
         same_proc = !strcmp(holder.id, id) &&
                     (*info.instance_id ? !strcmp(holder.instance, info.instance_id)
                                        : *r->info->worker_id != '\0');
-        if (!same_proc && alive && now - holder.last_heartbeat_ms < fresh) {
+        /* A process that holds the device lock proves the older one dead (the lock dies
+         * with its process): it takes over at once, after SIGTERM as after kill -9. */
+        if (!same_proc && alive && now - holder.last_heartbeat_ms < fresh &&
+            !info.holds_device_lock) {
             st = nb_rpc_reply_status(
                 reply, NB_RPC_ALREADY_EXISTS,
                 "device %s on host %s is already served by worker %s (last heartbeat %lld ms "
@@ -177,10 +234,10 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
         nb_db_jobs_release_worker(c->db, id, "the worker restarted", &nq, &nf, &err);
         if (nq || nf)
             nb_coord_log(c, "worker %s restarted: %zu job%s requeued, %zu failed", id, nq,
-                      nq == 1 ? "" : "s", nf);
+                         nq == 1 ? "" : "s", nf);
     }
     nb_coord_log(c, "worker %s registered (board %s, %zu deployment%s, %s)", id, info.board_name,
-              info.n_deployments, info.n_deployments == 1 ? "" : "s", info.version);
+                 info.n_deployments, info.n_deployments == 1 ? "" : "s", info.version);
     Npubench__RegisterResponse resp = NPUBENCH__REGISTER_RESPONSE__INIT;
     resp.worker_id = id;
     resp.heartbeat_interval_ms = c->o.heartbeat_ms;
@@ -248,16 +305,16 @@ static nb_rpc_status h_heartbeat(void *user, const nb_rpc_request *req, nb_rpc_r
     Npubench__Heartbeat *hb;
     if (nb_wire_unpack(&npubench__heartbeat__descriptor, req->payload, req->len, 0, &hb, &err))
         return nb_rpc_reply_err(reply, &err);
-    nb_rpc_status st;
-    if (!*hb->worker_id) {
-        st = bad(reply, "Heartbeat.worker_id: required%s", "");
+    nb_rpc_status st = check_instance(c, "Heartbeat", hb->worker_id, hb->instance_id, reply);
+    if (st)
         goto out;
-    }
     Npubench__HeartbeatResponse resp = NPUBENCH__HEARTBEAT_RESPONSE__INIT;
     nb_arena a = {0};
     const Npubench__Progress *p = hb->progress;
     int known = nb_coord_reg_heartbeat(c, hb->worker_id, hb->current_job_id, hb->lease_id,
-                              p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
+                                       p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
+    if (hb->unix_ms > 0)
+        nb_coord_reg_set_clock(c, hb->worker_id, hb->unix_ms - nb_wall_ms());
     if (!known || nb_db_worker_touch(c->db, hb->worker_id, &err) != NB_OK) {
         /* Registered with a coordinator that restarted, or never: the worker
          * registers again and carries on (its leases are still in the db). */
@@ -291,7 +348,7 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
     }
     int dep = -1;
     nb_sched_worker_serves(info, worker, job->sel_backend, job->sel_board, job->sel_deployment,
-                        job->sel_tags, job->sel_worker, NULL, 0, &dep);
+                           job->sel_tags, job->sel_worker, NULL, 0, &dep);
     const char *digest = dep >= 0 ? info->deployments[dep]->digest : "";
     size_t tlen = 0;
     char tsha[65];
@@ -329,16 +386,36 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
         return nb_rpc_reply_err(reply, &err);
     nb_rpc_status st = NB_RPC_OK;
     Npubench__WorkerInfo *info = NULL;
-    if (!*r->worker_id) {
-        st = bad(reply, "LeaseJobRequest.worker_id: required%s", "");
+    if ((st = check_instance(c, "LeaseJobRequest", r->worker_id, r->instance_id, reply)))
         goto out;
-    }
     info = nb_coord_reg_info(c, r->worker_id);
     if (!info) {
         st = nb_rpc_reply_status(reply, NB_RPC_NOT_FOUND,
                                  "worker %s is not registered with this coordinator; Register "
                                  "again",
                                  r->worker_id);
+        goto out;
+    }
+    /* One job at a time per worker process (its one slot): a second lease would sit
+     * queued behind the first on the board while another board idles. */
+    pthread_mutex_lock(&c->mu);
+    int draining = c->draining;
+    pthread_mutex_unlock(&c->mu);
+    if (draining) { /* no work while an admin drains the lab; the worker polls again */
+        Npubench__LeaseJobResponse none = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
+        st = nb_rpc_reply_pack(reply, &none);
+        goto out;
+    }
+    int64_t held = 0, held_job = 0;
+    if (nb_db_jobs_held(c->db, r->worker_id, &held, &held_job, &err)) {
+        st = nb_rpc_reply_err(reply, &err);
+        goto out;
+    }
+    if (held >= 1) {
+        st = nb_rpc_reply_status(reply, NB_RPC_FAILED_PRECONDITION,
+                                 "LeaseJobRequest: worker %s already holds the lease of job "
+                                 "%lld, and a worker has 1 slot; report or release it first",
+                                 r->worker_id, (long long)held_job);
         goto out;
     }
     int64_t until = nb_coord_poll_until(c, req, r->wait_ms);
@@ -386,16 +463,15 @@ static nb_rpc_status h_progress(void *user, const nb_rpc_request *req, nb_rpc_re
         return nb_rpc_reply_err(reply, &err);
     nb_rpc_status st;
     Npubench__ReportProgressResponse resp = NPUBENCH__REPORT_PROGRESS_RESPONSE__INIT;
-    if (r->job_id <= 0 || !*r->lease_id) {
-        st = bad(reply, "ReportProgressRequest: job_id and lease_id are required%s", "");
+    if ((st = check_holder(c, "ReportProgressRequest", r->worker_id, r->instance_id, r->job_id,
+                           r->lease_id, reply)))
         goto out;
-    }
     int64_t expiry = 0;
     nb_code rc = nb_db_job_renew(c->db, r->job_id, r->lease_id, c->o.lease_ms, &expiry, &err);
     const Npubench__Progress *p = r->progress;
     if (!rc && p) {
         int changed = nb_coord_reg_heartbeat(c, r->worker_id, r->job_id, r->lease_id, p->done,
-                                    p->total, p->message) != 1;
+                                             p->total, p->message) != 1;
         rc = nb_db_job_set_progress(c->db, r->job_id, r->lease_id, p->done < 0 ? 0 : p->done,
                                     p->total < 0 ? 0 : p->total, p->message, &err);
         /* Renewals repeat the last progress: log only what is new. */
@@ -432,11 +508,13 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
         return nb_rpc_reply_err(reply, &err);
     nb_rpc_status st;
     char *own_worker_id = r->result ? r->result->worker_id : NULL;
-    if (!r->result || r->result->job_id <= 0 || !*r->lease_id || !*r->worker_id) {
-        st = bad(reply, "ReportResultRequest: worker_id, lease_id and result.job_id are "
-                 "required%s", "");
+    if (!r->result) {
+        st = bad(reply, "ReportResultRequest.result: required%s", "");
         goto out;
     }
+    if ((st = check_holder(c, "ReportResultRequest", r->worker_id, r->instance_id,
+                           r->result->job_id, r->lease_id, reply)))
+        goto out;
     if (!*r->result->worker_id)
         r->result->worker_id = r->worker_id; /* borrowed until nb_wire_free(r) */
     int accepted = 0;
@@ -470,10 +548,9 @@ static nb_rpc_status h_release(void *user, const nb_rpc_request *req, nb_rpc_rep
                        &r, &err))
         return nb_rpc_reply_err(reply, &err);
     nb_rpc_status st;
-    if (r->job_id <= 0 || !*r->lease_id) {
-        st = bad(reply, "ReleaseJobRequest: job_id and lease_id are required%s", "");
+    if ((st = check_holder(c, "ReleaseJobRequest", r->worker_id, r->instance_id, r->job_id,
+                           r->lease_id, reply)))
         goto out;
-    }
     char why[NB_DB_MSG_MAX];
     snprintf(why, sizeof why, "%.400s", *r->reason ? r->reason : "released");
     nb_code rc;
@@ -483,7 +560,12 @@ static nb_rpc_status h_release(void *user, const nb_rpc_request *req, nb_rpc_rep
         nb_db_job_result jr = {.state = NB_JOB_FAILED, .error = why};
         rc = nb_db_job_complete(c->db, r->job_id, r->lease_id, &jr, NULL, NULL, &err);
     }
-    if (rc && rc != NB_ECANCELED && rc != NB_EMISMATCH) {
+    if (rc == NB_EMISMATCH) { /* lost between the check and the release */
+        st = nb_rpc_reply_status(reply, NB_RPC_FAILED_PRECONDITION, "ReleaseJobRequest: %s",
+                                 err.msg);
+        goto out;
+    }
+    if (rc && rc != NB_ECANCELED) {
         st = nb_rpc_reply_err(reply, &err);
         goto out;
     }
@@ -495,11 +577,38 @@ static nb_rpc_status h_release(void *user, const nb_rpc_request *req, nb_rpc_rep
         nb_coord_changed(c, j.id, j.parent_id);
         nb_coord_queue_changed(c);
         nb_coord_log(c, "job %lld released by %s (%s): now %s", (long long)j.id, r->worker_id, why,
-                  nb_job_state_name(j.state));
+                     nb_job_state_name(j.state));
         nb_db_job_free(&j);
     }
     if (r->retry)
         nb_coord_stat_add(c, &c->stats.requeued, 1);
+    st = nb_rpc_reply_pack(reply, &resp);
+out:
+    nb_wire_free(r);
+    return st;
+}
+
+/* ---- Deregister ---- */
+
+static nb_rpc_status h_deregister(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    nb_coord *c = user;
+    nb_err err = {0};
+    Npubench__DeregisterRequest *r;
+    if (nb_wire_unpack(&npubench__deregister_request__descriptor, req->payload, req->len, 0, &r,
+                       &err))
+        return nb_rpc_reply_err(reply, &err);
+    nb_rpc_status st = check_instance(c, "DeregisterRequest", r->worker_id, r->instance_id, reply);
+    if (st)
+        goto out;
+    if (nb_coord_reg_remove(c, r->worker_id, r->instance_id)) {
+        size_t nq = 0, nf = 0;
+        nb_db_jobs_release_worker(c->db, r->worker_id, "the worker stopped", &nq, &nf, &err);
+        nb_coord_log(c, "worker %s stopped and deregistered (%zu job%s requeued, %zu failed)",
+                     r->worker_id, nq, nq == 1 ? "" : "s", nf);
+        nb_coord_queue_changed(c);
+    }
+    Npubench__DeregisterResponse resp = NPUBENCH__DEREGISTER_RESPONSE__INIT;
     st = nb_rpc_reply_pack(reply, &resp);
 out:
     nb_wire_free(r);
@@ -532,8 +641,8 @@ void nb_coord_sweep_workers(nb_coord *c)
                          (long long)(now - w[i].last_seen_ms));
                 if (nb_db_jobs_release_worker(c->db, w[i].id, why, &nq, &nf, &err) == NB_OK &&
                     (nq || nf)) {
-                    nb_coord_log(c, "worker %s gone (%s): %zu job%s requeued, %zu failed",
-                              w[i].id, why, nq, nq == 1 ? "" : "s", nf);
+                    nb_coord_log(c, "worker %s gone (%s): %zu job%s requeued, %zu failed", w[i].id,
+                                 why, nq, nq == 1 ? "" : "s", nf);
                     nb_coord_stat_add(c, &c->stats.requeued, nq);
                     nb_coord_reg_set_job(c, w[i].id, 0, NULL, 0);
                     changed = 1;
@@ -545,7 +654,7 @@ void nb_coord_sweep_workers(nb_coord *c)
     size_t nq = 0, nf = 0;
     if (nb_db_jobs_requeue_expired(c->db, &nq, &nf, &err) == NB_OK && (nq || nf)) {
         nb_coord_log(c, "sweep: %zu expired lease%s requeued, %zu job%s failed", nq,
-                  nq == 1 ? "" : "s", nf, nf == 1 ? "" : "s");
+                     nq == 1 ? "" : "s", nf, nf == 1 ? "" : "s");
         nb_coord_stat_add(c, &c->stats.requeued, nq);
         changed = 1;
     }
@@ -562,9 +671,10 @@ nb_code nb_coord_register_worker_api(nb_coord *c, nb_err *err)
         {W_METHOD("Register"), h_register},     {W_METHOD("Heartbeat"), h_heartbeat},
         {W_METHOD("LeaseJob"), h_lease},        {W_METHOD("ReportProgress"), h_progress},
         {W_METHOD("ReportResult"), h_result},   {W_METHOD("ReleaseJob"), h_release},
+        {W_METHOD("Deregister"), h_deregister},
     };
     for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
-        nb_code rc = nb_rpc_server_handle(c->srv, tab[i].m, tab[i].fn, c, 0, err);
+        nb_code rc = nb_rpc_server_handle(c->srv, tab[i].m, tab[i].fn, c, NB_RPC_WORKER, err);
         if (rc)
             return rc;
     }

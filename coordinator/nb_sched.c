@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "nb_coord_int.h"
+#include "nb_file.h"
 #include "nb_job.h"
 #include "nb_prompts.h"
 #include "nb_verify.h"
@@ -110,9 +111,9 @@ static void served_list(const Npubench__WorkerInfo *w, char *buf, size_t cap)
 }
 
 int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
-                        const char *backend, const char *board, const char *deployment,
-                        const char *tags, const char *pin, char *why, size_t why_cap,
-                        int *dep_out)
+                           const char *backend, const char *board, const char *deployment,
+                           const char *tags, const char *pin, char *why, size_t why_cap,
+                           int *dep_out)
 {
     char dummy[1];
     if (!why) {
@@ -217,8 +218,8 @@ void nb_sched_db_worker(const Npubench__WorkerInfo *w, nb_db_worker *out)
 
 /* ---- prompt sets ---- */
 
-int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], char *path,
-                     size_t path_cap)
+int nb_sched_prompt_set(const char *root, const Npubench__JobSpec *spec, int *n, char sha[65],
+                        char *path, size_t path_cap)
 {
     *n = 0;
     sha[0] = '\0';
@@ -229,15 +230,13 @@ int nb_sched_prompt_set(const Npubench__JobSpec *spec, int *n, char sha[65], cha
         const char *set = spec->prompt_set;
         const char *model = spec->selector ? spec->selector->model : "";
         if (!*set)
-            nb_verify_default_prompts(!strcmp(model, "base") ? "base" : "instruct", path,
-                                      path_cap);
-        else if (!strcmp(set, "instruct") || !strcmp(set, "base"))
-            nb_verify_default_prompts(set, path, path_cap);
-        else
-            snprintf(path, path_cap, "%s", set);
+            set = !strcmp(model, "base") ? "base" : "instruct";
+        /* Only names, only inside the root: what a client names is never opened
+         * elsewhere, and reading it cannot block (nb_file_read). */
         nb_prompts ps;
         nb_err e;
-        if (nb_prompts_load(path, &ps, &e) != NB_OK)
+        if (nb_verify_prompt_set_path(root, set, path, path_cap, &e) ||
+            !nb_file_readable(path) || nb_prompts_load(path, &ps, &e) != NB_OK)
             return 0;
         *n = ps.n;
         memcpy(sha, ps.sha256, 65);
@@ -374,7 +373,7 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
             continue;
         }
         if (!nb_sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
-                                 ss->deployment, ss->tags, NULL, why, sizeof why, NULL))
+                                    ss->deployment, ss->tags, NULL, why, sizeof why, NULL))
             continue;
         int dup = 0;
         for (size_t k = 0; k < *np; k++)
@@ -428,7 +427,7 @@ static nb_code plan_shards(nb_coord *c, const Npubench__JobSpec *spec, int want,
     *np = 0;
     int P;
     char sha[65], path[1024];
-    if (!nb_sched_prompt_set(spec, &P, sha, path, sizeof path))
+    if (!nb_sched_prompt_set(c->o.prompts_dir, spec, &P, sha, path, sizeof path))
         return NB_OK; /* the set cannot be read here: the worker runs it whole */
     int S = want;
     if (S > P)
@@ -464,7 +463,7 @@ static void plans_free(child_plan *p, size_t n)
 }
 
 nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
-                     size_t *n, int *duplicate, nb_err *err)
+                        size_t *n, int *duplicate, nb_err *err)
 {
     *ids = NULL;
     *n = 0;
@@ -574,7 +573,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
         snprintf(extra, sizeof extra, " as %zu %s", np,
                  spec->matrix ? "board jobs" : "prompt-range shards");
     nb_coord_log(c, "job %lld submitted: %s %s%s", (long long)(*ids)[0],
-              nb_job_kind_name(spec->kind), ss.deployment, extra);
+                 nb_job_kind_name(spec->kind), ss.deployment, extra);
     nb_coord_changed(c, (*ids)[0], 0);
     nb_coord_queue_changed(c);
 out:
@@ -598,8 +597,8 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
         }
         char wy[NB_DB_MSG_MAX];
         if (!nb_sched_worker_serves(w->info, w->db.id, j->sel_backend, j->sel_board,
-                                 j->sel_deployment, j->sel_tags, j->sel_worker, wy, sizeof wy,
-                                 NULL)) {
+                                    j->sel_deployment, j->sel_tags, j->sel_worker, wy, sizeof wy,
+                                    NULL)) {
             /* A live worker's reason beats a stale one's. */
             if (!why[0] || (w->db.state == NB_WORKER_ALIVE && !why_live)) {
                 snprintf(why, sizeof why, "%s", wy);

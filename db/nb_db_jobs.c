@@ -219,6 +219,15 @@ nb_code nb_db_job_get(nb_db *db, int64_t id, nb_db_job *out, nb_err *err)
     return rc;
 }
 
+nb_code nb_db_job_peek(nb_db *db, int64_t id, nb_db_job *out, nb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    nb_db_lock(db);
+    nb_code rc = get_light(db, id, out, err);
+    nb_db_unlock(db);
+    return rc;
+}
+
 static nb_code find_request_locked(nb_db *db, const char *request_id, int64_t *id, nb_err *err)
 {
     static const char sql[] = "SELECT id FROM jobs WHERE request_id = ?";
@@ -1127,6 +1136,28 @@ nb_code nb_db_jobs_release_worker(nb_db *db, const char *worker_id, const char *
     NB_DB_WITH_TX(db, err, rc,
             rc = requeue_where(db, sql, 0, worker_id, reason ? reason : "gone", n_requeued,
                                n_failed, err));
+    return rc;
+}
+
+nb_code nb_db_jobs_held(nb_db *db, const char *worker_id, int64_t *n, int64_t *job_id,
+                        nb_err *err)
+{
+    static const char sql[] = "SELECT count(*), COALESCE(max(id), 0) FROM jobs WHERE state IN "
+                              "('leased','running') AND leased_worker = ?";
+    *n = *job_id = 0;
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        nb_db_bind_str(st, 1, worker_id);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            *n = sqlite3_column_int64(st, 0);
+            *job_id = sqlite3_column_int64(st, 1);
+        } else
+            rc = nb_db_sqlerr(db, err, "counting leases");
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
     return rc;
 }
 

@@ -87,6 +87,10 @@ nb_code nb_db_job_enqueue(nb_db *db, const nb_db_job_new *job, int64_t *id, int 
 /* Full job (with spec and log); release with nb_db_job_free. */
 nb_code nb_db_job_get(nb_db *db, int64_t id, nb_db_job *out, nb_err *err);
 
+/* The job without spec and log (state, lease, holder): cheap enough for every lease-holder
+ * call. Nothing to free. */
+nb_code nb_db_job_peek(nb_db *db, int64_t id, nb_db_job *out, nb_err *err);
+
 /* The job enqueued with request_id; NB_ENOTFOUND if none. */
 nb_code nb_db_job_find_request(nb_db *db, const char *request_id, int64_t *id, nb_err *err);
 
@@ -149,6 +153,10 @@ nb_code nb_db_job_release(nb_db *db, int64_t id, const char *lease_id, const cha
  * the coordinator starts and periodically. */
 nb_code nb_db_jobs_requeue_expired(nb_db *db, size_t *n_requeued, size_t *n_failed,
                                    nb_err *err);
+
+/* How many leases worker_id holds now (*n) and the newest one's job (*job_id, 0 if none). */
+nb_code nb_db_jobs_held(nb_db *db, const char *worker_id, int64_t *n, int64_t *job_id,
+                        nb_err *err);
 
 /* Same for every lease held by worker_id (it is gone). */
 nb_code nb_db_jobs_release_worker(nb_db *db, const char *worker_id, const char *reason,

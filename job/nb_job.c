@@ -12,6 +12,7 @@
 #include "nb_deploy.h"
 #include "nb_gate.h"
 #include "nb_utf8.h"
+#include "nb_verify.h"
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
@@ -154,7 +155,9 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
     nb_code rc;
     if (s->prompt && (rc = check_text(s->prompt, "JobSpec.prompt", err)))
         return rc;
-    if (s->prompt_set && (rc = check_text(s->prompt_set, "JobSpec.prompt_set", err)))
+    char set_path[1200];
+    if (s->prompt_set && *s->prompt_set &&
+        (rc = nb_verify_prompt_set_path(NULL, s->prompt_set, set_path, sizeof set_path, err)))
         return rc;
     if (s->n_prompts > NB_JOB_PROMPTS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.prompts: %zu, at most %d", s->n_prompts,

@@ -11,6 +11,8 @@
 
 #include <nng/nng.h>
 
+#include "nb_hash.h"
+#include "nb_replay.h"
 #include "nb_rpc_cache.h"
 #include "nb_time.h"
 #include "nb_wire.h"
@@ -94,7 +96,8 @@ struct nb_rpc_server {
     nng_listener listener;
     nng_tls_config *tls;
     char *url;
-    char *secret;
+    nb_wire_keys keys;
+    nb_replay *replay; /* ids seen within the clock window (authenticated servers) */
     size_t max_msg;
 
     handler *handlers;
@@ -245,12 +248,13 @@ static const handler *find_handler(const nb_rpc_server *s, const char *method)
     return NULL;
 }
 
-static nng_msg *make_reply(const nb_rpc_server *s, uint64_t id, int status, const char *message,
+/* key: the one the request verified under (NULL: the answer carries no MAC). */
+static nng_msg *make_reply(const char *key, uint64_t id, int status, const char *message,
                            const uint8_t *pl, size_t len)
 {
     Npubench__ResponseEnvelope env;
     uint8_t mac[NB_WIRE_MAC_LEN];
-    nb_wire_response_init(&env, mac, s->secret, id, status, message, pl, len);
+    nb_wire_response_init(&env, mac, key, id, status, message, pl, len);
     size_t n = protobuf_c_message_get_packed_size(&env.base);
     nng_msg *m;
     if (nng_msg_alloc(&m, n) != 0)
@@ -262,6 +266,9 @@ static nng_msg *make_reply(const nb_rpc_server *s, uint64_t id, int status, cons
 /* What one request is answered with while it is served. */
 typedef struct answer {
     int st;
+    unsigned roles;  /* NB_WIRE_ROLE_* of the key the request verified under */
+    const char *key; /* that key, to sign the answer with (NULL before verification) */
+    int64_t deadline; /* on this server's clock; 0 = none */
     char msg[NB_ERR_MSG_MAX];
     uint8_t *pl; /* malloc'ed response payload */
     size_t len;
@@ -302,20 +309,14 @@ static int check_request(nb_rpc_server *s, nng_msg *in, Npubench__RequestEnvelop
                            "%s", e.msg);
     }
     sanitize(name, NB_WIRE_METHOD_MAX + 1, (*env)->method);
-    if (nb_wire_request_verify(*env, s->secret, &e) != NB_OK) {
+    if (nb_wire_request_verify_keys(*env, &s->keys, &a->roles, &a->key, &e) != NB_OK) {
         STAT(s, unauthenticated);
         return answer_with(a, NB_RPC_UNAUTHENTICATED, "%s", e.msg);
     }
-    if ((*env)->deadline_unix_ms == 0 && s->secret)
-        return answer_with(a, NB_RPC_INVALID_ARGUMENT,
-                           "%s: request has no deadline; an authenticated server requires one",
-                           name);
-    int64_t now = nb_wall_ms();
-    if ((*env)->deadline_unix_ms && now > (*env)->deadline_unix_ms) {
-        STAT(s, expired);
-        return answer_with(a, NB_RPC_DEADLINE_EXCEEDED,
-                           "%s: deadline passed %lld ms before the server started it", name,
-                           (long long)(now - (*env)->deadline_unix_ms));
+    if (nb_wire_request_clock(*env, nb_wall_ms(), s->keys.n > 0, &a->deadline, &e) != NB_OK) {
+        if (e.code == NB_ETIMEOUT)
+            STAT(s, expired);
+        return answer_with(a, nb_rpc_status_from_code(e.code), "%s", e.msg);
     }
     if (strlen((*env)->method) > NB_WIRE_METHOD_MAX)
         return answer_with(a, NB_RPC_INVALID_ARGUMENT, "method name '%s...' longer than %d bytes",
@@ -330,7 +331,7 @@ static int cached_answer(nb_rpc_server *s, const Npubench__RequestEnvelope *env,
 {
     unsigned long long id = (unsigned long long)env->request_id;
     switch (nb_rpc_cache_begin(s->cache, env->request_id, env->method, env->payload.data,
-                               env->payload.len, env->deadline_unix_ms, ent, &a->st, a->msg,
+                               env->payload.len, a->deadline, ent, &a->st, a->msg,
                                sizeof a->msg, &a->pl, &a->len)) {
     case NB_RPC_CACHE_MISS:
         return 0;
@@ -357,8 +358,8 @@ static int cached_answer(nb_rpc_server *s, const Npubench__RequestEnvelope *env,
 static void run_handler(nb_rpc_server *s, const handler *h, const Npubench__RequestEnvelope *env,
                         const char *name, answer *a)
 {
-    nb_rpc_request req = {env->method, env->request_id, env->deadline_unix_ms,
-                          env->payload.data, env->payload.len};
+    nb_rpc_request req = {env->method,       env->request_id, a->deadline,
+                          env->payload.data, env->payload.len, a->roles};
     nb_rpc_reply rep;
     memset(&rep, 0, sizeof rep);
     STAT(s, handled);
@@ -383,6 +384,43 @@ static void run_handler(nb_rpc_server *s, const handler *h, const Npubench__Requ
     }
 }
 
+/* Worker methods take the worker key only, admin methods the admin key, the rest a client
+ * (or admin) key: a board's key cannot submit, a laptop's key cannot report results. */
+static int check_role(unsigned flags, answer *a, const char *name)
+{
+    unsigned need = (flags & NB_RPC_WORKER)  ? NB_WIRE_ROLE_WORKER
+                    : (flags & NB_RPC_ADMIN) ? NB_WIRE_ROLE_ADMIN
+                                             : NB_WIRE_ROLE_CLIENT;
+    if (a->roles & need)
+        return 0;
+    return answer_with(a, NB_RPC_PERMISSION_DENIED,
+                       "%s: needs the %s credential; the request was signed with the %s key",
+                       name, nb_wire_role_name(need), nb_wire_role_name(a->roles));
+}
+
+/* A mutating request id seen within the clock window again, after the response cache let
+ * it go: a replay, refused (a resend the cache still holds never gets here). */
+static int check_replay(nb_rpc_server *s, const Npubench__RequestEnvelope *env,
+                        const char *name, answer *a)
+{
+    if (!s->replay)
+        return 0;
+    uint64_t id = env->request_id;
+    uint64_t kh = nb_hash_bytes(env->method, strlen(env->method),
+                                NB_HASH_SEED ^ (id * 0x9e3779b97f4a7c15ull));
+    switch (nb_replay_check(s->replay, id, kh, nb_wall_ms())) {
+    case NB_REPLAY_NEW: return 0;
+    case NB_REPLAY_SEEN:
+        return answer_with(a, NB_RPC_ALREADY_EXISTS,
+                           "%s: request id %llu was already used within the last %lld s", name,
+                           (unsigned long long)id, 2 * NB_WIRE_SKEW_MAX_MS / 1000);
+    case NB_REPLAY_FULL: break;
+    }
+    return answer_with(a, NB_RPC_RESOURCE_EXHAUSTED,
+                       "%s: more than %d requests within %lld s; try again later", name,
+                       NB_RPC_REPLAY_IDS, 2 * NB_WIRE_SKEW_MAX_MS / 1000);
+}
+
 /* Decodes, checks and runs one request; consumes in; returns the reply. */
 static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
 {
@@ -402,14 +440,21 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
         answer_with(&a, NB_RPC_UNIMPLEMENTED, "unknown method '%s' on %s", name, s->url);
         goto reply;
     }
+    if (check_role(h->flags, &a, name))
+        goto reply;
     nb_rpc_cache_entry *ent = NULL;
     if (!(h->flags & NB_RPC_READONLY) && s->cache && cached_answer(s, env, name, &ent, &a))
         goto reply;
+    if (!(h->flags & NB_RPC_READONLY) && check_replay(s, env, name, &a)) {
+        if (ent)
+            nb_rpc_cache_finish(s->cache, ent, a.st, a.msg, NULL, 0);
+        goto reply;
+    }
     run_handler(s, h, env, name, &a);
     if (ent)
         nb_rpc_cache_finish(s->cache, ent, a.st, a.msg, a.pl, a.len);
 reply:;
-    nng_msg *out = make_reply(s, env ? env->request_id : 0, a.st, a.msg, a.pl, a.len);
+    nng_msg *out = make_reply(a.key, env ? env->request_id : 0, a.st, a.msg, a.pl, a.len);
     free(a.pl);
     nb_wire_free(env);
     nng_msg_free(in);
@@ -588,10 +633,11 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
     pthread_mutex_init(&s->health_mu, NULL);
     s->sock = (nng_socket)NNG_SOCKET_INITIALIZER;
 
-    if (o->secret && o->secret[0] && !(s->secret = strdup(o->secret))) {
-        c = nb_err_set(err, NB_ENOMEM, "out of memory");
+    if ((c = nb_wire_keys_init(&s->keys, o->secret, o->worker_secret, o->admin_secret, err)))
         goto fail;
-    }
+    if (s->keys.n && (c = nb_replay_open(NB_RPC_REPLAY_IDS, 2 * NB_WIRE_SKEW_MAX_MS, &s->replay,
+                                         err)))
+        goto fail;
     if (cache_max > 0 &&
         (c = nb_rpc_cache_new(cache_max, o->cache_bytes ? o->cache_bytes : DEFAULT_CACHE_BYTES,
                               &s->cache, err)))
@@ -626,7 +672,8 @@ nb_code nb_rpc_server_handle(nb_rpc_server *srv, const char *method, nb_rpc_hand
                           method, NB_WIRE_METHOD_MAX);
     if (strcmp(method, NB_RPC_HEALTH_CHECK) == 0 || find_handler(srv, method))
         return nb_err_set(err, NB_EINVAL, "method '%s' is already registered", method);
-    if (flags & ~NB_RPC_READONLY)
+    if ((flags & ~(NB_RPC_READONLY | NB_RPC_WORKER | NB_RPC_ADMIN)) ||
+        (flags & NB_RPC_WORKER && flags & NB_RPC_ADMIN))
         return nb_err_set(err, NB_EINVAL, "method '%s': unknown flags 0x%x", method, flags);
     handler *nh = realloc(srv->handlers, (size_t)(srv->nhandlers + 1) * sizeof *nh);
     if (!nh)
@@ -720,7 +767,8 @@ void nb_rpc_server_close(nb_rpc_server *s)
     free(s->ctxs);
     free(s->threads);
     free(s->url);
-    nb_rpc_secret_free(s->secret);
+    nb_wire_keys_free(&s->keys);
+    nb_replay_close(s->replay);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->idle_cv);

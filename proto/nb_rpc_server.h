@@ -9,17 +9,25 @@
  *
  * Guarantees the server gives every handler:
  *   - the MAC verified (when the server has a secret; otherwise UNAUTHENTICATED
- *     is answered and the handler is not called),
- *   - the deadline not yet passed (else DEADLINE_EXCEEDED, handler not called),
+ *     is answered and the handler is not called) under a key whose role the method
+ *     takes (else PERMISSION_DENIED),
+ *   - the sender's clock within NB_WIRE_SKEW_MAX_MS of the server's (else
+ *     UNAUTHENTICATED naming the skew), the timeout at most NB_WIRE_TIMEOUT_MAX_MS
+ *     (else INVALID_ARGUMENT) and not yet passed (else DEADLINE_EXCEEDED),
  *   - the request at most max_msg_bytes long,
  *   - for methods not registered NB_RPC_READONLY: one execution per
  *     (request_id, method) while the entry stays in the response cache; an nng
  *     resend or a client retry with the same id gets the first response again.
  * Unknown methods get UNIMPLEMENTED; "grpc.health.v1.Health/Check" is built in.
  *
- * Deadlines travel as wall-clock unix ms (client clock + timeout), so hosts
- * need synchronised clocks (NTP); a server clock ahead by more than a call's
- * timeout refuses every call with DEADLINE_EXCEEDED.
+ * Deadlines travel as the send time and deadline on the sender's clock; the
+ * server takes their difference as the timeout, counted from arrival on its own
+ * clock (gRPC's rule), so clocks need to agree only within the skew window.
+ *
+ * Replay: an authenticated server refuses requests without times, requests sent
+ * outside the skew window and mutating request ids it saw within the window
+ * (ALREADY_EXISTS) once the response cache no longer answers them.  Without TLS
+ * the traffic is readable; the MAC only proves origin.
  */
 #ifndef NB_RPC_SERVER_H
 #define NB_RPC_SERVER_H
@@ -38,10 +46,15 @@ typedef struct nb_rpc_server nb_rpc_server;
 typedef struct nb_rpc_request {
     const char *method;
     uint64_t request_id;
-    int64_t deadline_unix_ms;  /* 0 = none */
+    int64_t deadline_unix_ms;  /* on the server's clock (now + the request's timeout); 0 = none */
     const uint8_t *payload;    /* the method's request message, still packed */
     size_t len;
+    unsigned roles;            /* NB_WIRE_ROLE_* of the key the request was signed with */
 } nb_rpc_request;
+
+/* Request ids an authenticated server remembers for the clock window (2 x
+ * NB_WIRE_SKEW_MAX_MS); past it, new mutating requests get RESOURCE_EXHAUSTED. */
+#define NB_RPC_REPLAY_IDS (1 << 20)
 
 /* What a handler fills: payload must be malloc'ed (or NULL with len 0); the
  * server takes ownership and frees it.  message is sent with the status. */
@@ -74,6 +87,8 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
                            nb_err *err);
 
 #define NB_RPC_READONLY 1u /* safe to run twice: responses are not cached */
+#define NB_RPC_WORKER 2u   /* only requests signed with the worker key */
+#define NB_RPC_ADMIN 4u    /* only requests signed with the admin key */
 
 /* Registers fn for method ("pkg.Service/Method") before start.  Methods not
  * flagged NB_RPC_READONLY are treated as mutating: their responses are cached

@@ -2,6 +2,8 @@
  * RPC server and client, with errors that name the URL and the option to fix. */
 #include "nb_rpc_transport.h"
 
+#include <arpa/inet.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,16 @@ static nb_code tls_server_name(nng_tls_config *cfg, const char *url, const nb_rp
         if ((rv = nng_url_parse(&u, url)))
             return nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: parsing URL", url);
         name = u->u_hostname;
+        unsigned char ip[16];
+        if (inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1) {
+            nng_url_free(u);
+            return nb_err_set(err, NB_EINVAL,
+                              "%s: the host is an IP address, which this nng's TLS engine "
+                              "(mbedTLS 2.28) cannot match against a certificate; set "
+                              "opts.tls_server_name (--tls-server-name) to a DNS name the "
+                              "server's certificate carries",
+                              url);
+        }
     }
     rv = nng_tls_config_server_name(cfg, name);
     nng_url_free(u);

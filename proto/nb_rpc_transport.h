@@ -18,7 +18,9 @@
 /* Options for servers and clients; zero-initialise and set what you need
  * (every 0 means the default in brackets).  Strings are copied at open. */
 typedef struct nb_rpc_opts {
-    const char *secret;        /* shared secret; NULL/"" = no auth (embedded mode) */
+    const char *secret;        /* client: the key it signs with; server: the client key, or
+                                  the one shared key of every role when the two below are
+                                  unset; NULL/"" = no auth (embedded mode) */
     size_t max_msg_bytes;      /* NNG_OPT_RECVMAXSZ and our own check [16 MiB] */
     /* server */
     int contexts;              /* requests in flight at once [64] */
@@ -37,6 +39,9 @@ typedef struct nb_rpc_opts {
     const char *tls_ca_file;       /* client: CA verifying the server (required);
                                       server: if set, client certs are required */
     const char *tls_server_name;   /* client: name to verify [the URL's host] */
+    /* server: keys of the other roles (nb_wire_keys_init); NULL/"" = none */
+    const char *worker_secret;
+    const char *admin_secret;
 } nb_rpc_opts;
 
 enum {

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "nb_hmac.h"
+#include "nb_secret.h"
+#include "nb_time.h"
 
 typedef struct bounded {
     size_t used, cap;
@@ -37,6 +39,51 @@ static void bounded_free(void *data, void *p)
     free(p);
 }
 
+static int get_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *i < n && shift < 64; shift += 7) {
+        uint8_t b = p[(*i)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 1;
+    }
+    return 0;
+}
+
+/* protobuf-c hands strings over NUL-terminated, so "abc\0def" would arrive as "abc":
+ * a string field holding a NUL byte is refused instead, naming the field.  Runs on bytes
+ * protobuf-c already accepted; the walk stops quietly on anything it does not expect. */
+static nb_code check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
+                         int depth, nb_err *err)
+{
+    size_t i = 0;
+    uint64_t key, v;
+    while (i < n && get_varint(p, n, &i, &key)) {
+        unsigned wt = (unsigned)(key & 7);
+        if (wt == 0 && get_varint(p, n, &i, &v))
+            continue;
+        if (wt == 1 || wt == 5) {
+            i += wt == 1 ? 8 : 4;
+            continue;
+        }
+        if (wt != 2 || !get_varint(p, n, &i, &v) || v > n - i)
+            return NB_OK;
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
+        if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)v))
+            return nb_err_set(err, NB_EINVAL, "%s.%s: contains a NUL byte", d->short_name,
+                              f->name);
+        if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 32) {
+            nb_code rc = check_nul(f->descriptor, p + i, (size_t)v, depth + 1, err);
+            if (rc)
+                return rc;
+        }
+        i += (size_t)v;
+    }
+    return NB_OK;
+}
+
 nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                        size_t cap, void *out_msg, nb_err *err)
 {
@@ -65,6 +112,11 @@ nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *da
             return nb_err_set(err, NB_ENOMEM, "out of memory unpacking %s payload (%zu bytes)",
                               desc->name, len);
         return nb_err_set(err, NB_EINVAL, "malformed %s payload (%zu bytes)", desc->name, len);
+    }
+    nb_code rc = len ? check_nul(desc, data, len, 0, err) : NB_OK;
+    if (rc) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        return rc;
     }
     memcpy(out_msg, &m, sizeof m);
     return NB_OK;
@@ -121,18 +173,19 @@ static int has_secret(const char *secret)
     return secret && secret[0];
 }
 
-void nb_wire_request_mac(const char *secret, const char *method, uint64_t request_id,
-                         int64_t deadline_unix_ms, const uint8_t *payload, size_t len,
+void nb_wire_request_mac(const char *secret, const Npubench__RequestEnvelope *env,
                          uint8_t mac[NB_WIRE_MAC_LEN])
 {
-    static const char label[] = "npubench.rpc.v1 request";
+    static const char label[] = "npubench.rpc.v2 request";
+    const char *method = env->method;
     nb_hmac_ctx h;
     nb_hmac_sha256_init(&h, secret ? secret : "", secret ? strlen(secret) : 0);
     put_bytes(&h, label, sizeof label - 1);
     put_bytes(&h, method ? method : "", method ? strlen(method) : 0);
-    put_u64(&h, request_id);
-    put_u64(&h, (uint64_t)deadline_unix_ms);
-    put_bytes(&h, payload, len);
+    put_u64(&h, env->request_id);
+    put_u64(&h, (uint64_t)env->deadline_unix_ms);
+    put_u64(&h, (uint64_t)env->sent_unix_ms);
+    put_bytes(&h, env->payload.data, env->payload.len);
     nb_hmac_sha256_final(&h, mac);
 }
 
@@ -161,8 +214,17 @@ void nb_wire_request_init(Npubench__RequestEnvelope *env, uint8_t mac_buf[NB_WIR
     env->deadline_unix_ms = deadline_unix_ms;
     env->payload.data = (uint8_t *)payload;
     env->payload.len = len;
+    env->sent_unix_ms = nb_wall_ms();
+    nb_wire_request_seal(env, mac_buf, secret);
+}
+
+void nb_wire_request_seal(Npubench__RequestEnvelope *env, uint8_t mac_buf[NB_WIRE_MAC_LEN],
+                          const char *secret)
+{
+    env->mac.data = NULL;
+    env->mac.len = 0;
     if (has_secret(secret)) {
-        nb_wire_request_mac(secret, method, request_id, deadline_unix_ms, payload, len, mac_buf);
+        nb_wire_request_mac(secret, env, mac_buf);
         env->mac.data = mac_buf;
         env->mac.len = NB_WIRE_MAC_LEN;
     }
@@ -196,8 +258,7 @@ nb_code nb_wire_request_verify(const Npubench__RequestEnvelope *env, const char 
                           "the client has no or a different secret",
                           env->method, env->mac.len, NB_WIRE_MAC_LEN);
     uint8_t want[NB_WIRE_MAC_LEN];
-    nb_wire_request_mac(secret, env->method, env->request_id, env->deadline_unix_ms,
-                        env->payload.data, env->payload.len, want);
+    nb_wire_request_mac(secret, env, want);
     if (!nb_hmac_equal(want, env->mac.data, NB_WIRE_MAC_LEN))
         return nb_err_set(err, NB_EAUTH,
                           "%s: request MAC does not verify: the client's secret differs",
@@ -220,5 +281,121 @@ nb_code nb_wire_response_verify(const Npubench__ResponseEnvelope *env, const cha
     if (!nb_hmac_equal(want, env->mac.data, NB_WIRE_MAC_LEN))
         return nb_err_set(err, NB_EAUTH,
                           "response MAC does not verify: the server's secret differs");
+    return NB_OK;
+}
+
+/* --- roles -------------------------------------------------------------- */
+
+static nb_code keys_add(nb_wire_keys *k, const char *name, const char *key, unsigned roles,
+                        nb_err *err)
+{
+    if (!has_secret(key))
+        return NB_OK;
+    for (int i = 0; i < k->n; i++)
+        if (!strcmp(k->key[i], key))
+            return nb_err_set(err, NB_EINVAL,
+                              "the %s key and the %s key are the same: give each role its own",
+                              k->name[i], name);
+    if (!(k->key[k->n] = strdup(key)))
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    k->name[k->n] = name;
+    k->roles[k->n++] = roles;
+    return NB_OK;
+}
+
+nb_code nb_wire_keys_init(nb_wire_keys *k, const char *client, const char *worker,
+                          const char *admin, nb_err *err)
+{
+    memset(k, 0, sizeof *k);
+    int shared = !has_secret(worker) && !has_secret(admin);
+    unsigned client_roles = shared                ? NB_WIRE_ROLES_ALL
+                            : has_secret(admin)   ? NB_WIRE_ROLE_CLIENT
+                                                  : NB_WIRE_ROLE_CLIENT | NB_WIRE_ROLE_ADMIN;
+    nb_code rc;
+    if ((rc = keys_add(k, "client", client, client_roles, err)) ||
+        (rc = keys_add(k, "worker", worker, NB_WIRE_ROLE_WORKER, err)) ||
+        (rc = keys_add(k, "admin", admin, NB_WIRE_ROLE_ADMIN | NB_WIRE_ROLE_CLIENT, err)))
+        nb_wire_keys_free(k);
+    return rc;
+}
+
+void nb_wire_keys_free(nb_wire_keys *k)
+{
+    for (int i = 0; i < k->n; i++)
+        nb_secret_free(k->key[i]);
+    memset(k, 0, sizeof *k);
+}
+
+const char *nb_wire_role_name(unsigned roles)
+{
+    switch (roles) {
+    case NB_WIRE_ROLE_CLIENT: return "client";
+    case NB_WIRE_ROLE_WORKER: return "worker";
+    case NB_WIRE_ROLE_ADMIN: return "admin";
+    case NB_WIRE_ROLE_CLIENT | NB_WIRE_ROLE_ADMIN: return "client+admin";
+    case NB_WIRE_ROLES_ALL: return "shared";
+    default: return "no";
+    }
+}
+
+nb_code nb_wire_request_verify_keys(const Npubench__RequestEnvelope *env, const nb_wire_keys *k,
+                                    unsigned *roles, const char **key, nb_err *err)
+{
+    *roles = 0;
+    *key = NULL;
+    if (!k->n) {
+        *roles = NB_WIRE_ROLES_ALL;
+        return NB_OK;
+    }
+    nb_code rc = NB_EAUTH;
+    for (int i = 0; i < k->n; i++) {
+        if (nb_wire_request_verify(env, k->key[i], err) == NB_OK) {
+            *roles = k->roles[i];
+            *key = k->key[i];
+            nb_err_clear(err);
+            return NB_OK;
+        }
+    }
+    /* err holds the last key's reason, which reads the same for every key */
+    return rc;
+}
+
+/* --- clocks ------------------------------------------------------------- */
+
+nb_code nb_wire_request_clock(const Npubench__RequestEnvelope *env, int64_t now, int required,
+                              int64_t *deadline, nb_err *err)
+{
+    *deadline = 0;
+    const char *m = env->method;
+    if (!env->sent_unix_ms || !env->deadline_unix_ms) {
+        if (required)
+            return nb_err_set(err, NB_EINVAL,
+                              "%.128s: request has no send time or deadline; an authenticated "
+                              "server requires both",
+                              m);
+        /* An unauthenticated peer without a send time: its deadline is all there is. */
+        if (env->deadline_unix_ms && now > env->deadline_unix_ms)
+            return nb_err_set(err, NB_ETIMEOUT, "%.128s: deadline passed %lld ms ago", m,
+                              (long long)(now - env->deadline_unix_ms));
+        *deadline = env->deadline_unix_ms;
+        return NB_OK;
+    }
+    int64_t skew = env->sent_unix_ms - now;
+    if (skew > NB_WIRE_SKEW_MAX_MS || skew < -NB_WIRE_SKEW_MAX_MS)
+        return nb_err_set(err, NB_EAUTH,
+                          "%.128s: the sender's clock is %.1f s %s the server's; the accepted "
+                          "skew is +-%lld s (synchronise the clocks, e.g. with NTP)",
+                          m, (double)(skew < 0 ? -skew : skew) / 1000.0,
+                          skew < 0 ? "behind" : "ahead of", NB_WIRE_SKEW_MAX_MS / 1000);
+    int64_t timeout = env->deadline_unix_ms - env->sent_unix_ms;
+    if (timeout > NB_WIRE_TIMEOUT_MAX_MS)
+        return nb_err_set(err, NB_EINVAL,
+                          "%.128s: deadline %lld s after the send time exceeds the limit of "
+                          "%lld s",
+                          m, (long long)(timeout / 1000), NB_WIRE_TIMEOUT_MAX_MS / 1000);
+    if (timeout <= 0)
+        return nb_err_set(err, NB_ETIMEOUT, "%.128s: deadline passed %lld ms before the send time",
+                          m, (long long)-timeout);
+    *deadline = now + timeout;
     return NB_OK;
 }

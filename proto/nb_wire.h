@@ -45,16 +45,15 @@ nb_code nb_wire_pack(const void *msg, uint8_t **out, size_t *len, nb_err *err);
 #define NB_WIRE_MAC_LEN 32
 #define NB_WIRE_METHOD_MAX 128 /* longest method name accepted */
 
-void nb_wire_request_mac(const char *secret, const char *method, uint64_t request_id,
-                         int64_t deadline_unix_ms, const uint8_t *payload, size_t len,
+void nb_wire_request_mac(const char *secret, const Npubench__RequestEnvelope *env,
                          uint8_t mac[NB_WIRE_MAC_LEN]);
 void nb_wire_response_mac(const char *secret, uint64_t request_id, int status,
                           const char *message, const uint8_t *payload, size_t len,
                           uint8_t mac[NB_WIRE_MAC_LEN]);
 
-/* Fills *env to carry the request; env points into the arguments and into
- * mac_buf (which receives the MAC when secret is set), so nothing is
- * allocated and the arguments must outlive env. */
+/* Fills *env to carry the request, sent now (sent_unix_ms = the wall clock); env points
+ * into the arguments and into mac_buf (which receives the MAC when secret is set), so
+ * nothing is allocated and the arguments must outlive env. */
 void nb_wire_request_init(Npubench__RequestEnvelope *env, uint8_t mac_buf[NB_WIRE_MAC_LEN],
                           const char *secret, const char *method, uint64_t request_id,
                           int64_t deadline_unix_ms, const uint8_t *payload, size_t len);
@@ -66,7 +65,54 @@ void nb_wire_response_init(Npubench__ResponseEnvelope *env, uint8_t mac_buf[NB_W
  * (missing, wrong length, wrong value).  Constant time in the MAC value. */
 nb_code nb_wire_request_verify(const Npubench__RequestEnvelope *env, const char *secret,
                                nb_err *err);
+/* Recomputes env's MAC into mac_buf after its fields were changed (tests forging times). */
+void nb_wire_request_seal(Npubench__RequestEnvelope *env, uint8_t mac_buf[NB_WIRE_MAC_LEN],
+                          const char *secret);
 nb_code nb_wire_response_verify(const Npubench__ResponseEnvelope *env, const char *secret,
                                 nb_err *err);
+
+/* --- roles ---------------------------------------------------------------
+ * A server holds one key per role, as a lab separates agent tokens from user tokens: the
+ * key a request's MAC verifies under is what the request may do. */
+#define NB_WIRE_ROLE_CLIENT 1u /* submit, watch, query, cancel, import */
+#define NB_WIRE_ROLE_WORKER 2u /* the npubench.Worker methods, nothing else */
+#define NB_WIRE_ROLE_ADMIN 4u  /* reference sets; admins may do what clients do */
+#define NB_WIRE_ROLES_ALL 7u
+#define NB_WIRE_KEYS_MAX 3
+
+typedef struct nb_wire_keys {
+    char *key[NB_WIRE_KEYS_MAX]; /* owned copies */
+    unsigned roles[NB_WIRE_KEYS_MAX];
+    const char *name[NB_WIRE_KEYS_MAX]; /* "client", "worker", "admin": for messages */
+    int n;                       /* 0: no authentication, every request has every role */
+} nb_wire_keys;
+
+/* Keys per role (NULL or "" = none).  Only client set: one shared key with every role.
+ * Without an admin key the client key also holds the admin role.  Two roles with the
+ * same key are refused (NB_EINVAL): the key would not tell them apart. */
+nb_code nb_wire_keys_init(nb_wire_keys *k, const char *client, const char *worker,
+                          const char *admin, nb_err *err);
+void nb_wire_keys_free(nb_wire_keys *k);
+/* The roles a key set grants, as text: "client", "worker", "client+admin", "shared". */
+const char *nb_wire_role_name(unsigned roles);
+
+/* Verifies env under every key of k: NB_OK with *roles and *key (the key that verified,
+ * owned by k; NULL when k has none and *roles = NB_WIRE_ROLES_ALL); NB_EAUTH otherwise. */
+nb_code nb_wire_request_verify_keys(const Npubench__RequestEnvelope *env, const nb_wire_keys *k,
+                                    unsigned *roles, const char **key, nb_err *err);
+
+/* --- clocks ----------------------------------------------------------------
+ * gRPC semantics: the timeout travels, not the sender's deadline, so a skewed clock does
+ * not shorten calls; the send time bounds how long a captured request stays valid. */
+#define NB_WIRE_SKEW_MAX_MS (5LL * 60 * 1000)        /* accepted clock difference, both ways */
+#define NB_WIRE_TIMEOUT_MAX_MS (24LL * 60 * 60 * 1000) /* longest deadline of a request */
+
+/* Checks env's times against the server's clock now: |now - sent| within
+ * NB_WIRE_SKEW_MAX_MS (NB_EAUTH naming the skew), timeout = deadline - sent within
+ * 1..NB_WIRE_TIMEOUT_MAX_MS (NB_EINVAL over the cap, NB_ETIMEOUT when none is left).
+ * *deadline = the server-clock deadline now + timeout (0 when env has none).  required:
+ * the server authenticates, so requests without times are refused (NB_EINVAL). */
+nb_code nb_wire_request_clock(const Npubench__RequestEnvelope *env, int64_t now, int required,
+                              int64_t *deadline, nb_err *err);
 
 #endif

@@ -7,14 +7,18 @@
 
 #include <cmocka.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "testutil.h"
 
 static char cmd[8192];
 
-/* Runs npubench with args; checks exit code and that the output names `want`. */
-static void expect(const char *args, int code, const char *want)
+/* Runs npubench with args behind a shell prefix (env settings, timeout); checks exit code
+ * and that the output names `want`. */
+static void expect_with(const char *prefix, const char *args, int code, const char *want)
 {
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", tu_env("NB_SRC", "."),
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s 2>&1", tu_env("NB_SRC", "."), prefix,
              tu_env("NB_BIN", "npubench"), args);
     tu_result r = tu_run(cmd);
     print_message("$ npubench %s\n%s", args, r.out ? r.out : "");
@@ -24,6 +28,11 @@ static void expect(const char *args, int code, const char *want)
     assert_null(strstr(r.out, "AddressSanitizer"));
     assert_null(strstr(r.out, "runtime error"));
     free(r.out);
+}
+
+static void expect(const char *args, int code, const char *want)
+{
+    expect_with("", args, code, want);
 }
 
 /* Writes the first n bytes of the real model (or garbage) to tmp/name. */
@@ -51,6 +60,56 @@ static void write_prefix(const char *name, long n, const char *magic)
         fclose(in);
     }
     fclose(out);
+}
+
+/* Keys never on the command line, key files owner-only, no unauthenticated listen beyond
+ * loopback unless --insecure, which is warned about and logs the address really bound. */
+static void test_keys_and_exposure(void **s)
+{
+    (void)s;
+    const char *noenv = "env -u NPUBENCH_SECRET -u NPUBENCH_WORKER_SECRET -u "
+                        "NPUBENCH_ADMIN_SECRET";
+    char key[4096], args[8192];
+    snprintf(key, sizeof key, "%s/open.key", tu_group_tmp());
+    FILE *f = fopen(key, "w");
+    assert_non_null(f);
+    fputs("k3y\n", f);
+    fclose(f);
+    assert_int_equal(chmod(key, 0644), 0);
+    snprintf(args, sizeof args, "coordinator --listen ipc://%s/k.sock --db %s/k.db --secret k3y",
+             tu_group_tmp(), tu_group_tmp());
+    expect_with(noenv, args, 2, "use --secret-file FILE (mode 0600) or $NPUBENCH_SECRET");
+    expect_with(noenv, "jobs --coordinator ipc:///nonexistent --secret k3y", 2,
+                "--secret: a key on the command line is visible to every user in ps");
+    snprintf(args, sizeof args, "worker --coordinator ipc:///x --board b --secret-file %s", key);
+    expect_with(noenv, args, 2, "mode 0644 lets other users read or change the key");
+    snprintf(args, sizeof args, "coordinator --listen tcp://0.0.0.0:0 --db %s/k.db",
+             tu_group_tmp());
+    expect_with(noenv, args, 2, "reaches beyond this host, and no key is set");
+    snprintf(args, sizeof args, "coordinator --listen tcp://0.0.0.0:0 --db %s/k.db --insecure",
+             tu_group_tmp());
+    expect_with("timeout --preserve-status -s TERM 2 env -u NPUBENCH_SECRET", args, 0,
+                "WARNING: --insecure: tcp://0.0.0.0:0 serves without authentication");
+    expect_with("timeout --preserve-status -s TERM 2 env -u NPUBENCH_SECRET", args, 0,
+                "listening on tcp://0.0.0.0:");
+}
+
+/* make run PROMPT='$(shell touch F)' used to run the command (make expands variable values,
+ * and the recipe pasted the prompt into a shell line); now the prompt is text only. */
+static void test_makefile_prompt_is_text(void **s)
+{
+    (void)s;
+    char flag[1024], cmd2[8192];
+    snprintf(flag, sizeof flag, "%s/make-ran", tu_group_tmp());
+    snprintf(cmd2, sizeof cmd2,
+             "make -n -s -C '%s' run BUILD='%s/b' PROMPT='$(shell touch %s) `touch %s`' 2>&1",
+             tu_env("NB_SRC", "."), tu_group_tmp(), flag, flag);
+    tu_result r = tu_run(cmd2);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "--prompt \"$NB_PROMPT\""));
+    free(r.out);
+    assert_int_equal(access(flag, F_OK), -1);
 }
 
 static void test_usage_errors(void **s)
@@ -138,6 +197,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_keys_and_exposure),
+        cmocka_unit_test(test_makefile_prompt_is_text),
         cmocka_unit_test(test_corrupt_models),
         cmocka_unit_test(test_bad_prompts),
         cmocka_unit_test(test_xrt_unavailable),

@@ -48,6 +48,8 @@ typedef struct fake {
     int n_jobs, next_job;
     /* what it saw */
     int registers, heartbeats, heartbeats_busy, progress, leases_given, result_calls, releases;
+    int deregisters, lock_claimed; /* Deregister calls; Register said it holds the lock */
+    char deregister_instance[64];
     char board[64], device[32], instance[64], version[64], host[128], worker_id_sent[64];
     char tags[4][32];
     int n_tags, n_deployments, n_backends;
@@ -87,6 +89,7 @@ static nb_rpc_status h_register(void *u, const nb_rpc_request *req, nb_rpc_reply
         snprintf(f->board, sizeof f->board, "%s", i->board_name);
         snprintf(f->device, sizeof f->device, "%s", i->device_id);
         snprintf(f->instance, sizeof f->instance, "%s", i->instance_id);
+        f->lock_claimed = i->holds_device_lock;
         snprintf(f->version, sizeof f->version, "%s", i->version);
         snprintf(f->host, sizeof f->host, "%s", i->host);
         snprintf(f->worker_id_sent, sizeof f->worker_id_sent, "%s", i->worker_id);
@@ -240,6 +243,19 @@ static nb_rpc_status h_release(void *u, const nb_rpc_request *req, nb_rpc_reply 
     return nb_rpc_reply_pack(reply, &resp);
 }
 
+static nb_rpc_status h_deregister(void *u, const nb_rpc_request *req, nb_rpc_reply *reply)
+{
+    fake *f = u;
+    UNPACK(Npubench__DeregisterRequest, npubench__deregister_request__descriptor, r);
+    pthread_mutex_lock(&f->mu);
+    f->deregisters++;
+    snprintf(f->deregister_instance, sizeof f->deregister_instance, "%s", r->instance_id);
+    pthread_mutex_unlock(&f->mu);
+    nb_wire_free(r);
+    Npubench__DeregisterResponse resp = NPUBENCH__DEREGISTER_RESPONSE__INIT;
+    return nb_rpc_reply_pack(reply, &resp);
+}
+
 static int url_seq;
 
 static void fake_url(char *buf, size_t cap)
@@ -264,7 +280,8 @@ static void fake_start(fake *f, const char *url)
         nb_rpc_handler h;
     } hs[] = {{"npubench.Worker/Register", h_register},     {"npubench.Worker/Heartbeat", h_heartbeat},
               {"npubench.Worker/LeaseJob", h_lease},        {"npubench.Worker/ReportProgress", h_progress},
-              {"npubench.Worker/ReportResult", h_result},   {"npubench.Worker/ReleaseJob", h_release}};
+              {"npubench.Worker/ReportResult", h_result},   {"npubench.Worker/ReleaseJob", h_release},
+              {"npubench.Worker/Deregister", h_deregister}};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         assert_int_equal(nb_rpc_server_handle(f->srv, hs[i].m, hs[i].h, f, 0, &err), NB_OK);
     assert_int_equal(nb_rpc_server_start(f->srv, &err), NB_OK);
@@ -575,6 +592,10 @@ static void test_stop_finishes_current(void **state)
     assert_int_equal(f.n_results, 1);
     assert_true(f.results[0]->metrics && f.results[0]->metrics->tps == 5.0);
     assert_int_equal(f.releases, 0);
+    /* a clean stop gives the registration up, so a successor registers at once */
+    assert_int_equal(f.deregisters, 1);
+    assert_string_equal(f.deregister_instance, f.instance);
+    assert_int_equal(f.lock_claimed, 1);
     assert_true(f.heartbeats_busy >= 1);
     assert_true(f.progress >= 1); /* lease renewals while running */
     teardown(&e, &f);
@@ -747,19 +768,46 @@ static void test_real_cpu_jobs(void **state)
     assert_int_equal(nb_file_read(tpath, (size_t)64 << 20, &tr, &tl, &err), NB_OK);
     f.trace[0] = (uint8_t *)tr;
     f.trace_len[0] = tl;
+    /* explicit prompts (no trace for them: an error), then a reference named by path */
+    static char *pp[] = {(char *)"A prompt nobody has traced"};
+    Npubench__JobSpec *x = calloc(1, sizeof *x), *p = calloc(1, sizeof *p);
+    npubench__job_spec__init(x);
+    *p = *v;
+    x->kind = NPUBENCH__JOB_KIND__VERIFY;
+    x->selector = &sel;
+    x->prompts = pp;
+    x->n_prompts = 1;
+    x->n_tokens = 2;
+    static Npubench__KeyValue refkv = NPUBENCH__KEY_VALUE__INIT, *refp = &refkv;
+    refkv.key = (char *)"reference";
+    refkv.value = (char *)"/etc/passwd";
+    p->params = &refp;
+    p->n_params = 1;
     fake_push(&f, v);
     fake_push(&f, r);
+    fake_push(&f, x);
+    fake_push(&f, p);
     nb_daemon_opts o;
     daemon_opts(&o, &e, url, "cpu:14");
     o.refdir = e.tmp; /* no traces on disk: only the lease's */
     nb_daemon *d;
     assert_int_equal(nb_daemon_start(&o, &d, &err), NB_OK);
-    int got = wait_for(&f, &f.n_results, 2, 240000);
+    int got = wait_for(&f, &f.n_results, 4, 240000);
     nb_executor_cache_stats cs;
     nb_executor_stats(nb_daemon_job_ctx(d), &cs);
     nb_daemon_stop(d, 1);
-    assert_int_equal(got, 2);
+    assert_int_equal(got, 4);
     Npubench__JobResult *vr = f.results[0], *rr = f.results[1];
+    /* the explicit prompts' file is gone with the job */
+    assert_int_not_equal(f.results[2]->status, NPUBENCH__STATUS_CODE__OK);
+    char ls[1300];
+    snprintf(ls, sizeof ls, "ls '%s' | grep -c '^prompts-'", o.rundir ? o.rundir : e.tmp);
+    tu_result lr = tu_run(ls);
+    assert_int_equal(atoi(lr.out ? lr.out : "1"), 0);
+    free(lr.out);
+    /* a reference the client named by path is never opened */
+    assert_int_equal(f.results[3]->status, NPUBENCH__STATUS_CODE__INVALID_ARGUMENT);
+    assert_non_null(strstr(f.results[3]->status_message, "is not a trace name"));
     if (vr->status)
         fail_msg("verify: %s", vr->status_message);
     assert_int_equal(vr->outcome, NPUBENCH__OUTCOME__PASS);

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utime.h>
+#include <sys/stat.h>
 
 #include "nb_coord.h"
 #include "nb_jobpb.h"
@@ -29,6 +30,7 @@
 
 static int seq;
 static int loud; /* start(): the coordinator logs to stderr (tests that read its log) */
+static const char *start_prompts_dir; /* start(): the coordinator's prompts directory */
 
 typedef struct env {
     nb_coord *coord;
@@ -47,6 +49,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.listen_url = url;
     o.db_path = e->db;
     o.secret = secret;
+    o.prompts_dir = start_prompts_dir;
     o.heartbeat_ms = 50;
     o.lease_ms = 400;
     o.stale_ms = 300;
@@ -122,6 +125,21 @@ static int64_t db_count(env *e, const char *sql_fmt, long long arg)
 
 /* ---- worker side by hand ---- */
 
+/* The instance each registered worker id was registered with: the worker methods carry it. */
+static struct {
+    char id[128], instance[64];
+} insts[64];
+static int n_insts;
+static int reg_holds_lock; /* reg() registers as a process that holds the device lock */
+
+static const char *instance_of(const char *worker)
+{
+    for (int i = n_insts - 1; i >= 0; i--)
+        if (!strcmp(insts[i].id, worker))
+            return insts[i].instance;
+    return "";
+}
+
 /* Registers a worker serving SmolLM2 on the CPU; no_prompt_range: its deployment cannot
  * run a prompt range (an exec one driving mlir-air's verify runner). */
 static char *reg_dep(env *e, const char *board, const char *device, const char *instance,
@@ -139,6 +157,7 @@ static char *reg_dep(env *e, const char *board, const char *device, const char *
     info.host = "testhost";
     info.device_id = (char *)device;
     info.instance_id = (char *)instance;
+    info.holds_device_lock = reg_holds_lock;
     info.version = "test";
     char *backends[] = {"cpu"};
     info.backends = backends;
@@ -161,6 +180,12 @@ static char *reg_dep(env *e, const char *board, const char *device, const char *
         return NULL;
     char *id = strdup(resp->worker_id);
     nb_wire_free(resp);
+    if (n_insts < 64) {
+        snprintf(insts[n_insts].id, sizeof insts[n_insts].id, "%s", id);
+        snprintf(insts[n_insts].instance, sizeof insts[n_insts].instance, "%s",
+                 instance ? instance : "");
+        n_insts++;
+    }
     return id;
 }
 
@@ -174,6 +199,7 @@ static Npubench__Lease *lease(env *e, const char *worker, int wait_ms)
 {
     Npubench__LeaseJobRequest r = NPUBENCH__LEASE_JOB_REQUEST__INIT;
     r.worker_id = (char *)worker;
+    r.instance_id = (char *)instance_of(worker);
     r.wait_ms = wait_ms;
     Npubench__LeaseJobResponse *resp;
     assert_int_equal(call(e, "npubench.Worker/LeaseJob", &r,
@@ -190,6 +216,7 @@ static Npubench__HeartbeatResponse *heartbeat(env *e, const char *worker, int64_
 {
     Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
     hb.worker_id = (char *)worker;
+    hb.instance_id = (char *)instance_of(worker);
     hb.current_job_id = job;
     hb.lease_id = (char *)(lease_id ? lease_id : "");
     Npubench__HeartbeatResponse *resp;
@@ -302,6 +329,7 @@ static int report_id(env *e, uint64_t id, const char *worker, const Npubench__Le
 {
     Npubench__ReportResultRequest r = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
     r.worker_id = (char *)worker;
+    r.instance_id = (char *)instance_of(worker);
     r.lease_id = l->lease_id;
     r.result = res;
     Npubench__ReportResultResponse *resp;
@@ -462,6 +490,453 @@ static void test_auth(void **s)
     stop(&e);
 }
 
+/* ---- the trust boundary (issue 10) ---- */
+
+/* Registers worker b1 on cpu:0 as inst-a (*worker), submits a RUN and leases it. */
+static Npubench__Lease *run_leased(env *e, char **worker)
+{
+    int st;
+    *worker = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(*worker);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(e, *worker, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, ids[0]);
+    return l;
+}
+
+
+static nb_rpc_client *open_as(env *e, const char *key)
+{
+    nb_rpc_opts co;
+    memset(&co, 0, sizeof co);
+    co.secret = key;
+    co.timeout_ms = 5000;
+    nb_rpc_client *cli;
+    nb_err err = {0};
+    assert_int_equal(nb_rpc_client_open(nb_coord_url(e->coord), &co, &cli, &err), NB_OK);
+    return cli;
+}
+
+/* Calls with another key than e's own client. */
+static int call_as(env *e, nb_rpc_client *cli, const char *method, const void *req, char *msg,
+                   size_t cap)
+{
+    nb_rpc_client *own = e->cli;
+    e->cli = cli;
+    int st = call(e, method, req, NULL, NULL, msg, cap);
+    e->cli = own;
+    return st;
+}
+
+/* Workers, clients and admins hold different keys, and each method takes its role's only. */
+static void test_roles(void **s)
+{
+    (void)s;
+    env e;
+    memset(&e, 0, sizeof e);
+    char url[128];
+    snprintf(url, sizeof url, "inproc://svc-api-roles-%d", (int)getpid());
+    snprintf(e.db, sizeof e.db, "%s/roles.sqlite", tu_group_tmp());
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = url;
+    o.db_path = e.db;
+    o.quiet = 1;
+    o.secret = "client-key";
+    o.worker_secret = "client-key";
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "the client key and the worker key are the same"));
+    o.worker_secret = "worker-key";
+    o.admin_secret = "admin-key";
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    nb_rpc_client *client = open_as(&e, "client-key"), *worker = open_as(&e, "worker-key"),
+                  *admin = open_as(&e, "admin-key");
+    char msg[512];
+    /* a client key on a worker method */
+    e.cli = client;
+    int st;
+    assert_null(reg(&e, "b1", "cpu:0", "inst-a", NULL, &st));
+    assert_int_equal(st, NB_RPC_PERMISSION_DENIED);
+    Npubench__ReportResultRequest rr = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
+    assert_int_equal(call_as(&e, client, "npubench.Worker/ReportResult", &rr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "needs the worker credential; the request was signed with the "
+                                "client key"));
+    /* the admin key is no worker key either */
+    assert_int_equal(call_as(&e, admin, "npubench.Worker/ReportResult", &rr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    /* a worker key cannot submit */
+    int64_t ids[8];
+    size_t n;
+    e.cli = worker;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "needs the client credential"));
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(w);
+    /* reference sets are the admin's */
+    Npubench__SetReferenceRequest sr = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
+    sr.job_id = 424242;
+    assert_int_equal(call_as(&e, client, "npubench.Client/SetReference", &sr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "needs the admin credential"));
+    assert_int_equal(call_as(&e, admin, "npubench.Client/SetReference", &sr, msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    e.cli = client;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     NB_RPC_OK);
+    /* drain is the admin's: no leases while on, the queued job waits */
+    Npubench__DrainRequest dr = NPUBENCH__DRAIN_REQUEST__INIT;
+    dr.drain = 1;
+    assert_int_equal(call_as(&e, client, "npubench.Client/Drain", &dr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(call_as(&e, admin, "npubench.Client/Drain", &dr, msg, sizeof msg),
+                     NB_RPC_OK);
+    e.cli = worker;
+    assert_null(lease(&e, w, 0));
+    dr.drain = 0;
+    assert_int_equal(call_as(&e, admin, "npubench.Client/Drain", &dr, msg, sizeof msg),
+                     NB_RPC_OK);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, ids[0]);
+    nb_wire_free(l);
+    e.cli = client;
+    free(w);
+    nb_rpc_client_close(worker);
+    nb_rpc_client_close(admin);
+    stop(&e);
+}
+
+/* A second secret holder knows a worker's id and (it used to leak) its lease: it can
+ * neither report, release nor renew for it, and ListWorkers shows no lease. */
+static void test_forged_result_refused(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    char *a;
+    Npubench__Lease *l = run_leased(&e, &a);
+    int st;
+    char *b = reg(&e, "b2", "cpu:1", "inst-b", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    nb_wire_free(heartbeat(&e, a, l->job_id, l->lease_id));
+    /* no lease id and no instance id leave the coordinator */
+    Npubench__ListWorkersRequest lw = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    Npubench__ListWorkersResponse *wr;
+    assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lw,
+                          &npubench__list_workers_response__descriptor, &wr, NULL, 0),
+                     0);
+    assert_int_equal(wr->n_workers, 2);
+    for (size_t i = 0; i < wr->n_workers; i++) {
+        assert_string_equal(wr->workers[i]->lease_id, "");
+        assert_string_equal(wr->workers[i]->info->instance_id, "");
+    }
+    nb_wire_free(wr);
+    /* a's id and lease, b's process */
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 99999);
+    Npubench__ReportResultRequest r = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
+    r.worker_id = a;
+    r.instance_id = "inst-b";
+    r.lease_id = l->lease_id;
+    r.result = res;
+    assert_int_equal(call(&e, "npubench.Worker/ReportResult", &r, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "registered by another process"));
+    /* b's own id with a's lease */
+    r.worker_id = b;
+    assert_int_equal(call(&e, "npubench.Worker/ReportResult", &r, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "is leased to another worker"));
+    /* a made-up lease is an error, not an OK */
+    r.worker_id = a;
+    r.instance_id = "inst-a";
+    r.lease_id = "0123456789abcdef0123456789abcdef";
+    assert_int_equal(call(&e, "npubench.Worker/ReportResult", &r, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    Npubench__ReleaseJobRequest rel = NPUBENCH__RELEASE_JOB_REQUEST__INIT;
+    rel.worker_id = b;
+    rel.instance_id = "inst-b";
+    rel.job_id = l->job_id;
+    rel.lease_id = l->lease_id;
+    assert_int_equal(call(&e, "npubench.Worker/ReleaseJob", &rel, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    rel.worker_id = a;
+    rel.instance_id = "inst-a";
+    rel.lease_id = "0123456789abcdef0123456789abcdef";
+    assert_int_equal(call(&e, "npubench.Worker/ReleaseJob", &rel, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
+    pr.worker_id = b;
+    pr.instance_id = "inst-b";
+    pr.job_id = l->job_id;
+    pr.lease_id = l->lease_id;
+    assert_int_equal(call(&e, "npubench.Worker/ReportProgress", &pr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", l->job_id),
+                     0);
+    /* one slot per worker: a second lease while a holds one is refused */
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__LeaseJobRequest lr = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+    lr.worker_id = a;
+    lr.instance_id = "inst-a";
+    assert_int_equal(call(&e, "npubench.Worker/LeaseJob", &lr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    assert_non_null(strstr(msg, "a worker has 1 slot"));
+    /* the holder's own report goes through, with its own numbers */
+    nb_jobpb_free(res);
+    res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, a, l, res, &acc), 0);
+    assert_true(acc);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM samples WHERE tps > 1000 AND %lld = 0",
+                              0),
+                     0);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(a);
+    free(b);
+    stop(&e);
+}
+
+/* A restarted worker is accepted at once: after a clean stop (Deregister) and after
+ * kill -9 (the new process holds the device lock, so the old one is dead). */
+static void test_restart_accepted_at_once(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(w);
+    /* kill -9: nothing deregistered, the heartbeat is fresh */
+    reg_holds_lock = 1;
+    char *w2 = reg(&e, "b1", "cpu:0", "inst-b", NULL, &st);
+    reg_holds_lock = 0;
+    assert_int_equal(st, NB_RPC_OK);
+    assert_string_equal(w2, w);
+    /* the old process can no longer act for the id */
+    Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
+    hb.worker_id = w;
+    hb.instance_id = "inst-a";
+    char msg[512];
+    assert_int_equal(call(&e, "npubench.Worker/Heartbeat", &hb, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    /* SIGTERM: the clean stop deregisters, and even a lock-less successor is accepted */
+    Npubench__DeregisterRequest dr = NPUBENCH__DEREGISTER_REQUEST__INIT;
+    dr.worker_id = w;
+    dr.instance_id = "inst-b";
+    assert_int_equal(call(&e, "npubench.Worker/Deregister", &dr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_OK);
+    char *w3 = reg(&e, "b1", "cpu:0", "inst-c", NULL, &st);
+    assert_int_equal(st, NB_RPC_OK);
+    free(w);
+    free(w2);
+    free(w3);
+    stop(&e);
+}
+
+/* History rows carry the coordinator's clock, not the worker's (+60 s here), and keep the
+ * worker's offset; a submit without request id gets one, so its replay finds its job. */
+static void test_coordinator_clock_and_submit_ids(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    int64_t ids[1];
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.n_tokens = 8;
+    Npubench__SubmitJobRequest sr = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    sr.spec = &spec;
+    uint8_t *pb, *out = NULL;
+    size_t len, olen = 0;
+    nb_err err = {0};
+    assert_int_equal(nb_wire_pack(&sr, &pb, &len, &err), NB_OK);
+    assert_int_equal(nb_rpc_call_id(e.cli, 0xabc, "npubench.Client/SubmitJob", pb, len, 5000,
+                                    &st, NULL, &out, &olen, &err),
+                     NB_OK);
+    free(pb);
+    Npubench__SubmitJobResponse *sresp;
+    assert_int_equal(nb_wire_unpack(&npubench__submit_job_response__descriptor, out, olen, 0,
+                                    &sresp, &err),
+                     NB_OK);
+    free(out);
+    ids[0] = sresp->job_ids[0];
+    nb_wire_free(sresp);
+    Npubench__Job *j = get_job(&e, ids[0]);
+    assert_string_equal(j->request_id, "rpc-0000000000000abc");
+    nb_wire_free(j);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    Npubench__Progress prog = NPUBENCH__PROGRESS__INIT;
+    prog.done = 1;
+    prog.total = 5;
+    prog.message = "rep 1/5";
+    Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
+    pr.worker_id = w;
+    pr.instance_id = "inst-a";
+    pr.job_id = l->job_id;
+    pr.lease_id = l->lease_id;
+    pr.progress = &prog;
+    assert_int_equal(call(&e, "npubench.Worker/ReportProgress", &pr, NULL, NULL, NULL, 0),
+                     NB_RPC_OK);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int64_t ahead = nb_wall_ms() + 60000;
+    res->started_unix_ms = ahead;
+    res->finished_unix_ms = ahead + 2000;
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_true(acc);
+    int64_t now = nb_wall_ms();
+    assert_true(db_count(&e, "SELECT max(finished_ms) FROM runs WHERE job_id = %lld", ids[0]) <=
+                now);
+    assert_int_equal(db_count(&e, "SELECT max(finished_ms - started_ms) FROM runs WHERE job_id "
+                                  "= %lld",
+                              ids[0]),
+                     2000);
+    int64_t off = db_count(&e, "SELECT CAST(value AS INTEGER) FROM toolchain WHERE key = "
+                               "'worker_clock_offset_ms' AND %lld = 0",
+                           0);
+    assert_true(off > 59000 && off <= 62000);
+    /* done: no "rep 1/5" left over */
+    j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    assert_string_equal(j->progress->message, "");
+    assert_int_equal(j->progress->done, 5);
+    assert_int_equal(j->progress->total, 5);
+    nb_wire_free(j);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
+/* Prompt sets are names inside the prompts directory: paths are refused, a FIFO there does
+ * not hang the coordinator, and a NUL inside a prompt is refused naming the field. */
+static void test_client_paths_and_nul(void **s)
+{
+    (void)s;
+    char dir[1200], fifo[1300];
+    snprintf(dir, sizeof dir, "%s/prompts-root", tu_group_tmp());
+    mkdir(dir, 0755);
+    snprintf(fifo, sizeof fifo, "%s/hang.txt", dir);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    env e;
+    start_prompts_dir = dir;
+    start(&e, NULL, NULL);
+    start_prompts_dir = NULL;
+    const char *bad[] = {"/etc/shadow", "../../etc/shadow", "models/x.gguf", ".hidden"};
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__VERIFY_FULL;
+    Npubench__SubmitJobRequest r = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    r.spec = &spec;
+    char msg[512];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        spec.prompt_set = (char *)bad[i];
+        assert_int_equal(call(&e, "npubench.Client/SubmitJob", &r, NULL, NULL, msg, sizeof msg),
+                         NB_RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(msg, "JobSpec.prompt_set: '"));
+        assert_non_null(strstr(msg, "is not a prompt set name"));
+    }
+    /* 40 submits naming a FIFO used to pin every handler thread */
+    spec.prompt_set = "hang";
+    r.shards = 2;
+    double t0 = nb_now_ms();
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(call(&e, "npubench.Client/SubmitJob", &r, NULL, NULL, msg, sizeof msg),
+                         NB_RPC_OK);
+    assert_true(nb_now_ms() - t0 < 5000);
+    /* "abc\0def": pack "abcXdef", then turn the X into a NUL on the wire */
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.prompt_set = "";
+    spec.prompt = "abcXdef";
+    r.shards = 0;
+    uint8_t *pb;
+    size_t len;
+    nb_err err = {0};
+    assert_int_equal(nb_wire_pack(&r, &pb, &len, &err), NB_OK);
+    uint8_t *x = memchr(pb, 'X', len);
+    assert_non_null(x);
+    *x = 0;
+    int st = -1;
+    char *m = NULL;
+    nb_rpc_call(e.cli, "npubench.Client/SubmitJob", pb, len, 5000, &st, &m, NULL, NULL, &err);
+    free(pb);
+    assert_int_equal(st, NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(m, "JobSpec.prompt: contains a NUL byte"));
+    free(m);
+    stop(&e);
+    unlink(fifo);
+}
+
+/* Text from the network cannot forge coordinator log lines: control characters are
+ * escaped (a release reason carrying a newline stays on its one line). */
+static void test_log_lines_escaped(void **s)
+{
+    (void)s;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/coord-stderr.log", tu_group_tmp());
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    dup2(fileno(f), 2);
+    env e;
+    start(&e, NULL, NULL);
+    nb_coord_stop(e.coord); /* restart loud: start() is quiet */
+    nb_rpc_client_close(e.cli);
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    char url[128];
+    snprintf(url, sizeof url, "inproc://svc-api-log-%d", (int)getpid());
+    o.listen_url = url;
+    o.db_path = e.db;
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    e.cli = open_as(&e, NULL);
+    char *w, msg[512];
+    Npubench__Lease *l = run_leased(&e, &w);
+    Npubench__ReleaseJobRequest rel = NPUBENCH__RELEASE_JOB_REQUEST__INIT;
+    rel.worker_id = w;
+    rel.instance_id = "inst-a";
+    rel.job_id = l->job_id;
+    rel.lease_id = l->lease_id;
+    rel.reason = "bye\n2026-01-01T00:00:00Z npubench coordinator: FORGED";
+    rel.retry = 1;
+    assert_int_equal(call(&e, "npubench.Worker/ReleaseJob", &rel, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_OK);
+    stop(&e);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "cat '%s'", path);
+    tu_result r = tu_run(cmd);
+    assert_non_null(strstr(r.out, "bye\\x0a2026-01-01T00:00:00Z npubench coordinator: FORGED"));
+    assert_null(strstr(r.out, "\n2026-01-01T00:00:00Z npubench coordinator: FORGED"));
+    free(r.out);
+    nb_wire_free(l);
+    free(w);
+}
+
 static void test_queued_reason_and_device_claim(void **s)
 {
     (void)s;
@@ -607,8 +1082,8 @@ static void test_lease_expiry_requeues(void **s)
     assert_int_equal(lb->attempt, 2);
     Npubench__JobResult *res = run_result(ids[0], "b1", 100);
     int acc = 0;
-    assert_int_equal(report(&e, a, la, res, &acc), 0);
-    assert_false(acc); /* a's lease is gone */
+    /* a's lease is gone: its late result is an error, not an OK that drops it */
+    assert_int_equal(report(&e, a, la, res, &acc), NB_RPC_FAILED_PRECONDITION);
     assert_int_equal(report(&e, b, lb, res, &acc), 0);
     assert_true(acc);
     assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
@@ -1519,6 +1994,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_roles),
+        cmocka_unit_test(test_forged_result_refused),
+        cmocka_unit_test(test_restart_accepted_at_once),
+        cmocka_unit_test(test_coordinator_clock_and_submit_ids),
+        cmocka_unit_test(test_client_paths_and_nul),
+        cmocka_unit_test(test_log_lines_escaped),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
         cmocka_unit_test(test_lease_expiry_requeues),

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include <sys/stat.h>
+
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -415,24 +417,37 @@ static void test_lab_exec(void **s)
     logs_clean();
 }
 
+/* Writes key to tmp/name with mode 0600; path gets where. */
+static void key_file(char *path, size_t cap, const char *name, const char *key)
+{
+    snprintf(path, cap, "%s/%s", tu_group_tmp(), name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", key);
+    fclose(f);
+    assert_int_equal(chmod(path, 0600), 0);
+}
+
 /* tls-less tcp with a secret: a wrong one is refused and nothing runs. */
 static void test_wrong_secret(void **s)
 {
     (void)s;
-    char url[128], db[1200], log[1300];
+    char url[128], db[1200], log[1300], right[1300], wrong[1300];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
     snprintf(db, sizeof db, "%s/auth.db", tu_group_tmp());
-    pid_t c = spawn("coord-auth.log", COORD_ARGS " --secret right", url, db);
+    key_file(right, sizeof right, "right.key", "right");
+    key_file(wrong, sizeof wrong, "wrong.key", "wrong");
+    pid_t c = spawn("coord-auth.log", COORD_ARGS " --secret-file '%s'", url, db, right);
     snprintf(log, sizeof log, "%s/coord-auth.log", tu_group_tmp());
     for (int i = 0; i < 100; i++) {
-        tu_result r = cli("jobs --coordinator '%s' --secret right", url);
+        tu_result r = cli("jobs --coordinator '%s' --secret-file '%s'", url, right);
         int ok = r.code == 0;
         free(r.out);
         if (ok)
             break;
         sleep_ms(100);
     }
-    tu_result r = cli("submit run --coordinator '%s' --secret wrong", url);
+    tu_result r = cli("submit run --coordinator '%s' --secret-file '%s'", url, wrong);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.out, "UNAUTHENTICATED"));
     assert_non_null(strstr(r.out, "request MAC does not verify: the client's secret differs"));

@@ -19,6 +19,27 @@ void nb_verify_default_prompts(const char *preset, char *buf, size_t cap)
         snprintf(buf, cap, "%s/verify/prompts/%s.txt", NB_SOURCE_DIR, set);
 }
 
+nb_code nb_verify_prompt_set_path(const char *root, const char *name, char *buf, size_t cap,
+                                  nb_err *err)
+{
+    if (!nb_file_plain_name(name))
+        return nb_err_set(err, NB_EINVAL,
+                          "JobSpec.prompt_set: '%.64s' is not a prompt set name (letters, "
+                          "digits, '.', '_', '-'); a file's prompts travel as JobSpec.prompts",
+                          name);
+    char dir[1024];
+    if (root && *root) {
+        snprintf(dir, sizeof dir, "%s", root);
+    } else {
+        nb_verify_default_prompts("instruct", dir, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+    }
+    snprintf(buf, cap, "%s/%s.txt", dir, name);
+    return NB_OK;
+}
+
 const char *nb_verify_default_refdir(void)
 {
     return nb_file_exists("verify/references") ? "verify/references"

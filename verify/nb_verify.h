@@ -52,6 +52,11 @@ typedef struct nb_verify_result {
 /* Resolves the prompt set path for a preset ("instruct"/"base") into buf. */
 void nb_verify_default_prompts(const char *preset, char *buf, size_t cap);
 const char *nb_verify_default_refdir(void);
+/* The prompt set called name ("instruct", "base", or any plain file name, see
+ * nb_file_plain_name) inside root (NULL/"": the presets' directory) as root/name.txt.
+ * NB_EINVAL naming JobSpec.prompt_set for a name that could reach outside root. */
+nb_code nb_verify_prompt_set_path(const char *root, const char *name, char *buf, size_t cap,
+                                  nb_err *err);
 
 /* Fills out (free with nb_verify_result_free). A gate FAIL is NB_OK with
  * out->status == NB_GATE_FAIL; errors are set-up problems (no trace, token

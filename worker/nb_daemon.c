@@ -28,6 +28,7 @@
 #define M_PROGRESS "npubench.Worker/ReportProgress"
 #define M_RESULT "npubench.Worker/ReportResult"
 #define M_RELEASE "npubench.Worker/ReleaseJob"
+#define M_DEREGISTER "npubench.Worker/Deregister"
 
 #define MAX_TAGS 64
 
@@ -200,6 +201,7 @@ static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n
     info.device_id = d->device;
     info.version = d->version;
     info.instance_id = d->instance_id;
+    info.holds_device_lock = 1; /* nb_daemon_start took it before dialing */
     Npubench__RegisterRequest req = NPUBENCH__REGISTER_REQUEST__INIT;
     req.info = &info;
     rc = pack(&req, buf, len, err);
@@ -258,6 +260,24 @@ static nb_code do_register(nb_daemon *d, nb_err *err)
     take_registration(d, resp, n_deps);
     nb_wire_free(resp);
     return NB_OK;
+}
+
+/* A clean stop gives the registration up, so a successor registers at once; one short try:
+ * a coordinator that does not answer ages the registration out itself. */
+static void do_deregister(nb_daemon *d)
+{
+    Npubench__DeregisterRequest req = NPUBENCH__DEREGISTER_REQUEST__INIT;
+    req.worker_id = d->worker_id;
+    req.instance_id = d->instance_id;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    nb_err err;
+    if (!d->registered || pack(&req, &buf, &len, &err))
+        return;
+    if (call(d, M_DEREGISTER, nb_rpc_client_new_id(d->cli), buf, len, 1000, NULL, NULL, NULL,
+             &err) == NB_OK)
+        dlog(d, "deregistered from %s", d->url);
+    free(buf);
 }
 
 /* ---- job hooks ------------------------------------------------------------------------------ */
@@ -343,6 +363,7 @@ static void release_job(nb_daemon *d, const Npubench__Lease *l, int retry, const
     snprintf(wid, sizeof wid, "%s", d->worker_id);
     pthread_mutex_unlock(&d->mu);
     req.worker_id = wid;
+    req.instance_id = d->instance_id;
     req.lease_id = l->lease_id;
     req.job_id = l->job_id;
     req.reason = (char *)reason;
@@ -378,6 +399,7 @@ static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobR
     }
     Npubench__ReportResultRequest req = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
     req.worker_id = wid;
+    req.instance_id = d->instance_id;
     req.lease_id = l->lease_id;
     req.result = res;
     Npubench__ReportResultResponse *resp = NULL;
@@ -522,6 +544,7 @@ static step lease_step(nb_daemon *d, char *wid, int *failures)
 {
     Npubench__LeaseJobRequest req = NPUBENCH__LEASE_JOB_REQUEST__INIT;
     req.worker_id = wid;
+    req.instance_id = d->instance_id;
     req.wait_ms = d->wait_ms;
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -577,6 +600,7 @@ static nb_code send_heartbeat(nb_daemon *d, char *wid, char *lease, int64_t job,
 {
     Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
     hb.worker_id = wid;
+    hb.instance_id = d->instance_id;
     hb.current_job_id = job;
     hb.lease_id = lease;
     hb.progress = job ? prog : NULL;
@@ -616,6 +640,7 @@ static void report_progress(nb_daemon *d, char *wid, char *lease, int64_t job,
 {
     Npubench__ReportProgressRequest pr = NPUBENCH__REPORT_PROGRESS_REQUEST__INIT;
     pr.worker_id = wid;
+    pr.instance_id = d->instance_id;
     pr.lease_id = lease;
     pr.job_id = job;
     pr.progress = prog;
@@ -629,7 +654,8 @@ static void report_progress(nb_daemon *d, char *wid, char *lease, int64_t job,
     nb_code rc = call(d, M_PROGRESS, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
                       &npubench__report_progress_response__descriptor, &presp, &status, &err);
     free(buf);
-    if (!rc && presp->cancel) {
+    /* FAILED_PRECONDITION: the lease is no longer ours (expired, requeued) */
+    if ((!rc && presp->cancel) || (rc && status == NB_RPC_FAILED_PRECONDITION)) {
         pthread_mutex_lock(&d->mu);
         if (d->job_id == job && !d->cancel) {
             d->cancel = d->cancel_by_coordinator = 1;
@@ -853,7 +879,7 @@ static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o, int is_xrt, 
                           .board_type = d->board_type, .threads = o->threads,
                           .mem_budget_bytes = o->mem_budget_bytes, .refdir = o->refdir,
                           .rundir = o->rundir && *o->rundir ? o->rundir : lockdir,
-                          .reports_dir = o->reports_dir};
+                          .reports_dir = o->reports_dir, .client_paths = o->client_paths};
     rc = nb_executor_new(&co, &d->ctx, err);
     free(mine);
     nb_deployments_free(file, n_file);
@@ -883,6 +909,7 @@ static nb_code open_client(nb_daemon *d, const nb_daemon_opts *o, nb_err *err)
     ro.background_dial = true;
     ro.tls_ca_file = o->tls_ca_file;
     ro.tls_cert_key_file = o->tls_cert_key_file;
+    ro.tls_server_name = o->tls_server_name;
     return nb_rpc_client_open(d->url, &ro, &d->cli, err);
 }
 
@@ -995,6 +1022,7 @@ void nb_daemon_stop(nb_daemon *d, int finish_current)
         pthread_cond_broadcast(&d->cv);
         pthread_mutex_unlock(&d->mu);
         pthread_join(d->hb_th, NULL);
+        do_deregister(d);
         dlog(d, "stopped");
     }
     free_daemon(d);

@@ -17,6 +17,7 @@ typedef struct nb_daemon_opts {
     const char *secret;           /* shared secret [none] */
     const char *tls_ca_file;      /* tls+tcp:// */
     const char *tls_cert_key_file;
+    const char *tls_server_name;  /* the coordinator certificate's DNS name [URL host] */
     const char *board_name;       /* ["local"] */
     const char *board_type;       /* [""] */
     const char *const *tags;
@@ -40,6 +41,7 @@ typedef struct nb_daemon_opts {
     const char *lockdir;          /* device lock files [nb_devlock_dir] */
     const char *reports_dir;      /* also keep verify/diagnosis reports here [no] */
     int quiet;                    /* no log lines on stderr */
+    int client_paths;             /* nb_executor_opts.client_paths (embedded mode only) */
     /* Every log line (timestamped) also goes here; called from the daemon's threads. */
     void (*log)(void *user, const char *line);
     void *log_user;

@@ -50,6 +50,7 @@ struct nb_executor {
     adv_cache *adv;
     int n_deps;
     char board[128], board_type[64], refdir[1024], rundir[1024], reports_dir[1024];
+    int client_paths; /* params reference may be a path: the client is this process */
     int threads;
     size_t budget;
     nb_lru *cache; /* of cache_entry, cost = deploy_bytes; created on the first setup */
@@ -90,6 +91,7 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
     snprintf(c->board, sizeof c->board, "%s", o->board && *o->board ? o->board : "local");
     snprintf(c->board_type, sizeof c->board_type, "%s", o->board_type ? o->board_type : "");
     snprintf(c->refdir, sizeof c->refdir, "%s", o->refdir ? o->refdir : "");
+    c->client_paths = o->client_paths;
     snprintf(c->rundir, sizeof c->rundir, "%s", o->rundir && *o->rundir ? o->rundir : "/tmp");
     snprintf(c->reports_dir, sizeof c->reports_dir, "%s", o->reports_dir ? o->reports_dir : "");
     c->threads = o->threads;
@@ -535,12 +537,14 @@ static nb_code lease_trace(job_run *j, char *path, size_t cap, nb_err *err)
     return rc;
 }
 
-/* The prompt set of a verify job: "" = the preset's, a named set, a path, or the
- * spec's explicit prompts written to a file under rundir. */
-static nb_code prompts_path(job_run *j, const Npubench__JobSpec *s, const nb_deploy *d,
-                            char *buf, size_t cap, nb_err *err)
+/* The prompt set of a verify job: "" = the preset's, a set named inside the prompts
+ * directory, or the spec's explicit prompts written to a file under rundir (*temp = 1:
+ * the caller deletes it after the job, or every job would leave its prompts behind). */
+static nb_code prompts_path(job_run *j, const Npubench__JobSpec *s, char *buf, size_t cap,
+                            int *temp, nb_err *err)
 {
     buf[0] = '\0';
+    *temp = 0;
     if (s->n_prompts) {
         size_t len = 0;
         for (size_t i = 0; i < s->n_prompts; i++)
@@ -555,16 +559,43 @@ static nb_code prompts_path(job_run *j, const Npubench__JobSpec *s, const nb_dep
         snprintf(buf, cap, "%s/prompts-%.16s.txt", j->ctx->rundir, hex);
         nb_code rc = nb_file_write(buf, text, len, err);
         free(text);
+        *temp = rc == NB_OK;
         return rc;
     }
     const char *set = s->prompt_set;
     if (!set || !*set)
         return NB_OK; /* nb_verify picks the preset's */
-    if (!strcmp(set, "instruct") || !strcmp(set, "base"))
-        nb_verify_default_prompts(set, buf, cap);
-    else
-        snprintf(buf, cap, "%s", set);
-    (void)d;
+    nb_code rc = nb_verify_prompt_set_path(NULL, set, buf, cap, err);
+    /* missing, unreadable or not a regular file: one answer, so it tells nothing */
+    if (!rc && !nb_file_readable(buf))
+        rc = nb_err_set(err, NB_ENOTFOUND,
+                        "JobSpec.prompt_set: no prompt set '%s' that this worker can read", set);
+    return rc;
+}
+
+/* params reference: a trace file named inside the worker's reference directory; a path only
+ * from a client in this very process (embedded mode), which could open it anyway. */
+static nb_code reference_path(job_run *j, const Npubench__JobSpec *s, char *buf, size_t cap,
+                              nb_err *err)
+{
+    buf[0] = '\0';
+    const char *ref = nb_job_param(s, "reference");
+    if (!ref || !*ref)
+        return NB_OK;
+    if (j->ctx->client_paths) {
+        snprintf(buf, cap, "%s", ref);
+        return NB_OK;
+    }
+    if (!nb_file_plain_name(ref))
+        return nb_err_set(err, NB_EINVAL,
+                          "params reference: '%.64s' is not a trace name; name a file of the "
+                          "worker's reference directory",
+                          ref);
+    snprintf(buf, cap, "%s/%s", j->ctx->refdir[0] ? j->ctx->refdir : nb_verify_default_refdir(),
+             ref);
+    if (!nb_file_readable(buf))
+        return nb_err_set(err, NB_ENOTFOUND,
+                          "params reference: no trace '%s' that this worker can read", ref);
     return NB_OK;
 }
 
@@ -592,16 +623,21 @@ static int cap_threads(job_run *j, int want)
 static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, int full,
                           Npubench__JobResult *res, nb_err *err)
 {
-    char ppath[1100], trace[1200];
-    nb_code rc = prompts_path(j, s, d, ppath, sizeof ppath, err);
+    char ppath[1100], trace[1200], ref[1200];
+    int temp = 0;
+    nb_code rc = prompts_path(j, s, ppath, sizeof ppath, &temp, err);
     if (!rc)
         rc = lease_trace(j, trace, sizeof trace, err);
-    if (rc)
+    if (!rc)
+        rc = reference_path(j, s, ref, sizeof ref, err);
+    if (rc) {
+        if (temp)
+            unlink(ppath);
         return rc;
-    const char *ref = nb_job_param(s, "reference");
+    }
     nb_verify_opts vo = {0};
     vo.prompts_file = ppath[0] ? ppath : NULL;
-    vo.reference = ref && *ref ? ref : trace[0] ? trace : NULL;
+    vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
     vo.max_prompts = s->max_prompts ? s->max_prompts : full ? 0 : NB_JOB_VERIFY_PROMPTS;
     vo.n_tokens = s->n_tokens ? s->n_tokens : full ? 0 : NB_JOB_VERIFY_N_TOKENS;
@@ -615,9 +651,7 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.cancelled = exec_cancelled;
     nb_verify_result vr;
     rc = nb_verify_run(d, &vo, &vr, err);
-    /* A job's explicit prompts are its own (up to 10 MB): gone with the job, not kept in
-     * rundir for good. Traces stay: they are named by digest and shared by later jobs. */
-    if (s->n_prompts)
+    if (temp)
         unlink(ppath);
     if (rc)
         return rc;
@@ -636,16 +670,17 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
 static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
                              Npubench__JobResult *res, nb_err *err)
 {
-    char trace[1200];
+    char trace[1200], ref[1200];
     nb_code rc = lease_trace(j, trace, sizeof trace, err);
+    if (!rc)
+        rc = reference_path(j, s, ref, sizeof ref, err);
     if (rc)
         return rc;
-    const char *ref = nb_job_param(s, "reference");
     nb_diagnosis_result dr;
     progress(j, 0, 1, "diagnosis");
     nb_cancel cancel = {exec_cancelled, j};
     rc = nb_diagnosis_run(d, s->prompt && *s->prompt ? s->prompt : NULL,
-                          ref && *ref ? ref : trace[0] ? trace : NULL,
+                          ref[0] ? ref : trace[0] ? trace : NULL,
                           j->ctx->refdir[0] ? j->ctx->refdir : NULL, &cancel, &dr, err);
     if (rc)
         return rc;

@@ -22,6 +22,8 @@ typedef struct nb_executor_opts {
     const char *refdir;       /* HF traces [verify/references] */
     const char *rundir;       /* scratch for traces received with a lease [/tmp] */
     const char *reports_dir;  /* if set, verify/diagnosis reports are also written here */
+    int client_paths;         /* params reference may name any path: only when the clients
+                                 are this process (embedded mode) [names in refdir only] */
 } nb_executor_opts;
 
 typedef struct nb_executor nb_executor;

@@ -11,8 +11,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (nb_wire_unpack(&npubench__request_envelope__descriptor, data, size, 0, &req, &err) ==
         NB_OK) {
         uint8_t mac[NB_WIRE_MAC_LEN];
-        nb_wire_request_mac("secret", req->method, req->request_id, req->deadline_unix_ms,
-                            req->payload.data, req->payload.len, mac);
+        nb_wire_request_mac("secret", req, mac);
+        nb_wire_keys keys;
+        unsigned roles;
+        const char *key;
+        int64_t deadline;
+        if (nb_wire_keys_init(&keys, "c", "w", "a", &err) == NB_OK) {
+            nb_wire_request_verify_keys(req, &keys, &roles, &key, &err);
+            nb_wire_keys_free(&keys);
+        }
+        nb_wire_request_clock(req, 1700000000000, 1, &deadline, &err);
         nb_wire_free(req);
     }
     Npubench__ResponseEnvelope *resp = NULL;
