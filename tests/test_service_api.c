@@ -930,7 +930,7 @@ static void test_log_lines_escaped(void **s)
     char cmd[1300];
     snprintf(cmd, sizeof cmd, "cat '%s'", path);
     tu_result r = tu_run(cmd);
-    assert_non_null(strstr(r.out, "bye\\x0a2026-01-01T00:00:00Z npubench coordinator: FORGED"));
+    assert_non_null(strstr(r.out, "bye\\n2026-01-01T00:00:00Z npubench coordinator: FORGED"));
     assert_null(strstr(r.out, "\n2026-01-01T00:00:00Z npubench coordinator: FORGED"));
     free(r.out);
     nb_wire_free(l);
@@ -1789,37 +1789,35 @@ static void test_log_escaped_and_rate_limited(void **s)
     close(fd);
     loud = 1;
     env e;
-    int64_t ids[8];
-    char *w;
-    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    start(&e, NULL, NULL);
     loud = 0;
-    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
-    char *real = l->lease_id;
-    l->lease_id = "not-the-lease";
+    /* Every Import is logged with the name the client gave (its control characters made
+     * '_'): a flood of them, each name carrying a forged log line. */
+    Npubench__ImportRequest ir = NPUBENCH__IMPORT_REQUEST__INIT;
+    ir.name = "evil\n2026-01-01T00:00:00Z npubench coordinator: forged";
+    int failed = 0;
     for (int i = 0; i < 30; i++) {
-        int acc = 1;
-        assert_int_equal(report(&e, "evil\n2026-01-01T00:00:00Z npubench coordinator: forged",
-                                l, res, &acc),
-                         0);
-        assert_int_equal(acc, 0);
+        Npubench__ImportResponse *resp;
+        if (call(&e, "npubench.Client/Import", &ir, &npubench__import_response__descriptor,
+                 &resp, NULL, 0))
+            failed++;
+        else
+            nb_wire_free(resp);
     }
-    l->lease_id = real;
     stop(&e);
     fflush(stderr);
     assert_int_equal(dup2(saved, 2), 2);
     close(saved);
+    assert_int_equal(failed, 0);
     char cmdline[1500];
-    snprintf(cmdline, sizeof cmdline, "grep -c 'result from evil\\\\n2026' '%s'", path);
+    snprintf(cmdline, sizeof cmdline, "grep -c 'import evil_2026' '%s'", path);
     tu_result r = tu_run(cmdline);
-    assert_int_equal(atoi(r.out), 20);
+    assert_int_equal(atoi(r.out), 20); /* the burst, then silence */
     free(r.out);
     snprintf(cmdline, sizeof cmdline, "grep -c '^2026-01-01T00:00:00Z' '%s'", path);
     r = tu_run(cmdline);
     assert_int_equal(atoi(r.out), 0);
     free(r.out);
-    nb_jobpb_free(res);
-    nb_wire_free(l);
-    free(w);
 }
 
 /* ---- exactly once under many clients ---- */
@@ -1908,11 +1906,12 @@ static void *worker_loop(void *arg)
         pthread_mutex_lock(D->mu);
         int done = *D->accepted >= D->want;
         pthread_mutex_unlock(D->mu);
-        if (done || !w)
+        if (done || !w || D->errors > 100) /* bounded: a refused worker must not spin */
             break;
         /* No cmocka assertions off the main thread: failures are counted instead. */
         Npubench__Heartbeat hb = NPUBENCH__HEARTBEAT__INIT;
         hb.worker_id = w;
+        hb.instance_id = inst;
         hb.lease_id = "";
         Npubench__HeartbeatResponse *hr;
         if (call(&t, "npubench.Worker/Heartbeat", &hb, &npubench__heartbeat_response__descriptor,
@@ -1920,6 +1919,7 @@ static void *worker_loop(void *arg)
             nb_wire_free(hr);
         Npubench__LeaseJobRequest lr = NPUBENCH__LEASE_JOB_REQUEST__INIT;
         lr.worker_id = w;
+        lr.instance_id = inst;
         lr.wait_ms = 200;
         Npubench__LeaseJobResponse *resp;
         if (call(&t, "npubench.Worker/LeaseJob", &lr, &npubench__lease_job_response__descriptor,

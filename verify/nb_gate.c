@@ -17,6 +17,16 @@ int nb_gate_rank(const nb_gate_step *s, int k, int32_t id)
 void nb_gate_margin(const nb_gate_step *ref, int k, int32_t dev_token, nb_gate_result *out)
 {
     int r = nb_gate_rank(ref, k, dev_token);
+    /* A top-k of ids alone (mlir-air's TopKCheckRecord carries no logits) reads as all
+     * zeros: no margin can be told, rather than a margin of 0. */
+    int any = 0;
+    for (int i = 0; i < k && !any; i++)
+        any = ref->logits[i] != 0.0f;
+    if (!any) {
+        out->ref_margin = NAN;
+        out->ref_margin_beyond = 0;
+        return;
+    }
     out->ref_margin_beyond = r < 0;
     out->ref_margin = (double)ref->logits[0] - ref->logits[r < 0 ? k - 1 : r];
 }
