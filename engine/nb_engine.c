@@ -87,11 +87,10 @@ static nb_wtype wtype_for(nb_dtype d, nb_ttype stored)
 {
     if (d == NB_DTYPE_F32)
         return NB_W_F32;
-    if (d == NB_DTYPE_Q4_1) {
-        if (stored == NB_TT_Q4_1)
-            return NB_W_Q4_1;
-        if (stored == NB_TT_Q8_0)
-            return NB_W_Q8_0;
+    if (d == NB_DTYPE_Q4_1) { /* every stored format with a native linear keeps its blocks */
+        int w = nb_wtype_of_quant((nb_quant_fmt)stored);
+        if (w >= 0)
+            return (nb_wtype)w;
     }
     return NB_W_BF16;
 }
@@ -119,7 +118,7 @@ static nb_code load_wmat(nb_dtype d, const nb_tensor *t, nb_wmat **out, size_t *
     }
     for (int64_t r = 0; r < t->rows; r++) {
         const void *src = nb_tensor_row(t, r);
-        if (wt == NB_W_Q4_1 || wt == NB_W_Q8_0) {
+        if (nb_wtype_quantized(wt)) {
             nb_wmat_set_row(*out, (int)r, src);
             continue;
         }

@@ -405,7 +405,10 @@ static int ggml_to_nb(uint32_t t)
     case 1: return NB_TT_F16;
     case 2: return NB_TT_Q4_0;
     case 3: return NB_TT_Q4_1;
+    case 6: return NB_TT_Q5_0;
     case 8: return NB_TT_Q8_0;
+    case 12: return NB_TT_Q4_K;
+    case 14: return NB_TT_Q6_K;
     case 30: return NB_TT_BF16;
     default: return -1;
     }
@@ -474,7 +477,7 @@ static nb_code parse_tensor_infos(nb_gguf *g, rd *r, uint64_t *offs)
             if (tn)
                 return nb_err_set(r->err, NB_EUNSUPPORTED,
                                   "%s: %s: type %s (%" PRIu32 ") is not supported"
-                                  " (F32, F16, BF16, Q8_0, Q4_0, Q4_1 are)",
+                                  " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K are)",
                                   g->path, what, tn, gt);
             return nb_err_set(r->err, NB_EUNSUPPORTED, "%s: %s: unknown tensor type %" PRIu32,
                               g->path, what, gt);

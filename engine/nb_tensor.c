@@ -71,9 +71,9 @@ void nb_tensor_row_bf16(const nb_tensor *t, int64_t r, nb_bf16 *dst)
     int be = nb_ttype_block_elems(t->type), bb = nb_ttype_block_bytes(t->type);
     if (!be)
         return;
-    float y[8 * NB_QUANT_QK];
-    for (int64_t i = 0; i < n; i += 8 * NB_QUANT_QK) {
-        int m = n - i < 8 * NB_QUANT_QK ? (int)(n - i) : 8 * NB_QUANT_QK;
+    float y[NB_QUANT_QK_K];
+    for (int64_t i = 0; i < n; i += NB_QUANT_QK_K) {
+        int m = n - i < NB_QUANT_QK_K ? (int)(n - i) : NB_QUANT_QK_K;
         nb_quant_row_f32((nb_quant_fmt)t->type, s + (size_t)(i / be) * (size_t)bb, m, y);
         for (int j = 0; j < m; j++)
             dst[i + j] = nb_f32_to_bf16(y[j]);

@@ -195,10 +195,7 @@ static inline __m256i q8_0_prod(const uint8_t *qs, __m256i xq)
     return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
 }
 
-typedef struct q8_act {
-    const int8_t *q;
-    const float *d, *s;
-} q8_act;
+typedef nb_q8_act q8_act;
 
 /* A PACK8 group's eight quantized rows against one Q8 activation row.
  * Block b: 8 scale sets (d,m or d as fp16), then 8 quant runs (QB bytes). */
@@ -333,8 +330,9 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
                          int n, void *Y, int f32out, int j0, int j1)
 {
     int K = W->cols, nb = K / 32;
-    void (*fn)(const q8_act *, const uint8_t *, int, float *) =
-        W->type == NB_W_Q4_1 ? gemv8_q4_1 : gemv8_q8_0;
+    nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? gemv8_q4_1
+                        : W->type == NB_W_Q8_0 ? gemv8_q8_0
+                                               : nb_avx2_kquant_gemv8(W->type);
     int xb = (int)(XBLOCK_BYTES / ((size_t)K + 8 * (size_t)nb));
     xb = xb < 1 ? 1 : xb;
     for (int i0 = 0; i0 < n; i0 += xb) {
@@ -355,7 +353,7 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
 static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *Y, int f32out,
                        int j0, int j1)
 {
-    int K = W->cols, quant = W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0;
+    int K = W->cols, quant = nb_wtype_quantized(W->type);
     size_t xn = ((size_t)n * K + 15) & ~(size_t)15, nb = (size_t)K / 32;
     int gemm = !quant && n >= GEMM_MIN_N;
     /* fp32 X, then the dense GEMM's group rows or the Q8 form of X */

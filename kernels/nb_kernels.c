@@ -18,6 +18,9 @@ const char *nb_wtype_name(nb_wtype t)
     case NB_W_BF16: return "bf16";
     case NB_W_Q4_1: return "q4_1";
     case NB_W_Q8_0: return "q8_0";
+    case NB_W_Q5_0: return "q5_0";
+    case NB_W_Q4_K: return "q4_k";
+    case NB_W_Q6_K: return "q6_k";
     }
     return "?";
 }
@@ -30,8 +33,29 @@ static nb_quant_fmt wtype_fmt(nb_wtype t)
     case NB_W_BF16: return NB_QUANT_BF16;
     case NB_W_Q4_1: return NB_QUANT_Q4_1;
     case NB_W_Q8_0: return NB_QUANT_Q8_0;
+    case NB_W_Q5_0: return NB_QUANT_Q5_0;
+    case NB_W_Q4_K: return NB_QUANT_Q4_K;
+    case NB_W_Q6_K: return NB_QUANT_Q6_K;
     }
     return NB_QUANT_COUNT;
+}
+
+int nb_wtype_quantized(nb_wtype t)
+{
+    return t == NB_W_Q4_1 || t == NB_W_Q8_0 || t == NB_W_Q5_0 || t == NB_W_Q4_K ||
+           t == NB_W_Q6_K;
+}
+
+int nb_wtype_of_quant(nb_quant_fmt f)
+{
+    switch (f) {
+    case NB_QUANT_Q4_1: return NB_W_Q4_1;
+    case NB_QUANT_Q8_0: return NB_W_Q8_0;
+    case NB_QUANT_Q5_0: return NB_W_Q5_0;
+    case NB_QUANT_Q4_K: return NB_W_Q4_K;
+    case NB_QUANT_Q6_K: return NB_W_Q6_K;
+    default: return -1;
+    }
 }
 
 /* cols is a block multiple: nb_wmat_create checks it. */
@@ -41,10 +65,18 @@ static size_t wtype_row_bytes(nb_wtype t, int cols)
     return (size_t)(cols / nb_quant_block_elems(f)) * (size_t)nb_quant_block_bytes(f);
 }
 
-/* A quantized block in PACK8 splits into its scales (d, and m for Q4_1) and its quants. */
+/* A quantized block in PACK8 splits into its leading scales (the halves d, and m or dmin) and
+ * the rest, so one F16C op converts 8 rows' scales. Q6_K keeps d at its end, read per row
+ * (once per 256 values): its blocks stay whole. */
 static size_t block_scale_bytes(nb_wtype t)
 {
-    return t == NB_W_Q4_1 ? NB_QUANT_Q4_1_QS : NB_QUANT_Q8_0_QS;
+    switch (t) {
+    case NB_W_Q4_1: return NB_QUANT_Q4_1_QS;
+    case NB_W_Q4_K: return NB_QUANT_Q4_K_SCALES;
+    case NB_W_Q8_0: return NB_QUANT_Q8_0_QS;
+    case NB_W_Q5_0: return NB_QUANT_Q5_0_QH;
+    default: return 0;
+    }
 }
 
 /* Weights live in slabs of 2 MiB-aligned memory that ask for transparent
@@ -124,15 +156,16 @@ void nb_wmat_release_slabs(void)
 nb_code nb_wmat_create(nb_wtype t, int rows, int cols, nb_wmat **out, nb_err *err)
 {
     *out = NULL;
-    if (t != NB_W_F32 && t != NB_W_BF16 && t != NB_W_Q4_1 && t != NB_W_Q8_0)
+    if (t != NB_W_F32 && t != NB_W_BF16 && !nb_wtype_quantized(t))
         return nb_err_set(err, NB_EINVAL, "weight matrix: unknown element type %d", (int)t);
     if (rows <= 0 || cols <= 0 || rows > (1 << 24) || cols > (1 << 20))
         return nb_err_set(err, NB_EINVAL, "weight matrix %dx%d: dimensions out of range", rows,
                           cols);
-    if ((t == NB_W_Q4_1 || t == NB_W_Q8_0) && cols % NB_QUANT_QK)
+    int be = nb_quant_block_elems(wtype_fmt(t));
+    if (cols % be)
         return nb_err_set(err, NB_EINVAL,
-                          "weight matrix %dx%d: %s needs cols to be a multiple of 32", rows, cols,
-                          nb_wtype_name(t));
+                          "weight matrix %dx%d: %s needs cols to be a multiple of %d", rows, cols,
+                          nb_wtype_name(t), be);
     nb_wmat *w = calloc(1, sizeof *w);
     if (!w)
         return nb_err_set(err, NB_ENOMEM, "out of memory for weight matrix");
@@ -163,10 +196,11 @@ static void pack_row(const nb_wmat *w, uint8_t *dst, int r, const uint8_t *src)
 {
     uint8_t *grp = dst + (size_t)(r / NB_PACK) * NB_PACK * w->row_bytes;
     int lane = r % NB_PACK;
-    if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
-        size_t bb = (size_t)nb_quant_block_bytes(wtype_fmt(w->type));
+    if (nb_wtype_quantized(w->type)) {
+        nb_quant_fmt f = wtype_fmt(w->type);
+        size_t bb = (size_t)nb_quant_block_bytes(f);
         size_t sb = block_scale_bytes(w->type);
-        for (int b = 0; b < w->cols / NB_QUANT_QK; b++) {
+        for (int b = 0; b < w->cols / nb_quant_block_elems(f); b++) {
             uint8_t *g = grp + (size_t)b * NB_PACK * bb;
             const uint8_t *blk = src + (size_t)b * bb;
             memcpy(g + lane * sb, blk, sb);
@@ -211,10 +245,11 @@ static void unpack_row(const nb_wmat *w, int r, uint8_t *dst)
     }
     const uint8_t *grp = nb_wmat_group(w, r / NB_PACK);
     int lane = r % NB_PACK;
-    if (w->type == NB_W_Q4_1 || w->type == NB_W_Q8_0) {
-        size_t bb = (size_t)nb_quant_block_bytes(wtype_fmt(w->type));
+    if (nb_wtype_quantized(w->type)) {
+        nb_quant_fmt f = wtype_fmt(w->type);
+        size_t bb = (size_t)nb_quant_block_bytes(f);
         size_t sb = block_scale_bytes(w->type);
-        for (int b = 0; b < w->cols / NB_QUANT_QK; b++) {
+        for (int b = 0; b < w->cols / nb_quant_block_elems(f); b++) {
             const uint8_t *g = grp + (size_t)b * NB_PACK * bb;
             uint8_t *blk = dst + (size_t)b * bb;
             memcpy(blk, g + lane * sb, sb);
@@ -320,6 +355,7 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
  * VNNI16 groups and whole SIMD tiles (the AVX-512 and AMX kernels start a
  * group at every j0). */
 #define ROW_ALIGN 16
+#define GEMM_ROWS_MIN 4 /* n from which the paths switch to their prefill kernels */
 
 /* Threads take row chunks from a shared counter instead of fixed halves:
  * on a loaded machine a descheduled worker then delays a call by at most
@@ -340,8 +376,10 @@ typedef struct lin_job {
     struct {
         const nb_wmat *W;
         void *Y;
-        int chunk, first;
+        int chunk, first, lo, hi; /* rows [lo, hi) in chunks from lo */
     } m[MAX_BATCH];
+    nb_rows_done_fn done; /* nb_linear_head_rows: called per finished chunk */
+    void *user;
     atomic_int next;
 } lin_job;
 
@@ -359,37 +397,74 @@ static void lin_task(void *arg, int tid, int nt)
         while (k + 1 < j->count && c >= j->m[k + 1].first)
             k++;
         const nb_wmat *W = j->m[k].W;
-        int j0 = (c - j->m[k].first) * j->m[k].chunk;
-        int j1 = j0 + j->m[k].chunk < W->rows ? j0 + j->m[k].chunk : W->rows;
+        int j0 = j->m[k].lo + (c - j->m[k].first) * j->m[k].chunk;
+        int j1 = j0 + j->m[k].chunk < j->m[k].hi ? j0 + j->m[k].chunk : j->m[k].hi;
         if (j->f32)
             j->kt->linear_f32(W, j->X, j->n, j->m[k].Y, j0, j1);
         else
             j->kt->linear_bf16(W, j->X, j->n, j->m[k].Y, j->f32out, j0, j1);
+        if (j->done)
+            j->done(j->user, j0, j1, j->m[k].Y);
     }
     nb_call_id = 0;
+}
+
+/* Rows [lo, hi) of each W[k] (lo a multiple of ROW_ALIGN); NULL lo/hi: all rows. */
+static void linear_batch_rows(const nb_wmat *const *W, void *const *Y, int count, const void *X,
+                              int n, int f32out, int f32, const int *lo, const int *hi,
+                              nb_rows_done_fn done, void *user)
+{
+    lin_job j = {.id = atomic_fetch_add(&call_seq, 1) + 1, .kt = nb_kernels_active(), .X = X,
+                 .n = n, .f32out = f32out, .f32 = f32, .count = count, .done = done,
+                 .user = user};
+    double macs = 0;
+    for (int k = 0; k < count; k++) {
+        j.m[k].lo = lo ? lo[k] : 0;
+        j.m[k].hi = hi ? hi[k] : W[k]->rows;
+        macs += (double)n * (j.m[k].hi - j.m[k].lo) * W[k]->cols;
+    }
+    int nt = macs < PAR_MIN_MACS ? 1 : nb_pool_size();
+    int want = nt == 1 ? 1 : nt * (n >= 4 ? 4 : 8); /* chunks per matrix */
+    /* In decode, a matrix far larger than the caches (the LM head) gets chunks of about
+     * 256 KiB of weights instead: a done callback then finds its outputs in cache, and a
+     * descheduled thread holds up less. (Prefill keeps few chunks: each converts X again.) */
+    for (int k = 0; k < count; k++) {
+        int rows = j.m[k].hi - j.m[k].lo;
+        int units = (rows + ROW_ALIGN - 1) / ROW_ALIGN;
+        int per = (units + want - 1) / want;
+        int cap = (int)((256u << 10) / ((size_t)ROW_ALIGN * W[k]->row_bytes + 1)) + 1;
+        if (nt > 1 && n < GEMM_ROWS_MIN && per > cap)
+            per = cap;
+        j.m[k].W = W[k];
+        j.m[k].Y = Y[k];
+        j.m[k].chunk = per * ROW_ALIGN;
+        j.m[k].first = j.n_chunks;
+        j.n_chunks += (rows + j.m[k].chunk - 1) / j.m[k].chunk;
+    }
+    atomic_init(&j.next, 0);
+    nb_pool_run(lin_task, &j, nt);
 }
 
 static void linear_batch(const nb_wmat *const *W, void *const *Y, int count, const void *X, int n,
                          int f32out, int f32)
 {
-    lin_job j = {.id = atomic_fetch_add(&call_seq, 1) + 1, .kt = nb_kernels_active(), .X = X,
-                 .n = n, .f32out = f32out, .f32 = f32, .count = count};
-    double macs = 0;
-    for (int k = 0; k < count; k++)
-        macs += (double)n * W[k]->rows * W[k]->cols;
-    int nt = macs < PAR_MIN_MACS ? 1 : nb_pool_size();
-    int want = nt == 1 ? 1 : nt * (n >= 4 ? 4 : 8); /* chunks per matrix */
-    for (int k = 0; k < count; k++) {
-        int units = (W[k]->rows + ROW_ALIGN - 1) / ROW_ALIGN;
-        int per = (units + want - 1) / want;
-        j.m[k].W = W[k];
-        j.m[k].Y = Y[k];
-        j.m[k].chunk = per * ROW_ALIGN;
-        j.m[k].first = j.n_chunks;
-        j.n_chunks += (W[k]->rows + j.m[k].chunk - 1) / j.m[k].chunk;
-    }
-    atomic_init(&j.next, 0);
-    nb_pool_run(lin_task, &j, nt);
+    linear_batch_rows(W, Y, count, X, n, f32out, f32, NULL, NULL, NULL, NULL);
+}
+
+nb_code nb_linear_head_rows(const nb_wmat *W, const nb_bf16 *X, float *Y, int r0, int r1,
+                            nb_rows_done_fn done, void *user, nb_err *err)
+{
+    if (r0 < 0 || r1 > W->rows || r0 > r1)
+        return nb_err_set(err, NB_EINVAL, "head rows [%d, %d): must lie within [0, %d)", r0, r1,
+                          W->rows);
+    if (r0 % NB_HEAD_ROW_ALIGN)
+        return nb_err_set(err, NB_EINVAL, "head rows [%d, %d): the start must be a multiple of %d",
+                          r0, r1, NB_HEAD_ROW_ALIGN);
+    if (r0 == r1)
+        return NB_OK;
+    void *y = Y;
+    linear_batch_rows(&W, &y, 1, X, 1, 1, 0, &r0, &r1, done, user);
+    return NB_OK;
 }
 
 static void linear(const nb_wmat *W, const void *X, int n, void *Y, int f32out, int f32)

@@ -8,6 +8,7 @@
 
 #include "nb_bf16.h"
 #include "nb_err.h"
+#include "nb_quant.h"
 
 /* ---- dispatch and threads ---------------------------------------------- */
 
@@ -44,10 +45,18 @@ typedef enum nb_wtype {
     NB_W_F32 = 0, /* fp32 (the f32 deployment dtype) */
     NB_W_BF16,    /* bf16 (the HF-faithful default) */
     NB_W_Q4_1,    /* GGUF Q4_1 blocks, kept packed; integer dots with Q8 activations */
-    NB_W_Q8_0     /* GGUF Q8_0 blocks, likewise */
+    NB_W_Q8_0,    /* GGUF Q8_0 blocks, likewise */
+    NB_W_Q5_0,    /* GGUF Q5_0 blocks, likewise */
+    NB_W_Q4_K,    /* GGUF Q4_K super-blocks of 256, likewise (cols a multiple of 256) */
+    NB_W_Q6_K     /* GGUF Q6_K super-blocks of 256, likewise */
 } nb_wtype;
 
 const char *nb_wtype_name(nb_wtype t);
+/* 1 for the types that keep GGUF blocks (set_row takes the blocks as stored), else 0. */
+int nb_wtype_quantized(nb_wtype t);
+/* The block-keeping weight type of a stored quantized format (nb_quant.h), or -1 when the
+ * kernels have no native linear for it (the caller then dequantizes to bf16 or f32). */
+int nb_wtype_of_quant(nb_quant_fmt f);
 
 /* An nn.Linear weight [rows x cols] in the layout the active path streams
  * best (the SIMD paths interleave 8 rows; portable keeps rows); built once
@@ -73,7 +82,7 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst);
 
 /* Linear layers: Y[n x rows] = X[n x cols] . W^T, fp32 accumulation.
  * _bf16: bf16 activations in and out (each output rounded to bf16, as a
- * bf16 nn.Linear); W may be BF16, Q4_1 or Q8_0. Quantized W meets X
+ * bf16 nn.Linear); W may be BF16 or any block-keeping type. Quantized W meets X
  * quantized to Q8 per 32-block (llama.cpp's q8_1; docs/numerics.md), so
  * its result is that approximation, the same on every path.
  * _bf16_f32out: same product, fp32 outputs (the LM head feeds top-k).
@@ -81,6 +90,17 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst);
 void nb_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, nb_bf16 *Y);
 void nb_linear_bf16_f32out(const nb_wmat *W, const nb_bf16 *X, int n, float *Y);
 void nb_linear_f32(const nb_wmat *W, const float *X, int n, float *Y);
+/* The LM head of one decode step: Y[j] = X . W[j] for the rows j in [r0, r1) only (Y indexed
+ * by j, other entries untouched), fp32 outputs as nb_linear_bf16_f32out computes them, bit for
+ * bit, split over the thread pool. When done is not NULL, each thread calls done(user, j0, j1,
+ * Y) as soon as it has finished the rows [j0, j1) (disjoint chunks covering [r0, r1), any order,
+ * concurrently from several threads): a top-k can then scan the chunk while it is in cache. */
+typedef void (*nb_rows_done_fn)(void *user, int j0, int j1, const float *Y);
+/* r0 must be a multiple of NB_HEAD_ROW_ALIGN (kernels start whole row groups there) and
+ * 0 <= r0 <= r1 <= rows, else NB_EINVAL naming the range. */
+#define NB_HEAD_ROW_ALIGN 16
+nb_code nb_linear_head_rows(const nb_wmat *W, const nb_bf16 *X, float *Y, int r0, int r1,
+                            nb_rows_done_fn done, void *user, nb_err *err);
 /* Several linears of the same X in one parallel call (Y[k] = X . W[k]^T,
  * each as nb_linear_bf16 / nb_linear_f32 would compute it, bit for bit):
  * q/k/v or gate/up pay one thread-pool hand-off instead of several. All

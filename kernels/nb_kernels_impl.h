@@ -14,9 +14,10 @@
  * rows 8g..8g+7 (rows past the end are zeros) as
  *   bf16/f32: for each 8-element chunk c < cols/8, the chunk of row 0..7
  *             (8 elements each); then the cols % 8 tail of row 0..7;
- *   Q4_1/Q8_0: for each block b, the scales of block b of rows 0..7 (d,m
- *             or d: 4 or 2 bytes each), then its quants (16 or 32 bytes
- *             each) for rows 0..7, so one F16C op converts 8 rows' scales.
+ *   quantized: for each block b, the leading scales of block b of rows
+ *             0..7 (Q4_1 and Q4_K d,m / d,dmin: 4 bytes; Q8_0 and Q5_0 d: 2;
+ *             Q6_K none), then the rest of block b for rows 0..7, so one
+ *             F16C op converts 8 rows' scales.
  * A group is 8 * row_bytes long.
  * VNNI16 (bf16 only; the AVX-512 BF16 and AMX paths): rows in groups of
  * 16, cols padded with zeros to kp = a multiple of 32 (nb_vnni_cols); group
@@ -120,6 +121,19 @@ void nb_wmat_release_slabs(void);
  * bit for bit, 8 lanes at a time. */
 void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
 void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
+
+/* One activation row in that form. */
+typedef struct nb_q8_act {
+    const int8_t *q;
+    const float *d, *s;
+} nb_q8_act;
+
+/* The k-quant and Q5_0 linears (nb_kquant.c defines the arithmetic): the reference dot of one
+ * row (K values, blocks as stored) with x, and the AVX2 kernel of 8 PACK8 rows
+ * (nb_avx2_kquant.c; the same function bit for bit). NULL / 0 for other types. */
+float nb_kquant_dot_ref(nb_wtype t, const uint8_t *row, int K, const nb_q8_act *x);
+typedef void (*nb_q8_gemv8_fn)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+nb_q8_gemv8_fn nb_avx2_kquant_gemv8(nb_wtype t);
 
 /* ---- thread pool (nb_pool.c) ---------------------------------------------
  * A fixed set of worker threads parked between calls (spin, then condvar).

@@ -128,7 +128,13 @@ static void portable_linear_q8(const nb_wmat *W, const nb_bf16 *X, int n, void *
     for (int j = j0; j < j1; j++) {
         const uint8_t *row = nb_wmat_row(W, j, W->layout == NB_LAYOUT_ROWS ? NULL : tmp);
         for (int i = 0; i < n; i++) {
-            float s = dot_q8(W, xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb, row);
+            float s;
+            if (W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0) {
+                s = dot_q8(W, xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb, row);
+            } else {
+                nb_q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb};
+                s = nb_kquant_dot_ref(W->type, row, K, &a);
+            }
             put_out(Y, f32out, (size_t)i * W->rows + j, s);
         }
     }
@@ -139,7 +145,7 @@ static void portable_linear_q8(const nb_wmat *W, const nb_bf16 *X, int n, void *
 static void portable_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                                  int j0, int j1)
 {
-    if (W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0) {
+    if (nb_wtype_quantized(W->type)) {
         portable_linear_q8(W, X, n, Y, f32out, j0, j1);
         return;
     }

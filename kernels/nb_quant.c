@@ -15,6 +15,9 @@ static const struct {
     [NB_QUANT_Q8_0] = {"Q8_0", NB_QUANT_QK, NB_QUANT_Q8_0_BYTES},
     [NB_QUANT_Q4_0] = {"Q4_0", NB_QUANT_QK, NB_QUANT_Q4_0_BYTES},
     [NB_QUANT_Q4_1] = {"Q4_1", NB_QUANT_QK, NB_QUANT_Q4_1_BYTES},
+    [NB_QUANT_Q5_0] = {"Q5_0", NB_QUANT_QK, NB_QUANT_Q5_0_BYTES},
+    [NB_QUANT_Q4_K] = {"Q4_K", NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES},
+    [NB_QUANT_Q6_K] = {"Q6_K", NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES},
 };
 
 static int valid(nb_quant_fmt f)
@@ -88,6 +91,37 @@ void nb_quant_block_f32(nb_quant_fmt f, const uint8_t *b, float *y)
             y[j] = d * (float)q[j] + m;
         break;
     }
+    case NB_QUANT_Q5_0: {
+        float d = nb_quant_f16_at(b + NB_QUANT_Q5_0_D);
+        nb_quant_q5_0_quants(b, q);
+        for (int j = 0; j < NB_QUANT_QK; j++)
+            y[j] = d * (float)(q[j] - 16);
+        break;
+    }
+    case NB_QUANT_Q4_K: {
+        /* d * sc and dmin * m are exact in float32 (11 x 6 significant bits) */
+        float d = nb_quant_f16_at(b + NB_QUANT_Q4_K_D);
+        float dmin = nb_quant_f16_at(b + NB_QUANT_Q4_K_DMIN);
+        int sc[8], m[8];
+        nb_quant_q4_k_scales(b + NB_QUANT_Q4_K_SCALES, sc, m);
+        for (int s = 0; s < 8; s++) {
+            float ds = d * (float)sc[s], dm = dmin * (float)m[s];
+            const uint8_t *qs = b + NB_QUANT_Q4_K_QS + 32 * (s / 2);
+            for (int l = 0; l < 32; l++)
+                y[32 * s + l] = ds * (float)((s & 1 ? qs[l] >> 4 : qs[l]) & 15) - dm;
+        }
+        break;
+    }
+    case NB_QUANT_Q6_K: {
+        float d = nb_quant_f16_at(b + NB_QUANT_Q6_K_D);
+        const int8_t *sc = (const int8_t *)(b + NB_QUANT_Q6_K_SCALES);
+        for (int g = 0; g < 8; g++) {
+            nb_quant_q6_k_group(b, g, q);
+            for (int l = 0; l < 32; l++)
+                y[32 * g + l] = (d * (float)sc[(32 * g + l) / 16]) * (float)(q[l] - 32);
+        }
+        break;
+    }
     default:
         break;
     }
@@ -114,10 +148,14 @@ void nb_quant_row_f32(nb_quant_fmt f, const void *src, int64_t n, float *dst)
     case NB_QUANT_Q8_0:
     case NB_QUANT_Q4_0:
     case NB_QUANT_Q4_1:
-        for (int64_t b = 0; b < n / NB_QUANT_QK; b++)
-            nb_quant_block_f32(f, s + (size_t)b * (size_t)fmts[f].block_bytes,
-                               dst + b * NB_QUANT_QK);
+    case NB_QUANT_Q5_0:
+    case NB_QUANT_Q4_K:
+    case NB_QUANT_Q6_K: {
+        int64_t be = fmts[f].block_elems;
+        for (int64_t b = 0; b < n / be; b++)
+            nb_quant_block_f32(f, s + (size_t)b * (size_t)fmts[f].block_bytes, dst + b * be);
         break;
+    }
     default:
         break;
     }

@@ -18,6 +18,9 @@ typedef enum nb_quant_fmt {
     NB_QUANT_Q8_0,
     NB_QUANT_Q4_0,
     NB_QUANT_Q4_1,
+    NB_QUANT_Q5_0,
+    NB_QUANT_Q4_K,
+    NB_QUANT_Q6_K,
     NB_QUANT_COUNT
 } nb_quant_fmt;
 
@@ -26,7 +29,8 @@ typedef enum nb_quant_fmt {
  * offsets are arbitrary), so every multi-byte field is read through memcpy. All scales are
  * IEEE half. Formulas and operand order are gguf-py's quants.py, in float32 without FMA. */
 
-#define NB_QUANT_QK 32 /* elements per block, in every quantized format */
+#define NB_QUANT_QK 32   /* elements per block of the 32-formats (Q8_0, Q4_0, Q4_1, Q5_0) */
+#define NB_QUANT_QK_K 256 /* elements per super-block of the k-quants (Q4_K, Q6_K) */
 
 /* Q8_0: d, then 32 signed bytes q;                      x = q * d */
 #define NB_QUANT_Q8_0_D 0
@@ -41,6 +45,31 @@ typedef enum nb_quant_fmt {
 #define NB_QUANT_Q4_1_M 2
 #define NB_QUANT_Q4_1_QS 4
 #define NB_QUANT_Q4_1_BYTES (NB_QUANT_Q4_1_QS + NB_QUANT_QK / 2)
+
+/* Q5_0: d, 4 bytes qh (a little-endian uint32: bit j is the fifth bit of q[j]), then 16 bytes
+ * of nibbles;                                             x = d * (q - 16) */
+#define NB_QUANT_Q5_0_D 0
+#define NB_QUANT_Q5_0_QH 2
+#define NB_QUANT_Q5_0_QS 6
+#define NB_QUANT_Q5_0_BYTES (NB_QUANT_Q5_0_QS + NB_QUANT_QK / 2)
+/* Q4_K: d, dmin, 12 bytes of 6-bit scales and mins (nb_quant_q4_k_scales), then 128 bytes:
+ * sub-block 2c (32 values) is the low nibbles of bytes 32c..32c+31, sub-block 2c+1 their high
+ * nibbles;                           x = (d * sc[s]) * q - (dmin * m[s]), s = sub-block */
+#define NB_QUANT_Q4_K_D 0
+#define NB_QUANT_Q4_K_DMIN 2
+#define NB_QUANT_Q4_K_SCALES 4
+#define NB_QUANT_Q4_K_QS 16
+#define NB_QUANT_Q4_K_BYTES (NB_QUANT_Q4_K_QS + NB_QUANT_QK_K / 2)
+/* Q6_K: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 signed 8-bit scales (one per
+ * 16 values), d last;                               x = (d * sc[i / 16]) * (q - 32).
+ * Group g (32 values, g < 8) of the super-block: half h = g / 4, k = g % 4; value l < 32 has
+ * low bits from ql[64h + 32(k & 1) + l] (low nibble for k < 2, high for k >= 2) and high bits
+ * (qh[32h + l] >> 2k) & 3 (nb_quant_q6_k_group). */
+#define NB_QUANT_Q6_K_QL 0
+#define NB_QUANT_Q6_K_QH 128
+#define NB_QUANT_Q6_K_SCALES 192
+#define NB_QUANT_Q6_K_D 208
+#define NB_QUANT_Q6_K_BYTES 210
 
 /* The half at p, at any alignment. */
 static inline float nb_quant_f16_at(const uint8_t *p)
@@ -60,6 +89,39 @@ static inline void nb_quant_nibbles(const uint8_t *qs, int q[NB_QUANT_QK])
     }
 }
 
+/* Q5_0's 32 quants, 0..31 (before the - 16). */
+static inline void nb_quant_q5_0_quants(const uint8_t *blk, int q[NB_QUANT_QK])
+{
+    uint32_t qh;
+    memcpy(&qh, blk + NB_QUANT_Q5_0_QH, 4);
+    nb_quant_nibbles(blk + NB_QUANT_Q5_0_QS, q);
+    for (int j = 0; j < NB_QUANT_QK; j++)
+        q[j] |= (int)((qh >> j) & 1) << 4;
+}
+
+/* Q4_K's 12 scale bytes: 8 six-bit scales and 8 six-bit mins. Bytes 0..3 hold scales 0..3 in
+ * their low 6 bits, bytes 4..7 mins 0..3; scales and mins 4..7 take their low 4 bits from the
+ * nibbles of bytes 8..11 and their top 2 bits from the top bits of bytes 0..3 and 4..7. */
+static inline void nb_quant_q4_k_scales(const uint8_t *s, int sc[8], int m[8])
+{
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        m[j] = s[j + 4] & 63;
+        sc[j + 4] = (s[j + 8] & 15) | ((s[j] >> 6) << 4);
+        m[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
+    }
+}
+
+/* Q6_K's group g (values 32g..32g+31 of the super-block) as quants 0..63 (before the - 32). */
+static inline void nb_quant_q6_k_group(const uint8_t *blk, int g, int q[NB_QUANT_QK])
+{
+    int h = g / 4, k = g % 4;
+    const uint8_t *ql = blk + NB_QUANT_Q6_K_QL + 64 * h + 32 * (k & 1);
+    const uint8_t *qh = blk + NB_QUANT_Q6_K_QH + 32 * h;
+    for (int l = 0; l < NB_QUANT_QK; l++)
+        q[l] = ((k < 2 ? ql[l] : ql[l] >> 4) & 15) | (((qh[l] >> (2 * k)) & 3) << 4);
+}
+
 /* ---- the format table ------------------------------------------------------------------- */
 
 /* "Q4_1"; "?" when out of range. */
@@ -75,7 +137,8 @@ nb_code nb_quant_row_bytes(nb_quant_fmt f, int64_t n, size_t *out, nb_err *err);
 
 /* ---- dequantization --------------------------------------------------------------------- */
 
-/* One block of a quantized format (NB_QUANT_QK values) to fp32; nothing for other formats. */
+/* One block of a quantized format (nb_quant_block_elems values: 32, or 256 for the k-quants)
+ * to fp32; nothing for other formats. */
 void nb_quant_block_f32(nb_quant_fmt f, const uint8_t *blk, float *dst);
 /* A row of n elements (a block multiple) to fp32, src at any alignment. */
 void nb_quant_row_f32(nb_quant_fmt f, const void *src, int64_t n, float *dst);

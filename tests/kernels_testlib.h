@@ -81,7 +81,41 @@ static inline void kt_fill_row(nb_wtype t, int cols, uint8_t *dst)
                 blk[2 + j] = (uint8_t)kt_u32();
         }
         break;
+    case NB_W_Q5_0:
+        for (int b = 0; b < cols / 32; b++) {
+            uint8_t *blk = dst + (size_t)b * 22;
+            uint16_t d = kt_f16((int)(kt_u32() & 1), 7, 10); /* gguf-py's d = max / -16: either sign */
+            memcpy(blk, &d, 2);
+            for (int j = 2; j < 22; j++)
+                blk[j] = (uint8_t)kt_u32();
+        }
+        break;
+    case NB_W_Q4_K:
+        for (int b = 0; b < cols / 256; b++) {
+            uint8_t *blk = dst + (size_t)b * 144;
+            uint16_t d = kt_f16(0, 3, 6), dmin = kt_f16(0, 3, 6);
+            memcpy(blk, &d, 2);
+            memcpy(blk + 2, &dmin, 2);
+            for (int j = 4; j < 144; j++) /* all 6 bits of every scale and min, and the quants */
+                blk[j] = (uint8_t)kt_u32();
+        }
+        break;
+    case NB_W_Q6_K:
+        for (int b = 0; b < cols / 256; b++) {
+            uint8_t *blk = dst + (size_t)b * 210;
+            for (int j = 0; j < 208; j++) /* ql, qh and signed scales */
+                blk[j] = (uint8_t)kt_u32();
+            uint16_t d = kt_f16(0, 2, 5);
+            memcpy(blk + 208, &d, 2);
+        }
+        break;
     }
+}
+
+/* Elements per block of a weight type: rows must hold whole blocks. */
+static inline int kt_block_elems(nb_wtype t)
+{
+    return t == NB_W_Q4_K || t == NB_W_Q6_K ? 256 : t == NB_W_F32 || t == NB_W_BF16 ? 1 : 32;
 }
 
 static inline size_t kt_row_bytes(nb_wtype t, int cols)
@@ -91,6 +125,9 @@ static inline size_t kt_row_bytes(nb_wtype t, int cols)
     case NB_W_BF16: return (size_t)cols * 2;
     case NB_W_Q4_1: return (size_t)(cols / 32) * 20;
     case NB_W_Q8_0: return (size_t)(cols / 32) * 34;
+    case NB_W_Q5_0: return (size_t)(cols / 32) * 22;
+    case NB_W_Q4_K: return (size_t)(cols / 256) * 144;
+    case NB_W_Q6_K: return (size_t)(cols / 256) * 210;
     }
     return 0;
 }

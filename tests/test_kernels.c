@@ -152,12 +152,14 @@ static void test_linear_bf16_weights(void **state)
 static void test_linear_quantized_weights(void **state)
 {
     (void)state;
-    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0};
-    static const int cols[] = {64, 576, 1536};
+    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    static const int cols[] = {64, 576, 1536, 512};
     static const int ns[] = {1, 3, 17, 128};
-    for (size_t q = 0; q < 2; q++)
+    for (size_t q = 0; q < sizeof ts / sizeof *ts; q++)
         for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
             for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+                if (cols[c] % kt_block_elems(ts[q]))
+                    continue;
                 run_linear(ts[q], 37, cols[c], ns[k]);
                 if (ns[k] <= 17)
                     run_linear(ts[q], 200, cols[c], ns[k]);
@@ -171,15 +173,16 @@ static void test_linear_quantized_weights(void **state)
 static void test_linear_q8_activation_error(void **state)
 {
     (void)state;
-    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0};
-    int rows = 24, cols = 576, n = 5;
-    for (size_t q = 0; q < 2; q++) {
+    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    enum { COLS = 768 }; /* whole 256-blocks for the k-quants */
+    int rows = 24, cols = COLS, n = 5;
+    for (size_t q = 0; q < sizeof ts / sizeof *ts; q++) {
         use(NB_ISA_PORTABLE);
         nb_wmat *W = kt_wmat(ts[q], rows, cols);
         assert_non_null(W);
         nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
         kt_fill_bf16(X, (size_t)n * cols, 1.0f);
-        float *y = malloc(sizeof(float) * (size_t)n * rows), w[576], x[576];
+        float *y = malloc(sizeof(float) * (size_t)n * rows), w[COLS], x[COLS];
         nb_linear_bf16_f32out(W, X, n, y);
         double worst = 0.0;
         for (int i = 0; i < n; i++)
@@ -617,19 +620,21 @@ static void test_get_row(void **state)
 {
     (void)state;
     for (int p = 0; p < n_fast; p++) { /* packed rows read back as set */
-        static const nb_wtype ts[] = {NB_W_BF16, NB_W_F32, NB_W_Q4_1, NB_W_Q8_0};
-        for (int k = 0; k < 4; k++) {
-            uint8_t *data = kt_rows(ts[k], 13, 96);
+        static const nb_wtype ts[] = {NB_W_BF16, NB_W_F32, NB_W_Q4_1, NB_W_Q8_0,
+                                      NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+        for (int k = 0; k < 7; k++) {
+            int C = kt_block_elems(ts[k]) == 256 ? 512 : 96;
+            uint8_t *data = kt_rows(ts[k], 13, C);
             use(NB_ISA_PORTABLE);
-            nb_wmat *a = kt_wmat_from(ts[k], 13, 96, data);
+            nb_wmat *a = kt_wmat_from(ts[k], 13, C, data);
             use(fast[p]);
-            nb_wmat *b = kt_wmat_from(ts[k], 13, 96, data);
+            nb_wmat *b = kt_wmat_from(ts[k], 13, C, data);
             assert_true(a && b && b->layout == NB_LAYOUT_PACK8);
-            float ra[96], rb[96];
+            float ra[512], rb[512];
             for (int r = 0; r < 13; r++) {
                 nb_wmat_get_row_f32(a, r, ra);
                 nb_wmat_get_row_f32(b, r, rb);
-                assert_memory_equal(ra, rb, sizeof ra);
+                assert_memory_equal(ra, rb, sizeof(float) * (size_t)C);
             }
             nb_wmat_free(a);
             nb_wmat_free(b);

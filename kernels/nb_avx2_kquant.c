@@ -1,0 +1,181 @@
+/* nb_avx2_kquant: AVX2 kernels for Q5_0, Q4_K and Q6_K weights against Q8 activations, 8 PACK8
+ * rows at a time; compiled with the AVX2 flags alone and reached only through dispatch. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "nb_avx2_simd.h"
+#include "nb_kernels_impl.h"
+
+/* Each kernel is nb_kquant.c's definition bit for bit: the integer lane sums come from
+ * maddubs (32 products into 16 pair sums) and madd (pairs into the 8 four-weight lanes, times
+ * the integer scale of each lane), then lane += float(I) * dd, the portable tree of the lanes
+ * (nb_reduce8), no FMA. maddubs wants an unsigned first operand: signed weights go in as |w|
+ * against x carrying w's sign. No pair sum saturates: |w| <= 32, |x| <= 127. */
+
+static inline __m256 lane_add(__m256 acc, __m256i prod16, __m256i scale16, float dd)
+{
+    __m256i is = _mm256_madd_epi16(prod16, scale16);
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dd)));
+}
+
+static inline __m256i signed_prod(__m256i w, __m256i xq)
+{
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+}
+
+/* The low nibbles of 16 bytes as bytes 0..15, their high nibbles as bytes 16..31. */
+static inline __m256i nibbles32(const uint8_t *qs)
+{
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw),
+                            _mm256_set1_epi8(15));
+}
+
+/* ---- Q5_0: block = d (with the 8 rows' d first in PACK8), then qh and qs per row ---------- */
+
+/* Bit j of a little-endian uint32 as byte j: 0xff where set. */
+static inline __m256i bits_to_bytes(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v),
+                                    _mm256_setr_epi64x(0, 0x0101010101010101LL,
+                                                       0x0202020202020202LL,
+                                                       0x0303030303030303LL));
+    __m256i m = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(b, m), m);
+}
+
+/* One row's 32 weights q - 16 (qh at p, then the nibbles). */
+static inline __m256i q5_0_weights(const uint8_t *p)
+{
+    __m256i hi = _mm256_and_si256(bits_to_bytes(p), _mm256_set1_epi8(16));
+    __m256i q = _mm256_or_si256(nibbles32(p + NB_QUANT_Q5_0_QS - NB_QUANT_Q5_0_QH), hi);
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+}
+
+static void gemv8_q5_0(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    enum { SB = NB_QUANT_Q5_0_QH, RB = NB_QUANT_Q5_0_BYTES - NB_QUANT_Q5_0_QH };
+    __m256 acc[8];
+    for (int r = 0; r < 8; r++)
+        acc[r] = _mm256_setzero_ps();
+    const __m256i one = _mm256_set1_epi16(1);
+    float dd[8];
+    const uint8_t *p = grp;
+    for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
+        const uint8_t *rows = p + 8 * SB;
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            acc[r] = lane_add(acc[r], signed_prod(q5_0_weights(rows + r * RB), xq), one, dd[r]);
+    }
+    _mm256_storeu_ps(out, nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6],
+                                     acc[7]));
+}
+
+/* ---- Q4_K: super-block = d, dmin (8 rows' first), then scales and qs per row -------------- */
+
+static void gemv8_q4_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    enum { SB = NB_QUANT_Q4_K_SCALES, RB = NB_QUANT_Q4_K_BYTES - NB_QUANT_Q4_K_SCALES };
+    __m256 acc[8], mt = _mm256_setzero_ps();
+    for (int r = 0; r < 8; r++)
+        acc[r] = _mm256_setzero_ps();
+    float dd[8];
+    int16_t sc[8][8];
+    int32_t mrow[8][8]; /* [sub-block][row] */
+    const uint8_t *p = grp;
+    for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
+        /* d0 dmin0 d1 dmin1 .. as 32-bit lanes -> d0..d7 | dmin0..dmin7 */
+        __m256i raw = _mm256_loadu_si256((const __m256i *)p);
+        __m256i dm = _mm256_packus_epi32(_mm256_and_si256(raw, _mm256_set1_epi32(0xffff)),
+                                         _mm256_srli_epi32(raw, 16));
+        dm = _mm256_permute4x64_epi64(dm, 0xd8);
+        __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
+        __m256 dminw = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
+        const uint8_t *rows = p + 8 * SB;
+        for (int r = 0; r < 8; r++) {
+            int s6[8], m6[8];
+            nb_quant_q4_k_scales(rows + r * RB, s6, m6);
+            for (int s = 0; s < 8; s++) {
+                sc[r][s] = (int16_t)s6[s];
+                mrow[s][r] = m6[s];
+            }
+        }
+        for (int s = 0; s < 8; s++) {
+            int b = 8 * S + s;
+            _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
+            /* dmin * m is exact, as in the reference */
+            __m256 mw = _mm256_mul_ps(dminw,
+                                      _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)mrow[s])));
+            mt = _mm256_add_ps(mt, _mm256_mul_ps(mw, _mm256_set1_ps(x->s[b])));
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
+            const __m128i shift = _mm_cvtsi32_si128(4 * (s & 1));
+            const uint8_t *qs = rows + (NB_QUANT_Q4_K_QS - SB) + 32 * (s / 2);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(qs + r * RB));
+                __m256i w = _mm256_and_si256(_mm256_srl_epi16(q, shift), _mm256_set1_epi8(15));
+                acc[r] = lane_add(acc[r], _mm256_maddubs_epi16(w, xq),
+                                  _mm256_set1_epi16(sc[r][s]), dd[r]);
+            }
+        }
+    }
+    __m256 t = nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
+    _mm256_storeu_ps(out, _mm256_sub_ps(t, mt));
+}
+
+/* ---- Q6_K: whole super-blocks per row, d at the end --------------------------------------- */
+
+static void gemv8_q6_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    enum { RB = NB_QUANT_Q6_K_BYTES };
+    __m256 acc[8];
+    for (int r = 0; r < 8; r++)
+        acc[r] = _mm256_setzero_ps();
+    float dd[8];
+    const uint8_t *p = grp;
+    for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * RB) {
+        uint16_t h[8];
+        for (int r = 0; r < 8; r++)
+            memcpy(&h[r], p + r * RB + NB_QUANT_Q6_K_D, 2);
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        for (int g = 0; g < 8; g++) {
+            int b = 8 * S + g, half = g / 4, k = g % 4;
+            _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
+            const __m128i lshift = _mm_cvtsi32_si128(k < 2 ? 0 : 4);
+            const __m128i hshift = _mm_cvtsi32_si128(2 * k);
+            size_t lo_off = NB_QUANT_Q6_K_QL + 64 * (size_t)half + 32 * (size_t)(k & 1);
+            size_t hi_off = NB_QUANT_Q6_K_QH + 32 * (size_t)half;
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *blk = p + r * RB;
+                __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + lo_off));
+                __m256i hi = _mm256_loadu_si256((const __m256i *)(blk + hi_off));
+                lo = _mm256_and_si256(_mm256_srl_epi16(lo, lshift), _mm256_set1_epi8(15));
+                hi = _mm256_and_si256(_mm256_srl_epi16(hi, hshift), _mm256_set1_epi8(3));
+                __m256i w = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
+                                            _mm256_set1_epi8(32));
+                const int8_t *sc = (const int8_t *)(blk + NB_QUANT_Q6_K_SCALES) + 2 * g;
+                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+                acc[r] = lane_add(acc[r], signed_prod(w, xq), s16, dd[r]);
+            }
+        }
+    }
+    _mm256_storeu_ps(out, nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6],
+                                     acc[7]));
+}
+
+nb_q8_gemv8_fn nb_avx2_kquant_gemv8(nb_wtype t)
+{
+    switch (t) {
+    case NB_W_Q5_0: return gemv8_q5_0;
+    case NB_W_Q4_K: return gemv8_q4_k;
+    case NB_W_Q6_K: return gemv8_q6_k;
+    default: return NULL;
+    }
+}
