@@ -225,6 +225,54 @@ static void test_linear_f32(void **state)
     nb_wmat_free(W);
 }
 
+/* Quantized weights meet activations quantized per 32-block to 8 bits (d = amax / 127), so each
+ * output is the exact fp64 dot of the dequantized weights with x up to at most
+ * sum_b d_b / 2 * sum_t |w_t| (plus fp32 rounding); a wrong nibble, scale or lane lands far
+ * outside that, and typical errors use a fair share of it (the bound is not vacuous). */
+static void test_linear_quantized(void **state)
+{
+    (void)state;
+    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    enum { ROWS = 40, COLS = 512, N = 5 };
+    static nb_bf16 x[N * COLS];
+    static float y[N * ROWS], w[COLS];
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
+        kt_fill_bf16(x, N * COLS, 1.0f);
+        nb_wmat *W = kt_wmat(ts[k], ROWS, COLS);
+        assert_non_null(W);
+        for (int n = 1; n <= N; n += N - 1) { /* decode and prefill kernels */
+            nb_linear_bf16_f32out(W, x, n, y);
+            double worst = 0;
+            for (int r = 0; r < ROWS; r++) {
+                nb_wmat_get_row_f32(W, r, w);
+                for (int i = 0; i < n; i++) {
+                    double exact = 0, bound = 0, mag = 0;
+                    for (int b = 0; b < COLS / 32; b++) {
+                        double amax = 0, wabs = 0;
+                        for (int t = b * 32; t < b * 32 + 32; t++) {
+                            double xv = nb_bf16_to_f32(x[i * COLS + t]);
+                            amax = fmax(amax, fabs(xv));
+                            wabs += fabs(w[t]);
+                            exact += w[t] * xv;
+                            mag += fabs(w[t] * xv);
+                        }
+                        bound += amax / 127 / 2 * wabs;
+                    }
+                    bound = bound * (1 + 1e-5) + 1e-5 * mag;
+                    double e = fabs(y[i * ROWS + r] - exact);
+                    if (e > bound)
+                        fail_msg("linear %s (%s) n=%d row %d x %d: %.9g, fp64 %.9g, bound %.3g",
+                                 nb_wtype_name(ts[k]), nb_isa_name(isa), n, r, i,
+                                 (double)y[i * ROWS + r], exact, bound);
+                    worst = fmax(worst, e / bound);
+                }
+            }
+            assert_true(worst > 0.01);
+        }
+        nb_wmat_free(W);
+    }
+}
+
 /* argv[1] names the ISA; a CPU without it skips (reason printed), as the emulated AVX-512
  * twin (test_kernels_emu) still runs. */
 static int pick_isa(void **state)
@@ -255,6 +303,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_isa_present), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_attention),   cmocka_unit_test(test_linear_f32),
+        cmocka_unit_test(test_linear_quantized),
     };
     const struct CMUnitTest only[] = {cmocka_unit_test(test_isa_present)};
     nb_err err = {0};
