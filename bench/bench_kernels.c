@@ -1,9 +1,12 @@
 /* bench_kernels: read bandwidth (STREAM-like), compute peak, decode GEMV GB/s and prefill GEMM GFLOP/s
  * per kernel path and weight type, on SmolLM2-135M's shapes.
- * Usage: bench_kernels [--threads N] [--quick] [--bandwidth (only the read bandwidth and peak)]. */
+ * Usage: bench_kernels [--threads N] [--quick] [--bandwidth (only the read bandwidth and peak)]
+ * [--quant (the block-keeping types on 2048x2048 matrices and Gemma 3's 262144 x 640 head)]
+ * [--cpu-time (that section timed in process CPU time)]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
@@ -17,6 +20,20 @@
 #define VOCAB 49152
 
 static double min_seconds = 1.0;
+
+/* --cpu-time: the block-keeping section times process CPU time instead of wall time (on a
+ * shared, loaded host the wall clock counts other processes' turns; with --threads 1 CPU time
+ * is the kernel's own). */
+static int cpu_time;
+
+static double clock_ms(void)
+{
+    if (!cpu_time)
+        return nb_now_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 /* ---- read bandwidth ------------------------------------------------------------- */
 
@@ -167,15 +184,23 @@ static nb_wmat *rand_wmat(nb_wtype t, int rows, int cols)
             for (size_t i = 0; i < w->bytes / 4; i++)
                 ((uint32_t *)p)[i] &= 0xbfffffff;
     } else {
-        size_t bb = t == NB_W_Q4_1 ? 20 : 34;
-        for (size_t b = 0; b < w->bytes / bb; b++) {
-            uint16_t d = 0x2000; /* 2^-7 */
-            memcpy(p + b * bb, &d, 2);
-            if (t == NB_W_Q4_1) {
-                uint16_t m = 0xa400;
-                memcpy(p + b * bb + 2, &m, 2);
-            }
-        }
+        /* every half scale of a block: d = 2^-7, and a small negative m / dmin */
+        const struct {
+            nb_wtype t;
+            size_t bb, d, m; /* block bytes, offsets of d and of m (0: none) */
+        } f[] = {{NB_W_Q4_1, NB_QUANT_Q4_1_BYTES, NB_QUANT_Q4_1_D, NB_QUANT_Q4_1_M},
+                 {NB_W_Q8_0, NB_QUANT_Q8_0_BYTES, NB_QUANT_Q8_0_D, 0},
+                 {NB_W_Q5_0, NB_QUANT_Q5_0_BYTES, NB_QUANT_Q5_0_D, 0},
+                 {NB_W_Q4_K, NB_QUANT_Q4_K_BYTES, NB_QUANT_Q4_K_D, NB_QUANT_Q4_K_DMIN},
+                 {NB_W_Q6_K, NB_QUANT_Q6_K_BYTES, NB_QUANT_Q6_K_D, 0}};
+        for (size_t k = 0; k < sizeof f / sizeof *f; k++)
+            if (f[k].t == t)
+                for (size_t b = 0; b < w->bytes / f[k].bb; b++) {
+                    uint16_t d = 0x2000, m = 0xa400;
+                    memcpy(p + b * f[k].bb + f[k].d, &d, 2);
+                    if (f[k].m)
+                        memcpy(p + b * f[k].bb + f[k].m, &m, 2);
+                }
     }
     if (nb_wmat_finish(w, &err)) {
         fprintf(stderr, "bench_kernels: %s\n", err.msg);
@@ -265,9 +290,120 @@ static double attention_ms(int n, int pos0)
     return ms;
 }
 
+/* ---- the block-keeping weight types, and Gemma 3's LM head ------------------------- */
+
+/* Decode GB/s of a set of 2048 x 2048 matrices (about 128 MB, far beyond the caches) of
+ * type t: each streamed once per step with one activation row. */
+static double quant_decode_gbs(nb_wtype t, const nb_bf16 *x, nb_bf16 *y, double *gf_prefill)
+{
+    enum { R = 2048, C = 2048, MAXM = 64 };
+    nb_wmat *m[MAXM];
+    size_t bytes = 0;
+    int cnt = 0;
+    while (cnt < MAXM && bytes < ((size_t)128 << 20)) {
+        m[cnt] = rand_wmat(t, R, C);
+        bytes += m[cnt]->bytes;
+        cnt++;
+    }
+    double t0 = clock_ms();
+    long steps = 0;
+    do {
+        for (int k = 0; k < cnt; k++)
+            nb_linear_bf16(m[k], x, 1, y);
+        steps++;
+    } while (clock_ms() - t0 < min_seconds * 1e3);
+    double gbs = (double)bytes * steps / ((clock_ms() - t0) * 1e6);
+    /* prefill: 128 rows through one matrix at a time */
+    t0 = clock_ms();
+    long reps = 0;
+    do {
+        nb_linear_bf16(m[reps % cnt], x, 128, y);
+        reps++;
+    } while (clock_ms() - t0 < min_seconds * 1e3);
+    *gf_prefill = 2.0 * 128 * R * C * reps / ((clock_ms() - t0) * 1e6);
+    for (int k = 0; k < cnt; k++)
+        nb_wmat_free(m[k]);
+    return gbs;
+}
+
+static void noop_rows(void *user, int j0, int j1, const float *Y)
+{
+    (void)Y;
+    *(volatile int *)user += j1 - j0;
+}
+
+/* Gemma 3 270M's tied head: 262144 x 640, Q8_0 in the GGUF. ms per decode step through the
+ * public linear and through the row-range call, and its GB/s against the read bandwidth. */
+static void head_bench(int nt, double bwn, const nb_bf16 *x)
+{
+    enum { V = 262144, D = 640 };
+    nb_wmat *w = rand_wmat(NB_W_Q8_0, V, D);
+    float *y = malloc(sizeof(float) * V);
+    volatile int seen = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double t0 = clock_ms();
+        long steps = 0;
+        do {
+            nb_err err;
+            if (pass == 0)
+                nb_linear_bf16_f32out(w, x, 1, y);
+            else if (nb_linear_head_rows(w, x, y, 0, V, noop_rows, (void *)&seen, &err))
+                exit(2);
+            steps++;
+        } while (clock_ms() - t0 < min_seconds * 1e3);
+        double ms = (clock_ms() - t0) / steps;
+        double gbs = (double)w->bytes / (ms * 1e6);
+        printf("  %-34s %8.2f ms %8.2f GB/s  %5.0f%% of the %d-thread read bandwidth\n",
+               pass == 0 ? "nb_linear_bf16_f32out" : "nb_linear_head_rows (+ callback)", ms, gbs,
+               100 * gbs / bwn, nt);
+    }
+    free(y);
+    nb_wmat_free(w);
+}
+
+static void quant_section(nb_isa best, int nt, double bwn)
+{
+    nb_err err = {0};
+    nb_bf16 *x = calloc((size_t)128 * 2048, 2), *y = calloc((size_t)128 * 2048, 2);
+    for (size_t i = 0; i < (size_t)128 * 2048; i++)
+        x[i] = nb_f32_to_bf16((float)((i * 37) % 100) / 50.0f - 1.0f);
+    static const nb_wtype ts[] = {NB_W_Q8_0, NB_W_Q4_1, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    static const double bits[] = {8.5, 5.0, 5.5, 4.5, 6.5625}; /* bits per weight */
+    printf("block-keeping weights, 2048x2048 matrices (~128 MB per set), decode n=1 and "
+           "prefill n=128;\nratio x: against the best existing type (q8_0, q4_1) on the same "
+           "path, GB/s and weights/s\n");
+    printf("%-12s %-6s %10s %10s %10s %10s %12s %10s\n", "path", "type", "GB/s", "Gw/s",
+           "xGB/s", "xGw/s", "prefill GF/s", "xGF/s");
+    for (int isa = NB_ISA_PORTABLE; isa <= (int)best; isa++) {
+        if (nb_kernels_set_isa((nb_isa)isa, &err))
+            continue;
+        double best_gbs = 0, best_gws = 0, best_gf = 0;
+        for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) {
+            double gf, gbs = quant_decode_gbs(ts[k], x, y, &gf), gws = gbs * 8 / bits[k];
+            if (k < 2) {
+                best_gbs = gbs > best_gbs ? gbs : best_gbs;
+                best_gws = gws > best_gws ? gws : best_gws;
+                best_gf = gf > best_gf ? gf : best_gf;
+            }
+            printf("%-12s %-6s %10.2f %10.2f %10s %10s %12.1f %10s\n", nb_isa_name((nb_isa)isa),
+                   nb_wtype_name(ts[k]), gbs, gws, "", "", gf, "");
+            if (k >= 2)
+                printf("%-12s %-6s %10s %10s %10.2f %10.2f %12s %10.2f\n", "", "", "", "",
+                       gbs / best_gbs, gws / best_gws, "", gf / best_gf);
+            fflush(stdout);
+        }
+    }
+    nb_kernels_set_isa(best, &err);
+    printf("\nGemma 3 270M LM head (262144 x 640 Q8_0, %.0f MB), %s, %d threads:\n",
+           262144.0 * 640 / 32 * 34 / 1e6, nb_isa_name(best), nt);
+    head_bench(nt, bwn, x);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
-    int threads = 0, bw_only = 0;
+    int threads = 0, bw_only = 0, quant_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
@@ -275,8 +411,14 @@ int main(int argc, char **argv)
             min_seconds = 0.3;
         } else if (!strcmp(argv[i], "--bandwidth")) {
             bw_only = 1;
+        } else if (!strcmp(argv[i], "--quant")) {
+            quant_only = 1;
+        } else if (!strcmp(argv[i], "--cpu-time")) {
+            cpu_time = 1;
         } else {
-            fprintf(stderr, "usage: bench_kernels [--threads N] [--quick] [--bandwidth]\n");
+            fprintf(stderr,
+                    "usage: bench_kernels [--threads N] [--quick] [--bandwidth] [--quant] "
+                    "[--cpu-time]\n");
             return 2;
         }
     }
@@ -296,6 +438,11 @@ int main(int argc, char **argv)
     printf("compute peak: %s %.0f GFLOP/s (%d threads x %.2f GHz x %.0f FLOP/cycle)\n\n",
            nb_isa_name(best), ghz * flop_per_cycle(best) * nt, nt, ghz, flop_per_cycle(best));
     if (bw_only) {
+        nb_kernels_shutdown();
+        return 0;
+    }
+    if (quant_only) {
+        quant_section(best, nt, bwn);
         nb_kernels_shutdown();
         return 0;
     }
