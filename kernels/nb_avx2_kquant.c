@@ -78,15 +78,28 @@ static void gemv8_q5_0(const nb_q8_act *x, const uint8_t *grp, int K, float out[
 
 /* ---- Q4_K: super-block = d, dmin (8 rows' first), then scales and qs per row -------------- */
 
+/* The 12 scale bytes as 8 scale bytes and 8 min bytes (nb_quant_q4_k_scales, four at a time in
+ * 32-bit words: bits 6-7 of each byte of the first and second words become bits 4-5). */
+static inline void q4_k_scales8(const uint8_t *s, uint64_t *sc, uint64_t *m)
+{
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+    uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+    *sc = (w0 & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32;
+    *m = (w1 & 0x3f3f3f3fu) | (uint64_t)m_hi << 32;
+}
+
 static void gemv8_q4_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
     enum { SB = NB_QUANT_Q4_K_SCALES, RB = NB_QUANT_Q4_K_BYTES - NB_QUANT_Q4_K_SCALES };
-    __m256 acc[8], mt = _mm256_setzero_ps();
+    __m256 acc[8], mt[8];
     for (int r = 0; r < 8; r++)
-        acc[r] = _mm256_setzero_ps();
-    float dd[8];
+        acc[r] = mt[r] = _mm256_setzero_ps();
+    float dd[8], dmin[8];
     int16_t sc[8][8];
-    int32_t mrow[8][8]; /* [sub-block][row] */
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
         /* d0 dmin0 d1 dmin1 .. as 32-bit lanes -> d0..d7 | dmin0..dmin7 */
@@ -95,23 +108,20 @@ static void gemv8_q4_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[
                                          _mm256_srli_epi32(raw, 16));
         dm = _mm256_permute4x64_epi64(dm, 0xd8);
         __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
-        __m256 dminw = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
+        _mm256_storeu_ps(dmin, _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1)));
         const uint8_t *rows = p + 8 * SB;
+        __m256 xs = _mm256_loadu_ps(x->s + 8 * S);
         for (int r = 0; r < 8; r++) {
-            int s6[8], m6[8];
-            nb_quant_q4_k_scales(rows + r * RB, s6, m6);
-            for (int s = 0; s < 8; s++) {
-                sc[r][s] = (int16_t)s6[s];
-                mrow[s][r] = m6[s];
-            }
+            uint64_t s8, m8;
+            q4_k_scales8(rows + r * RB, &s8, &m8);
+            _mm_storeu_si128((__m128i *)sc[r], _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)s8)));
+            /* lane s: (dmin * m[s]) * s_x[b], dmin * m exact */
+            __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
+            mt[r] = _mm256_add_ps(mt[r], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(dmin[r]), mv), xs));
         }
         for (int s = 0; s < 8; s++) {
             int b = 8 * S + s;
             _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
-            /* dmin * m is exact, as in the reference */
-            __m256 mw = _mm256_mul_ps(dminw,
-                                      _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)mrow[s])));
-            mt = _mm256_add_ps(mt, _mm256_mul_ps(mw, _mm256_set1_ps(x->s[b])));
             __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
             const __m128i shift = _mm_cvtsi32_si128(4 * (s & 1));
             const uint8_t *qs = rows + (NB_QUANT_Q4_K_QS - SB) + 32 * (s / 2);
@@ -125,7 +135,8 @@ static void gemv8_q4_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[
         }
     }
     __m256 t = nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
-    _mm256_storeu_ps(out, _mm256_sub_ps(t, mt));
+    __m256 m = nb_reduce8(mt[0], mt[1], mt[2], mt[3], mt[4], mt[5], mt[6], mt[7]);
+    _mm256_storeu_ps(out, _mm256_sub_ps(t, m));
 }
 
 /* ---- Q6_K: whole super-blocks per row, d at the end --------------------------------------- */
@@ -133,6 +144,9 @@ static void gemv8_q4_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[
 static void gemv8_q6_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
     enum { RB = NB_QUANT_Q6_K_BYTES };
+    const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
+                                          3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    __m256i sc16[8];
     __m256 acc[8];
     for (int r = 0; r < 8; r++)
         acc[r] = _mm256_setzero_ps();
@@ -143,7 +157,11 @@ static void gemv8_q6_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[
         for (int r = 0; r < 8; r++)
             memcpy(&h[r], p + r * RB + NB_QUANT_Q6_K_D, 2);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        for (int r = 0; r < 8; r++)
+            sc16[r] = _mm256_cvtepi8_epi16(
+                _mm_loadu_si128((const __m128i *)(p + r * RB + NB_QUANT_Q6_K_SCALES)));
         for (int g = 0; g < 8; g++) {
+            const __m256i gidx = _mm256_set1_epi32(g);
             int b = 8 * S + g, half = g / 4, k = g % 4;
             _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
             __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
@@ -160,8 +178,10 @@ static void gemv8_q6_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[
                 hi = _mm256_and_si256(_mm256_srl_epi16(hi, hshift), _mm256_set1_epi8(3));
                 __m256i w = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
                                             _mm256_set1_epi8(32));
-                const int8_t *sc = (const int8_t *)(blk + NB_QUANT_Q6_K_SCALES) + 2 * g;
-                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+                /* dword g of the row's scales is (sc[2g], sc[2g+1]): to every dword, then
+                 * sc[2g] to the low 16 values' words, sc[2g+1] to the high ones' */
+                __m256i s16 = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16[r], gidx),
+                                                  pick);
                 acc[r] = lane_add(acc[r], signed_prod(w, xq), s16, dd[r]);
             }
         }

@@ -9,7 +9,8 @@
  * tree of the lanes (minus a min term for Q4_K):
  *   Q5_0: I_l = sum (q - 16) x_q;                     dd = d_w * d_x[b]
  *   Q4_K: I_l = sc[s] * sum q x_q (s: sub-block);     dd = d_w * d_x[b]
- *         and mt += (dmin * m[s]) * s_x[b] in order; out = tree - mt
+ *         and lane s of a second accumulator mt gains (dmin * m[s]) * s_x[b] per
+ *         super-block; out = tree(acc) - tree(mt)
  *   Q6_K: I_l = sc[2g + l / 4] * sum (q - 32) x_q;    dd = d_w * d_x[b]
  * Folding the small integer scales of the k-quants into I_l keeps it exact (|I_l| < 2^22) and
  * costs the SIMD path one madd, where scaling in fp32 would cost a convert and a multiply per
@@ -51,7 +52,7 @@ static float dot_q5_0(const uint8_t *row, int K, const int8_t *xq, const float *
 static float dot_q4_k(const uint8_t *row, int K, const int8_t *xq, const float *xd,
                       const float *xs)
 {
-    float acc[8] = {0}, mt = 0.0f;
+    float acc[8] = {0}, mt[8] = {0};
     int w[32], sc[8], m[8], scl[8];
     for (int S = 0; S < K / NB_QUANT_QK_K; S++) {
         const uint8_t *blk = row + (size_t)S * NB_QUANT_Q4_K_BYTES;
@@ -66,10 +67,10 @@ static float dot_q4_k(const uint8_t *row, int K, const int8_t *xq, const float *
             for (int l = 0; l < 8; l++)
                 scl[l] = sc[s];
             lanes_add(acc, w, xq + b * 32, scl, d * xd[b]);
-            mt += (dmin * (float)m[s]) * xs[b];
+            mt[s] += (dmin * (float)m[s]) * xs[b];
         }
     }
-    return tree8(acc) - mt;
+    return tree8(acc) - tree8(mt);
 }
 
 static float dot_q6_k(const uint8_t *row, int K, const int8_t *xq, const float *xd)
