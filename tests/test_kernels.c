@@ -662,6 +662,76 @@ static void test_get_row(void **state)
     assert_true(out[0] == 1.0f && out[16] == 3.0f && out[1] == -2.0f);
 }
 
+/* The LM head's row-range call: exactly the rows asked for, each the full linear's value bit
+ * for bit, every row reported done once by a callback, on every path; bad ranges refused. */
+typedef struct head_seen {
+    int *hits;
+    const float *y;
+    int bad;
+} head_seen;
+
+static void head_done(void *user, int j0, int j1, const float *Y)
+{
+    head_seen *h = user;
+    if (Y != h->y || j0 >= j1)
+        h->bad = 1;
+    for (int j = j0; j < j1; j++)
+        h->hits[j]++;
+}
+
+static void test_head_rows(void **state)
+{
+    (void)state;
+    enum { V = 1000, D = 640 };
+    static const int ranges[][2] = {{0, V}, {16, 999}, {992, V}, {480, 481}};
+    nb_bf16 x[D];
+    kt_fill_bf16(x, D, 1.0f);
+    uint8_t *data = kt_rows(NB_W_Q8_0, V, D);
+    float *full = malloc(sizeof(float) * V), *y = malloc(sizeof(float) * V);
+    int *hits = malloc(sizeof(int) * V);
+    threads(2);
+    for (int p = -1; p < n_fast; p++) {
+        use(p < 0 ? NB_ISA_PORTABLE : fast[p]);
+        nb_wmat *W = kt_wmat_from(NB_W_Q8_0, V, D, data);
+        assert_non_null(W);
+        nb_linear_bf16_f32out(W, x, 1, full);
+        for (size_t k = 0; k < sizeof ranges / sizeof *ranges; k++) {
+            int r0 = ranges[k][0], r1 = ranges[k][1];
+            memset(y, 0xff, sizeof(float) * V);
+            memset(hits, 0, sizeof(int) * V);
+            head_seen h = {hits, y, 0};
+            nb_err err = {0};
+            assert_int_equal(nb_linear_head_rows(W, x, y, r0, r1, head_done, &h, &err), NB_OK);
+            assert_false(h.bad);
+            for (int j = 0; j < V; j++) {
+                int in = j >= r0 && j < r1;
+                assert_int_equal(hits[j], in);
+                if (in)
+                    assert_memory_equal(&y[j], &full[j], sizeof(float));
+                else
+                    assert_int_equal(((uint32_t *)y)[j], 0xffffffffu); /* untouched */
+            }
+            /* without a callback: the same values */
+            memset(y, 0xff, sizeof(float) * V);
+            assert_int_equal(nb_linear_head_rows(W, x, y, r0, r1, NULL, NULL, &err), NB_OK);
+            assert_memory_equal(y + r0, full + r0, sizeof(float) * (size_t)(r1 - r0));
+        }
+        nb_err err = {0};
+        assert_int_equal(nb_linear_head_rows(W, x, y, 8, 100, NULL, NULL, &err), NB_EINVAL);
+        assert_non_null(strstr(err.msg, "multiple of 16"));
+        assert_int_equal(nb_linear_head_rows(W, x, y, 0, V + 1, NULL, NULL, &err), NB_EINVAL);
+        assert_non_null(strstr(err.msg, "[0, 1000)"));
+        assert_int_equal(nb_linear_head_rows(W, x, y, 32, 16, NULL, NULL, &err), NB_EINVAL);
+        assert_int_equal(nb_linear_head_rows(W, x, y, 32, 32, head_done, NULL, &err), NB_OK);
+        nb_wmat_free(W);
+    }
+    use(NB_ISA_PORTABLE);
+    free(data);
+    free(full);
+    free(y);
+    free(hits);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -681,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_topk_ties),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_get_row),
+        cmocka_unit_test(test_head_rows),
     };
     return tu_run_group(tests, setup, teardown);
 }
