@@ -113,6 +113,41 @@ static void test_avx512_linear_emulated(void **state)
     run("avx512bf16", nb_avx512_emu_linear_bf16, 200, 64, 13);
 }
 
+/* Block-keeping weights on the AVX-512 path: its finish keeps them PACK8 and its linear hands
+ * them to the AVX2 kernels, whose results are portable's bit for bit (two slices, as threads). */
+static void test_avx512_quantized_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    enum { ROWS = 40, COLS = 512 };
+    nb_err err = {0};
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
+        for (int n = 1; n <= 5; n += 4) {
+            uint8_t *data = kt_rows(ts[k], ROWS, COLS);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+            nb_wmat *W = kt_wmat_from(ts[k], ROWS, COLS, data), *Wp;
+            assert_non_null(W);
+            assert_int_equal(nb_wmat_create(ts[k], ROWS, COLS, &Wp, &err), NB_OK);
+            for (int r = 0; r < ROWS; r++)
+                nb_wmat_set_row(Wp, r, data + kt_row_bytes(ts[k], COLS) * (size_t)r);
+            assert_int_equal(nb_avx512_emu_wmat_finish(Wp, &err), NB_OK);
+            assert_int_equal(Wp->layout, NB_LAYOUT_PACK8);
+            nb_bf16 X[5 * COLS];
+            kt_fill_bf16(X, (size_t)n * COLS, 1.0f);
+            float ref[5 * ROWS], got[5 * ROWS];
+            nb_linear_bf16_f32out(W, X, n, ref);
+            nb_avx512_emu_linear_bf16(Wp, X, n, got, 1, 0, 16);
+            nb_avx512_emu_linear_bf16(Wp, X, n, got, 1, 16, ROWS);
+            if (memcmp(ref, got, sizeof(float) * (size_t)n * ROWS))
+                fail_msg("%s n=%d: the AVX-512 path differs from portable", nb_wtype_name(ts[k]),
+                         n);
+            nb_wmat_free(W);
+            nb_wmat_free(Wp);
+            free(data);
+        }
+}
+
 /* Tiles from 16 rows up (smaller n hands over to the AVX-512 kernel, also
  * covered): partial A tiles (17, 33), partial C columns (rows 37, 200). */
 static void test_amx_linear_emulated(void **state)
@@ -295,6 +330,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx512_linear_emulated),
+        cmocka_unit_test(test_avx512_quantized_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
         cmocka_unit_test(test_engine_on_emulated_paths),
