@@ -46,12 +46,11 @@ static inline __m256i bits_to_bytes(const uint8_t *p)
     return _mm256_cmpeq_epi8(_mm256_and_si256(b, m), m);
 }
 
-/* One row's 32 weights q - 16 (qh at p, then the nibbles). */
-static inline __m256i q5_0_weights(const uint8_t *p)
+/* One row's 32 quants q, 0..31 (qh at p, then the nibbles). */
+static inline __m256i q5_0_quants(const uint8_t *p)
 {
     __m256i hi = _mm256_and_si256(bits_to_bytes(p), _mm256_set1_epi8(16));
-    __m256i q = _mm256_or_si256(nibbles32(p + NB_QUANT_Q5_0_QS - NB_QUANT_Q5_0_QH), hi);
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    return _mm256_or_si256(nibbles32(p + NB_QUANT_Q5_0_QS - NB_QUANT_Q5_0_QH), hi);
 }
 
 static void gemv8_q5_0(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
@@ -67,10 +66,18 @@ static void gemv8_q5_0(const nb_q8_act *x, const uint8_t *grp, int K, float out[
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
         __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
+        /* sum (q - 16) x = sum q x - 16 sum x: unsigned q goes to maddubs as it is, and the
+         * lane sums of 16 x, shared by the 8 rows, come off in integers (exact) */
+        __m256i x16 = _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), one), 4);
         const uint8_t *rows = p + 8 * SB;
 #pragma GCC unroll 8
-        for (int r = 0; r < 8; r++)
-            acc[r] = lane_add(acc[r], signed_prod(q5_0_weights(rows + r * RB), xq), one, dd[r]);
+        for (int r = 0; r < 8; r++) {
+            __m256i prod = _mm256_maddubs_epi16(q5_0_quants(rows + r * RB), xq);
+            __m256i is = _mm256_sub_epi32(_mm256_madd_epi16(prod, one), x16);
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(is),
+                                                         _mm256_set1_ps(dd[r])));
+        }
     }
     _mm256_storeu_ps(out, nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6],
                                      acc[7]));
