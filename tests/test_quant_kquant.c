@@ -1,5 +1,7 @@
 /* test_quant_kquant: Q5_0, Q4_K and Q6_K dequantization, bit for bit: hand-built blocks against
- * values written here from ggml's block layouts, and real Gemma 3 blocks against gguf-py's. */
+ * values written here from ggml's block layouts, real Gemma 3 blocks against gguf-py's; and
+ * the real tensors through the native linears against fp64. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include "testutil.h"
 
 #include "nb_gguf.h"
+#include "nb_kernels.h"
 #include "nb_tensor.h"
 
 static uint32_t bits(float f)
@@ -279,12 +282,77 @@ static void test_golden_in_model(void **state)
     assert_true(n >= 9);
 }
 
+/* Real Gemma weights of each type through the native linear, on every kernel path: each output
+ * within the Q8 activation bound (sum_b d_b / 2 * sum |w|) of the fp64 dot of the dequantized
+ * row, so the blocks the loader hands over are the ones the kernels read. */
+static void test_real_linears(void **state)
+{
+    (void)state;
+    static const char *names[] = {"blk.0.attn_q.weight", "blk.0.attn_output.weight",
+                                  "blk.0.ffn_down.weight", "blk.0.attn_v.weight"};
+    char path[2048];
+    snprintf(path, sizeof path, "%s/models/gemma-3-270m-q4_k_m.gguf", tu_require_src());
+    tu_require(access(path, R_OK) == 0, "%s is not fetched", path);
+    nb_gguf *m;
+    nb_err err;
+    assert_int_equal(nb_gguf_open(path, &m, &err), NB_OK);
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    nb_isa best = nb_kernels_isa();
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        nb_tensor t;
+        assert_int_equal(nb_gguf_find_tensor(m, names[k], &t, &err), NB_OK);
+        int wt = nb_wtype_of_quant((nb_quant_fmt)t.type);
+        assert_true(wt >= 0);
+        int rows = t.rows < 96 ? (int)t.rows : 96, cols = (int)t.cols;
+        nb_bf16 *x = malloc(sizeof(nb_bf16) * (size_t)cols);
+        float *w = malloc(sizeof(float) * (size_t)cols), y[96];
+        for (int c = 0; c < cols; c++) /* deterministic, signed, a few larger values */
+            x[c] = nb_f32_to_bf16((float)((c * 7919) % 201 - 100) / (c % 29 ? 50.0f : 5.0f));
+        for (nb_isa isa = NB_ISA_PORTABLE; isa <= NB_ISA_AMXBF16; isa++) {
+            if (nb_kernels_set_isa(isa, &err))
+                continue;
+            nb_wmat *W;
+            assert_int_equal(nb_wmat_create((nb_wtype)wt, rows, cols, &W, &err), NB_OK);
+            for (int r = 0; r < rows; r++)
+                nb_wmat_set_row(W, r, nb_tensor_row(&t, r));
+            assert_int_equal(nb_wmat_finish(W, &err), NB_OK);
+            nb_linear_bf16_f32out(W, x, 1, y);
+            for (int r = 0; r < rows; r++) {
+                nb_tensor_row_f32(&t, r, w);
+                double exact = 0, bound = 0, mag = 0;
+                for (int b = 0; b < cols / 32; b++) {
+                    double amax = 0, wabs = 0;
+                    for (int c = b * 32; c < b * 32 + 32; c++) {
+                        double xv = nb_bf16_to_f32(x[c]);
+                        amax = amax > fabs(xv) ? amax : fabs(xv);
+                        wabs += fabs(w[c]);
+                        exact += w[c] * xv;
+                        mag += fabs(w[c] * xv);
+                    }
+                    bound += amax / 127 / 2 * wabs;
+                }
+                bound = bound * (1 + 1e-5) + 1e-5 * mag;
+                if (fabs(y[r] - exact) > bound)
+                    fail_msg("%s (%s) row %d: %.9g, fp64 %.9g, bound %.3g", names[k],
+                             nb_isa_name(isa), r, (double)y[r], exact, bound);
+            }
+            nb_wmat_free(W);
+        }
+        free(x);
+        free(w);
+    }
+    nb_kernels_set_isa(best, &err);
+    nb_kernels_shutdown();
+    nb_gguf_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_type_table),    cmocka_unit_test(test_q5_0),
         cmocka_unit_test(test_q4_k),          cmocka_unit_test(test_q6_k),
         cmocka_unit_test(test_golden_blocks), cmocka_unit_test(test_golden_in_model),
+        cmocka_unit_test(test_real_linears),
     };
     return tu_run_group(tests, NULL, NULL);
 }
