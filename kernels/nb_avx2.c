@@ -326,8 +326,15 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
 /* Quantized weights, any n: X rows (as Q8) in L2-sized blocks, each group
  * streamed once per block and kept in L1 across the block's rows (a group
  * is at most 8 * 1536/32 * 34 bytes here; prefill needs no fp32 copy). */
+/* The k-quants and Q5_0 in prefill: each group decoded once per X block into e. */
+static int expands(const nb_wmat *W, int n)
+{
+    return n >= GEMM_MIN_N && (W->type == NB_W_Q5_0 || W->type == NB_W_Q4_K ||
+                               W->type == NB_W_Q6_K);
+}
+
 static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xsum,
-                         int n, void *Y, int f32out, int j0, int j1)
+                         int n, void *Y, int f32out, int j0, int j1, uint8_t *e)
 {
     int K = W->cols, nb = K / 32;
     nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? gemv8_q4_1
@@ -340,10 +347,15 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
         for (int j = j0; j < j1; j += 8) {
             int cnt = j1 - j < 8 ? j1 - j : 8;
             const uint8_t *grp = nb_wmat_group(W, j / 8);
+            if (e)
+                nb_avx2_kquant_expand(W->type, grp, K, e);
             for (int i = i0; i < i1; i++) {
                 q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb};
                 float o[8];
-                fn(&a, grp, K, o);
+                if (e)
+                    nb_avx2_kquant_gemv8_expanded(W->type, &a, e, K, o);
+                else
+                    fn(&a, grp, K, o);
                 store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);
             }
         }
@@ -359,7 +371,9 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     /* fp32 X, then the dense GEMM's group rows or the Q8 form of X */
     size_t qoff = sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0));
     size_t qn = ((size_t)n * K + 63) & ~(size_t)63;
-    uint8_t *base = nb_scratch_or_die(qoff + (quant ? qn + sizeof(float) * 2 * n * nb : 0));
+    size_t qa = quant ? qn + ((sizeof(float) * 2 * n * nb + 63) & ~(size_t)63) : 0;
+    size_t eb = quant && expands(W, n) ? nb_avx2_kquant_expand_bytes(W->type, K) : 0;
+    uint8_t *base = nb_scratch_or_die(qoff + qa + eb);
     float *xs = (float *)base;
     int8_t *xq = (int8_t *)(base + qoff);
     float *xd = (float *)(base + qoff + qn), *xsum = xd + (size_t)n * nb;
@@ -392,7 +406,7 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     last.K = K;
     last.quant = quant;
     if (quant)
-        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1);
+        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1, eb ? base + qoff + qa : NULL);
     else if (gemm)
         gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
     else

@@ -134,6 +134,12 @@ typedef struct nb_q8_act {
 float nb_kquant_dot_ref(nb_wtype t, const uint8_t *row, int K, const nb_q8_act *x);
 typedef void (*nb_q8_gemv8_fn)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 nb_q8_gemv8_fn nb_avx2_kquant_gemv8(nb_wtype t);
+/* Prefill: a PACK8 group of those types decoded once into e (expand_bytes(t, K) bytes), then
+ * met by each activation row; the same bits as nb_avx2_kquant_gemv8. */
+size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K);
+void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e);
+void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
+                                   float out[8]);
 
 /* ---- thread pool (nb_pool.c) ---------------------------------------------
  * A fixed set of worker threads parked between calls (spin, then condvar).
