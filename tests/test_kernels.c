@@ -613,6 +613,17 @@ static void test_dispatch(void **state)
     threads(2);
     nb_wmat *w;
     assert_int_equal(nb_wmat_create(NB_W_Q4_1, 4, 40, &w, &err), NB_EINVAL);
+    /* k-quant rows hold whole 256-value super-blocks: the message names the type and size */
+    assert_int_equal(nb_wmat_create(NB_W_Q4_K, 4, 640, &w, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "q4_k needs cols to be a multiple of 256"));
+    /* the stored formats with a native linear, and only those */
+    assert_int_equal(nb_wtype_of_quant(NB_QUANT_Q5_0), NB_W_Q5_0);
+    assert_int_equal(nb_wtype_of_quant(NB_QUANT_Q4_K), NB_W_Q4_K);
+    assert_int_equal(nb_wtype_of_quant(NB_QUANT_Q6_K), NB_W_Q6_K);
+    assert_int_equal(nb_wtype_of_quant(NB_QUANT_Q8_0), NB_W_Q8_0);
+    assert_int_equal(nb_wtype_of_quant(NB_QUANT_Q4_0), -1);
+    assert_int_equal(nb_wtype_of_quant(NB_QUANT_BF16), -1);
+    assert_true(nb_wtype_quantized(NB_W_Q6_K) && !nb_wtype_quantized(NB_W_BF16));
     assert_int_equal(nb_wmat_create(NB_W_BF16, 0, 40, &w, &err), NB_EINVAL);
 }
 
