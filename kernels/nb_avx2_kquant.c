@@ -148,48 +148,63 @@ static void gemv8_q4_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[
 
 /* ---- Q6_K: whole super-blocks per row, d at the end --------------------------------------- */
 
+/* Row by row through each half super-block (4 groups of 32): the half's ql (2 x 32 bytes) and
+ * qh (32 bytes) are loaded once and give all four groups' 6-bit quants with constant shifts.
+ * Each row's accumulator still takes the groups in order, as the reference does. */
 static void gemv8_q6_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
     enum { RB = NB_QUANT_Q6_K_BYTES };
     const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
                                           3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-    __m256i sc16[8];
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30),
+                  c32 = _mm256_set1_epi8(32);
     __m256 acc[8];
     for (int r = 0; r < 8; r++)
         acc[r] = _mm256_setzero_ps();
-    float dd[8];
+    float dd4[4][8];
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * RB) {
         uint16_t h[8];
         for (int r = 0; r < 8; r++)
             memcpy(&h[r], p + r * RB + NB_QUANT_Q6_K_D, 2);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
-        for (int r = 0; r < 8; r++)
-            sc16[r] = _mm256_cvtepi8_epi16(
-                _mm_loadu_si128((const __m128i *)(p + r * RB + NB_QUANT_Q6_K_SCALES)));
-        for (int g = 0; g < 8; g++) {
-            const __m256i gidx = _mm256_set1_epi32(g);
-            int b = 8 * S + g, half = g / 4, k = g % 4;
-            _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
-            const __m128i lshift = _mm_cvtsi32_si128(k < 2 ? 0 : 4);
-            const __m128i hshift = _mm_cvtsi32_si128(2 * k);
-            size_t lo_off = NB_QUANT_Q6_K_QL + 64 * (size_t)half + 32 * (size_t)(k & 1);
-            size_t hi_off = NB_QUANT_Q6_K_QH + 32 * (size_t)half;
-#pragma GCC unroll 8
+        for (int half = 0; half < 2; half++) {
+            int b0 = 8 * S + 4 * half;
+            for (int k = 0; k < 4; k++)
+                _mm256_storeu_ps(dd4[k], _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b0 + k])));
+            const int8_t *xq = x->q + (size_t)b0 * 32;
             for (int r = 0; r < 8; r++) {
                 const uint8_t *blk = p + r * RB;
-                __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + lo_off));
-                __m256i hi = _mm256_loadu_si256((const __m256i *)(blk + hi_off));
-                lo = _mm256_and_si256(_mm256_srl_epi16(lo, lshift), _mm256_set1_epi8(15));
-                hi = _mm256_and_si256(_mm256_srl_epi16(hi, hshift), _mm256_set1_epi8(3));
-                __m256i w = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
-                                            _mm256_set1_epi8(32));
-                /* dword g of the row's scales is (sc[2g], sc[2g+1]): to every dword, then
-                 * sc[2g] to the low 16 values' words, sc[2g+1] to the high ones' */
-                __m256i s16 = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16[r], gidx),
-                                                  pick);
-                acc[r] = lane_add(acc[r], signed_prod(w, xq), s16, dd[r]);
+                __m256i sc16 = _mm256_cvtepi8_epi16(
+                    _mm_loadu_si128((const __m128i *)(blk + NB_QUANT_Q6_K_SCALES)));
+                const uint8_t *ql = blk + NB_QUANT_Q6_K_QL + 64 * half;
+                __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
+                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+                __m256i qh = _mm256_loadu_si256(
+                    (const __m256i *)(blk + NB_QUANT_Q6_K_QH + 32 * half));
+                /* group k: low bits from ql0 / ql1 (low nibbles for k < 2, high for k >= 2),
+                 * high bits (qh >> 2k) & 3, moved to bits 4-5 */
+                __m256i w[4];
+                w[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+                w[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+                w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                       _mm256_and_si256(qh, m30));
+                w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                __m256 a = acc[r];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    /* dword g of the row's scales is (sc[2g], sc[2g+1]): to every dword, then
+                     * sc[2g] to the low 16 values' words, sc[2g+1] to the high ones' */
+                    const __m256i gidx = _mm256_set1_epi32(4 * half + k);
+                    __m256i s16 = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, gidx),
+                                                      pick);
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 32 * k));
+                    a = lane_add(a, signed_prod(_mm256_sub_epi8(w[k], c32), xv), s16, dd4[k][r]);
+                }
+                acc[r] = a;
             }
         }
     }
