@@ -405,7 +405,10 @@ static int ggml_to_nb(uint32_t t)
     case 1: return NB_TT_F16;
     case 2: return NB_TT_Q4_0;
     case 3: return NB_TT_Q4_1;
+    case 6: return NB_TT_Q5_0;
     case 8: return NB_TT_Q8_0;
+    case 12: return NB_TT_Q4_K;
+    case 14: return NB_TT_Q6_K;
     case 30: return NB_TT_BF16;
     default: return -1;
     }

@@ -19,6 +19,9 @@ typedef enum nb_ttype {
     NB_TT_Q8_0 = NB_QUANT_Q8_0,
     NB_TT_Q4_0 = NB_QUANT_Q4_0,
     NB_TT_Q4_1 = NB_QUANT_Q4_1,
+    NB_TT_Q5_0 = NB_QUANT_Q5_0,
+    NB_TT_Q4_K = NB_QUANT_Q4_K,
+    NB_TT_Q6_K = NB_QUANT_Q6_K,
     NB_TT_COUNT = NB_QUANT_COUNT
 } nb_ttype;
 

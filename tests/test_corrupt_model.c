@@ -342,8 +342,8 @@ static void test_tensor_fields(void **state)
     /* types */
     put_u32_at(&b, ty, 99);
     expect_gguf(&b, b.n, NB_EUNSUPPORTED, "tensor 'blk.0.attn_q.weight': unknown tensor type 99");
-    put_u32_at(&b, ty, 14);
-    expect_gguf(&b, b.n, NB_EUNSUPPORTED, "type Q6_K (14) is not supported");
+    put_u32_at(&b, ty, 13);
+    expect_gguf(&b, b.n, NB_EUNSUPPORTED, "type Q5_K (13) is not supported");
     put_u32_at(&b, ty, 3);
     /* n_dims */
     put_u32_at(&b, nd, 5);

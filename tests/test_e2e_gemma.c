@@ -1,0 +1,156 @@
+/* test_e2e_gemma: Gemma 3 270M (the second model family) through the engine against the
+ * committed HF bf16 traces: the gate on the prompt set, and the kv-offset fault failing it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "nb_deploy.h"
+#include "nb_engine.h"
+#include "nb_gate.h"
+#include "nb_generate.h"
+#include "nb_model.h"
+#include "nb_sha256.h"
+#include "nb_trace.h"
+
+#define GEMMA_FILE "models/gemma-3-270m-q4_k_m.gguf"
+#define GEMMA_PROMPTS "verify/prompts/gemma3.txt"
+
+typedef struct fixture {
+    char model[2048], prompts[2048], refdir[2048];
+    nb_model *m;
+    nb_trace *tr;
+} fixture;
+
+static fixture fx;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    memset(&fx, 0, sizeof fx);
+    const char *src = getenv("NB_SRC");
+    if (!src || !*src)
+        return 0;
+    snprintf(fx.model, sizeof fx.model, "%s/%s", src, GEMMA_FILE);
+    snprintf(fx.prompts, sizeof fx.prompts, "%s/%s", src, GEMMA_PROMPTS);
+    snprintf(fx.refdir, sizeof fx.refdir, "%s/verify/references", src);
+    if (access(fx.model, R_OK))
+        return 0;
+    nb_err err = {0};
+    char msha[65], psha[65];
+    if (nb_model_open(fx.model, &fx.m, &err) || nb_sha256_file(fx.model, msha, &err) ||
+        nb_sha256_file(fx.prompts, psha, &err) ||
+        nb_trace_find(fx.refdir, msha, psha, 0, &fx.tr, &err)) {
+        fprintf(stderr, "test_e2e_gemma: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    nb_trace_free(fx.tr);
+    nb_model_close(fx.m);
+    return tu_teardown_kill(state);
+}
+
+static void require_gemma(void)
+{
+    tu_require_src();
+    tu_require(fx.m != NULL, GEMMA_FILE " is not fetched (scripts/fetch_model.sh gemma3)");
+}
+
+/* The gate over the first max prompts of the trace, fed the reference's own prompt ids (the
+ * tokenizer is tested on its own); returns how many failed. */
+static int gate_prompts(nb_dtype dtype, int max)
+{
+    nb_engine_opts eo;
+    nb_engine_opts_default(&eo);
+    eo.dtype = dtype;
+    eo.max_seq = 256;
+    nb_err err = {0};
+    nb_deploy d;
+    memset(&d, 0, sizeof d);
+    nb_code rc = nb_engine_setup(fx.m, &eo, &d.engine, &err);
+    if (rc)
+        fail_msg("engine setup: %s", err.msg);
+    int fails = 0;
+    for (int i = 0; i < fx.tr->n_prompts && i < max; i++) {
+        const nb_trace_prompt *p = &fx.tr->prompts[i];
+        nb_gen_opts go = {.n_tokens = p->n_steps, .k = fx.tr->k};
+        nb_gen g;
+        if ((rc = nb_generate(&d, p->ids, p->n_ids, &go, &g, &err)))
+            fail_msg("prompt %d: %s", i, err.msg);
+        nb_gate_result r;
+        nb_gate_check(g.steps, g.n_steps, p->steps, p->n_steps, fx.tr->k, &r);
+        printf("  %s prompt %d: %s, %d/%d steps agree%s%s\n", nb_dtype_name(dtype), i,
+               r.status == NB_GATE_PASS ? "PASS" : "FAIL", r.agreed, r.n_steps,
+               r.reason[0] ? ": " : "", r.reason);
+        fails += r.status != NB_GATE_PASS;
+        nb_gen_free(&g);
+    }
+    nb_engine_free(d.engine);
+    return fails;
+}
+
+/* The family switches the file's architecture selects, and the layer pattern HF derives. */
+static void test_gemma_config(void **state)
+{
+    (void)state;
+    require_gemma();
+    const nb_model_config *c = nb_model_cfg(fx.m);
+    assert_string_equal(c->arch, "gemma3");
+    assert_true(c->norm_unit_offset && c->post_norms && c->qk_norm && c->embed_scaled);
+    assert_int_equal(c->act, NB_ACT_GELU_TANH);
+    assert_int_equal(c->tied_embeddings, 1);
+    assert_int_equal(c->sliding_window, 512);
+    assert_true(c->rope_theta == 1e6f && c->rope_theta_swa == 1e4f);
+    for (int l = 0; l < c->n_layers; l++) /* every 6th layer is global: 5, 11, 17 */
+        assert_int_equal(nb_model_layer_is_swa(c, l), l % 6 != 5);
+    /* the converter stores 1 + w; the model hands out HF's w */
+    float w[1024];
+    const nb_layer_weights *lw = nb_model_layer(fx.m, 0);
+    nb_model_norm_row(fx.m, &lw->attn_norm, w);
+    float stored[1024];
+    nb_tensor_row_f32(&lw->attn_norm, 0, stored);
+    for (int i = 0; i < c->dim; i++)
+        assert_true(w[i] == stored[i] - 1.0f);
+}
+
+static void test_gemma_gate_bf16(void **state)
+{
+    (void)state;
+    require_gemma();
+    assert_int_equal(gate_prompts(NB_DTYPE_BF16, fx.tr->n_prompts), 0);
+}
+
+static void test_gemma_gate_f32(void **state)
+{
+    (void)state;
+    require_gemma();
+    assert_int_equal(gate_prompts(NB_DTYPE_F32, 2), 0);
+}
+
+/* A late KV write (the fault make verify injects) must fail this family's gate too: two
+ * prompts are enough to show it, as they are for SmolLM2. */
+static void test_gemma_kv_offset_fails(void **state)
+{
+    (void)state;
+    require_gemma();
+    setenv("NPUBENCH_FAULT", "kv_offset", 1);
+    int fails = gate_prompts(NB_DTYPE_BF16, 2);
+    unsetenv("NPUBENCH_FAULT");
+    assert_int_equal(fails, 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemma_config),
+        cmocka_unit_test(test_gemma_gate_bf16),
+        cmocka_unit_test(test_gemma_gate_f32),
+        cmocka_unit_test(test_gemma_kv_offset_fails),
+    };
+    return tu_run_group(tests, group_setup, group_teardown);
+}
