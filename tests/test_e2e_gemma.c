@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include "nb_deploy.h"
+#include "nb_diagnosis.h"
 #include "nb_engine.h"
 #include "nb_gate.h"
 #include "nb_generate.h"
@@ -16,11 +17,12 @@
 
 #define GEMMA_FILE "models/gemma-3-270m-q4_k_m.gguf"
 #define GEMMA_PROMPTS "verify/prompts/gemma3.txt"
+#define DIAG_PROMPT "The capital of France is" /* the C side's default diagnosis prompt */
 
 typedef struct fixture {
     char model[2048], prompts[2048], refdir[2048];
     nb_model *m;
-    nb_trace *tr;
+    nb_trace *tr, *diag;
 } fixture;
 
 static fixture fx;
@@ -45,12 +47,18 @@ static int group_setup(void **state)
         fprintf(stderr, "test_e2e_gemma: %s\n", err.msg);
         return -1;
     }
+    nb_sha256_mem_hex(DIAG_PROMPT, strlen(DIAG_PROMPT), psha);
+    if (nb_trace_find(fx.refdir, msha, psha, 1, &fx.diag, &err)) {
+        fprintf(stderr, "test_e2e_gemma: %s\n", err.msg);
+        return -1;
+    }
     return 0;
 }
 
 static int group_teardown(void **state)
 {
     nb_trace_free(fx.tr);
+    nb_trace_free(fx.diag);
     nb_model_close(fx.m);
     return tu_teardown_kill(state);
 }
@@ -132,6 +140,53 @@ static void test_gemma_gate_f32(void **state)
     assert_int_equal(gate_prompts(NB_DTYPE_F32, 2), 0);
 }
 
+typedef struct capture {
+    float *rows; /* [n_layers][n_pos][dim] */
+    int n_pos, dim, n_layers;
+} capture;
+
+static void on_layer(void *user, int layer, int pos0, int n, int dim, const float *hidden)
+{
+    capture *c = user;
+    if (layer >= 0 && layer < c->n_layers && dim == c->dim && pos0 + n <= c->n_pos)
+        memcpy(c->rows + ((size_t)layer * c->n_pos + pos0) * dim, hidden,
+               sizeof(float) * (size_t)n * dim);
+}
+
+/* What diagnosis reports: every layer's output over the prompt, against HF's hidden states. A
+ * misplaced norm or a wrong rope base shows as a layer whose cosine falls well below 1. */
+static void test_gemma_layers_track_hf(void **state)
+{
+    (void)state;
+    require_gemma();
+    const nb_trace_hidden *h = fx.diag->hidden;
+    const nb_model_config *c = nb_model_cfg(fx.m);
+    assert_int_equal(h->n_layers, c->n_layers);
+    assert_int_equal(h->dim, c->dim);
+    nb_engine_opts eo;
+    nb_engine_opts_default(&eo);
+    eo.max_seq = 64;
+    nb_engine *e;
+    nb_err err = {0};
+    if (nb_engine_setup(fx.m, &eo, &e, &err))
+        fail_msg("engine setup: %s", err.msg);
+    capture cap = {.n_pos = h->n_pos, .dim = h->dim, .n_layers = h->n_layers};
+    cap.rows = calloc((size_t)h->n_layers * h->n_pos * h->dim, sizeof(float));
+    assert_non_null(cap.rows);
+    nb_engine_set_layer_hook(e, on_layer, &cap);
+    const float *logits;
+    assert_int_equal(nb_engine_prefill(e, h->ids, h->n_ids, &logits, &err), NB_OK);
+    for (int l = 0; l < h->n_layers; l++) {
+        nb_cos_stats st;
+        size_t off = (size_t)l * h->n_pos * h->dim;
+        nb_cos_stats_rows(cap.rows + off, h->data + off, h->n_pos, h->dim, &st);
+        printf("  layer %2d: cosine min %.5f median %.5f\n", l, st.min, st.median);
+        assert_true(st.min > 0.99);
+    }
+    free(cap.rows);
+    nb_engine_free(e);
+}
+
 /* A late KV write (the fault make verify injects) must fail this family's gate too: two
  * prompts are enough to show it, as they are for SmolLM2. */
 static void test_gemma_kv_offset_fails(void **state)
@@ -148,6 +203,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemma_config),
+        cmocka_unit_test(test_gemma_layers_track_hf),
         cmocka_unit_test(test_gemma_gate_bf16),
         cmocka_unit_test(test_gemma_gate_f32),
         cmocka_unit_test(test_gemma_kv_offset_fails),
