@@ -230,7 +230,7 @@ int nb_sched_prompt_set(const char *root, const Npubench__JobSpec *spec, int *n,
         const char *set = spec->prompt_set;
         const char *model = spec->selector ? spec->selector->model : "";
         if (!*set)
-            set = !strcmp(model, "base") ? "base" : "instruct";
+            set = nb_verify_preset_set(model);
         /* Only names, only inside the root: what a client names is never opened
          * elsewhere, and reading it cannot block (nb_file_read). */
         nb_prompts ps;

@@ -12,12 +12,14 @@
 #include "nb_xrt.h"
 
 /* The preset words a selector may use instead of a path: the file each names under the
- * models directory, and the model's name (what the history and matching know it by). */
+ * models directory, the model's name (what the history and matching know it by; for Gemma the
+ * file's stem, which is what a path to it canonicalizes to) and its prompt set. */
 static const struct {
-    const char *word, *file, *model;
+    const char *word, *file, *model, *prompts;
 } presets[] = {
-    {"instruct", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"},
-    {"base", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"},
+    {"instruct", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct", "instruct"},
+    {"base", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct", "base"},
+    {"gemma3", "gemma-3-270m-q4_k_m.gguf", "gemma-3-270m-q4_k_m", "gemma3"},
 };
 
 static int preset_index(const char *word)
@@ -32,6 +34,12 @@ const char *nb_deploy_preset_model(const char *word)
 {
     int i = preset_index(word);
     return i < 0 ? NULL : presets[i].model;
+}
+
+const char *nb_deploy_preset_prompts(const char *word)
+{
+    int i = preset_index(word);
+    return presets[i < 0 ? 0 : i].prompts;
 }
 
 void nb_deploy_spec_default(nb_deploy_spec *s)

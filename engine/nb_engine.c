@@ -1,5 +1,6 @@
-/* nb_engine: Llama forward pass over nb_kernels, in bf16 (HF rounding points), f32 or q4_1.
- * Prefill runs in chunks of whole-prompt GEMMs; decode is the same code with n = 1. */
+/* nb_engine: the Llama-like forward pass over nb_kernels, in bf16 (HF rounding points), f32 or
+ * q4_1, shaped by the family switches of nb_model_config. Prefill runs in chunks of whole-prompt
+ * GEMMs; decode is the same code with n = 1. */
 #include "nb_engine.h"
 
 #include <math.h>
@@ -12,9 +13,15 @@
 #define DEFAULT_MAX_SEQ 2048
 #define PREFILL_CHUNK 128
 
+/* A norm weight: Llama's in the activation type, a (1 + w) family's as fp32 1 + w. */
+typedef void *normw;
+
 typedef struct layer {
     nb_wmat *wq, *wk, *wv, *wo, *wg, *wu, *wd;
-    void *attn_norm, *ffn_norm; /* dim elements, activation type */
+    normw attn_norm, ffn_norm;           /* dim elements */
+    normw q_norm, k_norm;                /* head_dim elements, or NULL */
+    normw post_attn_norm, post_ffn_norm; /* dim elements, or NULL */
+    int window;                 /* keys a query sees (its own included); 0: all earlier ones */
     void *kc, *vc;              /* [max_seq][kv_dim], activation type */
 } layer;
 
@@ -25,12 +32,15 @@ struct nb_engine {
     size_t esz;   /* bytes per activation element */
     int kv_dim, q_dim;
     nb_wmat *embd, *lm_head; /* lm_head == embd when tied */
-    void *out_norm;
+    normw out_norm;
     layer *layers;
     float *rope_cos, *rope_sin; /* [max_seq][head_dim/2] */
+    float *swa_cos, *swa_sin;   /* the sliding layers' own base, when they have one */
+    float embed_scale;          /* 0: none */
     /* scratch for PREFILL_CHUNK rows */
     void *x, *xb, *q, *k, *v, *att, *g, *u;
     float *hid;    /* fp32 copy of rows for the layer hook */
+    void *hid_act; /* PREFILL_CHUNK x dim activation rows: the post-norms' output */
     float *logits; /* vocab */
     void *lbuf;    /* vocab activation-typed logits (bf16 rounding) */
     int pos;       /* tokens in the cache */
@@ -143,17 +153,24 @@ static nb_code load_wmat(nb_dtype d, const nb_tensor *t, nb_wmat **out, size_t *
     return NB_OK;
 }
 
-/* A norm weight vector in the activation type. */
-static nb_code load_vec(const nb_engine *e, const nb_tensor *t, void **out, nb_err *err)
+/* A norm weight vector of n elements. HF holds the parameter in the activation dtype; a (1 + w)
+ * family adds the 1 in fp32 at each call, which is done here once. */
+static nb_code load_vec(const nb_engine *e, const nb_model *m, const nb_tensor *t, int n,
+                        normw *out, nb_err *err)
 {
-    int64_t n = t->rows * t->cols;
-    if (n != e->cfg.dim)
+    if (t->rows * t->cols != n)
         return nb_err_set(err, NB_EMISMATCH, "tensor '%s': %lld elements, expected %d", t->name,
-                          (long long)n, e->cfg.dim);
+                          (long long)(t->rows * t->cols), n);
     float *f = malloc(sizeof(float) * (size_t)n);
     if (!f)
         return nb_err_set(err, NB_ENOMEM, "tensor '%s': out of memory", t->name);
-    nb_dequant_row(t->type, t->data, n, f);
+    nb_model_norm_row(m, t, f);
+    if (e->cfg.norm_unit_offset) {
+        for (int i = 0; i < n; i++)
+            f[i] = 1.0f + (e->f32 ? f[i] : nb_round_bf16(f[i]));
+        *out = f;
+        return NB_OK;
+    }
     if (e->f32) {
         *out = f;
         return NB_OK;
@@ -163,22 +180,22 @@ static nb_code load_vec(const nb_engine *e, const nb_tensor *t, void **out, nb_e
         free(f);
         return nb_err_set(err, NB_ENOMEM, "tensor '%s': out of memory", t->name);
     }
-    for (int64_t i = 0; i < n; i++)
+    for (int i = 0; i < n; i++)
         b[i] = nb_f32_to_bf16(f[i]);
     free(f);
     *out = b;
     return NB_OK;
 }
 
-/* HF's inv_freq (fp32), with the llama3 long-context adjustment when set. */
-static void rope_inv_freq(const nb_model_config *c, float *inv)
+/* HF's inv_freq (fp32) for a base, with the llama3 long-context adjustment when scaled. */
+static void rope_inv_freq(const nb_model_config *c, float theta, int scaled, float *inv)
 {
     int hd = c->head_dim;
     for (int i = 0; i < hd / 2; i++) {
         float expo = (float)(2 * i) / (float)hd;
-        inv[i] = 1.0f / powf(c->rope_theta, expo);
+        inv[i] = 1.0f / powf(theta, expo);
     }
-    if (c->rope_scaling != NB_ROPE_LLAMA3)
+    if (!scaled || c->rope_scaling != NB_ROPE_LLAMA3)
         return;
     float old = (float)c->rope_orig_max_pos;
     float low_wl = old / c->rope_low_freq_factor, high_wl = old / c->rope_high_freq_factor;
@@ -194,27 +211,39 @@ static void rope_inv_freq(const nb_model_config *c, float *inv)
     }
 }
 
-static nb_code build_rope(nb_engine *e, nb_err *err)
+/* One cos/sin table pair for a base; the global layers' base carries the scaling. */
+static nb_code rope_table(nb_engine *e, float theta, int scaled, float **cosp, float **sinp,
+                          nb_err *err)
 {
     int half = e->cfg.head_dim / 2, S = e->opts.max_seq;
-    e->rope_cos = malloc(sizeof(float) * (size_t)S * half);
-    e->rope_sin = malloc(sizeof(float) * (size_t)S * half);
+    *cosp = malloc(sizeof(float) * (size_t)S * half);
+    *sinp = malloc(sizeof(float) * (size_t)S * half);
     float *inv = malloc(sizeof(float) * (size_t)half);
-    if (!e->rope_cos || !e->rope_sin || !inv) {
+    if (!*cosp || !*sinp || !inv) {
         free(inv);
         return nb_err_set(err, NB_ENOMEM, "out of memory for the RoPE table (%d positions)", S);
     }
-    rope_inv_freq(&e->cfg, inv);
+    rope_inv_freq(&e->cfg, theta, scaled, inv);
+    float *ct = *cosp, *st = *sinp;
     for (int p = 0; p < S; p++)
         for (int i = 0; i < half; i++) {
             float f = (float)p * inv[i];
             float c = cosf(f), s = sinf(f);
             /* HF casts cos/sin to the activation dtype before applying them */
-            e->rope_cos[(size_t)p * half + i] = e->f32 ? c : nb_round_bf16(c);
-            e->rope_sin[(size_t)p * half + i] = e->f32 ? s : nb_round_bf16(s);
+            ct[(size_t)p * half + i] = e->f32 ? c : nb_round_bf16(c);
+            st[(size_t)p * half + i] = e->f32 ? s : nb_round_bf16(s);
         }
     free(inv);
     return NB_OK;
+}
+
+static nb_code build_rope(nb_engine *e, nb_err *err)
+{
+    const nb_model_config *c = &e->cfg;
+    nb_code rc = rope_table(e, c->rope_theta, 1, &e->rope_cos, &e->rope_sin, err);
+    if (rc || !c->sliding_window || c->rope_theta_swa <= 0.0f)
+        return rc;
+    return rope_table(e, c->rope_theta_swa, 0, &e->swa_cos, &e->swa_sin, err);
 }
 
 static nb_code alloc_buf(void **p, size_t n, nb_err *err)
@@ -233,6 +262,10 @@ static nb_code check_shapes(const nb_engine *e, nb_err *err)
     if (c->head_dim % 2 || c->n_heads % c->n_kv_heads)
         return nb_err_set(err, NB_EUNSUPPORTED, "head_dim %d / heads %d / kv heads %d unsupported",
                           c->head_dim, c->n_heads, c->n_kv_heads);
+    /* the attention kernels scale by 1/sqrt(head_dim) */
+    if (fabsf(c->attn_scale * sqrtf((float)c->head_dim) - 1.0f) > 1e-6f)
+        return nb_err_set(err, NB_EUNSUPPORTED, "attention scale %g: only 1/sqrt(head_dim %d) is"
+                          " supported", (double)c->attn_scale, c->head_dim);
     return NB_OK;
 }
 
@@ -247,7 +280,7 @@ static nb_code load_weights(nb_engine *e, const nb_model *m, nb_dtype dtype, nb_
         e->lm_head = e->embd;
     else if ((rc = load_wmat(dtype, nb_model_lm_head(m), &e->lm_head, &e->weight_bytes, err)))
         return rc;
-    if ((rc = load_vec(e, nb_model_out_norm(m), &e->out_norm, err)))
+    if ((rc = load_vec(e, m, nb_model_out_norm(m), c->dim, &e->out_norm, err)))
         return rc;
     e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
     if (!e->layers)
@@ -263,10 +296,18 @@ static nb_code load_weights(nb_engine *e, const nb_model *m, nb_dtype dtype, nb_
             (rc = load_wmat(dtype, &w->w_gate, &L->wg, &e->weight_bytes, err)) ||
             (rc = load_wmat(dtype, &w->w_up, &L->wu, &e->weight_bytes, err)) ||
             (rc = load_wmat(dtype, &w->w_down, &L->wd, &e->weight_bytes, err)) ||
-            (rc = load_vec(e, &w->attn_norm, &L->attn_norm, err)) ||
-            (rc = load_vec(e, &w->ffn_norm, &L->ffn_norm, err)) ||
+            (rc = load_vec(e, m, &w->attn_norm, c->dim, &L->attn_norm, err)) ||
+            (rc = load_vec(e, m, &w->ffn_norm, c->dim, &L->ffn_norm, err)) ||
             (rc = alloc_buf(&L->kc, kv_bytes, err)) || (rc = alloc_buf(&L->vc, kv_bytes, err)))
             return rc;
+        if (c->qk_norm && ((rc = load_vec(e, m, &w->q_norm, c->head_dim, &L->q_norm, err)) ||
+                           (rc = load_vec(e, m, &w->k_norm, c->head_dim, &L->k_norm, err))))
+            return rc;
+        if (c->post_norms &&
+            ((rc = load_vec(e, m, &w->post_attn_norm, c->dim, &L->post_attn_norm, err)) ||
+             (rc = load_vec(e, m, &w->post_ffn_norm, c->dim, &L->post_ffn_norm, err))))
+            return rc;
+        L->window = nb_model_layer_is_swa(c, l) ? c->sliding_window : 0;
     }
     return NB_OK;
 }
@@ -286,6 +327,7 @@ static nb_code alloc_activations(nb_engine *e, nb_err *err)
         (rc = alloc_buf(&e->g, R * c->ffn_dim * e->esz, err)) ||
         (rc = alloc_buf(&e->u, R * c->ffn_dim * e->esz, err)) ||
         (rc = alloc_buf((void **)&e->hid, R * c->dim * sizeof(float), err)) ||
+        (rc = alloc_buf(&e->hid_act, R * c->dim * e->esz, err)) ||
         (rc = alloc_buf((void **)&e->logits, (size_t)c->vocab * sizeof(float), err)) ||
         (rc = alloc_buf(&e->lbuf, (size_t)c->vocab * e->esz, err)))
         return rc;
@@ -308,6 +350,11 @@ nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **
     e->esz = e->f32 ? sizeof(float) : sizeof(nb_bf16);
     e->kv_dim = c->n_kv_heads * c->head_dim;
     e->q_dim = c->n_heads * c->head_dim;
+    /* HF: a float32 sqrt(dim) cast to the weights' dtype */
+    if (c->embed_scaled) {
+        float sc = (float)sqrt((double)c->dim);
+        e->embed_scale = e->f32 ? sc : nb_round_bf16(sc);
+    }
     const char *fault = getenv("NPUBENCH_FAULT");
     e->fault_kv = fault && !strcmp(fault, "kv_offset");
     nb_code rc;
@@ -337,6 +384,10 @@ void nb_engine_free(nb_engine *e)
             nb_wmat_free(L->wd);
             free(L->attn_norm);
             free(L->ffn_norm);
+            free(L->q_norm);
+            free(L->k_norm);
+            free(L->post_attn_norm);
+            free(L->post_ffn_norm);
             free(L->kc);
             free(L->vc);
         }
@@ -348,6 +399,8 @@ void nb_engine_free(nb_engine *e)
     free(e->out_norm);
     free(e->rope_cos);
     free(e->rope_sin);
+    free(e->swa_cos);
+    free(e->swa_sin);
     free(e->x);
     free(e->xb);
     free(e->q);
@@ -357,6 +410,7 @@ void nb_engine_free(nb_engine *e)
     free(e->g);
     free(e->u);
     free(e->hid);
+    free(e->hid_act);
     free(e->logits);
     free(e->lbuf);
     free(e);
@@ -387,12 +441,20 @@ static void linear(nb_engine *e, const nb_wmat *w, const void *x, int n, void *y
         nb_linear_bf16(w, (const nb_bf16 *)x, n, y);
 }
 
-static void rmsnorm(nb_engine *e, void *y, const void *x, const void *w, int n)
+/* n rows of dim. */
+static void rmsnorm_rows(nb_engine *e, void *y, const void *x, const normw w, int n, int dim)
 {
     if (e->f32)
-        nb_rmsnorm_f32(y, x, w, n, e->cfg.dim, e->cfg.rms_eps);
+        nb_rmsnorm_f32(y, x, w, n, dim, e->cfg.rms_eps);
+    else if (e->cfg.norm_unit_offset)
+        nb_rmsnorm_f32w_bf16(y, x, w, n, dim, e->cfg.rms_eps);
     else
-        nb_rmsnorm_bf16(y, x, w, n, e->cfg.dim, e->cfg.rms_eps);
+        nb_rmsnorm_bf16(y, x, w, n, dim, e->cfg.rms_eps);
+}
+
+static void rmsnorm(nb_engine *e, void *y, const void *x, const normw w, int n)
+{
+    rmsnorm_rows(e, y, x, w, n, e->cfg.dim);
 }
 
 static void add(nb_engine *e, void *x, const void *d, size_t n)
@@ -423,6 +485,9 @@ static void embed(nb_engine *e, const int32_t *ids, int n)
     float *row = e->hid; /* scratch: one fp32 embedding row */
     for (int i = 0; i < n; i++) {
         nb_wmat_get_row_f32(e->embd, ids[i], row);
+        if (e->embed_scale != 0.0f)
+            for (int d = 0; d < dim; d++) /* exact in fp32 for bf16 operands; rounded below */
+                row[d] *= e->embed_scale;
         if (e->f32) {
             memcpy(AT(e->x, i, dim), row, sizeof(float) * dim);
         } else {
@@ -434,8 +499,46 @@ static void embed(nb_engine *e, const int32_t *ids, int n)
     prof_end(e, NB_OP_EMBED, t);
 }
 
-/* x += attention(norm(x)) for one layer; the new keys and values go to the cache at
- * pos0 + slot_shift. */
+/* Causal attention of n query rows at pos0.. over the cache; with a window, each query sees
+ * only the last `window` positions (its own included), as HF's sliding mask. */
+static void attend(nb_engine *e, const layer *L, int n, int pos0)
+{
+    const nb_model_config *c = &e->cfg;
+    int hd = c->head_dim;
+    if (!L->window || pos0 + n <= L->window) {
+        if (e->f32)
+            nb_attention_f32(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd);
+        else
+            nb_attention_bf16(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads,
+                              hd);
+        return;
+    }
+    /* past the window: one query at a time over its own slice of the cache */
+    for (int i = 0; i < n; i++) {
+        int p = pos0 + i, start = p - L->window + 1 > 0 ? p - L->window + 1 : 0;
+        void *o = AT(e->att, i, e->q_dim);
+        const void *q = AT(e->q, i, e->q_dim);
+        const void *kc = AT(L->kc, start, e->kv_dim), *vc = AT(L->vc, start, e->kv_dim);
+        if (e->f32)
+            nb_attention_f32(o, q, kc, vc, 1, p - start, c->n_heads, c->n_kv_heads, hd);
+        else
+            nb_attention_bf16(o, q, kc, vc, 1, p - start, c->n_heads, c->n_kv_heads, hd);
+    }
+}
+
+/* y = norm(y) in place for a family with norms on the block outputs. */
+static void post_norm(nb_engine *e, void *y, const normw w, int n)
+{
+    if (!w)
+        return;
+    double t = prof_begin(e);
+    rmsnorm(e, e->hid_act, y, w, n);
+    memcpy(y, e->hid_act, (size_t)n * e->cfg.dim * e->esz);
+    prof_end(e, NB_OP_RMSNORM, t);
+}
+
+/* x += [post_norm](attention(norm(x))) for one layer; the new keys and values go to the cache
+ * at pos0 + slot_shift. */
 static void attention_block(nb_engine *e, layer *L, int n, int pos0, int slot_shift)
 {
     const nb_model_config *c = &e->cfg;
@@ -450,10 +553,19 @@ static void attention_block(nb_engine *e, layer *L, int n, int pos0, int slot_sh
     linear(e, L->wv, e->xb, n, e->v);
     prof_end(e, NB_OP_QKV_PROJ, t);
 
+    if (L->q_norm) { /* per head, in place: rows of head_dim */
+        t = prof_begin(e);
+        rmsnorm_rows(e, e->q, e->q, L->q_norm, n * c->n_heads, hd);
+        rmsnorm_rows(e, e->k, e->k, L->k_norm, n * c->n_kv_heads, hd);
+        prof_end(e, NB_OP_RMSNORM, t);
+    }
+
     t = prof_begin(e);
+    const float *ctab = L->window && e->swa_cos ? e->swa_cos : e->rope_cos;
+    const float *stab = L->window && e->swa_sin ? e->swa_sin : e->rope_sin;
     for (int i = 0; i < n; i++) {
-        const float *cs = e->rope_cos + (size_t)(pos0 + i) * half;
-        const float *sn = e->rope_sin + (size_t)(pos0 + i) * half;
+        const float *cs = ctab + (size_t)(pos0 + i) * half;
+        const float *sn = stab + (size_t)(pos0 + i) * half;
         if (e->f32) {
             nb_rope_f32((float *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
             nb_rope_f32((float *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
@@ -470,21 +582,19 @@ static void attention_block(nb_engine *e, layer *L, int n, int pos0, int slot_sh
     prof_end(e, NB_OP_KV_WRITE, t);
 
     t = prof_begin(e);
-    if (e->f32)
-        nb_attention_f32(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd);
-    else
-        nb_attention_bf16(e->att, e->q, L->kc, L->vc, n, pos0, c->n_heads, c->n_kv_heads, hd);
+    attend(e, L, n, pos0);
     prof_end(e, NB_OP_ATTENTION, t);
 
     t = prof_begin(e);
     linear(e, L->wo, e->att, n, e->xb);
     prof_end(e, NB_OP_O_PROJ, t);
+    post_norm(e, e->xb, L->post_attn_norm, n);
     t = prof_begin(e);
     add(e, e->x, e->xb, (size_t)n * c->dim);
     prof_end(e, NB_OP_RESIDUAL, t);
 }
 
-/* x += down(silu(gate(norm(x))) * up(norm(x))) for one layer. */
+/* x += [post_norm](down(act(gate(norm(x))) * up(norm(x)))) for one layer. */
 static void ffn_block(nb_engine *e, layer *L, int n)
 {
     const nb_model_config *c = &e->cfg;
@@ -496,14 +606,22 @@ static void ffn_block(nb_engine *e, layer *L, int n)
     linear(e, L->wu, e->xb, n, e->u);
     prof_end(e, NB_OP_GATE_UP_PROJ, t);
     t = prof_begin(e);
-    if (e->f32)
-        nb_silu_mul_f32(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
-    else
-        nb_silu_mul_bf16(e->g, e->g, e->u, (size_t)n * c->ffn_dim);
+    size_t cnt = (size_t)n * c->ffn_dim;
+    if (c->act == NB_ACT_GELU_TANH) {
+        if (e->f32)
+            nb_gelu_mul_f32(e->g, e->g, e->u, cnt);
+        else
+            nb_gelu_mul_bf16(e->g, e->g, e->u, cnt);
+    } else if (e->f32) {
+        nb_silu_mul_f32(e->g, e->g, e->u, cnt);
+    } else {
+        nb_silu_mul_bf16(e->g, e->g, e->u, cnt);
+    }
     prof_end(e, NB_OP_SILU_MUL, t);
     t = prof_begin(e);
     linear(e, L->wd, e->g, n, e->xb);
     prof_end(e, NB_OP_DOWN_PROJ, t);
+    post_norm(e, e->xb, L->post_ffn_norm, n);
     t = prof_begin(e);
     add(e, e->x, e->xb, (size_t)n * c->dim);
     prof_end(e, NB_OP_RESIDUAL, t);
@@ -523,6 +641,14 @@ static void last_logits(nb_engine *e, int n)
         for (int i = 0; i < e->cfg.vocab; i++)
             e->logits[i] = nb_bf16_to_f32(lb[i]);
     }
+    float cap = e->cfg.final_softcap;
+    if (cap > 0.0f) /* HF: three tensor ops, each rounded to the activation dtype */
+        for (int i = 0; i < e->cfg.vocab; i++) {
+            float v = e->logits[i];
+            e->logits[i] = e->f32 ? tanhf(v / cap) * cap
+                                  : nb_round_bf16(nb_round_bf16(tanhf(nb_round_bf16(v / cap))) *
+                                                  cap);
+        }
     prof_end(e, NB_OP_LM_HEAD, t);
 }
 

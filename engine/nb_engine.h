@@ -1,5 +1,5 @@
-/* nb_engine: the CPU backend's Llama forward pass: setup() once, then
- * prefill(tokens) and decode_step(token, pos). One path serves run, verify, diagnosis and profile. */
+/* nb_engine: the CPU backend's forward pass for Llama-like families (llama, gemma3): setup() once,
+ * then prefill(tokens) and decode_step(token, pos). One path serves run, verify, diagnosis, profile. */
 #ifndef NB_ENGINE_H
 #define NB_ENGINE_H
 
@@ -35,7 +35,7 @@ typedef enum nb_op {
     NB_OP_ATTENTION,
     NB_OP_O_PROJ,
     NB_OP_GATE_UP_PROJ,
-    NB_OP_SILU_MUL,
+    NB_OP_SILU_MUL,     /* the gate activation times up: SiLU, or GELU-tanh for Gemma */
     NB_OP_DOWN_PROJ,
     NB_OP_RESIDUAL,
     NB_OP_FINAL_NORM,

@@ -1,5 +1,5 @@
-/* nb_model: reads a Llama config from GGUF metadata or HF config.json, binds
- * and shape-checks every weight, and hides GGUF's q/k permutation behind views. */
+/* nb_model: reads a Llama-like config from GGUF metadata or HF config.json, binds and
+ * shape-checks every weight, and hides GGUF's q/k permutation and folded norms behind views. */
 #include "nb_model.h"
 
 #include <math.h>
@@ -23,7 +23,34 @@
 #define MAX_VOCAB (1 << 24)
 #define MAX_CTX (1 << 24)
 
+/* What one Llama-like family does differently; a new family is a row here (and its tensor
+ * names in gguf_names), not a fork of the engine. Values are the ones HF transformers uses. */
+typedef struct arch_desc {
+    const char *name;       /* general.architecture, also the prefix of its metadata keys */
+    int qk_permuted;        /* llama.cpp's converter permuted q/k rows for its interleaved RoPE */
+    int norm_folded;        /* the converter stored 1 + w for (1 + w) norms */
+    int norm_unit_offset, post_norms, qk_norm, embed_scaled;
+    nb_ffn_act act;
+    float rope_theta;       /* base when the file names none */
+    int swa_every;          /* global-layer period with a sliding window (HF's default pattern) */
+    float rope_theta_swa;   /* sliding layers' base (HF's rope_local_base_freq default) */
+} arch_desc;
+
+static const arch_desc archs[] = {
+    {"llama", 1, 0, 0, 0, 0, 0, NB_ACT_SILU, 10000.0f, 0, 0.0f},
+    {"gemma3", 0, 1, 1, 1, 1, 1, NB_ACT_GELU_TANH, 1000000.0f, 6, 10000.0f},
+};
+
+static const arch_desc *arch_find(const char *p, size_t len)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strlen(archs[i].name) == len && !memcmp(archs[i].name, p, len))
+            return &archs[i];
+    return NULL;
+}
+
 struct nb_model {
+    const arch_desc *arch;
     nb_model_format fmt;
     char *path;
     char *dir; /* HF only */
@@ -88,7 +115,7 @@ static nb_code check_range(const nb_model *m, const char *field, int v, int max,
 
 /* field names are the HF / GGUF key the value came from, so users can fix it */
 typedef struct cfg_names {
-    const char *layers, *dim, *ffn, *heads, *kv_heads, *head_dim, *vocab, *ctx, *eps, *theta;
+    const char *layers, *dim, *ffn, *heads, *kv_heads, *head_dim, *vocab, *ctx, *eps, *theta, *swa;
 } cfg_names;
 
 static nb_code validate_cfg(const nb_model *m, const cfg_names *f, nb_err *err)
@@ -114,6 +141,8 @@ static nb_code validate_cfg(const nb_model *m, const cfg_names *f, nb_err *err)
         return bad_cfg(m, f->eps, c->rms_eps, "must be in (0, 1)", err);
     if (!(c->rope_theta > 0.0f && isfinite(c->rope_theta)))
         return bad_cfg(m, f->theta, c->rope_theta, "must be positive and finite", err);
+    if (c->sliding_window < 0 || c->sliding_window > MAX_CTX)
+        return bad_cfg(m, f->swa, c->sliding_window, "must be in 0..2^24", err);
     if (c->rope_scaling == NB_ROPE_LLAMA3) {
         if (!(c->rope_factor >= 1.0f && isfinite(c->rope_factor)))
             return bad_cfg(m, "rope scaling factor", c->rope_factor, "must be >= 1", err);
@@ -128,24 +157,31 @@ static nb_code validate_cfg(const nb_model *m, const cfg_names *f, nb_err *err)
     return NB_OK;
 }
 
+#define N_LAYER_TENSORS 13
+
 typedef struct tensor_names {
     const char *embd, *norm, *head;
-    const char *layer_fmt[9]; /* printf formats taking the layer index, nb_layer_weights order */
+    /* printf formats taking the layer index, in nb_layer_weights order */
+    const char *layer_fmt[N_LAYER_TENSORS];
 } tensor_names;
 
 static const tensor_names gguf_names = {
     "token_embd.weight", "output_norm.weight", "output.weight",
     {"blk.%d.attn_norm.weight", "blk.%d.attn_q.weight", "blk.%d.attn_k.weight",
      "blk.%d.attn_v.weight", "blk.%d.attn_output.weight", "blk.%d.ffn_norm.weight",
-     "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight"}};
+     "blk.%d.ffn_gate.weight", "blk.%d.ffn_up.weight", "blk.%d.ffn_down.weight",
+     "blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight",
+     "blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight"}};
 
+/* Llama's names only: HF's Gemma 3 calls its pre-FFN norm pre_feedforward_layernorm and its
+ * post-attention norm post_attention_layernorm, so a gemma3 directory needs a table of its own. */
 static const tensor_names hf_names = {
     "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
     {"model.layers.%d.input_layernorm.weight", "model.layers.%d.self_attn.q_proj.weight",
      "model.layers.%d.self_attn.k_proj.weight", "model.layers.%d.self_attn.v_proj.weight",
      "model.layers.%d.self_attn.o_proj.weight", "model.layers.%d.post_attention_layernorm.weight",
      "model.layers.%d.mlp.gate_proj.weight", "model.layers.%d.mlp.up_proj.weight",
-     "model.layers.%d.mlp.down_proj.weight"}};
+     "model.layers.%d.mlp.down_proj.weight", NULL, NULL, NULL, NULL}};
 
 static nb_code bind_layers(nb_model *m, const tensor_names *nm, nb_err *err)
 {
@@ -154,32 +190,44 @@ static nb_code bind_layers(nb_model *m, const tensor_names *nm, nb_err *err)
     struct {
         int64_t rows, cols;
         const char *what;
-    } shp[9] = {
-        {0, c->dim, "hidden size"},
-        {q, c->dim, "n_heads*head_dim x hidden size"},
-        {kv, c->dim, "n_kv_heads*head_dim x hidden size"},
-        {kv, c->dim, "n_kv_heads*head_dim x hidden size"},
-        {c->dim, q, "hidden size x n_heads*head_dim"},
-        {0, c->dim, "hidden size"},
-        {c->ffn_dim, c->dim, "intermediate size x hidden size"},
-        {c->ffn_dim, c->dim, "intermediate size x hidden size"},
-        {c->dim, c->ffn_dim, "hidden size x intermediate size"},
+        int need;
+    } shp[N_LAYER_TENSORS] = {
+        {0, c->dim, "hidden size", 1},
+        {q, c->dim, "n_heads*head_dim x hidden size", 1},
+        {kv, c->dim, "n_kv_heads*head_dim x hidden size", 1},
+        {kv, c->dim, "n_kv_heads*head_dim x hidden size", 1},
+        {c->dim, q, "hidden size x n_heads*head_dim", 1},
+        {0, c->dim, "hidden size", 1},
+        {c->ffn_dim, c->dim, "intermediate size x hidden size", 1},
+        {c->ffn_dim, c->dim, "intermediate size x hidden size", 1},
+        {c->dim, c->ffn_dim, "hidden size x intermediate size", 1},
+        {0, c->head_dim, "head_dim", c->qk_norm},
+        {0, c->head_dim, "head_dim", c->qk_norm},
+        {0, c->dim, "hidden size", c->post_norms},
+        {0, c->dim, "hidden size", c->post_norms},
     };
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers)
         return nb_err_set(err, NB_ENOMEM, "%s: out of memory", m->path);
     for (int l = 0; l < c->n_layers; l++) {
         nb_layer_weights *w = &m->layers[l];
-        nb_tensor *slot[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
-                              &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
-        for (int k = 0; k < 9; k++) {
+        nb_tensor *slot[N_LAYER_TENSORS] = {
+            &w->attn_norm, &w->wq,     &w->wk,     &w->wv,             &w->wo,
+            &w->ffn_norm,  &w->w_gate, &w->w_up,   &w->w_down,         &w->q_norm,
+            &w->k_norm,    &w->post_attn_norm,     &w->post_ffn_norm};
+        for (int k = 0; k < N_LAYER_TENSORS; k++) {
+            if (!shp[k].need)
+                continue;
+            if (!nm->layer_fmt[k])
+                return nb_err_set(err, NB_EUNSUPPORTED, "%s: %s weights are not supported in"
+                                  " this format", m->path, c->arch);
             char name[NB_TENSOR_NAME_MAX];
             snprintf(name, sizeof name, nm->layer_fmt[k], l);
             nb_code rc = bind(m, name, shp[k].rows, shp[k].cols, shp[k].what, slot[k], err);
             if (rc)
                 return rc;
         }
-        if (m->gguf) { /* llama.cpp's converter permuted these; HF order is the contract */
+        if (m->gguf && m->arch->qk_permuted) { /* HF order is the contract */
             w->wq.qk_perm_heads = c->n_heads;
             w->wk.qk_perm_heads = c->n_kv_heads;
         }
@@ -226,11 +274,24 @@ static void pick_weight_type(nb_model *m)
 
 /* ---- GGUF ---- */
 
-static nb_code gguf_int(const nb_model *m, const char *key, int required, int dflt, int *out,
+/* The metadata keys of a family are "<arch>.<suffix>". */
+typedef struct akey {
+    char s[96];
+} akey;
+
+static akey key_of(const nb_model *m, const char *suffix)
+{
+    akey k;
+    snprintf(k.s, sizeof k.s, "%s.%s", m->arch->name, suffix);
+    return k;
+}
+
+static nb_code gguf_int(const nb_model *m, const char *suffix, int required, int dflt, int *out,
                         nb_err *err)
 {
+    akey key = key_of(m, suffix);
     int64_t v;
-    nb_code rc = nb_gguf_get_i64(m->gguf, key, &v, err);
+    nb_code rc = nb_gguf_get_i64(m->gguf, key.s, &v, err);
     if (rc == NB_ENOTFOUND && !required) {
         *out = dflt;
         return NB_OK;
@@ -239,16 +300,17 @@ static nb_code gguf_int(const nb_model *m, const char *key, int required, int df
         return rc;
     if (v < 0 || v > INT32_MAX)
         return nb_err_set(err, NB_EINVAL, "%s: metadata '%s' = %lld is out of range", m->path,
-                          key, (long long)v);
+                          key.s, (long long)v);
     *out = (int)v;
     return NB_OK;
 }
 
-static nb_code gguf_float(const nb_model *m, const char *key, int required, float dflt,
+static nb_code gguf_float(const nb_model *m, const char *suffix, int required, float dflt,
                           float *out, nb_err *err)
 {
+    akey key = key_of(m, suffix);
     double v;
-    nb_code rc = nb_gguf_get_f64(m->gguf, key, &v, err);
+    nb_code rc = nb_gguf_get_f64(m->gguf, key.s, &v, err);
     if (rc == NB_ENOTFOUND && !required) {
         *out = dflt;
         return NB_OK;
@@ -273,26 +335,64 @@ static nb_code gguf_rope_scaling(nb_model *m, nb_err *err)
                           "%s: tensor 'rope_freqs.weight' (per-dimension rope frequency factors)"
                           " is not supported", m->path);
     nb_gguf_str ty;
-    nb_code rc = nb_gguf_get_str(m->gguf, "llama.rope.scaling.type", &ty, err);
+    akey tk = key_of(m, "rope.scaling.type");
+    nb_code rc = nb_gguf_get_str(m->gguf, tk.s, &ty, err);
     if (rc == NB_ENOTFOUND)
         return NB_OK;
     if (rc)
         return rc;
     if (str_is(ty, "none"))
         return NB_OK;
-    if (!str_is(ty, "llama3"))
+    /* llama3 scaling is Llama's; Gemma 3's larger models scale their global layers linearly,
+     * which this engine does not do yet */
+    if (!str_is(ty, "llama3") || strcmp(m->arch->name, "llama"))
         return nb_err_set(err, NB_EUNSUPPORTED,
-                          "%s: llama.rope.scaling.type '%.*s' is not supported (none, llama3 are)",
-                          m->path, (int)(ty.len > 32 ? 32 : ty.len), ty.ptr);
+                          "%s: %s '%.*s' is not supported (none%s)", m->path, tk.s,
+                          (int)(ty.len > 32 ? 32 : ty.len), ty.ptr,
+                          strcmp(m->arch->name, "llama") ? " is" : ", llama3 are");
     c->rope_scaling = NB_ROPE_LLAMA3;
-    if ((rc = gguf_float(m, "llama.rope.scaling.factor", 1, 0, &c->rope_factor, err)) ||
-        (rc = gguf_float(m, "llama.rope.scaling.low_freq_factor", 1, 0, &c->rope_low_freq_factor,
+    if ((rc = gguf_float(m, "rope.scaling.factor", 1, 0, &c->rope_factor, err)) ||
+        (rc = gguf_float(m, "rope.scaling.low_freq_factor", 1, 0, &c->rope_low_freq_factor,
                          err)) ||
-        (rc = gguf_float(m, "llama.rope.scaling.high_freq_factor", 1, 0,
-                         &c->rope_high_freq_factor, err)) ||
-        (rc = gguf_int(m, "llama.rope.scaling.original_context_length", 1, 0,
-                       &c->rope_orig_max_pos, err)))
+        (rc = gguf_float(m, "rope.scaling.high_freq_factor", 1, 0, &c->rope_high_freq_factor,
+                         err)) ||
+        (rc = gguf_int(m, "rope.scaling.original_context_length", 1, 0, &c->rope_orig_max_pos,
+                       err)))
         return rc;
+    return NB_OK;
+}
+
+/* The family's switches from the table, and its sliding window and soft-cap from the file. */
+static nb_code gguf_family(nb_model *m, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    const arch_desc *a = m->arch;
+    c->norm_unit_offset = a->norm_unit_offset;
+    c->post_norms = a->post_norms;
+    c->qk_norm = a->qk_norm;
+    c->act = a->act;
+    c->embed_scaled = a->embed_scaled;
+    /* HF's query_pre_attn_scalar defaults to head_dim for Gemma 3 (GGUF does not store it) */
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    nb_code rc;
+    if ((rc = gguf_float(m, "final_logit_softcapping", 0, 0.0f, &c->final_softcap, err)))
+        return rc;
+    if (!(c->final_softcap >= 0.0f && isfinite(c->final_softcap)))
+        return bad_cfg(m, key_of(m, "final_logit_softcapping").s, c->final_softcap,
+                       "must be positive and finite", err);
+    float attn_cap;
+    if ((rc = gguf_float(m, "attn_logit_softcapping", 0, 0.0f, &attn_cap, err)))
+        return rc;
+    if (attn_cap != 0.0f)
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: %s = %g: attention soft-capping is not"
+                          " supported", m->path, key_of(m, "attn_logit_softcapping").s,
+                          (double)attn_cap);
+    if (!a->swa_every)
+        return NB_OK;
+    if ((rc = gguf_int(m, "attention.sliding_window", 0, 0, &c->sliding_window, err)))
+        return rc;
+    c->swa_every = a->swa_every;
+    c->rope_theta_swa = a->rope_theta_swa;
     return NB_OK;
 }
 
@@ -306,11 +406,12 @@ static nb_code open_gguf(nb_model *m, nb_err *err)
     nb_gguf_str s;
     if ((rc = nb_gguf_get_str(m->gguf, "general.architecture", &s, err)))
         return rc;
-    if (!str_is(s, "llama"))
+    if (!(m->arch = arch_find(s.ptr, s.len)))
         return nb_err_set(err, NB_EUNSUPPORTED,
-                          "%s: general.architecture '%.*s' is not supported (only llama)", m->path,
-                          (int)(s.len > 32 ? 32 : s.len), s.ptr);
-    snprintf(c->arch, sizeof c->arch, "llama");
+                          "%s: general.architecture '%.*s' is not supported (llama, gemma3 are)",
+                          m->path, (int)(s.len > 32 ? 32 : s.len), s.ptr);
+    const char *an = m->arch->name;
+    snprintf(c->arch, sizeof c->arch, "%s", an);
     if (nb_gguf_get_str(m->gguf, "general.name", &s, NULL) == NB_OK && s.len) {
         snprintf(c->name, sizeof c->name, "%.*s", (int)(s.len > 127 ? 127 : s.len), s.ptr);
     } else {
@@ -318,37 +419,38 @@ static nb_code open_gguf(nb_model *m, nb_err *err)
         snprintf(c->name, sizeof c->name, "%s", b ? b + 1 : m->path);
     }
     int rope_dims, key_len, val_len;
-    if ((rc = gguf_int(m, "llama.block_count", 1, 0, &c->n_layers, err)) ||
-        (rc = gguf_int(m, "llama.embedding_length", 1, 0, &c->dim, err)) ||
-        (rc = gguf_int(m, "llama.feed_forward_length", 1, 0, &c->ffn_dim, err)) ||
-        (rc = gguf_int(m, "llama.attention.head_count", 1, 0, &c->n_heads, err)) ||
-        (rc = gguf_int(m, "llama.attention.head_count_kv", 0, c->n_heads, &c->n_kv_heads, err)) ||
-        (rc = gguf_int(m, "llama.context_length", 1, 0, &c->max_ctx, err)) ||
-        (rc = gguf_float(m, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_eps, err)) ||
-        (rc = gguf_float(m, "llama.rope.freq_base", 0, 10000.0f, &c->rope_theta, err)))
+    if ((rc = gguf_int(m, "block_count", 1, 0, &c->n_layers, err)) ||
+        (rc = gguf_int(m, "embedding_length", 1, 0, &c->dim, err)) ||
+        (rc = gguf_int(m, "feed_forward_length", 1, 0, &c->ffn_dim, err)) ||
+        (rc = gguf_int(m, "attention.head_count", 1, 0, &c->n_heads, err)) ||
+        (rc = gguf_int(m, "attention.head_count_kv", 0, c->n_heads, &c->n_kv_heads, err)) ||
+        (rc = gguf_int(m, "context_length", 1, 0, &c->max_ctx, err)) ||
+        (rc = gguf_float(m, "attention.layer_norm_rms_epsilon", 1, 0, &c->rms_eps, err)) ||
+        (rc = gguf_float(m, "rope.freq_base", 0, m->arch->rope_theta, &c->rope_theta, err)))
         return rc;
     if (c->n_heads < 1)
-        return bad_cfg(m, "llama.attention.head_count", c->n_heads, "must be positive", err);
+        return bad_cfg(m, key_of(m, "attention.head_count").s, c->n_heads, "must be positive",
+                       err);
     int dflt_hd = c->dim % c->n_heads ? 0 : c->dim / c->n_heads;
-    if ((rc = gguf_int(m, "llama.attention.key_length", 0, dflt_hd, &key_len, err)) ||
-        (rc = gguf_int(m, "llama.attention.value_length", 0, key_len, &val_len, err)) ||
-        (rc = gguf_int(m, "llama.rope.dimension_count", 0, key_len, &rope_dims, err)))
+    if ((rc = gguf_int(m, "attention.key_length", 0, dflt_hd, &key_len, err)) ||
+        (rc = gguf_int(m, "attention.value_length", 0, key_len, &val_len, err)) ||
+        (rc = gguf_int(m, "rope.dimension_count", 0, key_len, &rope_dims, err)))
         return rc;
     if (!key_len)
         return nb_err_set(err, NB_EINVAL,
-                          "%s: llama.embedding_length %d is not divisible by"
-                          " llama.attention.head_count %d (and no llama.attention.key_length)",
-                          m->path, c->dim, c->n_heads);
+                          "%s: %s.embedding_length %d is not divisible by"
+                          " %s.attention.head_count %d (and no %s.attention.key_length)",
+                          m->path, an, c->dim, an, c->n_heads, an);
     if (val_len != key_len)
         return nb_err_set(err, NB_EUNSUPPORTED,
-                          "%s: llama.attention.value_length %d differs from key_length %d",
-                          m->path, val_len, key_len);
+                          "%s: %s.attention.value_length %d differs from key_length %d",
+                          m->path, an, val_len, key_len);
     if (rope_dims != key_len)
         return nb_err_set(err, NB_EUNSUPPORTED,
-                          "%s: llama.rope.dimension_count %d: partial rotary embedding (head size"
-                          " %d) is not supported", m->path, rope_dims, key_len);
+                          "%s: %s.rope.dimension_count %d: partial rotary embedding (head size"
+                          " %d) is not supported", m->path, an, rope_dims, key_len);
     c->head_dim = key_len;
-    if ((rc = gguf_rope_scaling(m, err)))
+    if ((rc = gguf_rope_scaling(m, err)) || (rc = gguf_family(m, err)))
         return rc;
     nb_tensor embd;
     if ((rc = find(m, gguf_names.embd, &embd, err)))
@@ -357,12 +459,12 @@ static nb_code open_gguf(nb_model *m, nb_err *err)
         return bad_cfg(m, "vocab (token_embd.weight rows)", (double)embd.rows, "too large", err);
     c->vocab = (int)embd.rows;
     int vs;
-    if ((rc = gguf_int(m, "llama.vocab_size", 0, c->vocab, &vs, err)))
+    if ((rc = gguf_int(m, "vocab_size", 0, c->vocab, &vs, err)))
         return rc;
     if (vs != c->vocab)
         return nb_err_set(err, NB_EMISMATCH,
-                          "%s: llama.vocab_size %d but token_embd.weight has %d rows", m->path, vs,
-                          c->vocab);
+                          "%s: %s.vocab_size %d but token_embd.weight has %d rows", m->path, an,
+                          vs, c->vocab);
     nb_gguf_vtype et;
     uint64_t ntok;
     if (nb_gguf_get_arr_info(m->gguf, "tokenizer.ggml.tokens", &et, &ntok, NULL) == NB_OK &&
@@ -370,11 +472,14 @@ static nb_code open_gguf(nb_model *m, nb_err *err)
         return nb_err_set(err, NB_EMISMATCH,
                           "%s: tokenizer.ggml.tokens has %llu entries but token_embd.weight has"
                           " %d rows", m->path, (unsigned long long)ntok, c->vocab);
-    static const cfg_names names = {
-        "llama.block_count", "llama.embedding_length", "llama.feed_forward_length",
-        "llama.attention.head_count", "llama.attention.head_count_kv",
-        "llama.attention.key_length", "vocab", "llama.context_length",
-        "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base"};
+    akey k_layers = key_of(m, "block_count"), k_dim = key_of(m, "embedding_length"),
+         k_ffn = key_of(m, "feed_forward_length"), k_heads = key_of(m, "attention.head_count"),
+         k_kv = key_of(m, "attention.head_count_kv"), k_hd = key_of(m, "attention.key_length"),
+         k_ctx = key_of(m, "context_length"),
+         k_eps = key_of(m, "attention.layer_norm_rms_epsilon"),
+         k_theta = key_of(m, "rope.freq_base"), k_swa = key_of(m, "attention.sliding_window");
+    cfg_names names = {k_layers.s, k_dim.s,  k_ffn.s, k_heads.s, k_kv.s,    k_hd.s,
+                       "vocab",    k_ctx.s,  k_eps.s, k_theta.s, k_swa.s};
     if ((rc = validate_cfg(m, &names, err)))
         return rc;
     nb_tensor head;
@@ -483,7 +588,8 @@ static nb_code hf_config(nb_model *m, json_object *root, const char *cfgp, nb_er
         return nb_err_set(err, NB_EFORMAT, "%s: not a JSON object", cfgp);
     if ((rc = hf_arch(cfgp, root, err)))
         return rc;
-    snprintf(c->arch, sizeof c->arch, "llama");
+    m->arch = &archs[0];
+    snprintf(c->arch, sizeof c->arch, "%s", m->arch->name);
     const char *b = strrchr(m->dir, '/');
     snprintf(c->name, sizeof c->name, "%s", b && b[1] ? b + 1 : m->dir);
     if ((rc = cfg_int(cfgp, root, "num_hidden_layers", 1, 0, &c->n_layers, err)) ||
@@ -506,6 +612,7 @@ static nb_code hf_config(nb_model *m, json_object *root, const char *cfgp, nb_er
                           " head_dim)", cfgp, c->dim, c->n_heads);
     if ((rc = hf_rope(m, cfgp, root, err)))
         return rc;
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     json_object *tie = nb_json_get(root, "tie_word_embeddings");
     if (tie && !json_object_is_type(tie, json_type_boolean))
         return nb_err_set(err, NB_EINVAL, "%s: 'tie_word_embeddings' must be true or false", cfgp);
@@ -552,7 +659,7 @@ static nb_code open_hf(nb_model *m, nb_err *err)
     static const cfg_names names = {
         "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
         "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings",
-        "rms_norm_eps", "rope_theta"};
+        "rms_norm_eps", "rope_theta", "sliding_window"};
     if ((rc = validate_cfg(m, &names, err)))
         return rc;
     /* tied, or no lm_head at all: the head is the embedding (as HF ties it) */
@@ -597,6 +704,20 @@ void nb_model_close(nb_model *m)
     free(m->dir);
     free(m->path);
     free(m);
+}
+
+int nb_model_layer_is_swa(const nb_model_config *c, int l)
+{
+    return c->sliding_window > 0 && c->swa_every > 0 && (l + 1) % c->swa_every != 0;
+}
+
+void nb_model_norm_row(const nb_model *m, const nb_tensor *t, float *dst)
+{
+    nb_dequant_row(t->type, t->data, t->cols, dst);
+    /* HF's GGUF loader subtracts the 1 again, in fp32, before its dtype cast */
+    if (m->fmt == NB_FMT_GGUF && m->arch->norm_folded)
+        for (int64_t i = 0; i < t->cols; i++)
+            dst[i] = dst[i] - 1.0f;
 }
 
 const nb_model_config *nb_model_cfg(const nb_model *m)

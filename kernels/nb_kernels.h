@@ -129,6 +129,15 @@ void nb_rope_f32(float *x, int n_heads, int hd, const float *cos, const float *s
 void nb_silu_mul_bf16(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n);
 void nb_silu_mul_f32(float *out, const float *g, const float *u, size_t n);
 
+/* Gemma's RMSNorm: y = bf16((x * 1/sqrt(mean(x^2) + eps)) * w) all in fp32, w the fp32 weight
+ * (1 + HF's parameter). f32 activations use nb_rmsnorm_f32 with that weight. */
+void nb_rmsnorm_f32w_bf16(nb_bf16 *y, const nb_bf16 *x, const float *w, int n, int dim,
+                          float eps);
+
+/* out = bf16(bf16(gelu_tanh(g)) * u) (HF: gelu_pytorch_tanh(gate) * up, both bf16 ops). */
+void nb_gelu_mul_bf16(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n);
+void nb_gelu_mul_f32(float *out, const float *g, const float *u, size_t n);
+
 /* x = bf16(x + d): the residual add. */
 void nb_add_bf16(nb_bf16 *x, const nb_bf16 *d, size_t n);
 void nb_add_f32(float *x, const float *d, size_t n);

@@ -1,4 +1,4 @@
-/* test_dequant: bit-exact dequantization of hand-built Q8_0 / Q4_0 / Q4_1
+/* test_dequant: bit-exact dequantization of hand-built Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q4_K / Q6_K
  * blocks, F16 and BF16 rows, the q/k row un-permutation and bf16 rounding. */
 #include <math.h>
 #include <setjmp.h>
@@ -295,6 +295,109 @@ static void test_qk_unpermute(void **state)
     assert_same_float(y[0], 1.0f);
 }
 
+/* Small deterministic values for the k-quant and Q5_0 blocks below. */
+static uint32_t lcg(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+/* Q5_0: element j is the low nibble (byte j, or the high one of byte j - 16) plus bit j of the
+ * little-endian qh word as its fifth bit, less 16; times d. */
+static void test_q5_0(void **state)
+{
+    (void)state;
+    uint8_t blk[22];
+    int q[32];
+    uint32_t seed = 7, qh = 0;
+    for (int j = 0; j < 32; j++)
+        q[j] = (int)(lcg(&seed) % 32);
+    q[0] = 0, q[31] = 31, q[16] = 16;
+    memset(blk, 0, sizeof blk);
+    put16(blk, 0xb400); /* d = -0.25 */
+    for (int j = 0; j < 32; j++) {
+        qh |= (uint32_t)(q[j] >> 4) << j;
+        blk[6 + j % 16] |= (uint8_t)((q[j] & 15) << (j < 16 ? 0 : 4));
+    }
+    blk[2] = (uint8_t)qh, blk[3] = (uint8_t)(qh >> 8), blk[4] = (uint8_t)(qh >> 16),
+    blk[5] = (uint8_t)(qh >> 24);
+    float y[32];
+    nb_dequant_row(NB_TT_Q5_0, blk, 32, y);
+    for (int j = 0; j < 32; j++)
+        assert_same_float(y[j], -0.25f * (float)(q[j] - 16));
+    assert_int_equal(nb_ttype_block_bytes(NB_TT_Q5_0), 22);
+}
+
+/* Q4_K: 8 sub-blocks of 32 with 6-bit scales sc and mins m; x = (d*sc)*q - dmin*m. */
+static void test_q4_k(void **state)
+{
+    (void)state;
+    uint8_t blk[144];
+    int sc[8], mn[8], q[256];
+    uint32_t seed = 11;
+    for (int s = 0; s < 8; s++)
+        sc[s] = (int)(lcg(&seed) % 64), mn[s] = (int)(lcg(&seed) % 64);
+    sc[0] = 63, mn[7] = 63, sc[5] = 0; /* the top bits of the high sub-blocks matter */
+    for (int e = 0; e < 256; e++)
+        q[e] = (int)(lcg(&seed) % 16);
+    memset(blk, 0, sizeof blk);
+    put16(blk, 0x2c00);     /* d = 1/16 */
+    put16(blk + 2, 0x3555); /* dmin = 0.333251953125 */
+    uint8_t *k = blk + 4;
+    for (int j = 0; j < 4; j++) { /* sub-blocks 0..3: 6 bits; 4..7: nibble + the 2 top bits */
+        k[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        k[j + 4] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
+        k[j + 8] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+    }
+    for (int e = 0; e < 256; e++) { /* sub-block s: bytes 32*(s/2).., low nibble for even s */
+        int s = e / 32, l = e % 32;
+        blk[16 + 32 * (s / 2) + l] |= (uint8_t)(q[e] << (4 * (s % 2)));
+    }
+    float y[256];
+    nb_dequant_row(NB_TT_Q4_K, blk, 256, y);
+    for (int e = 0; e < 256; e++) {
+        float ds = 0.0625f * (float)sc[e / 32], dm = 0x1.554p-2f * (float)mn[e / 32];
+        float p = ds * (float)q[e];
+        assert_same_float(y[e], p - dm);
+    }
+    assert_int_equal(nb_ttype_block_elems(NB_TT_Q4_K), 256);
+    size_t rb = 0;
+    nb_err err;
+    assert_int_equal(nb_ttype_row_bytes(NB_TT_Q4_K, 640, &rb, &err), NB_EFORMAT);
+    assert_int_equal(nb_ttype_row_bytes(NB_TT_Q4_K, 1024, &rb, &err), NB_OK);
+    assert_int_equal(rb, 4 * 144);
+}
+
+/* Q6_K: 6-bit q = low nibble (ql) | 2 high bits (qh) << 4, less 32; one signed scale per 16. */
+static void test_q6_k(void **state)
+{
+    (void)state;
+    uint8_t blk[210];
+    int q[256], sc[16];
+    uint32_t seed = 5;
+    for (int e = 0; e < 256; e++)
+        q[e] = (int)(lcg(&seed) % 64);
+    q[0] = 0, q[255] = 63;
+    for (int i = 0; i < 16; i++)
+        sc[i] = (int)(lcg(&seed) % 256) - 128;
+    sc[3] = -128, sc[9] = 127;
+    memset(blk, 0, sizeof blk);
+    for (int e = 0; e < 256; e++) {
+        /* each half of 128: ql byte r%64 (nibble r/64), qh byte r%32 (bit pair r/32) */
+        int h = e / 128, r = e % 128;
+        blk[64 * h + r % 64] |= (uint8_t)((q[e] & 15) << (4 * (r / 64)));
+        blk[128 + 32 * h + r % 32] |= (uint8_t)((q[e] >> 4) << (2 * (r / 32)));
+    }
+    for (int i = 0; i < 16; i++)
+        blk[192 + i] = (uint8_t)(int8_t)sc[i];
+    put16(blk + 208, 0x1c00); /* d = 2^-8 */
+    float y[256];
+    nb_dequant_row(NB_TT_Q6_K, blk, 256, y);
+    for (int e = 0; e < 256; e++)
+        assert_same_float(y[e], (0x1p-8f * (float)sc[e / 16]) * (float)(q[e] - 32));
+    assert_int_equal(nb_ttype_block_bytes(NB_TT_Q6_K), 210);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +405,8 @@ int main(void)
         cmocka_unit_test(test_q4_0),         cmocka_unit_test(test_q4_1),
         cmocka_unit_test(test_f16),          cmocka_unit_test(test_bf16_and_f32),
         cmocka_unit_test(test_row_bf16_rounding), cmocka_unit_test(test_qk_unpermute),
+        cmocka_unit_test(test_q5_0),         cmocka_unit_test(test_q4_k),
+        cmocka_unit_test(test_q6_k),
     };
     return tu_run_group(tests, NULL, NULL);
 }

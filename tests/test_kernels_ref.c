@@ -289,6 +289,62 @@ static void test_isa_present(void **state)
         tu_skip("kernel path %s: this CPU lacks it", nb_isa_name(isa));
 }
 
+/* Gemma3RMSNorm: y = x / sqrt(mean(x^2) + eps) * w in fp32, w = 1 + HF's parameter; bf16
+ * rounds once, at the end (no rounding of the normalized row, unlike Llama's). */
+static void test_rmsnorm_f32w(void **state)
+{
+    (void)state;
+    enum { N = 5, DIM = 256 };
+    static float x[N * DIM], w[DIM];
+    static nb_bf16 xb[N * DIM], yb[N * DIM];
+    static double want[N * DIM];
+    kt_fill_f32(x, (size_t)N * DIM, 40.0f); /* Gemma's residual stream is large */
+    kt_fill_f32(w, DIM, 1.0f);
+    for (int t = 0; t < DIM; t++)
+        w[t] = 1.0f + nb_round_bf16(w[t]);
+    to_bf16(xb, x, (size_t)N * DIM);
+    const float eps = 1e-6f;
+    for (int r = 0; r < N; r++) {
+        double xbd[DIM];
+        for (int t = 0; t < DIM; t++)
+            xbd[t] = nb_bf16_to_f32(xb[r * DIM + t]);
+        double inv = ref64_rms_inv(xbd, DIM, eps);
+        for (int t = 0; t < DIM; t++)
+            want[r * DIM + t] = xbd[t] * inv * (double)w[t];
+    }
+    nb_rmsnorm_f32w_bf16(yb, xb, w, N, DIM, eps);
+    check_bf16("rmsnorm f32w bf16", yb, want, (size_t)N * DIM);
+}
+
+/* GELU-tanh gate: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * u; bf16 rounds the
+ * activation and the product. g stays above -3: further down, 1 + tanh cancels in fp32 (to 0
+ * from about -6 on) as it does in PyTorch, which an fp64 formula does not model. */
+static void test_gelu_mul(void **state)
+{
+    (void)state;
+    enum { N = 777 };
+    float g[N], u[N], y[N];
+    nb_bf16 gb[N], ub[N], yb[N];
+    double want[N], wantb[N];
+    kt_fill_f32(g, N, 2.0f);
+    for (int i = 0; i < N; i++)
+        g[i] = g[i] < -3.0f ? -3.0f : g[i];
+    kt_fill_f32(u, N, 1.0f);
+    to_bf16(gb, g, N);
+    to_bf16(ub, u, N);
+    for (int i = 0; i < N; i++) {
+        double a = g[i], ab = nb_bf16_to_f32(gb[i]);
+        double ga = 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+        double gab = 0.5 * ab * (1 + tanh(sqrt(2 / M_PI) * (ab + 0.044715 * ab * ab * ab)));
+        want[i] = ga * u[i];
+        wantb[i] = rb(rb(gab) * nb_bf16_to_f32(ub[i]));
+    }
+    nb_gelu_mul_f32(y, g, u, N);
+    check_f32("gelu_mul f32", y, want, N);
+    nb_gelu_mul_bf16(yb, gb, ub, N);
+    check_bf16("gelu_mul bf16", yb, wantb, N);
+}
+
 int main(int argc, char **argv)
 {
     const char *want = argc > 1 ? argv[1] : "portable";
@@ -304,6 +360,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_attention),   cmocka_unit_test(test_linear_f32),
         cmocka_unit_test(test_linear_quantized),
+        cmocka_unit_test(test_rmsnorm_f32w), cmocka_unit_test(test_gelu_mul),
     };
     const struct CMUnitTest only[] = {cmocka_unit_test(test_isa_present)};
     nb_err err = {0};

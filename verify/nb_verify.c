@@ -11,9 +11,14 @@
 #include "nb_time.h"
 #include "nb_utf8.h"
 
+const char *nb_verify_preset_set(const char *model)
+{
+    return nb_deploy_preset_prompts(model);
+}
+
 void nb_verify_default_prompts(const char *preset, char *buf, size_t cap)
 {
-    const char *set = preset && !strcmp(preset, "base") ? "base" : "instruct";
+    const char *set = nb_deploy_preset_prompts(preset);
     snprintf(buf, cap, "verify/prompts/%s.txt", set);
     if (!nb_file_exists(buf))
         snprintf(buf, cap, "%s/verify/prompts/%s.txt", NB_SOURCE_DIR, set);

@@ -49,8 +49,10 @@ typedef struct nb_verify_result {
     double wall_ms;
 } nb_verify_result;
 
-/* Resolves the prompt set path for a preset ("instruct"/"base") into buf. */
+/* Resolves the prompt set path for a preset ("instruct", "base", "gemma3") into buf. */
 void nb_verify_default_prompts(const char *preset, char *buf, size_t cap);
+/* The prompt set name of a model selector: its preset's, else "instruct". */
+const char *nb_verify_preset_set(const char *model);
 const char *nb_verify_default_refdir(void);
 /* The prompt set called name ("instruct", "base", or any plain file name, see
  * nb_file_plain_name) inside root (NULL/"": the presets' directory) as root/name.txt.
