@@ -96,7 +96,7 @@ struct nb_tokenizer {
     size_t *key_off, *key_len;     /* spelling the vocab map is keyed on */
     size_t *piece_off, *piece_len; /* bytes a token decodes to */
     uint8_t *flags;
-    uint32_t *vmap; /* id + 1, 0 empty */
+    uint64_t *vmap; /* hash << 32 | (id + 1), 0 empty: the hash spares a miss on the keys */
     size_t vmap_cap;
     pair_slot *pairs;
     size_t pair_cap;
@@ -249,12 +249,14 @@ static size_t pow2_at_least(size_t n)
 static int32_t vocab_find(const nb_tokenizer *t, const char *s, size_t n)
 {
     size_t mask = t->vmap_cap - 1;
-    for (size_t i = nb_hash_bytes(s, n, NB_HASH_SEED) & mask;; i = (i + 1) & mask) {
-        uint32_t v = t->vmap[i];
+    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h << 32;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        uint64_t v = t->vmap[i];
         if (!v)
             return -1;
-        size_t id = v - 1;
-        if (t->key_len[id] == n && !memcmp(t->strs + t->key_off[id], s, n))
+        size_t id = (uint32_t)v - 1;
+        if ((v & ~0xffffffffull) == tag && t->key_len[id] == n &&
+            !memcmp(t->strs + t->key_off[id], s, n))
             return (int32_t)id;
     }
 }
@@ -264,10 +266,13 @@ static void vocab_insert(nb_tokenizer *t, size_t id)
 {
     const char *s = t->strs + t->key_off[id];
     size_t n = t->key_len[id], mask = t->vmap_cap - 1;
-    for (size_t i = nb_hash_bytes(s, n, NB_HASH_SEED) & mask;; i = (i + 1) & mask) {
-        uint32_t v = t->vmap[i];
-        if (!v || (t->key_len[v - 1] == n && !memcmp(t->strs + t->key_off[v - 1], s, n))) {
-            t->vmap[i] = (uint32_t)(id + 1);
+    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h << 32;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        uint64_t v = t->vmap[i];
+        size_t o = (uint32_t)v - 1;
+        if (!v || ((v & ~0xffffffffull) == tag && t->key_len[o] == n &&
+                   !memcmp(t->strs + t->key_off[o], s, n))) {
+            t->vmap[i] = tag | (uint64_t)(id + 1);
             return;
         }
     }
