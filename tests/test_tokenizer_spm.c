@@ -19,6 +19,7 @@
 #include "nb_json.h"
 #include "nb_time.h"
 #include "nb_tokenizer.h"
+#include "nb_utf8.h"
 #include "tools/nb_tiny.h"
 
 #define MODEL "gemma-3-270m-q4_k_m.gguf"
@@ -350,6 +351,74 @@ static void test_long(void **state)
     free(text);
 }
 
+/* Random text: the byte soup (valid UTF-8 or not) never crashes; valid UTF-8 without U+2581
+ * decodes back to itself, specials parsed or not (spaces, byte fallback and added tokens all
+ * keep their bytes); random ids decode without error. */
+static void test_random_round_trip(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    static const char *const pieces[] = {
+        " ", "  ", "\t", "\n", "\n\n", "\r\n", "a", "the", "Hello", "7", "123", ".", "<",
+        ">", "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<unused3>", "</div>",
+        "[multimodal]", "<0x41>", "\xc3\xa9", "\xe8\xa8\x88", "\xf0\x9f\x98\x80",
+        "\xf0\xa0\x80\x80", "\xee\x80\x80", "\x01", "\x00", "\xcc\x81"};
+    enum { NPIECE = sizeof pieces / sizeof pieces[0] };
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    char text[512];
+    size_t roundtrips = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t len = 0;
+        int raw = it % 4 == 3; /* every fourth: raw random bytes, mostly invalid UTF-8 */
+        while (len < 200) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (raw) {
+                text[len++] = (char)(x >> 24);
+                continue;
+            }
+            const char *p = pieces[(x >> 20) % NPIECE];
+            size_t pl = (x >> 20) % NPIECE == 28 ? 1 : strlen(p); /* the NUL piece */
+            memcpy(text + len, p, pl);
+            len += pl;
+        }
+        for (int special = 0; special < 2; special++) {
+            int32_t *ids;
+            size_t n;
+            nb_err err = {0};
+            nb_code rc = nb_tokenizer_encode(fx.tok, text, len, 1, special, &ids, &n, &err);
+            size_t bad;
+            int valid = nb_utf8_valid(text, len, &bad);
+            assert_int_equal(rc, valid ? NB_OK : NB_EINVAL);
+            if (rc)
+                continue;
+            char *back;
+            size_t bl;
+            assert_int_equal(nb_tokenizer_decode(fx.tok, ids + 1, n - 1, 0, &back, &bl, &err),
+                             NB_OK);
+            if (bl != len || memcmp(back, text, len))
+                fail_msg("iteration %d (specials %d): \"%.80s\" decodes to \"%.80s\"", it,
+                         special, text, back);
+            roundtrips++;
+            free(back);
+            free(ids);
+        }
+    }
+    assert_true(roundtrips >= 4000);
+    int32_t ids[64];
+    for (int it = 0; it < 2000; it++) {
+        for (int i = 0; i < 64; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            ids[i] = (int32_t)(x % nb_tokenizer_vocab(fx.tok));
+        }
+        char *s;
+        size_t l;
+        nb_err err = {0};
+        assert_int_equal(nb_tokenizer_decode(fx.tok, ids, 64, it & 1, &s, &l, &err), NB_OK);
+        assert_int_equal(strlen(s) <= l, 1);
+        free(s);
+    }
+}
+
 /* ------------------------------------------------- a hand-built vocabulary */
 
 /* tokens of a small SentencePiece GGUF: ids are the positions, which rank the merges */
@@ -463,7 +532,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vocab),        cmocka_unit_test(test_golden),
         cmocka_unit_test(test_golden_decode), cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_long),         cmocka_unit_test(test_mini_rules),
+        cmocka_unit_test(test_long),         cmocka_unit_test(test_random_round_trip),
+        cmocka_unit_test(test_mini_rules),
         cmocka_unit_test(test_mini_unsupported),
     };
     return tu_run_group(tests, group_setup, group_teardown);
