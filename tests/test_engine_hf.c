@@ -147,10 +147,11 @@ static json_object *load_ref(const char *name)
     return ref;
 }
 
-/* f32 within TOL_F32 and bf16 within the bound derived from HF's own bf16 error, for one
- * file of the model. Returns NB_EUNSUPPORTED (err says why, nothing checked) when the engine
- * refuses the model. */
-static nb_code check_file(const char *file, json_object *ref, nb_err *err)
+/* f32 within TOL_F32, then bf16 (and, for a quantized file, the native quantized path, whose
+ * activations are bf16 too) within the bound derived from HF's own bf16 error, for one file of
+ * the model. Returns NB_EUNSUPPORTED (err says why, nothing checked) when the engine refuses
+ * the model. */
+static nb_code check_file(const char *file, json_object *ref, int quantized, nb_err *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/tests/data/tiny_hf/%s", src_dir(), file);
@@ -165,25 +166,31 @@ static nb_code check_file(const char *file, json_object *ref, nb_err *err)
     json_object *hb = field(ref, "bf16_rel_err");
     double bh = fmax(BF16_SLACK * json_object_get_double(field(hb, "hidden")), BF16_FLOOR);
     double bl = fmax(BF16_SLACK * json_object_get_double(field(hb, "logits")), BF16_FLOOR);
-    if (run_model(path, ref, NB_DTYPE_BF16, &r, err))
-        fail_msg("%s bf16: %s", file, err->msg);
-    print_message("%s bf16: hidden states rel err %.3g (bound %.3g), logits %.3g (bound %.3g)\n",
-                  file, r.hidden, bh, r.logits, bl);
-    if (r.hidden > bh || r.logits > bl)
-        fail_msg("%s bf16: hidden %.3g (bound %.3g), logits %.3g (bound %.3g)", file, r.hidden,
-                 bh, r.logits, bl);
+    for (int q = 0; q <= quantized; q++) {
+        nb_dtype dt = q ? NB_DTYPE_Q4_1 : NB_DTYPE_BF16;
+        if (run_model(path, ref, dt, &r, err))
+            fail_msg("%s %s: %s", file, nb_dtype_name(dt), err->msg);
+        print_message("%s %s: hidden states rel err %.3g (bound %.3g), logits %.3g (bound "
+                      "%.3g)\n", file, nb_dtype_name(dt), r.hidden, bh, r.logits, bl);
+        if (r.hidden > bh || r.logits > bl)
+            fail_msg("%s %s: hidden %.3g (bound %.3g), logits %.3g (bound %.3g)", file,
+                     nb_dtype_name(dt), r.hidden, bh, r.logits, bl);
+    }
     return NB_OK;
 }
 
-/* The tiny Llama, llama3 rope scaling, untied head: as an HF directory and as GGUF. */
+/* The tiny Llama, llama3 rope scaling, untied head: as an HF directory and as GGUF (bf16),
+ * and with Q4_1 matrices against HF running what gguf-py dequantizes them to. */
 static void test_llama(void **state)
 {
     (void)state;
-    json_object *ref = load_ref("llama");
+    json_object *ref = load_ref("llama"), *refq = load_ref("llama-q4_1");
     nb_err err = {0};
-    if (check_file("llama", ref, &err) || check_file("llama.gguf", ref, &err))
+    if (check_file("llama", ref, 0, &err) || check_file("llama.gguf", ref, 0, &err) ||
+        check_file("llama-q4_1.gguf", refq, 1, &err))
         fail_msg("tiny Llama refused: %s", err.msg);
     json_object_put(ref);
+    json_object_put(refq);
 }
 
 /* The tiny Gemma 3 (5 sliding layers with a window of 4 under a 9-token prompt, 1 global;
@@ -196,9 +203,9 @@ static void test_gemma3(void **state)
     json_object *ref = load_ref("gemma3");
     nb_err err = {0};
     const char *file = "gemma3.gguf";
-    nb_code rc = check_file(file, ref, &err);
+    nb_code rc = check_file(file, ref, 0, &err);
     if (!rc)
-        rc = check_file(file = "gemma3", ref, &err);
+        rc = check_file(file = "gemma3", ref, 0, &err);
     json_object_put(ref);
     if (rc == NB_EUNSUPPORTED)
         tu_skip("the engine does not run the tiny Gemma 3 %s yet: %s", file, err.msg);

@@ -23,6 +23,7 @@ the last position, and bf16_rel_err: how far HF's own bf16 run is from its float
 derives its bf16 bound.
 """
 import argparse
+import functools
 import json
 import os
 
@@ -77,10 +78,17 @@ def rounded(x):
 def references(model, torch, hf_dir, prompt, decode, meta):
     """float32 run of the model as built; bf16 run of the saved directory loaded in bf16, as
     verify/hf_reference.py loads a model (converting this one in place would also round its
-    rope inverse frequencies, which HF keeps in float32)."""
+    rope inverse frequencies, which HF keeps in float32). hf_dir None: saved to a temporary
+    directory for that run only."""
+    import tempfile
     from transformers import AutoModelForCausalLM
     model.set_attn_implementation("eager")
     f32 = run(model, torch, prompt, decode)
+    tmp = None
+    if hf_dir is None:
+        tmp = tempfile.TemporaryDirectory()
+        hf_dir = tmp.name
+        save_hf(model, torch, hf_dir)
     b16m = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.bfloat16).eval()
     b16m.set_attn_implementation("eager")
     b16 = run(b16m, torch, prompt, decode)
@@ -104,10 +112,31 @@ def llama_permute(w, n_head):
             .reshape(w.shape))
 
 
-def matrix(gw, gguf, name, w):
-    gw.add_tensor(name, w.astype(np.float32), raw_dtype=gguf.GGMLQuantizationType.F32) \
-        if w.ndim == 1 else gw.add_tensor(name, to_bf16_bits(w), raw_shape=w.shape,
-                                          raw_dtype=gguf.GGMLQuantizationType.BF16)
+def put(gw, gguf, name, w, q4_1=False):
+    """1-D tensors in F32 (as convert keeps them); matrices in BF16, or Q4_1 blocks."""
+    Q = gguf.GGMLQuantizationType
+    if w.ndim == 1:
+        gw.add_tensor(name, w.astype(np.float32), raw_dtype=Q.F32)
+    elif q4_1:
+        gw.add_tensor(name, gguf.quants.quantize(w.astype(np.float32), Q.Q4_1), raw_dtype=Q.Q4_1)
+    else:
+        gw.add_tensor(name, to_bf16_bits(w), raw_shape=w.shape, raw_dtype=Q.BF16)
+
+
+def q4_1_model(model, torch, gguf):
+    """A copy of the model whose matrices hold what their Q4_1 blocks dequantize to (gguf-py's
+    own quantizer and dequantizer: independent of our nb_quant). Rows are quantized one by one,
+    so permuting rows for the GGUF commutes with this."""
+    import copy
+    Q = gguf.GGMLQuantizationType.Q4_1
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        for _, p in m.named_parameters():
+            if p.dim() == 2:
+                w = np32(p)
+                p.copy_(torch.from_numpy(gguf.quants.dequantize(gguf.quants.quantize(w, Q), Q)
+                                         .reshape(w.shape)))
+    return m
 
 
 def to_bf16_bits(w):
@@ -115,9 +144,12 @@ def to_bf16_bits(w):
     return (np.ascontiguousarray(w, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
 
 
-def write_llama_gguf(model, cfg, rope, path, gguf):
+def write_llama_gguf(model, cfg, rope, path, gguf, q4_1=False):
+    """q4_1: every matrix in Q4_1 blocks (llama-quantize --pure), of the model's own weights."""
     sd = {k: np32(v) for k, v in model.state_dict().items()}
     gw = gguf.GGUFWriter(path, "llama")
+    tensor = functools.partial(put, q4_1=q4_1)
+
     gw.add_name("tiny-llama (hf_tiny_ref.py)")
     gw.add_context_length(cfg.max_position_embeddings)
     gw.add_embedding_length(cfg.hidden_size)
@@ -129,34 +161,35 @@ def write_llama_gguf(model, cfg, rope, path, gguf):
     gw.add_rope_freq_base(rope["rope_theta"])
     gw.add_rope_dimension_count(cfg.head_dim)
     gw.add_vocab_size(cfg.vocab_size)
-    gw.add_file_type(32)  # MOSTLY_BF16
+    gw.add_file_type(3 if q4_1 else 32)  # MOSTLY_Q4_1, MOSTLY_BF16
     gw.add_string("llama.rope.scaling.type", "llama3")
     gw.add_float32("llama.rope.scaling.factor", rope["factor"])
     gw.add_float32("llama.rope.scaling.low_freq_factor", rope["low_freq_factor"])
     gw.add_float32("llama.rope.scaling.high_freq_factor", rope["high_freq_factor"])
     gw.add_uint32("llama.rope.scaling.original_context_length",
                   rope["original_max_position_embeddings"])
-    matrix(gw, gguf, "token_embd.weight", sd["model.embed_tokens.weight"])
+    tensor(gw, gguf, "token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
-        matrix(gw, gguf, f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
-        matrix(gw, gguf, f"blk.{i}.attn_q.weight",
+        tensor(gw, gguf, f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+        tensor(gw, gguf, f"blk.{i}.attn_q.weight",
                llama_permute(sd[p + "self_attn.q_proj.weight"], cfg.num_attention_heads))
-        matrix(gw, gguf, f"blk.{i}.attn_k.weight",
+        tensor(gw, gguf, f"blk.{i}.attn_k.weight",
                llama_permute(sd[p + "self_attn.k_proj.weight"], cfg.num_key_value_heads))
-        matrix(gw, gguf, f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"])
-        matrix(gw, gguf, f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"])
-        matrix(gw, gguf, f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
-        matrix(gw, gguf, f"blk.{i}.ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
-        matrix(gw, gguf, f"blk.{i}.ffn_up.weight", sd[p + "mlp.up_proj.weight"])
-        matrix(gw, gguf, f"blk.{i}.ffn_down.weight", sd[p + "mlp.down_proj.weight"])
-    matrix(gw, gguf, "output_norm.weight", sd["model.norm.weight"])
-    matrix(gw, gguf, "output.weight", sd["lm_head.weight"])
+        tensor(gw, gguf, f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"])
+        tensor(gw, gguf, f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"])
+        tensor(gw, gguf, f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+        tensor(gw, gguf, f"blk.{i}.ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
+        tensor(gw, gguf, f"blk.{i}.ffn_up.weight", sd[p + "mlp.up_proj.weight"])
+        tensor(gw, gguf, f"blk.{i}.ffn_down.weight", sd[p + "mlp.down_proj.weight"])
+    tensor(gw, gguf, "output_norm.weight", sd["model.norm.weight"])
+    tensor(gw, gguf, "output.weight", sd["lm_head.weight"])
     finish(gw)
 
 
 def write_gemma3_gguf(model, cfg, path, gguf):
     sd = {k: np32(v) for k, v in model.state_dict().items()}
+    tensor = put
     gw = gguf.GGUFWriter(path, "gemma3")
     gw.add_name("tiny-gemma3 (hf_tiny_ref.py)")
     gw.add_context_length(cfg.max_position_embeddings)
@@ -179,14 +212,14 @@ def write_gemma3_gguf(model, cfg, path, gguf):
     lin = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
            "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
            "mlp.down_proj": "ffn_down"}
-    matrix(gw, gguf, "token_embd.weight", sd["model.embed_tokens.weight"])
+    tensor(gw, gguf, "token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}."
         for hf, gg in norm.items():
-            matrix(gw, gguf, f"blk.{i}.{gg}.weight", sd[p + hf + ".weight"] + 1.0)
+            tensor(gw, gguf, f"blk.{i}.{gg}.weight", sd[p + hf + ".weight"] + 1.0)
         for hf, gg in lin.items():
-            matrix(gw, gguf, f"blk.{i}.{gg}.weight", sd[p + hf + ".weight"])
-    matrix(gw, gguf, "output_norm.weight", sd["model.norm.weight"] + 1.0)
+            tensor(gw, gguf, f"blk.{i}.{gg}.weight", sd[p + hf + ".weight"])
+    tensor(gw, gguf, "output_norm.weight", sd["model.norm.weight"] + 1.0)
     finish(gw)
 
 
@@ -238,6 +271,13 @@ def main():
     ref = references(llama, torch, os.path.join(args.out, "llama"), [1, 17, 5, 40, 63, 9, 22], [33, 2, 48],
                      dict(meta, model="llama"))
     with open(os.path.join(args.out, "llama-ref.json"), "w") as f:
+        json.dump(ref, f, separators=(",", ":"))
+        f.write("\n")
+    # The same Llama with Q4_1 matrices: HF runs what the blocks dequantize to.
+    write_llama_gguf(llama, cfg, rope, os.path.join(args.out, "llama-q4_1.gguf"), gguf, True)
+    ref = references(q4_1_model(llama, torch, gguf), torch, None,
+                     [1, 17, 5, 40, 63, 9, 22], [33, 2, 48], dict(meta, model="llama-q4_1"))
+    with open(os.path.join(args.out, "llama-q4_1-ref.json"), "w") as f:
         json.dump(ref, f, separators=(",", ":"))
         f.write("\n")
 
