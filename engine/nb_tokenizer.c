@@ -513,10 +513,24 @@ typedef struct merge3 {
  * of a token, at a character boundary, into two tokens; ranked by the token's id (earlier
  * first: Gemma's scores do not follow its merge order, the file's order does), then by the
  * longer left part. One entry per distinct spelling, as in a Python dict. */
+#define DERIVE_WORK_MAX (1ull << 32) /* bytes hashed; Gemma 3's 262,144 tokens need ~1e8 */
+
 static nb_code derive_merges(nb_tokenizer *t, nb_err *err)
 {
     merge3 *v = NULL;
     size_t n = 0, cap = 0;
+    /* every split hashes the whole token: quadratic in its length, so a file of absurdly long
+     * tokens is refused rather than left to run for hours */
+    unsigned long long work = 0;
+    for (size_t id = 0; id < t->n_vocab; id++) {
+        work += (unsigned long long)t->key_len[id] * t->key_len[id];
+        if (work > DERIVE_WORK_MAX)
+            return nb_err_set(err, NB_EFORMAT,
+                              "%s: tokenizer.ggml.tokens: deriving merges from tokens 0..%zu "
+                              "(token %zu is %zu bytes) exceeds %llu bytes of hashing; "
+                              "SentencePiece tokens are short", t->src, id, id, t->key_len[id],
+                              DERIVE_WORK_MAX);
+    }
     for (size_t id = 0; id < t->n_vocab; id++) {
         const char *s = t->strs + t->key_off[id];
         size_t len = t->key_len[id];

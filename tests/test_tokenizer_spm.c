@@ -436,9 +436,10 @@ static void put_arr_hdr(nb_tiny_buf *b, const char *key, uint32_t et, uint64_t n
     nb_tiny_put_u64(b, n);
 }
 
-static nb_code mini_open(const char *arch, nb_tokenizer **t, nb_err *err)
+/* long_tok > 0: one more token, of that many 'b's */
+static nb_code mini_open(const char *arch, size_t long_tok, nb_tokenizer **t, nb_err *err)
 {
-    size_t nt = sizeof mini_tokens / sizeof mini_tokens[0];
+    size_t nm = sizeof mini_tokens / sizeof mini_tokens[0], nt = nm + (long_tok > 0);
     nb_tiny_buf b = {0};
     nb_tiny_put(&b, "GGUF", 4);
     nb_tiny_put_u32(&b, 3);
@@ -447,11 +448,19 @@ static nb_code mini_open(const char *arch, nb_tokenizer **t, nb_err *err)
     nb_tiny_kv_str(&b, "general.architecture", arch);
     nb_tiny_kv_str(&b, "tokenizer.ggml.model", "llama");
     put_arr_hdr(&b, "tokenizer.ggml.tokens", 8, nt);
-    for (size_t i = 0; i < nt; i++)
+    for (size_t i = 0; i < nm; i++)
         nb_tiny_put_str(&b, mini_tokens[i]);
+    if (long_tok) {
+        char *lt = malloc(long_tok);
+        assert_non_null(lt);
+        memset(lt, 'b', long_tok);
+        nb_tiny_put_u64(&b, long_tok);
+        nb_tiny_put(&b, lt, long_tok);
+        free(lt);
+    }
     put_arr_hdr(&b, "tokenizer.ggml.token_type", 5, nt);
     for (size_t i = 0; i < nt; i++)
-        nb_tiny_put_u32(&b, (uint32_t)mini_types[i]);
+        nb_tiny_put_u32(&b, i < nm ? (uint32_t)mini_types[i] : 1);
     nb_tiny_kv_u32(&b, "tokenizer.ggml.bos_token_id", 2);
     nb_tiny_kv_u32(&b, "tokenizer.ggml.eos_token_id", 1);
     nb_tiny_kv_u32(&b, "tokenizer.ggml.unknown_token_id", 3);
@@ -473,7 +482,7 @@ static void test_mini_rules(void **state)
     (void)state;
     nb_tokenizer *t;
     nb_err err = {0};
-    if (mini_open("gemma3", &t, &err))
+    if (mini_open("gemma3", 0, &t, &err))
         fail_msg("%s", err.msg);
     /* BOS added (no flag in the file); spaces become U+2581: "▁ab" is one token */
     static const int32_t w1[] = {2, 15};
@@ -516,15 +525,24 @@ static void test_mini_rules(void **state)
     nb_tokenizer_free(t);
 }
 
-static void test_mini_unsupported(void **state)
+static void test_mini_refused(void **state)
 {
     (void)state;
     nb_tokenizer *t = (nb_tokenizer *)1;
     nb_err err = {0};
-    assert_int_equal(mini_open("llama", &t, &err), NB_EUNSUPPORTED);
+    assert_int_equal(mini_open("llama", 0, &t, &err), NB_EUNSUPPORTED);
     if (!strstr(err.msg, "general.architecture \"llama\"") || !strstr(err.msg, "gemma3"))
         fail_msg("message \"%s\" names neither the architecture nor what is supported", err.msg);
     assert_null(t);
+    /* one token of 70,000 bytes: deriving its merges would hash 4.9e9 bytes; refused at once */
+    t = (nb_tokenizer *)1;
+    assert_int_equal(mini_open("gemma3", 70000, &t, &err), NB_EFORMAT);
+    if (!strstr(err.msg, "70000 bytes") || !strstr(err.msg, "tokenizer.ggml.tokens"))
+        fail_msg("message \"%s\" names neither the field nor the token's size", err.msg);
+    assert_null(t);
+    /* one of 20,000 bytes is within the limit and works */
+    assert_int_equal(mini_open("gemma3", 20000, &t, &err), NB_OK);
+    nb_tokenizer_free(t);
 }
 
 int main(void)
@@ -534,7 +552,7 @@ int main(void)
         cmocka_unit_test(test_golden_decode), cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_long),         cmocka_unit_test(test_random_round_trip),
         cmocka_unit_test(test_mini_rules),
-        cmocka_unit_test(test_mini_unsupported),
+        cmocka_unit_test(test_mini_refused),
     };
     return tu_run_group(tests, group_setup, group_teardown);
 }
