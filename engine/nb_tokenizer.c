@@ -96,7 +96,7 @@ struct nb_tokenizer {
     size_t *key_off, *key_len;     /* spelling the vocab map is keyed on */
     size_t *piece_off, *piece_len; /* bytes a token decodes to */
     uint8_t *flags;
-    uint64_t *vmap; /* hash << 32 | (id + 1), 0 empty: the hash spares a miss on the keys */
+    uint64_t *vmap; /* high half of the hash | (id + 1), 0 empty: spares misses a key read */
     size_t vmap_cap;
     pair_slot *pairs;
     size_t pair_cap;
@@ -249,7 +249,7 @@ static size_t pow2_at_least(size_t n)
 static int32_t vocab_find(const nb_tokenizer *t, const char *s, size_t n)
 {
     size_t mask = t->vmap_cap - 1;
-    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h << 32;
+    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h & ~0xffffffffull;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         uint64_t v = t->vmap[i];
         if (!v)
@@ -266,7 +266,7 @@ static void vocab_insert(nb_tokenizer *t, size_t id)
 {
     const char *s = t->strs + t->key_off[id];
     size_t n = t->key_len[id], mask = t->vmap_cap - 1;
-    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h << 32;
+    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h & ~0xffffffffull;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         uint64_t v = t->vmap[i];
         size_t o = (uint32_t)v - 1;
@@ -508,13 +508,13 @@ typedef struct merge3 {
     int32_t a, b, m;
 } merge3;
 
+#define DERIVE_WORK_MAX (1ull << 32) /* bytes hashed; Gemma 3's 262,144 tokens: 2.7e7 */
+
 /* The merges transformers derives for a SentencePiece vocabulary that lists none
  * (tokenization_utils_base.generate_merges with the Gemma GGUF builder's scores): every split
  * of a token, at a character boundary, into two tokens; ranked by the token's id (earlier
  * first: Gemma's scores do not follow its merge order, the file's order does), then by the
  * longer left part. One entry per distinct spelling, as in a Python dict. */
-#define DERIVE_WORK_MAX (1ull << 32) /* bytes hashed; Gemma 3's 262,144 tokens need ~1e8 */
-
 static nb_code derive_merges(nb_tokenizer *t, nb_err *err)
 {
     merge3 *v = NULL;
@@ -536,7 +536,7 @@ static nb_code derive_merges(nb_tokenizer *t, nb_err *err)
         size_t len = t->key_len[id];
         if (vocab_find(t, s, len) != (int32_t)id)
             continue; /* a later id took this spelling */
-        for (size_t c = len - 1; c > 0; c--) { /* longest left part first */
+        for (size_t c = len ? len - 1 : 0; c > 0; c--) { /* longest left part first */
             if (((unsigned char)s[c] & 0xc0) == 0x80)
                 continue;
             int32_t a = vocab_find(t, s, c), b;
