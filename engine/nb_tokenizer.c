@@ -1,5 +1,6 @@
-/* nb_tokenizer: byte-level BPE reproducing HF tokenizers bit for bit: added tokens split out,
- * pre-tokenizer regex steps (PCRE2), bytes mapped to GPT-2's alphabet, merges by rank. */
+/* nb_tokenizer: BPE reproducing HF tokenizers bit for bit: added tokens split out, then either
+ * byte-level (regex pre-tokenizer, GPT-2's byte alphabet) or SentencePiece-style (space marker,
+ * byte fallback, merges derived from the vocabulary as transformers does for Gemma). */
 #include "nb_tokenizer.h"
 
 #include <limits.h>
@@ -63,6 +64,10 @@ static const struct {
 #define MAX_AFFIX 8
 #define MAX_EOG 8
 #define TOK_SPECIAL 1u /* skipped by decode(skip_special) */
+#define TOK_BYTE 2u    /* spelled <0xHH>: decodes to that byte (SentencePiece byte fallback) */
+
+/* U+2581, SentencePiece's stand-in for a space, in UTF-8 */
+#define SPACE_MARK "\xe2\x96\x81"
 
 enum step_kind { STEP_SPLIT, STEP_DIGITS, STEP_BYTELEVEL };
 
@@ -91,11 +96,12 @@ struct nb_tokenizer {
     size_t *key_off, *key_len;     /* spelling the vocab map is keyed on */
     size_t *piece_off, *piece_len; /* bytes a token decodes to */
     uint8_t *flags;
-    uint32_t *vmap; /* id + 1, 0 empty */
+    uint64_t *vmap; /* high half of the hash | (id + 1), 0 empty: spares misses a key read */
     size_t vmap_cap;
     pair_slot *pairs;
     size_t pair_cap;
-    int32_t byte_id[256];
+    int32_t byte_id[256]; /* byte-level: the alphabet's character; spm: <0xHH> (-1 none) */
+    int spm;              /* SentencePiece-style vocabulary (space marker, byte fallback) */
     int32_t unk; /* BPE's unk_token for bytes without a token; -1: such bytes are dropped */
     int fuse_unk;
     int ignore_merges;
@@ -171,6 +177,45 @@ static size_t spelling_bytes(const char *s, size_t n, char *o)
     return k;
 }
 
+/* A SentencePiece spelling <0xHH> (hex either case, as HF's ByteFallback decoder reads it):
+ * returns the byte, or -1. */
+static int fallback_byte(const char *s, size_t n)
+{
+    if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
+        return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The bytes a SentencePiece spelling decodes to: its byte for <0xHH>, else the spelling
+ * with each space marker a space (HF's Replace decoder). o needs n bytes. */
+static size_t spm_bytes(const char *s, size_t n, char *o)
+{
+    int b = fallback_byte(s, n);
+    if (b >= 0) {
+        o[0] = (char)b;
+        return 1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + 3 <= n && !memcmp(s + i, SPACE_MARK, 3)) {
+            o[k++] = ' ';
+            i += 2;
+        } else {
+            o[k++] = s[i];
+        }
+    }
+    return k;
+}
+
 static int in_alphabet(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
@@ -204,12 +249,14 @@ static size_t pow2_at_least(size_t n)
 static int32_t vocab_find(const nb_tokenizer *t, const char *s, size_t n)
 {
     size_t mask = t->vmap_cap - 1;
-    for (size_t i = nb_hash_bytes(s, n, NB_HASH_SEED) & mask;; i = (i + 1) & mask) {
-        uint32_t v = t->vmap[i];
+    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h & ~0xffffffffull;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        uint64_t v = t->vmap[i];
         if (!v)
             return -1;
-        size_t id = v - 1;
-        if (t->key_len[id] == n && !memcmp(t->strs + t->key_off[id], s, n))
+        size_t id = (uint32_t)v - 1;
+        if ((v & ~0xffffffffull) == tag && t->key_len[id] == n &&
+            !memcmp(t->strs + t->key_off[id], s, n))
             return (int32_t)id;
     }
 }
@@ -219,10 +266,13 @@ static void vocab_insert(nb_tokenizer *t, size_t id)
 {
     const char *s = t->strs + t->key_off[id];
     size_t n = t->key_len[id], mask = t->vmap_cap - 1;
-    for (size_t i = nb_hash_bytes(s, n, NB_HASH_SEED) & mask;; i = (i + 1) & mask) {
-        uint32_t v = t->vmap[i];
-        if (!v || (t->key_len[v - 1] == n && !memcmp(t->strs + t->key_off[v - 1], s, n))) {
-            t->vmap[i] = (uint32_t)(id + 1);
+    uint64_t h = nb_hash_bytes(s, n, NB_HASH_SEED), tag = h & ~0xffffffffull;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        uint64_t v = t->vmap[i];
+        size_t o = (uint32_t)v - 1;
+        if (!v || ((v & ~0xffffffffull) == tag && t->key_len[o] == n &&
+                   !memcmp(t->strs + t->key_off[o], s, n))) {
+            t->vmap[i] = tag | (uint64_t)(id + 1);
             return;
         }
     }
@@ -268,6 +318,7 @@ typedef struct tok_src {
     size_t *man, *mbn;
     size_t n_added;
     added_tok *added; /* s points at caller memory until build copies it */
+    int derive_merges; /* no merge list: derived from the vocabulary (derive_merges) */
 } tok_src;
 
 static void tok_src_free(tok_src *s)
@@ -400,7 +451,13 @@ static nb_code copy_vocab(nb_tokenizer *t, const tok_src *s, size_t n, size_t *o
         o += vn;
         t->strs[o++] = '\0';
         t->piece_off[i] = o;
-        t->piece_len[i] = spelling_bytes(v, vn, t->strs + o);
+        if (t->spm) {
+            t->piece_len[i] = spm_bytes(v, vn, t->strs + o);
+            if (fallback_byte(v, vn) >= 0)
+                t->flags[i] |= TOK_BYTE;
+        } else {
+            t->piece_len[i] = spelling_bytes(v, vn, t->strs + o);
+        }
         o += t->piece_len[i];
         t->strs[o++] = '\0';
         vocab_insert(t, i);
@@ -444,6 +501,76 @@ static nb_code build_merges(nb_tokenizer *t, const tok_src *s, nb_err *err)
         pair_insert(t, a, b, (int32_t)i, m);
     }
     free(buf);
+    return NB_OK;
+}
+
+typedef struct merge3 {
+    int32_t a, b, m;
+} merge3;
+
+#define DERIVE_WORK_MAX (1ull << 32) /* bytes hashed; Gemma 3's 262,144 tokens: 2.7e7 */
+
+/* The merges transformers derives for a SentencePiece vocabulary that lists none
+ * (tokenization_utils_base.generate_merges with the Gemma GGUF builder's scores): every split
+ * of a token, at a character boundary, into two tokens; ranked by the token's id (earlier
+ * first: Gemma's scores do not follow its merge order, the file's order does), then by the
+ * longer left part. One entry per distinct spelling, as in a Python dict. */
+static nb_code derive_merges(nb_tokenizer *t, nb_err *err)
+{
+    merge3 *v = NULL;
+    size_t n = 0, cap = 0;
+    /* every split hashes the whole token: quadratic in its length, so a file of absurdly long
+     * tokens is refused rather than left to run for hours */
+    unsigned long long work = 0;
+    for (size_t id = 0; id < t->n_vocab; id++) {
+        work += (unsigned long long)t->key_len[id] * t->key_len[id];
+        if (work > DERIVE_WORK_MAX)
+            return nb_err_set(err, NB_EFORMAT,
+                              "%s: tokenizer.ggml.tokens: deriving merges from tokens 0..%zu "
+                              "(token %zu is %zu bytes) exceeds %llu bytes of hashing; "
+                              "SentencePiece tokens are short", t->src, id, id, t->key_len[id],
+                              DERIVE_WORK_MAX);
+    }
+    for (size_t id = 0; id < t->n_vocab; id++) {
+        const char *s = t->strs + t->key_off[id];
+        size_t len = t->key_len[id];
+        if (vocab_find(t, s, len) != (int32_t)id)
+            continue; /* a later id took this spelling */
+        for (size_t c = len ? len - 1 : 0; c > 0; c--) { /* longest left part first */
+            if (((unsigned char)s[c] & 0xc0) == 0x80)
+                continue;
+            int32_t a = vocab_find(t, s, c), b;
+            if (a < 0 || (b = vocab_find(t, s + c, len - c)) < 0)
+                continue;
+            if (n == cap) {
+                size_t nn = cap ? cap * 2 : 1u << 16;
+                merge3 *g = realloc(v, nn * sizeof *g);
+                if (!g) {
+                    free(v);
+                    return nb_err_set(err, NB_ENOMEM, "%s: out of memory for merges", t->src);
+                }
+                v = g;
+                cap = nn;
+            }
+            v[n++] = (merge3){a, b, (int32_t)id};
+        }
+    }
+    if (n > INT32_MAX) {
+        free(v);
+        return nb_err_set(err, NB_EFORMAT, "%s: %zu derived merges exceeds %d", t->src, n,
+                          INT32_MAX);
+    }
+    free(t->pairs);
+    t->pair_cap = pow2_at_least(n * 2 + 1);
+    if (!(t->pairs = malloc(t->pair_cap * sizeof *t->pairs))) {
+        free(v);
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory for %zu merges", t->src, n);
+    }
+    for (size_t i = 0; i < t->pair_cap; i++)
+        t->pairs[i].key = UINT64_MAX;
+    for (size_t i = 0; i < n; i++)
+        pair_insert(t, v[i].a, v[i].b, (int32_t)i, v[i].m);
+    free(v);
     return NB_OK;
 }
 
@@ -494,10 +621,13 @@ static nb_code tok_build(nb_tokenizer *t, const tok_src *s, nb_err *err)
     if ((rc = alloc_tables(t, s, n, total, err)) || (rc = copy_vocab(t, s, n, &o, err)))
         return rc;
     for (int b = 0; b < 256; b++) {
-        char sp[2];
-        t->byte_id[b] = vocab_find(t, sp, put_cp(sp, b2u[b]));
+        char sp[8];
+        if (t->spm)
+            t->byte_id[b] = vocab_find(t, sp, (size_t)snprintf(sp, sizeof sp, "<0x%02X>", b));
+        else
+            t->byte_id[b] = vocab_find(t, sp, put_cp(sp, b2u[b]));
     }
-    if ((rc = build_merges(t, s, err)))
+    if ((rc = s->derive_merges ? derive_merges(t, err) : build_merges(t, s, err)))
         return rc;
     return copy_added(t, s, n, o, err);
 }
@@ -717,6 +847,32 @@ static int split_merge(const char *m, size_t ml, tok_src *s, size_t i)
     return 1;
 }
 
+/* A SentencePiece ("llama") vocabulary: transformers builds it per architecture, and only the
+ * Gemma builder is reproduced here (spaces become U+2581 before BPE, no prefix space, no
+ * pre-tokenizer split, byte fallback, merges derived from the token order); Llama-2 style
+ * files (Metaspace with a prefix space, merges by score) would need their own pipeline. */
+static nb_code spm_family(nb_tokenizer *t, const nb_gguf *g, nb_err *err)
+{
+    static const char *const archs[] = {"gemma", "gemma2", "gemma3"};
+    nb_gguf_str arch = {"", 0};
+    nb_code rc = nb_gguf_has(g, "general.architecture")
+                     ? nb_gguf_get_str(g, "general.architecture", &arch, err)
+                     : NB_OK;
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strlen(archs[i]) == arch.len && !memcmp(archs[i], arch.ptr, arch.len)) {
+            t->spm = 1;
+            snprintf(t->pre_name, sizeof t->pre_name, "gemma");
+            return NB_OK;
+        }
+    return nb_err_set(err, NB_EUNSUPPORTED,
+                      "%s: tokenizer.ggml.model \"llama\" (SentencePiece) with "
+                      "general.architecture \"%.*s\": only the gemma, gemma2 and gemma3 "
+                      "SentencePiece vocabularies are supported", nb_gguf_path(g),
+                      (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+}
+
 /* The pre-tokenizer steps of tokenizer.ggml.pre (GPT-2's split when absent). */
 static nb_code gguf_pre_steps(nb_tokenizer *t, const nb_gguf *g, nb_err *err)
 {
@@ -725,10 +881,13 @@ static nb_code gguf_pre_steps(nb_tokenizer *t, const nb_gguf *g, nb_err *err)
     nb_code rc = nb_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
     if (rc)
         return rc;
+    if (model.len == 5 && !memcmp(model.ptr, "llama", 5))
+        return spm_family(t, g, err);
     if (model.len != 4 || memcmp(model.ptr, "gpt2", 4))
         return nb_err_set(err, NB_EUNSUPPORTED,
                           "%s: tokenizer.ggml.model \"%.*s\": only \"gpt2\" (byte-level BPE) "
-                          "is supported", path, (int)(model.len > 64 ? 64 : model.len), model.ptr);
+                          "and \"llama\" (SentencePiece, Gemma family) are supported", path,
+                          (int)(model.len > 64 ? 64 : model.len), model.ptr);
     const char *re = NULL;
     snprintf(t->pre_name, sizeof t->pre_name, "default");
     if (nb_gguf_has(g, "tokenizer.ggml.pre")) {
@@ -797,6 +956,50 @@ static nb_code gguf_named_ids(nb_tokenizer *t, const nb_gguf *g, uint64_t n, int
     return NB_OK;
 }
 
+/* Python's str.isspace(), which transformers' Gemma builder uses */
+static int py_space(uint32_t c)
+{
+    return nb_utf8_is_space(c) || (c >= 0x1c && c <= 0x1f);
+}
+
+/* One SentencePiece token into s as transformers' Gemma builder has it: a token of
+ * whitespace holding a space is respelled as that many U+2581 (the normalizer turns text
+ * spaces into U+2581, so only that spelling can match); control tokens and the named ones
+ * (bos, eos, unk, pad, and GemmaTokenizer's default mask "<mask>") are special added tokens,
+ * user-defined ones plain added tokens unless respelled (their text is then not in the
+ * vocabulary, so transformers does not add them). */
+static nb_code spm_token(const char *path, const nb_gguf_str *tok, int32_t id, int type,
+                         int named, tok_src *s, char **owned, size_t *n_owned, nb_err *err)
+{
+    size_t nc = 0, spaces = 0, blank = 1;
+    for (size_t i = 0; i < tok->len; nc++) {
+        uint32_t cp;
+        i += nb_utf8_decode(tok->ptr + i, &cp);
+        spaces += cp == ' ';
+        blank &= (size_t)py_space(cp);
+    }
+    int respelled = spaces && blank;
+    if (respelled) {
+        char *r = malloc(nc * 3 + 1);
+        if (!r)
+            return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+        for (size_t i = 0; i < nc; i++)
+            memcpy(r + 3 * i, SPACE_MARK, 3);
+        owned[(*n_owned)++] = r;
+        s->vs[id] = r;
+        s->vn[id] = nc * 3;
+    }
+    int special = type == 3 || named || (tok->len == 6 && !memcmp(tok->ptr, "<mask>", 6));
+    if (special || (type == 4 && !respelled)) {
+        added_tok *a = &s->added[s->n_added++];
+        a->s = tok->ptr;
+        a->n = tok->len;
+        a->id = id;
+        a->special = (uint8_t)special;
+    }
+    return NB_OK;
+}
+
 /* The vocabulary into s: spellings outside the byte alphabet respelled (into *owned), and
  * added tokens: control tokens spelled in the alphabet (special), user-defined (not
  * special), and bos/eos/unk/pad, which transformers registers as special. */
@@ -804,6 +1007,7 @@ static nb_code gguf_read_tokens(nb_tokenizer *t, const char *path, const nb_gguf
                                 uint64_t n, const int32_t *types, int32_t unk, int32_t pad,
                                 tok_src *s, char **owned, size_t *n_owned, nb_err *err)
 {
+    nb_code rc;
     for (uint64_t i = 0; i < n; i++) {
         size_t bad;
         if (toks[i].len == 0 || !nb_utf8_valid(toks[i].ptr, toks[i].len, &bad))
@@ -811,6 +1015,14 @@ static nb_code gguf_read_tokens(nb_tokenizer *t, const char *path, const nb_gguf
                               (unsigned long long)i, toks[i].len ? "not valid UTF-8" : "empty");
         s->vs[i] = toks[i].ptr;
         s->vn[i] = toks[i].len;
+        int type = types ? types[i] : 1;
+        int named = (int32_t)i == t->bos || (int32_t)i == t->eos || (int32_t)i == unk ||
+                    (int32_t)i == pad;
+        if (t->spm) {
+            if ((rc = spm_token(path, &toks[i], (int32_t)i, type, named, s, owned, n_owned, err)))
+                return rc;
+            continue;
+        }
         int alpha = in_alphabet(toks[i].ptr, toks[i].len);
         if (!alpha) {
             char *r = respell(toks[i].ptr, toks[i].len, &s->vn[i]);
@@ -819,9 +1031,6 @@ static nb_code gguf_read_tokens(nb_tokenizer *t, const char *path, const nb_gguf
             owned[(*n_owned)++] = r;
             s->vs[i] = r;
         }
-        int type = types ? types[i] : 1;
-        int named = (int32_t)i == t->bos || (int32_t)i == t->eos || (int32_t)i == unk ||
-                    (int32_t)i == pad;
         /* one spelled outside the alphabet is not in transformers' vocabulary
          * under its own text, so it is never matched whole */
         int special = alpha && (type == 3 || named), user = alpha && type == 4;
@@ -844,8 +1053,12 @@ static nb_code gguf_build(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char **
     const nb_gguf_str *toks, *merges;
     uint64_t n, nm;
     nb_code rc;
+    /* a SentencePiece file may list no merges: transformers derives them */
+    int derive = t->spm && !nb_gguf_has(g, "tokenizer.ggml.merges");
+    merges = NULL;
+    nm = 0;
     if ((rc = nb_gguf_get_arr_str(g, "tokenizer.ggml.tokens", &toks, &n, err)) ||
-        (rc = nb_gguf_get_arr_str(g, "tokenizer.ggml.merges", &merges, &nm, err)))
+        (!derive && (rc = nb_gguf_get_arr_str(g, "tokenizer.ggml.merges", &merges, &nm, err))))
         return rc;
     if (n == 0 || n > INT32_MAX - 1)
         return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.tokens has %llu entries (must be "
@@ -866,6 +1079,11 @@ static nb_code gguf_build(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char **
     free(types);
     if (rc)
         return rc;
+    if (t->spm) { /* GemmaTokenizer's BPE: unknown characters fused into one unk */
+        t->unk = unk;
+        t->fuse_unk = 1;
+    }
+    s->derive_merges = derive;
     for (uint64_t i = 0; i < nm; i++)
         if (!split_merge(merges[i].ptr, merges[i].len, s, i))
             return nb_err_set(err, NB_EFORMAT, "%s: tokenizer.ggml.merges[%llu] \"%.*s\" is "
@@ -882,7 +1100,8 @@ static nb_code gguf_load(nb_tokenizer *t, const nb_gguf *g, tok_src *s, char ***
     if ((rc = gguf_pre_steps(t, g, err)) || (rc = gguf_build(t, g, s, owned, n_owned, err)))
         return rc;
     int add_bos, add_eos;
-    if ((rc = gguf_opt_bool(g, "tokenizer.ggml.add_bos_token", 0, &add_bos, err)) ||
+    /* transformers adds BOS to a SentencePiece vocabulary whose file does not say */
+    if ((rc = gguf_opt_bool(g, "tokenizer.ggml.add_bos_token", t->spm, &add_bos, err)) ||
         (rc = gguf_opt_bool(g, "tokenizer.ggml.add_eos_token", 0, &add_eos, err)))
         return rc;
     if (add_bos && t->bos >= 0)
@@ -1404,6 +1623,8 @@ typedef struct enc {
     bpe_cand *heap;
     size_t cap_sym;
     char *spell; /* a pre-token in the byte alphabet (ignore_merges lookups) */
+    char *norm;  /* SentencePiece: the stretch with spaces as U+2581 */
+    size_t cap_norm;
     nb_err *err;
 } enc;
 
@@ -1547,8 +1768,9 @@ static void try_pair(enc *e, size_t *nh, int32_t pos)
         heap_push(e->heap, nh, (bpe_cand){p->rank, pos, p->id});
 }
 
-/* One pre-token through the byte alphabet and BPE: the lowest-ranked
- * adjacent pair merges first, leftmost among equals (HF's order). */
+static nb_code bpe_merge(enc *e, int32_t n);
+
+/* One pre-token through the byte alphabet and BPE. */
 static nb_code bpe(enc *e, span w)
 {
     const nb_tokenizer *t = e->t;
@@ -1572,13 +1794,63 @@ static nb_code bpe(enc *e, span w)
                 continue;
             id = t->unk;
         }
-        e->sym[n] = id;
-        e->prev[n] = n - 1;
-        e->next[n] = n + 1;
-        n++;
+        e->sym[n++] = id;
     }
+    return bpe_merge(e, n);
+}
+
+/* One normalized SentencePiece word: a symbol per character in the vocabulary, else its
+ * <0xHH> byte tokens, else unk (a run fused into one). As in HF's BPE, a pending unk is
+ * flushed only by a character in the vocabulary or the end, not by byte tokens. */
+static nb_code bpe_spm(enc *e, span w)
+{
+    const nb_tokenizer *t = e->t;
+    nb_code rc = grow_bpe(e, w.n);
+    if (rc)
+        return rc;
+    int32_t n = 0;
+    int unk = 0;
+    for (size_t i = 0; i < w.n;) {
+        uint32_t cp;
+        size_t l = nb_utf8_decode(w.p + i, &cp);
+        int32_t id = vocab_find(t, w.p + i, l);
+        if (id >= 0) {
+            if (unk)
+                e->sym[n++] = t->unk;
+            unk = 0;
+            e->sym[n++] = id;
+        } else {
+            size_t k = 0;
+            while (k < l && t->byte_id[(unsigned char)w.p[i + k]] >= 0)
+                k++;
+            if (k == l) {
+                for (k = 0; k < l; k++)
+                    e->sym[n++] = t->byte_id[(unsigned char)w.p[i + k]];
+            } else if (t->unk >= 0) {
+                if (unk && !t->fuse_unk)
+                    e->sym[n++] = t->unk;
+                unk = 1;
+            }
+        }
+        i += l;
+    }
+    if (unk)
+        e->sym[n++] = t->unk;
+    return bpe_merge(e, n);
+}
+
+/* BPE over the n symbols in e->sym: the lowest-ranked adjacent pair merges first, leftmost
+ * among equals (HF's order); the result is appended to the ids. */
+static nb_code bpe_merge(enc *e, int32_t n)
+{
+    const nb_tokenizer *t = e->t;
+    nb_code rc;
     if (!n)
         return NB_OK;
+    for (int32_t i = 0; i < n; i++) {
+        e->prev[i] = i - 1;
+        e->next[i] = i + 1;
+    }
     e->next[n - 1] = -1;
     size_t nh = 0;
     for (int32_t i = 0; i + 1 < n; i++)
@@ -1627,10 +1899,37 @@ static nb_code with_prefix_space(enc *e, span in, span *out)
     return NB_OK;
 }
 
+/* SentencePiece-style: every space becomes U+2581 (GemmaTokenizer's normalizer), and the
+ * stretch is one word (its pre-tokenizer splits on spaces, of which none are left). */
+static nb_code encode_spm(enc *e, const char *p, size_t n)
+{
+    if (n > (SIZE_MAX - 1) / 3)
+        return oom(e);
+    if (3 * n > e->cap_norm) {
+        char *b = realloc(e->norm, 3 * n);
+        if (!b)
+            return oom(e);
+        e->norm = b;
+        e->cap_norm = 3 * n;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == ' ') {
+            memcpy(e->norm + k, SPACE_MARK, 3);
+            k += 3;
+        } else {
+            e->norm[k++] = p[i];
+        }
+    }
+    return bpe_spm(e, (span){e->norm, k});
+}
+
 /* A stretch of ordinary text through the pre-tokenizer steps, then BPE. */
 static nb_code encode_text(enc *e, const char *p, size_t n)
 {
     nb_code rc;
+    if (e->t->spm)
+        return encode_spm(e, p, n);
     e->a.n = 0;
     if ((rc = push_span(e, &e->a, p, n)))
         return rc;
@@ -1756,6 +2055,7 @@ nb_code nb_tokenizer_encode(const nb_tokenizer *t, const char *text, size_t len,
     free(e.next);
     free(e.heap);
     free(e.spell);
+    free(e.norm);
     if (rc) {
         free(e.ids);
         return rc;
@@ -1800,6 +2100,44 @@ static size_t utf8_seq(const unsigned char *s, size_t n, size_t *sub)
     return len;
 }
 
+/* Ends a run of byte-fallback tokens written at o[start, w) as HF's ByteFallback decoder
+ * does: kept when the run is valid UTF-8, else one U+FFFD per token (in place: o has room for
+ * 3 bytes per piece byte). Returns the new end. */
+static size_t end_run(char *o, size_t start, size_t w)
+{
+    size_t bad;
+    if (nb_utf8_valid(o + start, w - start, &bad))
+        return w;
+    for (size_t i = start; i < w; i++)
+        memcpy(o + start + 3 * (i - start), "\xef\xbf\xbd", 3);
+    return start + 3 * (w - start);
+}
+
+/* SentencePiece decoding into o: the pieces (space markers already spaces), runs of <0xHH>
+ * tokens through end_run. Returns the length; o is NUL-terminated. */
+static size_t spm_decode(const nb_tokenizer *t, const int32_t *ids, size_t n_ids,
+                         int skip_special, char *o)
+{
+    size_t w = 0, start = 0;
+    int in_run = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        uint8_t f = t->flags[ids[i]];
+        if (skip_special && (f & TOK_SPECIAL))
+            continue;
+        if (!(f & TOK_BYTE) && in_run)
+            w = end_run(o, start, w);
+        if ((f & TOK_BYTE) && !in_run)
+            start = w;
+        in_run = (f & TOK_BYTE) != 0;
+        memcpy(o + w, t->strs + t->piece_off[ids[i]], t->piece_len[ids[i]]);
+        w += t->piece_len[ids[i]];
+    }
+    if (in_run)
+        w = end_run(o, start, w);
+    o[w] = '\0';
+    return w;
+}
+
 nb_code nb_tokenizer_decode(const nb_tokenizer *t, const int32_t *ids, size_t n_ids,
                             int skip_special, char **text, size_t *len, nb_err *err)
 {
@@ -1824,6 +2162,14 @@ nb_code nb_tokenizer_decode(const nb_tokenizer *t, const int32_t *ids, size_t n_
         free(b);
         free(o);
         return nb_err_set(err, NB_ENOMEM, "decode: out of memory for %zu bytes", raw);
+    }
+    if (t->spm) {
+        free(b);
+        *text = o;
+        size_t w = spm_decode(t, ids, n_ids, skip_special, o);
+        if (len)
+            *len = w;
+        return NB_OK;
     }
     size_t k = 0;
     for (size_t i = 0; i < n_ids; i++)

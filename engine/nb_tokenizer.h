@@ -1,5 +1,5 @@
-/* nb_tokenizer: byte-level BPE (GPT-2 family) from GGUF metadata or an HF
- * tokenizer.json, with the model's pre-tokenizer regex and special tokens; the chat
+/* nb_tokenizer: byte-level BPE (GPT-2 family) from GGUF metadata or an HF tokenizer.json, and
+ * the SentencePiece-style vocabulary of Gemma GGUF files, with special tokens; the chat
  * template it loads is rendered by nb_chat. */
 #ifndef NB_TOKENIZER_H
 #define NB_TOKENIZER_H
@@ -15,8 +15,13 @@ typedef struct nb_tokenizer nb_tokenizer;
 
 
 /* Both loaders reproduce what transformers 5 AutoTokenizer builds from the
- * same source. From GGUF: its "pre" table, so "smollm" gets GPT-2's split
- * with no digit split (llama.cpp would split digits), no unk token. From
+ * same source. From GGUF, tokenizer.ggml.model picks the kind: "gpt2" uses
+ * transformers' "pre" table, so "smollm" gets GPT-2's split with no digit
+ * split (llama.cpp would split digits), no unk token; "llama" (SentencePiece)
+ * is supported for the gemma architectures as transformers' Gemma builder
+ * has it: spaces as U+2581, byte fallback <0xHH>, merges derived from the
+ * token order (not the scores, as llama.cpp's SPM does), BOS added unless
+ * the file says not; other architectures are NB_EUNSUPPORTED. From
  * tokenizer.json: that file's pipeline, with bos/eos/chat_template/add_bos
  * from a tokenizer_config.json beside it; when that names tokenizer_class
  * GPT2Tokenizer (SmolLM2's), transformers uses the class's own GPT-2
@@ -63,7 +68,7 @@ size_t nb_tokenizer_vocab(const nb_tokenizer *t);
 int32_t nb_tokenizer_bos(const nb_tokenizer *t); /* -1 when none */
 int32_t nb_tokenizer_eos(const nb_tokenizer *t); /* -1 when none */
 int nb_tokenizer_is_eog(const nb_tokenizer *t, int32_t id); /* eos, eot, im_end */
-/* "smollm", "llama-bpe", "gpt2", ... as recognised. */
+/* "smollm", "llama-bpe", "gpt2", ... as recognised; "gemma" for the SentencePiece kind. */
 const char *nb_tokenizer_pre_name(const nb_tokenizer *t);
 
 #endif

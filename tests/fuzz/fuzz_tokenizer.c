@@ -1,5 +1,6 @@
-/* fuzz_tokenizer: the default model's tokenizer encoding arbitrary bytes (with and without
- * special-token parsing) and decoding arbitrary ids; the first byte picks the mode. */
+/* fuzz_tokenizer: a model's tokenizer (SmolLM2's, or NB_FUZZ_GGUF's) encoding arbitrary bytes
+ * (with and without special-token parsing) and decoding arbitrary ids; the first byte picks
+ * the mode. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +23,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    const char *dir = getenv("NPUBENCH_MODELS");
+    /* NB_FUZZ_GGUF picks another model's vocabulary (e.g. Gemma 3's SentencePiece one) */
+    const char *dir = getenv("NPUBENCH_MODELS"), *file = getenv("NB_FUZZ_GGUF");
     char path[1024];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf",
-             dir && *dir ? dir : NB_SOURCE_DIR "/models");
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : NB_SOURCE_DIR "/models",
+             file && *file ? file : "SmolLM2-135M-Instruct.Q4_1.gguf");
     nb_err err;
     if (nb_gguf_open(path, &gguf, &err) || nb_tokenizer_from_gguf(gguf, &tok, &err)) {
         fprintf(stderr, "fuzz_tokenizer: %s (scripts/fetch_model.sh)\n", err.msg);
