@@ -1,5 +1,5 @@
 /* nb_pool: the persistent worker threads every parallel kernel runs on, and per-thread scratch.
- * Workers spin briefly between calls (decode issues ~250 calls a token), then park on a condvar. */
+ * Workers spin briefly between calls (decode issues ~150 calls a token), then park on a condvar. */
 #include "nb_kernels_impl.h"
 
 #include <errno.h>
@@ -18,7 +18,7 @@
 
 /* How long each side spins before sleeping on its condvar. Waking a thread
  * whose (virtual) CPU went idle can take milliseconds, and if either side
- * sleeps between the ~250 calls of a decode step the two fall into a convoy
+ * sleeps between the ~150 calls of a decode step the two fall into a convoy
  * of such wake-ups (4 ms a call was measured). So workers spin for 20 ms
  * after a call and the caller, which needs the result, for 200 ms; an idle
  * engine stops burning cores after that. Spinners never sched_yield: on a
