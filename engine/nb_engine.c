@@ -441,6 +441,16 @@ static void linear(nb_engine *e, const nb_wmat *w, const void *x, int n, void *y
         nb_linear_bf16(w, (const nb_bf16 *)x, n, y);
 }
 
+/* y[k] = x . w[k]^T for linears of one input: one pool hand-off for all of them. */
+static void linear_batch(nb_engine *e, const nb_wmat *const *w, void *const *y, int count,
+                         const void *x, int n)
+{
+    if (e->f32)
+        nb_linear_f32_batch(w, (float *const *)y, count, (const float *)x, n);
+    else
+        nb_linear_bf16_batch(w, (nb_bf16 *const *)y, count, (const nb_bf16 *)x, n);
+}
+
 /* n rows of dim. */
 static void rmsnorm_rows(nb_engine *e, void *y, const void *x, const normw w, int n, int dim)
 {
@@ -548,9 +558,9 @@ static void attention_block(nb_engine *e, layer *L, int n, int pos0, int slot_sh
     prof_end(e, NB_OP_RMSNORM, t);
 
     t = prof_begin(e);
-    linear(e, L->wq, e->xb, n, e->q);
-    linear(e, L->wk, e->xb, n, e->k);
-    linear(e, L->wv, e->xb, n, e->v);
+    const nb_wmat *qkv[3] = {L->wq, L->wk, L->wv};
+    void *qkv_out[3] = {e->q, e->k, e->v};
+    linear_batch(e, qkv, qkv_out, 3, e->xb, n);
     prof_end(e, NB_OP_QKV_PROJ, t);
 
     if (L->q_norm) { /* per head, in place: rows of head_dim */
@@ -602,8 +612,9 @@ static void ffn_block(nb_engine *e, layer *L, int n)
     rmsnorm(e, e->xb, e->x, L->ffn_norm, n);
     prof_end(e, NB_OP_RMSNORM, t);
     t = prof_begin(e);
-    linear(e, L->wg, e->xb, n, e->g);
-    linear(e, L->wu, e->xb, n, e->u);
+    const nb_wmat *gu[2] = {L->wg, L->wu};
+    void *gu_out[2] = {e->g, e->u};
+    linear_batch(e, gu, gu_out, 2, e->xb, n);
     prof_end(e, NB_OP_GATE_UP_PROJ, t);
     t = prof_begin(e);
     size_t cnt = (size_t)n * c->ffn_dim;

@@ -641,9 +641,19 @@ static void attention(void *out, const void *q, const void *kc, const void *vc, 
     attn_job j = {.kt = nb_kernels_active(),
                   .a = {out, q, kc, vc, n, pos0, n_heads, n_kv, hd},
                   .f32 = f32};
-    if (n == 1) { /* decode: one item per head */
+    if (n == 1) {
+        /* Decode: the heads of one kv group share each converted key and value tile, so an
+         * item is as many heads of a group as still leaves every thread an item (a head per
+         * item converted each tile group times over and scored one query four times). */
+        int group = n_heads / n_kv, nt = nb_pool_size();
         j.n_blocks = 1;
-        j.heads_per_item = 1;
+        j.heads_per_item = group;
+        while (j.heads_per_item > 1 && n_heads / j.heads_per_item < nt) {
+            int h = j.heads_per_item - 1;
+            while (group % h)
+                h--;
+            j.heads_per_item = h;
+        }
     } else {
         j.n_blocks = (n + ATTN_QB - 1) / ATTN_QB;
         j.heads_per_item = n_heads / n_kv;

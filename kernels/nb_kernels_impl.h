@@ -143,8 +143,10 @@ void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t
 
 /* ---- thread pool (nb_pool.c) ---------------------------------------------
  * A fixed set of worker threads parked between calls (spin, then condvar).
- * nb_pool_run(fn, arg, want) runs fn(arg, tid, nt) on nt = min(want, size)
- * threads, the caller being tid 0, and returns when every call returned.
+ * nb_pool_run(fn, arg, want) runs fn(arg, tid, nt) once for each tid < nt =
+ * min(want, size), the caller taking tid 0 and then any share no worker has
+ * claimed by then (one thread may run several tids, in turn), and returns
+ * when every call returned.
  * A call made while another is in flight (another thread, or from inside
  * fn) runs fn(arg, 0, 1) inline, so every fn must accept any nt. */
 typedef void (*nb_pool_fn)(void *arg, int tid, int nt);

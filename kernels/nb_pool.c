@@ -1,5 +1,5 @@
 /* nb_pool: the persistent worker threads every parallel kernel runs on, and per-thread scratch.
- * Workers spin briefly between calls (decode issues ~250 calls a token), then park on a condvar. */
+ * Workers spin briefly between calls (decode issues ~150 calls a token), then park on a condvar. */
 #include "nb_kernels_impl.h"
 
 #include <errno.h>
@@ -18,7 +18,7 @@
 
 /* How long each side spins before sleeping on its condvar. Waking a thread
  * whose (virtual) CPU went idle can take milliseconds, and if either side
- * sleeps between the ~250 calls of a decode step the two fall into a convoy
+ * sleeps between the ~150 calls of a decode step the two fall into a convoy
  * of such wake-ups (4 ms a call was measured). So workers spin for 20 ms
  * after a call and the caller, which needs the result, for 200 ms; an idle
  * engine stops burning cores after that. Spinners never sched_yield: on a
@@ -31,16 +31,20 @@ typedef struct pool {
     pthread_t *threads; /* size - 1 workers; the caller is tid 0 */
     int size;
     atomic_uint gen;      /* bumped once per run: workers wait for a change */
-    atomic_int pending;   /* workers that have not finished the current run */
+    /* The shares of the current run, claimed one at a time by whoever comes first: nt << 16 |
+     * the next unclaimed tid. The caller claims what no worker took by the time its own
+     * share is done, so a worker the scheduler left off the CPU (a loaded host) costs the
+     * run nothing; waiting for every worker to turn up cost up to a time slice per run. */
+    atomic_uint claim;
+    atomic_int done;      /* claimed shares (tid >= 1) finished in the current run */
     atomic_int busy;      /* a run is in flight */
     atomic_int sleepers;  /* workers parked on cv */
     atomic_int waiter;    /* the caller is parked on done_cv */
     atomic_int quit;
-    /* The job: written by the caller before gen is bumped (release), read
-     * by workers after they see the new gen (acquire). */
+    /* The job: written by the caller before claim is reset (release), read by a worker
+     * after it claimed a share (acquire); stable until every claimed share is done. */
     nb_pool_fn fn;
     void *arg;
-    int nt;
     unsigned start_gen; /* gen when the workers were started */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -89,10 +93,38 @@ static int gen_moved(const void *seen)
     return atomic_load_explicit(&P.gen, memory_order_acquire) != *(const unsigned *)seen;
 }
 
-static int all_done(const void *unused)
+static int all_done(const void *nt)
 {
-    (void)unused;
-    return atomic_load_explicit(&P.pending, memory_order_acquire) == 0;
+    return atomic_load_explicit(&P.done, memory_order_acquire) == *(const int *)nt - 1;
+}
+
+/* Takes the next unclaimed share of the current run: its tid, with nt in *nt, or -1
+ * when every share is taken (also when the run is long over). */
+static int claim_share(int *nt)
+{
+    unsigned w = atomic_load_explicit(&P.claim, memory_order_acquire);
+    for (;;) {
+        unsigned next = w & 0xffffu, n = w >> 16;
+        if (next >= n)
+            return -1;
+        if (atomic_compare_exchange_weak_explicit(&P.claim, &w, w + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            *nt = (int)n;
+            return (int)next;
+        }
+    }
+}
+
+/* Runs a claimed share and counts it; the share that completes the run wakes a parked
+ * caller (seq_cst: Dekker with the caller's waiter flag). */
+static void run_share(int tid, int nt)
+{
+    P.fn(P.arg, tid, nt);
+    if (atomic_fetch_add(&P.done, 1) == nt - 2 && atomic_load(&P.waiter)) {
+        pthread_mutex_lock(&P.done_mu);
+        pthread_cond_signal(&P.done_cv);
+        pthread_mutex_unlock(&P.done_mu);
+    }
 }
 
 static unsigned wait_gen(unsigned seen)
@@ -111,20 +143,15 @@ static unsigned wait_gen(unsigned seen)
 
 static void *worker(void *p)
 {
-    int tid = (int)(intptr_t)p;
+    (void)p;
     unsigned seen = P.start_gen;
     for (;;) {
         seen = wait_gen(seen);
         if (atomic_load_explicit(&P.quit, memory_order_acquire))
             break;
-        if (tid < P.nt)
-            P.fn(P.arg, tid, P.nt);
-        /* seq_cst: the last worker then reads waiter (Dekker with the caller). */
-        if (atomic_fetch_sub(&P.pending, 1) == 1 && atomic_load(&P.waiter)) {
-            pthread_mutex_lock(&P.done_mu);
-            pthread_cond_signal(&P.done_cv);
-            pthread_mutex_unlock(&P.done_mu);
-        }
+        int t, nt;
+        while ((t = claim_share(&nt)) >= 0)
+            run_share(t, nt);
     }
     return NULL;
 }
@@ -138,13 +165,13 @@ static void wake_workers(void)
     }
 }
 
-static void wait_done(void)
+static void wait_done(int nt)
 {
-    if (spin_until(all_done, NULL, CALLER_SPIN_NS))
+    if (spin_until(all_done, &nt, CALLER_SPIN_NS))
         return;
     pthread_mutex_lock(&P.done_mu);
     atomic_store(&P.waiter, 1);
-    while (atomic_load(&P.pending) > 0)
+    while (atomic_load(&P.done) < nt - 1)
         pthread_cond_wait(&P.done_cv, &P.done_mu);
     atomic_store(&P.waiter, 0);
     pthread_mutex_unlock(&P.done_mu);
@@ -155,7 +182,6 @@ static void stop_workers(void)
     if (!P.threads)
         return;
     atomic_store(&P.quit, 1);
-    atomic_store(&P.pending, P.size - 1);
     atomic_fetch_add_explicit(&P.gen, 1, memory_order_seq_cst);
     pthread_mutex_lock(&P.mu);
     pthread_cond_broadcast(&P.cv);
@@ -220,12 +246,15 @@ void nb_pool_run(nb_pool_fn fn, void *arg, int want)
     }
     P.fn = fn;
     P.arg = arg;
-    P.nt = nt;
-    atomic_store_explicit(&P.pending, P.size - 1, memory_order_relaxed);
-    atomic_fetch_add(&P.gen, 1); /* seq_cst: publishes the job, pairs with sleepers */
+    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.claim, (unsigned)nt << 16 | 1u, memory_order_release);
+    atomic_fetch_add(&P.gen, 1); /* seq_cst: wakes the workers, pairs with sleepers */
     wake_workers();
     fn(arg, 0, nt);
-    wait_done();
+    int t, n;
+    while ((t = claim_share(&n)) >= 0) /* shares no worker came for */
+        run_share(t, n);
+    wait_done(nt);
     atomic_store_explicit(&P.busy, 0, memory_order_release);
 }
 

@@ -337,6 +337,10 @@ void nb_topk_f32(const float *x, int n, int k, int32_t *ids, float *vals)
     int have = 0;
     for (int i = 0; i < n; i++) {
         float v = x[i];
+        /* Below the k-th held value nothing can enter (false when either is NaN, which then
+         * takes the full rule): one compare rejects almost all of a vocabulary. */
+        if (have == k && v < vals[k - 1])
+            continue;
         if (have == k && !ranks_before(v, i, vals[k - 1], ids[k - 1]))
             continue;
         int pos = have < k ? have++ : k - 1;

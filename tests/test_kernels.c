@@ -436,9 +436,11 @@ static void test_silu_mul(void **state)
 
 /* ---- attention ------------------------------------------------------------------ */
 
-static void run_attention(int n, int pos0, int f32)
+/* SmolLM2's heads (9 query, 3 kv, 64 wide) unless n_kv is given: then 4 query heads
+ * share them, as in Gemma 3 270M, and decode splits a kv group across threads. */
+static void run_attention_shape(int n, int pos0, int f32, int n_kv, int hd)
 {
-    int n_heads = 9, n_kv = 3, hd = 64, ctx = pos0 + n;
+    int n_heads = n_kv == 3 ? 9 : 4, ctx = pos0 + n;
     size_t qn = (size_t)n * n_heads * hd, kvn = (size_t)ctx * n_kv * hd;
     size_t es = f32 ? 4 : 2;
     void *q = malloc(qn * es), *kc = malloc(kvn * es), *vc = malloc(kvn * es);
@@ -453,7 +455,8 @@ static void run_attention(int n, int pos0, int f32)
         kt_fill_bf16(vc, kvn, 1.0f);
     }
     char what[96];
-    snprintf(what, sizeof what, "attention %s n=%d pos0=%d", f32 ? "f32" : "bf16", n, pos0);
+    snprintf(what, sizeof what, "attention %s n=%d pos0=%d heads %d/%d", f32 ? "f32" : "bf16", n,
+             pos0, n_heads, n_kv);
     use(NB_ISA_PORTABLE);
     if (f32)
         nb_attention_f32(ref, q, kc, vc, n, pos0, n_heads, n_kv, hd);
@@ -498,13 +501,21 @@ static void run_attention(int n, int pos0, int f32)
     free(one);
 }
 
+static void run_attention(int n, int pos0, int f32)
+{
+    run_attention_shape(n, pos0, f32, 3, 64);
+}
+
 static void test_attention_decode(void **state)
 {
     (void)state;
     static const int pos[] = {0, 7, 300};
     for (int f = 0; f < 2; f++)
-        for (size_t i = 0; i < 3; i++)
+        for (size_t i = 0; i < 3; i++) {
             run_attention(1, pos[i], f);
+            run_attention_shape(1, pos[i], f, 1, 256);
+            run_attention_shape(1, pos[i], f, 2, 32);
+        }
 }
 
 static void test_attention_prefill(void **state)
@@ -593,6 +604,61 @@ static void test_topk_ties(void **state)
     float same[5] = {7, 7, 7, 7, 7};
     nb_topk_f32(same, 5, 1, ids, vals);
     assert_int_equal(ids[0], 0);
+}
+
+/* qsort order of the top-k rule: larger value, then smaller id; NaN after every number. */
+static const float *topk_keys;
+static int topk_cmp(const void *a, const void *b)
+{
+    int32_t ia = *(const int32_t *)a, ib = *(const int32_t *)b;
+    float va = topk_keys[ia], vb = topk_keys[ib];
+    int na = isnan(va), nbn = isnan(vb);
+    if (na != nbn)
+        return na - nbn;
+    if (!na && va != vb)
+        return va > vb ? -1 : 1;
+    return ia < ib ? -1 : 1;
+}
+
+/* A vocabulary of coarse values (many ties at the k-th place), NaN (one among the first k,
+ * so numbers must displace a held NaN) and infinities, against a full sort: the early
+ * reject below the k-th value must take the full rule whenever a NaN is compared. */
+static void test_topk_vocab(void **state)
+{
+    (void)state;
+    enum { N = 49152 };
+    float *x = malloc(sizeof(float) * N);
+    int32_t *order = malloc(sizeof(int32_t) * N), ids[64];
+    float vals[64];
+    assert_non_null(x);
+    assert_non_null(order);
+    uint32_t r = 7;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)((r >> 8) % 50) * 0.5f - 5.0f; /* ~1000 copies of each value */
+        if (i % 4099 == 3)
+            x[i] = NAN;
+        order[i] = i;
+    }
+    x[N - 1] = INFINITY;
+    x[N / 2] = -INFINITY;
+    topk_keys = x;
+    qsort(order, N, sizeof *order, topk_cmp);
+    static const int ks[] = {1, 5, 10, 64};
+    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) {
+        nb_topk_f32(x, N, ks[c], ids, vals);
+        assert_memory_equal(ids, order, sizeof(int32_t) * (size_t)ks[c]);
+        for (int i = 0; i < ks[c]; i++)
+            assert_true(vals[i] == x[ids[i]]);
+    }
+    /* all NaN: the first k ids in order */
+    for (int i = 0; i < N; i++)
+        x[i] = NAN;
+    nb_topk_f32(x, N, 5, ids, vals);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(ids[i], i);
+    free(x);
+    free(order);
 }
 
 static void test_dispatch(void **state)
@@ -760,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_attention_prefill),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_topk_ties),
+        cmocka_unit_test(test_topk_vocab),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_get_row),
         cmocka_unit_test(test_head_rows),
