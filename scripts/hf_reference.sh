@@ -16,7 +16,7 @@ bash "$ROOT/scripts/fetch_model.sh"
 cd "$ROOT"
 start=$(date +%s)
 "$VENV/bin/python" verify/hf_reference.py --model "$MODEL" --out-dir "$OUT_DIR" \
-    --n-tokens 32 --k 5 --threads "${NB_HF_THREADS:-2}" \
+    --n-tokens 32 --k 5 --threads "${NB_HF_THREADS:-2}" --hidden-steps "${NB_HF_HIDDEN_STEPS:-0}" \
     --prompts-file verify/prompts/instruct.txt \
     --prompts-file verify/prompts/base.txt \
     --hidden-states "$DIAG_PROMPT"
