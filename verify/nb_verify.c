@@ -40,6 +40,19 @@ nb_code nb_verify_prompt_set_path(const char *root, const char *name, char *buf,
     return NB_OK;
 }
 
+nb_code nb_verify_localize_parse(const char *s, const char *field, nb_localize_when *out,
+                                 nb_err *err)
+{
+    static const char *const names[] = {"fail", "divergence", "off"};
+    for (int i = 0; i < 3; i++)
+        if (s && !strcmp(s, names[i])) {
+            *out = (nb_localize_when)i;
+            return NB_OK;
+        }
+    return nb_err_set(err, NB_EINVAL, "%s '%.32s': expected fail, divergence or off", field,
+                      s ? s : "");
+}
+
 const char *nb_verify_default_refdir(void)
 {
     return nb_file_exists("verify/references") ? "verify/references"

@@ -17,6 +17,11 @@ typedef enum nb_localize_when {
     NB_LOCALIZE_OFF
 } nb_localize_when;
 
+/* "fail", "divergence" or "off" (the `localize` job param and --localize); NB_EINVAL naming
+ * field otherwise. */
+nb_code nb_verify_localize_parse(const char *s, const char *field, nb_localize_when *out,
+                                 nb_err *err);
+
 typedef struct nb_verify_opts {
     const char *prompts_file; /* NULL: the preset's set (verify/prompts/<preset>.txt) */
     const char *reference;    /* trace path; NULL: look it up by digests */
