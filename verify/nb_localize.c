@@ -81,35 +81,47 @@ static int pick_states(const nb_trace_prompt *ref, int d)
     return best;
 }
 
-/* Layer by layer, attention then MLP, then the final norm: the first below the threshold. */
+void nb_localize_pick_layer(nb_localization *l, int have_attn)
+{
+    l->threshold = NB_LOC_COS_THRESHOLD;
+    l->first_layer = -1;
+    l->sub_block[0] = '\0';
+    l->layers_status = NB_LOC_LAYERS_CLEAN;
+    for (int i = 0; i < l->n_layers && l->layers; i++) {
+        const nb_loc_layer *L = &l->layers[i];
+        /* NaN is below every threshold: NaN activations are a fault, not a tie */
+        const char *sub = have_attn && !(L->cos_attn >= NB_LOC_COS_THRESHOLD) ? "attention"
+                          : !(L->cos_mlp >= NB_LOC_COS_THRESHOLD) ? (have_attn ? "mlp" : "")
+                                                                   : NULL;
+        if (sub) {
+            l->first_layer = L->layer;
+            snprintf(l->sub_block, sizeof l->sub_block, "%s", sub);
+            break;
+        }
+    }
+    if (l->first_layer < 0 && !isnan(l->final_cos) && l->final_cos < NB_LOC_COS_THRESHOLD) {
+        l->first_layer = l->n_layers > 0 ? l->layers[l->n_layers - 1].layer : 0;
+        snprintf(l->sub_block, sizeof l->sub_block, "final_norm");
+    }
+    if (l->first_layer >= 0)
+        l->layers_status = NB_LOC_LAYERS_FAULT;
+}
+
+/* Both stages of every layer and the final norm against the reference, then the first drop. */
 static void compare_layers(const capture *c, const nb_trace_states *rs, nb_localization *out)
 {
-    out->threshold = NB_LOC_COS_THRESHOLD;
-    out->first_layer = -1;
-    out->layers_status = NB_LOC_LAYERS_CLEAN;
     for (int l = 0; l < c->n_layers; l++) {
         nb_loc_layer *L = &out->layers[l];
         size_t off = (size_t)l * c->dim;
         L->layer = l;
         cos_abs(c->attn + off, rs->attn + off, c->dim, &L->cos_attn, &L->max_abs_attn);
         cos_abs(c->mlp + off, rs->mlp + off, c->dim, &L->cos_mlp, &L->max_abs_mlp);
-        if (out->first_layer >= 0)
-            continue;
-        const char *sub = !(L->cos_attn >= NB_LOC_COS_THRESHOLD)  ? "attention"
-                          : !(L->cos_mlp >= NB_LOC_COS_THRESHOLD) ? "mlp"
-                                                                   : NULL;
-        if (sub) {
-            out->first_layer = l;
-            snprintf(out->sub_block, sizeof out->sub_block, "%s", sub);
-        }
     }
     cos_abs(c->final, rs->final, c->dim, &out->final_cos, &out->final_max_abs);
-    if (out->first_layer < 0 && !(out->final_cos >= NB_LOC_COS_THRESHOLD)) {
-        out->first_layer = c->n_layers - 1;
-        snprintf(out->sub_block, sizeof out->sub_block, "final_norm");
-    }
-    if (out->first_layer >= 0)
-        out->layers_status = NB_LOC_LAYERS_FAULT;
+    /* the engine's own final norm: a NaN there is a drop too */
+    if (isnan(out->final_cos))
+        out->final_cos = -1.0;
+    nb_localize_pick_layer(out, 1);
 }
 
 /* Why no layers are compared, or NULL when they can be. */
@@ -199,7 +211,11 @@ done:
 /* The first part of the summary: what the verdict names. */
 static void verdict_text(const nb_localization *l, char *buf, size_t cap)
 {
-    if (!strcmp(l->verdict, "kv_cache")) {
+    if (!strcmp(l->verdict, "kv_cache") && isnan(l->kv_max_diff)) {
+        snprintf(buf, cap,
+                 "KV cache / decode path: decode step %d gives NaN logits where a cache-free "
+                 "prefill of the same tokens gives finite ones", l->kv_first_bad);
+    } else if (!strcmp(l->verdict, "kv_cache")) {
         snprintf(buf, cap,
                  "KV cache / decode path: decode step %d differs from a cache-free prefill of the "
                  "same tokens by %.3g logits (tolerance %.2f)",
@@ -208,11 +224,18 @@ static void verdict_text(const nb_localization *l, char *buf, size_t cap)
         double c = NAN;
         if (!strcmp(l->sub_block, "final_norm"))
             c = l->final_cos;
-        else if (l->layers && l->first_layer >= 0 && l->first_layer < l->n_layers)
-            c = !strcmp(l->sub_block, "attention") ? l->layers[l->first_layer].cos_attn
-                                                    : l->layers[l->first_layer].cos_mlp;
-        snprintf(buf, cap, "layer %d %s: hidden-state cosine %.4f to the reference (threshold "
-                 "%.2f) at step %d", l->first_layer, l->sub_block, c, l->threshold, l->step);
+        else
+            for (int i = 0; l->layers && i < l->n_layers; i++)
+                if (l->layers[i].layer == l->first_layer)
+                    c = !strcmp(l->sub_block, "attention") ? l->layers[i].cos_attn
+                                                            : l->layers[i].cos_mlp;
+        if (!l->sub_block[0]) /* a report with each layer's output only */
+            snprintf(buf, cap, "layer %d output (sub-block not reported): cosine %.4f to the "
+                     "reference (threshold %.2f)", l->first_layer, c, l->threshold);
+        else
+            snprintf(buf, cap, "layer %d %s: hidden-state cosine %.4f to the reference "
+                     "(threshold %.2f) at step %d", l->first_layer, l->sub_block, c,
+                     l->threshold, l->step);
     } else if (!strcmp(l->verdict, "near_tie")) {
         snprintf(buf, cap, "near tie: reference margin %.3f within the bf16 band %.2f",
                  l->ref_margin, l->band);

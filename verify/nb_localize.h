@@ -77,6 +77,11 @@ nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
                         const nb_gate_step *dev, int k, const nb_gate_result *g,
                         const nb_trace_prompt *ref, nb_localization *out, nb_err *err);
 
+/* From l->layers (and final_cos, NaN = not reported) sets first_layer, sub_block and
+ * layers_status: the first state below NB_LOC_COS_THRESHOLD, attention before MLP in a layer
+ * when have_attn, else each layer's output only (sub_block ""). */
+void nb_localize_pick_layer(nb_localization *l, int have_attn);
+
 /* Sets the margin part from g, then verdict and summary from the three parts (also for
  * localizations mapped from another tool's report). */
 void nb_localize_finish(nb_localization *l, const nb_gate_result *g);
