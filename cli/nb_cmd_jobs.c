@@ -492,9 +492,16 @@ static void result_summary(const Npubench__JobResult *r)
     if (r->verify)
         printf("    gate: %d/%d prompts pass (k=%d, %d tokens)\n", r->verify->passed,
                r->verify->passed + r->verify->failed, r->verify->k, r->verify->n_tokens);
-    for (size_t i = 0; i < r->n_gates; i++)
-        if (r->gates[i]->status != NPUBENCH__OUTCOME__PASS)
-            printf("    prompt %d: %s\n", r->gates[i]->index, r->gates[i]->fail_reason);
+    for (size_t i = 0; i < r->n_gates; i++) {
+        const Npubench__GateRecord *g = r->gates[i];
+        if (g->status != NPUBENCH__OUTCOME__PASS)
+            printf("    prompt %d: %s\n", g->index, g->fail_reason);
+        /* a FAIL's localization, or a PASS's when one was asked for */
+        const Npubench__Localization *l = g->localization;
+        if (l && l->summary && *l->summary)
+            printf("      prompt %d localized: %s%s%s\n", g->index, l->summary,
+                   l->note && *l->note ? " — " : "", l->note ? l->note : "");
+    }
     if (r->metrics)
         printf("    TTFT %.2f ms, %.2f tokens/s, decode %.2f ms/token (%zu samples)\n",
                r->metrics->ttft_ms, r->metrics->tps, r->metrics->decode_ms_per_token,

@@ -270,7 +270,7 @@ int nb_cmd_run(int argc, char **argv)
 static int verify_common(const char *cmd, int argc, char **argv, int full)
 {
     common_flags c = {0};
-    const char *prompts_file = NULL, *reference = NULL, *reports = "reports";
+    const char *prompts_file = NULL, *reference = NULL, *reports = "reports", *localize = NULL;
     int max_prompts = full ? 0 : 2, n_tokens = 0, k = 0, help = 0, quiet = 0;
     nb_opt opts[] = {
         COMMON_OPTS(c),
@@ -280,6 +280,8 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         {"n-tokens", NB_OPT_INT, &n_tokens, 0, NB_JOB_N_TOKENS_MAX, "steps per prompt (default: the trace's)"},
         {"k", NB_OPT_INT, &k, 0, NB_GATE_K_MAX, "top-k set size (default: the trace's)"},
         {"reports", NB_OPT_STR, &reports, 0, 0, "report directory (default reports/)"},
+        {"localize", NB_OPT_STR, &localize, 0, 0,
+         "fail (default: every FAIL), divergence (a PASS that diverges too) or off"},
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "only the summary line"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -306,6 +308,8 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
     job_common_params(&b, &c);
     if (reference)
         job_param(&b, "reference", reference);
+    if (localize)
+        job_param(&b, "localize", localize);
     nb_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
     int code = run_job(cmd, &c, &ds, &b, &po);
     nb_prompts_free(&ps);

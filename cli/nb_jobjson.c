@@ -3,6 +3,8 @@
 #include "nb_jobjson.h"
 
 #include "nb_job.h"
+#include "nb_jobpb.h"
+#include "nb_localize.h"
 #include "nb_outcome.h"
 #include "nb_out.h"
 #include "nb_rpc.h"
@@ -21,6 +23,16 @@ static json_object *gate_json(const Npubench__GateRecord *g)
     nb_out_i64(o, "device_token_ref_rank", g->device_token_ref_rank);
     nb_out_i64(o, "reference_token_dev_rank", g->reference_token_dev_rank);
     nb_out_str(o, "fail_reason", g->fail_reason);
+    /* the same object the report files carry; left out when absent or unreadable */
+    nb_localization l;
+    nb_err e;
+    if (g->localization &&
+        nb_jobpb_localization_from_pb(g->localization, "GateRecord", &l, &e) == NB_OK) {
+        json_object *lj = nb_localize_json(&l);
+        if (lj)
+            json_object_object_add(o, "localization", lj);
+        nb_localize_free(&l);
+    }
     return o;
 }
 

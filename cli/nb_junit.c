@@ -126,9 +126,15 @@ static void gate_case(FILE *f, const char *cls, const Npubench__GateRecord *g)
     if (margin(g->reference_top, g->n_reference_top, &m) && len < sizeof msg)
         len += (size_t)snprintf(msg + len, sizeof msg - len, ", reference margin %.3f", m);
     if (margin(g->device_top, g->n_device_top, &m) && len < sizeof msg)
-        snprintf(msg + len, sizeof msg - len, ", device margin %.3f", m);
+        len += (size_t)snprintf(msg + len, sizeof msg - len, ", device margin %.3f", m);
+    /* Where it broke, with the FAIL itself (docs/localization.md). */
+    const Npubench__Localization *loc = g->localization;
+    if (loc && loc->summary && *loc->summary && len < sizeof msg)
+        snprintf(msg + len, sizeof msg - len, "; localized: %.600s", loc->summary);
     char body[4096];
-    snprintf(body, sizeof body, "%s\nagreed prefix: %.3000s", g->fail_reason, g->agreed_prefix);
+    snprintf(body, sizeof body, "%s\nagreed prefix: %.3000s%s%.400s", g->fail_reason,
+             g->agreed_prefix, loc && loc->note && *loc->note ? "\nlocalization: " : "",
+             loc && loc->note ? loc->note : "");
     if (g->status == NPUBENCH__OUTCOME__FAIL)
         verdict(f, "failure", "gate", msg, body);
     else

@@ -7,7 +7,13 @@
  *   result_store       the coordinator cannot store a result (disk full)
  *   disk_full          the coordinator's free-space check sees a full disk
  *   kill_after_commit  the coordinator dies (SIGKILL) after a result commits,
- *                      before it answers the worker */
+ *                      before it answers the worker
+ *   kv_offset          the engine's decode writes K/V one cache slot late
+ *   mlp_layer:N        the engine corrupts layer N's MLP weights (nb_fault_arg) */
 int nb_fault(const char *point);
+
+/* For a point listed with a number ("mlp_layer:7"): 1 and *value = 7; 0 when the point is
+ * not listed; -1 when it is listed without a decimal number in int range after the ':'. */
+int nb_fault_arg(const char *point, long *value);
 
 #endif

@@ -9,6 +9,8 @@
 
 #include "nb_coord_int.h"
 #include "nb_db_deploy.h"
+#include "nb_jobpb.h"
+#include "nb_localize.h"
 #include "nb_stats.h"
 #include "nb_time.h"
 
@@ -36,6 +38,25 @@ static const char *top_json(nb_arena *a, Npubench__TopToken *const *t, size_t n)
     }
     const char *s = nb_arena_strdup(a, json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN));
     json_object_put(arr);
+    return s;
+}
+
+/* The record's localization as the JSON the reports carry (history column), NULL when it
+ * has none or it does not read. */
+static const char *loc_json(nb_arena *a, const Npubench__GateRecord *r, const char **verdict)
+{
+    nb_localization l;
+    nb_err e;
+    *verdict = NULL;
+    if (!r->localization ||
+        nb_jobpb_localization_from_pb(r->localization, "GateRecord", &l, &e) != NB_OK)
+        return NULL;
+    json_object *o = nb_localize_json(&l);
+    const char *s = o ? nb_arena_strdup(a, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN))
+                      : NULL;
+    *verdict = nb_arena_strdup(a, l.verdict);
+    json_object_put(o);
+    nb_localize_free(&l);
     return s;
 }
 
@@ -152,6 +173,7 @@ static nb_code result_gates(nb_arena *a, const Npubench__JobResult *res, nb_db_r
         g[i].agreed_prefix = r->agreed;
         g[i].status = outcome_text(r->status);
         g[i].reason = nz(r->fail_reason);
+        g[i].localization_json = loc_json(a, r, &g[i].localization_verdict);
     }
     run->gate_checks = g;
     run->n_gate_checks = res->n_gates;

@@ -233,7 +233,8 @@ static nb_code insert_gate_checks(nb_db *db, const nb_db_run *r, int64_t id, nb_
     static const char sql[] =
         "INSERT INTO gate_checks (run_id, prompt_index, prompt, steps, divergence_step, "
         "device_token, device_text, device_rank, ref_token, ref_text, ref_rank, device_top5, "
-        "ref_top5, agreed_prefix, status, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        "ref_top5, agreed_prefix, status, reason, localization, localization_verdict) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     sqlite3_stmt *st;
     char what[96];
     nb_code rc;
@@ -257,6 +258,8 @@ static nb_code insert_gate_checks(nb_db *db, const nb_db_run *r, int64_t id, nb_
         sqlite3_bind_int(st, 14, g->agreed_prefix);
         nb_db_bind_str(st, 15, g->status);
         nb_db_bind_opt_str(st, 16, g->reason);
+        nb_db_bind_opt_str(st, 17, g->localization_json);
+        nb_db_bind_opt_str(st, 18, g->localization_verdict);
         snprintf(what, sizeof what, "inserting run.gate_checks[%zu] (prompt %d)", k,
                  g->prompt_index);
         if ((rc = nb_db_step_done(db, st, err, what)))
@@ -524,6 +527,8 @@ static void gate_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *
     c->agreed_prefix = sqlite3_column_int(st, 12);
     c->status = nb_db_col_arena_dup(a, st, 13, oom);
     c->reason = nb_db_col_arena_dup(a, st, 14, oom);
+    c->localization_json = nb_db_col_arena_dup(a, st, 15, oom);
+    c->localization_verdict = nb_db_col_arena_dup(a, st, 16, oom);
 }
 
 static void cosine_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom)
@@ -568,7 +573,8 @@ static nb_code read_details(nb_db *db, int64_t id, nb_db_run *out, int *oom, nb_
     static const char q_gate[] =
         "SELECT prompt_index, prompt, steps, divergence_step, device_token, device_text, "
         "device_rank, ref_token, ref_text, ref_rank, device_top5, ref_top5, agreed_prefix, "
-        "status, reason FROM gate_checks WHERE run_id = ? ORDER BY prompt_index";
+        "status, reason, localization, localization_verdict FROM gate_checks WHERE run_id = ? "
+        "ORDER BY prompt_index";
     static const char q_cos[] = "SELECT layer, min, p5, median, mean, max_abs FROM "
                                 "layer_cosines WHERE run_id = ? ORDER BY layer";
     static const char q_ph[] = "SELECT name, calls, total_ms, avg_ms FROM profile_phases "

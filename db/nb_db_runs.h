@@ -52,6 +52,8 @@ typedef struct nb_db_gate_check {
     int agreed_prefix;   /* tokens agreed before divergence */
     const char *status;  /* required, e.g. "PASS", "FAIL", "WARN" */
     const char *reason;
+    /* The divergence localized (nb_localize_json text) and its verdict; NULL when none. */
+    const char *localization_json, *localization_verdict;
 } nb_db_gate_check;
 
 typedef struct nb_db_layer_cosine {

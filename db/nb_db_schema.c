@@ -216,11 +216,22 @@ static const char v4_sql[] = "CREATE TABLE model_aliases (\n"
                              ") WITHOUT ROWID;\n"
                              "CREATE INDEX model_aliases_model ON model_aliases (model);\n";
 
+/* Version 5 is another change's (merged separately); kept empty here so the numbering
+ * stays that of the merged schema. */
+static const char v5_sql[] = "";
+
+/* Where a gate divergence comes from (verify/nb_localize.h): the whole localization as the
+ * JSON the reports carry, and its verdict apart so history queries can filter on it. */
+static const char v6_sql[] = "ALTER TABLE gate_checks ADD COLUMN localization TEXT;\n"
+                             "ALTER TABLE gate_checks ADD COLUMN localization_verdict TEXT;\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
     {"import: verify status and measurement key", v3_sql},
     {"model aliases", v4_sql},
+    {"reserved (version 5)", v5_sql},
+    {"gate localizations", v6_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_fault.h"
 #include "nb_kernels.h"
 #include "nb_time.h"
 
@@ -46,8 +47,13 @@ struct nb_engine {
     int pos;       /* tokens in the cache */
     int high_water;/* cache rows written since the last reset */
     int fault_kv;  /* NPUBENCH_FAULT=kv_offset: decode writes KV one slot late */
+    int fault_mlp; /* NPUBENCH_FAULT=mlp_layer:N: layer N's down projection corrupted; -1 none */
     nb_layer_hook hook;
     void *hook_user;
+    nb_stage_hook stage_hook;
+    void *stage_user;
+    float *all_logits; /* nb_engine_prefill_logits: rows from position all_first on */
+    int all_first;
     int prof_on;
     nb_op_stats prof[NB_OP_COUNT];
     size_t weight_bytes;
@@ -108,10 +114,27 @@ static nb_wtype wtype_for(nb_dtype d, nb_ttype stored)
 /* Builds a weight matrix from a tensor view: quantized blocks are copied as
  * they are; everything else is dequantized to fp32 and, for bf16, rounded
  * to nearest-even exactly as HF's .to(bfloat16). */
+static nb_code load_wmat_x(nb_dtype d, const nb_tensor *t, int corrupt, nb_wmat **out,
+                           size_t *bytes, nb_err *err);
+
 static nb_code load_wmat(nb_dtype d, const nb_tensor *t, nb_wmat **out, size_t *bytes,
                          nb_err *err)
 {
+    return load_wmat_x(d, t, 0, out, bytes, err);
+}
+
+/* The mlp_layer fault's weights: every element times -4, a sign flip and a gain no rounding
+ * or quantization explains, so the layer's MLP output points the other way (docs/localization.md). */
+#define FAULT_MLP_GAIN (-4.0f)
+
+/* load_wmat, with corrupt: the tensor is dequantized (even under q4_1) and scaled by
+ * FAULT_MLP_GAIN. */
+static nb_code load_wmat_x(nb_dtype d, const nb_tensor *t, int corrupt, nb_wmat **out,
+                           size_t *bytes, nb_err *err)
+{
     nb_wtype wt = wtype_for(d, t->type);
+    if (corrupt && wt != NB_W_F32)
+        wt = NB_W_BF16;
     if (t->cols > INT32_MAX || t->rows > INT32_MAX)
         return nb_err_set(err, NB_EINVAL, "tensor '%s': too large", t->name);
     nb_code rc = nb_wmat_create(wt, (int)t->rows, (int)t->cols, out, err);
@@ -133,6 +156,8 @@ static nb_code load_wmat(nb_dtype d, const nb_tensor *t, nb_wmat **out, size_t *
             continue;
         }
         nb_dequant_row(t->type, src, t->cols, f);
+        for (int64_t c = 0; corrupt && c < t->cols; c++)
+            f[c] *= FAULT_MLP_GAIN;
         if (wt == NB_W_F32) {
             nb_wmat_set_row(*out, (int)r, f);
         } else {
@@ -295,7 +320,8 @@ static nb_code load_weights(nb_engine *e, const nb_model *m, nb_dtype dtype, nb_
             (rc = load_wmat(dtype, &w->wo, &L->wo, &e->weight_bytes, err)) ||
             (rc = load_wmat(dtype, &w->w_gate, &L->wg, &e->weight_bytes, err)) ||
             (rc = load_wmat(dtype, &w->w_up, &L->wu, &e->weight_bytes, err)) ||
-            (rc = load_wmat(dtype, &w->w_down, &L->wd, &e->weight_bytes, err)) ||
+            (rc = load_wmat_x(dtype, &w->w_down, l == e->fault_mlp, &L->wd, &e->weight_bytes,
+                              err)) ||
             (rc = load_vec(e, m, &w->attn_norm, c->dim, &L->attn_norm, err)) ||
             (rc = load_vec(e, m, &w->ffn_norm, c->dim, &L->ffn_norm, err)) ||
             (rc = alloc_buf(&L->kc, kv_bytes, err)) || (rc = alloc_buf(&L->vc, kv_bytes, err)))
@@ -355,10 +381,18 @@ nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **
         float sc = (float)sqrt((double)c->dim);
         e->embed_scale = e->f32 ? sc : nb_round_bf16(sc);
     }
-    const char *fault = getenv("NPUBENCH_FAULT");
-    e->fault_kv = fault && !strcmp(fault, "kv_offset");
+    e->fault_kv = nb_fault("kv_offset");
+    long fl = -1;
+    int has_mlp = nb_fault_arg("mlp_layer", &fl);
+    e->fault_mlp = has_mlp == 1 ? (int)fl : -1;
     nb_code rc;
-    if ((rc = check_shapes(e, err)) || (rc = nb_kernels_init(o->threads, err)) ||
+    if (has_mlp < 0 || (has_mlp == 1 && fl >= c->n_layers))
+        rc = nb_err_set(err, NB_EINVAL,
+                        "NPUBENCH_FAULT mlp_layer: expected mlp_layer:N with N in 0..%d (the "
+                        "model's layers)", c->n_layers - 1);
+    else
+        rc = NB_OK;
+    if (rc || (rc = check_shapes(e, err)) || (rc = nb_kernels_init(o->threads, err)) ||
         (rc = load_weights(e, m, o->dtype, err)) || (rc = build_rope(e, err)) ||
         (rc = alloc_activations(e, err))) {
         nb_engine_free(e);
@@ -475,17 +509,26 @@ static void add(nb_engine *e, void *x, const void *d, size_t n)
         nb_add_bf16(x, d, n);
 }
 
-static void call_hook(nb_engine *e, int l, int pos0, int n, const void *rows)
+/* The rows as fp32 in e->hid (the hooks' view of the activations). */
+static const float *rows_f32(nb_engine *e, int n, const void *rows)
 {
     size_t cnt = (size_t)n * e->cfg.dim;
-    if (e->f32) {
-        memcpy(e->hid, rows, cnt * sizeof(float));
-    } else {
-        const nb_bf16 *b = rows;
-        for (size_t i = 0; i < cnt; i++)
-            e->hid[i] = nb_bf16_to_f32(b[i]);
-    }
-    e->hook(e->hook_user, l, pos0, n, e->cfg.dim, e->hid);
+    if (e->f32)
+        return rows;
+    const nb_bf16 *b = rows;
+    for (size_t i = 0; i < cnt; i++)
+        e->hid[i] = nb_bf16_to_f32(b[i]);
+    return e->hid;
+}
+
+static void call_stage(nb_engine *e, int l, nb_stage st, int pos0, int n, const void *rows)
+{
+    e->stage_hook(e->stage_user, l, st, pos0, n, e->cfg.dim, rows_f32(e, n, rows));
+}
+
+static void call_hook(nb_engine *e, int l, int pos0, int n, const void *rows)
+{
+    e->hook(e->hook_user, l, pos0, n, e->cfg.dim, rows_f32(e, n, rows));
 }
 
 static void embed(nb_engine *e, const int32_t *ids, int n)
@@ -638,16 +681,16 @@ static void ffn_block(nb_engine *e, layer *L, int n)
     prof_end(e, NB_OP_RESIDUAL, t);
 }
 
-/* The last row's logits from the final-normed rows in xb. */
-static void last_logits(nb_engine *e, int n)
+/* Row i's logits from the final-normed rows in xb, into e->logits. */
+static void row_logits(nb_engine *e, int i)
 {
     double t = prof_begin(e);
     if (e->f32) {
-        nb_linear_f32(e->lm_head, AT(e->xb, n - 1, e->cfg.dim), 1, e->logits);
+        nb_linear_f32(e->lm_head, AT(e->xb, i, e->cfg.dim), 1, e->logits);
     } else {
         /* HF's bf16 lm_head returns bf16 logits: round them the same way so
          * ties appear where the reference sees them. */
-        nb_linear_bf16(e->lm_head, AT(e->xb, n - 1, e->cfg.dim), 1, e->lbuf);
+        nb_linear_bf16(e->lm_head, AT(e->xb, i, e->cfg.dim), 1, e->lbuf);
         const nb_bf16 *lb = e->lbuf;
         for (int i = 0; i < e->cfg.vocab; i++)
             e->logits[i] = nb_bf16_to_f32(lb[i]);
@@ -676,22 +719,35 @@ static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decod
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &e->layers[l];
         attention_block(e, L, n, pos0, slot_shift);
+        if (e->stage_hook)
+            call_stage(e, l, NB_STAGE_ATTN, pos0, n, e->x);
         ffn_block(e, L, n);
+        if (e->stage_hook)
+            call_stage(e, l, NB_STAGE_MLP, pos0, n, e->x);
         if (e->hook && l < c->n_layers - 1)
             call_hook(e, l, pos0, n, e->x);
     }
 
     /* Only the rows someone reads go through the final norm. */
-    int first = e->hook ? 0 : n - 1;
-    if (!e->hook && !want_logits)
+    int all = e->hook || e->stage_hook || e->all_logits;
+    int first = all ? 0 : n - 1;
+    if (!all && !want_logits)
         return;
     double t = prof_begin(e);
     rmsnorm(e, AT(e->xb, first, dim), AT(e->x, first, dim), e->out_norm, n - first);
     prof_end(e, NB_OP_FINAL_NORM, t);
     if (e->hook)
         call_hook(e, c->n_layers - 1, pos0, n, e->xb);
+    if (e->stage_hook)
+        call_stage(e, c->n_layers - 1, NB_STAGE_FINAL, pos0, n, e->xb);
+    for (int i = 0; e->all_logits && i < n; i++)
+        if (pos0 + i >= e->all_first) {
+            row_logits(e, i);
+            memcpy(e->all_logits + (size_t)(pos0 + i - e->all_first) * c->vocab, e->logits,
+                   sizeof(float) * (size_t)c->vocab);
+        }
     if (want_logits)
-        last_logits(e, n);
+        row_logits(e, n - 1);
 }
 
 /* Under the kv_offset fault every cache row starts as NaN, as uninitialised
@@ -788,6 +844,36 @@ void nb_engine_set_layer_hook(nb_engine *e, nb_layer_hook hook, void *user)
 {
     e->hook = hook;
     e->hook_user = user;
+}
+
+const char *nb_stage_name(nb_stage s)
+{
+    switch (s) {
+    case NB_STAGE_ATTN: return "attention";
+    case NB_STAGE_MLP: return "mlp";
+    case NB_STAGE_FINAL: return "final_norm";
+    }
+    return "?";
+}
+
+void nb_engine_set_stage_hook(nb_engine *e, nb_stage_hook hook, void *user)
+{
+    e->stage_hook = hook;
+    e->stage_user = user;
+}
+
+nb_code nb_engine_prefill_logits(nb_engine *e, const int32_t *ids, int n, int first, float *out,
+                                 nb_err *err)
+{
+    if (first < 0 || first >= n)
+        return nb_err_set(err, NB_EINVAL, "prefill_logits: first %d outside the %d positions",
+                          first, n);
+    e->all_logits = out;
+    e->all_first = first;
+    const float *last;
+    nb_code rc = nb_engine_prefill(e, ids, n, &last, err);
+    e->all_logits = NULL;
+    return rc;
 }
 
 void nb_engine_profile(nb_engine *e, int on)

@@ -79,6 +79,28 @@ nb_code nb_engine_decode_step(nb_engine *e, int32_t token, int pos, const float 
 
 void nb_engine_set_layer_hook(nb_engine *e, nb_layer_hook hook, void *user);
 
+/* Where in a layer a stage hook sees the hidden state (localization: which sub-block drops).
+ * ATTN: the residual stream after the attention block (HF: the input of
+ * post_attention_layernorm); MLP: after the MLP block, the layer's output; FINAL: the last
+ * layer's output after the final norm (HF's hidden_states[-1]). */
+typedef enum nb_stage { NB_STAGE_ATTN = 0, NB_STAGE_MLP, NB_STAGE_FINAL } nb_stage;
+
+const char *nb_stage_name(nb_stage s); /* "attention", "mlp", "final_norm" */
+
+/* Receives rows pos0..pos0+n-1 (fp32) of one stage of one layer during prefill and decode.
+ * NULL (the default) costs the normal path one pointer test per layer. */
+typedef void (*nb_stage_hook)(void *user, int layer, nb_stage stage, int pos0, int n, int dim,
+                              const float *hidden);
+void nb_engine_set_stage_hook(nb_engine *e, nb_stage_hook hook, void *user);
+
+/* A prefill of ids (a fresh sequence, like nb_engine_prefill) that also keeps the logits of
+ * every position from first on: out gets (n - first) rows of vocab floats, rounded as the
+ * decode path rounds them. By causality row i is what a prefill of ids[0..first+i] alone
+ * would give, so one pass checks every decode step against a cache-free recomputation.
+ * The caller owns out. */
+nb_code nb_engine_prefill_logits(nb_engine *e, const int32_t *ids, int n, int first, float *out,
+                                 nb_err *err);
+
 /* Per-op timing; off by default so the production path pays nothing. */
 void nb_engine_profile(nb_engine *e, int on);
 void nb_engine_profile_reset(nb_engine *e);

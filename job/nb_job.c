@@ -184,6 +184,11 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
         for (size_t j = 0; j < i; j++)
             if (!strcmp(s->params[j]->key, kv->key))
                 return nb_err_set(err, NB_EINVAL, "JobSpec.params %s: duplicate key", kv->key);
+        nb_localize_when when;
+        nb_code lrc;
+        if (!strcmp(kv->key, "localize") &&
+            (lrc = nb_verify_localize_parse(kv->value, "JobSpec.params localize", &when, err)))
+            return lrc;
         for (size_t p = 0; p < sizeof int_params / sizeof *int_params; p++) {
             long v;
             if (strcmp(kv->key, int_params[p].key))

@@ -121,6 +121,117 @@ static nb_code ints_to_pb(const nb_gate_step *s, int n, int32_t **out, size_t *n
     return NB_OK;
 }
 
+/* A localization as a message, NULL (and *ok 0) when out of memory. */
+static Npubench__Localization *loc_to_pb(const nb_localization *l, int *ok)
+{
+    Npubench__Localization *m = malloc(sizeof *m);
+    if (!m) {
+        *ok = 0;
+        return NULL;
+    }
+    npubench__localization__init(m);
+    m->near_tie = l->near_tie;
+    m->ref_margin = l->ref_margin;
+    m->near_tie_band = l->band;
+    m->kv = (int32_t)l->kv;
+    m->kv_steps = l->kv_steps;
+    m->kv_first_bad_step = l->kv_first_bad;
+    m->kv_max_diff = l->kv_max_diff;
+    m->kv_tolerance = l->kv_tol;
+    m->layers_status = (int32_t)l->layers_status;
+    m->step = l->step;
+    m->first_layer = l->first_layer;
+    m->threshold = l->threshold;
+    m->final_norm_cos = l->final_cos;
+    m->final_norm_max_abs = l->final_max_abs;
+    m->ms = l->ms;
+    int good = (m->verdict = nb_jobpb_strdup(l->verdict)) &&
+               (m->summary = nb_jobpb_strdup(l->summary)) &&
+               (m->source = nb_jobpb_strdup(l->source)) && (m->note = nb_jobpb_strdup(l->note)) &&
+               (m->sub_block = nb_jobpb_strdup(l->sub_block));
+    int n = l->layers ? l->n_layers : 0;
+    if (good && n > 0) {
+        good = (m->layers = alloc_n((size_t)n, sizeof *m->layers)) != NULL;
+        for (int i = 0; good && i < n; i++) {
+            Npubench__LayerState *L = malloc(sizeof *L);
+            if (!(good = L != NULL))
+                break;
+            npubench__layer_state__init(L);
+            L->layer = l->layers[i].layer;
+            L->cos_attention = l->layers[i].cos_attn;
+            L->max_abs_attention = l->layers[i].max_abs_attn;
+            L->cos_mlp = l->layers[i].cos_mlp;
+            L->max_abs_mlp = l->layers[i].max_abs_mlp;
+            m->layers[m->n_layers++] = L;
+        }
+    }
+    if (!good) {
+        nb_jobpb_free(m);
+        *ok = 0;
+        return NULL;
+    }
+    return m;
+}
+
+static int in_range(int32_t x, int lo, int hi)
+{
+    return x >= lo && x <= hi;
+}
+
+/* The message back into v->loc: enums and steps range-checked, strings bounded by the
+ * struct's fields (it came off the network). */
+nb_code nb_jobpb_localization_from_pb(const Npubench__Localization *m, const char *what,
+                                      nb_localization *l, nb_err *err)
+{
+    memset(l, 0, sizeof *l);
+    if (!in_range(m->kv, 0, NB_LOC_KV_FAULT) || !in_range(m->layers_status, 0, NB_LOC_LAYERS_FAULT))
+        return nb_err_set(err, NB_EINVAL, "%s.localization: kv %d / layers_status %d: must be 0..2",
+                          what, m->kv, m->layers_status);
+    if (!in_range(m->kv_first_bad_step, -1, MAX_STEPS) || !in_range(m->step, -1, MAX_STEPS) ||
+        !in_range(m->kv_steps, 0, MAX_STEPS) || !in_range(m->first_layer, -1, 65536))
+        return nb_err_set(err, NB_EINVAL,
+                          "%s.localization: a step or layer outside -1..%d (kv_steps %d, "
+                          "kv_first_bad_step %d, step %d, first_layer %d)",
+                          what, MAX_STEPS, m->kv_steps, m->kv_first_bad_step, m->step,
+                          m->first_layer);
+    if (m->n_layers > 65536)
+        return nb_err_set(err, NB_EINVAL, "%s.localization.layers: %zu, at most 65536", what,
+                          m->n_layers);
+    l->present = 1;
+    snprintf(l->verdict, sizeof l->verdict, "%s", m->verdict ? m->verdict : "");
+    snprintf(l->summary, sizeof l->summary, "%s", m->summary ? m->summary : "");
+    snprintf(l->source, sizeof l->source, "%s", m->source ? m->source : "");
+    snprintf(l->note, sizeof l->note, "%s", m->note ? m->note : "");
+    snprintf(l->sub_block, sizeof l->sub_block, "%s", m->sub_block ? m->sub_block : "");
+    l->near_tie = m->near_tie;
+    l->ref_margin = m->ref_margin;
+    l->band = m->near_tie_band;
+    l->kv = (nb_loc_kv)m->kv;
+    l->kv_steps = m->kv_steps;
+    l->kv_first_bad = m->kv_first_bad_step;
+    l->kv_max_diff = m->kv_max_diff;
+    l->kv_tol = m->kv_tolerance;
+    l->layers_status = (nb_loc_layers)m->layers_status;
+    l->step = m->step;
+    l->first_layer = m->first_layer;
+    l->threshold = m->threshold;
+    l->final_cos = m->final_norm_cos;
+    l->final_max_abs = m->final_norm_max_abs;
+    l->ms = m->ms;
+    if (m->n_layers) {
+        l->layers = alloc_n(m->n_layers, sizeof *l->layers);
+        if (!l->layers)
+            return nb_err_set(err, NB_ENOMEM, "out of memory reading %s.localization", what);
+        l->n_layers = (int)m->n_layers;
+        for (size_t i = 0; i < m->n_layers; i++) {
+            const Npubench__LayerState *L = m->layers[i];
+            l->layers[i] = (nb_loc_layer){L->layer, L->cos_attention, L->max_abs_attention,
+                                          L->cos_mlp, L->max_abs_mlp};
+        }
+    }
+    return NB_OK;
+}
+
 static Npubench__GateRecord *gate_to_pb(const nb_verify_result *r, const nb_verify_record *v)
 {
     Npubench__GateRecord *g = malloc(sizeof *g);
@@ -158,6 +269,8 @@ static Npubench__GateRecord *gate_to_pb(const nb_verify_result *r, const nb_veri
         ok = ints_to_pb(v->dev, v->n_steps, &g->device_tokens, &g->n_device_tokens) == NB_OK &&
              ints_to_pb(v->ref, r->n_tokens, &g->reference_tokens, &g->n_reference_tokens) ==
                  NB_OK;
+    if (ok && v->loc.present)
+        g->localization = loc_to_pb(&v->loc, &ok);
     if (!ok) {
         nb_jobpb_free(g);
         return NULL;
@@ -291,6 +404,8 @@ static nb_code gate_from_pb(const Npubench__GateRecord *g, int i, int k, int n_t
     gr->dev_rank_in_ref = g->device_token_ref_rank;
     gr->ref_rank_in_dev = g->reference_token_dev_rank;
     snprintf(gr->reason, sizeof gr->reason, "%s", g->fail_reason ? g->fail_reason : "");
+    if (g->localization)
+        return nb_jobpb_localization_from_pb(g->localization, what, &v->loc, err);
     return NB_OK;
 }
 

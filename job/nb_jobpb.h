@@ -40,6 +40,11 @@ nb_code nb_jobpb_verify_to_pb(const nb_verify_result *r, Npubench__JobResult *ou
 nb_code nb_jobpb_verify_from_pb(const Npubench__JobResult *res, nb_verify_result *out,
                                 nb_err *err);
 
+/* A GateRecord's localization into l (free with nb_localize_free); what names the record in
+ * errors (enums, steps and counts out of range are NB_EINVAL). */
+nb_code nb_jobpb_localization_from_pb(const Npubench__Localization *m, const char *what,
+                                      nb_localization *l, nb_err *err);
+
 /* ---- run: Metrics with every sample ------------------------------------------------
  * *out gets a new Metrics (means, stddevs, every sample, texts, setup); warmup is the
  * number of untimed runs that preceded the samples. */

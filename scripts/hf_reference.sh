@@ -25,7 +25,8 @@ one() {
     for p in "$@"; do args+=(--prompts-file "$p"); done
     start=$(date +%s)
     "$VENV/bin/python" verify/hf_reference.py --model "$model" --out-dir "$OUT_DIR" \
-        --n-tokens 32 --k 5 --threads "${NB_HF_THREADS:-2}" "${args[@]}" \
+        --n-tokens 32 --k 5 --threads "${NB_HF_THREADS:-2}" \
+        --hidden-steps "${NB_HF_HIDDEN_STEPS:-0}" "${args[@]}" \
         --hidden-states "$DIAG_PROMPT"
     echo "hf_reference: $(basename "$model") traces regenerated in $(( $(date +%s) - start )) s"
     model16="$(sha256sum "$model" | cut -c1-16)"

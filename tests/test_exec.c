@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "nb_exec.h"
+#include "nb_exec_report.h"
 #include "nb_exec_out.h"
 #include "nb_exec_proc.h"
 #include "nb_executor.h"
@@ -502,6 +503,67 @@ static void test_air_pass(void **state)
     tu_rmrf(tmp);
 }
 
+/* A verify report's per-layer records map into the localization's layers (each layer's output
+ * only: no sub-block), and npubench's own report brings its localization back as written. */
+static void test_report_localization(void **state)
+{
+    (void)state;
+    const char *air =
+        "{\"config\": {}, \"topk_checks\": [{\"pair\": \"npu_vs_hf\", \"prompt_idx\": 0, "
+        "\"prompt_text\": \"p\", \"n_steps\": 4, \"k\": 5, \"divergence_step\": 2, "
+        "\"test_chosen_at_div\": 7, \"ref_chosen_at_div\": 8, \"status\": \"FAIL\", "
+        "\"test_chosen_rank_in_ref\": null, \"ref_chosen_rank_in_test\": null}], "
+        "\"per_layer\": ["
+        "{\"pair\": \"npu_vs_hf\", \"name\": \"ffn_out\", \"layer\": 0, "
+        "\"cosine\": {\"min\": 0.9995}, \"errors\": {\"max_abs\": 0.1}},"
+        "{\"pair\": \"npu_vs_hf\", \"name\": \"ffn_out\", \"layer\": 1, "
+        "\"cosine\": {\"min\": 0.42}, \"errors\": {\"max_abs\": 30.0}},"
+        "{\"pair\": \"npu_vs_hf\", \"name\": \"ffn_out\", \"layer\": 2, "
+        "\"cosine\": {\"min\": 0.5}, \"errors\": {\"max_abs\": 9.0}}]}";
+    json_object *root = json_tokener_parse(air);
+    assert_non_null(root);
+    nb_verify_result r;
+    nb_err err = {0};
+    if (nb_exec_report_verify(root, "report.json", 5, &r, &err))
+        fail_msg("air report: %s", err.msg);
+    const nb_localization *l = &r.recs[0].loc;
+    print_message("%s | %s\n", l->summary, l->note);
+    assert_true(l->present);
+    assert_string_equal(l->verdict, "layer");
+    assert_int_equal(l->first_layer, 1);
+    assert_string_equal(l->sub_block, "");
+    assert_int_equal(l->n_layers, 2); /* the highest record is the post-final-norm state */
+    assert_true(l->final_cos == 0.5);
+    assert_non_null(strstr(l->summary, "layer 1 output (sub-block not reported)"));
+    assert_true(isnan(l->ref_margin)); /* ids without logits: no margin */
+
+    /* npubench's report of the same: its localization object comes back as written */
+    json_object *ours = json_object_new_object();
+    json_object *cfg = json_object_new_object();
+    json_object_object_add(cfg, "k", json_object_new_int(5));
+    json_object_object_add(ours, "config", cfg);
+    json_object *rec = json_object_new_object();
+    json_object_object_add(rec, "index", json_object_new_int(0));
+    json_object_object_add(rec, "prompt", json_object_new_string("p"));
+    json_object_object_add(rec, "steps", json_object_new_int(4));
+    json_object_object_add(rec, "divergence_step", json_object_new_int(1));
+    json_object_object_add(rec, "status", json_object_new_string("FAIL"));
+    json_object_object_add(rec, "localization", nb_localize_json(l));
+    json_object *recs = json_object_new_array();
+    json_object_array_add(recs, rec);
+    json_object_object_add(ours, "records", recs);
+    nb_verify_result o;
+    if (nb_exec_report_verify(ours, "ours.json", 5, &o, &err))
+        fail_msg("our report: %s", err.msg);
+    assert_string_equal(o.recs[0].loc.summary, l->summary);
+    assert_string_equal(o.recs[0].loc.source, "mlir-air report");
+    assert_int_equal(o.recs[0].loc.first_layer, 1);
+    nb_verify_result_free(&o);
+    nb_verify_result_free(&r);
+    json_object_put(ours);
+    json_object_put(root);
+}
+
 static void test_air_faults(void **state)
 {
     (void)state;
@@ -520,6 +582,15 @@ static void test_air_faults(void **state)
         assert_int_equal(res->gates[1]->divergence_step, 3);
         assert_int_equal(res->gates[1]->device_token_ref_rank, -1);
         assert_non_null(strstr(res->gates[1]->fail_reason, "test chose 9999 but it is not in ref top-5"));
+        /* localized with what mlir-air's verify report provides: nothing, and it says so */
+        const Npubench__Localization *loc = res->gates[1]->localization;
+        assert_non_null(loc);
+        assert_null(res->gates[0]->localization); /* a PASS without divergence */
+        assert_string_equal(loc->source, "mlir-air report");
+        assert_string_equal(loc->verdict, "unlocalized");
+        assert_int_equal(loc->kv, 0);
+        assert_int_equal(loc->layers_status, 0);
+        assert_non_null(strstr(loc->note, "no per-layer records"));
         nb_jobpb_free(res);
         expect_air_error(sc, "fail", tmp, NPUBENCH__JOB_KIND__RUN, NB_EIO,
                          "exited with status 1; output tail: ");
@@ -922,7 +993,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),           cmocka_unit_test(test_out_precedence),
         cmocka_unit_test(test_proc),            cmocka_unit_test(test_deploy_parse),
-        cmocka_unit_test(test_air_pass),        cmocka_unit_test(test_air_faults),
+        cmocka_unit_test(test_air_pass),        cmocka_unit_test(test_report_localization),
+        cmocka_unit_test(test_air_faults),
         cmocka_unit_test(test_exec_placeholders), cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),       cmocka_unit_test(test_job_limits),

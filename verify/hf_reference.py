@@ -115,6 +115,63 @@ def greedy_trace(model, ids, n_tokens, k):
     return steps
 
 
+def bf16_b64(rows):
+    """bf16 rows as little-endian base64: HF's own activations are bf16, so this is lossless."""
+    raw = rows.detach().to(torch.bfloat16).contiguous().view(torch.int16).numpy().astype("<i2")
+    return base64.b64encode(raw.tobytes()).decode("ascii")
+
+
+def step_states(model, ids, steps, at_steps):
+    """Per-layer hidden states at the positions that produce the chosen steps' logits.
+
+    Step s is produced at position len(ids)-1+s from the prompt plus the first s chosen tokens;
+    one cache-free forward over the longest such input gives every requested position (causal).
+    For each position: "attn", the residual stream after each layer's attention block (the
+    input of post_attention_layernorm), "mlp", each layer's output, and "final_norm", the last
+    layer's output after the final norm, each bf16 [n_layers][dim] (final_norm: [dim])."""
+    at_steps = sorted(s for s in set(at_steps) if 0 <= s < len(steps))
+    if not at_steps:
+        return None
+    inner = model.model
+    layers = inner.layers
+    full = list(ids) + [st["token"] for st in steps[: at_steps[-1]]]
+    captured = {"attn": [None] * len(layers), "mlp": [None] * len(layers), "final": None}
+    hooks = []
+
+    def attn_hook(i):
+        def hook(_module, args):
+            captured["attn"][i] = args[0][0]
+        return hook
+
+    def mlp_hook(i):
+        def hook(_module, _args, output):
+            captured["mlp"][i] = (output[0] if isinstance(output, tuple) else output)[0]
+        return hook
+
+    def final_hook(_module, _args, output):
+        captured["final"] = output[0]
+
+    for i, layer in enumerate(layers):
+        hooks.append(layer.post_attention_layernorm.register_forward_pre_hook(attn_hook(i)))
+        hooks.append(layer.register_forward_hook(mlp_hook(i)))
+    hooks.append(inner.norm.register_forward_hook(final_hook))
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([full]), use_cache=False, logits_to_keep=1)
+    finally:
+        for h in hooks:
+            h.remove()
+    positions = []
+    for s in at_steps:
+        pos = len(ids) - 1 + s
+        positions.append({"step": s,
+                          "attn": bf16_b64(torch.stack([a[pos] for a in captured["attn"]])),
+                          "mlp": bf16_b64(torch.stack([m[pos] for m in captured["mlp"]])),
+                          "final_norm": bf16_b64(captured["final"][pos])})
+    return {"encoding": "bf16le-base64", "n_layers": len(layers),
+            "dim": model.config.hidden_size, "positions": positions}
+
+
 def hidden_states_trace(model, ids, k):
     """Per-layer outputs at every prompt position for one prefill, plus the final top-k.
 
@@ -227,8 +284,13 @@ def run_verify(args, prompts_file, tokenizer, model, model_sha):
         ids = prompt_ids(tokenizer, text, args.chat)
         steps = greedy_trace(model, ids, args.n_tokens, args.k)
         text_out = tokenizer.decode([s["token"] for s in steps], skip_special_tokens=False)
-        records.append({"index": index, "text": text, "prompt_ids": ids, "steps": steps,
-                        "text_out": text_out})
+        record = {"index": index, "text": text, "prompt_ids": ids, "steps": steps,
+                  "text_out": text_out}
+        # After the trace, from a separate forward pass: the gate data cannot depend on it.
+        states = step_states(model, ids, steps, args.hidden_steps)
+        if states:
+            record["hidden"] = states
+        records.append(record)
         print(f"hf_reference: prompt {index} ({len(ids)} ids) {time.perf_counter() - t0:.1f} s: "
               f"{text!r} -> {text_out!r}", file=sys.stderr)
     trace = {"format": TRACE_FORMAT, "provenance": prov, "n_tokens": args.n_tokens, "k": args.k,
@@ -238,6 +300,28 @@ def run_verify(args, prompts_file, tokenizer, model, model_sha):
                                                if len(prompts) < len(all_prompts) else "")
     name = f"{model_sha[:DIGEST_PREFIX]}-{prompts_sha[:DIGEST_PREFIX]}{suffix}.json"
     write_trace(trace, args.out or os.path.join(args.out_dir, name))
+
+
+def run_add_hidden(args, model, model_sha):
+    """Adds (or replaces) the per-prompt hidden states of existing verify traces in place.
+
+    Only step_states runs, from each record's own prompt ids and chosen tokens, so the gate
+    data (ids, tokens, top-k) are carried over unchanged and cost no greedy decode."""
+    for path in args.add_hidden:
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+        if trace.get("provenance", {}).get("model_sha256") != model_sha:
+            sys.exit(f"{path}: made for another model than {args.model}")
+        for record in trace["prompts"]:
+            t0 = time.perf_counter()
+            record.pop("hidden", None)
+            states = step_states(model, record["prompt_ids"], record["steps"], args.hidden_steps)
+            if states:
+                record["hidden"] = states
+            print(f"hf_reference: {path} prompt {record['index']} hidden states "
+                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        trace["provenance"]["hidden_states_added"] = provenance(args, model, model_sha)["date"]
+        write_trace(trace, path)
 
 
 def run_hidden_states(args, tokenizer, model, model_sha):
@@ -301,21 +385,36 @@ def parse_args(argv):
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--max-prompts", type=int, default=None)
     p.add_argument("--hidden-states", metavar="PROMPT", help="write a per-layer diagnosis trace")
+    p.add_argument("--hidden-steps", default="0",
+                   help="comma-separated steps at whose positions each verify prompt keeps "
+                        "per-layer hidden states for localization ('' for none; default 0)")
+    p.add_argument("--add-hidden", action="append", default=[], metavar="TRACE",
+                   help="add --hidden-steps states to an existing verify trace in place, "
+                        "leaving its gate data as they are (repeatable)")
     p.add_argument("--chat", action="store_true", help="wrap prompts in the chat template")
     p.add_argument("--bench", action="store_true", help="time TTFT and decode TPS, print JSON")
     p.add_argument("--reps", type=int, default=3, help="timed runs per prompt for --bench")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
+    try:
+        args.hidden_steps = [int(x) for x in args.hidden_steps.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--hidden-steps {args.hidden_steps!r}: expected comma-separated step numbers")
+    if any(s < 0 for s in args.hidden_steps):
+        p.error("--hidden-steps: steps are 0 or more")
     if args.n_tokens < 1 or args.k < 1 or args.reps < 1:
         p.error("--n-tokens, --k and --reps must be at least 1")
     if args.max_prompts is not None and args.max_prompts < 1:
         p.error("--max-prompts must be at least 1")
-    if args.hidden_states is None and not args.prompts_file:
-        p.error("--prompts-file is needed unless --hidden-states is given")
+    if args.hidden_states is None and not args.prompts_file and not args.add_hidden:
+        p.error("--prompts-file is needed unless --hidden-states or --add-hidden is given")
+    for path in args.add_hidden:
+        if not os.path.isfile(path):
+            p.error(f"{path}: no such trace")
     if args.bench and (args.hidden_states is not None or len(args.prompts_file) != 1):
         p.error("--bench takes one --prompts-file and no --hidden-states")
     n_traces = len(args.prompts_file) + (args.hidden_states is not None)
-    if not args.bench and not (args.out or args.out_dir):
+    if not args.bench and not (args.out or args.out_dir) and n_traces:
         p.error("give --out or --out-dir")
     if args.out and n_traces > 1:
         p.error("--out names one trace; use --out-dir for several")
@@ -346,6 +445,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     for prompts_file in args.prompts_file:
         run_verify(args, prompts_file, tokenizer, model, model_sha)
+    if args.add_hidden:
+        run_add_hidden(args, model, model_sha)
     if args.hidden_states is not None:
         run_hidden_states(args, tokenizer, model, model_sha)
     print(f"hf_reference: generated in {time.perf_counter() - t0:.1f} s", file=sys.stderr)

@@ -160,6 +160,9 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
             json_object_array_add(checks, c);
         }
         json_object_object_add(o, "topk_checks", checks);
+        json_object *loc = nb_localize_json(&v->loc);
+        if (loc)
+            json_object_object_add(o, "localization", loc);
         json_object_object_add(o, "prefill_ms", json_object_new_double(v->prefill_ms));
         json_object_object_add(o, "decode_ms", json_object_new_double(v->decode_ms));
         json_object_array_add(recs, o);
@@ -224,6 +227,31 @@ static void md_ids(FILE *f, const nb_gate_step *s, int k)
         fprintf(f, "%s%d", i ? ", " : "", s->topk[i]);
 }
 
+/* One record's localization: the verdict line, then the layers around the first drop. */
+static void write_loc_md(FILE *f, const nb_verify_record *v)
+{
+    const nb_localization *l = &v->loc;
+    fprintf(f, "\n### Prompt %d: %s\n\n", v->index, l->verdict);
+    md_cell(f, l->summary);
+    fprintf(f, "\n");
+    if (l->note[0]) {
+        fprintf(f, "\n_");
+        md_cell(f, l->note);
+        fprintf(f, "_\n");
+    }
+    if (!l->layers || l->n_layers <= 0)
+        return;
+    fprintf(f, "\n| Layer | cos after attention | max abs | cos after MLP | max abs |\n"
+               "|---|---|---|---|---|\n");
+    for (int i = 0; i < l->n_layers; i++) {
+        const nb_loc_layer *L = &l->layers[i];
+        fprintf(f, "| %s%d%s | %.5f | %.4g | %.5f | %.4g |\n", L->layer == l->first_layer ? "**" : "",
+                L->layer, L->layer == l->first_layer ? "**" : "", L->cos_attn, L->max_abs_attn,
+                L->cos_mlp, L->max_abs_mlp);
+    }
+    fprintf(f, "| final norm | | | %.5f | %.4g |\n", l->final_cos, l->final_max_abs);
+}
+
 static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_env *env,
                             const char *kind)
 {
@@ -281,6 +309,16 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
             fprintf(f, "**");
         }
         fprintf(f, " | | | | | |\n");
+    }
+    int any = 0;
+    for (int i = 0; i < r->n; i++)
+        any |= r->recs[i].loc.present;
+    if (any) {
+        fprintf(f, "\n## Localization\n\nWhere each diverging prompt left the reference "
+                   "(docs/localization.md).\n");
+        for (int i = 0; i < r->n; i++)
+            if (r->recs[i].loc.present)
+                write_loc_md(f, &r->recs[i]);
     }
     fprintf(f, "\n**Summary:** %d/%d prompts pass — %s (%.1f s)\n", r->n_pass, r->n,
             r->status == NB_GATE_PASS ? "PASS" : "FAIL", r->wall_ms / 1000.0);
@@ -395,6 +433,9 @@ void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_
                     v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL",
                     v->gate.divergence, v->gate.dev_token, dr, v->gate.ref_token, rr,
                     v->gate.reason[0] ? " — " : "", v->gate.reason);
+            if (v->loc.present)
+                fprintf(f, "    localized: %s%s%s\n", v->loc.summary, v->loc.note[0] ? " — " : "",
+                        v->loc.note);
         }
     }
     fprintf(f, "[verify] %s (%d/%d prompts pass)\n", r->status == NB_GATE_PASS ? "PASS" : "FAIL",

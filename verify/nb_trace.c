@@ -1,5 +1,5 @@
 /* nb_trace: parses the npubench-hf-trace/1 JSON format with json-c.
- * Every field is type- and range-checked; hidden states arrive as base64 f32. */
+ * Every field is type- and range-checked; hidden states arrive as base64 f32 or bf16. */
 #include "nb_trace.h"
 
 #include <json-c/json.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_base64.h"
+#include "nb_bf16.h"
 #include "nb_file.h"
 #include "nb_json.h"
 
@@ -107,6 +108,81 @@ static nb_code parse_topk(const char *path, const char *where, json_object *ids,
     return NB_OK;
 }
 
+/* Decodes base64 bf16 (little-endian) of exactly n elements into a new fp32 array. */
+static nb_code decode_bf16(const char *path, const char *where, json_object *o, const char *key,
+                           size_t n, float **out, nb_err *err)
+{
+    json_object *d = nb_json_get_type(o, key, json_type_string);
+    if (!d)
+        return nb_err_set(err, NB_EFORMAT, "%s: %s.%s missing or not a string", path, where, key);
+    uint8_t *raw;
+    size_t rlen;
+    nb_code rc = nb_base64_decode(json_object_get_string(d), (size_t)json_object_get_string_len(d),
+                                  &raw, &rlen, err);
+    if (rc)
+        return nb_err_prefix(err, "%s: %s.%s: ", path, where, key);
+    if (rlen != n * 2) {
+        free(raw);
+        return nb_err_set(err, NB_EFORMAT, "%s: %s.%s has %zu bytes, expected %zu (bf16)", path,
+                          where, key, rlen, n * 2);
+    }
+    *out = malloc(sizeof(float) * (n ? n : 1));
+    if (!*out) {
+        free(raw);
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+    }
+    for (size_t i = 0; i < n; i++)
+        (*out)[i] = nb_bf16_to_f32((nb_bf16)(raw[2 * i] | raw[2 * i + 1] << 8));
+    free(raw);
+    return NB_OK;
+}
+
+/* prompts[idx].hidden: {encoding "bf16le-base64", n_layers, dim, positions: [{step, attn,
+ * mlp, final_norm}]}, steps ascending and within the prompt's steps. */
+static nb_code parse_states(const nb_trace *t, json_object *h, int idx, nb_trace_prompt *out,
+                            nb_err *err)
+{
+    char where[80];
+    snprintf(where, sizeof where, "prompts[%d].hidden", idx);
+    const char *enc = nb_json_str(h, "encoding", "", NULL);
+    if (strcmp(enc, "bf16le-base64"))
+        return nb_err_set(err, NB_EFORMAT, "%s: %s.encoding '%.32s', expected bf16le-base64",
+                          t->path, where, enc);
+    nb_code rc;
+    if ((rc = get_int(t->path, h, "n_layers", 1, 1024, &out->n_layers, err)) ||
+        (rc = get_int(t->path, h, "dim", 1, 65536, &out->dim, err)))
+        return nb_err_prefix(err, "%s: ", where);
+    json_object *pos = nb_json_get_type(h, "positions", json_type_array);
+    size_t n = pos ? json_object_array_length(pos) : 0;
+    if (!pos || n > (size_t)out->n_steps)
+        return nb_err_set(err, NB_EFORMAT, "%s: %s.positions missing or longer than the %d steps",
+                          t->path, where, out->n_steps);
+    size_t per = (size_t)out->n_layers * out->dim;
+    if (per * 2 * n > TRACE_MAX_BYTES / 4)
+        return nb_err_set(err, NB_EFORMAT, "%s: %s too large", t->path, where);
+    out->states = calloc(n ? n : 1, sizeof *out->states);
+    if (!out->states)
+        return nb_err_set(err, NB_ENOMEM, "%s: out of memory", t->path);
+    for (size_t i = 0; i < n; i++) {
+        json_object *p = json_object_array_get_idx(pos, i);
+        nb_trace_states *st = &out->states[i];
+        snprintf(where, sizeof where, "prompts[%d].hidden.positions[%zu]", idx, i);
+        out->n_states = (int)i + 1; /* so a failure frees what was filled */
+        if ((rc = get_int(t->path, p, "step", 0, out->n_steps - 1, &st->step, err)))
+            return nb_err_prefix(err, "%s: ", where);
+        if (i > 0 && st->step <= out->states[i - 1].step)
+            return nb_err_set(err, NB_EFORMAT, "%s: %s.step %d: steps must ascend", t->path,
+                              where, st->step);
+        if ((rc = decode_bf16(t->path, where, p, "attn", per, &st->attn, err)) ||
+            (rc = decode_bf16(t->path, where, p, "mlp", per, &st->mlp, err)) ||
+            (rc = decode_bf16(t->path, where, p, "final_norm", (size_t)out->dim, &st->final,
+                              err)))
+            return rc;
+    }
+    out->n_states = (int)n;
+    return NB_OK;
+}
+
 static nb_code parse_prompt(const nb_trace *t, json_object *p, int idx, nb_trace_prompt *out,
                             nb_err *err)
 {
@@ -138,6 +214,13 @@ static nb_code parse_prompt(const nb_trace *t, json_object *p, int idx, nb_trace
         if ((rc = parse_topk(t->path, where, nb_json_get(s, "topk_ids"),
                              nb_json_get(s, "topk_logits"), t->k, &out->steps[i], err)))
             return rc;
+    }
+    json_object *h = nb_json_get(p, "hidden");
+    if (h && !json_object_is_type(h, json_type_null)) {
+        if (!json_object_is_type(h, json_type_object))
+            return nb_err_set(err, NB_EFORMAT, "%s: prompts[%d].hidden is not an object",
+                              t->path, idx);
+        return parse_states(t, h, idx, out, err);
     }
     return NB_OK;
 }
@@ -283,6 +366,12 @@ void nb_trace_free(nb_trace *t)
         free(t->prompts[i].text);
         free(t->prompts[i].ids);
         free(t->prompts[i].steps);
+        for (int j = 0; j < t->prompts[i].n_states; j++) {
+            free(t->prompts[i].states[j].attn);
+            free(t->prompts[i].states[j].mlp);
+            free(t->prompts[i].states[j].final);
+        }
+        free(t->prompts[i].states);
     }
     free(t->prompts);
     if (t->hidden) {

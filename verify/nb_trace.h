@@ -9,12 +9,25 @@
 #include "nb_err.h"
 #include "nb_gate.h"
 
+/* The reference's hidden states at the position that produces one step's logits (position
+ * n_ids - 1 + step, from the prompt and the first `step` chosen tokens). */
+typedef struct nb_trace_states {
+    int step;
+    float *attn;  /* [n_layers][dim]: residual stream after each layer's attention block */
+    float *mlp;   /* [n_layers][dim]: each layer's output (after its MLP block) */
+    float *final; /* [dim]: the last layer's output after the final norm */
+} nb_trace_states;
+
 typedef struct nb_trace_prompt {
     char *text;
     int32_t *ids;
     int n_ids;
     nb_gate_step *steps;
     int n_steps;
+    /* Optional ("hidden" in the JSON; traces before it have none): ascending by step. */
+    nb_trace_states *states;
+    int n_states;
+    int n_layers, dim; /* of states */
 } nb_trace_prompt;
 
 typedef struct nb_trace_hidden {

@@ -45,6 +45,19 @@ nb_code nb_verify_prompt_set_path(const char *root, const char *name, char *buf,
     return NB_OK;
 }
 
+nb_code nb_verify_localize_parse(const char *s, const char *field, nb_localize_when *out,
+                                 nb_err *err)
+{
+    static const char *const names[] = {"fail", "divergence", "off"};
+    for (int i = 0; i < 3; i++)
+        if (s && !strcmp(s, names[i])) {
+            *out = (nb_localize_when)i;
+            return NB_OK;
+        }
+    return nb_err_set(err, NB_EINVAL, "%s '%.32s': expected fail, divergence or off", field,
+                      s ? s : "");
+}
+
 const char *nb_verify_default_refdir(void)
 {
     return nb_file_exists("verify/references") ? "verify/references"
@@ -104,8 +117,30 @@ static nb_code check_ids(const nb_trace_prompt *tp, const int32_t *ids, size_t n
     return NB_OK;
 }
 
+/* The localization of a record that asks for one; a localization that cannot be made says
+ * why in its note and never costs the record its verdict. */
+static void localize_record(nb_deploy *d, const nb_trace_prompt *tp, const int32_t *ids,
+                            int n_ids, int k, nb_localize_when when, nb_verify_record *rec)
+{
+    const nb_gate_result *g = &rec->gate;
+    if (g->divergence < 0 || when == NB_LOCALIZE_OFF ||
+        (when == NB_LOCALIZE_FAIL && g->status == NB_GATE_PASS))
+        return;
+    nb_err e;
+    if (nb_localize_run(d, ids, n_ids, rec->dev, k, g, tp, &rec->loc, &e) == NB_OK)
+        return;
+    double ms = rec->loc.ms;
+    memset(&rec->loc, 0, sizeof rec->loc);
+    rec->loc.kv_first_bad = rec->loc.step = rec->loc.first_layer = -1;
+    rec->loc.present = 1;
+    rec->loc.ms = ms;
+    snprintf(rec->loc.note, sizeof rec->loc.note, "localization failed: %.200s", e.msg);
+    nb_localize_finish(&rec->loc, g);
+}
+
 static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, int n_tokens,
-                             int k, const nb_cancel *cancel, nb_verify_record *rec, nb_err *err)
+                             int k, const nb_cancel *cancel, nb_localize_when when,
+                             nb_verify_record *rec, nb_err *err)
 {
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -119,9 +154,10 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
     nb_gen g;
     nb_gen_opts go = {.n_tokens = n_tokens, .k = k, .stop_eog = 0, .cancel = *cancel};
     rc = nb_generate(d, ids, (int)n_ids, &go, &g, err);
-    free(ids);
-    if (rc)
+    if (rc) {
+        free(ids);
         return nb_err_prefix(err, "prompt %d: ", idx);
+    }
     rec->index = idx;
     rec->prompt = strdup(tp->text);
     rec->n_prompt_ids = (int)n_ids;
@@ -132,10 +168,14 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
     rec->prefill_ms = g.prefill_ms;
     rec->decode_ms = g.decode_ms;
     nb_gen_free(&g);
-    if (!rec->prompt || !rec->ref)
+    if (!rec->prompt || !rec->ref) {
+        free(ids);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
+    }
     memcpy(rec->ref, tp->steps, sizeof(nb_gate_step) * (size_t)n_tokens);
     nb_gate_check(rec->dev, rec->n_steps, rec->ref, n_tokens, k, &rec->gate);
+    localize_record(d, tp, ids, (int)n_ids, k, when, rec);
+    free(ids);
     rec->agreed_text = decode_steps(d->tok, rec->dev, rec->gate.agreed);
     rec->dev_text = decode_steps(d->tok, rec->dev, rec->n_steps);
     rec->ref_text = decode_steps(d->tok, rec->ref, n_tokens);
@@ -230,7 +270,7 @@ static nb_code run_prompts(nb_deploy *d, const nb_verify_opts *o, const nb_trace
         if (nb_cancel_requested(&cancel))
             return nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts",
                               out->n, p->last - p->first);
-        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &cancel,
+        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &cancel, o->localize,
                            &out->recs[out->n], err);
         out->n++;
         if (rc)
@@ -293,6 +333,7 @@ static void free_record(nb_verify_record *r)
     free(r->agreed_text);
     free(r->dev_text);
     free(r->ref_text);
+    nb_localize_free(&r->loc);
 }
 
 void nb_verify_result_free(nb_verify_result *r)

@@ -5,8 +5,22 @@
 
 #include "nb_deploy.h"
 #include "nb_gate.h"
+#include "nb_localize.h"
 #include "nb_prompts.h"
 #include "nb_trace.h"
+
+/* When a record gets a localization (nb_localize): on every FAIL with a divergence (the
+ * default), also on a PASS with a divergence (--localize), or never. */
+typedef enum nb_localize_when {
+    NB_LOCALIZE_FAIL = 0,
+    NB_LOCALIZE_DIVERGENCE,
+    NB_LOCALIZE_OFF
+} nb_localize_when;
+
+/* "fail", "divergence" or "off" (the `localize` job param and --localize); NB_EINVAL naming
+ * field otherwise. */
+nb_code nb_verify_localize_parse(const char *s, const char *field, nb_localize_when *out,
+                                 nb_err *err);
 
 typedef struct nb_verify_opts {
     const char *prompts_file; /* NULL: the preset's set (verify/prompts/<preset>.txt) */
@@ -22,6 +36,7 @@ typedef struct nb_verify_opts {
     /* cancellation (with progress_user): checked between prompts and tokens;
      * non-zero stops with NB_ECANCELED */
     int (*cancelled)(void *user);
+    nb_localize_when localize;
 } nb_verify_opts;
 
 typedef struct nb_verify_record {
@@ -35,6 +50,7 @@ typedef struct nb_verify_record {
     char *agreed_text;      /* decoded agreed prefix */
     char *dev_text, *ref_text; /* whole generations */
     double prefill_ms, decode_ms;
+    nb_localization loc;    /* loc.present 0 when none was made */
 } nb_verify_record;
 
 typedef struct nb_verify_result {

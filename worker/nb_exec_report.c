@@ -2,11 +2,13 @@
  * nb_verify_result / nb_diagnosis_result, every field checked and named when wrong. */
 #include "nb_exec_report.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nb_json.h"
+#include "nb_localize.h"
 
 #define MAX_RECORDS 4096
 #define MAX_STEPS 4096
@@ -85,6 +87,7 @@ static nb_code record_common(json_object *r, const char *what, const rec_fields 
     g->agreed = div >= 0 ? div : steps;
     g->dev_token = g->ref_token = -1;
     g->dev_rank_in_ref = g->ref_rank_in_dev = -1;
+    g->ref_margin = NAN;
     snprintf(g->reason, sizeof g->reason, "%s", nb_json_str(r, "fail_reason", "", NULL));
     v->n_steps = steps;
     v->dev = steps_new(steps);
@@ -143,6 +146,8 @@ static nb_code record_ours(json_object *r, const char *what, nb_verify_record *v
     g->ref_token = (int32_t)nb_json_int(ref, "token", -1);
     g->dev_rank_in_ref = (int)nb_json_int(dev, "rank_in_reference", -1);
     g->ref_rank_in_dev = (int)nb_json_int(ref, "rank_in_device", -1);
+    g->ref_margin = nb_json_num(ref, "margin", NAN);
+    g->ref_margin_beyond = (int)nb_json_int(ref, "margin_beyond_topk", 0);
     json_object *checks = nb_json_get_type(r, "topk_checks", json_type_array);
     size_t n = checks ? json_object_array_length(checks) : 0;
     for (size_t i = 0; i < n && i < (size_t)v->n_steps; i++) {
@@ -162,6 +167,84 @@ static nb_code record_ours(json_object *r, const char *what, nb_verify_record *v
     v->dev_text = dup_member(r, "device_text", &ok);
     v->ref_text = dup_member(r, "reference_text", &ok);
     return ok ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory reading %s", what);
+}
+
+/* mlir-air's per-layer records of the NPU-vs-HF pair (diagnosis mode writes them; a verify
+ * report's "per_layer" is [] today) as each layer's output: min cosine over the positions and
+ * max abs error; the highest layer is the post-final-norm state. */
+static nb_code air_layers(json_object *root, nb_localization *l, nb_err *err)
+{
+    json_object *arr = nb_json_get_type(root, "per_layer", json_type_array);
+    size_t n = arr ? json_object_array_length(arr) : 0;
+    if (n > MAX_LAYERS)
+        n = MAX_LAYERS;
+    int top = -1;
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(arr, i);
+        int64_t layer = nb_json_int(r, "layer", -1);
+        if (!strcmp(nb_json_str(r, "pair", "npu_vs_hf", NULL), "npu_vs_hf") && layer > top &&
+            layer < MAX_LAYERS)
+            top = (int)layer;
+    }
+    if (top < 0)
+        return NB_OK;
+    l->layers = calloc(top > 0 ? (size_t)top : 1, sizeof *l->layers);
+    if (top > 0 && !l->layers)
+        return nb_err_set(err, NB_ENOMEM, "out of memory for the report's per-layer records");
+    l->n_layers = top;
+    for (int i = 0; i < top; i++)
+        l->layers[i] = (nb_loc_layer){i, NAN, NAN, NAN, NAN};
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(arr, i);
+        int64_t layer = nb_json_int(r, "layer", -1);
+        if (strcmp(nb_json_str(r, "pair", "npu_vs_hf", NULL), "npu_vs_hf") || layer < 0 ||
+            layer > top)
+            continue;
+        double c = nb_json_num(nb_json_get_type(r, "cosine", json_type_object), "min", NAN);
+        double m = nb_json_num(nb_json_get_type(r, "errors", json_type_object), "max_abs", NAN);
+        if (layer == top) {
+            l->final_cos = c;
+            l->final_max_abs = m;
+        } else {
+            l->layers[layer].cos_mlp = c;
+            l->layers[layer].max_abs_mlp = m;
+        }
+    }
+    l->step = -1;
+    nb_localize_pick_layer(l, 0);
+    return NB_OK;
+}
+
+/* A FAIL record's localization from what the report provides: npubench's own "localization"
+ * object as written, or, from mlir-air's report, the per-layer records when there are any;
+ * what is not there is said in the note. */
+static nb_code report_localization(json_object *root, json_object *r, int ours, const char *what,
+                                   nb_verify_record *v, nb_err *err)
+{
+    json_object *lj = ours ? nb_json_get_type(r, "localization", json_type_object) : NULL;
+    if (lj) {
+        nb_code rc = nb_localize_from_json(lj, &v->loc, err);
+        return rc ? nb_err_prefix(err, "%s.localization: ", what) : NB_OK;
+    }
+    if (v->gate.status == NB_GATE_PASS || v->gate.divergence < 0)
+        return NB_OK;
+    nb_localization *l = &v->loc;
+    memset(l, 0, sizeof *l);
+    l->kv_first_bad = l->step = l->first_layer = -1;
+    l->kv_max_diff = l->kv_tol = l->final_cos = l->final_max_abs = l->threshold = NAN;
+    snprintf(l->source, sizeof l->source, "%s", ours ? "npubench report" : "mlir-air report");
+    nb_code rc = ours ? NB_OK : air_layers(root, l, err);
+    if (rc)
+        return rc;
+    snprintf(l->note, sizeof l->note, "%s",
+             l->n_layers ? "the report gives each layer's output only, summarised over "
+                           "positions; no logits (margin) and no prefill-vs-decode check"
+             : ours ? "the report carries no localization (made before npubench had one)"
+                    : "the report carries no logits (margin), no prefill-vs-decode check and "
+                      "no per-layer records (mlir-air writes those in diagnosis mode only)");
+    l->present = 1;
+    nb_localize_finish(l, &v->gate);
+    return NB_OK;
 }
 
 nb_code nb_exec_report_verify(json_object *root, const char *what, int k_dflt,
@@ -235,6 +318,8 @@ nb_code nb_exec_report_verify(json_object *root, const char *what, int k_dflt,
         rc = record_common(r, w, ours ? &OURS : &AIR, out->n_tokens, v, err);
         if (!rc)
             rc = ours ? record_ours(r, w, v, err) : record_air(r, w, v, err);
+        if (!rc)
+            rc = report_localization(root, r, ours, w, v, err);
         if (!rc && v->gate.status == NB_GATE_PASS)
             out->n_pass++;
         else if (!rc)

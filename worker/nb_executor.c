@@ -646,6 +646,10 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
         vo.first = s->shard->prompt_begin;
         vo.count = s->shard->prompt_end - s->shard->prompt_begin;
     }
+    /* checked with the spec (nb_job): an unknown value never reaches here */
+    const char *when = nb_job_param(s, "localize");
+    if (when)
+        (void)nb_verify_localize_parse(when, "localize", &vo.localize, err);
     vo.progress = verify_progress;
     vo.progress_user = j;
     vo.cancelled = exec_cancelled;
