@@ -16,7 +16,7 @@ int nb_cmd_coordinator(int argc, char **argv)
 {
     nb_coord_opts o;
     memset(&o, 0, sizeof o);
-    const char *secret = NULL, *files[3] = {NULL, NULL, NULL};
+    const char *secret = NULL, *files[3] = {NULL, NULL, NULL}, *expire = NULL;
     int lease_ms = 0, hb_ms = 0, stale_ms = 0, gone_ms = 0, attempts = 0, shards = 0,
         last_n = 0, min_change = 0, quiet = 0, insecure = 0, help = 0;
     nb_opt opts[] = {
@@ -49,6 +49,9 @@ int nb_cmd_coordinator(int argc, char **argv)
         {"refdir", NB_OPT_STR, &o.refdir, 0, 0, "HF traces to cache (default verify/references)"},
         {"prompts-dir", NB_OPT_STR, &o.prompts_dir, 0, 0,
          "named prompt sets (default verify/prompts)"},
+        {"expire-after", NB_OPT_STR, &expire, 0, 0,
+         "expire jobs still queued after DUR unless they name their own (90s, 15m, 2h, 1d, "
+         "never; default 1d)"},
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no log lines"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -61,6 +64,9 @@ int nb_cmd_coordinator(int argc, char **argv)
         return nb_cmd_usage_error("coordinator", "--listen URL and --db PATH are required%s", "");
     char *keys[3] = {NULL, NULL, NULL};
     nb_err err;
+    if (expire &&
+        nb_args_duration("--expire-after", expire, NB_JOB_EXPIRE_MS_MAX, &o.expire_after_ms, &err))
+        return nb_cmd_usage_error("coordinator", "%s", err.msg);
     if (nb_svc_coord_keys(secret, files, keys, &err))
         return nb_cmd_fail("coordinator", &err);
     o.secret = keys[0];

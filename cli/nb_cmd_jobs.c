@@ -51,10 +51,11 @@ typedef struct submit_flags {
     nb_svc_flags sf;
     nb_out_flags of;
     const char *junit;
-    const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports;
+    const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports, *expire;
     nb_strlist tags;
     int n_tokens, k, reps, priority, matrix, wait, shards, max_prompts, threads, timeout_s,
         keep, quiet, help;
+    int64_t expire_ms; /* --expire-after; 0 = the coordinator's default, -1 = never */
 } submit_flags;
 
 /* A JobSpec and the storage its fields point into. */
@@ -88,6 +89,7 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
     spec->reps = f->reps;
     spec->priority = f->priority;
     spec->matrix = f->matrix;
+    spec->expire_after_ms = f->expire_ms;
     if (f->prompt)
         spec->prompt = (char *)f->prompt;
     if (f->prompt_set)
@@ -214,6 +216,9 @@ int nb_cmd_submit(int argc, char **argv)
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400,
          "with --wait: give up after N s, cancel the job (exit 5)"},
         {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave the job queued"},
+        {"expire-after", NB_OPT_STR, &f.expire, 0, 0,
+         "expire the job if still queued after DUR (90s, 15m, 2h, 1d, never; default: the "
+         "coordinator's)"},
         NB_OUT_JSON_OPT(f.of),
         {"junit", NB_OPT_STR, &f.junit, 0, 0, "with --wait: write a JUnit XML file"},
         {"reports", NB_OPT_STR, &f.reports, 0, 0, "with --wait: write reports here"},
@@ -236,6 +241,10 @@ int nb_cmd_submit(int argc, char **argv)
                                          "");
     if ((f.junit || f.keep || f.timeout_s) && !f.wait)
         return nb_cmd_usage_error("submit", "--junit, --timeout and --keep need --wait%s", "");
+    nb_err perr;
+    if (f.expire &&
+        nb_args_duration("--expire-after", f.expire, NB_JOB_EXPIRE_MS_MAX, &f.expire_ms, &perr))
+        return nb_cmd_usage_error("submit", "%s", perr.msg);
     submit_job j;
     submit_build(&f, kind, &j);
     nb_cmd_conn c;
@@ -534,6 +543,11 @@ static void print_job_head(const Npubench__Job *j)
                j->progress->message);
     if (*j->queued_reason)
         printf("  waiting:   %s\n", j->queued_reason);
+    if (j->expires_unix_ms && j->state == NPUBENCH__JOB_STATE__JOB_QUEUED) {
+        char te[32];
+        fmt_time(te, sizeof te, j->expires_unix_ms);
+        printf("  expires:   %s (if still queued)\n", te);
+    }
     if (*j->error)
         printf("  error:     %s\n", j->error);
 }

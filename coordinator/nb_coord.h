@@ -44,6 +44,7 @@ typedef struct nb_coord_opts {
     int insecure;             /* allow a non-loopback listen without any key (warned on
                                  every start) */
     const char *prompts_dir;  /* where named prompt sets live [verify/prompts] */
+    int64_t expire_after_ms;  /* queue expiry of jobs that name none; < 0 = never [24 h] */
 } nb_coord_opts;
 
 typedef struct nb_coord nb_coord;

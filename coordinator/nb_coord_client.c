@@ -113,6 +113,7 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
     m->error = nb_arena_strdup(a, j->error);
     m->queued_reason = nb_arena_strdup(a, j->state == NB_JOB_QUEUED ? j->queued_reason : "");
     m->is_group = j->is_group;
+    m->expires_unix_ms = j->expires_ms;
     if (with_log && j->log)
         m->log = nb_arena_strdup(a, j->log);
     if (!detail)

@@ -177,6 +177,9 @@ int nb_sched_prompt_set(const char *root, const Npubench__JobSpec *spec, int *n,
  * malloc'ed: [0] is the job to watch, then its children. */
 nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
                         size_t *n, int *duplicate, nb_err *err);
+/* Expires the jobs past their queue expiry (sweeper; nb_db_jobs_expire) and wakes their
+ * watchers. */
+void nb_sched_expire(nb_coord *c);
 /* Refreshes queued_reason of queued jobs (sweeper). */
 void nb_sched_update_reasons(nb_coord *c);
 

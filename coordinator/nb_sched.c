@@ -11,6 +11,7 @@
 #include "nb_file.h"
 #include "nb_job.h"
 #include "nb_prompts.h"
+#include "nb_time.h"
 #include "nb_verify.h"
 
 /* ---- selectors ---- */
@@ -462,6 +463,14 @@ static void plans_free(child_plan *p, size_t n)
     free(p);
 }
 
+/* When a job submitted now expires in the queue (unix ms): its own expiry, else the
+ * coordinator's default; 0 = never. */
+static int64_t expiry_of(const nb_coord *c, const Npubench__JobSpec *spec)
+{
+    int64_t after = spec->expire_after_ms ? spec->expire_after_ms : c->o.expire_after_ms;
+    return after > 0 ? nb_wall_ms() + after : 0;
+}
+
 nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
                         size_t *n, int *duplicate, nb_err *err)
 {
@@ -522,6 +531,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
         .priority = spec->priority,
         .max_attempts = c->o.max_attempts,
         .is_group = np > 0,
+        .expires_ms = expiry_of(c, spec),
     };
     *ids = malloc((np + 1) * sizeof **ids);
     if (!*ids) {
@@ -546,6 +556,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
         kid.spec_len = plans[i].len;
         kid.parent_id = (*ids)[0];
         kid.is_group = 0;
+        kid.expires_ms = 0; /* the group's expiry covers its children */
         if (plans[i].board[0])
             kid.sel.board = plans[i].board;
         rc = nb_db_job_enqueue(c->db, &kid, &(*ids)[i + 1], NULL, err);
@@ -579,6 +590,28 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
 out:
     plans_free(plans, np);
     return rc;
+}
+
+/* ---- queue expiry ---- */
+
+void nb_sched_expire(nb_coord *c)
+{
+    nb_err err;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    if (nb_db_jobs_expire(c->db, nb_wall_ms(), &ids, &n, &err)) {
+        nb_coord_log(c, "sweep: expiring queued jobs: %s", err.msg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        nb_coord_log(c, "job %lld expired in the queue", (long long)ids[i]);
+        nb_coord_changed(c, ids[i], 0);
+    }
+    if (n) {
+        nb_coord_stat_add(c, &c->stats.cancelled, n);
+        nb_coord_queue_changed(c);
+    }
+    free(ids);
 }
 
 /* ---- queued reasons ---- */

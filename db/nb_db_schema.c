@@ -216,11 +216,19 @@ static const char v4_sql[] = "CREATE TABLE model_aliases (\n"
                              ") WITHOUT ROWID;\n"
                              "CREATE INDEX model_aliases_model ON model_aliases (model);\n";
 
+/* Queue expiry: a job still waiting this long after its submission is expired by the
+ * coordinator's sweeper (nb_db_jobs_expire). */
+static const char v5_sql[] =
+    "ALTER TABLE jobs ADD COLUMN expires_ms INTEGER;\n"
+    "CREATE INDEX jobs_expiry ON jobs (expires_ms) WHERE expires_ms IS NOT NULL AND "
+    "parent_id IS NULL;\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
     {"import: verify status and measurement key", v3_sql},
     {"model aliases", v4_sql},
+    {"queue expiry", v5_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -137,6 +137,11 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
     if (s->timeout_ms < 0 || s->timeout_ms > NB_JOB_TIMEOUT_MS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.timeout_ms %lld: must be 0..%lld (0 = default)",
                           (long long)s->timeout_ms, (long long)NB_JOB_TIMEOUT_MS_MAX);
+    if (s->expire_after_ms < -1 || s->expire_after_ms > NB_JOB_EXPIRE_MS_MAX)
+        return nb_err_set(err, NB_EINVAL,
+                          "JobSpec.expire_after_ms %lld: must be -1..%lld (0 = the coordinator's "
+                          "default, -1 = never)",
+                          (long long)s->expire_after_ms, (long long)NB_JOB_EXPIRE_MS_MAX);
     if (s->shard) {
         const Npubench__Shard *h = s->shard;
         if (h->prompt_begin < 0 || h->prompt_end <= h->prompt_begin ||

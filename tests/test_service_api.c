@@ -31,6 +31,9 @@
 static int seq;
 static int loud; /* start(): the coordinator logs to stderr (tests that read its log) */
 static const char *start_prompts_dir; /* start(): the coordinator's prompts directory */
+static const char *start_db;          /* start(): this database instead of a fresh one */
+static int64_t start_expire_ms;       /* start(): the coordinator's --expire-after */
+static int64_t submit_expire_ms;      /* submit(): JobSpec.expire_after_ms */
 
 typedef struct env {
     nb_coord *coord;
@@ -43,7 +46,10 @@ static void start(env *e, const char *secret, const char *client_secret)
     memset(e, 0, sizeof *e);
     char url[128];
     snprintf(url, sizeof url, "inproc://svc-api-%d-%d", (int)getpid(), ++seq);
-    snprintf(e->db, sizeof e->db, "%s/db-%d.sqlite", tu_group_tmp(), seq);
+    if (start_db)
+        snprintf(e->db, sizeof e->db, "%s", start_db);
+    else
+        snprintf(e->db, sizeof e->db, "%s/db-%d.sqlite", tu_group_tmp(), seq);
     nb_coord_opts o;
     memset(&o, 0, sizeof o);
     o.listen_url = url;
@@ -55,6 +61,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.stale_ms = 300;
     o.gone_ms = 600;
     o.quiet = !loud;
+    o.expire_after_ms = start_expire_ms;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -364,6 +371,7 @@ static int submit_as(env *e, const char *key, int *dup, int kind, const char *mo
     spec.n_tokens = n_tokens;
     spec.k = k;
     spec.matrix = matrix;
+    spec.expire_after_ms = submit_expire_ms;
     char *tags[] = {(char *)tag};
     if (tag) {
         sel.tags = tags;
@@ -416,6 +424,14 @@ static int job_queued_for(env *e, int64_t id, const char *needle)
     int ok = j->state == NPUBENCH__JOB_STATE__JOB_QUEUED && strstr(j->queued_reason, needle);
     nb_wire_free(j);
     return ok;
+}
+
+static int job_state(env *e, int64_t id)
+{
+    Npubench__Job *j = get_job(e, id);
+    int st = j->state;
+    nb_wire_free(j);
+    return st;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -1564,6 +1580,87 @@ static void test_compare_verdicts(void **s)
     expect_cli(db, 2, "", "compare 0 2");
 }
 
+/* Queue expiry: a job nobody serves expires in the queue (cancelled, "expired: ...", which
+ * `job` exits 5 on), one that says never stays, the coordinator's default applies to the
+ * rest, and an expiry that passes while no coordinator runs is applied by the next one. */
+static void test_queue_expiry(void **s)
+{
+    (void)s;
+    env e;
+    start_expire_ms = 3600 * 1000;
+    start(&e, NULL, NULL);
+    start_expire_ms = 0;
+    int64_t soon[4], never[4], dflt[4], later[4];
+    size_t n;
+    char msg[512];
+    submit_expire_ms = 200;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            soon, &n, msg, sizeof msg), 0);
+    submit_expire_ms = -1;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            never, &n, msg, sizeof msg), 0);
+    submit_expire_ms = 0;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            dflt, &n, msg, sizeof msg), 0);
+    submit_expire_ms = -2;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, later, &n,
+                            msg, sizeof msg), NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "JobSpec.expire_after_ms -2"));
+    assert_true(tu_poll(5000, job_state(&e, soon[0]) == NPUBENCH__JOB_STATE__JOB_CANCELLED));
+    Npubench__Job *j = get_job(&e, soon[0]);
+    assert_int_equal(strncmp(j->error, "expired:", 8), 0);
+    assert_true(j->expires_unix_ms >= j->created_unix_ms + 200);
+    assert_true(j->finished_unix_ms >= j->expires_unix_ms);
+    nb_wire_free(j);
+    j = get_job(&e, never[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
+    assert_int_equal(j->expires_unix_ms, 0);
+    nb_wire_free(j);
+    j = get_job(&e, dflt[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
+    assert_true(j->expires_unix_ms - j->created_unix_ms >= 3600 * 1000 - 1000);
+    assert_true(j->expires_unix_ms - j->created_unix_ms <= 3600 * 1000 + 1000);
+    nb_wire_free(j);
+
+    /* An expiry that passes while the coordinator is down. */
+    submit_expire_ms = 400;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            later, &n, msg, sizeof msg), 0);
+    submit_expire_ms = 0;
+    j = get_job(&e, later[0]);
+    int64_t exp = j->expires_unix_ms;
+    nb_wire_free(j);
+    stop(&e);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND state = 'queued'",
+                              (long long)later[0]), 1);
+    assert_true(tu_poll(5000, nb_wall_ms() > exp));
+    char db[1200];
+    snprintf(db, sizeof db, "%s", e.db);
+    start_db = db;
+    start(&e, NULL, NULL);
+    start_db = NULL;
+    assert_true(tu_poll(5000, job_state(&e, later[0]) == NPUBENCH__JOB_STATE__JOB_CANCELLED));
+    assert_int_equal(job_state(&e, never[0]), NPUBENCH__JOB_STATE__JOB_QUEUED);
+    stop(&e);
+    /* the CLI reads it as expired: exit 5 */
+    char args[64];
+    snprintf(args, sizeof args, "job %lld", (long long)later[0]);
+    expect_cli(db, 5, "", args);
+    snprintf(args, sizeof args, "job %lld", (long long)never[0]);
+    expect_cli(db, 5, "", args); /* still queued: pending, also 5 */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' jobs --outcome expired --json --db '%s'",
+             tu_env("NB_BIN", "npubench"), db);
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    char want[64];
+    snprintf(want, sizeof want, "\"job_id\":%lld,", (long long)later[0]);
+    assert_non_null(strstr(r.out, want));
+    snprintf(want, sizeof want, "\"job_id\":%lld,", (long long)never[0]);
+    assert_null(strstr(r.out, want));
+    free(r.out);
+}
+
 static void test_import_and_history_cli(void **s)
 {
     (void)s;
@@ -2018,6 +2115,7 @@ int main(void)
         cmocka_unit_test(test_many_clients_exactly_once),
         cmocka_unit_test(test_model_aliases_in_history),
         cmocka_unit_test(test_compare_verdicts),
+        cmocka_unit_test(test_queue_expiry),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }
