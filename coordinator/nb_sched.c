@@ -596,10 +596,15 @@ out:
 
 void nb_sched_expire(nb_coord *c)
 {
+    /* An expiry is honoured within a tenth of a second; the sweeper runs more often. */
+    int64_t now = nb_wall_ms();
+    if (now < c->next_expire_ms)
+        return;
+    c->next_expire_ms = now + 100;
     nb_err err;
     int64_t *ids = NULL;
     size_t n = 0;
-    if (nb_db_jobs_expire(c->db, nb_wall_ms(), &ids, &n, &err)) {
+    if (nb_db_jobs_expire(c->db, now, &ids, &n, &err)) {
         nb_coord_log(c, "sweep: expiring queued jobs: %s", err.msg);
         return;
     }

@@ -1248,10 +1248,28 @@ static nb_code expire_locked(nb_db *db, int64_t now, int64_t **ids, size_t *n, n
     return rc;
 }
 
+/* Whether any job is due (no transaction: the sweeper asks often, and mostly none is). */
+static int any_expired(nb_db *db, int64_t now)
+{
+    nb_err e;
+    sqlite3_stmt *st;
+    int due = 0;
+    nb_db_lock(db);
+    if (nb_db_stmt(db, expired_sql, &st, &e) == NB_OK) {
+        sqlite3_bind_int64(st, 1, now);
+        due = sqlite3_step(st) == SQLITE_ROW;
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
+    return due;
+}
+
 nb_code nb_db_jobs_expire(nb_db *db, int64_t now_ms, int64_t **ids, size_t *n, nb_err *err)
 {
     *ids = NULL;
     *n = 0;
+    if (!any_expired(db, now_ms))
+        return NB_OK;
     nb_code rc;
     NB_DB_WITH_TX(db, err, rc, rc = expire_locked(db, now_ms, ids, n, err));
     if (rc) {

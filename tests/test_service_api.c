@@ -1554,30 +1554,200 @@ static void test_compare_verdicts(void **s)
     snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
              tu_env("NB_SRC", "."));
     expect_cli(db, 0, "", args);
-    /* run 2 vs run 1, both strix-01: within 5% */
+    /* run 2 vs run 1, both strix-01: within 5%; base and new side by side, the U test's p */
     expect_cli(db, 0,
-               "TTFT (ms)            | 415.90       | 0.99× / -0.5%\n"
-               "TPS (tokens/s)       | 18.30        | 1.01× / +1.1%",
+               "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 vs 1)\n"
+               "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 vs 1)",
                "compare 2 1");
     /* run 4 vs run 2: TTFT +13.2%, TPS -11.5% */
     expect_cli(db, 1,
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%  REGRESSION",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)  REGRESSION",
                "compare 4 2");
     expect_cli(db, 1,
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
                "compare 4 2 --tolerance 12");
     expect_cli(db, 1, /* 13.2% is beyond 13% */
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
                "compare 4 2 --tolerance 13");
     expect_cli(db, 0,
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
                "compare 4 2 --tolerance 14");
     expect_cli(db, 2, "", "compare 4 2 --against nothing");
     expect_cli(db, 2, "", "compare 0 2");
+}
+
+/* `npubench ARGS --db db`: asserts the exit code and that each of the NULL-ended needles is
+ * in the output. */
+static void expect_cli_has(const char *db, int code, const char *args, const char *const *needles)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s --db '%s' 2>&1", tu_env("NB_BIN", "npubench"), args, db);
+    tu_result r = tu_run(cmd);
+    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
+    assert_int_equal(r.code, code);
+    for (size_t i = 0; needles[i]; i++)
+        if (!strstr(r.out, needles[i]))
+            fail_msg("'%s' not in the output of npubench %s", needles[i], args);
+    free(r.out);
+}
+
+static void db_exec(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg ? msg : "?");
+    sqlite3_close(h);
+}
+
+/* --against reference compares like with like: the reference deployment's newest run of
+ * the same kind and shape (context, prompt, tokens), never the same measurement stored
+ * again, and says what it matched or why nothing matched; reference show / unset; history
+ * --until / --toolchain. */
+static void test_compare_reference_cli(void **s)
+{
+    (void)s;
+    char db[1200], args[2048];
+    snprintf(db, sizeof db, "%s/compare-ref.db", tu_group_tmp());
+    snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
+             tu_env("NB_SRC", "."));
+    expect_cli(db, 0, "", args);
+    const char *empty[] = {"no reference is set", NULL};
+    expect_cli_has(db, 0, "reference show", empty);
+    const char *unknown[] = {"NOT_FOUND: model 'nothing-like-this' has no reference", NULL};
+    expect_cli_has(db, 2, "reference show nothing-like-this", unknown);
+    const char *set[] = {"reference of Llama-3.2-1B-Instruct: deployment 1 "
+                         "(Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01)", NULL};
+    expect_cli_has(db, 0, "reference set --run 1", set);
+    /* run 4 stored again (same time, same numbers) and a newer run at another context on
+     * the reference deployment: neither is run 4's base */
+    db_exec(db, "INSERT INTO runs (deployment_id, kind, outcome, started_ms, ttft_ms, tps, "
+                "context_len, source) SELECT deployment_id, kind, outcome, started_ms, ttft_ms, "
+                "tps, context_len, 'import' FROM runs WHERE id = 4");
+    db_exec(db, "INSERT INTO runs (deployment_id, kind, outcome, started_ms, ttft_ms, tps, "
+                "context_len, source) SELECT deployment_id, kind, outcome, started_ms + 3600000, "
+                "ttft_ms, tps * 2, 512, 'import' FROM runs WHERE id = 4");
+    const char *matched[] = {
+        "reference: run 2: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01",
+        "matched: run 2, the newest of 2 like runs of the reference deployment 1",
+        "performance, context 2048; left out: 0 of another kind, 1 of another shape, "
+        "1 duplicate of this run",
+        "| 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION", NULL};
+    expect_cli_has(db, 1, "compare 4 --against reference", matched);
+    const char *json[] = {"\"base_run_id\":2,", "\"p_value\":1", "\"matched\":\"run 2,", NULL};
+    expect_cli_has(db, 1, "compare 4 --against reference --json", json);
+    const char *shown[] = {"Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 "
+                           "on npu-strix-01), set ",
+                           ", 5 runs, latest run 7", NULL};
+    expect_cli_has(db, 0, "reference show llama-3.2-1b-instruct", shown);
+    /* Qwen's reference deployment has no run but run 5 itself */
+    expect_cli(db, 0, "", "reference set --run 5");
+    const char *none[] = {"has no other run like run 5 (performance, context 1024): of its 0 "
+                          "other runs", NULL};
+    expect_cli_has(db, 2, "compare 5 --against reference", none);
+    const char *unset_ok[] = {"reference of Llama-3.2-1B-Instruct unset (was deployment 1, "
+                              "Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01)", NULL};
+    expect_cli_has(db, 0, "reference unset LLAMA-3.2-1B-INSTRUCT", unset_ok);
+    const char *unset[] = {"no reference deployment is set for model Llama-3.2-1B-Instruct",
+                           NULL};
+    expect_cli_has(db, 2, "compare 4 --against reference", unset);
+    expect_cli(db, 2, "", "reference unset LLAMA-3.2-1B-INSTRUCT");
+    const char *qwen[] = {"Qwen2.5-0.5B-Instruct: deployment ", NULL};
+    expect_cli_has(db, 0, "reference show", qwen);
+
+    /* history filters: before a date, a toolchain entry (imported runs carry mlir-air's) */
+    const char *until[] = {"\"run_id\":1,", NULL};
+    expect_cli_has(db, 0, "history --until 2025-03-11 --json", until);
+    snprintf(args, sizeof args, "'%s' history --until 2025-03-11 --json --db '%s' | grep -c "
+             "'\"run_id\"'", tu_env("NB_BIN", "npubench"), db);
+    tu_result r = tu_run(args);
+    assert_string_equal(r.out, "1\n");
+    free(r.out);
+    snprintf(args, sizeof args, "'%s' history --toolchain air_sha=b7c8 --json --db '%s' | grep "
+             "'\"run_id\"'", tu_env("NB_BIN", "npubench"), db);
+    r = tu_run(args);
+    assert_non_null(strstr(r.out, "\"run_id\":4,"));
+    assert_null(strstr(r.out, "\"run_id\":2,"));
+    free(r.out);
+    expect_cli(db, 2, "", "history --until yesterday");
+}
+
+/* Two verify runs side by side: no metric to compare, so the prompts that changed outcome
+ * or divergence step are the comparison; a prompt that passed and now fails is a FAIL;
+ * a verify against a run shares nothing, which is an error, not an empty table. */
+static void test_compare_verify_prompts(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st, acc;
+    char *w = reg(&e, "b1", "cpu:0", "inst-v", NULL, &st);
+    int64_t jobs[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t ids[4];
+        size_t n;
+        char msg[512];
+        assert_int_equal(submit(&e, i < 2 ? NPUBENCH__JOB_KIND__VERIFY : NPUBENCH__JOB_KIND__RUN,
+                                "instruct", 4, 5, 0, 0, NULL, ids, &n, msg, sizeof msg), 0);
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        jobs[i] = l->job_id;
+        Npubench__JobResult *r = i < 2 ? verify_result(l->job_id, 0, 4, i == 0 ? -1 : 1)
+                                       : run_result(l->job_id, "b1", 100);
+        assert_int_equal(report(&e, w, l, r, &acc), 0);
+        assert_true(acc);
+        nb_jobpb_free(r);
+        nb_wire_free(l);
+    }
+    Npubench__CompareRequest cr = NPUBENCH__COMPARE_REQUEST__INIT;
+    cr.job_id = jobs[1];
+    cr.base_job_id = jobs[0];
+    Npubench__CompareResponse *cmp;
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0), 0);
+    assert_int_equal(cmp->outcome, NPUBENCH__OUTCOME__FAIL);
+    assert_int_equal(cmp->n_rows, 0);
+    assert_int_equal(cmp->prompts_compared, 4);
+    assert_int_equal(cmp->n_prompt_changes, 1);
+    Npubench__PromptChange *pc = cmp->prompt_changes[0];
+    assert_int_equal(pc->index, 1);
+    assert_string_equal(pc->prompt, "prompt 1");
+    assert_string_equal(pc->base_status, "PASS");
+    assert_string_equal(pc->status, "FAIL");
+    assert_int_equal(pc->base_divergence_step, -1);
+    assert_int_equal(pc->divergence_step, 2);
+    assert_string_equal(cmp->kind, "verify");
+    nb_wire_free(cmp);
+    /* the other way round: the prompt got better, which passes */
+    cr.job_id = jobs[0];
+    cr.base_job_id = jobs[1];
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0), 0);
+    assert_int_equal(cmp->outcome, NPUBENCH__OUTCOME__PASS);
+    assert_int_equal(cmp->n_prompt_changes, 1);
+    assert_string_equal(cmp->prompt_changes[0]->status, "PASS");
+    nb_wire_free(cmp);
+    /* the same run twice: every prompt compared, none changed */
+    cr.base_job_id = jobs[0];
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0), 0);
+    assert_int_equal(cmp->outcome, NPUBENCH__OUTCOME__PASS);
+    assert_int_equal(cmp->prompts_compared, 4);
+    assert_int_equal(cmp->n_prompt_changes, 0);
+    nb_wire_free(cmp);
+    char msg[512];
+    cr.job_id = jobs[2];
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    assert_non_null(strstr(msg, "share no metric and no verify prompt"));
+    free(w);
+    stop(&e);
 }
 
 /* Queue expiry: a job nobody serves expires in the queue (cancelled, "expired: ...", which
@@ -2116,6 +2286,8 @@ int main(void)
         cmocka_unit_test(test_model_aliases_in_history),
         cmocka_unit_test(test_compare_verdicts),
         cmocka_unit_test(test_queue_expiry),
+        cmocka_unit_test(test_compare_reference_cli),
+        cmocka_unit_test(test_compare_verify_prompts),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -717,9 +717,10 @@ static void test_embedded_history(void **s)
     assert_int_equal(r.code, 0);
     free(r.out);
     r = cli("compare 2 --against reference --db '%s'", db);
-    /* the reference deployment's only run with metrics is run 2 itself */
+    /* the reference deployment's only other run is the verify: not like a run */
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.out, "no other run"));
+    assert_non_null(strstr(r.out, "no other run like run 2"));
+    assert_non_null(strstr(r.out, "1 is another kind"));
     free(r.out);
     r = cli("run --n-tokens 4 --reps 2 --warmup 0 --ignore-eos --db '%s'", db);
     assert_int_equal(r.code, 0);
@@ -728,13 +729,16 @@ static void test_embedded_history(void **s)
      * against known numbers is test_service_api's test_compare_verdicts) */
     r = cli("compare 3 --against reference --tolerance 1000 --db '%s'", db);
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "vs reference (× / %)"));
+    assert_non_null(strstr(r.out, "matched: run 2, the newest of 1 like run "));
+    assert_non_null(strstr(r.out, "Base (run 2)"));
     assert_non_null(strstr(r.out, "TTFT (ms)"));
     assert_non_null(strstr(r.out, "Decode (ms/token)"));
+    assert_non_null(strstr(r.out, "TPOT (ms)"));
+    assert_non_null(strstr(r.out, "(2 vs 2)")); /* the U test over both runs' repetitions */
     free(r.out);
     r = cli("compare 3 2 --tolerance 1000 --db '%s'", db);
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "vs run 2 (× / %)"));
+    assert_non_null(strstr(r.out, "New (run 3)"));
     free(r.out);
 }
 
