@@ -223,6 +223,7 @@ static void *sweeper_main(void *arg)
         nb_coord_sweep_workers(c);
         nb_coord_retention(c);
         nb_sched_expire(c);
+        nb_coord_health_sweep(c);
         int64_t now = nb_wall_ms();
         if (now >= c->next_reasons_ms) {
             nb_sched_update_reasons(c);
@@ -369,6 +370,10 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
         return nb_err_set(err, NB_EINVAL, "coordinator: --expire-after %lld s exceeds %lld s",
                           (long long)(p->expire_after_ms / 1000),
                           (long long)(NB_JOB_EXPIRE_MS_MAX / 1000));
+    if (p->health_retry_ms <= 0)
+        p->health_retry_ms = 600000;
+    if (p->health_errors <= 0)
+        p->health_errors = 3;
     if (p->max_attempts <= 0)
         p->max_attempts = NB_DB_DEFAULT_MAX_ATTEMPTS;
     if (p->max_shards <= 0)

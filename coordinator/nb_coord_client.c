@@ -11,6 +11,7 @@
 #include "nb_coord_int.h"
 #include "nb_db_alias.h"
 #include "nb_db_deploy.h"
+#include "nb_db_boards.h"
 #include "nb_db_import.h"
 #include "nb_file.h"
 #include "nb_time.h"
@@ -382,6 +383,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
             p->message = nb_arena_strdup(&a, snap[k].prog_msg);
         }
         s->progress = p;
+        nb_coord_health_status(c, &a, s);
         resp.workers[resp.n_workers++] = s;
     }
     st = reply_built(reply, &resp, !a.failed, "ListWorkers");
@@ -681,10 +683,48 @@ out:
 
 /* ---- Drain (admin) ---- */
 
+/* One board: its workers finish the job they hold and lease nothing more. */
+static nb_rpc_status drain_board(nb_coord *c, const Npubench__DrainRequest *r, nb_rpc_reply *reply)
+{
+    nb_err err = {0};
+    nb_db_worker *w = NULL;
+    size_t n = 0;
+    int known = 0, running = 0;
+    if (nb_db_worker_list(c->db, &w, &n, &err))
+        return nb_rpc_reply_err(reply, &err);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(w[i].board_name, r->board))
+            continue;
+        known = 1;
+        int64_t held = 0, job = 0;
+        if (nb_db_jobs_held(c->db, w[i].id, &held, &job, &err) == NB_OK)
+            running += (int)held;
+    }
+    free(w);
+    if (!known)
+        return nb_rpc_reply_status(reply, NB_RPC_NOT_FOUND,
+                                   "DrainRequest.board '%s': no worker of that board has "
+                                   "registered", r->board);
+    if (nb_db_board_set_drained(c->db, r->board, r->drain, &err))
+        return nb_rpc_reply_err(reply, &err);
+    nb_coord_log(c, "board %s %s", r->board,
+                 r->drain ? "drained: finishes its job, takes no more" : "undrained");
+    nb_coord_queue_changed(c);
+    Npubench__DrainResponse resp = NPUBENCH__DRAIN_RESPONSE__INIT;
+    resp.draining = r->drain;
+    resp.running = running;
+    return nb_rpc_reply_pack(reply, &resp);
+}
+
 static nb_rpc_status h_drain(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
     UNPACK(Npubench__DrainRequest, npubench__drain_request__descriptor);
+    if (*r->board) {
+        nb_rpc_status st = drain_board(c, r, reply);
+        nb_wire_free(r);
+        return st;
+    }
     pthread_mutex_lock(&c->mu);
     int was = c->draining;
     c->draining = r->drain;

@@ -80,7 +80,7 @@ struct nb_coord {
     coord_trace_ix traces[COORD_TRACE_IX];
     size_t n_traces;
     nb_coord_stats stats;
-    int64_t next_reasons_ms, next_gone_scan_ms, next_expire_ms;
+    int64_t next_reasons_ms, next_gone_scan_ms, next_expire_ms, next_health_ms;
     int64_t next_retention_ms; /* sweeper thread only */
     int lock_fd;               /* flock on <db>.lock; -1 when not held */
     pthread_mutex_t log_mu;   /* log_keys */
@@ -253,6 +253,22 @@ void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const N
         if (nb_wire_unpack(&desc, req->payload, req->len, 0, &r, &e_))                       \
             return nb_rpc_reply_err(reply, &e_);                                             \
     } while (0)
+
+/* ---- nb_coord_health.c: board health checks, quarantine, drain ---- */
+
+/* A board registered: its health check, when checks are on. */
+void nb_coord_health_on_register(nb_coord *c, const Npubench__WorkerInfo *info);
+/* A result of kind committed from worker: a check's verdict is the board's health (fail =
+ * quarantined); other jobs count consecutive errors, N of them schedule a check. */
+void nb_coord_health_on_result(nb_coord *c, const char *worker_id, int kind,
+                               const Npubench__JobResult *res);
+/* Sweeper: checks due by period (ok boards) or retry (quarantined ones). */
+void nb_coord_health_sweep(nb_coord *c);
+/* The lease filter for a worker of board: every job, health checks only (quarantined), or
+ * *none = 1 (drained). */
+nb_db_job_pred nb_coord_health_pred(nb_coord *c, const char *board, int *none);
+/* The board's health, drain and errors into s (ListWorkers). */
+void nb_coord_health_status(nb_coord *c, nb_arena *a, Npubench__WorkerStatus *s);
 
 /* nb_coord_compare.c: Compare, SetReference (set and unset), GetReference. */
 nb_rpc_status nb_coord_compare_rpc(void *user, const nb_rpc_request *req, nb_rpc_reply *reply);

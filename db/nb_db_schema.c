@@ -221,14 +221,25 @@ static const char v4_sql[] = "CREATE TABLE model_aliases (\n"
 static const char v5_sql[] =
     "ALTER TABLE jobs ADD COLUMN expires_ms INTEGER;\n"
     "CREATE INDEX jobs_expiry ON jobs (expires_ms) WHERE expires_ms IS NOT NULL AND "
-    "parent_id IS NULL;\n";
+    "parent_id IS NULL;\n"
+    /* Board health (LAVA's health checks), drain, consecutive job errors: per board, as
+     * a board keeps them across its workers' restarts (db/nb_db_boards.h). */
+    "CREATE TABLE boards (\n"
+    "  board TEXT PRIMARY KEY CHECK (board <> ''),\n"
+    "  health TEXT NOT NULL DEFAULT 'unknown' CHECK (health IN ('unknown','ok','failed')),\n"
+    "  checked_ms INTEGER,\n"
+    "  detail TEXT NOT NULL DEFAULT '',\n"
+    "  job_errors INTEGER NOT NULL DEFAULT 0,\n"
+    "  drained INTEGER NOT NULL DEFAULT 0,\n"
+    "  check_job_id INTEGER NOT NULL DEFAULT 0\n"
+    ") WITHOUT ROWID;\n";
 
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
     {"import: verify status and measurement key", v3_sql},
     {"model aliases", v4_sql},
-    {"queue expiry", v5_sql},
+    {"queue expiry, board health", v5_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

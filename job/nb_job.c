@@ -17,8 +17,8 @@
 /* ---- kinds ------------------------------------------------------------------------------ */
 
 static const char *const kind_names[] = {"", "run", "verify", "verify-full", "diagnosis",
-                                         "profile"};
-#define KIND_MAX NPUBENCH__JOB_KIND__PROFILE
+                                         "profile", "health"};
+#define KIND_MAX NPUBENCH__JOB_KIND__HEALTH
 
 const char *nb_job_kind_name(int kind)
 {
@@ -115,9 +115,10 @@ static nb_code check_text(const char *s, const char *field, nb_err *err)
 
 nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
 {
-    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__PROFILE)
+    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__HEALTH)
         return nb_err_set(err, NB_EINVAL,
-                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS or PROFILE",
+                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS, PROFILE "
+                          "or HEALTH",
                           (int)s->kind);
     if (s->n_tokens < 0 || s->n_tokens > NB_JOB_N_TOKENS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.n_tokens %d: must be 0..%d (0 = default)",

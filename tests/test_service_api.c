@@ -34,6 +34,8 @@ static const char *start_prompts_dir; /* start(): the coordinator's prompts dire
 static const char *start_db;          /* start(): this database instead of a fresh one */
 static int64_t start_expire_ms;       /* start(): the coordinator's --expire-after */
 static int64_t submit_expire_ms;      /* submit(): JobSpec.expire_after_ms */
+static int64_t start_health_ms;       /* start(): health checks every (0 = off) */
+static int64_t start_health_retry_ms; /* start(): quarantined boards re-checked every */
 
 typedef struct env {
     nb_coord *coord;
@@ -62,6 +64,9 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.gone_ms = 600;
     o.quiet = !loud;
     o.expire_after_ms = start_expire_ms;
+    o.health_interval_ms = start_health_ms;
+    o.health_retry_ms = start_health_retry_ms;
+    o.health_errors = 2;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -1750,6 +1755,146 @@ static void test_compare_verify_prompts(void **s)
     stop(&e);
 }
 
+static Npubench__WorkerStatus *worker_status(env *e, const char *board,
+                                             Npubench__ListWorkersResponse **keep)
+{
+    Npubench__ListWorkersRequest r = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    assert_int_equal(call(e, "npubench.Client/ListWorkers", &r,
+                          &npubench__list_workers_response__descriptor, keep, NULL, 0), 0);
+    for (size_t i = 0; i < (*keep)->n_workers; i++)
+        if (!strcmp((*keep)->workers[i]->info->board_name, board))
+            return (*keep)->workers[i];
+    fail_msg("no worker of board %s", board);
+    return NULL;
+}
+
+static int drain_board(env *e, const char *board, int drain, char *msg, size_t cap)
+{
+    Npubench__DrainRequest r = NPUBENCH__DRAIN_REQUEST__INIT;
+    r.drain = drain;
+    r.board = (char *)board;
+    Npubench__DrainResponse *resp;
+    int st = call(e, "npubench.Client/Drain", &r, &npubench__drain_response__descriptor, &resp,
+                  msg, cap);
+    if (!st)
+        nb_wire_free(resp);
+    return st;
+}
+
+/* A result that gave no verdict (the device went away). */
+static Npubench__JobResult *error_result(int64_t job)
+{
+    Npubench__JobResult *r = nb_jobpb_result_new();
+    r->job_id = job;
+    r->status = NPUBENCH__STATUS_CODE__UNAVAILABLE;
+    r->status_message = nb_jobpb_strdup("device timeout");
+    r->outcome = NPUBENCH__OUTCOME__ERROR;
+    return r;
+}
+
+/* Board health, LAVA style: a check is queued when a board registers and runs before its
+ * other work; a failed check quarantines the board (only checks are leased to it) until a
+ * retried check passes; N consecutive job errors call a check; a drained board leases
+ * nothing until undrained; checks write no history run. */
+static void test_board_health(void **s)
+{
+    (void)s;
+    env e;
+    start_health_ms = 3600 * 1000;
+    start_health_retry_ms = 300;
+    start(&e, NULL, NULL);
+    start_health_ms = start_health_retry_ms = 0;
+    int st, acc;
+    char *w = reg(&e, "hb1", "cpu:0", "inst-h", NULL, &st);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
+                                  "sel_board = 'hb1' AND state = 'queued' AND %lld", 1), 1);
+    int64_t ids[4];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg), 0);
+    int64_t run_job = ids[0];
+    /* the check first, whatever was queued before */
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->spec->kind, NPUBENCH__JOB_KIND__HEALTH);
+    assert_string_equal(l->spec->selector->board, "hb1");
+    assert_string_equal(l->spec->selector->model, "SmolLM2-135M-Instruct");
+    int64_t check1 = l->job_id;
+    Npubench__JobResult *r = verify_result(l->job_id, 0, 1, 0); /* prompt 0 diverges: FAIL */
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    assert_true(acc);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    Npubench__ListWorkersResponse *lw;
+    Npubench__WorkerStatus *ws = worker_status(&e, "hb1", &lw);
+    assert_string_equal(ws->health, "failed");
+    assert_non_null(strstr(ws->health_detail, "verify FAIL"));
+    assert_true(ws->health_checked_unix_ms > 0);
+    nb_wire_free(lw);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld",
+                              (long long)check1), 0);
+    /* quarantined: the run waits; the retried check (300 ms) is leased, passes (short polls:
+     * a lease call is what keeps this hand-driven worker alive) */
+    l = NULL;
+    assert_true(tu_poll(5000, (l = lease(&e, w, 100)) != NULL));
+    assert_int_equal(l->spec->kind, NPUBENCH__JOB_KIND__HEALTH);
+    assert_true(l->job_id != check1);
+    r = verify_result(l->job_id, 0, 1, -1);
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    ws = worker_status(&e, "hb1", &lw);
+    assert_string_equal(ws->health, "ok");
+    nb_wire_free(lw);
+    l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, run_job);
+    /* two jobs without a verdict in a row call a check */
+    r = error_result(l->job_id);
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
+                                  "state = 'queued' AND %lld", 1), 0);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg), 0);
+    l = lease(&e, w, 2000);
+    assert_non_null(l);
+    r = error_result(l->job_id);
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
+                                  "state = 'queued' AND %lld", 1), 1);
+    ws = worker_status(&e, "hb1", &lw);
+    assert_string_equal(ws->health, "checking");
+    assert_int_equal(ws->job_errors, 2);
+    nb_wire_free(lw);
+    /* drained: nothing is leased, not even the check, until undrained */
+    assert_int_equal(drain_board(&e, "hb1", 1, msg, sizeof msg), 0);
+    assert_int_equal(drain_board(&e, "no-such-board", 1, msg, sizeof msg), NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "no-such-board"));
+    assert_null(lease(&e, w, 300));
+    ws = worker_status(&e, "hb1", &lw);
+    assert_true(ws->drained);
+    nb_wire_free(lw);
+    assert_int_equal(drain_board(&e, "hb1", 0, msg, sizeof msg), 0);
+    l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->spec->kind, NPUBENCH__JOB_KIND__HEALTH);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+    /* the CLI: drain by board name, and the table says so */
+    const char *drained[] = {"board hb1 drained: 1 job still running there, no new ones", NULL};
+    expect_cli_has(e.db, 0, "workers drain hb1", drained);
+    const char *shown[] = {"\"health\":\"checking\"", "\"drained\":true", "\"job_errors\":2",
+                           NULL};
+    expect_cli_has(e.db, 0, "workers --all --json", shown);
+    expect_cli(e.db, 2, "", "workers drain");
+}
+
 /* Queue expiry: a job nobody serves expires in the queue (cancelled, "expired: ...", which
  * `job` exits 5 on), one that says never stays, the coordinator's default applies to the
  * rest, and an expiry that passes while no coordinator runs is applied by the next one. */
@@ -2286,6 +2431,7 @@ int main(void)
         cmocka_unit_test(test_model_aliases_in_history),
         cmocka_unit_test(test_compare_verdicts),
         cmocka_unit_test(test_queue_expiry),
+        cmocka_unit_test(test_board_health),
         cmocka_unit_test(test_compare_reference_cli),
         cmocka_unit_test(test_compare_verify_prompts),
     };
