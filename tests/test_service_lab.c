@@ -320,6 +320,65 @@ static void expect_cli(const char *url, int code, const char *args, const char *
     free(expect_out(url, code, args, needles));
 }
 
+/* Board health with real processes: a coordinator with health checks on, two boards whose
+ * first deployment passes mlir-air's verify and crashes in it (exec stand-ins, no model).
+ * Each check runs the worker's device probe and a 1-prompt verify; the failing board is
+ * quarantined (a job pinned to it waits), the other takes jobs; `workers` shows both with
+ * what the probe read; drain / undrain by board. */
+static void test_lab_health(void **s)
+{
+    (void)s;
+    static const air_dep good[] = {{"Llama-3.2-1B-Instruct", "llama32_1b.py", "pass", ""}};
+    static const air_dep bad[] = {{"air-crash", "llama32_3b.py", "crash", ""}};
+    char gpath[1200], bpath[1200], url[1200], db[1200];
+    air_file("health-good.json", good, 1, gpath, sizeof gpath);
+    air_file("health-bad.json", bad, 1, bpath, sizeof bpath);
+    snprintf(url, sizeof url, "ipc://%s/health.sock", tu_group_tmp());
+    snprintf(db, sizeof db, "%s/health.db", tu_group_tmp());
+    pid_t c = spawn("coord-health.log", COORD_ARGS " --health-interval 1h --health-retry 1h",
+                    url, db);
+    pid_t wg = spawn("w-hg.log", WORKER_ARGS " --deployments '%s'", url, "hgood", 27, gpath);
+    pid_t wb = spawn("w-hb.log", WORKER_ARGS " --deployments '%s'", url, "hbad", 28, bpath);
+    wait_workers(url, 2);
+    const char *q = "SELECT count(*) FROM boards WHERE health = '%s'";
+    assert_true(tu_poll(60000, db_int(db, q, "ok") == 1 && db_int(db, q, "failed") == 1));
+    assert_int_equal(db_int(db, q, "ok"), 1);
+    assert_int_equal(db_int(db, q, "failed"), 1);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM boards WHERE board = '%s' AND health = "
+                                "'failed' AND detail LIKE 'health check job %%: UNAVAILABLE: %%'", "hbad"), 1);
+    /* the check's log has the device probe; no history run for either check */
+    assert_int_equal(db_int(db, "SELECT count(*) FROM job_logs l JOIN jobs j ON j.id = l.job_id "
+                                "WHERE j.kind = 'health' AND l.text LIKE '%%device probe: driver "
+                                "%%kernels %%'"), 2);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs"), 0);
+    const char *listed[] = {"\"board\":\"hbad\"", "\"health\":\"failed\"",
+                            "\"health\":\"ok\"", "\"kernel_path\":\"", "\"cpu_model\":\"",
+                            "\"driver_version\":\"unknown\"", NULL};
+    expect_cli(url, 0, "workers --json", listed);
+    const char *table[] = {"HEALTH", " failed ", "hbad: last health check: health check job ",
+                           "hgood: driver unknown, firmware unknown, XRT unknown, kernels ", NULL};
+    expect_cli(url, 0, "workers", table);
+    /* quarantined: a job for the failing board waits; the healthy board runs its own */
+    char *out = expect_out(url, 0, "submit verify --model air-crash --board hbad --json", NULL);
+    char *idp = strstr(out, "\"job_ids\":[");
+    assert_non_null(idp);
+    long long waiting = strtoll(idp + 11, NULL, 10);
+    free(out);
+    const char *pass[] = {"done: pass", NULL};
+    expect_cli(url, 0, "submit verify --model Llama-3.2-1B-Instruct --board hgood --wait", pass);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM jobs WHERE id = %lld AND state = "
+                                "'queued'", waiting), 1);
+    const char *drained[] = {"board hgood drained: 0 jobs still running there, no new ones",
+                             NULL};
+    expect_cli(url, 0, "workers drain hgood", drained);
+    const char *undrained[] = {"board hgood undrained", NULL};
+    expect_cli(url, 0, "workers undrain hgood", undrained);
+    kill9(wg);
+    kill9(wb);
+    kill9(c);
+    logs_clean();
+}
+
 /* mlir-air through exec, every job kind through the CLI: a coordinator and one worker
  * serving the stand-ins of the five script families and the faults. No model needed. */
 static void test_lab_exec(void **s)
@@ -936,6 +995,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lab_ipc, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_exec, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_outputs, tu_teardown_kill),
+        cmocka_unit_test_teardown(test_lab_health, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_faults_tcp, tu_teardown_kill),
         cmocka_unit_test_teardown(test_embedded_history, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_durability, tu_teardown_kill),
