@@ -194,6 +194,8 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
 
 int nb_cmd_submit(int argc, char **argv)
 {
+    if (argc > 0 && !strcmp(argv[0], "matrix"))
+        return nb_cmd_submit_matrix(argc - 1, argv + 1);
     submit_flags f = {.model = "instruct", .max_prompts = -1};
     nb_opt opts[] = {
         NB_SVC_OPTS(f.sf),

@@ -54,9 +54,7 @@ int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids
     return NB_EXIT_OK;
 }
 
-/* Waits for ids[i] until end_ms (0 = no deadline) into *out: the finished job, or, once the
- * deadline passed, the job as it stands (outcome pending). */
-static nb_code wait_one(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
+nb_code nb_cmd_wait_job(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
                         nb_err *err)
 {
     int64_t left = end_ms ? end_ms - nb_wall_ms() : 0;
@@ -105,7 +103,7 @@ int nb_cmd_wait(int argc, char **argv)
     int64_t end = timeout_s ? nb_wall_ms() + (int64_t)timeout_s * 1000 : 0;
     nb_err err;
     for (int i = 0; i < np; i++)
-        if (wait_one(c.svc, ids[i], end, junit != NULL, &jobs[i], &err)) {
+        if (nb_cmd_wait_job(c.svc, ids[i], end, junit != NULL, &jobs[i], &err)) {
             rc = nb_cmd_fail("wait", &err);
             goto out;
         }

@@ -373,6 +373,27 @@ static void test_lab_health(void **s)
     expect_cli(url, 0, "workers drain hgood", drained);
     const char *undrained[] = {"board hgood undrained", NULL};
     expect_cli(url, 0, "workers undrain hgood", undrained);
+
+    /* the nightly matrix in one command: model x board, one JUnit file, the worst exit */
+    char junit[1300], args[2048];
+    snprintf(junit, sizeof junit, "%s/matrix.xml", tu_group_tmp());
+    snprintf(args, sizeof args, "submit matrix --models Llama-3.2-1B-Instruct --boards strix "
+             "--kinds verify,profile --timeout 120 --junit '%s' --format csv", junit);
+    const char *mx[] = {"MODEL,BOARD,GATE,TTFT ms,TPS,FLAGS,JOBS\n",
+                        "\nLlama-3.2-1B-Instruct,hgood,PASS,", NULL};
+    out = expect_out(url, 0, args, mx);
+    assert_null(strstr(out, "hbad")); /* it serves no Llama */
+    free(out);
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s' 2>/dev/null "
+             "&& grep -c '<testsuite ' '%s'", tu_env("NB_SRC", "."), junit, junit);
+    tu_result x = tu_run(cmd);
+    assert_int_equal(x.code, 0);
+    assert_string_equal(x.out, "2\n"); /* the verify's and the profile's */
+    free(x.out);
+    /* a model of the quarantined board waits: the deadline passes, exit 5, named */
+    const char *late[] = {"air-crash,hbad,-,-,-,verify: pending", NULL};
+    expect_cli(url, 5, "submit matrix --models air-crash --boards strix --kinds verify "
+                       "--timeout 3 --format csv", late);
     kill9(wg);
     kill9(wb);
     kill9(c);
