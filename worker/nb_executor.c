@@ -16,6 +16,7 @@
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
 #include "nb_exec.h"
+#include "nb_exec_deploy.h"
 #include "nb_file.h"
 #include "nb_hash.h"
 #include "nb_job.h"
@@ -772,6 +773,15 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         v.max_prompts = 1;
         if (!v.n_tokens)
             v.n_tokens = 4;
+        const nb_deployment *hd;
+        if (resolve(j->ctx, &v, &hd, err) == NB_OK && hd->exec &&
+            !nb_exec_deploy_supports(hd->exec, NPUBENCH__JOB_KIND__VERIFY)) {
+            /* Nothing to verify with: the probe is all a check can do there. */
+            job_log(j, "health check: %s has no verify command; the device probe is the check",
+                    hd->name);
+            res->outcome = NPUBENCH__OUTCOME__PASS;
+            return fill_env_deploy(j, NULL, hd, res, err);
+        }
         return execute(j, &v, res, err);
     }
     const nb_deployment *dep;
