@@ -991,7 +991,8 @@ static void test_lab_outputs(void **s)
     assert_null(strstr(out, "\"label\"")); /* ids, not prose */
     free(out);
     snprintf(args, sizeof args, "compare %lld %lld --format csv", runs[1], runs[0]);
-    const char *cmp_csv[] = {"metric,base_run,base,run,value,delta_pct,regression\n", NULL};
+    const char *cmp_csv[] = {"metric,base_run,base,run,value,delta_pct,regression,p_value\n",
+                             ",+0.00,no,1\n", NULL}; /* the same numbers: p = 1 */
     free(expect_out(url, 0, args, cmp_csv));
     static const char *const help_cmds[] = {"history", "jobs", "job", "wait", "submit",
                                             "workers", "compare", "cancel"};
