@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "nb_coord_int.h"
+#include "nb_db_boards.h"
 #include "nb_file.h"
 #include "nb_job.h"
 #include "nb_prompts.h"
@@ -254,6 +255,7 @@ typedef struct pool_worker {
     Npubench__WorkerInfo *info; /* NULL: known to the db only (not re-registered yet) */
     nb_db_worker db;
     int busy;
+    const char *held; /* why its board takes nothing now ("drained", ...); NULL = it may */
 } pool_worker;
 
 typedef struct pool {
@@ -297,6 +299,12 @@ static nb_code pool_load(nb_coord *c, pool *p, nb_err *err)
         pool_worker *pw = &p->w[p->n++];
         pw->db = dbw[i];
         pw->info = nb_coord_reg_info(c, dbw[i].id);
+        nb_db_board b;
+        nb_err be;
+        if (dbw[i].board_name[0] && nb_db_board_get(c->db, dbw[i].board_name, &b, &be) == NB_OK)
+            pw->held = b.drained                       ? "drained"
+                       : b.health == NB_HEALTH_FAILED ? "quarantined (failed its health check)"
+                                                       : NULL;
         for (size_t j = 0; j < nbusy; j++)
             if (!strcmp(busy[j].leased_worker, dbw[i].id))
                 pw->busy = 1;
@@ -647,6 +655,12 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
         if (w->db.state != NB_WORKER_ALIVE) {
             snprintf(dead, sizeof dead, "worker %s could run it but is %s", w->db.id,
                      nb_db_worker_state_name(w->db.state));
+            continue;
+        }
+        /* Health checks run on a quarantined board; nothing runs on a drained one. */
+        if (w->held && (strcmp(j->kind, "health") || !strcmp(w->held, "drained"))) {
+            snprintf(dead, sizeof dead, "board %s could run it but is %s", w->db.board_name,
+                     w->held);
             continue;
         }
         live++;

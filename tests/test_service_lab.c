@@ -368,6 +368,11 @@ static void test_lab_health(void **s)
     expect_cli(url, 0, "submit verify --model Llama-3.2-1B-Instruct --board hgood --wait", pass);
     assert_int_equal(db_int(db, "SELECT count(*) FROM jobs WHERE id = %lld AND state = "
                                 "'queued'", waiting), 1);
+    /* and says why (the reasons are refreshed every second) */
+    assert_true(tu_poll(10000, db_int(db, "SELECT count(*) FROM jobs WHERE id = %lld AND "
+                                          "queued_reason LIKE '%%board hbad could run it but is "
+                                          "quarantined (failed its health check)%%'",
+                                      waiting) == 1));
     const char *drained[] = {"board hgood drained: 0 jobs still running there, no new ones",
                              NULL};
     expect_cli(url, 0, "workers drain hgood", drained);
