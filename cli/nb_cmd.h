@@ -68,6 +68,10 @@ int nb_cmd_report_jobs(const nb_cmd_report *r, const Npubench__Job *const *jobs,
  * (outcome pending). */
 nb_code nb_cmd_wait_job(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
                         nb_err *err);
+/* A --timeout passed: cancels job id as expired ("expired: WHO gave up after N s") unless
+ * keep, so nothing runs that no one awaits; says which on stderr as `npubench CMD: ...`. */
+void nb_cmd_give_up(nb_svc *svc, const char *cmd, const char *who, int64_t id, int timeout_s,
+                    int keep);
 /* "JOB" positional words as ids; the usage error it printed, or NB_EXIT_OK. */
 int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids);
 

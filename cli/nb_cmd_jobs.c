@@ -122,31 +122,6 @@ static void print_submitted(const int64_t *ids, size_t n, int matrix)
     fflush(stdout);
 }
 
-/* --timeout passed: the job is cancelled unless --keep, so nothing runs that no one awaits. */
-static void submit_give_up(nb_svc *svc, int64_t id, const submit_flags *f)
-{
-    char reason[96];
-    /* "expired" is the word nb_outcome reads, so `job` and `jobs` show it the same way */
-    snprintf(reason, sizeof reason, "expired: submit --wait gave up after %d s", f->timeout_s);
-    if (f->keep) {
-        fprintf(stderr, "npubench submit: %s; job %lld kept (--keep)\n", reason, (long long)id);
-        return;
-    }
-    Npubench__CancelJobRequest req = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
-    req.job_id = id;
-    req.reason = reason;
-    nb_err err;
-    Npubench__CancelJobResponse *resp;
-    if (nb_svc_call(svc, "CancelJob", &req, &npubench__cancel_job_response__descriptor, &resp,
-                    &err)) {
-        fprintf(stderr, "npubench submit: %s; job %lld not cancelled: %s\n", reason,
-                (long long)id, err.msg);
-        return;
-    }
-    fprintf(stderr, "npubench submit: %s; job %lld %s\n", reason, (long long)id,
-            nb_job_pb_state_name(resp->state));
-    nb_wire_free(resp);
-}
 
 /* --wait: live progress on stderr, then the result as the local command prints it, its
  * history runs and the final state (or the JSON document); exit by the job's outcome. */
@@ -159,7 +134,7 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
                               &job, &err);
     int gave_up = wrc == NB_ETIMEOUT;
     if (gave_up) {
-        submit_give_up(svc, id, f);
+        nb_cmd_give_up(svc, "submit", "submit --wait", id, f->timeout_s, f->keep);
         wrc = nb_svc_get_job(svc, id, f->junit != NULL, &job, &err);
     } else if (wrc == NB_OK && f->junit) {
         nb_wire_free(job);

@@ -133,7 +133,7 @@ typedef struct mx_flags {
     nb_svc_flags sf;
     nb_out_flags of;
     const char *models, *tag, *kinds, *junit, *expire;
-    int n_tokens, reps, max_prompts, timeout_s, help;
+    int n_tokens, reps, max_prompts, timeout_s, keep, help;
 } mx_flags;
 
 static void print_rows(const mx_row *rows, size_t n, const char *const *models,
@@ -231,6 +231,7 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         {"reps", NB_OPT_INT, &f.reps, 0, 1000, "measured repetitions (run, profile)"},
         {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400, "give up after S seconds (exit 5)"},
+        {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave unfinished jobs queued"},
         {"expire-after", NB_OPT_STR, &f.expire, 0, 0, "each job's queue expiry (90s, 2h, ...)"},
         {"junit", NB_OPT_STR, &f.junit, 0, 0, "write one JUnit XML file of every job"},
         NB_OUT_OPTS(f.of),
@@ -312,6 +313,10 @@ int nb_cmd_submit_matrix(int argc, char **argv)
     } else {
         print_rows(rows, nr, models, fmt);
     }
+    /* After the table, which shows them as the deadline found them. */
+    for (size_t i = 0; i < nj; i++)
+        if (f.timeout_s && nb_outcome_of_job(jobs[i]) == NB_OC_PENDING)
+            nb_cmd_give_up(c.svc, "submit matrix", "submit matrix", ids[i], f.timeout_s, f.keep);
 out:
     for (size_t i = 0; i < nj; i++)
         nb_wire_free(jobs[i]);

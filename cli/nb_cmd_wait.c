@@ -2,6 +2,7 @@
  * outcome — and the reporting `wait`, `job` and `submit --wait` share (JSON, JUnit). */
 #include "nb_cmd.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,32 @@ nb_code nb_cmd_wait_job(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npuben
         rc = nb_svc_get_job(svc, id, log, out, err);
     }
     return rc;
+}
+
+void nb_cmd_give_up(nb_svc *svc, const char *cmd, const char *who, int64_t id, int timeout_s,
+                    int keep)
+{
+    char reason[96];
+    /* "expired" is the word nb_outcome reads, so `job` and `jobs` show it the same way */
+    snprintf(reason, sizeof reason, "expired: %s gave up after %d s", who, timeout_s);
+    if (keep) {
+        fprintf(stderr, "npubench %s: %s; job %lld kept (--keep)\n", cmd, reason, (long long)id);
+        return;
+    }
+    Npubench__CancelJobRequest req = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
+    req.job_id = id;
+    req.reason = reason;
+    nb_err err;
+    Npubench__CancelJobResponse *resp;
+    if (nb_svc_call(svc, "CancelJob", &req, &npubench__cancel_job_response__descriptor, &resp,
+                    &err)) {
+        fprintf(stderr, "npubench %s: %s; job %lld not cancelled: %s\n", cmd, reason,
+                (long long)id, err.msg);
+        return;
+    }
+    fprintf(stderr, "npubench %s: %s; job %lld %s\n", cmd, reason, (long long)id,
+            nb_job_pb_state_name(resp->state));
+    nb_wire_free(resp);
 }
 
 #define WAIT_MAX 64
