@@ -101,3 +101,33 @@ void nb_args_usage(FILE *f, const char *usage, const nb_opt *opts, int n_opts)
         fprintf(f, "  %-24s %s\n", left, opts[i].help ? opts[i].help : "");
     }
 }
+
+nb_code nb_args_duration(const char *field, const char *s, int64_t max_ms, int64_t *ms,
+                         nb_err *err)
+{
+    if (!strcmp(s, "never")) {
+        *ms = -1;
+        return NB_OK;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double unit = !*end || !strcmp(end, "s") ? 1e3
+                  : !strcmp(end, "ms")       ? 1
+                  : !strcmp(end, "m")        ? 60e3
+                  : !strcmp(end, "h")        ? 3600e3
+                  : !strcmp(end, "d")        ? 86400e3
+                                             : 0;
+    if (errno || end == s || !unit || !(v > 0))
+        return nb_err_set(err, NB_EINVAL,
+                          "%s '%s': expected a positive duration such as 90s, 15m, 2h, 1d "
+                          "(plain numbers are seconds) or 'never'",
+                          field, s);
+    if (v * unit > (double)max_ms)
+        return nb_err_set(err, NB_EINVAL, "%s '%s': exceeds the limit of %lld s", field, s,
+                          (long long)(max_ms / 1000));
+    *ms = (int64_t)(v * unit + 0.5);
+    if (*ms < 1)
+        *ms = 1;
+    return NB_OK;
+}

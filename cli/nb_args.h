@@ -3,6 +3,7 @@
 #ifndef NB_ARGS_H
 #define NB_ARGS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "nb_err.h"
@@ -34,6 +35,11 @@ typedef struct nb_opt {
 nb_code nb_args_parse(int argc, char **argv, const nb_opt *opts, int n_opts, const char **pos,
                       int max_pos, int *n_pos, nb_err *err);
 void nb_args_usage(FILE *f, const char *usage, const nb_opt *opts, int n_opts);
+
+/* A duration as people write it: "90" or "90s", "15m", "2h", "1d", or "never" (*ms = -1),
+ * at most max_ms; the error names field and the limit. */
+nb_code nb_args_duration(const char *field, const char *s, int64_t max_ms, int64_t *ms,
+                         nb_err *err);
 
 /* The length of an nb_opt array. */
 #define NB_NOPTS(o) ((int)(sizeof(o) / sizeof *(o)))

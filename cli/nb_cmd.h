@@ -63,6 +63,15 @@ typedef struct nb_cmd_report {
  * returns the highest exit code of the jobs' outcomes (2 when the JUnit file could not be
  * written). */
 int nb_cmd_report_jobs(const nb_cmd_report *r, const Npubench__Job *const *jobs, size_t n);
+/* Waits for job id until end_ms (0 = no deadline) into *out (free with nb_wire_free): the
+ * finished job (with its log when log), or, once the deadline passed, the job as it stands
+ * (outcome pending). */
+nb_code nb_cmd_wait_job(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
+                        nb_err *err);
+/* A --timeout passed: cancels job id as expired ("expired: WHO gave up after N s") unless
+ * keep, so nothing runs that no one awaits; says which on stderr as `npubench CMD: ...`. */
+void nb_cmd_give_up(nb_svc *svc, const char *cmd, const char *who, int64_t id, int timeout_s,
+                    int keep);
 /* "JOB" positional words as ids; the usage error it printed, or NB_EXIT_OK. */
 int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids);
 
@@ -80,6 +89,7 @@ int nb_cmd_worker(int argc, char **argv); /* cli/nb_cmd_worker.c */
 /* The service commands, one file per family. */
 int nb_cmd_coordinator(int argc, char **argv); /* cli/nb_cmd_coordinator.c */
 int nb_cmd_submit(int argc, char **argv);      /* cli/nb_cmd_jobs.c */
+int nb_cmd_submit_matrix(int argc, char **argv); /* cli/nb_cmd_matrix.c: submit matrix */
 int nb_cmd_jobs(int argc, char **argv);
 int nb_cmd_job(int argc, char **argv);
 int nb_cmd_cancel(int argc, char **argv);

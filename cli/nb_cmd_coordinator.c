@@ -16,7 +16,8 @@ int nb_cmd_coordinator(int argc, char **argv)
 {
     nb_coord_opts o;
     memset(&o, 0, sizeof o);
-    const char *secret = NULL, *files[3] = {NULL, NULL, NULL};
+    const char *secret = NULL, *files[3] = {NULL, NULL, NULL}, *expire = NULL,
+               *health = NULL, *health_retry = NULL;
     int lease_ms = 0, hb_ms = 0, stale_ms = 0, gone_ms = 0, attempts = 0, shards = 0,
         last_n = 0, min_change = 0, quiet = 0, insecure = 0, help = 0;
     nb_opt opts[] = {
@@ -49,6 +50,16 @@ int nb_cmd_coordinator(int argc, char **argv)
         {"refdir", NB_OPT_STR, &o.refdir, 0, 0, "HF traces to cache (default verify/references)"},
         {"prompts-dir", NB_OPT_STR, &o.prompts_dir, 0, 0,
          "named prompt sets (default verify/prompts)"},
+        {"expire-after", NB_OPT_STR, &expire, 0, 0,
+         "expire jobs still queued after DUR unless they name their own (90s, 15m, 2h, 1d, "
+         "never; default 1d)"},
+        {"health-interval", NB_OPT_STR, &health, 0, 0,
+         "board health checks: at registration, every DUR, after --health-errors (default: "
+         "off)"},
+        {"health-retry", NB_OPT_STR, &health_retry, 0, 0,
+         "re-check a quarantined board every DUR (default 10m)"},
+        {"health-errors", NB_OPT_INT, &o.health_errors, 1, 1000,
+         "consecutive job errors that call a health check (default 3)"},
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "no log lines"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -61,6 +72,16 @@ int nb_cmd_coordinator(int argc, char **argv)
         return nb_cmd_usage_error("coordinator", "--listen URL and --db PATH are required%s", "");
     char *keys[3] = {NULL, NULL, NULL};
     nb_err err;
+    if (expire &&
+        nb_args_duration("--expire-after", expire, NB_JOB_EXPIRE_MS_MAX, &o.expire_after_ms, &err))
+        return nb_cmd_usage_error("coordinator", "%s", err.msg);
+    if (health &&
+        nb_args_duration("--health-interval", health, NB_JOB_EXPIRE_MS_MAX, &o.health_interval_ms,
+                         &err))
+        return nb_cmd_usage_error("coordinator", "%s", err.msg);
+    if (health_retry && nb_args_duration("--health-retry", health_retry, NB_JOB_EXPIRE_MS_MAX,
+                                         &o.health_retry_ms, &err))
+        return nb_cmd_usage_error("coordinator", "%s", err.msg);
     if (nb_svc_coord_keys(secret, files, keys, &err))
         return nb_cmd_fail("coordinator", &err);
     o.secret = keys[0];

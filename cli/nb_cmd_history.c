@@ -214,7 +214,7 @@ int nb_cmd_history(int argc, char **argv)
     nb_svc_flags sf = {0};
     const char *model = NULL, *board = NULL, *metric = NULL, *since = NULL, *db = NULL,
                *backend = NULL, *dtype = NULL, *kind = NULL, *air_sha = NULL,
-               *aie_hash = NULL, *peano = NULL;
+               *aie_hash = NULL, *peano = NULL, *until = NULL, *commit = NULL, *toolchain = NULL;
     nb_out_flags of = {0};
     int limit = 50, help = 0;
     nb_opt opts[] = {
@@ -229,6 +229,10 @@ int nb_cmd_history(int argc, char **argv)
         {"peano", NB_OPT_STR, &peano, 0, 0, "only imported runs of this Peano version (prefix)"},
         {"metric", NB_OPT_STR, &metric, 0, 0, "tps, ttft or gate (default: all three)"},
         {"since", NB_OPT_STR, &since, 0, 0, "YYYY-MM-DD[THH:MM:SSZ] (UTC)"},
+        {"until", NB_OPT_STR, &until, 0, 0, "runs started before this date (UTC)"},
+        {"commit", NB_OPT_STR, &commit, 0, 0, "only runs of this npubench commit (prefix)"},
+        {"toolchain", NB_OPT_STR, &toolchain, 0, 0,
+         "only runs with this toolchain entry: KEY=VALUE or VALUE (prefix)"},
         {"limit", NB_OPT_INT, &limit, 1, 100000, "newest N runs (default 50)"},
         NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
@@ -236,7 +240,8 @@ int nb_cmd_history(int argc, char **argv)
     };
     int rc = nb_cmd_parse("history",
                           "npubench history --model M [--board B] [--metric tps|ttft|gate] "
-                          "[--since DATE] [--json|--format csv|md]",
+                          "[--since DATE] [--until DATE] [--commit SHA] [--toolchain K=V] "
+                          "[--json|--format csv|md]",
                           argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -247,6 +252,12 @@ int nb_cmd_history(int argc, char **argv)
     Npubench__HistoryRequest req = NPUBENCH__HISTORY_REQUEST__INIT;
     if ((rc = history_filters(metric, since, kind, &req)))
         return rc;
+    if (until && nb_svc_parse_date(until, &req.until_unix_ms, &err))
+        return nb_cmd_usage_error("history", "--until: %s", err.msg);
+    if (until && since && req.until_unix_ms <= req.since_unix_ms)
+        return nb_cmd_usage_error("history", "--until %s is not after --since", until);
+    req.commit = (char *)(commit ? commit : "");
+    req.toolchain = (char *)(toolchain ? toolchain : "");
     req.model = (char *)(model ? model : "");
     req.board = (char *)(board ? board : "");
     req.backend = (char *)(backend ? backend : "");
@@ -277,41 +288,95 @@ int nb_cmd_history(int argc, char **argv)
 
 /* ---------------------------------------------------------------- compare */
 
-/* Metric | Value | vs base (x / %), for TTFT, TPS and decode ms/token. */
+static const char *metric_label(const char *m)
+{
+    return !strcmp(m, "ttft")     ? "TTFT (ms)"
+           : !strcmp(m, "tps")    ? "TPS (tokens/s)"
+           : !strcmp(m, "decode") ? "Decode (ms/token)"
+           : !strcmp(m, "tpot")   ? "TPOT (ms)"
+                                  : m;
+}
+
+static void fmt_value(char *buf, size_t cap, double v)
+{
+    if (v > 0)
+        snprintf(buf, cap, "%.2f", v);
+    else
+        snprintf(buf, cap, "-");
+}
+
+/* "p=0.0079 (5 vs 5)": the U test's p over the samples it saw; "-" without both sides. */
+static void fmt_p(char *buf, size_t cap, const Npubench__CompareRow *r)
+{
+    if (r->p_value < 0)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "p=%.2g (%d vs %d)", r->p_value, r->n, r->base_n);
+}
+
+/* "FAIL at step 3", "PASS", "PASS, diverged at 7", "-" (not in that run). */
+static void fmt_gate(char *buf, size_t cap, const char *status, int step)
+{
+    if (!*status)
+        snprintf(buf, cap, "-");
+    else if (step >= 0)
+        snprintf(buf, cap, "%s, diverged at step %d", status, step);
+    else
+        snprintf(buf, cap, "%s", status);
+}
+
+static void print_prompt_changes(const Npubench__CompareResponse *resp)
+{
+    printf("\nVerify: %d prompt%s in both runs, %zu changed outcome or divergence step\n",
+           resp->prompts_compared, resp->prompts_compared == 1 ? "" : "s",
+           resp->n_prompt_changes);
+    if (!resp->n_prompt_changes)
+        return;
+    char head[40];
+    snprintf(head, sizeof head, "Base (run %lld)", (long long)resp->base_run_id);
+    printf("%-6s | %-28s | %-28s | %s\n", "Prompt", head, "New", "Text");
+    printf("-------|------------------------------|------------------------------|------\n");
+    for (size_t i = 0; i < resp->n_prompt_changes; i++) {
+        const Npubench__PromptChange *c = resp->prompt_changes[i];
+        char b[64], v[64];
+        fmt_gate(b, sizeof b, c->base_status, c->base_divergence_step);
+        fmt_gate(v, sizeof v, c->status, c->divergence_step);
+        printf("%-6d | %-28s | %-28s | %.60s\n", c->index, b, v, c->prompt);
+    }
+}
+
+/* The two runs named, then one row per compared metric (base, new, change, the U test's p),
+ * then the verify prompts that changed. */
 static void print_compare_table(const Npubench__CompareResponse *resp, int against)
 {
-    printf("%s\n%s %s\n\n", resp->label, against ? "reference:" : "vs", resp->base_label);
-    char head[64];
-    if (against)
-        snprintf(head, sizeof head, "vs reference (× / %%)");
-    else
-        snprintf(head, sizeof head, "vs run %lld (× / %%)", (long long)resp->base_run_id);
-    printf("%-20s | %-12s | %s\n", "Metric", "Value", head);
-    printf("%-20s-|-%-12s-|-%s\n", "--------------------", "------------",
-           "------------------------");
-    static const struct {
-        const char *metric, *label;
-    } show[] = {{"ttft", "TTFT (ms)"}, {"tps", "TPS (tokens/s)"},
-                {"decode", "Decode (ms/token)"}};
-    for (size_t s = 0; s < sizeof show / sizeof *show; s++) {
-        for (size_t i = 0; i < resp->n_rows; i++) {
-            const Npubench__CompareRow *r = resp->rows[i];
-            if (strcmp(r->metric, show[s].metric))
-                continue;
-            char vs[64];
-            if (r->base_value > 0 && r->value > 0)
-                snprintf(vs, sizeof vs, "%.2f× / %+.1f%%%s", r->value / r->base_value,
-                         r->delta_pct, r->regression ? "  REGRESSION" : "");
-            else
-                snprintf(vs, sizeof vs, "-");
-            char val[32];
-            if (r->value > 0)
-                snprintf(val, sizeof val, "%.2f", r->value);
-            else
-                snprintf(val, sizeof val, "-");
-            printf("%-20s | %-12s | %s\n", show[s].label, val, vs);
-        }
+    printf("%s\n%s %s\n", resp->label, against ? "reference:" : "vs", resp->base_label);
+    if (*resp->matched)
+        printf("matched: %s\n", resp->matched);
+    if (resp->n_rows) {
+        char bh[32], nh[32];
+        snprintf(bh, sizeof bh, "Base (run %lld)", (long long)resp->base_run_id);
+        snprintf(nh, sizeof nh, "New (run %lld)", (long long)resp->run_id);
+        /* "×" is two bytes and one column: widths count bytes */
+        printf("\n%-18s | %-14s | %-14s | %-17s | %s\n", "Metric", bh, nh, "Change (× / %)",
+               "Mann-Whitney");
+        printf("-------------------|----------------|----------------|------------------|"
+               "-------------\n");
     }
+    for (size_t i = 0; i < resp->n_rows; i++) {
+        const Npubench__CompareRow *r = resp->rows[i];
+        char b[32], v[32], d[48], p[48];
+        fmt_value(b, sizeof b, r->base_value);
+        fmt_value(v, sizeof v, r->value);
+        if (r->base_value > 0 && r->value > 0)
+            snprintf(d, sizeof d, "%.2f× / %+.1f%%", r->value / r->base_value, r->delta_pct);
+        else
+            snprintf(d, sizeof d, "-");
+        fmt_p(p, sizeof p, r);
+        printf("%-18s | %-14s | %-14s | %-*s | %s%s\n", metric_label(r->metric), b, v,
+               strstr(d, "×") ? 17 : 16, d, p, r->regression ? "  REGRESSION" : "");
+    }
+    if (resp->prompts_compared || resp->n_prompt_changes)
+        print_prompt_changes(resp);
 }
 
 /* npubench.compare/1: ids and raw values, one row per metric the coordinator compared. */
@@ -331,9 +396,32 @@ static json_object *compare_json(const Npubench__CompareResponse *resp, int exit
         nb_out_num(o, "value", r->value);
         nb_out_num(o, "delta_pct", r->delta_pct);
         nb_out_bool(o, "regression", r->regression);
+        json_object_object_add(o, "p_value",
+                               r->p_value >= 0 ? json_object_new_double(r->p_value) : NULL);
+        nb_out_i64(o, "n", r->n);
+        nb_out_i64(o, "base_n", r->base_n);
+        nb_out_bool(o, "significant", r->significant);
         json_object_array_add(rows, o);
     }
     json_object_object_add(doc, "rows", rows);
+    nb_out_str(doc, "kind", resp->kind);
+    nb_out_str(doc, "base_kind", resp->base_kind);
+    if (*resp->matched)
+        nb_out_str(doc, "matched", resp->matched);
+    nb_out_i64(doc, "prompts_compared", resp->prompts_compared);
+    json_object *pcs = json_object_new_array();
+    for (size_t i = 0; i < resp->n_prompt_changes; i++) {
+        const Npubench__PromptChange *c = resp->prompt_changes[i];
+        json_object *o = json_object_new_object();
+        nb_out_i64(o, "index", c->index);
+        nb_out_str(o, "prompt", c->prompt);
+        nb_out_str(o, "base_status", c->base_status);
+        nb_out_str(o, "status", c->status);
+        nb_out_i64(o, "base_divergence_step", c->base_divergence_step);
+        nb_out_i64(o, "divergence_step", c->divergence_step);
+        json_object_array_add(pcs, o);
+    }
+    json_object_object_add(doc, "prompt_changes", pcs);
     return doc;
 }
 
@@ -342,8 +430,8 @@ static nb_code print_compare_rows(const Npubench__CompareResponse *resp, nb_out_
                                   nb_err *err)
 {
     static const char *const heads[] = {"metric", "base_run", "base", "run", "value",
-                                        "delta_pct", "regression"};
-    nb_out_table *t = nb_out_table_new(heads, 7);
+                                        "delta_pct", "regression", "p_value"};
+    nb_out_table *t = nb_out_table_new(heads, 8);
     if (!t)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     char br[24], rn[24];
@@ -356,7 +444,10 @@ static nb_code print_compare_rows(const Npubench__CompareResponse *resp, nb_out_
         snprintf(b, sizeof b, "%.4f", r->base_value);
         snprintf(v, sizeof v, "%.4f", r->value);
         snprintf(d, sizeof d, "%+.2f", r->delta_pct);
-        const char *cells[] = {r->metric, br, b, rn, v, d, r->regression ? "yes" : "no"};
+        char p[32] = "";
+        if (r->p_value >= 0)
+            snprintf(p, sizeof p, "%.4g", r->p_value);
+        const char *cells[] = {r->metric, br, b, rn, v, d, r->regression ? "yes" : "no", p};
         rc = nb_out_table_row(t, cells, err);
     }
     if (!rc)
@@ -444,56 +535,133 @@ int nb_cmd_compare(int argc, char **argv)
 
 /* ---------------------------------------------------------------- reference */
 
+/* reference show [MODEL]: one line per model, or its deployment; NB_EXIT_OK or the error. */
+static int reference_show(nb_cmd_conn *c, const char *model, nb_out_format fmt)
+{
+    Npubench__GetReferenceRequest req = NPUBENCH__GET_REFERENCE_REQUEST__INIT;
+    req.model = (char *)(model ? model : "");
+    nb_err err;
+    Npubench__GetReferenceResponse *resp;
+    if (nb_svc_call(c->svc, "GetReference", &req, &npubench__get_reference_response__descriptor,
+                    &resp, &err))
+        return nb_cmd_fail("reference", &err);
+    if (fmt == NB_OUT_JSON) {
+        json_object *doc = nb_out_doc("reference"), *arr = json_object_new_array();
+        for (size_t i = 0; i < resp->n_references; i++) {
+            const Npubench__Reference *x = resp->references[i];
+            json_object *o = json_object_new_object();
+            nb_out_str(o, "model", x->model);
+            nb_out_i64(o, "deployment_id", x->deployment_id);
+            nb_out_str(o, "deployment", x->description);
+            nb_out_i64(o, "set_unix_ms", x->set_unix_ms);
+            nb_out_i64(o, "runs", x->runs);
+            nb_out_i64(o, "latest_run_id", x->latest_run_id);
+            json_object_array_add(arr, o);
+        }
+        json_object_object_add(doc, "references", arr);
+        nb_out_print_doc(stdout, doc);
+    } else if (!resp->n_references) {
+        printf("no reference is set%s%s\n", model ? " for " : "", model ? model : "");
+    }
+    for (size_t i = 0; fmt != NB_OUT_JSON && i < resp->n_references; i++) {
+        const Npubench__Reference *x = resp->references[i];
+        char iso[32];
+        nb_time_iso(iso, x->set_unix_ms);
+        printf("%s: deployment %lld (%s), set %s, %d run%s", x->model,
+               (long long)x->deployment_id, x->description, iso, x->runs,
+               x->runs == 1 ? "" : "s");
+        if (x->latest_run_id)
+            printf(", latest run %lld", (long long)x->latest_run_id);
+        printf("\n");
+    }
+    nb_wire_free(resp);
+    return NB_EXIT_OK;
+}
+
+/* The SetReference request of `set DEPLOYMENT | set --run N | set --job N` or `unset MODEL`;
+ * NB_EXIT_OK or the usage error it printed. */
+static int reference_request(const char *const *pos, int np, int run, int job,
+                             Npubench__SetReferenceRequest *req)
+{
+    if (!strcmp(pos[0], "unset")) {
+        if (np != 2)
+            return nb_cmd_usage_error("reference", "unset: name the MODEL (any of its names)%s",
+                                      "");
+        req->unset = 1;
+        req->model = (char *)pos[1];
+    } else if (np == 2) {
+        char *end;
+        long long d = strtoll(pos[1], &end, 10);
+        if (*end || d <= 0)
+            return nb_cmd_usage_error("reference", "'%s' is not a deployment id", pos[1]);
+        req->deployment_id = d;
+    } else if (run) {
+        req->run_id = run;
+    } else if (job) {
+        req->job_id = job;
+    } else {
+        return nb_cmd_usage_error("reference", "set: name a DEPLOYMENT id, --run N or --job N%s",
+                                  "");
+    }
+    return NB_EXIT_OK;
+}
+
 int nb_cmd_reference(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
     const char *db = NULL;
+    nb_out_flags of = {0};
     int run = 0, job = 0, help = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
-        {"run", NB_OPT_INT, &run, 1, 2147483647, "the deployment of this history run"},
-        {"job", NB_OPT_INT, &job, 1, 2147483647, "the deployment of this job's run"},
+        {"run", NB_OPT_INT, &run, 1, 2147483647, "set: the deployment of this history run"},
+        {"job", NB_OPT_INT, &job, 1, 2147483647, "set: the deployment of this job's run"},
+        NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     const char *pos[2];
     int np = 0;
-    int rc = nb_cmd_parse("reference", "npubench reference set DEPLOYMENT | reference set --run N",
+    int rc = nb_cmd_parse("reference",
+                          "npubench reference set DEPLOYMENT | set --run N | set --job N | "
+                          "show [MODEL] | unset MODEL",
                           argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!np || strcmp(pos[0], "set"))
+    nb_err err;
+    nb_out_format fmt;
+    if (nb_out_format_of(&of, &fmt, &err))
+        return nb_cmd_usage_error("reference", "%s", err.msg);
+    if (!np || (strcmp(pos[0], "set") && strcmp(pos[0], "show") && strcmp(pos[0], "unset")))
         return nb_cmd_usage_error("reference", "expected 'set DEPLOYMENT' (a deployment id from "
-                                               "`npubench history --json`)%s",
+                                               "`npubench history --json`), 'show [MODEL]' or "
+                                               "'unset MODEL'%s",
                                   "");
     Npubench__SetReferenceRequest req = NPUBENCH__SET_REFERENCE_REQUEST__INIT;
-    if (np == 2) {
-        char *end;
-        long long d = strtoll(pos[1], &end, 10);
-        if (*end || d <= 0)
-            return nb_cmd_usage_error("reference", "'%s' is not a deployment id", pos[1]);
-        req.deployment_id = d;
-    } else if (run) {
-        req.run_id = run;
-    } else if (job) {
-        req.job_id = job;
-    } else {
-        return nb_cmd_usage_error("reference", "set: name a DEPLOYMENT id, --run N or --job N%s",
-                                  "");
-    }
+    if (strcmp(pos[0], "show") && (rc = reference_request(pos, np, run, job, &req)))
+        return rc;
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("reference", &sf, db, 1, &c)))
         return rc;
-    nb_err err;
+    if (!strcmp(pos[0], "show")) {
+        rc = reference_show(&c, np == 2 ? pos[1] : NULL, fmt);
+        nb_cmd_conn_close(&c);
+        return rc;
+    }
     Npubench__SetReferenceResponse *resp;
     if (nb_svc_call(c.svc, "SetReference", &req, &npubench__set_reference_response__descriptor,
                     &resp, &err)) {
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("reference", &err);
     }
-    printf("reference of %s: deployment %lld (%s)", resp->model, (long long)resp->deployment_id,
-           resp->description);
-    if (resp->previous_deployment_id && resp->previous_deployment_id != resp->deployment_id)
+    if (req.unset)
+        printf("reference of %s unset (was deployment %lld, %s)", resp->model,
+               (long long)resp->previous_deployment_id, resp->description);
+    else
+        printf("reference of %s: deployment %lld (%s)", resp->model,
+               (long long)resp->deployment_id, resp->description);
+    if (!req.unset && resp->previous_deployment_id &&
+        resp->previous_deployment_id != resp->deployment_id)
         printf(", was deployment %lld", (long long)resp->previous_deployment_id);
     printf("\n");
     nb_wire_free(resp);

@@ -51,10 +51,11 @@ typedef struct submit_flags {
     nb_svc_flags sf;
     nb_out_flags of;
     const char *junit;
-    const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports;
+    const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports, *expire;
     nb_strlist tags;
     int n_tokens, k, reps, priority, matrix, wait, shards, max_prompts, threads, timeout_s,
         keep, quiet, help;
+    int64_t expire_ms; /* --expire-after; 0 = the coordinator's default, -1 = never */
 } submit_flags;
 
 /* A JobSpec and the storage its fields point into. */
@@ -88,6 +89,7 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
     spec->reps = f->reps;
     spec->priority = f->priority;
     spec->matrix = f->matrix;
+    spec->expire_after_ms = f->expire_ms;
     if (f->prompt)
         spec->prompt = (char *)f->prompt;
     if (f->prompt_set)
@@ -120,31 +122,6 @@ static void print_submitted(const int64_t *ids, size_t n, int matrix)
     fflush(stdout);
 }
 
-/* --timeout passed: the job is cancelled unless --keep, so nothing runs that no one awaits. */
-static void submit_give_up(nb_svc *svc, int64_t id, const submit_flags *f)
-{
-    char reason[96];
-    /* "expired" is the word nb_outcome reads, so `job` and `jobs` show it the same way */
-    snprintf(reason, sizeof reason, "expired: submit --wait gave up after %d s", f->timeout_s);
-    if (f->keep) {
-        fprintf(stderr, "npubench submit: %s; job %lld kept (--keep)\n", reason, (long long)id);
-        return;
-    }
-    Npubench__CancelJobRequest req = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
-    req.job_id = id;
-    req.reason = reason;
-    nb_err err;
-    Npubench__CancelJobResponse *resp;
-    if (nb_svc_call(svc, "CancelJob", &req, &npubench__cancel_job_response__descriptor, &resp,
-                    &err)) {
-        fprintf(stderr, "npubench submit: %s; job %lld not cancelled: %s\n", reason,
-                (long long)id, err.msg);
-        return;
-    }
-    fprintf(stderr, "npubench submit: %s; job %lld %s\n", reason, (long long)id,
-            nb_job_pb_state_name(resp->state));
-    nb_wire_free(resp);
-}
 
 /* --wait: live progress on stderr, then the result as the local command prints it, its
  * history runs and the final state (or the JSON document); exit by the job's outcome. */
@@ -157,7 +134,7 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
                               &job, &err);
     int gave_up = wrc == NB_ETIMEOUT;
     if (gave_up) {
-        submit_give_up(svc, id, f);
+        nb_cmd_give_up(svc, "submit", "submit --wait", id, f->timeout_s, f->keep);
         wrc = nb_svc_get_job(svc, id, f->junit != NULL, &job, &err);
     } else if (wrc == NB_OK && f->junit) {
         nb_wire_free(job);
@@ -192,6 +169,8 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
 
 int nb_cmd_submit(int argc, char **argv)
 {
+    if (argc > 0 && !strcmp(argv[0], "matrix"))
+        return nb_cmd_submit_matrix(argc - 1, argv + 1);
     submit_flags f = {.model = "instruct", .max_prompts = -1};
     nb_opt opts[] = {
         NB_SVC_OPTS(f.sf),
@@ -214,6 +193,9 @@ int nb_cmd_submit(int argc, char **argv)
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400,
          "with --wait: give up after N s, cancel the job (exit 5)"},
         {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave the job queued"},
+        {"expire-after", NB_OPT_STR, &f.expire, 0, 0,
+         "expire the job if still queued after DUR (90s, 15m, 2h, 1d, never; default: the "
+         "coordinator's)"},
         NB_OUT_JSON_OPT(f.of),
         {"junit", NB_OPT_STR, &f.junit, 0, 0, "with --wait: write a JUnit XML file"},
         {"reports", NB_OPT_STR, &f.reports, 0, 0, "with --wait: write reports here"},
@@ -236,6 +218,10 @@ int nb_cmd_submit(int argc, char **argv)
                                          "");
     if ((f.junit || f.keep || f.timeout_s) && !f.wait)
         return nb_cmd_usage_error("submit", "--junit, --timeout and --keep need --wait%s", "");
+    nb_err perr;
+    if (f.expire &&
+        nb_args_duration("--expire-after", f.expire, NB_JOB_EXPIRE_MS_MAX, &f.expire_ms, &perr))
+        return nb_cmd_usage_error("submit", "%s", perr.msg);
     submit_job j;
     submit_build(&f, kind, &j);
     nb_cmd_conn c;
@@ -541,6 +527,11 @@ static void print_job_head(const Npubench__Job *j)
                j->progress->message);
     if (*j->queued_reason)
         printf("  waiting:   %s\n", j->queued_reason);
+    if (j->expires_unix_ms && j->state == NPUBENCH__JOB_STATE__JOB_QUEUED) {
+        char te[32];
+        fmt_time(te, sizeof te, j->expires_unix_ms);
+        printf("  expires:   %s (if still queued)\n", te);
+    }
     if (*j->error)
         printf("  error:     %s\n", j->error);
 }

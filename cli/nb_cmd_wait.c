@@ -2,6 +2,7 @@
  * outcome — and the reporting `wait`, `job` and `submit --wait` share (JSON, JUnit). */
 #include "nb_cmd.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,9 +55,7 @@ int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids
     return NB_EXIT_OK;
 }
 
-/* Waits for ids[i] until end_ms (0 = no deadline) into *out: the finished job, or, once the
- * deadline passed, the job as it stands (outcome pending). */
-static nb_code wait_one(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
+nb_code nb_cmd_wait_job(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
                         nb_err *err)
 {
     int64_t left = end_ms ? end_ms - nb_wall_ms() : 0;
@@ -69,6 +68,32 @@ static nb_code wait_one(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npuben
         rc = nb_svc_get_job(svc, id, log, out, err);
     }
     return rc;
+}
+
+void nb_cmd_give_up(nb_svc *svc, const char *cmd, const char *who, int64_t id, int timeout_s,
+                    int keep)
+{
+    char reason[96];
+    /* "expired" is the word nb_outcome reads, so `job` and `jobs` show it the same way */
+    snprintf(reason, sizeof reason, "expired: %s gave up after %d s", who, timeout_s);
+    if (keep) {
+        fprintf(stderr, "npubench %s: %s; job %lld kept (--keep)\n", cmd, reason, (long long)id);
+        return;
+    }
+    Npubench__CancelJobRequest req = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
+    req.job_id = id;
+    req.reason = reason;
+    nb_err err;
+    Npubench__CancelJobResponse *resp;
+    if (nb_svc_call(svc, "CancelJob", &req, &npubench__cancel_job_response__descriptor, &resp,
+                    &err)) {
+        fprintf(stderr, "npubench %s: %s; job %lld not cancelled: %s\n", cmd, reason,
+                (long long)id, err.msg);
+        return;
+    }
+    fprintf(stderr, "npubench %s: %s; job %lld %s\n", cmd, reason, (long long)id,
+            nb_job_pb_state_name(resp->state));
+    nb_wire_free(resp);
 }
 
 #define WAIT_MAX 64
@@ -105,7 +130,7 @@ int nb_cmd_wait(int argc, char **argv)
     int64_t end = timeout_s ? nb_wall_ms() + (int64_t)timeout_s * 1000 : 0;
     nb_err err;
     for (int i = 0; i < np; i++)
-        if (wait_one(c.svc, ids[i], end, junit != NULL, &jobs[i], &err)) {
+        if (nb_cmd_wait_job(c.svc, ids[i], end, junit != NULL, &jobs[i], &err)) {
             rc = nb_cmd_fail("wait", &err);
             goto out;
         }

@@ -110,6 +110,18 @@ static json_object *worker_json(const Npubench__WorkerStatus *w)
     }
     json_object_object_add(o, "tags", tags);
     json_object_object_add(o, "deployments", deps);
+    nb_out_str(o, "health", *w->health ? w->health : "unknown");
+    nb_out_i64(o, "health_checked_unix_ms", w->health_checked_unix_ms);
+    nb_out_str(o, "health_detail", w->health_detail);
+    nb_out_i64(o, "health_job_id", w->health_job_id);
+    nb_out_bool(o, "drained", w->drained);
+    nb_out_i64(o, "job_errors", w->job_errors);
+    nb_out_str(o, "driver_version", in ? in->driver_version : "");
+    nb_out_str(o, "firmware_version", in ? in->firmware_version : "");
+    nb_out_str(o, "xrt_version", in ? in->xrt_version : "");
+    nb_out_str(o, "kernel_path", in ? in->kernel_path : "");
+    nb_out_str(o, "cpu_model", in ? in->cpu_model : "");
+    nb_out_str(o, "toolchain", in ? in->toolchain : "");
     return o;
 }
 
@@ -129,8 +141,13 @@ static nb_code worker_row(nb_out_table *t, const Npubench__WorkerStatus *w, nb_e
                                 in->deployments[k]->dtype);
     for (size_t k = 0; in && k < in->n_tags && len < sizeof deps; k++)
         len += (size_t)snprintf(deps + len, sizeof deps - len, " #%s", in->tags[k]);
-    const char *cells[] = {in ? in->worker_id : "?", in ? in->board_name : "?", w->state, seen,
-                           job, prog, deps};
+    char health[48], checked[16] = "-";
+    snprintf(health, sizeof health, "%s%s", *w->health ? w->health : "unknown",
+             w->drained ? ", drained" : "");
+    if (w->health_checked_unix_ms)
+        nb_cmd_fmt_age(checked, sizeof checked, w->health_checked_unix_ms);
+    const char *cells[] = {in ? in->worker_id : "?", in ? in->board_name : "?", w->state, health,
+                           checked, seen, job, prog, deps};
     return nb_out_table_row(t, cells, err);
 }
 
@@ -145,9 +162,9 @@ static int workers_print(const Npubench__ListWorkersResponse *resp, nb_out_forma
         nb_out_print_doc(stdout, doc);
         return NB_EXIT_OK;
     }
-    static const char *const heads[] = {"WORKER", "BOARD",    "STATE",      "SEEN",
-                                        "JOB",    "PROGRESS", "DEPLOYMENTS"};
-    nb_out_table *t = nb_out_table_new(heads, 7);
+    static const char *const heads[] = {"WORKER", "BOARD", "STATE",    "HEALTH",     "CHECKED",
+                                        "SEEN",   "JOB",   "PROGRESS", "DEPLOYMENTS"};
+    nb_out_table *t = nb_out_table_new(heads, 9);
     if (!t)
         return nb_cmd_usage_error("workers", "out of memory%s", "");
     for (size_t i = 0; i < resp->n_workers; i++)
@@ -160,6 +177,41 @@ static int workers_print(const Npubench__ListWorkersResponse *resp, nb_out_forma
     else
         nb_out_table_print(stdout, t, fmt);
     nb_out_table_free(t);
+    /* What each board runs: too wide for the table. */
+    for (size_t i = 0; fmt == NB_OUT_TEXT && i < resp->n_workers; i++) {
+        const Npubench__WorkerStatus *w = resp->workers[i];
+        const Npubench__WorkerInfo *in = w->info;
+        if (!in)
+            continue;
+        printf("%s: driver %s, firmware %s, XRT %s, kernels %s, CPU %s, toolchain %s\n",
+               in->board_name, *in->driver_version ? in->driver_version : "unknown",
+               *in->firmware_version ? in->firmware_version : "unknown",
+               *in->xrt_version ? in->xrt_version : "unknown",
+               *in->kernel_path ? in->kernel_path : "unknown",
+               *in->cpu_model ? in->cpu_model : "unknown",
+               *in->toolchain ? in->toolchain : "unknown");
+        if (*w->health_detail)
+            printf("%s: last health check: %s\n", in->board_name, w->health_detail);
+    }
+    return NB_EXIT_OK;
+}
+
+/* workers drain|undrain BOARD: the board finishes its job and takes no more, or again. */
+static int workers_drain(nb_cmd_conn *c, const char *board, int drain)
+{
+    Npubench__DrainRequest req = NPUBENCH__DRAIN_REQUEST__INIT;
+    req.drain = drain;
+    req.board = (char *)board;
+    nb_err err;
+    Npubench__DrainResponse *resp;
+    if (nb_svc_call(c->svc, "Drain", &req, &npubench__drain_response__descriptor, &resp, &err))
+        return nb_cmd_fail("workers", &err);
+    if (drain)
+        printf("board %s drained: %d job%s still running there, no new ones\n", board,
+               resp->running, resp->running == 1 ? "" : "s");
+    else
+        printf("board %s undrained: takes jobs again\n", board);
+    nb_wire_free(resp);
     return NB_EXIT_OK;
 }
 
@@ -176,10 +228,17 @@ int nb_cmd_workers(int argc, char **argv)
         NB_OUT_OPTS(of),
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    int rc = nb_cmd_parse("workers", "npubench workers [--all] [--json|--format csv|md]", argc,
-                          argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
+    const char *pos[2];
+    int np = 0;
+    int rc = nb_cmd_parse("workers",
+                          "npubench workers [--all] [--json|--format csv|md] | workers "
+                          "drain|undrain BOARD",
+                          argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
+    int drain = np && !strcmp(pos[0], "drain"), undrain = np && !strcmp(pos[0], "undrain");
+    if (np && (!(drain || undrain) || np != 2))
+        return nb_cmd_usage_error("workers", "expected 'drain BOARD' or 'undrain BOARD'%s", "");
     nb_err err;
     nb_out_format fmt;
     if (nb_out_format_of(&of, &fmt, &err))
@@ -187,6 +246,11 @@ int nb_cmd_workers(int argc, char **argv)
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("workers", &sf, db, 1, &c)))
         return rc;
+    if (np) {
+        rc = workers_drain(&c, pos[1], drain);
+        nb_cmd_conn_close(&c);
+        return rc;
+    }
     Npubench__ListWorkersRequest req = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
     req.include_dead = all;
     Npubench__ListWorkersResponse *resp;

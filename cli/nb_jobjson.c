@@ -134,6 +134,7 @@ json_object *nb_jobjson_job(const Npubench__Job *j)
     nb_out_i64(p, "total", j->progress ? j->progress->total : 0);
     json_object_object_add(o, "progress", p);
     nb_out_str(o, "queued_reason", j->queued_reason);
+    nb_out_i64(o, "expires_unix_ms", j->expires_unix_ms);
     nb_out_str(o, "error", j->error);
     json_object *res = json_object_new_array();
     for (size_t i = 0; i < j->n_results; i++)

@@ -222,6 +222,8 @@ static void *sweeper_main(void *arg)
             break;
         nb_coord_sweep_workers(c);
         nb_coord_retention(c);
+        nb_sched_expire(c);
+        nb_coord_health_sweep(c);
         int64_t now = nb_wall_ms();
         if (now >= c->next_reasons_ms) {
             nb_sched_update_reasons(c);
@@ -362,6 +364,16 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
         if (p->sweep_ms < 10)
             p->sweep_ms = 10;
     }
+    if (p->expire_after_ms == 0)
+        p->expire_after_ms = 24LL * 3600 * 1000;
+    if (p->expire_after_ms > NB_JOB_EXPIRE_MS_MAX)
+        return nb_err_set(err, NB_EINVAL, "coordinator: --expire-after %lld s exceeds %lld s",
+                          (long long)(p->expire_after_ms / 1000),
+                          (long long)(NB_JOB_EXPIRE_MS_MAX / 1000));
+    if (p->health_retry_ms <= 0)
+        p->health_retry_ms = 600000;
+    if (p->health_errors <= 0)
+        p->health_errors = 3;
     if (p->max_attempts <= 0)
         p->max_attempts = NB_DB_DEFAULT_MAX_ATTEMPTS;
     if (p->max_shards <= 0)

@@ -44,6 +44,13 @@ typedef struct nb_coord_opts {
     int insecure;             /* allow a non-loopback listen without any key (warned on
                                  every start) */
     const char *prompts_dir;  /* where named prompt sets live [verify/prompts] */
+    int64_t expire_after_ms;  /* queue expiry of jobs that name none; < 0 = never [24 h] */
+    /* Board health checks (HEALTH jobs): on when health_interval_ms > 0 — at registration,
+     * every interval, after health_errors consecutive job errors [3], and every
+     * health_retry_ms [10 min] while a board is quarantined. */
+    int64_t health_interval_ms;
+    int64_t health_retry_ms;
+    int health_errors;
 } nb_coord_opts;
 
 typedef struct nb_coord nb_coord;

@@ -1,6 +1,7 @@
 /* nb_coord_alias: the names a model goes by, learnt as workers advertise deployments and as
  * results arrive, recorded in the history's alias table (db/nb_db_alias.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -54,4 +55,27 @@ void nb_coord_alias_from_result(nb_coord *c, const Npubench__JobResult *res, con
     /* env->model is GGUF general.name (free text) or the deployment's selector. */
     record(c, canonical, env->model, "result");
     record_digest(c, canonical, env->model_digest, "result");
+}
+
+nb_code nb_coord_alias_table(nb_coord *c, nb_coord_aliases *t, nb_err *err)
+{
+    memset(t, 0, sizeof *t);
+    nb_code rc = nb_db_alias_list(c->db, &t->raw, &t->n, err);
+    if (rc)
+        return rc;
+    t->al = t->n ? calloc(t->n, sizeof *t->al) : NULL;
+    if (t->n && !t->al) {
+        nb_coord_aliases_free(t);
+        return nb_err_set(err, NB_ENOMEM, "model aliases: out of memory");
+    }
+    for (size_t i = 0; i < t->n; i++)
+        t->al[i] = (nb_job_alias){t->raw[i].alias, t->raw[i].model};
+    return NB_OK;
+}
+
+void nb_coord_aliases_free(nb_coord_aliases *t)
+{
+    free(t->al);
+    free(t->raw);
+    memset(t, 0, sizeof *t);
 }

@@ -11,20 +11,14 @@
 #include "nb_coord_int.h"
 #include "nb_db_alias.h"
 #include "nb_db_deploy.h"
+#include "nb_db_boards.h"
 #include "nb_db_import.h"
 #include "nb_file.h"
 #include "nb_time.h"
 
 #define C_METHOD(name) "npubench.Client/" name
 
-/* Unpacks req as T into a variable named r, or answers INVALID_ARGUMENT. */
-#define UNPACK(T, desc)                                                                      \
-    T *r;                                                                                    \
-    do {                                                                                     \
-        nb_err e_;                                                                           \
-        if (nb_wire_unpack(&desc, req->payload, req->len, 0, &r, &e_))                       \
-            return nb_rpc_reply_err(reply, &e_);                                             \
-    } while (0)
+#define UNPACK NB_COORD_UNPACK
 
 /* ---- jobs as messages ---- */
 
@@ -113,6 +107,7 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
     m->error = nb_arena_strdup(a, j->error);
     m->queued_reason = nb_arena_strdup(a, j->state == NB_JOB_QUEUED ? j->queued_reason : "");
     m->is_group = j->is_group;
+    m->expires_unix_ms = j->expires_ms;
     if (with_log && j->log)
         m->log = nb_arena_strdup(a, j->log);
     if (!detail)
@@ -388,6 +383,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
             p->message = nb_arena_strdup(&a, snap[k].prog_msg);
         }
         s->progress = p;
+        nb_coord_health_status(c, &a, s);
         resp.workers[resp.n_workers++] = s;
     }
     st = reply_built(reply, &resp, !a.failed, "ListWorkers");
@@ -498,9 +494,8 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     nb_db_history_row *rows = NULL;
     size_t n = 0;
     nb_db_deployment *deps = NULL;
-    size_t nd = 0, na = 0;
-    nb_db_alias *aliases = NULL;
-    nb_job_alias *al = NULL;
+    size_t nd = 0;
+    nb_coord_aliases at = {0};
     nb_db_metric metrics[3];
     int nm = 0;
     if (*r->metric) {
@@ -521,18 +516,15 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     /* "instruct", a path, the model's name or any alias of it: every stored name it
      * matches. */
     if (nb_db_deployment_list(c->db, NULL, &deps, &nd, &err) ||
-        nb_db_alias_list(c->db, &aliases, &na, &err)) {
+        nb_coord_alias_table(c, &at, &err)) {
         st = nb_rpc_reply_err(reply, &err);
         goto out;
     }
-    al = na ? calloc(na, sizeof *al) : NULL;
-    for (size_t i = 0; al && i < na; i++)
-        al[i] = (nb_job_alias){aliases[i].alias, aliases[i].model};
     const char *names[64];
     size_t nn = 0;
     for (size_t i = 0; i < nd && nn < 64; i++) {
         if (*r->model &&
-            !nb_job_model_match_aliased(r->model, deps[i].model, NULL, al, al ? na : 0))
+            !nb_job_model_match_aliased(r->model, deps[i].model, NULL, at.al, at.n))
             continue;
         int seen = 0;
         for (size_t k = 0; k < nn; k++)
@@ -552,7 +544,9 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                                      .backend = r->backend, .dtype = r->dtype,
                                      .metric = metrics[k], .since_ms = r->since_unix_ms,
                                      .air_sha = r->air_sha, .aie_hash = r->aie_hash,
-                                     .peano = r->peano, .limit = limit};
+                                     .peano = r->peano, .limit = limit,
+                                     .until_ms = r->until_unix_ms, .commit = r->commit,
+                                     .toolchain = r->toolchain};
             if (r->kind)
                 q.kind = nb_job_kind_name(r->kind);
             if (nb_db_history(c->db, &q, &rows, &n, &err)) {
@@ -608,198 +602,9 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
     }
     st = reply_built(reply, &resp, !a.failed, "History");
 out:
-    free(al);
-    free(aliases);
+    nb_coord_aliases_free(&at);
     free(deps);
     nb_arena_free(&a);
-    nb_wire_free(r);
-    return st;
-}
-
-/* ---- Compare / SetReference ---- */
-
-/* The history run of job_id (its first), from the stored result. */
-static nb_code run_of_job(nb_coord *c, int64_t job_id, int64_t *run_id, nb_err *err)
-{
-    Npubench__JobResult *res;
-    nb_code rc = nb_coord_store_get(c, job_id, &res, err);
-    if (rc)
-        return rc;
-    *run_id = res->n_run_ids ? res->run_ids[0] : 0;
-    nb_wire_free(res);
-    return *run_id ? NB_OK
-                   : nb_err_set(err, NB_ENOTFOUND, "job %lld wrote no history run",
-                                (long long)job_id);
-}
-
-static void label_of(nb_coord *c, const nb_db_run *run, char *buf, size_t cap)
-{
-    nb_db_deployment d;
-    nb_err e;
-    char iso[32];
-    nb_time_iso(iso, run->started_ms);
-    if (nb_db_deployment_get(c->db, run->deployment_id, &d, &e) == NB_OK)
-        snprintf(buf, cap, "run %lld: %s %s/%s on %s (%s, %s)", (long long)run->id, d.model,
-                 d.backend, d.dtype, d.board, run->kind, iso);
-    else
-        snprintf(buf, cap, "run %lld (%s, %s)", (long long)run->id, run->kind, iso);
-}
-
-static nb_rpc_status h_compare(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
-{
-    nb_coord *c = user;
-    UNPACK(Npubench__CompareRequest, npubench__compare_request__descriptor);
-    nb_err err = {0};
-    nb_rpc_status st;
-    int64_t a_id = r->run_id, b_id = r->base_run_id;
-    nb_db_run ra, rb;
-    int have_a = 0, have_b = 0;
-    if (!a_id && r->job_id && run_of_job(c, r->job_id, &a_id, &err))
-        goto fail;
-    if (!a_id) {
-        st = nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT,
-                                 "CompareRequest: run_id or job_id is required");
-        goto out;
-    }
-    if (nb_db_run_get(c->db, a_id, &ra, &err))
-        goto fail;
-    have_a = 1;
-    if (!b_id && r->base_job_id && run_of_job(c, r->base_job_id, &b_id, &err))
-        goto fail;
-    if (!b_id) {
-        /* Against the reference deployment of the run's model: its latest run. */
-        nb_db_deployment d, ref;
-        if (nb_db_deployment_get(c->db, ra.deployment_id, &d, &err))
-            goto fail;
-        if (nb_db_reference_get(c->db, d.model, &ref, &err)) {
-            st = nb_rpc_reply_status(reply, NB_RPC_FAILED_PRECONDITION,
-                                     "no reference deployment is set for model %s; set one "
-                                     "with `npubench reference set DEPLOYMENT`",
-                                     d.model);
-            goto out;
-        }
-        nb_db_history_row *last = NULL;
-        size_t nl = 0;
-        if (nb_db_runs_last(c->db, ref.id, NB_METRIC_TTFT, 2, &last, &nl, &err))
-            goto fail;
-        for (size_t i = 0; i < nl && !b_id; i++)
-            if (last[i].run_id != a_id)
-                b_id = last[i].run_id;
-        free(last);
-        if (!b_id) {
-            st = nb_rpc_reply_status(reply, NB_RPC_NOT_FOUND,
-                                     "the reference deployment %lld (%s %s/%s on %s) has no "
-                                     "other run with metrics",
-                                     (long long)ref.id, ref.model, ref.backend, ref.dtype,
-                                     ref.board);
-            goto out;
-        }
-    }
-    if (nb_db_run_get(c->db, b_id, &rb, &err))
-        goto fail;
-    have_b = 1;
-    {
-        double tol = r->tolerance_pct > 0 ? r->tolerance_pct : c->o.regression_min_rel * 100;
-        Npubench__CompareResponse resp = NPUBENCH__COMPARE_RESPONSE__INIT;
-        Npubench__CompareRow rows[NB_METRIC_N], *rp[NB_METRIC_N];
-        char label[1024], blabel[1024];
-        label_of(c, &ra, label, sizeof label);
-        label_of(c, &rb, blabel, sizeof blabel);
-        json_object *doc = json_object_new_object(), *arr = json_object_new_array();
-        int regressed = 0;
-        for (int m = 0; m < NB_METRIC_N; m++) {
-            double v = ra.value[m], b = rb.value[m];
-            if (isnan(v) && isnan(b))
-                continue;
-            Npubench__CompareRow *x = &rows[resp.n_rows];
-            npubench__compare_row__init(x);
-            x->metric = (char *)nb_db_metric_name((nb_db_metric)m);
-            x->value = isnan(v) ? 0 : v;
-            x->base_value = isnan(b) ? 0 : b;
-            x->delta_pct = !isnan(v) && !isnan(b) && b != 0 ? (v - b) / fabs(b) * 100 : 0;
-            int hib = nb_db_metric_higher_is_better((nb_db_metric)m);
-            x->regression = !isnan(v) && !isnan(b) && (hib ? x->delta_pct < -tol
-                                                          : x->delta_pct > tol);
-            regressed |= x->regression;
-            rp[resp.n_rows++] = x;
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "metric", json_object_new_string(x->metric));
-            json_object_object_add(o, "value", json_object_new_double(x->value));
-            json_object_object_add(o, "base", json_object_new_double(x->base_value));
-            json_object_object_add(o, "delta_pct", json_object_new_double(x->delta_pct));
-            json_object_object_add(o, "regression", json_object_new_boolean(x->regression));
-            json_object_array_add(arr, o);
-        }
-        json_object_object_add(doc, "run", json_object_new_string(label));
-        json_object_object_add(doc, "base", json_object_new_string(blabel));
-        json_object_object_add(doc, "tolerance_pct", json_object_new_double(tol));
-        json_object_object_add(doc, "rows", arr);
-        resp.rows = rp;
-        resp.outcome = regressed ? NPUBENCH__OUTCOME__FAIL : NPUBENCH__OUTCOME__PASS;
-        resp.report_json = (char *)json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY);
-        resp.run_id = a_id;
-        resp.base_run_id = b_id;
-        resp.base_job_id = rb.job_id;
-        resp.label = label;
-        resp.base_label = blabel;
-        st = nb_rpc_reply_pack(reply, &resp);
-        json_object_put(doc);
-    }
-    goto out;
-fail:
-    st = nb_rpc_reply_err(reply, &err);
-out:
-    if (have_a)
-        nb_db_run_free(&ra);
-    if (have_b)
-        nb_db_run_free(&rb);
-    nb_wire_free(r);
-    return st;
-}
-
-static nb_rpc_status h_setref(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
-{
-    nb_coord *c = user;
-    UNPACK(Npubench__SetReferenceRequest, npubench__set_reference_request__descriptor);
-    nb_err err = {0};
-    nb_rpc_status st;
-    int64_t dep_id = r->deployment_id, run_id = r->run_id;
-    if (!dep_id && !run_id && r->job_id && run_of_job(c, r->job_id, &run_id, &err))
-        goto fail;
-    if (!dep_id && run_id) {
-        nb_db_run run;
-        if (nb_db_run_get(c->db, run_id, &run, &err))
-            goto fail;
-        dep_id = run.deployment_id;
-        nb_db_run_free(&run);
-    }
-    if (!dep_id) {
-        st = nb_rpc_reply_status(reply, NB_RPC_INVALID_ARGUMENT,
-                                 "SetReferenceRequest: deployment_id, run_id or job_id is "
-                                 "required");
-        goto out;
-    }
-    nb_db_deployment d, prev;
-    if (nb_db_deployment_get(c->db, dep_id, &d, &err))
-        goto fail;
-    int had = nb_db_reference_get(c->db, d.model, &prev, &err) == NB_OK;
-    if (nb_db_reference_set(c->db, dep_id, &err))
-        goto fail;
-    {
-        char desc[4 * NB_DB_NAME_MAX + 16];
-        snprintf(desc, sizeof desc, "%s %s/%s on %s", d.model, d.backend, d.dtype, d.board);
-        Npubench__SetReferenceResponse resp = NPUBENCH__SET_REFERENCE_RESPONSE__INIT;
-        resp.deployment_id = dep_id;
-        resp.model = d.model;
-        resp.previous_deployment_id = had ? prev.id : 0;
-        resp.description = desc;
-        nb_coord_log(c, "reference of %s: deployment %lld (%s)", d.model, (long long)dep_id, desc);
-        st = nb_rpc_reply_pack(reply, &resp);
-    }
-    goto out;
-fail:
-    st = nb_rpc_reply_err(reply, &err);
-out:
     nb_wire_free(r);
     return st;
 }
@@ -878,10 +683,48 @@ out:
 
 /* ---- Drain (admin) ---- */
 
+/* One board: its workers finish the job they hold and lease nothing more. */
+static nb_rpc_status drain_board(nb_coord *c, const Npubench__DrainRequest *r, nb_rpc_reply *reply)
+{
+    nb_err err = {0};
+    nb_db_worker *w = NULL;
+    size_t n = 0;
+    int known = 0, running = 0;
+    if (nb_db_worker_list(c->db, &w, &n, &err))
+        return nb_rpc_reply_err(reply, &err);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(w[i].board_name, r->board))
+            continue;
+        known = 1;
+        int64_t held = 0, job = 0;
+        if (nb_db_jobs_held(c->db, w[i].id, &held, &job, &err) == NB_OK)
+            running += (int)held;
+    }
+    free(w);
+    if (!known)
+        return nb_rpc_reply_status(reply, NB_RPC_NOT_FOUND,
+                                   "DrainRequest.board '%s': no worker of that board has "
+                                   "registered", r->board);
+    if (nb_db_board_set_drained(c->db, r->board, r->drain, &err))
+        return nb_rpc_reply_err(reply, &err);
+    nb_coord_log(c, "board %s %s", r->board,
+                 r->drain ? "drained: finishes its job, takes no more" : "undrained");
+    nb_coord_queue_changed(c);
+    Npubench__DrainResponse resp = NPUBENCH__DRAIN_RESPONSE__INIT;
+    resp.draining = r->drain;
+    resp.running = running;
+    return nb_rpc_reply_pack(reply, &resp);
+}
+
 static nb_rpc_status h_drain(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
     UNPACK(Npubench__DrainRequest, npubench__drain_request__descriptor);
+    if (*r->board) {
+        nb_rpc_status st = drain_board(c, r, reply);
+        nb_wire_free(r);
+        return st;
+    }
     pthread_mutex_lock(&c->mu);
     int was = c->draining;
     c->draining = r->drain;
@@ -919,8 +762,9 @@ nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err)
         {C_METHOD("ListWorkers"), h_workers, NB_RPC_READONLY},
         {C_METHOD("WatchJob"), h_watch, NB_RPC_READONLY},
         {C_METHOD("History"), h_history, NB_RPC_READONLY},
-        {C_METHOD("Compare"), h_compare, NB_RPC_READONLY},
-        {C_METHOD("SetReference"), h_setref, NB_RPC_ADMIN},
+        {C_METHOD("Compare"), nb_coord_compare_rpc, NB_RPC_READONLY},
+        {C_METHOD("SetReference"), nb_coord_setref_rpc, NB_RPC_ADMIN},
+        {C_METHOD("GetReference"), nb_coord_getref_rpc, NB_RPC_READONLY},
         {C_METHOD("Import"), h_import, 0},
         {C_METHOD("Drain"), h_drain, NB_RPC_ADMIN},
     };

@@ -80,7 +80,7 @@ struct nb_coord {
     coord_trace_ix traces[COORD_TRACE_IX];
     size_t n_traces;
     nb_coord_stats stats;
-    int64_t next_reasons_ms, next_gone_scan_ms;
+    int64_t next_reasons_ms, next_gone_scan_ms, next_expire_ms, next_health_ms;
     int64_t next_retention_ms; /* sweeper thread only */
     int lock_fd;               /* flock on <db>.lock; -1 when not held */
     pthread_mutex_t log_mu;   /* log_keys */
@@ -177,6 +177,9 @@ int nb_sched_prompt_set(const char *root, const Npubench__JobSpec *spec, int *n,
  * malloc'ed: [0] is the job to watch, then its children. */
 nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
                         size_t *n, int *duplicate, nb_err *err);
+/* Expires the jobs past their queue expiry (sweeper; nb_db_jobs_expire) and wakes their
+ * watchers. */
+void nb_sched_expire(nb_coord *c);
 /* Refreshes queued_reason of queued jobs (sweeper). */
 void nb_sched_update_reasons(nb_coord *c);
 
@@ -239,7 +242,40 @@ uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec, c
  * this coordinator can read it and has none for that key yet. */
 void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__JobResult *res);
 
-/* ---- nb_coord_client.c / nb_coord_worker.c: handlers ---- */
+/* ---- nb_coord_client.c / nb_coord_worker.c / nb_coord_compare.c: handlers ---- */
+
+/* Unpacks req (an nb_rpc_request *) as T into a variable named r, or answers reply with
+ * INVALID_ARGUMENT. */
+#define NB_COORD_UNPACK(T, desc)                                                             \
+    T *r;                                                                                    \
+    do {                                                                                     \
+        nb_err e_;                                                                           \
+        if (nb_wire_unpack(&desc, req->payload, req->len, 0, &r, &e_))                       \
+            return nb_rpc_reply_err(reply, &e_);                                             \
+    } while (0)
+
+/* ---- nb_coord_health.c: board health checks, quarantine, drain ---- */
+
+/* A board registered: its health check, when checks are on. */
+void nb_coord_health_on_register(nb_coord *c, const Npubench__WorkerInfo *info);
+/* A result of kind committed from worker: a check's verdict is the board's health (fail =
+ * quarantined); other jobs count consecutive errors, N of them schedule a check. */
+void nb_coord_health_on_result(nb_coord *c, const char *worker_id, int kind,
+                               const Npubench__JobResult *res);
+/* Sweeper: checks due by period (ok boards) or retry (quarantined ones). */
+void nb_coord_health_sweep(nb_coord *c);
+/* The lease filter for a worker of board: every job, health checks only (quarantined), or
+ * *none = 1 (drained). */
+nb_db_job_pred nb_coord_health_pred(nb_coord *c, const char *board, int *none);
+/* The board's health, drain and errors into s (ListWorkers). */
+void nb_coord_health_status(nb_coord *c, nb_arena *a, Npubench__WorkerStatus *s);
+
+/* nb_coord_compare.c: Compare, SetReference (set and unset), GetReference. */
+nb_rpc_status nb_coord_compare_rpc(void *user, const nb_rpc_request *req, nb_rpc_reply *reply);
+nb_rpc_status nb_coord_setref_rpc(void *user, const nb_rpc_request *req, nb_rpc_reply *reply);
+nb_rpc_status nb_coord_getref_rpc(void *user, const nb_rpc_request *req, nb_rpc_reply *reply);
+/* The history run a job wrote (its first); NB_ENOTFOUND when none. */
+nb_code nb_coord_run_of_job(nb_coord *c, int64_t job_id, int64_t *run_id, nb_err *err);
 
 /* nb_coord_alias.c: a model's other names into the history's alias table: those a worker's
  * deployment declares (its canonical name, aliases, selector, digest) and those a result
@@ -247,6 +283,16 @@ void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const N
  * under.  Best effort: failures are logged. */
 void nb_coord_alias_from_deployment(nb_coord *c, const Npubench__Deployment *d);
 void nb_coord_alias_from_result(nb_coord *c, const Npubench__JobResult *res, const char *canonical);
+
+/* The alias table as nb_job_model_match_aliased takes it (al points into raw). */
+struct nb_db_alias;
+typedef struct nb_coord_aliases {
+    struct nb_db_alias *raw;
+    nb_job_alias *al;
+    size_t n;
+} nb_coord_aliases;
+nb_code nb_coord_alias_table(nb_coord *c, nb_coord_aliases *t, nb_err *err);
+void nb_coord_aliases_free(nb_coord_aliases *t);
 
 nb_code nb_coord_register_client_api(nb_coord *c, nb_err *err);
 nb_code nb_coord_register_worker_api(nb_coord *c, nb_err *err);

@@ -359,13 +359,16 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
     }
     int64_t run_id = 0;
     int dup = 0;
+    /* A health check is the board's verdict, not the deployment's: no history run. */
+    size_t keep = spec->kind != NPUBENCH__JOB_KIND__HEALTH;
     if (!rc) {
-        nb_db_job_result jr = {.state = NB_JOB_DONE, .runs = &run, .n_runs = 1};
-        rc = nb_db_job_complete(c->db, j->id, lease_id, &jr, &run_id, &dup, err);
+        nb_db_job_result jr = {.state = NB_JOB_DONE, .runs = &run, .n_runs = keep};
+        rc = nb_db_job_complete(c->db, j->id, lease_id, &jr, keep ? &run_id : NULL, &dup, err);
     }
     /* A retried report (dup) changes nothing: its result committed the first time. */
     if (!rc && !dup)
-        rc = store_with(c, j->id, res, &run_id, 1, run.regression, run.regression_detail, err);
+        rc = store_with(c, j->id, res, keep ? &run_id : NULL, keep, run.regression,
+                        run.regression_detail, err);
     rc = end_tx(c, rc, err);
     if (!rc) {
         *accepted = 1;
@@ -503,6 +506,7 @@ nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *l
     } else if (!rc) {
         nb_coord_stat_add(c, &c->stats.completed, 1);
         nb_coord_traces_confirm(c, spec, res);
+        nb_coord_health_on_result(c, worker_id, spec->kind, res);
     }
     nb_coord_changed(c, j.id, j.parent_id);
 out:

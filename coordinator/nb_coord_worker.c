@@ -238,6 +238,7 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
     }
     nb_coord_log(c, "worker %s registered (board %s, %zu deployment%s, %s)", id, info.board_name,
                  info.n_deployments, info.n_deployments == 1 ? "" : "s", info.version);
+    nb_coord_health_on_register(c, &info);
     Npubench__RegisterResponse resp = NPUBENCH__REGISTER_RESPONSE__INIT;
     resp.worker_id = id;
     resp.heartbeat_interval_ms = c->o.heartbeat_ms;
@@ -401,7 +402,9 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
     pthread_mutex_lock(&c->mu);
     int draining = c->draining;
     pthread_mutex_unlock(&c->mu);
-    if (draining) { /* no work while an admin drains the lab; the worker polls again */
+    int board_none = 0;
+    nb_db_job_pred pred = nb_coord_health_pred(c, info->board_name, &board_none);
+    if (draining || board_none) { /* no work while drained; the worker polls again */
         Npubench__LeaseJobResponse none = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
         st = nb_rpc_reply_pack(reply, &none);
         goto out;
@@ -431,7 +434,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
         w.state = NB_WORKER_ALIVE;
         nb_db_job job;
         int found = 0;
-        if (nb_db_job_lease(c->db, &w, nb_sched_pred, info, c->o.lease_ms, &job, &found, &err)) {
+        if (nb_db_job_lease(c->db, &w, pred, info, c->o.lease_ms, &job, &found, &err)) {
             st = nb_rpc_reply_err(reply, &err);
             goto out;
         }

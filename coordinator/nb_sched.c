@@ -8,9 +8,11 @@
 #include <strings.h>
 
 #include "nb_coord_int.h"
+#include "nb_db_boards.h"
 #include "nb_file.h"
 #include "nb_job.h"
 #include "nb_prompts.h"
+#include "nb_time.h"
 #include "nb_verify.h"
 
 /* ---- selectors ---- */
@@ -253,6 +255,7 @@ typedef struct pool_worker {
     Npubench__WorkerInfo *info; /* NULL: known to the db only (not re-registered yet) */
     nb_db_worker db;
     int busy;
+    const char *held; /* why its board takes nothing now ("drained", ...); NULL = it may */
 } pool_worker;
 
 typedef struct pool {
@@ -296,6 +299,12 @@ static nb_code pool_load(nb_coord *c, pool *p, nb_err *err)
         pool_worker *pw = &p->w[p->n++];
         pw->db = dbw[i];
         pw->info = nb_coord_reg_info(c, dbw[i].id);
+        nb_db_board b;
+        nb_err be;
+        if (dbw[i].board_name[0] && nb_db_board_get(c->db, dbw[i].board_name, &b, &be) == NB_OK)
+            pw->held = b.drained                       ? "drained"
+                       : b.health == NB_HEALTH_FAILED ? "quarantined (failed its health check)"
+                                                       : NULL;
         for (size_t j = 0; j < nbusy; j++)
             if (!strcmp(busy[j].leased_worker, dbw[i].id))
                 pw->busy = 1;
@@ -462,6 +471,14 @@ static void plans_free(child_plan *p, size_t n)
     free(p);
 }
 
+/* When a job submitted now expires in the queue (unix ms): its own expiry, else the
+ * coordinator's default; 0 = never. */
+static int64_t expiry_of(const nb_coord *c, const Npubench__JobSpec *spec)
+{
+    int64_t after = spec->expire_after_ms ? spec->expire_after_ms : c->o.expire_after_ms;
+    return after > 0 ? nb_wall_ms() + after : 0;
+}
+
 nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
                         size_t *n, int *duplicate, nb_err *err)
 {
@@ -522,6 +539,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
         .priority = spec->priority,
         .max_attempts = c->o.max_attempts,
         .is_group = np > 0,
+        .expires_ms = expiry_of(c, spec),
     };
     *ids = malloc((np + 1) * sizeof **ids);
     if (!*ids) {
@@ -546,6 +564,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
         kid.spec_len = plans[i].len;
         kid.parent_id = (*ids)[0];
         kid.is_group = 0;
+        kid.expires_ms = 0; /* the group's expiry covers its children */
         if (plans[i].board[0])
             kid.sel.board = plans[i].board;
         rc = nb_db_job_enqueue(c->db, &kid, &(*ids)[i + 1], NULL, err);
@@ -581,6 +600,33 @@ out:
     return rc;
 }
 
+/* ---- queue expiry ---- */
+
+void nb_sched_expire(nb_coord *c)
+{
+    /* An expiry is honoured within a tenth of a second; the sweeper runs more often. */
+    int64_t now = nb_wall_ms();
+    if (now < c->next_expire_ms)
+        return;
+    c->next_expire_ms = now + 100;
+    nb_err err;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    if (nb_db_jobs_expire(c->db, now, &ids, &n, &err)) {
+        nb_coord_log(c, "sweep: expiring queued jobs: %s", err.msg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        nb_coord_log(c, "job %lld expired in the queue", (long long)ids[i]);
+        nb_coord_changed(c, ids[i], 0);
+    }
+    if (n) {
+        nb_coord_stat_add(c, &c->stats.cancelled, n);
+        nb_coord_queue_changed(c);
+    }
+    free(ids);
+}
+
 /* ---- queued reasons ---- */
 
 static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
@@ -609,6 +655,12 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
         if (w->db.state != NB_WORKER_ALIVE) {
             snprintf(dead, sizeof dead, "worker %s could run it but is %s", w->db.id,
                      nb_db_worker_state_name(w->db.state));
+            continue;
+        }
+        /* Health checks run on a quarantined board; nothing runs on a drained one. */
+        if (w->held && (strcmp(j->kind, "health") || !strcmp(w->held, "drained"))) {
+            snprintf(dead, sizeof dead, "board %s could run it but is %s", w->db.board_name,
+                     w->held);
             continue;
         }
         live++;

@@ -9,16 +9,24 @@
 
 #define DEPLOY_COLS "id, model, weights_digest, backend, dtype, board, created_ms"
 
-static void read_deployment(sqlite3_stmt *st, nb_db_deployment *d)
+#define DEPLOY_COLS_D "d.id, d.model, d.weights_digest, d.backend, d.dtype, d.board, d.created_ms"
+
+/* The DEPLOY_COLS starting at column c. */
+static void read_deployment_at(sqlite3_stmt *st, int c, nb_db_deployment *d)
 {
     memset(d, 0, sizeof *d);
-    d->id = sqlite3_column_int64(st, 0);
-    nb_db_col_copy(st, 1, d->model, sizeof d->model);
-    nb_db_col_copy(st, 2, d->weights_digest, sizeof d->weights_digest);
-    nb_db_col_copy(st, 3, d->backend, sizeof d->backend);
-    nb_db_col_copy(st, 4, d->dtype, sizeof d->dtype);
-    nb_db_col_copy(st, 5, d->board, sizeof d->board);
-    d->created_ms = sqlite3_column_int64(st, 6);
+    d->id = sqlite3_column_int64(st, c);
+    nb_db_col_copy(st, c + 1, d->model, sizeof d->model);
+    nb_db_col_copy(st, c + 2, d->weights_digest, sizeof d->weights_digest);
+    nb_db_col_copy(st, c + 3, d->backend, sizeof d->backend);
+    nb_db_col_copy(st, c + 4, d->dtype, sizeof d->dtype);
+    nb_db_col_copy(st, c + 5, d->board, sizeof d->board);
+    d->created_ms = sqlite3_column_int64(st, c + 6);
+}
+
+static void read_deployment(sqlite3_stmt *st, nb_db_deployment *d)
+{
+    read_deployment_at(st, 0, d);
 }
 
 static nb_code validate(const nb_db_deployment *d, nb_err *err)
@@ -233,6 +241,36 @@ nb_code nb_db_reference_get(nb_db *db, const char *model, nb_db_deployment *out,
     }
     nb_db_unlock(db);
     return code;
+}
+
+static void reference_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    nb_db_reference *r = slot;
+    nb_db_col_copy(st, 0, r->model, sizeof r->model);
+    r->set_ms = sqlite3_column_int64(st, 1);
+    read_deployment_at(st, 2, &r->dep);
+}
+
+nb_code nb_db_reference_list(nb_db *db, nb_db_reference **out, size_t *n, nb_err *err)
+{
+    static const char sql[] =
+        "SELECT r.model, r.set_ms, " DEPLOY_COLS_D " FROM reference_deployments r "
+        "JOIN deployments d ON d.id = r.deployment_id ORDER BY r.model";
+    *out = NULL;
+    *n = 0;
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        void *arr = NULL;
+        rc = nb_db_collect(db, st, sizeof **out, reference_row, NULL, &arr, n, err,
+                           "listing references");
+        nb_db_done(st);
+        *out = arr;
+    }
+    nb_db_unlock(db);
+    return rc;
 }
 
 nb_code nb_db_reference_clear(nb_db *db, const char *model, nb_err *err)

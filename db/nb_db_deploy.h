@@ -40,6 +40,15 @@ nb_code nb_db_reference_set(nb_db *db, int64_t deployment_id, nb_err *err);
  * own first, else the one set last; NB_ENOTFOUND if none was set. */
 nb_code nb_db_reference_get(nb_db *db, const char *model, nb_db_deployment *out, nb_err *err);
 
+typedef struct nb_db_reference {
+    char model[NB_DB_NAME_MAX]; /* the name it was set under (the deployment's model) */
+    nb_db_deployment dep;
+    int64_t set_ms;
+} nb_db_reference;
+
+/* Every model's reference, by model name. *out malloc'ed (free()); NULL when *n == 0. */
+nb_code nb_db_reference_list(nb_db *db, nb_db_reference **out, size_t *n, nb_err *err);
+
 /* Forgets model's reference deployment; NB_ENOTFOUND if none was set. */
 nb_code nb_db_reference_clear(nb_db *db, const char *model, nb_err *err);
 

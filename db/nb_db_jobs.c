@@ -47,7 +47,7 @@ void nb_db_job_list_free(nb_db_job *jobs, size_t n)
     "id, parent_id, request_id, kind, is_group, spec_format, sel_backend, sel_board, "      \
     "sel_board_type, sel_deployment, sel_worker, sel_tags, priority, state, queued_reason, " \
     "error, attempts, max_attempts, lease_id, leased_worker, lease_expiry_ms, created_ms, "  \
-    "started_ms, finished_ms, progress_done, progress_total, progress_msg"
+    "started_ms, finished_ms, progress_done, progress_total, progress_msg, expires_ms"
 
 static void read_job(sqlite3_stmt *st, nb_db_job *j)
 {
@@ -84,6 +84,7 @@ static void read_job(sqlite3_stmt *st, nb_db_job *j)
     j->progress_done = sqlite3_column_int64(st, i++);
     j->progress_total = sqlite3_column_int64(st, i++);
     nb_db_col_copy(st, i++, j->progress_msg, sizeof j->progress_msg);
+    j->expires_ms = nb_db_col_int(st, i++, 0);
 }
 
 static void job_row(sqlite3_stmt *st, void *slot, void *ud)
@@ -387,8 +388,8 @@ static nb_code check_same_request(nb_db *db, int64_t id, const nb_db_job_new *j,
 static const char enq_sql[] =
     "INSERT INTO jobs (parent_id, request_id, kind, is_group, spec, spec_format, sel_backend, "
     "sel_board, sel_board_type, sel_deployment, sel_worker, sel_tags, priority, state, "
-    "attempts, max_attempts, created_ms, started_ms) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)";
+    "attempts, max_attempts, created_ms, started_ms, expires_ms) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?)";
 
 /* A child joins only a group job that is still open. */
 static nb_code check_parent(nb_db *db, int64_t parent_id, nb_err *err)
@@ -436,6 +437,7 @@ static nb_code insert_job(nb_db *db, const nb_db_job_new *j, int has_req, int64_
     sqlite3_bind_int(st, i++, j->max_attempts ? j->max_attempts : NB_DB_DEFAULT_MAX_ATTEMPTS);
     sqlite3_bind_int64(st, i++, now);
     nb_db_bind_opt_int(st, i++, now, j->is_group);
+    nb_db_bind_opt_int(st, i++, j->expires_ms, j->expires_ms > 0);
     if ((rc = nb_db_step_done(db, st, err, "enqueueing job")))
         return rc;
     *id = sqlite3_last_insert_rowid(db->h);
@@ -1214,6 +1216,67 @@ nb_code nb_db_job_cancel(nb_db *db, int64_t id, const char *reason, nb_err *err)
     if (rc)
         return rc;
     NB_DB_WITH_TX(db, err, rc, rc = cancel_locked(db, id, reason, 0, err));
+    return rc;
+}
+
+/* Top-level jobs past their queue expiry with nothing of them running: a plain job still
+ * queued, or a group none of whose children holds a lease. */
+static const char expired_sql[] =
+    "SELECT id FROM jobs j WHERE parent_id IS NULL AND expires_ms IS NOT NULL AND "
+    "expires_ms <= ?1 AND (state = 'queued' OR (is_group = 1 AND state = 'running' AND "
+    "NOT EXISTS (SELECT 1 FROM jobs k WHERE k.parent_id = j.id AND "
+    "k.state IN ('leased','running')))) ORDER BY id LIMIT 1000";
+
+static nb_code expire_locked(nb_db *db, int64_t now, int64_t **ids, size_t *n, nb_err *err)
+{
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, expired_sql, &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    if ((rc = collect_ids(db, st, ids, n, err, "finding expired jobs")))
+        return rc;
+    for (size_t i = 0; i < *n && !rc; i++) {
+        nb_db_job j;
+        if ((rc = get_light(db, (*ids)[i], &j, err)))
+            break;
+        char why[NB_DB_MSG_MAX];
+        snprintf(why, sizeof why, "expired: still queued %.1f s after submission (its queue "
+                 "expiry)", (double)(j.expires_ms - j.created_ms) / 1000.0);
+        rc = cancel_locked(db, j.id, why, 0, err);
+    }
+    return rc;
+}
+
+/* Whether any job is due (no transaction: the sweeper asks often, and mostly none is). */
+static int any_expired(nb_db *db, int64_t now)
+{
+    nb_err e;
+    sqlite3_stmt *st;
+    int due = 0;
+    nb_db_lock(db);
+    if (nb_db_stmt(db, expired_sql, &st, &e) == NB_OK) {
+        sqlite3_bind_int64(st, 1, now);
+        due = sqlite3_step(st) == SQLITE_ROW;
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
+    return due;
+}
+
+nb_code nb_db_jobs_expire(nb_db *db, int64_t now_ms, int64_t **ids, size_t *n, nb_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!any_expired(db, now_ms))
+        return NB_OK;
+    nb_code rc;
+    NB_DB_WITH_TX(db, err, rc, rc = expire_locked(db, now_ms, ids, n, err));
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
     return rc;
 }
 

@@ -45,6 +45,7 @@ typedef struct nb_db_job_new {
      * failed, cancelled if any was cancelled, else done). Enqueue the group
      * and its children inside one nb_db_begin/nb_db_commit. */
     int is_group;
+    int64_t expires_ms;    /* unix ms after which it expires while queued; 0 = never */
 } nb_db_job_new;
 
 /* A job as stored. Fixed-size fields are copies; spec and log are
@@ -73,6 +74,7 @@ typedef struct nb_db_job {
     int64_t progress_done, progress_total;
     char progress_msg[NB_DB_MSG_MAX];
     char *log; /* "HH:MM:SS.mmm text\n" lines */
+    int64_t expires_ms; /* queue expiry (unix ms); 0 = never */
 } nb_db_job;
 
 void nb_db_job_free(nb_db_job *job); /* frees spec and log, not job itself */
@@ -165,6 +167,12 @@ nb_code nb_db_jobs_release_worker(nb_db *db, const char *worker_id, const char *
 /* Cancels a job that has not finished, and the unfinished children of a
  * group. Already cancelled: NB_OK. Done/failed: NB_EMISMATCH. */
 nb_code nb_db_job_cancel(nb_db *db, int64_t id, const char *reason, nb_err *err);
+
+/* Expires the top-level jobs whose expiry is at or before now_ms and of which nothing
+ * runs (a queued job; a group with no child leased or running): cancelled, with an error
+ * starting "expired:", their unfinished children with them. *ids (malloc'ed, free())
+ * lists them; at most 1000 per call. */
+nb_code nb_db_jobs_expire(nb_db *db, int64_t now_ms, int64_t **ids, size_t *n, nb_err *err);
 
 /* Why a queued job is still waiting (shown by `npubench jobs`); ignored
  * (NB_OK) when the job is no longer queued. */

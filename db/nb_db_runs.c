@@ -738,6 +738,20 @@ static void filter_sql(char *buf, size_t size, const nb_db_history_query *q)
         ADD(" AND r.kind = ?");
     if (q->since_ms > 0)
         ADD(" AND r.started_ms >= ?");
+    if (q->until_ms > 0)
+        ADD(" AND r.started_ms < ?");
+    if (q->commit && *q->commit)
+        ADD(" AND substr(r.npubench_commit, 1, length(?)) = ?");
+    if (q->toolchain && *q->toolchain) {
+        /* KEY=VALUE: that entry; a bare VALUE: any entry, or the run's own commit. */
+        if (strchr(q->toolchain, '='))
+            ADD(" AND EXISTS (SELECT 1 FROM toolchain t WHERE t.run_id = r.id AND t.key = ? "
+                "AND substr(t.value, 1, length(?)) = ?)");
+        else
+            ADD(" AND (EXISTS (SELECT 1 FROM toolchain t WHERE t.run_id = r.id AND "
+                "substr(t.value, 1, length(?)) = ?) OR "
+                "substr(r.npubench_commit, 1, length(?)) = ?)");
+    }
     for (size_t k = 0; k < NB_TC_FILTERS; k++) {
         if (tc_filter(q, k))
             ADD(" AND EXISTS (SELECT 1 FROM toolchain t WHERE t.run_id = r.id AND t.key = ? "
@@ -770,6 +784,19 @@ static int bind_filters(sqlite3_stmt *st, const nb_db_history_query *q)
         nb_db_bind_str(st, i++, q->kind);
     if (q->since_ms > 0)
         sqlite3_bind_int64(st, i++, q->since_ms);
+    if (q->until_ms > 0)
+        sqlite3_bind_int64(st, i++, q->until_ms);
+    if (q->commit && *q->commit) {
+        nb_db_bind_str(st, i++, q->commit);
+        nb_db_bind_str(st, i++, q->commit);
+    }
+    if (q->toolchain && *q->toolchain) {
+        const char *eq = strchr(q->toolchain, '='), *v = eq ? eq + 1 : q->toolchain;
+        if (eq)
+            sqlite3_bind_text(st, i++, q->toolchain, (int)(eq - q->toolchain), SQLITE_TRANSIENT);
+        for (int k = 0; k < (eq ? 2 : 4); k++)
+            nb_db_bind_str(st, i++, v);
+    }
     for (size_t k = 0; k < NB_TC_FILTERS; k++) {
         const char *v = tc_filter(q, k);
         if (!v)
@@ -868,7 +895,7 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
     nb_code rc = check_query(q, err);
     if (rc)
         return rc;
-    char sql[2048];
+    char sql[4096];
     int gate = q->metric == NB_METRIC_GATE;
     snprintf(sql, sizeof sql,
              "SELECT r.id, r.job_id, r.deployment_id, d.model, d.board, d.backend, d.dtype, "
@@ -900,6 +927,58 @@ nb_code nb_db_runs_last(nb_db *db, int64_t deployment_id, nb_db_metric metric, s
     return nb_db_history(db, &q, rows, nrows, err);
 }
 
+typedef struct brief_args {
+    int64_t deployment_id;
+    size_t limit;
+} brief_args;
+
+static void bind_brief(sqlite3_stmt *st, const void *ud)
+{
+    const brief_args *a = ud;
+    sqlite3_bind_int64(st, 1, a->deployment_id);
+    sqlite3_bind_int64(st, 2, (int64_t)a->limit);
+}
+
+static void brief_row(sqlite3_stmt *st, void *slot, void *ud)
+{
+    (void)ud;
+    nb_db_run_brief *b = slot;
+    int i = 0;
+    b->id = sqlite3_column_int64(st, i++);
+    b->started_ms = sqlite3_column_int64(st, i++);
+    nb_db_col_copy(st, i++, b->kind, sizeof b->kind);
+    b->prompt_tokens = nb_db_col_int(st, i++, -1);
+    b->generated_tokens = nb_db_col_int(st, i++, -1);
+    b->context_len = nb_db_col_int(st, i++, -1);
+    for (int m = 0; m < NB_METRIC_N; m++)
+        b->value[m] = nb_db_col_double(st, i++);
+    nb_db_col_copy(st, i++, b->measurement_key, sizeof b->measurement_key);
+    b->gate_prompts = (int)nb_db_col_int(st, i++, 0);
+    b->gate_steps = (int)nb_db_col_int(st, i++, 0);
+}
+
+nb_code nb_db_runs_brief(nb_db *db, int64_t deployment_id, size_t limit, nb_db_run_brief **out,
+                         size_t *n, nb_err *err)
+{
+    static const char sql[] =
+        "SELECT r.id, r.started_ms, r.kind, r.prompt_tokens, r.generated_tokens, "
+        "r.context_len, r.ttft_ms, r.tps, r.decode_ms_per_token, r.tpot_ms, "
+        "r.measurement_key, (SELECT count(*) FROM gate_checks g WHERE g.run_id = r.id), "
+        "(SELECT max(steps) FROM gate_checks g WHERE g.run_id = r.id) "
+        "FROM runs r WHERE r.deployment_id = ? ORDER BY r.started_ms DESC, r.id DESC LIMIT ?";
+    *out = NULL;
+    *n = 0;
+    if (limit == 0 || limit > NB_DB_HISTORY_MAX)
+        return nb_err_set(err, NB_EINVAL, "runs of a deployment: limit %zu not in 1..%d", limit,
+                          NB_DB_HISTORY_MAX);
+    brief_args a = {deployment_id, limit};
+    void *arr = NULL;
+    nb_code rc = nb_db_select_all(db, sql, bind_brief, &a, sizeof **out, brief_row, &arr, n, err,
+                                  "runs of a deployment");
+    *out = arr;
+    return rc;
+}
+
 nb_code nb_db_history_by_board(nb_db *db, const nb_db_history_query *q,
                                nb_db_board_summary **rows, size_t *n, nb_err *err)
 {
@@ -908,7 +987,7 @@ nb_code nb_db_history_by_board(nb_db *db, const nb_db_history_query *q,
     nb_code rc = check_query(q, err);
     if (rc)
         return rc;
-    char sql[2048];
+    char sql[4096];
     const char *v = q->metric == NB_METRIC_GATE
                         ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END"
                         : value_cols[q->metric];

@@ -159,6 +159,11 @@ typedef struct nb_db_history_query {
     const char *air_sha, *aie_hash, *peano;
     nb_db_metric metric; /* rows lacking this metric are skipped */
     int64_t since_ms;    /* started at or after; 0 = no bound */
+    int64_t until_ms;    /* started before; 0 = no bound */
+    const char *commit;  /* npubench commit starting with this; NULL or "" = any */
+    /* "KEY=VALUE": the toolchain entry KEY starts with VALUE; "VALUE": some entry (or the
+     * npubench commit) starts with it; NULL or "" = any. */
+    const char *toolchain;
     size_t limit;        /* 0 = 100; at most NB_DB_HISTORY_MAX */
 } nb_db_history_query;
 
@@ -188,6 +193,21 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
 /* The last n (>= 1) runs of a deployment having metric, newest first. */
 nb_code nb_db_runs_last(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
                         nb_db_history_row **rows, size_t *nrows, nb_err *err);
+
+/* What a run measured, enough to tell like from unlike without loading it whole. */
+typedef struct nb_db_run_brief {
+    int64_t id, started_ms;
+    char kind[NB_DB_NAME_MAX];
+    int64_t prompt_tokens, generated_tokens, context_len; /* -1 = unknown */
+    int gate_prompts, gate_steps; /* verify: prompts checked, most tokens compared */
+    double value[NB_METRIC_N];    /* NaN = absent */
+    char measurement_key[NB_DB_MSG_MAX]; /* "" = none (not imported) */
+} nb_db_run_brief;
+
+/* The newest limit (1..NB_DB_HISTORY_MAX) runs of a deployment, newest first. *out
+ * malloc'ed (free()), NULL when *n == 0. */
+nb_code nb_db_runs_brief(nb_db *db, int64_t deployment_id, size_t limit, nb_db_run_brief **out,
+                         size_t *n, nb_err *err);
 
 typedef struct nb_db_board_summary {
     char board[NB_DB_NAME_MAX];

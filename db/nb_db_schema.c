@@ -216,9 +216,23 @@ static const char v4_sql[] = "CREATE TABLE model_aliases (\n"
                              ") WITHOUT ROWID;\n"
                              "CREATE INDEX model_aliases_model ON model_aliases (model);\n";
 
-/* Version 5 is another change's (merged separately); kept empty here so the numbering
- * stays that of the merged schema. */
-static const char v5_sql[] = "";
+/* Queue expiry: a job still waiting this long after its submission is expired by the
+ * coordinator's sweeper (nb_db_jobs_expire). */
+static const char v5_sql[] =
+    "ALTER TABLE jobs ADD COLUMN expires_ms INTEGER;\n"
+    "CREATE INDEX jobs_expiry ON jobs (expires_ms) WHERE expires_ms IS NOT NULL AND "
+    "parent_id IS NULL;\n"
+    /* Board health (LAVA's health checks), drain, consecutive job errors: per board, as
+     * a board keeps them across its workers' restarts (db/nb_db_boards.h). */
+    "CREATE TABLE boards (\n"
+    "  board TEXT PRIMARY KEY CHECK (board <> ''),\n"
+    "  health TEXT NOT NULL DEFAULT 'unknown' CHECK (health IN ('unknown','ok','failed')),\n"
+    "  checked_ms INTEGER,\n"
+    "  detail TEXT NOT NULL DEFAULT '',\n"
+    "  job_errors INTEGER NOT NULL DEFAULT 0,\n"
+    "  drained INTEGER NOT NULL DEFAULT 0,\n"
+    "  check_job_id INTEGER NOT NULL DEFAULT 0\n"
+    ") WITHOUT ROWID;\n";
 
 /* Where a gate divergence comes from (verify/nb_localize.h): the whole localization as the
  * JSON the reports carry, and its verdict apart so history queries can filter on it. */
@@ -230,7 +244,7 @@ static const migration migrations[] = {
     {"job results in the database", v2_sql},
     {"import: verify status and measurement key", v3_sql},
     {"model aliases", v4_sql},
-    {"reserved (version 5)", v5_sql},
+    {"queue expiry, board health", v5_sql},
     {"gate localizations", v6_sql},
 };
 

@@ -17,8 +17,8 @@
 /* ---- kinds ------------------------------------------------------------------------------ */
 
 static const char *const kind_names[] = {"", "run", "verify", "verify-full", "diagnosis",
-                                         "profile"};
-#define KIND_MAX NPUBENCH__JOB_KIND__PROFILE
+                                         "profile", "health"};
+#define KIND_MAX NPUBENCH__JOB_KIND__HEALTH
 
 const char *nb_job_kind_name(int kind)
 {
@@ -115,9 +115,10 @@ static nb_code check_text(const char *s, const char *field, nb_err *err)
 
 nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
 {
-    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__PROFILE)
+    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__HEALTH)
         return nb_err_set(err, NB_EINVAL,
-                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS or PROFILE",
+                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS, PROFILE "
+                          "or HEALTH",
                           (int)s->kind);
     if (s->n_tokens < 0 || s->n_tokens > NB_JOB_N_TOKENS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.n_tokens %d: must be 0..%d (0 = default)",
@@ -137,6 +138,11 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
     if (s->timeout_ms < 0 || s->timeout_ms > NB_JOB_TIMEOUT_MS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.timeout_ms %lld: must be 0..%lld (0 = default)",
                           (long long)s->timeout_ms, (long long)NB_JOB_TIMEOUT_MS_MAX);
+    if (s->expire_after_ms < -1 || s->expire_after_ms > NB_JOB_EXPIRE_MS_MAX)
+        return nb_err_set(err, NB_EINVAL,
+                          "JobSpec.expire_after_ms %lld: must be -1..%lld (0 = the coordinator's "
+                          "default, -1 = never)",
+                          (long long)s->expire_after_ms, (long long)NB_JOB_EXPIRE_MS_MAX);
     if (s->shard) {
         const Npubench__Shard *h = s->shard;
         if (h->prompt_begin < 0 || h->prompt_end <= h->prompt_begin ||

@@ -1357,6 +1357,65 @@ static void test_history(void **state)
     close_db(db);
 }
 
+/* history --until, --commit, --toolchain: a bound excludes its own instant, a commit and a
+ * toolchain value select by prefix, a bare toolchain value matches any entry or the commit. */
+static void test_history_filters(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("history-filters");
+    int64_t d = add_deployment(db, "llama", "npu", "bf16", "strix-01");
+    const int64_t day = 86400000LL, t0 = 1735689600000LL;
+    static const char *const commits[3] = {"abc1234def", "abc9999000", "fed0000111"};
+    static const char *const air[3] = {"5d0e8c1b", "5d0e8c1b", "e972f294"};
+    int64_t ids[3];
+    for (int i = 0; i < 3; i++) {
+        nb_db_run r;
+        nb_db_run_init(&r);
+        r.deployment_id = d;
+        r.kind = "bench";
+        r.started_ms = t0 + i * day;
+        r.value[NB_METRIC_TPS] = 10 + i;
+        r.source = NB_SOURCE_SERVICE;
+        r.env.npubench_commit = commits[i];
+        nb_db_kv tc[2] = {{"air_sha", air[i]}, {"compiler", i == 2 ? "gcc 14.2" : "gcc 12.2"}};
+        r.toolchain = tc;
+        r.n_toolchain = 2;
+        assert_ok(nb_db_run_insert(db, &r, &ids[i], &e_));
+    }
+    struct {
+        nb_db_history_query q;
+        size_t n;
+        int64_t newest;
+    } cases[] = {
+        {{.until_ms = t0 + day}, 1, ids[0]},           /* before day 1: run 0 only */
+        {{.until_ms = t0 + 2 * day + 1}, 3, ids[2]},
+        {{.since_ms = t0 + day, .until_ms = t0 + 2 * day}, 1, ids[1]},
+        {{.commit = "abc"}, 2, ids[1]},
+        {{.commit = "abc1234def"}, 1, ids[0]},
+        {{.commit = "abc12345"}, 0, 0},                /* longer than any commit it prefixes */
+        {{.toolchain = "air_sha=5d0e"}, 2, ids[1]},
+        {{.toolchain = "air_sha=e972"}, 1, ids[2]},
+        {{.toolchain = "compiler=gcc 14"}, 1, ids[2]},
+        {{.toolchain = "compiler=5d0e"}, 0, 0},        /* the value under another key */
+        {{.toolchain = "gcc 12"}, 2, ids[1]},          /* bare: any entry */
+        {{.toolchain = "fed0"}, 1, ids[2]},            /* bare: the commit too */
+        {{.toolchain = "air_sha=5d0e", .commit = "abc9"}, 1, ids[1]},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        nb_db_history_query q = cases[i].q;
+        q.metric = NB_METRIC_TPS;
+        nb_db_history_row *rows;
+        size_t n;
+        assert_ok(nb_db_history(db, &q, &rows, &n, &e_));
+        if (n != cases[i].n)
+            fail_msg("case %zu: %zu rows, expected %zu", i, n, cases[i].n);
+        if (n)
+            assert_int_equal(rows[0].run_id, cases[i].newest);
+        free(rows);
+    }
+    close_db(db);
+}
+
 /* ---- statistics ---- */
 
 /* Expected values come from scipy 1.17.1 (pip-installed into a scratch
@@ -2120,6 +2179,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_lease),
         cmocka_unit_test(test_run_roundtrip),
         cmocka_unit_test(test_history),
+        cmocka_unit_test(test_history_filters),
         cmocka_unit_test(test_mann_whitney_known_values),
         cmocka_unit_test(test_regression_needs_both),
         cmocka_unit_test(test_import),

@@ -353,9 +353,10 @@ static void test_schema_acyclic(void **state)
         if (d < 0 || d > 8)
             fail_msg("%s: message nesting %d (cycle or deeper than 8)", roots[i]->name, d);
     }
-    /* GetJobResponse > Job > JobResult > GateRecord > TopToken is the deepest. */
+    /* GetJobResponse > Job > JobResult > GateRecord > Localization > LayerState is the
+     * deepest. */
     const ProtobufCMessageDescriptor *path[32];
-    assert_int_equal(depth(&npubench__get_job_response__descriptor, path, 0), 4);
+    assert_int_equal(depth(&npubench__get_job_response__descriptor, path, 0), 5);
 }
 
 /* ---------------------------------------------------------- transports */

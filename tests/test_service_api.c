@@ -31,6 +31,11 @@
 static int seq;
 static int loud; /* start(): the coordinator logs to stderr (tests that read its log) */
 static const char *start_prompts_dir; /* start(): the coordinator's prompts directory */
+static const char *start_db;          /* start(): this database instead of a fresh one */
+static int64_t start_expire_ms;       /* start(): the coordinator's --expire-after */
+static int64_t submit_expire_ms;      /* submit(): JobSpec.expire_after_ms */
+static int64_t start_health_ms;       /* start(): health checks every (0 = off) */
+static int64_t start_health_retry_ms; /* start(): quarantined boards re-checked every */
 
 typedef struct env {
     nb_coord *coord;
@@ -43,7 +48,10 @@ static void start(env *e, const char *secret, const char *client_secret)
     memset(e, 0, sizeof *e);
     char url[128];
     snprintf(url, sizeof url, "inproc://svc-api-%d-%d", (int)getpid(), ++seq);
-    snprintf(e->db, sizeof e->db, "%s/db-%d.sqlite", tu_group_tmp(), seq);
+    if (start_db)
+        snprintf(e->db, sizeof e->db, "%s", start_db);
+    else
+        snprintf(e->db, sizeof e->db, "%s/db-%d.sqlite", tu_group_tmp(), seq);
     nb_coord_opts o;
     memset(&o, 0, sizeof o);
     o.listen_url = url;
@@ -55,6 +63,10 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.stale_ms = 300;
     o.gone_ms = 600;
     o.quiet = !loud;
+    o.expire_after_ms = start_expire_ms;
+    o.health_interval_ms = start_health_ms;
+    o.health_retry_ms = start_health_retry_ms;
+    o.health_errors = 2;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -364,6 +376,7 @@ static int submit_as(env *e, const char *key, int *dup, int kind, const char *mo
     spec.n_tokens = n_tokens;
     spec.k = k;
     spec.matrix = matrix;
+    spec.expire_after_ms = submit_expire_ms;
     char *tags[] = {(char *)tag};
     if (tag) {
         sel.tags = tags;
@@ -416,6 +429,14 @@ static int job_queued_for(env *e, int64_t id, const char *needle)
     int ok = j->state == NPUBENCH__JOB_STATE__JOB_QUEUED && strstr(j->queued_reason, needle);
     nb_wire_free(j);
     return ok;
+}
+
+static int job_state(env *e, int64_t id)
+{
+    Npubench__Job *j = get_job(e, id);
+    int st = j->state;
+    nb_wire_free(j);
+    return st;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -1538,30 +1559,421 @@ static void test_compare_verdicts(void **s)
     snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
              tu_env("NB_SRC", "."));
     expect_cli(db, 0, "", args);
-    /* run 2 vs run 1, both strix-01: within 5% */
+    /* run 2 vs run 1, both strix-01: within 5%; base and new side by side, the U test's p */
     expect_cli(db, 0,
-               "TTFT (ms)            | 415.90       | 0.99× / -0.5%\n"
-               "TPS (tokens/s)       | 18.30        | 1.01× / +1.1%",
+               "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 vs 1)\n"
+               "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 vs 1)",
                "compare 2 1");
     /* run 4 vs run 2: TTFT +13.2%, TPS -11.5% */
     expect_cli(db, 1,
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%  REGRESSION",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)  REGRESSION",
                "compare 4 2");
     expect_cli(db, 1,
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
                "compare 4 2 --tolerance 12");
     expect_cli(db, 1, /* 13.2% is beyond 13% */
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%  REGRESSION\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
                "compare 4 2 --tolerance 13");
     expect_cli(db, 0,
-               "TTFT (ms)            | 471.00       | 1.13× / +13.2%\n"
-               "TPS (tokens/s)       | 16.20        | 0.89× / -11.5%",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
                "compare 4 2 --tolerance 14");
     expect_cli(db, 2, "", "compare 4 2 --against nothing");
     expect_cli(db, 2, "", "compare 0 2");
+}
+
+/* `npubench ARGS --db db`: asserts the exit code and that each of the NULL-ended needles is
+ * in the output. */
+static void expect_cli_has(const char *db, int code, const char *args, const char *const *needles)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s --db '%s' 2>&1", tu_env("NB_BIN", "npubench"), args, db);
+    tu_result r = tu_run(cmd);
+    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
+    assert_int_equal(r.code, code);
+    for (size_t i = 0; needles[i]; i++)
+        if (!strstr(r.out, needles[i]))
+            fail_msg("'%s' not in the output of npubench %s", needles[i], args);
+    free(r.out);
+}
+
+static void db_exec(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg ? msg : "?");
+    sqlite3_close(h);
+}
+
+/* --against reference compares like with like: the reference deployment's newest run of
+ * the same kind and shape (context, prompt, tokens), never the same measurement stored
+ * again, and says what it matched or why nothing matched; reference show / unset; history
+ * --until / --toolchain. */
+static void test_compare_reference_cli(void **s)
+{
+    (void)s;
+    char db[1200], args[2048];
+    snprintf(db, sizeof db, "%s/compare-ref.db", tu_group_tmp());
+    snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
+             tu_env("NB_SRC", "."));
+    expect_cli(db, 0, "", args);
+    const char *empty[] = {"no reference is set", NULL};
+    expect_cli_has(db, 0, "reference show", empty);
+    const char *unknown[] = {"NOT_FOUND: model 'nothing-like-this' has no reference", NULL};
+    expect_cli_has(db, 2, "reference show nothing-like-this", unknown);
+    const char *set[] = {"reference of Llama-3.2-1B-Instruct: deployment 1 "
+                         "(Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01)", NULL};
+    expect_cli_has(db, 0, "reference set --run 1", set);
+    /* run 4 stored again (same time, same numbers) and a newer run at another context on
+     * the reference deployment: neither is run 4's base */
+    db_exec(db, "INSERT INTO runs (deployment_id, kind, outcome, started_ms, ttft_ms, tps, "
+                "context_len, source) SELECT deployment_id, kind, outcome, started_ms, ttft_ms, "
+                "tps, context_len, 'import' FROM runs WHERE id = 4");
+    db_exec(db, "INSERT INTO runs (deployment_id, kind, outcome, started_ms, ttft_ms, tps, "
+                "context_len, source) SELECT deployment_id, kind, outcome, started_ms + 3600000, "
+                "ttft_ms, tps * 2, 512, 'import' FROM runs WHERE id = 4");
+    const char *matched[] = {
+        "reference: run 2: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01",
+        "matched: run 2, the newest of 2 like runs of the reference deployment 1",
+        "performance, context 2048; left out: 0 of another kind, 1 of another shape, "
+        "1 duplicate of this run",
+        "| 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION", NULL};
+    expect_cli_has(db, 1, "compare 4 --against reference", matched);
+    const char *json[] = {"\"base_run_id\":2,", "\"p_value\":1", "\"matched\":\"run 2,", NULL};
+    expect_cli_has(db, 1, "compare 4 --against reference --json", json);
+    const char *shown[] = {"Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 "
+                           "on npu-strix-01), set ",
+                           ", 5 runs, latest run 7", NULL};
+    expect_cli_has(db, 0, "reference show llama-3.2-1b-instruct", shown);
+    /* Qwen's reference deployment has no run but run 5 itself */
+    expect_cli(db, 0, "", "reference set --run 5");
+    const char *none[] = {"has no other run like run 5 (performance, context 1024): of its 0 "
+                          "other runs", NULL};
+    expect_cli_has(db, 2, "compare 5 --against reference", none);
+    const char *unset_ok[] = {"reference of Llama-3.2-1B-Instruct unset (was deployment 1, "
+                              "Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01)", NULL};
+    expect_cli_has(db, 0, "reference unset LLAMA-3.2-1B-INSTRUCT", unset_ok);
+    const char *unset[] = {"no reference deployment is set for model Llama-3.2-1B-Instruct",
+                           NULL};
+    expect_cli_has(db, 2, "compare 4 --against reference", unset);
+    expect_cli(db, 2, "", "reference unset LLAMA-3.2-1B-INSTRUCT");
+    const char *qwen[] = {"Qwen2.5-0.5B-Instruct: deployment ", NULL};
+    expect_cli_has(db, 0, "reference show", qwen);
+
+    /* history filters: before a date, a toolchain entry (imported runs carry mlir-air's) */
+    const char *until[] = {"\"run_id\":1,", NULL};
+    expect_cli_has(db, 0, "history --until 2025-03-11 --json", until);
+    snprintf(args, sizeof args, "'%s' history --until 2025-03-11 --json --db '%s' | grep -c "
+             "'\"run_id\"'", tu_env("NB_BIN", "npubench"), db);
+    tu_result r = tu_run(args);
+    assert_string_equal(r.out, "1\n");
+    free(r.out);
+    snprintf(args, sizeof args, "'%s' history --toolchain air_sha=b7c8 --json --db '%s' | grep "
+             "'\"run_id\"'", tu_env("NB_BIN", "npubench"), db);
+    r = tu_run(args);
+    assert_non_null(strstr(r.out, "\"run_id\":4,"));
+    assert_null(strstr(r.out, "\"run_id\":2,"));
+    free(r.out);
+    expect_cli(db, 2, "", "history --until yesterday");
+}
+
+/* Two verify runs side by side: no metric to compare, so the prompts that changed outcome
+ * or divergence step are the comparison; a prompt that passed and now fails is a FAIL;
+ * a verify against a run shares nothing, which is an error, not an empty table. */
+static void test_compare_verify_prompts(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    int st, acc;
+    char *w = reg(&e, "b1", "cpu:0", "inst-v", NULL, &st);
+    int64_t jobs[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t ids[4];
+        size_t n;
+        char msg[512];
+        assert_int_equal(submit(&e, i < 2 ? NPUBENCH__JOB_KIND__VERIFY : NPUBENCH__JOB_KIND__RUN,
+                                "instruct", 4, 5, 0, 0, NULL, ids, &n, msg, sizeof msg), 0);
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        jobs[i] = l->job_id;
+        Npubench__JobResult *r = i < 2 ? verify_result(l->job_id, 0, 4, i == 0 ? -1 : 1)
+                                       : run_result(l->job_id, "b1", 100);
+        assert_int_equal(report(&e, w, l, r, &acc), 0);
+        assert_true(acc);
+        nb_jobpb_free(r);
+        nb_wire_free(l);
+    }
+    Npubench__CompareRequest cr = NPUBENCH__COMPARE_REQUEST__INIT;
+    cr.job_id = jobs[1];
+    cr.base_job_id = jobs[0];
+    Npubench__CompareResponse *cmp;
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0), 0);
+    assert_int_equal(cmp->outcome, NPUBENCH__OUTCOME__FAIL);
+    assert_int_equal(cmp->n_rows, 0);
+    assert_int_equal(cmp->prompts_compared, 4);
+    assert_int_equal(cmp->n_prompt_changes, 1);
+    Npubench__PromptChange *pc = cmp->prompt_changes[0];
+    assert_int_equal(pc->index, 1);
+    assert_string_equal(pc->prompt, "prompt 1");
+    assert_string_equal(pc->base_status, "PASS");
+    assert_string_equal(pc->status, "FAIL");
+    assert_int_equal(pc->base_divergence_step, -1);
+    assert_int_equal(pc->divergence_step, 2);
+    assert_string_equal(cmp->kind, "verify");
+    nb_wire_free(cmp);
+    /* the other way round: the prompt got better, which passes */
+    cr.job_id = jobs[0];
+    cr.base_job_id = jobs[1];
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0), 0);
+    assert_int_equal(cmp->outcome, NPUBENCH__OUTCOME__PASS);
+    assert_int_equal(cmp->n_prompt_changes, 1);
+    assert_string_equal(cmp->prompt_changes[0]->status, "PASS");
+    nb_wire_free(cmp);
+    /* the same run twice: every prompt compared, none changed */
+    cr.base_job_id = jobs[0];
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, NULL, 0), 0);
+    assert_int_equal(cmp->outcome, NPUBENCH__OUTCOME__PASS);
+    assert_int_equal(cmp->prompts_compared, 4);
+    assert_int_equal(cmp->n_prompt_changes, 0);
+    nb_wire_free(cmp);
+    char msg[512];
+    cr.job_id = jobs[2];
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, msg, sizeof msg),
+                     NB_RPC_FAILED_PRECONDITION);
+    assert_non_null(strstr(msg, "share no metric and no verify prompt"));
+    free(w);
+    stop(&e);
+}
+
+static Npubench__WorkerStatus *worker_status(env *e, const char *board,
+                                             Npubench__ListWorkersResponse **keep)
+{
+    Npubench__ListWorkersRequest r = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    assert_int_equal(call(e, "npubench.Client/ListWorkers", &r,
+                          &npubench__list_workers_response__descriptor, keep, NULL, 0), 0);
+    for (size_t i = 0; i < (*keep)->n_workers; i++)
+        if (!strcmp((*keep)->workers[i]->info->board_name, board))
+            return (*keep)->workers[i];
+    fail_msg("no worker of board %s", board);
+    return NULL;
+}
+
+static int drain_board(env *e, const char *board, int drain, char *msg, size_t cap)
+{
+    Npubench__DrainRequest r = NPUBENCH__DRAIN_REQUEST__INIT;
+    r.drain = drain;
+    r.board = (char *)board;
+    Npubench__DrainResponse *resp;
+    int st = call(e, "npubench.Client/Drain", &r, &npubench__drain_response__descriptor, &resp,
+                  msg, cap);
+    if (!st)
+        nb_wire_free(resp);
+    return st;
+}
+
+/* A result that gave no verdict (the device went away). */
+static Npubench__JobResult *error_result(int64_t job)
+{
+    Npubench__JobResult *r = nb_jobpb_result_new();
+    r->job_id = job;
+    r->status = NPUBENCH__STATUS_CODE__UNAVAILABLE;
+    r->status_message = nb_jobpb_strdup("device timeout");
+    r->outcome = NPUBENCH__OUTCOME__ERROR;
+    return r;
+}
+
+/* Board health, LAVA style: a check is queued when a board registers and runs before its
+ * other work; a failed check quarantines the board (only checks are leased to it) until a
+ * retried check passes; N consecutive job errors call a check; a drained board leases
+ * nothing until undrained; checks write no history run. */
+static void test_board_health(void **s)
+{
+    (void)s;
+    env e;
+    start_health_ms = 3600 * 1000;
+    start_health_retry_ms = 300;
+    start(&e, NULL, NULL);
+    start_health_ms = start_health_retry_ms = 0;
+    int st, acc;
+    char *w = reg(&e, "hb1", "cpu:0", "inst-h", NULL, &st);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
+                                  "sel_board = 'hb1' AND state = 'queued' AND %lld", 1), 1);
+    int64_t ids[4];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg), 0);
+    int64_t run_job = ids[0];
+    /* the check first, whatever was queued before */
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->spec->kind, NPUBENCH__JOB_KIND__HEALTH);
+    assert_string_equal(l->spec->selector->board, "hb1");
+    assert_string_equal(l->spec->selector->model, "SmolLM2-135M-Instruct");
+    int64_t check1 = l->job_id;
+    Npubench__JobResult *r = verify_result(l->job_id, 0, 1, 0); /* prompt 0 diverges: FAIL */
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    assert_true(acc);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    Npubench__ListWorkersResponse *lw;
+    Npubench__WorkerStatus *ws = worker_status(&e, "hb1", &lw);
+    assert_string_equal(ws->health, "failed");
+    assert_non_null(strstr(ws->health_detail, "verify FAIL"));
+    assert_true(ws->health_checked_unix_ms > 0);
+    nb_wire_free(lw);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld",
+                              (long long)check1), 0);
+    /* quarantined: the run waits; the retried check (300 ms) is leased, passes (short polls:
+     * a lease call is what keeps this hand-driven worker alive) */
+    l = NULL;
+    assert_true(tu_poll(5000, (l = lease(&e, w, 100)) != NULL));
+    assert_int_equal(l->spec->kind, NPUBENCH__JOB_KIND__HEALTH);
+    assert_true(l->job_id != check1);
+    r = verify_result(l->job_id, 0, 1, -1);
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    ws = worker_status(&e, "hb1", &lw);
+    assert_string_equal(ws->health, "ok");
+    nb_wire_free(lw);
+    l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, run_job);
+    /* two jobs without a verdict in a row call a check */
+    r = error_result(l->job_id);
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
+                                  "state = 'queued' AND %lld", 1), 0);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg), 0);
+    l = lease(&e, w, 2000);
+    assert_non_null(l);
+    r = error_result(l->job_id);
+    assert_int_equal(report(&e, w, l, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(l);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
+                                  "state = 'queued' AND %lld", 1), 1);
+    ws = worker_status(&e, "hb1", &lw);
+    assert_string_equal(ws->health, "checking");
+    assert_int_equal(ws->job_errors, 2);
+    nb_wire_free(lw);
+    /* drained: nothing is leased, not even the check, until undrained */
+    assert_int_equal(drain_board(&e, "hb1", 1, msg, sizeof msg), 0);
+    assert_int_equal(drain_board(&e, "no-such-board", 1, msg, sizeof msg), NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "no-such-board"));
+    assert_null(lease(&e, w, 300));
+    ws = worker_status(&e, "hb1", &lw);
+    assert_true(ws->drained);
+    nb_wire_free(lw);
+    assert_int_equal(drain_board(&e, "hb1", 0, msg, sizeof msg), 0);
+    l = lease(&e, w, 2000);
+    assert_non_null(l);
+    assert_int_equal(l->spec->kind, NPUBENCH__JOB_KIND__HEALTH);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+    /* the CLI: drain by board name, and the table says so */
+    const char *drained[] = {"board hb1 drained: 1 job still running there, no new ones", NULL};
+    expect_cli_has(e.db, 0, "workers drain hb1", drained);
+    const char *shown[] = {"\"health\":\"checking\"", "\"drained\":true", "\"job_errors\":2",
+                           NULL};
+    expect_cli_has(e.db, 0, "workers --all --json", shown);
+    expect_cli(e.db, 2, "", "workers drain");
+}
+
+/* Queue expiry: a job nobody serves expires in the queue (cancelled, "expired: ...", which
+ * `job` exits 5 on), one that says never stays, the coordinator's default applies to the
+ * rest, and an expiry that passes while no coordinator runs is applied by the next one. */
+static void test_queue_expiry(void **s)
+{
+    (void)s;
+    env e;
+    start_expire_ms = 3600 * 1000;
+    start(&e, NULL, NULL);
+    start_expire_ms = 0;
+    int64_t soon[4], never[4], dflt[4], later[4];
+    size_t n;
+    char msg[512];
+    submit_expire_ms = 200;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            soon, &n, msg, sizeof msg), 0);
+    submit_expire_ms = -1;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            never, &n, msg, sizeof msg), 0);
+    submit_expire_ms = 0;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            dflt, &n, msg, sizeof msg), 0);
+    submit_expire_ms = -2;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, later, &n,
+                            msg, sizeof msg), NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "JobSpec.expire_after_ms -2"));
+    assert_true(tu_poll(5000, job_state(&e, soon[0]) == NPUBENCH__JOB_STATE__JOB_CANCELLED));
+    Npubench__Job *j = get_job(&e, soon[0]);
+    assert_int_equal(strncmp(j->error, "expired:", 8), 0);
+    assert_true(j->expires_unix_ms >= j->created_unix_ms + 200);
+    assert_true(j->finished_unix_ms >= j->expires_unix_ms);
+    nb_wire_free(j);
+    j = get_job(&e, never[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
+    assert_int_equal(j->expires_unix_ms, 0);
+    nb_wire_free(j);
+    j = get_job(&e, dflt[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_QUEUED);
+    assert_true(j->expires_unix_ms - j->created_unix_ms >= 3600 * 1000 - 1000);
+    assert_true(j->expires_unix_ms - j->created_unix_ms <= 3600 * 1000 + 1000);
+    nb_wire_free(j);
+
+    /* An expiry that passes while the coordinator is down. */
+    submit_expire_ms = 400;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "nobody-serves-this", 4, 0, 0, 0, NULL,
+                            later, &n, msg, sizeof msg), 0);
+    submit_expire_ms = 0;
+    j = get_job(&e, later[0]);
+    int64_t exp = j->expires_unix_ms;
+    nb_wire_free(j);
+    stop(&e);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND state = 'queued'",
+                              (long long)later[0]), 1);
+    assert_true(tu_poll(5000, nb_wall_ms() > exp));
+    char db[1200];
+    snprintf(db, sizeof db, "%s", e.db);
+    start_db = db;
+    start(&e, NULL, NULL);
+    start_db = NULL;
+    assert_true(tu_poll(5000, job_state(&e, later[0]) == NPUBENCH__JOB_STATE__JOB_CANCELLED));
+    assert_int_equal(job_state(&e, never[0]), NPUBENCH__JOB_STATE__JOB_QUEUED);
+    stop(&e);
+    /* the CLI reads it as expired: exit 5 */
+    char args[64];
+    snprintf(args, sizeof args, "job %lld", (long long)later[0]);
+    expect_cli(db, 5, "", args);
+    snprintf(args, sizeof args, "job %lld", (long long)never[0]);
+    expect_cli(db, 5, "", args); /* still queued: pending, also 5 */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' jobs --outcome expired --json --db '%s'",
+             tu_env("NB_BIN", "npubench"), db);
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    char want[64];
+    snprintf(want, sizeof want, "\"job_id\":%lld,", (long long)later[0]);
+    assert_non_null(strstr(r.out, want));
+    snprintf(want, sizeof want, "\"job_id\":%lld,", (long long)never[0]);
+    assert_null(strstr(r.out, want));
+    free(r.out);
 }
 
 static void test_import_and_history_cli(void **s)
@@ -2018,6 +2430,10 @@ int main(void)
         cmocka_unit_test(test_many_clients_exactly_once),
         cmocka_unit_test(test_model_aliases_in_history),
         cmocka_unit_test(test_compare_verdicts),
+        cmocka_unit_test(test_queue_expiry),
+        cmocka_unit_test(test_board_health),
+        cmocka_unit_test(test_compare_reference_cli),
+        cmocka_unit_test(test_compare_verify_prompts),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -320,6 +320,99 @@ static void expect_cli(const char *url, int code, const char *args, const char *
     free(expect_out(url, code, args, needles));
 }
 
+/* Board health with real processes: a coordinator with health checks on, two boards whose
+ * first deployment passes mlir-air's verify and crashes in it (exec stand-ins, no model).
+ * Each check runs the worker's device probe and a 1-prompt verify; the failing board is
+ * quarantined (a job pinned to it waits), the other takes jobs; `workers` shows both with
+ * what the probe read; drain / undrain by board. */
+static void test_lab_health(void **s)
+{
+    (void)s;
+    static const air_dep good[] = {{"Llama-3.2-1B-Instruct", "llama32_1b.py", "pass", ""}};
+    static const air_dep bad[] = {{"air-crash", "llama32_3b.py", "crash", ""}};
+    char gpath[1200], bpath[1200], url[1200], db[1200];
+    air_file("health-good.json", good, 1, gpath, sizeof gpath);
+    air_file("health-bad.json", bad, 1, bpath, sizeof bpath);
+    snprintf(url, sizeof url, "ipc://%s/health.sock", tu_group_tmp());
+    snprintf(db, sizeof db, "%s/health.db", tu_group_tmp());
+    pid_t c = spawn("coord-health.log", COORD_ARGS " --health-interval 1h --health-retry 1h",
+                    url, db);
+    pid_t wg = spawn("w-hg.log", WORKER_ARGS " --deployments '%s'", url, "hgood", 27, gpath);
+    pid_t wb = spawn("w-hb.log", WORKER_ARGS " --deployments '%s'", url, "hbad", 28, bpath);
+    wait_workers(url, 2);
+    const char *q = "SELECT count(*) FROM boards WHERE health = '%s'";
+    assert_true(tu_poll(60000, db_int(db, q, "ok") == 1 && db_int(db, q, "failed") == 1));
+    assert_int_equal(db_int(db, q, "ok"), 1);
+    assert_int_equal(db_int(db, q, "failed"), 1);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM boards WHERE board = '%s' AND health = "
+                                "'failed' AND detail LIKE 'health check job %%: UNAVAILABLE: %%'",
+                            "hbad"), 1);
+    /* the check's log has the device probe; no history run for either check */
+    /* (the worker's log lines are appended just after the result commits) */
+    assert_true(tu_poll(10000, db_int(db, "SELECT count(*) FROM job_logs l JOIN jobs j ON "
+                                          "j.id = l.job_id WHERE j.kind = 'health' AND l.text "
+                                          "LIKE '%%device probe: driver %%kernels %%'") == 2));
+    assert_int_equal(db_int(db, "SELECT count(*) FROM runs"), 0);
+    const char *listed[] = {"\"board\":\"hbad\"", "\"health\":\"failed\"",
+                            "\"health\":\"ok\"", "\"kernel_path\":\"", "\"cpu_model\":\"",
+                            "\"driver_version\":\"unknown\"", NULL};
+    expect_cli(url, 0, "workers --json", listed);
+    const char *table[] = {"HEALTH", " failed ", "hbad: last health check: health check job ",
+                           "hgood: driver unknown, firmware unknown, XRT unknown, kernels ", NULL};
+    expect_cli(url, 0, "workers", table);
+    /* quarantined: a job for the failing board waits; the healthy board runs its own */
+    char *out = expect_out(url, 0, "submit verify --model air-crash --board hbad --json", NULL);
+    char *idp = strstr(out, "\"job_ids\":[");
+    assert_non_null(idp);
+    long long waiting = strtoll(idp + 11, NULL, 10);
+    free(out);
+    const char *pass[] = {"done: pass", NULL};
+    expect_cli(url, 0, "submit verify --model Llama-3.2-1B-Instruct --board hgood --wait", pass);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM jobs WHERE id = %lld AND state = "
+                                "'queued'", waiting), 1);
+    /* and says why (the reasons are refreshed every second) */
+    assert_true(tu_poll(10000, db_int(db, "SELECT count(*) FROM jobs WHERE id = %lld AND "
+                                          "queued_reason LIKE '%%board hbad could run it but is "
+                                          "quarantined (failed its health check)%%'",
+                                      waiting) == 1));
+    const char *drained[] = {"board hgood drained: 0 jobs still running there, no new ones",
+                             NULL};
+    expect_cli(url, 0, "workers drain hgood", drained);
+    const char *undrained[] = {"board hgood undrained", NULL};
+    expect_cli(url, 0, "workers undrain hgood", undrained);
+
+    /* the nightly matrix in one command: model x board, one JUnit file, the worst exit */
+    char junit[1300], args[2048];
+    snprintf(junit, sizeof junit, "%s/matrix.xml", tu_group_tmp());
+    snprintf(args, sizeof args, "submit matrix --models Llama-3.2-1B-Instruct --boards strix "
+             "--kinds verify,profile --timeout 120 --junit '%s' --format csv", junit);
+    const char *mx[] = {"MODEL,BOARD,GATE,TTFT ms,TPS,FLAGS,JOBS\n",
+                        "\nLlama-3.2-1B-Instruct,hgood,PASS,", NULL};
+    out = expect_out(url, 0, args, mx);
+    assert_null(strstr(out, "hbad")); /* it serves no Llama */
+    free(out);
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s' 2>/dev/null "
+             "&& grep -c '<testsuite ' '%s'", tu_env("NB_SRC", "."), junit, junit);
+    tu_result x = tu_run(cmd);
+    assert_int_equal(x.code, 0);
+    assert_string_equal(x.out, "2\n"); /* the verify's and the profile's */
+    free(x.out);
+    /* a model of the quarantined board waits: the deadline passes, exit 5, named */
+    const char *late[] = {"air-crash,hbad,-,-,-,verify: pending", "gave up after 3 s", NULL};
+    out = expect_out(url, 5, "submit matrix --models air-crash --boards strix --kinds verify "
+                             "--timeout 3 --format csv", late);
+    long long group = strtoll(strstr(out, "job ") + 4, NULL, 10);
+    free(out);
+    /* given up on, so cancelled as expired: nothing runs that no one awaits */
+    assert_int_equal(db_int(db, "SELECT count(*) FROM jobs WHERE id = %lld AND state = "
+                                "'cancelled' AND error LIKE 'expired: submit matrix gave up%%'",
+                            group), 1);
+    kill9(wg);
+    kill9(wb);
+    kill9(c);
+    logs_clean();
+}
+
 /* mlir-air through exec, every job kind through the CLI: a coordinator and one worker
  * serving the stand-ins of the five script families and the faults. No model needed. */
 static void test_lab_exec(void **s)
@@ -717,9 +810,10 @@ static void test_embedded_history(void **s)
     assert_int_equal(r.code, 0);
     free(r.out);
     r = cli("compare 2 --against reference --db '%s'", db);
-    /* the reference deployment's only run with metrics is run 2 itself */
+    /* the reference deployment's only other run is the verify: not like a run */
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.out, "no other run"));
+    assert_non_null(strstr(r.out, "no other run like run 2"));
+    assert_non_null(strstr(r.out, "1 is another kind"));
     free(r.out);
     r = cli("run --n-tokens 4 --reps 2 --warmup 0 --ignore-eos --db '%s'", db);
     assert_int_equal(r.code, 0);
@@ -728,13 +822,16 @@ static void test_embedded_history(void **s)
      * against known numbers is test_service_api's test_compare_verdicts) */
     r = cli("compare 3 --against reference --tolerance 1000 --db '%s'", db);
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "vs reference (× / %)"));
+    assert_non_null(strstr(r.out, "matched: run 2, the newest of 1 like run "));
+    assert_non_null(strstr(r.out, "Base (run 2)"));
     assert_non_null(strstr(r.out, "TTFT (ms)"));
     assert_non_null(strstr(r.out, "Decode (ms/token)"));
+    assert_non_null(strstr(r.out, "TPOT (ms)"));
+    assert_non_null(strstr(r.out, "(2 vs 2)")); /* the U test over both runs' repetitions */
     free(r.out);
     r = cli("compare 3 2 --tolerance 1000 --db '%s'", db);
     assert_int_equal(r.code, 0);
-    assert_non_null(strstr(r.out, "vs run 2 (× / %)"));
+    assert_non_null(strstr(r.out, "New (run 3)"));
     free(r.out);
 }
 
@@ -907,7 +1004,8 @@ static void test_lab_outputs(void **s)
     assert_null(strstr(out, "\"label\"")); /* ids, not prose */
     free(out);
     snprintf(args, sizeof args, "compare %lld %lld --format csv", runs[1], runs[0]);
-    const char *cmp_csv[] = {"metric,base_run,base,run,value,delta_pct,regression\n", NULL};
+    const char *cmp_csv[] = {"metric,base_run,base,run,value,delta_pct,regression,p_value\n",
+                             ",+0.00,no,1\n", NULL}; /* the same numbers: p = 1 */
     free(expect_out(url, 0, args, cmp_csv));
     static const char *const help_cmds[] = {"history", "jobs", "job", "wait", "submit",
                                             "workers", "compare", "cancel"};
@@ -932,6 +1030,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lab_ipc, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_exec, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_outputs, tu_teardown_kill),
+        cmocka_unit_test_teardown(test_lab_health, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_faults_tcp, tu_teardown_kill),
         cmocka_unit_test_teardown(test_embedded_history, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_durability, tu_teardown_kill),

@@ -16,6 +16,7 @@
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_log.h"
+#include "nb_probe.h"
 #include "nb_rpc.h"
 #include "nb_time.h"
 #include "nb_wire.h"
@@ -202,6 +203,14 @@ static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n
     info.version = d->version;
     info.instance_id = d->instance_id;
     info.holds_device_lock = 1; /* nb_daemon_start took it before dialing */
+    nb_probe pr;
+    nb_probe_read(&pr);
+    info.driver_version = pr.driver;
+    info.firmware_version = pr.firmware;
+    info.xrt_version = pr.xrt;
+    info.kernel_path = pr.kernel_path;
+    info.cpu_model = pr.cpu_model;
+    info.toolchain = pr.toolchain;
     Npubench__RegisterRequest req = NPUBENCH__REGISTER_REQUEST__INIT;
     req.info = &info;
     rc = pack(&req, buf, len, err);

@@ -16,6 +16,7 @@
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
 #include "nb_exec.h"
+#include "nb_exec_deploy.h"
 #include "nb_file.h"
 #include "nb_hash.h"
 #include "nb_job.h"
@@ -23,6 +24,7 @@
 #include "nb_json.h"
 #include "nb_kernels.h"
 #include "nb_lru.h"
+#include "nb_probe.h"
 #include "nb_report.h"
 #include "nb_rpc.h"
 #include "nb_sha256.h"
@@ -763,6 +765,29 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     nb_code rc = nb_job_validate_spec(s, err);
     if (rc)
         return rc;
+    if (s->kind == NPUBENCH__JOB_KIND__HEALTH) {
+        /* LAVA's health job: what the device reports, then a short verify through it. */
+        nb_probe pr;
+        char line[1024];
+        nb_probe_read(&pr);
+        nb_probe_line(&pr, line, sizeof line);
+        job_log(j, "health check: device probe: %s", line);
+        Npubench__JobSpec v = *s;
+        v.kind = NPUBENCH__JOB_KIND__VERIFY;
+        v.max_prompts = 1;
+        if (!v.n_tokens)
+            v.n_tokens = 4;
+        const nb_deployment *hd;
+        if (resolve(j->ctx, &v, &hd, err) == NB_OK && hd->exec &&
+            !nb_exec_deploy_supports(hd->exec, NPUBENCH__JOB_KIND__VERIFY)) {
+            /* Nothing to verify with: the probe is all a check can do there. */
+            job_log(j, "health check: %s has no verify command; the device probe is the check",
+                    hd->name);
+            res->outcome = NPUBENCH__OUTCOME__PASS;
+            return fill_env_deploy(j, NULL, hd, res, err);
+        }
+        return execute(j, &v, res, err);
+    }
     const nb_deployment *dep;
     if ((rc = resolve(j->ctx, s, &dep, err)))
         return rc;
