@@ -253,7 +253,7 @@ static void url_host(const char *url, char *host, size_t cap)
     snprintf(host, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
 }
 
-static int url_is_local(const char *url)
+int nb_coord_url_is_local(const char *url)
 {
     char host[256];
     url_host(url, host, sizeof host);
@@ -266,7 +266,7 @@ static int url_is_local(const char *url)
 static nb_code check_exposure(nb_coord *c, nb_err *err)
 {
     int keyed = c->secret || c->worker_secret || c->admin_secret;
-    if (keyed || url_is_local(c->listen_url))
+    if (keyed || nb_coord_url_is_local(c->listen_url))
         return NB_OK;
     if (!c->o.insecure)
         return nb_err_set(err, NB_EINVAL,
@@ -332,6 +332,8 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
     c->o.tls_ca_file = c->tls_ca;
     c->o.refdir = c->refdir;
     c->o.prompts_dir = c->prompts_dir;
+    c->http_url = dup_opt(o->http_url);
+    c->o.http_url = c->http_url;
 
     nb_coord_opts *p = &c->o;
     if (p->lease_ms <= 0)
@@ -397,6 +399,7 @@ static void free_coord(nb_coord *c)
     free(c->refdir);
     nb_coord_unlock_db(c);
     free(c->prompts_dir);
+    free(c->http_url);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->log_mu);
@@ -456,6 +459,8 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     if ((rc = nb_rpc_server_start(c->srv, err)))
         goto fail;
     bound_text(c->listen_url, nb_rpc_server_url(c->srv), c->bound, sizeof c->bound);
+    if ((rc = nb_coord_http_start(c, err)))
+        goto fail;
     nb_coord_log(c, "serving %s, db %s (%zu expired lease%s requeued, %zu failed)", c->bound,
                  c->db_path, nq, nq == 1 ? "" : "s", nf);
     *out = c;
@@ -470,6 +475,11 @@ const char *nb_coord_url(const nb_coord *c)
     return nb_rpc_server_url(c->srv);
 }
 
+const char *nb_coord_http_url(const nb_coord *c)
+{
+    return c->http ? c->http_bound : NULL;
+}
+
 void nb_coord_stop(nb_coord *c)
 {
     if (!c)
@@ -479,6 +489,7 @@ void nb_coord_stop(nb_coord *c)
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     /* Handlers see `stopping` and return; then no handler touches c. */
+    nb_coord_http_stop(c);
     nb_rpc_server_close(c->srv);
     c->srv = NULL;
     if (c->sweeper_started)
@@ -510,6 +521,8 @@ nb_code nb_coord_run(const nb_coord_opts *o, nb_err *err)
     signal(SIGPIPE, SIG_IGN);
     if (!o->quiet)
         fprintf(stderr, "npubench coordinator: listening on %s\n", c->bound);
+    if (!o->quiet && c->http)
+        fprintf(stderr, "npubench coordinator: dashboard on %s\n", c->http_bound);
     while (!got_signal)
         sleep_ms(100);
     nb_coord_log(c, "signal %d: stopping (queued and running jobs stay in %s)", (int)got_signal,
