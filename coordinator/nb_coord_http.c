@@ -11,7 +11,6 @@
 
 #include "nb_coord_int.h"
 #include "nb_hmac.h"
-#include "nb_dash.h"
 #include "nb_svg.h"
 
 #define COOKIE "npubench_view"
@@ -144,7 +143,7 @@ static nng_http_res *make_res(uint16_t status, const char *ctype, const char *bo
     nng_http_res_set_header(res, "Content-Security-Policy",
                             "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
                             "frame-ancestors 'none'");
-    if (body && nng_http_res_copy_data(res, body, len)) {
+    if (body && len && nng_http_res_copy_data(res, body, len)) {
         nng_http_res_free(res);
         return NULL;
     }
@@ -200,10 +199,13 @@ static nng_http_res *serve(nb_coord *c, nng_http_req *req)
     switch (check_auth(c, req, q ? q + 1 : NULL, token)) {
     case AUTH_OK: break;
     case AUTH_SET_COOKIE: {
-        nng_http_res *res = make_res(NNG_HTTP_STATUS_SEE_OTHER, "text/plain", "", 0);
-        char cookie[160], loc[NB_DASH_NAME_MAX + 2];
+        char cookie[160], loc[NB_DASH_NAME_MAX + 2], body[NB_DASH_NAME_MAX + 16];
         snprintf(cookie, sizeof cookie, COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", token);
         snprintf(loc, sizeof loc, "/%s", name);
+        /* a body, so the answer has a length and a kept-alive connection goes on */
+        int blen = snprintf(body, sizeof body, "see %s\n", loc);
+        nng_http_res *res =
+            make_res(NNG_HTTP_STATUS_SEE_OTHER, "text/plain", body, (size_t)blen);
         if (res && (nng_http_res_set_header(res, "Set-Cookie", cookie) ||
                     nng_http_res_set_header(res, "Location", loc))) {
             nng_http_res_free(res);
@@ -223,13 +225,7 @@ static nng_http_res *serve(nb_coord *c, nng_http_req *req)
     }
 
     nb_dash_opts o;
-    memset(&o, 0, sizeof o);
-    pthread_mutex_lock(&c->mu);
-    o.draining = c->draining;
-    pthread_mutex_unlock(&c->mu);
-    o.band_runs = (size_t)c->o.regression_last_n;
-    o.band_rel = c->o.regression_min_rel;
-    o.generated_by = c->bound;
+    nb_coord_dash_opts(c, &o);
     char *body = NULL;
     size_t len = 0;
     const char *ctype = NULL;

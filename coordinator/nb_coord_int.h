@@ -9,6 +9,7 @@
 
 #include "nb_arena.h"
 #include "nb_coord.h"
+#include "nb_dash.h"
 #include "nb_db.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
@@ -128,6 +129,13 @@ int nb_coord_url_is_local(const char *url);
 nb_code nb_coord_http_start(nb_coord *c, nb_err *err);
 /* Stops it and waits for its requests; before the database closes. */
 void nb_coord_http_stop(nb_coord *c);
+
+/* ---- nb_coord_dash.c: the dashboard as files over RPC ---- */
+
+/* The pages' options from the coordinator's state (drain) and its regression settings. */
+void nb_coord_dash_opts(nb_coord *c, nb_dash_opts *o);
+/* Registers npubench.Client/Dashboard (client role). */
+nb_code nb_coord_register_dash_api(nb_coord *c, nb_err *err);
 
 /* ---- nb_coord_reg.c: the in-memory registry (all take c->mu) ---- */
 
