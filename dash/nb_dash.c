@@ -284,6 +284,11 @@ static int name_index(char (*names)[NB_DB_NAME_MAX], size_t *n, const char *s)
     return (int)(*n)++;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
 static nb_code gate_rows(nb_db *db, nb_db_history_row **rows, size_t *n, nb_err *err)
 {
     *rows = NULL;
@@ -348,6 +353,9 @@ static nb_code matrix_build(nb_db *db, matrix *m, nb_err *err)
         name_index(m->models, &m->nm, m->rows[i].model);
         name_index(m->boards, &m->nb, m->rows[i].board);
     }
+    /* rows and columns in name order, so a page reads the same whatever ran last */
+    qsort(m->models, m->nm, sizeof *m->models, cmp_name);
+    qsort(m->boards, m->nb, sizeof *m->boards, cmp_name);
     m->cell = malloc((m->nm * m->nb + 1) * sizeof *m->cell);
     if (!m->cell) {
         matrix_free(m);

@@ -158,8 +158,10 @@ nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err)
     char a[32], b[32];
     nb_time_iso(a, p->pts[0].when_ms);
     nb_time_iso(b, p->pts[p->n - 1].when_ms);
-    fprintf(f, "<text x=\"%d\" y=\"%d\">%.10s</text>\n", PAD_L, NB_SVG_H_PX - PAD_B + 16, a);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.10s</text>\n", NB_SVG_W - PAD_R,
+    /* "YYYY-MM-DD HH:MM": a day's runs still read apart */
+    a[10] = b[10] = ' ';
+    fprintf(f, "<text x=\"%d\" y=\"%d\">%.16s</text>\n", PAD_L, NB_SVG_H_PX - PAD_B + 16, a);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.16s</text>\n", NB_SVG_W - PAD_R,
             NB_SVG_H_PX - PAD_B + 16, b);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">%zu run%s (%s "
                "is better)</text>\n",
