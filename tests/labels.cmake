@@ -1,2 +1,3 @@
 set_tests_properties(test_e2e_verify PROPERTIES LABELS e2e)
 set_tests_properties(test_service_lab PROPERTIES LABELS e2e)
+set_tests_properties(test_dashboard_ci PROPERTIES LABELS e2e)

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nb_dash.h"
@@ -507,33 +509,32 @@ static void url_key(char *out, size_t cap)
     out[o] = '\0';
 }
 
-/* Chromium headless on the page (with the key, signing in as a browser would); the DOM it
- * built, and a screenshot when shot is set. */
+/* Chromium headless on the page (with the key, signing in as a browser would): the DOM it
+ * built, and in the same run a screenshot into the build dir when shot is set. */
 static char *browse(const char *browser, const char *name, int with_key, const char *shot)
 {
     char ek[256] = "";
     if (with_key)
         url_key(ek, sizeof ek);
-    char profile[1200];
+    char profile[1200], dir[1200], shot_flag[1400] = "";
     snprintf(profile, sizeof profile, "%s/chromium-profile", tu_group_tmp());
-    const char *flags = "--headless --no-sandbox --disable-gpu --no-first-run "
-                        "--disable-dev-shm-usage --hide-scrollbars";
+    snprintf(dir, sizeof dir, "%s/tests/dashboard", tu_env("NB_BUILD", "."));
+    if (shot) {
+        mkdir(dir, 0755);
+        snprintf(shot_flag, sizeof shot_flag, "--screenshot='%s/%s'", dir, shot);
+        char old[1400];
+        snprintf(old, sizeof old, "%s/%s", dir, shot);
+        unlink(old); /* a stale one must not pass for this run's */
+    }
     snprintf(cmd, sizeof cmd,
-             "'%s' %s --user-data-dir='%s' --dump-dom '%s%s%s%s' 2>/dev/null", browser, flags,
-             profile, lab.http, name, with_key ? "?key=" : "", ek);
+             "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage "
+             "--hide-scrollbars --user-data-dir='%s' --window-size=1280,1000 %s --dump-dom "
+             "'%s%s%s%s' 2>/dev/null",
+             browser, profile, shot_flag, lab.http, name, with_key ? "?key=" : "", ek);
     tu_result r = tu_run(cmd);
     if (r.code != 0 || !r.out || !strstr(r.out, "</html>"))
         fail_msg("chromium could not load %s (exit %d):\n%s", name, r.code, r.out ? r.out : "");
     if (shot) {
-        char dir[1200];
-        snprintf(dir, sizeof dir, "%s/tests/dashboard", tu_env("NB_BUILD", "."));
-        mkdir(dir, 0755);
-        snprintf(cmd, sizeof cmd,
-                 "'%s' %s --user-data-dir='%s' --window-size=1280,1000 --screenshot='%s/%s' "
-                 "'%s%s%s%s' >/dev/null 2>&1",
-                 browser, flags, profile, dir, shot, lab.http, name, with_key ? "?key=" : "", ek);
-        tu_result s = tu_run(cmd);
-        free(s.out);
         char png[1400];
         snprintf(png, sizeof png, "%s/%s", dir, shot);
         struct stat st;
@@ -684,6 +685,50 @@ static void test_ci_example(void **s)
     free(queue);
 }
 
+/* SIGTERM, then its exit status (-1 when it did not exit within 20 s: killed then). */
+static int stop(pid_t *pid)
+{
+    if (!*pid)
+        return 0;
+    kill(*pid, SIGTERM);
+    int st = 0;
+    int gone = tu_poll(20000, waitpid(*pid, &st, WNOHANG) == *pid);
+    if (!gone) {
+        tu_kill(*pid);
+        *pid = 0;
+        return -1;
+    }
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        if (tu_tracked()[i] == *pid)
+            tu_tracked()[i] = 0;
+    *pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The worker and the coordinator stop cleanly on SIGTERM, and no process printed a sanitizer
+ * report (under ASan the exit also runs the leak check over the dashboard's serving). */
+static void test_stop_clean(void **s)
+{
+    (void)s;
+    if (!lab.coord)
+        tu_skip("no coordinator was started (the tests before it skipped)");
+    assert_int_equal(stop(&lab.worker), 0);
+    assert_int_equal(stop(&lab.coord), 0);
+    snprintf(cmd, sizeof cmd,
+             "cat '%s'/*.log | grep -c -e AddressSanitizer -e 'runtime error' -e LeakSanitizer",
+             tu_group_tmp());
+    tu_result r = tu_run(cmd);
+    int n = r.out ? atoi(r.out) : -1;
+    free(r.out);
+    if (n != 0) {
+        snprintf(cmd, sizeof cmd, "cat '%s'/*.log", tu_group_tmp());
+        tu_result all = tu_run(cmd);
+        print_message("%s", all.out ? all.out : "");
+        free(all.out);
+    }
+    assert_int_equal(n, 0);
+}
+
 static int group_teardown(void **state)
 {
     if (lab.worker)
@@ -693,14 +738,31 @@ static int group_teardown(void **state)
     return tu_group_teardown(state);
 }
 
-int main(void)
+/* argv[1] "pages": the pages in-process and in the browser (no model); "ci": the CI example
+ * through a real worker running the model (e2e: slow under the sanitizers); none: both. */
+int main(int argc, char **argv)
 {
-    const struct CMUnitTest tests[] = {
+    const char *part = argc > 1 ? argv[1] : "";
+    const struct CMUnitTest pages[] = {
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
         cmocka_unit_test(test_export_links),
-        cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_browser),
+        cmocka_unit_test(test_stop_clean),
     };
-    return tu_run_group(tests, tu_group_setup, group_teardown);
+    const struct CMUnitTest ci[] = {
+        cmocka_unit_test(test_pages), /* seeds the database the coordinator serves */
+        cmocka_unit_test(test_ci_example),
+        cmocka_unit_test(test_stop_clean),
+    };
+    const struct CMUnitTest all[] = {
+        cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
+        cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
+        cmocka_unit_test(test_browser),     cmocka_unit_test(test_stop_clean),
+    };
+    if (!strcmp(part, "pages"))
+        return tu_run_group(pages, tu_group_setup, group_teardown);
+    if (!strcmp(part, "ci"))
+        return tu_run_group(ci, tu_group_setup, group_teardown);
+    return tu_run_group(all, tu_group_setup, group_teardown);
 }
