@@ -62,7 +62,7 @@ static long query_param(const char *query, const char *name, char *out, size_t c
             size_t o = 0;
             for (size_t i = nl + 1; i < n; i++) {
                 int ch = (unsigned char)p[i];
-                if (ch == '%' && i + 2 < n + 1 && hexval(p[i + 1]) >= 0 && hexval(p[i + 2]) >= 0) {
+                if (ch == '%' && i + 2 < n && hexval(p[i + 1]) >= 0 && hexval(p[i + 2]) >= 0) {
                     ch = hexval(p[i + 1]) * 16 + hexval(p[i + 2]);
                     i += 2;
                 } else if (ch == '+') {

@@ -7,7 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -545,6 +549,82 @@ static char *browse(const char *browser, const char *name, int with_key, const c
     return r.out;
 }
 
+/* One raw HTTP/1.1 request to the dashboard (extra header lines as given); the status code
+ * of the answer, 0 when none came (the connection closed). */
+static int http_status(const char *target, const char *headers)
+{
+    char host[256];
+    int port = 0;
+    if (sscanf(lab.http, "http://%255[^:]:%d", host, &port) != 2)
+        fail_msg("cannot read %s", lab.http);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    static char req[70000];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n",
+                     target, host, headers);
+    assert_true(n > 0 && (size_t)n < sizeof req);
+    for (int off = 0; off < n;) {
+        ssize_t w = send(fd, req + off, (size_t)(n - off), MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (int)w;
+    }
+    char buf[64] = "";
+    ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    buf[got > 0 ? got : 0] = '\0';
+    int status = 0;
+    return sscanf(buf, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
+}
+
+/* The credentials a script uses and hostile requests: refused or answered, never a crash. */
+static void test_http_auth(void **s)
+{
+    (void)s;
+    lab_up();
+    char hdr[512], wkey[256];
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", lab.key);
+    assert_int_equal(http_status("/boards.html", hdr), 200);
+    assert_int_equal(http_status("/boards.html", ""), 401);
+    FILE *f = fopen(lab.worker_key, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(wkey, sizeof wkey, f));
+    fclose(f);
+    wkey[strcspn(wkey, "\n")] = '\0';
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", wkey);
+    assert_int_equal(http_status("/boards.html", hdr), 403); /* the worker key is no viewer */
+    assert_int_equal(http_status("/boards.html", "Authorization: Bearer x\r\n"), 401);
+    assert_int_equal(http_status("/boards.html", "Cookie: npubench_view=00\r\n"), 401);
+    /* hostile: broken escapes, a key too long for any key file, junk cookies, long paths */
+    static char big[20000];
+    memset(big, 'A', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    const char *const targets[] = {"/?key=%", "/?key=%4", "/?key=%zz&key=", "/?&&&key",
+                                   "/run-1.html?key=%00%00", "/%2e%2e/etc/passwd", "/run-.html",
+                                   NULL};
+    for (size_t i = 0; targets[i]; i++) {
+        int st = http_status(targets[i], "");
+        if (st != 401 && st != 404 && st != 400)
+            fail_msg("%s: status %d", targets[i], st);
+    }
+    static char target[21000];
+    snprintf(target, sizeof target, "/?key=%s", big);
+    http_status(target, ""); /* refused or the connection dropped, either is fine */
+    snprintf(target, sizeof target, "/%s", big);
+    http_status(target, "");
+    snprintf(hdr, sizeof hdr, "Cookie: a=b; npubench_view=; npubench_view=%.200s\r\n", big);
+    assert_int_equal(http_status("/", hdr), 401);
+    /* and the server still answers */
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", lab.key);
+    assert_int_equal(http_status("/index.html", hdr), 200);
+    assert_int_equal(http_status("/run-999999.html", hdr), 404);
+}
+
 static void test_browser(void **s)
 {
     (void)s;
@@ -747,6 +827,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
         cmocka_unit_test(test_export_links),
+        cmocka_unit_test(test_http_auth),
         cmocka_unit_test(test_browser),
         cmocka_unit_test(test_stop_clean),
     };
@@ -758,7 +839,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
-        cmocka_unit_test(test_browser),     cmocka_unit_test(test_stop_clean),
+        cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_browser),
+        cmocka_unit_test(test_stop_clean),
     };
     if (!strcmp(part, "pages"))
         return tu_run_group(pages, tu_group_setup, group_teardown);
