@@ -379,10 +379,35 @@ static void test_export_links(void **s)
         }
     }
     assert_true(links > n);
+    nb_db_close(db);
+
+    /* `report --html DIR --db DB`: the same files, through the embedded coordinator */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/local-report", tu_group_tmp());
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' report --html '%s' --db '%s'",
+             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), dir, seed.db);
+    tu_result r = tu_run(cmd);
+    if (r.code)
+        fail_msg("report --html --db: exit %d\n%s", r.code, r.out ? r.out : "");
+    free(r.out);
+    for (size_t i = 0; i < f->n; i++) {
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, f->names[i]);
+        if (access(path, R_OK))
+            fail_msg("report --html did not write %s", path);
+    }
+    snprintf(cmd, sizeof cmd, "ls '%s' | wc -l", dir);
+    r = tu_run(cmd);
+    assert_int_equal(r.out ? (size_t)atol(r.out) : 0, f->n);
+    free(r.out);
+    /* a usage error without --html */
+    snprintf(cmd, sizeof cmd, "'%s' report --db '%s'", tu_env("NB_BIN", "npubench"), seed.db);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 2);
+    free(r.out);
     for (size_t i = 0; i < f->n; i++)
         free(f->data[i]);
     free(f);
-    nb_db_close(db);
 }
 
 /* ---- a real coordinator; Chromium ---- */
