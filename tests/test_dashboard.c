@@ -625,6 +625,9 @@ static void test_http_auth(void **s)
     assert_int_equal(http_status("/boards.html", hdr), 403); /* the worker key is no viewer */
     assert_int_equal(http_status("/boards.html", "Authorization: Bearer x\r\n"), 401);
     assert_int_equal(http_status("/boards.html", "Cookie: npubench_view=00\r\n"), 401);
+    /* a cookie of the token's shape that no key made */
+    snprintf(hdr, sizeof hdr, "Cookie: npubench_view=%064d\r\n", 0);
+    assert_int_equal(http_status("/boards.html", hdr), 401);
     /* hostile: broken escapes, a key too long for any key file, junk cookies, long paths */
     static char big[20000];
     memset(big, 'A', sizeof big - 1);
