@@ -24,6 +24,8 @@ int nb_cmd_coordinator(int argc, char **argv)
         {"listen", NB_OPT_STR, &o.listen_url, 0, 0, "URL to serve: tcp://host:port, ipc://path, "
                                                     "tls+tcp://host:port"},
         {"db", NB_OPT_STR, &o.db_path, 0, 0, "SQLite queue + history file (created)"},
+        {"http", NB_OPT_STR, &o.http_url, 0, 0,
+         "read-only web dashboard at http://host:port (viewers use the client key)"},
         {"secret", NB_OPT_STR, &secret, 0, 0, "refused: use --secret-file"},
         {"secret-file", NB_OPT_STR, &files[0], 0, 0,
          "client key (mode 0600; default $NPUBENCH_SECRET); alone: the key of every role"},

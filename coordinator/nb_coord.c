@@ -255,7 +255,7 @@ static void url_host(const char *url, char *host, size_t cap)
     snprintf(host, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
 }
 
-static int url_is_local(const char *url)
+int nb_coord_url_is_local(const char *url)
 {
     char host[256];
     url_host(url, host, sizeof host);
@@ -268,7 +268,7 @@ static int url_is_local(const char *url)
 static nb_code check_exposure(nb_coord *c, nb_err *err)
 {
     int keyed = c->secret || c->worker_secret || c->admin_secret;
-    if (keyed || url_is_local(c->listen_url))
+    if (keyed || nb_coord_url_is_local(c->listen_url))
         return NB_OK;
     if (!c->o.insecure)
         return nb_err_set(err, NB_EINVAL,
@@ -334,6 +334,8 @@ static nb_code copy_opts(nb_coord *c, const nb_coord_opts *o, nb_err *err)
     c->o.tls_ca_file = c->tls_ca;
     c->o.refdir = c->refdir;
     c->o.prompts_dir = c->prompts_dir;
+    c->http_url = dup_opt(o->http_url);
+    c->o.http_url = c->http_url;
 
     nb_coord_opts *p = &c->o;
     if (p->lease_ms <= 0)
@@ -409,6 +411,7 @@ static void free_coord(nb_coord *c)
     free(c->refdir);
     nb_coord_unlock_db(c);
     free(c->prompts_dir);
+    free(c->http_url);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->log_mu);
@@ -458,7 +461,8 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     ro.tls_ca_file = c->tls_ca;
     if ((rc = nb_rpc_server_open(c->listen_url, &ro, &c->srv, err)))
         goto fail;
-    if ((rc = nb_coord_register_client_api(c, err)) || (rc = nb_coord_register_worker_api(c, err)))
+    if ((rc = nb_coord_register_client_api(c, err)) || (rc = nb_coord_register_worker_api(c, err)) ||
+        (rc = nb_coord_register_dash_api(c, err)))
         goto fail;
     if (pthread_create(&c->sweeper, NULL, sweeper_main, c) != 0) {
         rc = nb_err_set(err, NB_EINTERNAL, "coordinator: cannot start the sweeper thread");
@@ -468,6 +472,8 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     if ((rc = nb_rpc_server_start(c->srv, err)))
         goto fail;
     bound_text(c->listen_url, nb_rpc_server_url(c->srv), c->bound, sizeof c->bound);
+    if ((rc = nb_coord_http_start(c, err)))
+        goto fail;
     nb_coord_log(c, "serving %s, db %s (%zu expired lease%s requeued, %zu failed)", c->bound,
                  c->db_path, nq, nq == 1 ? "" : "s", nf);
     *out = c;
@@ -482,6 +488,11 @@ const char *nb_coord_url(const nb_coord *c)
     return nb_rpc_server_url(c->srv);
 }
 
+const char *nb_coord_http_url(const nb_coord *c)
+{
+    return c->http ? c->http_bound : NULL;
+}
+
 void nb_coord_stop(nb_coord *c)
 {
     if (!c)
@@ -491,6 +502,7 @@ void nb_coord_stop(nb_coord *c)
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     /* Handlers see `stopping` and return; then no handler touches c. */
+    nb_coord_http_stop(c);
     nb_rpc_server_close(c->srv);
     c->srv = NULL;
     if (c->sweeper_started)
@@ -522,6 +534,8 @@ nb_code nb_coord_run(const nb_coord_opts *o, nb_err *err)
     signal(SIGPIPE, SIG_IGN);
     if (!o->quiet)
         fprintf(stderr, "npubench coordinator: listening on %s\n", c->bound);
+    if (!o->quiet && c->http)
+        fprintf(stderr, "npubench coordinator: dashboard on %s\n", c->http_bound);
     while (!got_signal)
         sleep_ms(100);
     nb_coord_log(c, "signal %d: stopping (queued and running jobs stay in %s)", (int)got_signal,

@@ -51,6 +51,8 @@ typedef struct nb_coord_opts {
     int64_t health_interval_ms;
     int64_t health_retry_ms;
     int health_errors;
+    const char *http_url;     /* the read-only web dashboard: http://host:port (":0" picks a
+                                 port); NULL = none. Loopback only without keys, as listen */
 } nb_coord_opts;
 
 typedef struct nb_coord nb_coord;
@@ -66,6 +68,10 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err);
 
 /* The URL clients and workers dial (the bound port for ":0"). Owned by c. */
 const char *nb_coord_url(const nb_coord *c);
+
+/* The dashboard's URL with the bound port (http://127.0.0.1:8080/), or NULL when
+ * http_url was not given. Owned by c. */
+const char *nb_coord_http_url(const nb_coord *c);
 
 /* Stops serving (wakes long polls, waits for running handlers), stops the
  * sweeper, closes the database and frees c. Jobs stay in the database:

@@ -9,6 +9,7 @@
 
 #include "nb_arena.h"
 #include "nb_coord.h"
+#include "nb_dash.h"
 #include "nb_db.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
@@ -86,6 +87,10 @@ struct nb_coord {
     pthread_mutex_t log_mu;   /* log_keys */
     coord_logkey log_keys[COORD_LOG_KEYS];
     int draining;             /* admin Drain: no new leases */
+    char *http_url;            /* the dashboard (nb_coord_http.c); NULL = none */
+    void *http;                /* its nng_http_server */
+    char http_bound[300];      /* http://host:port/ really bound */
+    int http_inflight;         /* dashboard requests running (under mu) */
 };
 
 /* ---- nb_coord.c ---- */
@@ -113,6 +118,24 @@ int nb_coord_wait_queue(nb_coord *c, uint64_t *qgen, int64_t until_ms);
  * the request's deadline minus a margin for the reply to travel back. */
 int64_t nb_coord_poll_until(nb_coord *c, const nb_rpc_request *req, int wait_ms);
 void nb_coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n);
+
+/* 1 when url cannot be reached from another host (loopback, ipc, inproc). */
+int nb_coord_url_is_local(const char *url);
+
+/* ---- nb_coord_http.c: the read-only web dashboard ---- */
+
+/* Serves the dashboard at c->http_url (nothing when NULL); refuses a non-loopback URL
+ * without keys unless insecure, as the RPC listen is refused. */
+nb_code nb_coord_http_start(nb_coord *c, nb_err *err);
+/* Stops it and waits for its requests; before the database closes. */
+void nb_coord_http_stop(nb_coord *c);
+
+/* ---- nb_coord_dash.c: the dashboard as files over RPC ---- */
+
+/* The pages' options from the coordinator's state (drain) and its regression settings. */
+void nb_coord_dash_opts(nb_coord *c, nb_dash_opts *o);
+/* Registers npubench.Client/Dashboard (client role). */
+nb_code nb_coord_register_dash_api(nb_coord *c, nb_err *err);
 
 /* ---- nb_coord_reg.c: the in-memory registry (all take c->mu) ---- */
 

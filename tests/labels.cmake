@@ -1,3 +1,4 @@
 set_tests_properties(test_e2e_verify PROPERTIES LABELS e2e)
 set_tests_properties(test_service_lab PROPERTIES LABELS e2e)
 set_tests_properties(test_e2e_gemma PROPERTIES LABELS e2e)
+set_tests_properties(test_dashboard_ci PROPERTIES LABELS e2e)

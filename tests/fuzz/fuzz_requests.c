@@ -24,6 +24,8 @@ static const ProtobufCMessageDescriptor *const messages[] = {
     &npubench__list_jobs_response__descriptor,     &npubench__list_workers_response__descriptor,
     &npubench__watch_job_response__descriptor,     &npubench__history_response__descriptor,
     &npubench__compare_response__descriptor,       &npubench__import_response__descriptor,
+    /* the dashboard export: asked by a client, its files unpacked by `report --html` */
+    &npubench__dashboard_request__descriptor,      &npubench__dashboard_response__descriptor,
 };
 #define N_MESSAGES (sizeof messages / sizeof *messages)
 

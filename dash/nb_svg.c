@@ -1,0 +1,202 @@
+/* nb_svg: one metric of a deployment as an SVG line plot — series, points linked to their
+ * runs, the regression check's noise band, flagged runs in red — written in C, no JS. */
+#include "nb_svg.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_stats.h"
+#include "nb_time.h"
+
+#define PAD_L 64 /* room for the y labels */
+#define PAD_R 16
+#define PAD_T 28
+#define PAD_B 36
+
+void nb_svg_escape(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        switch (ch) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default:
+            /* XML 1.0 has no control characters but tab and newline */
+            fputc(ch < 0x20 && ch != '\t' && ch != '\n' ? '?' : ch, f);
+        }
+    }
+}
+
+int nb_svg_band(const nb_svg_plot *p, size_t i, double *lo, double *hi)
+{
+    if (!p->band_runs || i == 0)
+        return 0;
+    double base[256];
+    size_t nb = 0, want = p->band_runs < 256 ? p->band_runs : 256;
+    for (size_t j = i; j-- > 0 && nb < want;) {
+        if (isfinite(p->pts[j].value))
+            base[nb++] = p->pts[j].value;
+    }
+    if (!nb)
+        return 0;
+    double m = nb_stats_median(base, nb);
+    if (!isfinite(m))
+        return 0;
+    *lo = m - fabs(m) * p->band_rel;
+    *hi = m + fabs(m) * p->band_rel;
+    return 1;
+}
+
+/* The value axis: the points (with their stddev) and the band, with a margin, never a
+ * zero-height range. */
+static void y_range(const nb_svg_plot *p, double *ymin, double *ymax)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < p->n; i++) {
+        double v = p->pts[i].value;
+        if (!isfinite(v))
+            continue;
+        double s = isfinite(p->pts[i].stddev) ? p->pts[i].stddev : 0;
+        lo = fmin(lo, v - s);
+        hi = fmax(hi, v + s);
+        double bl, bh;
+        if (nb_svg_band(p, i, &bl, &bh)) {
+            lo = fmin(lo, bl);
+            hi = fmax(hi, bh);
+        }
+    }
+    double span = hi - lo;
+    if (!(span > 0))
+        span = fabs(hi) > 0 ? fabs(hi) * 0.1 : 1;
+    *ymin = lo - span * 0.08;
+    *ymax = hi + span * 0.08;
+}
+
+typedef struct frame {
+    double ymin, ymax;
+    size_t n;
+} frame;
+
+static double px(const frame *fr, size_t i)
+{
+    double w = NB_SVG_W - PAD_L - PAD_R;
+    return fr->n > 1 ? PAD_L + w * (double)i / (double)(fr->n - 1) : PAD_L + w / 2;
+}
+
+static double py(const frame *fr, double v)
+{
+    double h = NB_SVG_H_PX - PAD_T - PAD_B;
+    return PAD_T + h * (1.0 - (v - fr->ymin) / (fr->ymax - fr->ymin));
+}
+
+static void write_band(FILE *f, const nb_svg_plot *p, const frame *fr)
+{
+    /* upper edge left to right, lower edge back: one closed polygon per run of points
+     * that have a band (a gap only where a point has none, i.e. the first). */
+    size_t first = p->n;
+    for (size_t i = 0; i < p->n; i++) {
+        double lo, hi;
+        if (isfinite(p->pts[i].value) && nb_svg_band(p, i, &lo, &hi)) {
+            first = i;
+            break;
+        }
+    }
+    if (first >= p->n)
+        return;
+    fputs("<path class=\"band\" fill=\"#9ecae1\" fill-opacity=\"0.35\" stroke=\"none\" d=\"", f);
+    int started = 0;
+    for (size_t i = first; i < p->n; i++) {
+        double lo, hi;
+        if (!isfinite(p->pts[i].value) || !nb_svg_band(p, i, &lo, &hi))
+            continue;
+        fprintf(f, "%c%.1f,%.1f ", started ? 'L' : 'M', px(fr, i), py(fr, hi));
+        started = 1;
+    }
+    for (size_t i = p->n; i-- > first;) {
+        double lo, hi;
+        if (!isfinite(p->pts[i].value) || !nb_svg_band(p, i, &lo, &hi))
+            continue;
+        fprintf(f, "L%.1f,%.1f ", px(fr, i), py(fr, lo));
+    }
+    fputs("Z\"><title>noise band: median of the previous runs &#177; the regression "
+          "threshold</title></path>\n",
+          f);
+}
+
+nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err)
+{
+    size_t finite = 0;
+    for (size_t i = 0; i < p->n; i++)
+        finite += isfinite(p->pts[i].value) != 0;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"%d\" "
+            "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
+            "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
+            "<text x=\"%d\" y=\"16\" font-size=\"13\" font-weight=\"bold\">",
+            NB_SVG_W, NB_SVG_H_PX, NB_SVG_W, NB_SVG_H_PX, NB_SVG_W, NB_SVG_H_PX, PAD_L);
+    nb_svg_escape(f, p->title);
+    fputs("</text>\n", f);
+    if (!finite) {
+        fprintf(f, "<text class=\"nodata\" x=\"%d\" y=\"%d\">no data</text>\n</svg>\n",
+                NB_SVG_W / 2 - 24, NB_SVG_H_PX / 2);
+        return ferror(f) ? nb_err_set(err, NB_EIO, "svg: write failed") : NB_OK;
+    }
+    frame fr = {0, 0, p->n};
+    y_range(p, &fr.ymin, &fr.ymax);
+    /* axes and the min / max labels */
+    fprintf(f,
+            "<path class=\"axis\" stroke=\"#444\" fill=\"none\" d=\"M%d,%d L%d,%d L%d,%d\"/>\n",
+            PAD_L, PAD_T, PAD_L, NB_SVG_H_PX - PAD_B, NB_SVG_W - PAD_R, NB_SVG_H_PX - PAD_B);
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n", PAD_L - 4,
+            py(&fr, fr.ymax) + 4, fr.ymax);
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n", PAD_L - 4,
+            py(&fr, fr.ymin), fr.ymin);
+    char a[32], b[32];
+    nb_time_iso(a, p->pts[0].when_ms);
+    nb_time_iso(b, p->pts[p->n - 1].when_ms);
+    /* "YYYY-MM-DD HH:MM": a day's runs still read apart */
+    a[10] = b[10] = ' ';
+    fprintf(f, "<text x=\"%d\" y=\"%d\">%.16s</text>\n", PAD_L, NB_SVG_H_PX - PAD_B + 16, a);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.16s</text>\n", NB_SVG_W - PAD_R,
+            NB_SVG_H_PX - PAD_B + 16, b);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">%zu run%s (%s "
+               "is better)</text>\n",
+            (NB_SVG_W + PAD_L) / 2, NB_SVG_H_PX - 6, p->n, p->n == 1 ? "" : "s",
+            p->higher_is_better ? "higher" : "lower");
+    write_band(f, p, &fr);
+    /* the series: one path through the finite points, in run order */
+    fputs("<path class=\"series\" fill=\"none\" stroke=\"#08519c\" stroke-width=\"1.5\" d=\"", f);
+    int started = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (!isfinite(p->pts[i].value))
+            continue;
+        fprintf(f, "%c%.1f,%.1f ", started ? 'L' : 'M', px(&fr, i), py(&fr, p->pts[i].value));
+        started = 1;
+    }
+    fputs("\"/>\n", f);
+    for (size_t i = 0; i < p->n; i++) {
+        const nb_svg_point *q = &p->pts[i];
+        if (!isfinite(q->value))
+            continue;
+        char when[32];
+        nb_time_iso(when, q->when_ms);
+        if (p->link_prefix)
+            fprintf(f, "<a href=\"run-%lld.html\">", (long long)q->run_id);
+        fprintf(f,
+                "<circle class=\"pt%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\">"
+                "<title>run %lld, %s: %.4g",
+                q->regression ? " regression" : "", px(&fr, i), py(&fr, q->value),
+                q->regression ? 5 : 3, q->regression ? "#d62728" : "#08519c",
+                (long long)q->run_id, when, q->value);
+        if (isfinite(q->stddev))
+            fprintf(f, " &#177; %.3g", q->stddev);
+        fprintf(f, "%s</title></circle>", q->regression ? " REGRESSION" : "");
+        fputs(p->link_prefix ? "</a>\n" : "\n", f);
+    }
+    fputs("</svg>\n", f);
+    return ferror(f) ? nb_err_set(err, NB_EIO, "svg: write failed") : NB_OK;
+}

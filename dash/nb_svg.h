@@ -1,0 +1,48 @@
+/* nb_svg: server-side SVG line plots of one metric over a deployment's runs, with the
+ * noise band the regression check uses and its flagged runs marked (no JS, no CDN). */
+#ifndef NB_SVG_H
+#define NB_SVG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nb_err.h"
+
+/* One run on the plot, oldest first. */
+typedef struct nb_svg_point {
+    int64_t run_id;   /* the point links to run-<id>.html */
+    int64_t when_ms;  /* started, unix ms (axis labels and tooltips) */
+    double value;     /* the headline value; NaN points are left out */
+    double stddev;    /* over the run's repetitions; NaN = unknown */
+    int regression;   /* flagged by the regression check */
+} nb_svg_point;
+
+typedef struct nb_svg_plot {
+    const char *title;       /* e.g. "TPS (tokens/s)"; escaped here */
+    const nb_svg_point *pts;
+    size_t n;
+    int higher_is_better;    /* which side of the band is "worse" (labels only) */
+    size_t band_runs;        /* the band: median of the previous N runs ... */
+    double band_rel;         /* ... times (1 +- this), the check's minimum change */
+    int link_prefix;         /* 1: points link to run-<id>.html (relative) */
+} nb_svg_plot;
+
+#define NB_SVG_W 640
+#define NB_SVG_H_PX 240
+
+/* Writes one <svg> element (width NB_SVG_W x NB_SVG_H_PX) to f: the band as one <path
+ * class="band">, the series as one <path class="series">, a <circle> per point (class
+ * "pt", or "pt regression"), axes with their min/max labels. With fewer than one finite
+ * point it writes an <svg> that says "no data". NB_EIO when f fails. */
+nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err);
+
+/* The band of point i: the median of the finite values of points [i - band_runs, i)
+ * times (1 -+ band_rel) into *lo and *hi; 0 when i has no earlier finite point. */
+int nb_svg_band(const nb_svg_plot *p, size_t i, double *lo, double *hi);
+
+/* Writes s to f escaped for HTML/XML text and attribute values (& < > " '); bytes XML
+ * cannot carry (control characters) become '?'. NULL writes nothing. */
+void nb_svg_escape(FILE *f, const char *s);
+
+#endif

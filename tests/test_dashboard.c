@@ -1,0 +1,878 @@
+/* test_dashboard: the dashboard's pages from a seeded database (rows, plots, band, flagged
+ * runs, escaping, links of the export), a real coordinator serving them to headless Chromium
+ * behind the client key, and docs/ci-example.sh run against a real coordinator and worker. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nb_dash.h"
+#include "nb_db.h"
+#include "nb_db_deploy.h"
+#include "nb_db_jobs.h"
+#include "nb_db_runs.h"
+#include "nb_db_workers.h"
+#include "nb_svg.h"
+#include "nb_time.h"
+#include "testutil.h"
+
+#define N_PERF 12        /* profile runs of deployment A */
+#define HOSTILE "<script>alert(1)</script>&x"
+
+/* What the seed put in the database: the expectations of every check below. */
+static struct {
+    char db[1024];
+    int64_t dep[3];        /* A, B, C */
+    size_t n_deps, n_workers, n_queued, n_flagged;
+    int64_t flagged[N_PERF];
+    int64_t verify_old_b, verify_new_b, verify_a; /* matrix cells */
+    size_t gate_checks_new_b;
+    int seeded;
+} seed;
+
+static char cmd[16384];
+
+/* The coordinator and worker processes the tests share (0 = not started). */
+static struct {
+    pid_t coord, worker;
+    char rpc[256], http[256], client_key[1024], worker_key[1024], key[128];
+    int ci_ran;
+} lab;
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = hay; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+static char *page(nb_db *db, const char *name)
+{
+    char *out = NULL;
+    size_t len = 0;
+    const char *ct = NULL;
+    nb_err err = {0};
+    nb_code rc = nb_dash_page(db, NULL, name, &out, &len, &ct, &err);
+    if (rc)
+        fail_msg("page %s: %s", name, err.msg);
+    assert_int_equal(strlen(out), len);
+    return out;
+}
+
+static int64_t add_dep(nb_db *db, const char *model, const char *backend, const char *board)
+{
+    nb_db_deployment d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.model, sizeof d.model, "%s", model);
+    snprintf(d.backend, sizeof d.backend, "%s", backend);
+    snprintf(d.dtype, sizeof d.dtype, "bf16");
+    snprintf(d.board, sizeof d.board, "%s", board);
+    int64_t id = 0;
+    nb_err err = {0};
+    if (nb_db_deployment_upsert(db, &d, &id, &err))
+        fail_msg("%s", err.msg);
+    seed.dep[seed.n_deps++] = id;
+    return id;
+}
+
+static int64_t add_run(nb_db *db, nb_db_run *r)
+{
+    int64_t id = 0;
+    nb_err err = {0};
+    if (nb_db_run_insert(db, r, &id, &err))
+        fail_msg("%s", err.msg);
+    return id;
+}
+
+/* Three deployments (one named to break HTML), two workers (one hostile board name), a
+ * TPS/TTFT history with flagged runs, verify runs for the matrix, one queued job. */
+static void seed_db(void)
+{
+    snprintf(seed.db, sizeof seed.db, "%s/dash.db", tu_group_tmp());
+    nb_db *db = NULL;
+    nb_err err = {0};
+    if (nb_db_open(seed.db, NULL, &db, &err))
+        fail_msg("%s", err.msg);
+    const char *boards[2] = {"strix-01", HOSTILE};
+    for (int i = 0; i < 2; i++) {
+        nb_db_worker w;
+        memset(&w, 0, sizeof w);
+        snprintf(w.id, sizeof w.id, "w%d", i);
+        snprintf(w.board_name, sizeof w.board_name, "%s", boards[i]);
+        snprintf(w.board_type, sizeof w.board_type, "npu4");
+        snprintf(w.version, sizeof w.version, i ? "" : "0.1.0");
+        snprintf(w.backends, sizeof w.backends, "cpu");
+        if (nb_db_worker_upsert(db, &w, &err))
+            fail_msg("%s", err.msg);
+        seed.n_workers++;
+    }
+    int64_t a = add_dep(db, "SmolLM2-135M-Instruct", "cpu", "strix-01");
+    int64_t b = add_dep(db, "Llama-3.2-1B-Instruct", "npu", "strix-02");
+    add_dep(db, HOSTILE, "npu", "strix-02");
+    int64_t t0 = nb_wall_ms() - 86400000LL;
+    for (int i = 0; i < N_PERF; i++) {
+        nb_db_run r;
+        nb_db_run_init(&r);
+        r.deployment_id = a;
+        r.kind = "profile";
+        r.outcome = NB_OUTCOME_PASS;
+        r.started_ms = t0 + i * 60000LL;
+        /* a steady series with two slow runs the check flagged */
+        int slow = i == 7 || i == 10;
+        r.value[NB_METRIC_TPS] = slow ? 80.0 : 100.0 + (i % 3);
+        r.value[NB_METRIC_TTFT] = slow ? 60.0 : 40.0 + (i % 2);
+        r.stddev[NB_METRIC_TPS] = 1.5;
+        r.reps = 3;
+        r.regression = slow;
+        r.regression_detail = slow ? "tps -20.0% (p=0.01, 3 vs 21 samples)" : NULL;
+        int64_t id = add_run(db, &r);
+        if (slow)
+            seed.flagged[seed.n_flagged++] = id;
+    }
+    /* the matrix: an old PASS and a newer FAIL of B (the newer shows), a PASS of A */
+    nb_db_gate_check gc[2];
+    memset(gc, 0, sizeof gc);
+    for (int i = 0; i < 2; i++) {
+        gc[i].prompt_index = i;
+        gc[i].steps = 32;
+        gc[i].divergence_step = i ? 3 : -1;
+        gc[i].device_text = i ? HOSTILE : "ok";
+        gc[i].ref_text = "ok";
+        gc[i].status = i ? "FAIL" : "PASS";
+    }
+    const struct {
+        int64_t dep;
+        nb_db_outcome o;
+        int64_t at;
+        int64_t *id;
+    } v[3] = {{b, NB_OUTCOME_PASS, t0, &seed.verify_old_b},
+              {b, NB_OUTCOME_FAIL, t0 + 3600000LL, &seed.verify_new_b},
+              {a, NB_OUTCOME_PASS, t0 + 60000LL, &seed.verify_a}};
+    for (int i = 0; i < 3; i++) {
+        nb_db_run r;
+        nb_db_run_init(&r);
+        r.deployment_id = v[i].dep;
+        r.kind = "verify";
+        r.outcome = v[i].o;
+        r.started_ms = v[i].at;
+        r.report_json = "{\"verdict\": \"<b>x</b>\"}";
+        if (i == 1) {
+            r.gate_checks = gc;
+            r.n_gate_checks = 2;
+            seed.gate_checks_new_b = 2;
+        }
+        *v[i].id = add_run(db, &r);
+    }
+    nb_db_job_new j;
+    memset(&j, 0, sizeof j);
+    j.kind = "verify";
+    j.spec = "{}";
+    j.spec_len = 2;
+    j.spec_format = NB_SPEC_JSON;
+    j.sel.board = "nowhere";
+    j.sel.deployment = "instruct/*";
+    int64_t jid = 0;
+    if (nb_db_job_enqueue(db, &j, &jid, NULL, &err))
+        fail_msg("%s", err.msg);
+    seed.n_queued = 1;
+    nb_db_close(db);
+    seed.seeded = 1;
+}
+
+/* ---- pages rendered in-process ---- */
+
+static void test_pages(void **s)
+{
+    (void)s;
+    seed_db();
+    nb_db *db = NULL;
+    nb_err err = {0};
+    if (nb_db_open(seed.db, NULL, &db, &err))
+        fail_msg("%s", err.msg);
+
+    char *p = page(db, "index.html");
+    assert_int_equal(count(p, "<tr class=\"deployment\">"), seed.n_deps);
+    assert_null(strstr(p, "<script"));
+    assert_non_null(strstr(p, "&lt;script&gt;alert(1)&lt;/script&gt;&amp;x"));
+    free(p);
+
+    p = page(db, "boards.html");
+    assert_int_equal(count(p, "<tr class=\"board\">"), seed.n_workers);
+    assert_null(strstr(p, "<script"));
+    assert_int_equal(count(p, "<td class=\"alive\">alive</td>"), seed.n_workers);
+    assert_non_null(strstr(p, "<td>0.1.0</td>")); /* a version where one was registered */
+    free(p);
+
+    p = page(db, "queue.html");
+    assert_int_equal(count(p, "<tr class=\"job\">"), seed.n_queued);
+    free(p);
+
+    /* deployment A: one series and one band per plot, a point per run, the flagged red */
+    char name[64];
+    snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
+    p = page(db, name);
+    assert_int_equal(count(p, "<path class=\"series\""), 2);
+    assert_int_equal(count(p, "<path class=\"band\""), 2);
+    assert_int_equal(count(p, "<circle "), 2 * N_PERF);
+    assert_int_equal(count(p, "class=\"pt regression\""), 2 * seed.n_flagged);
+    for (size_t i = 0; i < seed.n_flagged; i++) {
+        char link[64];
+        snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt regression\"",
+                 seed.flagged[i]);
+        assert_non_null(strstr(p, link));
+    }
+    /* the runs table: the profiles and the verify of A */
+    assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + 1);
+    assert_int_equal(count(p, "<td class=\"regression\">REGRESSION</td>"), seed.n_flagged);
+    free(p);
+
+    /* a deployment without TTFT/TPS runs still has its two plots, saying so */
+    snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[1]);
+    p = page(db, name);
+    assert_int_equal(count(p, "class=\"nodata\""), 2);
+    free(p);
+
+    /* the matrix shows the newest verify of each model x board */
+    p = page(db, "matrix.html");
+    assert_int_equal(count(p, "<tr class=\"matrix-row\">"), 2);
+    char cellref[64];
+    snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\">FAIL", seed.verify_new_b);
+    assert_non_null(strstr(p, cellref));
+    snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\"", seed.verify_old_b);
+    assert_null(strstr(p, cellref));
+    snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\">PASS", seed.verify_a);
+    assert_non_null(strstr(p, cellref));
+    free(p);
+
+    /* a run's page: its gate records and its report, escaped */
+    snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
+    p = page(db, name);
+    assert_int_equal(count(p, "<tr class=\"gate-check\">"), seed.gate_checks_new_b);
+    assert_null(strstr(p, "<script"));
+    assert_null(strstr(p, "<b>x</b>"));
+    assert_non_null(strstr(p, "&lt;b&gt;x&lt;/b&gt;"));
+    free(p);
+
+    /* the SVG alone is a document of its own */
+    snprintf(name, sizeof name, "deployment-%" PRId64 "-tps.svg", seed.dep[0]);
+    char *svg = NULL;
+    size_t len;
+    const char *ct;
+    assert_int_equal(nb_dash_page(db, NULL, name, &svg, &len, &ct, &err), NB_OK);
+    assert_string_equal(ct, "image/svg+xml");
+    assert_true(!strncmp(svg, "<?xml", 5));
+    assert_int_equal(count(svg, "<circle "), N_PERF);
+    free(svg);
+
+    /* names that are no page: not found, never a crash or another file */
+    const char *bad[] = {"run-0.html", "run-01.html", "run-99999999.html", "run-1.htmlx",
+                         "run--1.html", "../etc/passwd", "deployment-1-x.svg",
+                         "run-99999999999999999999.html", "index.htm", "RUN-1.html", NULL};
+    for (size_t i = 0; bad[i]; i++) {
+        char *o = NULL;
+        nb_code rc = nb_dash_page(db, NULL, bad[i], &o, &len, &ct, &err);
+        if (rc != NB_ENOTFOUND)
+            fail_msg("%s: code %d, want NB_ENOTFOUND", bad[i], (int)rc);
+        assert_null(o);
+    }
+    char longname[300];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    char *o = NULL;
+    assert_int_equal(nb_dash_page(db, NULL, longname, &o, &len, &ct, &err), NB_ENOTFOUND);
+    assert_int_equal(nb_dash_page(db, NULL, NULL, &o, &len, &ct, &err), NB_ENOTFOUND);
+    nb_db_close(db);
+}
+
+/* The band: the median of the previous runs, widened by the check's threshold. */
+static void test_band(void **s)
+{
+    (void)s;
+    nb_svg_point pts[5];
+    const double v[5] = {10, 30, 20, NAN, 50};
+    for (int i = 0; i < 5; i++)
+        pts[i] = (nb_svg_point){.run_id = i + 1, .when_ms = 1000 * (i + 1), .value = v[i],
+                                .stddev = NAN};
+    nb_svg_plot p = {.title = "t", .pts = pts, .n = 5, .band_runs = 3, .band_rel = 0.1};
+    double lo, hi;
+    assert_int_equal(nb_svg_band(&p, 0, &lo, &hi), 0); /* nothing before the first */
+    assert_int_equal(nb_svg_band(&p, 1, &lo, &hi), 1);
+    assert_true(fabs(lo - v[0] * 0.9) < 1e-9 && fabs(hi - v[0] * 1.1) < 1e-9);
+    /* point 4: the previous 3 finite values are 10, 30, 20 (the NaN is skipped): median 20 */
+    assert_int_equal(nb_svg_band(&p, 4, &lo, &hi), 1);
+    assert_true(fabs(lo - 18.0) < 1e-9 && fabs(hi - 22.0) < 1e-9);
+    p.band_runs = 1; /* only the one before: 20 (point 3 is NaN) */
+    assert_int_equal(nb_svg_band(&p, 4, &lo, &hi), 1);
+    assert_true(fabs(lo - 18.0) < 1e-9);
+}
+
+/* ---- the export: every link of every page resolves inside the export ---- */
+
+typedef struct files {
+    char names[4096][NB_DASH_NAME_MAX];
+    char *data[4096];
+    size_t n;
+} files;
+
+static nb_code keep(void *ud, const char *name, const char *data, size_t len, nb_err *err)
+{
+    files *f = ud;
+    if (f->n >= 4096)
+        return nb_err_set(err, NB_ENOMEM, "too many files");
+    snprintf(f->names[f->n], NB_DASH_NAME_MAX, "%s", name);
+    f->data[f->n] = strndup(data, len);
+    f->n++;
+    return NB_OK;
+}
+
+static int has_file(const files *f, const char *name)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (!strcmp(f->names[i], name))
+            return 1;
+    return 0;
+}
+
+static void test_export_links(void **s)
+{
+    (void)s;
+    assert_true(seed.seeded);
+    nb_db *db = NULL;
+    nb_err err = {0};
+    if (nb_db_open(seed.db, NULL, &db, &err))
+        fail_msg("%s", err.msg);
+    files *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    size_t n = 0;
+    if (nb_dash_export(db, NULL, keep, f, &n, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(n, f->n);
+    /* 4 overview pages, 3 files per deployment, a page per run (every run is linked) */
+    size_t runs = N_PERF + 3;
+    assert_int_equal(n, 4 + 3 * seed.n_deps + runs);
+    size_t links = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
+            p += 6;
+            size_t l = strcspn(p, "\"");
+            char target[NB_DASH_NAME_MAX + 1];
+            assert_true(l < sizeof target);
+            memcpy(target, p, l);
+            target[l] = '\0';
+            if (strncmp(target, "http", 4)) { /* the SVG namespace is no link */
+                if (!has_file(f, target))
+                    fail_msg("%s links to %s, which the export does not hold", f->names[i],
+                             target);
+                links++;
+            }
+        }
+    }
+    assert_true(links > n);
+    nb_db_close(db);
+
+    /* `report --html DIR --db DB`: the same files, through the embedded coordinator */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/local-report", tu_group_tmp());
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' report --html '%s' --db '%s'",
+             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), dir, seed.db);
+    tu_result r = tu_run(cmd);
+    if (r.code)
+        fail_msg("report --html --db: exit %d\n%s", r.code, r.out ? r.out : "");
+    free(r.out);
+    for (size_t i = 0; i < f->n; i++) {
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, f->names[i]);
+        if (access(path, R_OK))
+            fail_msg("report --html did not write %s", path);
+    }
+    snprintf(cmd, sizeof cmd, "ls '%s' | wc -l", dir);
+    r = tu_run(cmd);
+    assert_int_equal(r.out ? (size_t)atol(r.out) : 0, f->n);
+    free(r.out);
+    /* a usage error without --html */
+    snprintf(cmd, sizeof cmd, "'%s' report --db '%s'", tu_env("NB_BIN", "npubench"), seed.db);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 2);
+    free(r.out);
+    for (size_t i = 0; i < f->n; i++)
+        free(f->data[i]);
+    free(f);
+}
+
+/* ---- a real coordinator; Chromium ---- */
+
+static const char *bin(void)
+{
+    return tu_env("NB_BIN", "npubench");
+}
+
+static pid_t spawn(const char *log, const char *envs, const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char line[8192];
+    snprintf(line, sizeof line, "cd '%s' && %s exec '%s' %s >>'%s/%s' 2>&1",
+             tu_env("NB_SRC", "."), envs, bin(), args, tu_group_tmp(), log);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+        _exit(127);
+    }
+    tu_track(pid);
+    return pid;
+}
+
+static void key_file(char *path, size_t cap, const char *name, char *key, size_t kcap)
+{
+    snprintf(path, cap, "%s/%s", tu_group_tmp(), name);
+    /* a fresh random key per run, in the base64 alphabet that needs URL encoding */
+    FILE *r = fopen("/dev/urandom", "rb");
+    assert_non_null(r);
+    unsigned char raw[24];
+    assert_int_equal(fread(raw, 1, sizeof raw, r), sizeof raw);
+    fclose(r);
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof raw && k + 1 < kcap; i++)
+        key[k++] = b64[raw[i] & 63];
+    if (k + 2 < kcap) {
+        key[k++] = '+';
+        key[k++] = '/';
+    }
+    key[k] = '\0';
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", key);
+    fclose(f);
+    assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* The first "WORD URL" of the log into out; 1 when found. */
+static int log_url(const char *log, const char *word, char *out, size_t cap)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", tu_group_tmp(), log);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[2048];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, word);
+        if (!p)
+            continue;
+        p += strlen(word);
+        size_t n = strcspn(p, " )\n");
+        if (n && n < cap) {
+            memcpy(out, p, n);
+            out[n] = '\0';
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The coordinator on the seeded database, with client and worker keys and the dashboard. */
+static void lab_up(void)
+{
+    if (lab.coord)
+        return;
+    assert_true(seed.seeded);
+    char wkey[128];
+    key_file(lab.client_key, sizeof lab.client_key, "client.key", lab.key, sizeof lab.key);
+    key_file(lab.worker_key, sizeof lab.worker_key, "worker.key", wkey, sizeof wkey);
+    lab.coord = spawn("coord.log", "",
+                      "coordinator --listen tcp://127.0.0.1:0 --http http://127.0.0.1:0 "
+                      "--db '%s' --secret-file '%s' --worker-secret-file '%s' "
+                      "--heartbeat-ms 200",
+                      seed.db, lab.client_key, lab.worker_key);
+    if (!tu_poll(20000, log_url("coord.log", "dashboard on ", lab.http, sizeof lab.http) &&
+                            log_url("coord.log", "(dial ", lab.rpc, sizeof lab.rpc)))
+        fail_msg("the coordinator never said where it serves (see %s/coord.log)", tu_group_tmp());
+}
+
+static const char *chromium(void)
+{
+    static const char *const names[] = {"chromium", "chromium-browser", "google-chrome", NULL};
+    static char found[256];
+    for (size_t i = 0; names[i]; i++) {
+        snprintf(cmd, sizeof cmd, "command -v %s", names[i]);
+        tu_result r = tu_run(cmd);
+        int ok = r.code == 0 && r.out && *r.out;
+        if (ok)
+            snprintf(found, sizeof found, "%.*s", (int)strcspn(r.out, "\n"), r.out);
+        free(r.out);
+        if (ok)
+            return found;
+    }
+    return NULL;
+}
+
+/* The URL-encoded client key (base64's + and / are not URL-safe). */
+static void url_key(char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = lab.key; *p && o + 4 < cap; p++) {
+        if (*p == '+' || *p == '/' || *p == '=')
+            o += (size_t)snprintf(out + o, cap - o, "%%%02X", (unsigned char)*p);
+        else
+            out[o++] = *p;
+    }
+    out[o] = '\0';
+}
+
+/* Chromium headless on the page (with the key, signing in as a browser would): the DOM it
+ * built, and in the same run a screenshot into the build dir when shot is set. */
+static char *browse(const char *browser, const char *name, int with_key, const char *shot)
+{
+    char ek[256] = "";
+    if (with_key)
+        url_key(ek, sizeof ek);
+    char profile[1200], dir[1200], shot_flag[1400] = "";
+    snprintf(profile, sizeof profile, "%s/chromium-profile", tu_group_tmp());
+    snprintf(dir, sizeof dir, "%s/tests/dashboard", tu_env("NB_BUILD", "."));
+    if (shot) {
+        mkdir(dir, 0755);
+        snprintf(shot_flag, sizeof shot_flag, "--screenshot='%s/%s'", dir, shot);
+        char old[1400];
+        snprintf(old, sizeof old, "%s/%s", dir, shot);
+        unlink(old); /* a stale one must not pass for this run's */
+    }
+    snprintf(cmd, sizeof cmd,
+             "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage "
+             "--hide-scrollbars --user-data-dir='%s' --window-size=1280,1000 %s --dump-dom "
+             "'%s%s%s%s' 2>/dev/null",
+             browser, profile, shot_flag, lab.http, name, with_key ? "?key=" : "", ek);
+    tu_result r = tu_run(cmd);
+    if (r.code != 0 || !r.out || !strstr(r.out, "</html>"))
+        fail_msg("chromium could not load %s (exit %d):\n%s", name, r.code, r.out ? r.out : "");
+    if (shot) {
+        char png[1400];
+        snprintf(png, sizeof png, "%s/%s", dir, shot);
+        struct stat st;
+        if (stat(png, &st) || st.st_size < 1000)
+            fail_msg("chromium wrote no screenshot of %s to %s", name, png);
+        print_message("screenshot: %s\n", png);
+    }
+    return r.out;
+}
+
+/* One raw HTTP/1.1 request to the dashboard (extra header lines as given); the status code
+ * of the answer, 0 when none came (the connection closed). */
+static int http_status(const char *target, const char *headers)
+{
+    char host[256];
+    int port = 0;
+    if (sscanf(lab.http, "http://%255[^:]:%d", host, &port) != 2)
+        fail_msg("cannot read %s", lab.http);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    static char req[70000];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n",
+                     target, host, headers);
+    assert_true(n > 0 && (size_t)n < sizeof req);
+    for (int off = 0; off < n;) {
+        ssize_t w = send(fd, req + off, (size_t)(n - off), MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (int)w;
+    }
+    char buf[64] = "";
+    ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    buf[got > 0 ? got : 0] = '\0';
+    int status = 0;
+    return sscanf(buf, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
+}
+
+/* The credentials a script uses and hostile requests: refused or answered, never a crash. */
+static void test_http_auth(void **s)
+{
+    (void)s;
+    lab_up();
+    char hdr[512], wkey[256];
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", lab.key);
+    assert_int_equal(http_status("/boards.html", hdr), 200);
+    assert_int_equal(http_status("/boards.html", ""), 401);
+    FILE *f = fopen(lab.worker_key, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(wkey, sizeof wkey, f));
+    fclose(f);
+    wkey[strcspn(wkey, "\n")] = '\0';
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", wkey);
+    assert_int_equal(http_status("/boards.html", hdr), 403); /* the worker key is no viewer */
+    assert_int_equal(http_status("/boards.html", "Authorization: Bearer x\r\n"), 401);
+    assert_int_equal(http_status("/boards.html", "Cookie: npubench_view=00\r\n"), 401);
+    /* a cookie of the token's shape that no key made */
+    snprintf(hdr, sizeof hdr, "Cookie: npubench_view=%064d\r\n", 0);
+    assert_int_equal(http_status("/boards.html", hdr), 401);
+    /* hostile: broken escapes, a key too long for any key file, junk cookies, long paths */
+    static char big[20000];
+    memset(big, 'A', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    const char *const targets[] = {"/?key=%", "/?key=%4", "/?key=%zz&key=", "/?&&&key",
+                                   "/run-1.html?key=%00%00", "/%2e%2e/etc/passwd", "/run-.html",
+                                   NULL};
+    for (size_t i = 0; targets[i]; i++) {
+        int st = http_status(targets[i], "");
+        if (st != 401 && st != 404 && st != 400)
+            fail_msg("%s: status %d", targets[i], st);
+    }
+    static char target[21000];
+    snprintf(target, sizeof target, "/?key=%s", big);
+    http_status(target, ""); /* refused or the connection dropped, either is fine */
+    snprintf(target, sizeof target, "/%s", big);
+    http_status(target, "");
+    snprintf(hdr, sizeof hdr, "Cookie: a=b; npubench_view=; npubench_view=%.200s\r\n", big);
+    assert_int_equal(http_status("/", hdr), 401);
+    /* and the server still answers */
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", lab.key);
+    assert_int_equal(http_status("/index.html", hdr), 200);
+    assert_int_equal(http_status("/run-999999.html", hdr), 404);
+}
+
+static void test_browser(void **s)
+{
+    (void)s;
+    const char *browser = chromium();
+    tu_require(browser != NULL, "headless Chromium is not installed (apt-get install chromium; "
+                                "scripts/setup.sh installs it)");
+    lab_up();
+    size_t workers = seed.n_workers + (lab.worker ? 1 : 0);
+
+    /* without the key: refused, nothing of the data shown */
+    char *dom = browse(browser, "boards.html", 0, NULL);
+    assert_non_null(strstr(dom, "401 Unauthorized"));
+    assert_int_equal(count(dom, "class=\"board\""), 0);
+    free(dom);
+
+    dom = browse(browser, "index.html", 1, "index.png");
+    assert_int_equal(count(dom, "<tr class=\"deployment\">"), seed.n_deps + (lab.ci_ran ? 1 : 0));
+    assert_null(strstr(dom, "<script"));
+    free(dom);
+
+    dom = browse(browser, "boards.html", 1, "boards.png");
+    assert_int_equal(count(dom, "<tr class=\"board\">"), workers);
+    assert_null(strstr(dom, "<script"));
+    assert_non_null(strstr(dom, "Coordinator drain: off"));
+    free(dom);
+
+    dom = browse(browser, "queue.html", 1, NULL);
+    assert_true(count(dom, "<tr class=\"job\">") >= seed.n_queued);
+    free(dom);
+
+    dom = browse(browser, "matrix.html", 1, "matrix.png");
+    assert_true(count(dom, "<tr class=\"matrix-row\">") >= 2);
+    if (lab.ci_ran) /* the CI job's verify is in its board's column */
+        assert_non_null(strstr(dom, "<th>ci-board</th>"));
+    free(dom);
+
+    char name[64];
+    snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
+    dom = browse(browser, name, 1, "deployment.png");
+    /* the browser parsed the inline SVG: its paths and points are DOM elements */
+    assert_int_equal(count(dom, "<path class=\"series\""), 2);
+    assert_int_equal(count(dom, "<path class=\"band\""), 2);
+    assert_int_equal(count(dom, "<circle class=\"pt regression\""), 2 * seed.n_flagged);
+    assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + 1);
+    free(dom);
+
+    snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
+    dom = browse(browser, name, 1, NULL);
+    assert_int_equal(count(dom, "<tr class=\"gate-check\">"), seed.gate_checks_new_b);
+    free(dom);
+
+    dom = browse(browser, "run-999999.html", 1, NULL);
+    assert_non_null(strstr(dom, "404 Not found"));
+    free(dom);
+}
+
+/* ---- docs/ci-example.sh against a real coordinator and worker ---- */
+
+static char *slurp(const char *path)
+{
+    snprintf(cmd, sizeof cmd, "cat '%s'", path);
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    return r.out;
+}
+
+static tu_result ci_script(const char *out, const char *extra_env)
+{
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && NPUBENCH='%s' NPUBENCH_COORDINATOR='%s' NPUBENCH_SECRET=\"$(cat '%s')\" "
+             "OUT='%s' SELECT='--board ci-board' %s sh docs/ci-example.sh",
+             tu_env("NB_SRC", "."), bin(), lab.rpc, lab.client_key, out, extra_env);
+    tu_result r = tu_run(cmd);
+    print_message("$ docs/ci-example.sh (%s)  [exit %d]\n%s", extra_env, r.code,
+                  r.out ? r.out : "");
+    return r;
+}
+
+static void test_ci_example(void **s)
+{
+    (void)s;
+    tu_require_model();
+    lab_up();
+    lab.worker = spawn("worker.log", "",
+                       "worker --coordinator '%s' --board ci-board --device cpu:31 --threads 1 "
+                       "--heartbeat-ms 200 --secret-file '%s' --quiet",
+                       lab.rpc, lab.worker_key);
+
+    char out[1200], path[1400];
+    snprintf(out, sizeof out, "%s/ci", tu_group_tmp());
+    tu_result r = ci_script(out, "TIMEOUT=600");
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    lab.ci_ran = 1;
+
+    /* the JUnit file validates and holds the verify's prompts and the profile's check */
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s/junit.xml'",
+             tu_env("NB_SRC", "."), out);
+    tu_result x = tu_run(cmd);
+    if (x.code)
+        fail_msg("junit.xml does not validate:\n%s", x.out ? x.out : "");
+    free(x.out);
+    snprintf(path, sizeof path, "%s/junit.xml", out);
+    char *junit = slurp(path);
+    assert_true(count(junit, "<testsuite ") == 2);
+    assert_non_null(strstr(junit, "name=\"prompt 0\""));
+    free(junit);
+    snprintf(path, sizeof path, "%s/jobs.json", out);
+    char *jobs = slurp(path);
+    assert_true(count(jobs, "\"outcome\":\"pass\"") >= 2); /* both jobs */
+    assert_null(strstr(jobs, "\"outcome\":\"fail\""));
+    free(jobs);
+
+    /* the report: the board, its verify in the matrix, the profile's deployment plotted */
+    snprintf(path, sizeof path, "%s/report/boards.html", out);
+    char *boards = slurp(path);
+    assert_non_null(strstr(boards, "<td>ci-board</td>"));
+    free(boards);
+    snprintf(path, sizeof path, "%s/report/matrix.html", out);
+    char *matrix = slurp(path);
+    assert_non_null(strstr(matrix, "<th>ci-board</th>"));
+    assert_true(count(matrix, "<tr class=\"matrix-row\">") >= 2);
+    free(matrix);
+    snprintf(path, sizeof path, "%s/report/index.html", out);
+    char *index = slurp(path);
+    assert_int_equal(count(index, "<tr class=\"deployment\">"), seed.n_deps + 1);
+    free(index);
+
+    /* nobody serves the model: the job stays queued past TIMEOUT, exit 5, report still
+     * written */
+    snprintf(out, sizeof out, "%s/ci-nosuch", tu_group_tmp());
+    r = ci_script(out, "MODEL=nosuch TIMEOUT=1");
+    assert_int_equal(r.code, 5);
+    free(r.out);
+    snprintf(path, sizeof path, "%s/report/queue.html", out);
+    char *queue = slurp(path);
+    assert_non_null(strstr(queue, "nosuch"));
+    free(queue);
+}
+
+/* SIGTERM, then its exit status (-1 when it did not exit within 20 s: killed then). */
+static int stop(pid_t *pid)
+{
+    if (!*pid)
+        return 0;
+    kill(*pid, SIGTERM);
+    int st = 0;
+    int gone = tu_poll(20000, waitpid(*pid, &st, WNOHANG) == *pid);
+    if (!gone) {
+        tu_kill(*pid);
+        *pid = 0;
+        return -1;
+    }
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        if (tu_tracked()[i] == *pid)
+            tu_tracked()[i] = 0;
+    *pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The worker and the coordinator stop cleanly on SIGTERM, and no process printed a sanitizer
+ * report (under ASan the exit also runs the leak check over the dashboard's serving). */
+static void test_stop_clean(void **s)
+{
+    (void)s;
+    if (!lab.coord)
+        tu_skip("no coordinator was started (the tests before it skipped)");
+    assert_int_equal(stop(&lab.worker), 0);
+    assert_int_equal(stop(&lab.coord), 0);
+    snprintf(cmd, sizeof cmd,
+             "cat '%s'/*.log | grep -c -e AddressSanitizer -e 'runtime error' -e LeakSanitizer",
+             tu_group_tmp());
+    tu_result r = tu_run(cmd);
+    int n = r.out ? atoi(r.out) : -1;
+    free(r.out);
+    if (n != 0) {
+        snprintf(cmd, sizeof cmd, "cat '%s'/*.log", tu_group_tmp());
+        tu_result all = tu_run(cmd);
+        print_message("%s", all.out ? all.out : "");
+        free(all.out);
+    }
+    assert_int_equal(n, 0);
+}
+
+static int group_teardown(void **state)
+{
+    if (lab.worker)
+        tu_kill(lab.worker);
+    if (lab.coord)
+        tu_kill(lab.coord);
+    return tu_group_teardown(state);
+}
+
+/* argv[1] "pages": the pages in-process and in the browser (no model); "ci": the CI example
+ * through a real worker running the model (e2e: slow under the sanitizers); none: both. */
+int main(int argc, char **argv)
+{
+    const char *part = argc > 1 ? argv[1] : "";
+    const struct CMUnitTest pages[] = {
+        cmocka_unit_test(test_pages),
+        cmocka_unit_test(test_band),
+        cmocka_unit_test(test_export_links),
+        cmocka_unit_test(test_http_auth),
+        cmocka_unit_test(test_browser),
+        cmocka_unit_test(test_stop_clean),
+    };
+    const struct CMUnitTest ci[] = {
+        cmocka_unit_test(test_pages), /* seeds the database the coordinator serves */
+        cmocka_unit_test(test_ci_example),
+        cmocka_unit_test(test_stop_clean),
+    };
+    const struct CMUnitTest all[] = {
+        cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
+        cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
+        cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_browser),
+        cmocka_unit_test(test_stop_clean),
+    };
+    if (!strcmp(part, "pages"))
+        return tu_run_group(pages, tu_group_setup, group_teardown);
+    if (!strcmp(part, "ci"))
+        return tu_run_group(ci, tu_group_setup, group_teardown);
+    return tu_run_group(all, tu_group_setup, group_teardown);
+}
