@@ -46,26 +46,28 @@ typedef struct poller {
     int done;
     nb_rpc_client *cli;
     char id[128];
+    char inst[32];         /* the instance id every worker call must carry */
     double *lease_at;      /* per job id: wall ms when the lease arrived */
     double *committed_ms;  /* per job id: ReportResult round trip */
     int max_id;
 } poller;
 
+/* The call's nb_code; *e (may be NULL) gets the error. */
 static int pcall(nb_rpc_client *cli, const char *m, const void *req,
-                 const ProtobufCMessageDescriptor *d, void *resp)
+                 const ProtobufCMessageDescriptor *d, void *resp, nb_err *ep)
 {
     uint8_t *pb;
     size_t len;
-    nb_err e;
-    if (nb_wire_pack(req, &pb, &len, &e))
-        die("pack", &e);
+    nb_err local, *e = ep ? ep : &local;
+    if (nb_wire_pack(req, &pb, &len, e))
+        die("pack", e);
     uint8_t *out = NULL;
     size_t olen = 0;
     int st = -1;
-    nb_code rc = nb_rpc_call(cli, m, pb, len, 15000, &st, NULL, &out, &olen, &e);
+    nb_code rc = nb_rpc_call(cli, m, pb, len, 15000, &st, NULL, &out, &olen, e);
     free(pb);
-    if (!rc && resp && nb_wire_unpack(d, out, olen, 0, resp, &e))
-        rc = e.code;
+    if (!rc && resp && nb_wire_unpack(d, out, olen, 0, resp, e))
+        rc = e->code;
     free(out);
     return rc;
 }
@@ -99,11 +101,17 @@ static void *poller_main(void *arg)
     while (!p->stop) {
         Npubench__LeaseJobRequest lr = NPUBENCH__LEASE_JOB_REQUEST__INIT;
         lr.worker_id = p->id;
+        lr.instance_id = p->inst;
         lr.wait_ms = 200;
         Npubench__LeaseJobResponse *resp = NULL;
-        if (pcall(p->cli, "npubench.Worker/LeaseJob", &lr,
-                  &npubench__lease_job_response__descriptor, &resp))
+        nb_err e;
+        nb_code rc = pcall(p->cli, "npubench.Worker/LeaseJob", &lr,
+                           &npubench__lease_job_response__descriptor, &resp, &e);
+        /* a refused lease never turns into a job: retrying it would spin forever */
+        if (rc == NB_ETIMEOUT)
             continue;
+        if (rc)
+            die("LeaseJob", &e);
         Npubench__Lease *l = resp->lease;
         if (l) {
             if (l->job_id < p->max_id)
@@ -111,12 +119,13 @@ static void *poller_main(void *arg)
             Npubench__JobResult *r = canned(l->job_id);
             Npubench__ReportResultRequest rr = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
             rr.worker_id = p->id;
+            rr.instance_id = p->inst;
             rr.lease_id = l->lease_id;
             rr.result = r;
             double t0 = nb_now_ms();
             Npubench__ReportResultResponse *ack = NULL;
             if (!pcall(p->cli, "npubench.Worker/ReportResult", &rr,
-                       &npubench__report_result_response__descriptor, &ack)) {
+                       &npubench__report_result_response__descriptor, &ack, NULL)) {
                 if (l->job_id < p->max_id)
                     p->committed_ms[l->job_id] = nb_now_ms() - t0;
                 p->done++;
@@ -146,21 +155,21 @@ static void poller_start(poller *p, const char *url, int index, double *lease_at
     d.backend = "cpu";
     d.dtype = "bf16";
     Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
-    char dev[16], inst[32];
+    char dev[16];
     snprintf(dev, sizeof dev, "cpu:%d", index);
-    snprintf(inst, sizeof inst, "bench-%d", index);
+    snprintf(p->inst, sizeof p->inst, "bench-%d", index);
     info.board_name = "bench";
     info.host = "bench-host";
     info.device_id = dev;
-    info.instance_id = inst;
+    info.instance_id = p->inst;
     info.deployments = &dp;
     info.n_deployments = 1;
     Npubench__RegisterRequest rq = NPUBENCH__REGISTER_REQUEST__INIT;
     rq.info = &info;
     Npubench__RegisterResponse *rr = NULL;
     if (pcall(p->cli, "npubench.Worker/Register", &rq, &npubench__register_response__descriptor,
-              &rr))
-        die("register", NULL);
+              &rr, &e))
+        die("register", &e);
     snprintf(p->id, sizeof p->id, "%s", rr->worker_id);
     nb_wire_free(rr);
     pthread_create(&p->th, NULL, poller_main, p);
