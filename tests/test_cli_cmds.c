@@ -323,6 +323,14 @@ static void test_embedded_database(void **s)
                 "3,run,cancelled,cancelled,instruct @nowhere,-,-,*",
              "jobs --format csv --db '%s'", db));
     free(cli(4, "job 1: run cancelled\n  error:     not needed", "job 1 --db '%s'", db));
+    /* the selector filters: by board, by model (the alias a job was submitted under) */
+    char *out = cli(0, "10,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
+                    "jobs --board nowhere --format csv --db '%s'", db);
+    assert_null(strstr(out, "\n4,run,"));
+    free(out);
+    free(cli(0, "(no jobs)", "jobs --model Qwen2.5-0.5B-Instruct --db '%s'", db));
+    free(cli(0, "10,run,queued,-,instruct @nowhere,-,-,*",
+             "jobs --model instruct --limit 1 --format csv --db '%s'", db));
     free(cli(5, "job 10: run queued", "job 10 --db '%s'", db));
     free(cli(0, "job 10 cancelled", "cancel 10 --db '%s'", db));
     free(cli(4, "job 10: run cancelled", "job 10 --db '%s'", db));
