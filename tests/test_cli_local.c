@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include <json-c/json.h>
+
 #include "testutil.h"
 
 /* Runs `npubench ARGS` (printf-style) with no key or coordinator in the environment; asserts
@@ -105,6 +107,52 @@ static void test_profile(void **s)
              "profile --n-tokens 2 --reps 1 --warmup 0 --threads 1 --db '%s/l.db'", tmp()));
 }
 
+/* verify's verdict through the binary: the committed trace passes (exit 0); the same trace
+ * with step 2 of prompt 0 replaced by tokens the model never picks fails there (exit 1),
+ * named in the summary and in the report. */
+static void test_verify_verdicts(void **s)
+{
+    (void)s;
+    tu_require_model();
+    const char *src = tu_require_src();
+    char ref[4096], bad[4096];
+    snprintf(ref, sizeof ref, "%s/verify/references/b179c9523d0e6a0f-f31be4262e898413.json",
+             src);
+    free(cli(0, "[verify] model b179c9523d0e6a0f cpu/bf16, 1 prompts x 4 tokens, top-5\n"
+                "  prompt 0: PASS  (all 4 steps agree)\n[verify] PASS (1/1 prompts pass)",
+             "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
+             "'%s/vr0' --db '%s/v.db'", ref, tmp(), tmp()));
+    json_object *root = json_object_from_file(ref), *prompts, *steps;
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "prompts", &prompts));
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(prompts, 0), "steps", &steps));
+    json_object *st = json_object_array_get_idx(steps, 2), *ids = json_object_new_array();
+    for (int i = 1; i <= 5; i++)
+        json_object_array_add(ids, json_object_new_int(i));
+    json_object_object_add(st, "token", json_object_new_int(1));
+    json_object_object_add(st, "topk_ids", ids);
+    snprintf(bad, sizeof bad, "%s/bad-trace.json", tmp());
+    assert_int_equal(json_object_to_file(bad, root), 0);
+    json_object_put(root);
+    free(cli(1, "  prompt 0: FAIL  diverge at step 2: device 504 (ref margin > 1.750) vs "
+                "reference 1 — step 2: device token 504 not in reference top-5\n"
+                "[verify] FAIL (0/1 prompts pass)\nReport: *",
+             "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
+             "'%s/vr1' --db '%s/v.db'", bad, tmp(), tmp()));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cat '%s'/vr1/verify_topk_token_*.md", tmp());
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    print_message("%s", r.out);
+    assert_non_null(strstr(r.out, "# npubench verify — FAIL\n"));
+    assert_non_null(strstr(r.out, "\n| 0 | FAIL | step 2 | 504 `The` (-1; ref margin > 1.750) "
+                                  "| 1 `<\\|im_start\\|>` (-1) | 504, "));
+    assert_non_null(strstr(r.out, " | 1, 2, 3, 4, 5 |\n|  | agreed prefix: ⏎⏎ — **step 2: "
+                                  "device token 504 not in reference top-5** |"));
+    assert_non_null(strstr(r.out, "\n**Summary:** 0/1 prompts pass — FAIL ("));
+    free(r.out);
+}
+
 /* compare / reference / history over tests/data/db/history.ndjson (runs 1..5 with known
  * TTFT and TPS): every output format and the verdict's exit code */
 static void test_compare_formats_and_reference(void **s)
@@ -174,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_run),
         cmocka_unit_test(test_diagnosis),
         cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_verify_verdicts),
         cmocka_unit_test(test_compare_formats_and_reference),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
