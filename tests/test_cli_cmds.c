@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <json-c/json.h>
+
 #include "testutil.h"
 
 static char url[1300], db[1200];
@@ -132,8 +134,29 @@ static void start_coordinator(void)
     snprintf(sock, sizeof sock, "%s/c.sock", tu_group_tmp());
     snprintf(url, sizeof url, "ipc://%s", sock);
     snprintf(db, sizeof db, "%s/c.db", tu_group_tmp());
-    coord_pid = spawn("coord.log", "coordinator --listen '%s' --db '%s' --heartbeat-ms 100",
-                      url, db);
+    /* the committed traces, but in the base set's prompt 0 step 1 becomes tokens the model
+     * never picks: a verify of that prompt fails there */
+    char refs[1300], cmd[4096], base[1400];
+    snprintf(refs, sizeof refs, "%s/refs", tu_group_tmp());
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s'/verify/references/*.json '%s'/", refs,
+             tu_env("NB_SRC", "."), refs);
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    snprintf(base, sizeof base, "%s/b179c9523d0e6a0f-310f18e97323f258.json", refs);
+    json_object *root = json_object_from_file(base), *prompts, *steps;
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "prompts", &prompts));
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(prompts, 0), "steps", &steps));
+    json_object *st = json_object_array_get_idx(steps, 1), *ids = json_object_new_array();
+    for (int i = 1; i <= 5; i++)
+        json_object_array_add(ids, json_object_new_int(i));
+    json_object_object_add(st, "token", json_object_new_int(1));
+    json_object_object_add(st, "topk_ids", ids);
+    assert_int_equal(json_object_to_file(base, root), 0);
+    json_object_put(root);
+    coord_pid = spawn("coord.log", "coordinator --listen '%s' --db '%s' --heartbeat-ms 100 "
+                      "--refdir '%s'", url, db, refs);
     assert_true(tu_poll(20000, sock_ready(sock) || exited(coord_pid)));
     assert_true(sock_ready(sock));
 }
@@ -292,7 +315,42 @@ static void test_worker_runs_jobs(void **s)
                 "7,verify-full,done,pass,instruct,-,-,*\n6,verify,done,pass,instruct,b1@*\n"
                 "5,diagnosis,done,pass,instruct,b1@*\n4,run,done,pass,instruct,b1@*",
              "jobs --state done --format csv " COORD, url));
-    free(cli(0, "(no jobs)", "jobs --state failed " COORD, url));
+    /* a gate FAIL: exit 1, the failing prompt a JUnit failure with the divergence */
+    snprintf(junit, sizeof junit, "%s/fail.xml", tu_group_tmp());
+    free(cli(1, "job 10 submitted\n  prompt 0: FAIL  diverge at step 1: device 30 (ref margin "
+                "> 4.000) vs reference 1 — step 1: device token 30 not in reference top-5\n"
+                "  prompt 1: PASS  (all 2 steps agree)\n[verify] FAIL (1/2 prompts pass)\n"
+                "job 10 done: fail",
+             "submit verify --prompts base --max-prompts 2 --n-tokens 2 --wait --junit '%s' "
+             COORD, junit, url));
+    f = fopen(junit, "r");
+    assert_non_null(f);
+    got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    print_message("%s\n", buf);
+    expect_lines(buf, "<testsuites name=\"npubench\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
+                      "  <testsuite name=\"job 10 verify\" id=\"10\" tests=\"2\" failures=\"1\" "
+                      "errors=\"0\" skipped=\"0\" *\n"
+                      "      <failure type=\"gate\" message=\"diverged at step 1: device 30 "
+                      "&apos;.&apos; vs reference 1 &apos;&lt;|im_start|&gt;&apos;, reference "
+                      "margin *\n"
+                      "agreed prefix:  Paris</failure>");
+    free(cli(1, "    \"outcome\":\"fail\",\n    \"exit_code\":1,", "job 10 --json " COORD, url));
+    free(cli(0, "10,verify,done,fail,instruct,b1@*", "jobs --state failed --format csv " COORD,
+             url));
+    free(cli(0, "10,verify,done,fail,instruct,b1@*", "jobs --outcome fail --format csv " COORD,
+             url));
+    /* a job without results (cancelled) is one JUnit error naming its state and reason */
+    snprintf(junit, sizeof junit, "%s/cancelled.xml", tu_group_tmp());
+    free(cli(4, "", "wait 1 --quiet --junit '%s' " COORD, junit, url));
+    f = fopen(junit, "r");
+    assert_non_null(f);
+    got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    assert_non_null(strstr(buf, "<error type=\"cancelled\" message=\"cancelled: job cancelled: "
+                                "not needed\""));
     /* several jobs: the highest exit code (1 cancelled -> 4) */
     free(cli(4, "  \"schema\":\"npubench.wait/1\",", "wait 1 4 --json " COORD, url));
     out = cli(4, "", "wait 1 --quiet " COORD, url);
@@ -316,24 +374,24 @@ static void test_embedded_database(void **s)
 {
     (void)s;
     need_coordinator();
-    free(cli(0, "job 10 submitted", "submit run --board nowhere " COORD, url));
+    free(cli(0, "job 11 submitted", "submit run --board nowhere " COORD, url));
     stop(&coord_pid);
     free(cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
-                "10,run,queued,-,instruct @nowhere,-,-,*\n"
+                "11,run,queued,-,instruct @nowhere,-,-,*\n"
                 "3,run,cancelled,cancelled,instruct @nowhere,-,-,*",
              "jobs --format csv --db '%s'", db));
     free(cli(4, "job 1: run cancelled\n  error:     not needed", "job 1 --db '%s'", db));
     /* the selector filters: by board, by model (the alias a job was submitted under) */
-    char *out = cli(0, "10,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
+    char *out = cli(0, "11,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
                     "jobs --board nowhere --format csv --db '%s'", db);
     assert_null(strstr(out, "\n4,run,"));
     free(out);
     free(cli(0, "(no jobs)", "jobs --model Qwen2.5-0.5B-Instruct --db '%s'", db));
-    free(cli(0, "10,run,queued,-,instruct @nowhere,-,-,*",
+    free(cli(0, "11,run,queued,-,instruct @nowhere,-,-,*",
              "jobs --model instruct --limit 1 --format csv --db '%s'", db));
-    free(cli(5, "job 10: run queued", "job 10 --db '%s'", db));
-    free(cli(0, "job 10 cancelled", "cancel 10 --db '%s'", db));
-    free(cli(4, "job 10: run cancelled", "job 10 --db '%s'", db));
+    free(cli(5, "job 11: run queued", "job 11 --db '%s'", db));
+    free(cli(0, "job 11 cancelled", "cancel 11 --db '%s'", db));
+    free(cli(4, "job 11: run cancelled", "job 11 --db '%s'", db));
     free(cli(0, "WORKER,BOARD,STATE,SEEN,JOB,PROGRESS,DEPLOYMENTS",
              "workers --all --format csv --db '%s'", db));
 }
