@@ -346,7 +346,8 @@ static Npubench__Job *run_job(nb_svc *svc, Npubench__JobSpec *spec, int shards, 
 }
 
 /* Part B: one in-process worker on tiny RUN jobs; part C: verify-full on worker processes. */
-static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const char *npubench)
+static void bench_workers(const char *dir, int n_tiny, int verify_tokens, int verify_prompts,
+                          const char *npubench)
 {
     char url[128], db[1024];
     snprintf(url, sizeof url, "inproc://bench-sched-b");
@@ -431,6 +432,7 @@ static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const 
     Npubench__JobSpec vf = spec;
     vf.kind = NPUBENCH__JOB_KIND__VERIFY_FULL;
     vf.n_tokens = verify_tokens;
+    vf.max_prompts = verify_prompts;
     vf.reps = 0;
     vf.params = NULL;
     vf.n_params = 0;
@@ -443,9 +445,9 @@ static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const 
     j = run_job(svc, &vf, 2, &w_two);
     int pass2 = j->n_results && j->results[0]->outcome == NPUBENCH__OUTCOME__PASS;
     nb_wire_free(j);
-    printf("| verify-full, 8 prompts x %d tokens, 1 thread per worker | 1 worker %.1f s (%s) | "
+    printf("| verify-full, %d prompts x %d tokens, 1 thread per worker | 1 worker %.1f s (%s) | "
            "2 workers (2 shards) %.1f s (%s) | speed-up %.2fx |\n",
-           verify_tokens, w_one / 1000, pass1 ? "PASS" : "FAIL", w_two / 1000,
+           verify_prompts, verify_tokens, w_one / 1000, pass1 ? "PASS" : "FAIL", w_two / 1000,
            pass2 ? "PASS" : "FAIL", w_one / w_two);
     for (int i = 0; i < 2; i++) {
         kill(pids[i], SIGKILL); /* idle workers; the database is thrown away */
@@ -457,7 +459,8 @@ static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const 
 
 int main(int argc, char **argv)
 {
-    int n_lat = 200, n_tput = 2000, pollers = 4, n_tiny = 20, vtok = 32, skip_workers = 0;
+    int n_lat = 200, n_tput = 2000, pollers = 4, n_tiny = 20, vtok = 32, vprompts = 8,
+        skip_workers = 0;
     /* the binary the worker processes run: $NB_BIN, else next to this bench */
     const char *npubench = getenv("NB_BIN");
     char self[1024];
@@ -478,8 +481,15 @@ int main(int argc, char **argv)
             skip_workers = 1;
         } else if (!strcmp(argv[i], "--verify-tokens") && i + 1 < argc) {
             vtok = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--verify-prompts") && i + 1 < argc) {
+            vprompts = atoi(argv[++i]);
+            if (vprompts < 2 || vprompts > 8) { /* 2 shards need 2 prompts; the set has 8 */
+                fprintf(stderr, "bench_sched: --verify-prompts %d: expected 2..8\n", vprompts);
+                return 2;
+            }
         } else {
-            fprintf(stderr, "usage: bench_sched [--quick] [--no-workers] [--verify-tokens N]\n"
+            fprintf(stderr, "usage: bench_sched [--quick] [--no-workers] [--verify-tokens N] "
+                            "[--verify-prompts N]\n"
                             "(worker processes run $NB_BIN, default ../npubench next to it)\n");
             return 2;
         }
@@ -490,7 +500,7 @@ int main(int argc, char **argv)
     printf("| What | | | |\n|---|---|---|---|\n");
     bench_protocol(dir, n_lat, n_tput, pollers);
     if (!skip_workers)
-        bench_workers(dir, n_tiny, vtok, npubench);
+        bench_workers(dir, n_tiny, vtok, vprompts, npubench);
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     if (system(rm) != 0)

@@ -99,16 +99,16 @@ static void test_bench_rpc(void **s)
     free(out);
 }
 
-/* the protocol part and the real-worker part (the default model, 1 token per prompt) */
+/* the protocol part and the real-worker part (the default model, 2 prompts x 1 token) */
 static void test_bench_sched(void **s)
 {
     (void)s;
     tu_require_model();
-    char *out = bench("bench_sched", "--quick --verify-tokens 1", 0,
+    char *out = bench("bench_sched", "--quick --verify-tokens 1 --verify-prompts 2", 0,
                       "| What | | | |\n|---|---|---|---|\n| tiny job, 1 poller (n=50) | "
                       "\n| 300 tiny jobs, 4 pollers | "
                       "\n| tiny RUN (1 token, 1 rep), real worker (n=5) | "
-                      "\n| verify-full, 8 prompts x 1 tokens, 1 thread per worker | 1 worker ");
+                      "\n| verify-full, 2 prompts x 1 tokens, 1 thread per worker | 1 worker ");
     assert_int_equal(lines_starting(out, "| "), 5); /* the head and one row per part */
     /* both verify-full runs pass the gate: 1 worker, then 2 shards on 2 workers */
     const char *vf = strstr(out, "| verify-full, ");
@@ -117,6 +117,8 @@ static void test_bench_sched(void **s)
     assert_non_null(strstr(strstr(vf, "2 workers (2 shards) "), " (PASS) | speed-up "));
     free(out);
     free(bench("bench_sched", "--frobnicate", 2, "usage: bench_sched"));
+    free(bench("bench_sched", "--verify-prompts 1", 2,
+               "bench_sched: --verify-prompts 1: expected 2..8"));
 }
 
 int main(void)
