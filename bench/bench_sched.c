@@ -315,14 +315,15 @@ static nb_daemon *daemon_open(const char *url, int dev, const char *tag)
     nb_err e;
     if (nb_daemon_start(&o, &d, &e))
         die("worker", &e);
-    for (int i = 0; i < 2000; i++) {
+    /* the deployment is set up before registering: seconds, far more under a sanitizer */
+    for (int i = 0; i < 12000; i++) {
         char id[128];
         nb_daemon_worker_id(d, id, sizeof id);
         if (id[0])
             return d;
         usleep(5000);
     }
-    die("worker: not registered", NULL);
+    die("worker: not registered within 60 s", NULL);
     return NULL;
 }
 
