@@ -46,7 +46,8 @@ typedef struct rd_job {
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n)
 {
-    typedef long long v4 __attribute__((vector_size(32)));
+    /* unsigned: the sum of arbitrary words wraps, which signed lanes may not (UB) */
+    typedef unsigned long long v4 __attribute__((vector_size(32)));
     v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {

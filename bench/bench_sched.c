@@ -46,26 +46,28 @@ typedef struct poller {
     int done;
     nb_rpc_client *cli;
     char id[128];
+    char inst[32];         /* the instance id every worker call must carry */
     double *lease_at;      /* per job id: wall ms when the lease arrived */
     double *committed_ms;  /* per job id: ReportResult round trip */
     int max_id;
 } poller;
 
+/* The call's nb_code; *e (may be NULL) gets the error. */
 static int pcall(nb_rpc_client *cli, const char *m, const void *req,
-                 const ProtobufCMessageDescriptor *d, void *resp)
+                 const ProtobufCMessageDescriptor *d, void *resp, nb_err *ep)
 {
     uint8_t *pb;
     size_t len;
-    nb_err e;
-    if (nb_wire_pack(req, &pb, &len, &e))
-        die("pack", &e);
+    nb_err local, *e = ep ? ep : &local;
+    if (nb_wire_pack(req, &pb, &len, e))
+        die("pack", e);
     uint8_t *out = NULL;
     size_t olen = 0;
     int st = -1;
-    nb_code rc = nb_rpc_call(cli, m, pb, len, 15000, &st, NULL, &out, &olen, &e);
+    nb_code rc = nb_rpc_call(cli, m, pb, len, 15000, &st, NULL, &out, &olen, e);
     free(pb);
-    if (!rc && resp && nb_wire_unpack(d, out, olen, 0, resp, &e))
-        rc = e.code;
+    if (!rc && resp && nb_wire_unpack(d, out, olen, 0, resp, e))
+        rc = e->code;
     free(out);
     return rc;
 }
@@ -99,11 +101,17 @@ static void *poller_main(void *arg)
     while (!p->stop) {
         Npubench__LeaseJobRequest lr = NPUBENCH__LEASE_JOB_REQUEST__INIT;
         lr.worker_id = p->id;
+        lr.instance_id = p->inst;
         lr.wait_ms = 200;
         Npubench__LeaseJobResponse *resp = NULL;
-        if (pcall(p->cli, "npubench.Worker/LeaseJob", &lr,
-                  &npubench__lease_job_response__descriptor, &resp))
+        nb_err e;
+        nb_code rc = pcall(p->cli, "npubench.Worker/LeaseJob", &lr,
+                           &npubench__lease_job_response__descriptor, &resp, &e);
+        /* a refused lease never turns into a job: retrying it would spin forever */
+        if (rc == NB_ETIMEOUT)
             continue;
+        if (rc)
+            die("LeaseJob", &e);
         Npubench__Lease *l = resp->lease;
         if (l) {
             if (l->job_id < p->max_id)
@@ -111,12 +119,13 @@ static void *poller_main(void *arg)
             Npubench__JobResult *r = canned(l->job_id);
             Npubench__ReportResultRequest rr = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
             rr.worker_id = p->id;
+            rr.instance_id = p->inst;
             rr.lease_id = l->lease_id;
             rr.result = r;
             double t0 = nb_now_ms();
             Npubench__ReportResultResponse *ack = NULL;
             if (!pcall(p->cli, "npubench.Worker/ReportResult", &rr,
-                       &npubench__report_result_response__descriptor, &ack)) {
+                       &npubench__report_result_response__descriptor, &ack, NULL)) {
                 if (l->job_id < p->max_id)
                     p->committed_ms[l->job_id] = nb_now_ms() - t0;
                 p->done++;
@@ -146,21 +155,21 @@ static void poller_start(poller *p, const char *url, int index, double *lease_at
     d.backend = "cpu";
     d.dtype = "bf16";
     Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
-    char dev[16], inst[32];
+    char dev[16];
     snprintf(dev, sizeof dev, "cpu:%d", index);
-    snprintf(inst, sizeof inst, "bench-%d", index);
+    snprintf(p->inst, sizeof p->inst, "bench-%d", index);
     info.board_name = "bench";
     info.host = "bench-host";
     info.device_id = dev;
-    info.instance_id = inst;
+    info.instance_id = p->inst;
     info.deployments = &dp;
     info.n_deployments = 1;
     Npubench__RegisterRequest rq = NPUBENCH__REGISTER_REQUEST__INIT;
     rq.info = &info;
     Npubench__RegisterResponse *rr = NULL;
     if (pcall(p->cli, "npubench.Worker/Register", &rq, &npubench__register_response__descriptor,
-              &rr))
-        die("register", NULL);
+              &rr, &e))
+        die("register", &e);
     snprintf(p->id, sizeof p->id, "%s", rr->worker_id);
     nb_wire_free(rr);
     pthread_create(&p->th, NULL, poller_main, p);
@@ -306,14 +315,15 @@ static nb_daemon *daemon_open(const char *url, int dev, const char *tag)
     nb_err e;
     if (nb_daemon_start(&o, &d, &e))
         die("worker", &e);
-    for (int i = 0; i < 2000; i++) {
+    /* the deployment is set up before registering: seconds, far more under a sanitizer */
+    for (int i = 0; i < 12000; i++) {
         char id[128];
         nb_daemon_worker_id(d, id, sizeof id);
         if (id[0])
             return d;
         usleep(5000);
     }
-    die("worker: not registered", NULL);
+    die("worker: not registered within 60 s", NULL);
     return NULL;
 }
 
@@ -337,7 +347,8 @@ static Npubench__Job *run_job(nb_svc *svc, Npubench__JobSpec *spec, int shards, 
 }
 
 /* Part B: one in-process worker on tiny RUN jobs; part C: verify-full on worker processes. */
-static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const char *npubench)
+static void bench_workers(const char *dir, int n_tiny, int verify_tokens, int verify_prompts,
+                          const char *npubench)
 {
     char url[128], db[1024];
     snprintf(url, sizeof url, "inproc://bench-sched-b");
@@ -422,6 +433,7 @@ static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const 
     Npubench__JobSpec vf = spec;
     vf.kind = NPUBENCH__JOB_KIND__VERIFY_FULL;
     vf.n_tokens = verify_tokens;
+    vf.max_prompts = verify_prompts;
     vf.reps = 0;
     vf.params = NULL;
     vf.n_params = 0;
@@ -434,9 +446,9 @@ static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const 
     j = run_job(svc, &vf, 2, &w_two);
     int pass2 = j->n_results && j->results[0]->outcome == NPUBENCH__OUTCOME__PASS;
     nb_wire_free(j);
-    printf("| verify-full, 8 prompts x %d tokens, 1 thread per worker | 1 worker %.1f s (%s) | "
+    printf("| verify-full, %d prompts x %d tokens, 1 thread per worker | 1 worker %.1f s (%s) | "
            "2 workers (2 shards) %.1f s (%s) | speed-up %.2fx |\n",
-           verify_tokens, w_one / 1000, pass1 ? "PASS" : "FAIL", w_two / 1000,
+           verify_prompts, verify_tokens, w_one / 1000, pass1 ? "PASS" : "FAIL", w_two / 1000,
            pass2 ? "PASS" : "FAIL", w_one / w_two);
     for (int i = 0; i < 2; i++) {
         kill(pids[i], SIGKILL); /* idle workers; the database is thrown away */
@@ -448,7 +460,8 @@ static void bench_workers(const char *dir, int n_tiny, int verify_tokens, const 
 
 int main(int argc, char **argv)
 {
-    int n_lat = 200, n_tput = 2000, pollers = 4, n_tiny = 20, vtok = 32, skip_workers = 0;
+    int n_lat = 200, n_tput = 2000, pollers = 4, n_tiny = 20, vtok = 32, vprompts = 8,
+        skip_workers = 0;
     /* the binary the worker processes run: $NB_BIN, else next to this bench */
     const char *npubench = getenv("NB_BIN");
     char self[1024];
@@ -469,8 +482,15 @@ int main(int argc, char **argv)
             skip_workers = 1;
         } else if (!strcmp(argv[i], "--verify-tokens") && i + 1 < argc) {
             vtok = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--verify-prompts") && i + 1 < argc) {
+            vprompts = atoi(argv[++i]);
+            if (vprompts < 2 || vprompts > 8) { /* 2 shards need 2 prompts; the set has 8 */
+                fprintf(stderr, "bench_sched: --verify-prompts %d: expected 2..8\n", vprompts);
+                return 2;
+            }
         } else {
-            fprintf(stderr, "usage: bench_sched [--quick] [--no-workers] [--verify-tokens N]\n"
+            fprintf(stderr, "usage: bench_sched [--quick] [--no-workers] [--verify-tokens N] "
+                            "[--verify-prompts N]\n"
                             "(worker processes run $NB_BIN, default ../npubench next to it)\n");
             return 2;
         }
@@ -481,7 +501,7 @@ int main(int argc, char **argv)
     printf("| What | | | |\n|---|---|---|---|\n");
     bench_protocol(dir, n_lat, n_tput, pollers);
     if (!skip_workers)
-        bench_workers(dir, n_tiny, vtok, npubench);
+        bench_workers(dir, n_tiny, vtok, vprompts, npubench);
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     if (system(rm) != 0)

@@ -1,0 +1,132 @@
+/* test_bench_smoke: every benchmark in bench/ run once at its smallest size (the engine bench on
+ * the tiny Llama), exit 0 and its table printed, so a benchmark that rots fails here first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+
+/* Runs build/bench/<bench> args; asserts exit code, that each line of want (separated by
+ * '\n') starts a line of the output, and no sanitizer report. The output (caller frees). */
+static char *bench(const char *name, const char *args, int code, const char *want)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/bench/%s' %s", tu_group_tmp(),
+             tu_env("NB_BUILD", "."), name, args);
+    tu_result r = tu_run(cmd);
+    print_message("$ %s %s  [exit %d]\n%s", name, args, r.code, r.out ? r.out : "");
+    assert_non_null(r.out);
+    assert_int_equal(r.code, code);
+    for (const char *w = want; *w;) {
+        size_t n = strcspn(w, "\n");
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)n, w);
+        const char *at = strstr(r.out, line);
+        assert_non_null(at);
+        assert_true(at == r.out || at[-1] == '\n');
+        w += n + (w[n] == '\n');
+    }
+    assert_null(strstr(r.out, "AddressSanitizer"));
+    assert_null(strstr(r.out, "runtime error"));
+    return r.out;
+}
+
+/* Counts the lines of out that start with prefix. */
+static int lines_starting(const char *out, const char *prefix)
+{
+    int n = 0;
+    size_t len = strlen(prefix);
+    for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        n += !strncmp(p, prefix, len);
+    return n;
+}
+
+/* prefill 8 and 4 tokens and 3 decode steps, twice each, on the tiny Llama as q4_1 and f32:
+ * one "engine DTYPE TEST mean sd best samples bytes" line per test */
+static void test_bench_engine(void **s)
+{
+    (void)s;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/nb_gen_tiny' --type q4_1 --out '%s/tiny.gguf'",
+             tu_env("NB_TOOLS", "tests"), tu_group_tmp());
+    tu_result g = tu_run(cmd);
+    assert_int_equal(g.code, 0);
+    free(g.out);
+    char *out = bench("bench_engine", "--model tiny.gguf --dtype q4_1 --pp 8,4 --tg 3 --reps 2 --threads 1",
+                      0, "engine q4_1 pp8 \nengine q4_1 pp4 \nengine q4_1 tg3 ");
+    assert_int_equal(lines_starting(out, "engine "), 3);
+    free(out);
+    out = bench("bench_engine", "--model tiny.gguf --dtype f32 --pp 4 --tg 0 --reps 1", 0,
+                "engine f32 pp4 ");
+    assert_int_equal(lines_starting(out, "engine "), 1);
+    free(out);
+    free(bench("bench_engine", "--model tiny.gguf --reps 0", 2, "usage"));
+    free(bench("bench_engine", "--model tiny.gguf --dtype int3", 2,
+               "bench_engine: dtype 'int3': expected bf16, f32 or q4_1"));
+    free(bench("bench_engine", "--model nothing.gguf", 2, "bench_engine: "));
+}
+
+static void test_bench_history(void **s)
+{
+    (void)s;
+    char *out = bench("bench_history", "2000", 0, "bench_history: 2000 runs, ");
+    assert_true(lines_starting(out, "  ") >= 3); /* the insert line and one per query */
+    assert_null(strstr(out, "nan"));
+    free(out);
+    free(bench("bench_history", "0", 2, "usage: bench_history [N_RUNS (1..100000000"));
+}
+
+static void test_bench_kernels(void **s)
+{
+    (void)s;
+    char *out = bench("bench_kernels", "--threads 1 --quick", 0,
+                      "bench_kernels: 1 threads, best path \nread bandwidth (512 MiB, "
+                      "huge-page slab): 1 thread \ncompute peak: \npath         weights\n"
+                      "attention (9 heads, 3 kv heads, hd 64), \n  decode at pos 512: \n"
+                      "  prefill chunk of 128 at pos0 384: ");
+    assert_true(lines_starting(out, "portable ") >= 1); /* every path the CPU has, portable too */
+    free(out);
+    free(bench("bench_kernels", "--frobnicate", 2, "usage: bench_kernels"));
+}
+
+static void test_bench_rpc(void **s)
+{
+    (void)s;
+    char *out = bench("bench_rpc", "", 0, "bench_rpc: \ninproc \nipc \ntcp ");
+    free(out);
+}
+
+/* the protocol part and the real-worker part (the default model, 2 prompts x 1 token) */
+static void test_bench_sched(void **s)
+{
+    (void)s;
+    tu_require_model();
+    char *out = bench("bench_sched", "--quick --verify-tokens 1 --verify-prompts 2", 0,
+                      "| What | | | |\n|---|---|---|---|\n| tiny job, 1 poller (n=50) | "
+                      "\n| 300 tiny jobs, 4 pollers | "
+                      "\n| tiny RUN (1 token, 1 rep), real worker (n=5) | "
+                      "\n| verify-full, 2 prompts x 1 tokens, 1 thread per worker | 1 worker ");
+    assert_int_equal(lines_starting(out, "| "), 5); /* the head and one row per part */
+    /* both verify-full runs pass the gate: 1 worker, then 2 shards on 2 workers */
+    const char *vf = strstr(out, "| verify-full, ");
+    assert_non_null(vf);
+    assert_non_null(strstr(vf, " (PASS) | 2 workers (2 shards) "));
+    assert_non_null(strstr(strstr(vf, "2 workers (2 shards) "), " (PASS) | speed-up "));
+    free(out);
+    free(bench("bench_sched", "--frobnicate", 2, "usage: bench_sched"));
+    free(bench("bench_sched", "--verify-prompts 1", 2,
+               "bench_sched: --verify-prompts 1: expected 2..8"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bench_engine), cmocka_unit_test(test_bench_history),
+        cmocka_unit_test(test_bench_kernels), cmocka_unit_test(test_bench_rpc),
+        cmocka_unit_test(test_bench_sched),
+    };
+    return tu_run_group(tests, tu_group_setup, tu_group_teardown);
+}

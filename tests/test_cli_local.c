@@ -1,0 +1,238 @@
+/* test_cli_local: the local commands through the real binary — run (embedded service and
+ * --direct), diagnosis, profile on the default model — and compare, reference and history
+ * over imported runs with known numbers: output lines and exit codes asserted exactly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <json-c/json.h>
+
+#include "testutil.h"
+
+/* Runs `npubench ARGS` (printf-style) with no key or coordinator in the environment; asserts
+ * the exit code and that every line of want (separated by '\n') is a whole line of the
+ * output, or starts one when it ends in '*'. The output (caller frees). */
+static char *cli(int code, const char *want, const char *fmt, ...)
+{
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && env -u NPUBENCH_SECRET -u NPUBENCH_COORDINATOR '%s' %s",
+             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), args);
+    tu_result r = tu_run(cmd);
+    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
+    assert_non_null(r.out);
+    assert_int_equal(r.code, code);
+    for (const char *w = want; *w;) {
+        size_t n = strcspn(w, "\n");
+        int prefix = n > 0 && w[n - 1] == '*';
+        size_t m = n - (size_t)prefix;
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)m, w);
+        int found = 0;
+        for (const char *at = r.out; !found && (at = strstr(at, line)); at++)
+            found = (at == r.out || at[-1] == '\n') &&
+                    (prefix || at[m] == '\n' || at[m] == '\0');
+        if (!found)
+            fail_msg("no line \"%s\"%s in the output", line, prefix ? "..." : "");
+        w += n + (w[n] == '\n');
+    }
+    assert_null(strstr(r.out, "AddressSanitizer"));
+    assert_null(strstr(r.out, "runtime error"));
+    return r.out;
+}
+
+static const char *tmp(void)
+{
+    return tu_group_tmp();
+}
+
+/* run: through the embedded coordinator and worker, and --direct on the executor alone; the
+ * same greedy tokens either way. */
+static void test_run(void **s)
+{
+    (void)s;
+    tu_require_model();
+    const char *want = "Deployment: *\nSetup: *\n"
+                       "Prompt tokens: 31, generated tokens: 2, repetitions: 1\n"
+                       "Time to first token (TTFT): *\nDecode: *\nTokens/second: *\n"
+                       "Generated text:\nHello!";
+    free(cli(0, want, "run --prompt Hi --n-tokens 2 --threads 1 --reps 1 --warmup 0 "
+                      "--db '%s/l.db'", tmp()));
+    free(cli(0, want, "run --direct --prompt Hi --n-tokens 2 --threads 1 --reps 1 --warmup 0 "
+                      "--max-seq 64"));
+}
+
+/* diagnosis: every layer against the committed HF hidden states, a report written */
+static void test_diagnosis(void **s)
+{
+    (void)s;
+    tu_require_model();
+    char *out = cli(0, "[diagnosis] prompt \"The capital of France is\" (5 positions) — "
+                       "informational, never fails\n"
+                       "layer                    cos_min    cos_p5   cos_med  cos_mean   max_abs\n"
+                       "L0                      0.9999*\nL29 (post-norm)         0.999*\n"
+                       "Report: *",
+                    "diagnosis --threads 1 --db '%s/l.db' --reports '%s/rep'", tmp(), tmp());
+    free(out);
+    tu_result r;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "ls '%s/rep' | grep -c '^diagnosis_.*\\.\\(json\\|md\\)$'", tmp());
+    r = tu_run(cmd);
+    assert_string_equal(r.out, "2\n");
+    free(r.out);
+    free(cli(2, "npubench diagnosis: error: no HF reference trace for model b179c9523d0e6a0f and "
+                "prompt 7d6cb370f24461b5 *",
+             "diagnosis --threads 1 --db '%s/l.db' --prompt 'Never traced'", tmp()));
+}
+
+/* profile: the phases and one line per kernel, the call counts those of 30 layers */
+static void test_profile(void **s)
+{
+    (void)s;
+    tu_require_model();
+    free(cli(0, "Phase                         ms\n  setup (once)  *\n  prefill total  *\n"
+                "  decode per token *\n  LM head per call *\n"
+                "Kernel (all 1 repetitions)  calls   total ms     avg ms\n"
+                "  embedding                     2 *\n  rmsnorm                     120 *\n"
+                "  qkv_proj                     60 *\n  attention                    60 *\n"
+                "  lm_head                       2 *\n"
+                "Prompt tokens: 42, generated tokens: 2, repetitions: 1",
+             "profile --n-tokens 2 --reps 1 --warmup 0 --threads 1 --db '%s/l.db'", tmp()));
+}
+
+/* verify's verdict through the binary: the committed trace passes (exit 0); the same trace
+ * with step 2 of prompt 0 replaced by tokens the model never picks fails there (exit 1),
+ * named in the summary and in the report. */
+static void test_verify_verdicts(void **s)
+{
+    (void)s;
+    tu_require_model();
+    const char *src = tu_require_src();
+    char ref[4096], bad[4096];
+    snprintf(ref, sizeof ref, "%s/verify/references/b179c9523d0e6a0f-f31be4262e898413.json",
+             src);
+    free(cli(0, "[verify] model b179c9523d0e6a0f cpu/bf16, 1 prompts x 4 tokens, top-5\n"
+                "  prompt 0: PASS  (all 4 steps agree)\n[verify] PASS (1/1 prompts pass)",
+             "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
+             "'%s/vr0' --db '%s/v.db'", ref, tmp(), tmp()));
+    json_object *root = json_object_from_file(ref), *prompts, *steps;
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "prompts", &prompts));
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(prompts, 0), "steps", &steps));
+    json_object *st = json_object_array_get_idx(steps, 2), *ids = json_object_new_array();
+    for (int i = 1; i <= 5; i++)
+        json_object_array_add(ids, json_object_new_int(i));
+    json_object_object_add(st, "token", json_object_new_int(1));
+    json_object_object_add(st, "topk_ids", ids);
+    snprintf(bad, sizeof bad, "%s/bad-trace.json", tmp());
+    assert_int_equal(json_object_to_file(bad, root), 0);
+    json_object_put(root);
+    free(cli(1, "  prompt 0: FAIL  diverge at step 2: device 504 (ref margin > 1.750) vs "
+                "reference 1 — step 2: device token 504 not in reference top-5\n"
+                "[verify] FAIL (0/1 prompts pass)\nReport: *",
+             "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
+             "'%s/vr1' --db '%s/v.db'", bad, tmp(), tmp()));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cat '%s'/vr1/verify_topk_token_*.md", tmp());
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    print_message("%s", r.out);
+    assert_non_null(strstr(r.out, "# npubench verify — FAIL\n"));
+    assert_non_null(strstr(r.out, "\n| 0 | FAIL | step 2 | 504 `The` (-1; ref margin > 1.750) "
+                                  "| 1 `<\\|im_start\\|>` (-1) | 504, "));
+    assert_non_null(strstr(r.out, " | 1, 2, 3, 4, 5 |\n|  | agreed prefix: ⏎⏎ — **step 2: "
+                                  "device token 504 not in reference top-5** |"));
+    assert_non_null(strstr(r.out, "\n**Summary:** 0/1 prompts pass — FAIL ("));
+    free(r.out);
+}
+
+/* compare / reference / history over tests/data/db/history.ndjson (runs 1..5 with known
+ * TTFT and TPS): every output format and the verdict's exit code */
+static void test_compare_formats_and_reference(void **s)
+{
+    (void)s;
+    const char *src = tu_require_src();
+    char db[1200];
+    snprintf(db, sizeof db, "%s/h.db", tmp());
+    char want[2048];
+    snprintf(want, sizeof want, "%s/tests/data/db/history.ndjson: 5 runs imported, 0 already "
+             "stored, 0 bad", src);
+    free(cli(0, want, "import '%s/tests/data/db/history.ndjson' --db '%s'", src, db));
+    free(cli(1, "  \"schema\":\"npubench.compare/1\",\n  \"run_id\":4,\n  \"base_run_id\":2,\n"
+                "  \"outcome\":\"fail\",\n  \"exit_code\":1,\n      \"metric\":\"ttft\",\n"
+                "      \"value\":471.0,\n      \"regression\":true,\n      \"p_value\":1.0,\n"
+                "      \"metric\":\"tps\",",
+             "compare 4 2 --json --db '%s'", db));
+    free(cli(1, "metric,base_run,base,run,value,delta_pct,regression,p_value\n"
+                "ttft,2,415.9000,4,471.0000,+13.25,yes,1\ntps,2,18.3000,4,16.2000,-11.48,yes,1",
+             "compare 4 2 --format csv --db '%s'", db));
+    free(cli(0, "| metric | base_run | base | run | value | delta_pct | regression | p_value |\n"
+                "|---|---|---|---|---|---|---|---|\n"
+                "| ttft | 2 | 415.9000 | 4 | 471.0000 | +13.25 | no | 1 |\n"
+                "| tps | 2 | 18.3000 | 4 | 16.2000 | -11.48 | no | 1 |",
+             "compare 4 2 --format md --tolerance 20 --db '%s'", db));
+    free(cli(2, "npubench compare: error: NOT_FOUND: no run with id 999 (Compare from *",
+             "compare 2 999 --db '%s'", db));
+    free(cli(2, "npubench compare: '2x' is not a run id", "compare 2x 1 --db '%s'", db));
+    free(cli(2, "npubench compare: expected RUN_A RUN_B, or RUN --against reference",
+             "compare 2 --db '%s'", db));
+    free(cli(0, "reference of Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct "
+                "npu/bf16 on npu-strix-01)",
+             "reference set --run 1 --db '%s'", db));
+    free(cli(1, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
+                "2025-03-12T02:00:05Z)\n"
+                "reference: run 2: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
+                "2025-03-11T02:00:07Z)\n"
+                "matched: run 2, the newest of 2 like runs of the reference deployment 1 *\n"
+                "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 "
+                "vs 1)  REGRESSION\n"
+                "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 "
+                "vs 1)  REGRESSION",
+             "compare 4 --against reference --db '%s'", db));
+    free(cli(2, "npubench reference: set: name a DEPLOYMENT id, --run N or --job N",
+             "reference set --db '%s'", db));
+    free(cli(2, "npubench reference: '0' is not a deployment id", "reference set 0 --db '%s'",
+             db));
+    free(cli(2, "npubench reference: error: NOT_FOUND: no deployment with id 999 *",
+             "reference set 999 --db '%s'", db));
+    free(cli(2, "npubench reference: unset: name the MODEL (any of its names)",
+             "reference unset --db '%s'", db));
+    free(cli(2, "npubench reference: expected 'set DEPLOYMENT' (a deployment id from `npubench "
+                "history --json`), 'show [MODEL]' or 'unset MODEL'",
+             "reference bogus --db '%s'", db));
+    free(cli(0, "Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 on "
+                "npu-strix-01), set *",
+             "reference show --db '%s'", db));
+    free(cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+                "5,2025-03-13T00:00:00Z,Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01,bench,?,"
+                "199.70,34.10,-,imported\n"
+                "2,2025-03-11T02:00:07Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,-,"
+                "415.90,18.30,-,imported",
+             "history --format csv --db '%s'", db));
+    char *out = cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | "
+                       "FLAG |\n|---|---|---|---|---|---|---|---|---|\n"
+                       "| 5 | 2025-03-13T00:00:00Z | Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01 "
+                       "| bench | ? | 199.70 | 34.10 | - | imported |",
+                    "history --format md --limit 2 --db '%s'", db);
+    assert_null(strstr(out, "| 3 |")); /* --limit 2: runs 5 and 4 */
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run),
+        cmocka_unit_test(test_diagnosis),
+        cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_verify_verdicts),
+        cmocka_unit_test(test_compare_formats_and_reference),
+    };
+    return tu_run_group(tests, tu_group_setup, tu_group_teardown);
+}
