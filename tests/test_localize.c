@@ -18,7 +18,7 @@
 
 /* A deployment of the default model set up under NPUBENCH_FAULT=fault (NULL: none). The
  * engine reads the switch at setup only, so it is cleared again at once. */
-static nb_deploy *open_with_fault(const char *fault)
+static nb_deploy *open_dtype(const char *fault, nb_dtype dtype)
 {
     tu_require_model();
     if (fault)
@@ -29,6 +29,7 @@ static nb_deploy *open_with_fault(const char *fault)
     nb_deploy_spec_default(&s);
     snprintf(s.model, sizeof s.model, "instruct");
     s.threads = 2;
+    s.dtype = dtype;
     nb_deploy *d = NULL;
     nb_err err = {0};
     nb_code rc = nb_deploy_open(&s, &d, &err);
@@ -37,6 +38,11 @@ static nb_deploy *open_with_fault(const char *fault)
         print_error("deploy: %s\n", err.msg);
     assert_int_equal(rc, NB_OK);
     return d;
+}
+
+static nb_deploy *open_with_fault(const char *fault)
+{
+    return open_dtype(fault, NB_DTYPE_BF16);
 }
 
 /* verify on the first prompt of the instruct set, n_tokens steps. */
@@ -219,6 +225,44 @@ static void test_clean_engine_follows_hf(void **s)
     nb_deploy_close(d);
 }
 
+/* A real near tie, held: the f32 engine on the instruct set's second prompt takes token 624
+ * at step 15 where HF's bf16 reference takes 260, and HF's own logits for the two are equal
+ * in bf16 (margin 0). The gate passes (each is in the other's top-5); asked to localize
+ * divergences, the worker finds the decode path and every layer clean and says near tie. */
+static void test_real_near_tie_labelled(void **s)
+{
+    (void)s;
+    nb_deploy *d = open_dtype(NULL, NB_DTYPE_F32);
+    nb_verify_opts o = {0};
+    o.first = 1;
+    o.count = 1;
+    o.n_tokens = 16;
+    o.localize = NB_LOCALIZE_DIVERGENCE;
+    nb_verify_result r;
+    nb_err err = {0};
+    nb_code rc = nb_verify_run(d, &o, &r, &err);
+    if (rc)
+        print_error("verify: %s\n", err.msg);
+    assert_int_equal(rc, NB_OK);
+    assert_int_equal(r.n, 1);
+    const nb_verify_record *v = &r.recs[0];
+    assert_int_equal(v->index, 1);
+    assert_int_equal(v->gate.status, NB_GATE_PASS);
+    assert_int_equal(v->gate.divergence, 15);
+    const nb_localization *l = &v->loc;
+    print_loc(l);
+    assert_true(l->present);
+    assert_true(l->near_tie);
+    assert_true(l->ref_margin >= 0.0 && l->ref_margin <= NB_GATE_NEAR_TIE);
+    assert_int_equal(l->kv, NB_LOC_KV_CLEAN);
+    assert_int_equal(l->kv_steps, 15);
+    assert_int_equal(l->layers_status, NB_LOC_LAYERS_CLEAN);
+    assert_string_equal(l->verdict, "near_tie");
+    assert_non_null(strstr(l->summary, "near tie"));
+    nb_verify_result_free(&r);
+    nb_deploy_close(d);
+}
+
 /* A verdict can only come from the parts: a real fault outranks a near tie. */
 static void test_verdict_order(void **s)
 {
@@ -392,6 +436,7 @@ int main(void)
         cmocka_unit_test(test_kv_offset_localized_to_kv_cache_step_1),
         cmocka_unit_test(test_mlp_fault_localized_to_layer_and_mlp),
         cmocka_unit_test(test_clean_engine_follows_hf),
+        cmocka_unit_test(test_real_near_tie_labelled),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }
