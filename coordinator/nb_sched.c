@@ -471,12 +471,12 @@ static void plans_free(child_plan *p, size_t n)
     free(p);
 }
 
-/* When a job submitted now expires in the queue (unix ms): its own expiry, else the
+/* How long after its submission a job expires in the queue: its own expiry, else the
  * coordinator's default; 0 = never. */
 static int64_t expiry_of(const nb_coord *c, const Npubench__JobSpec *spec)
 {
     int64_t after = spec->expire_after_ms ? spec->expire_after_ms : c->o.expire_after_ms;
-    return after > 0 ? nb_wall_ms() + after : 0;
+    return after > 0 ? after : 0;
 }
 
 nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int64_t **ids,
@@ -539,7 +539,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
         .priority = spec->priority,
         .max_attempts = c->o.max_attempts,
         .is_group = np > 0,
-        .expires_ms = expiry_of(c, spec),
+        .expire_after_ms = expiry_of(c, spec),
     };
     *ids = malloc((np + 1) * sizeof **ids);
     if (!*ids) {
@@ -564,7 +564,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
         kid.spec_len = plans[i].len;
         kid.parent_id = (*ids)[0];
         kid.is_group = 0;
-        kid.expires_ms = 0; /* the group's expiry covers its children */
+        kid.expire_after_ms = 0; /* the group's expiry covers its children */
         if (plans[i].board[0])
             kid.sel.board = plans[i].board;
         rc = nb_db_job_enqueue(c->db, &kid, &(*ids)[i + 1], NULL, err);

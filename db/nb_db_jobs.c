@@ -437,7 +437,8 @@ static nb_code insert_job(nb_db *db, const nb_db_job_new *j, int has_req, int64_
     sqlite3_bind_int(st, i++, j->max_attempts ? j->max_attempts : NB_DB_DEFAULT_MAX_ATTEMPTS);
     sqlite3_bind_int64(st, i++, now);
     nb_db_bind_opt_int(st, i++, now, j->is_group);
-    nb_db_bind_opt_int(st, i++, j->expires_ms, j->expires_ms > 0);
+    /* from the stored creation time, so expires - created is exactly what was asked */
+    nb_db_bind_opt_int(st, i++, now + j->expire_after_ms, j->expire_after_ms > 0);
     if ((rc = nb_db_step_done(db, st, err, "enqueueing job")))
         return rc;
     *id = sqlite3_last_insert_rowid(db->h);

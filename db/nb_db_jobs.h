@@ -45,7 +45,7 @@ typedef struct nb_db_job_new {
      * failed, cancelled if any was cancelled, else done). Enqueue the group
      * and its children inside one nb_db_begin/nb_db_commit. */
     int is_group;
-    int64_t expires_ms;    /* unix ms after which it expires while queued; 0 = never */
+    int64_t expire_after_ms; /* expires this long after its creation while queued; 0 = never */
 } nb_db_job_new;
 
 /* A job as stored. Fixed-size fields are copies; spec and log are
