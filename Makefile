@@ -47,8 +47,11 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure
 	@$(MAKE) --no-print-directory test-sanitize
 
+# -O1: the sanitizers keep their checks, and the engine-driven tests run several times faster
+# than at -O0 (the suite's time under ASan is mostly model forward passes).
 test-sanitize:
-	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DNB_WERROR=ON -DNB_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
+	  -DNB_WERROR=ON -DNB_SANITIZE=ON >/dev/null
 	@cmake --build $(BUILD)-asan -j$$(nproc)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -LE e2e

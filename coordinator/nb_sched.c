@@ -672,8 +672,8 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
         out[0] = '\0';
     else if (!p->n)
         snprintf(out, cap, "no worker is registered");
-    else
-        snprintf(out, cap, "no live worker can run it: %s%s%s", why[0] ? why : dead,
+    else /* each part cut to 200 bytes: the reason is shown on one line */
+        snprintf(out, cap, "no live worker can run it: %.200s%s%.200s", why[0] ? why : dead,
                  why[0] && dead[0] ? "; " : "", why[0] ? dead : "");
 }
 

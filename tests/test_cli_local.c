@@ -143,7 +143,7 @@ static void test_verify_verdicts(void **s)
     snprintf(cmd, sizeof cmd, "cat '%s'/vr1/verify_topk_token_*.md", tmp());
     tu_result r = tu_run(cmd);
     assert_int_equal(r.code, 0);
-    print_message("%s", r.out);
+    print_message("%s", r.out ? r.out : "");
     assert_non_null(strstr(r.out, "# npubench verify — FAIL\n"));
     assert_non_null(strstr(r.out, "\n| 0 | FAIL | step 2 | 504 `The` (-1; ref margin > 1.750) "
                                   "| 1 `<\\|im_start\\|>` (-1) | 504, "));
