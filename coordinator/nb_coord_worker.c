@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_coord_int.h"
+#include "nb_db_boards.h"
 #include "nb_fault.h"
 #include "nb_time.h"
 #include "nb_version.h"
@@ -99,6 +100,16 @@ static nb_code check_info(const Npubench__WorkerInfo *w, nb_err *err)
         (rc = check_field("version", w->version, err)) ||
         (rc = check_field("instance_id", w->instance_id, err)))
         return rc;
+    /* the probe's strings, kept with the board (nb_db_boards) */
+    const struct {
+        const char *field, *value;
+    } probe[] = {{"driver_version", w->driver_version}, {"firmware_version", w->firmware_version},
+                 {"xrt_version", w->xrt_version},       {"kernel_path", w->kernel_path},
+                 {"cpu_model", w->cpu_model},           {"toolchain", w->toolchain}};
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+        if (strlen(probe[i].value) >= NB_DB_BOARD_TEXT_MAX)
+            return nb_err_set(err, NB_EINVAL, "WorkerInfo.%s: %zu bytes, the limit is %d",
+                              probe[i].field, strlen(probe[i].value), NB_DB_BOARD_TEXT_MAX - 1);
     if (w->n_tags > 64 || w->n_backends > 16 || w->n_deployments > 256)
         return nb_err_set(err, NB_EINVAL,
                           "WorkerInfo: %zu tags, %zu backends, %zu deployments; the limits are "

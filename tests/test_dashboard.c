@@ -18,6 +18,7 @@
 
 #include "nb_dash.h"
 #include "nb_db.h"
+#include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
 #include "nb_db_runs.h"
@@ -34,6 +35,7 @@ static struct {
     char db[1024];
     int64_t dep[3];        /* A, B, C */
     size_t n_deps, n_workers, n_queued, n_flagged;
+    size_t n_boards, n_never_checked; /* boards on the page; those no check has run on */
     int64_t flagged[N_PERF];
     int64_t verify_old_b, verify_new_b, verify_a; /* matrix cells */
     size_t gate_checks_new_b;
@@ -104,8 +106,10 @@ static void seed_db(void)
     nb_err err = {0};
     if (nb_db_open(seed.db, NULL, &db, &err))
         fail_msg("%s", err.msg);
-    const char *boards[2] = {"strix-01", HOSTILE};
-    for (int i = 0; i < 2; i++) {
+    /* strix-01 healthy with its probe's versions, strix-q quarantined, strix-d drained, the
+     * hostile one never checked (no row: unknown) */
+    const char *boards[4] = {"strix-01", HOSTILE, "strix-q", "strix-d"};
+    for (int i = 0; i < 4; i++) {
         nb_db_worker w;
         memset(&w, 0, sizeof w);
         snprintf(w.id, sizeof w.id, "w%d", i);
@@ -117,6 +121,18 @@ static void seed_db(void)
             fail_msg("%s", err.msg);
         seed.n_workers++;
     }
+    nb_db_board_versions ver = {.driver = "2.19.0", .firmware = "1.5.2.380", .xrt = "2.19.0",
+                              .kernel_path = "avx2", .cpu_model = "AMD Ryzen AI 9 HX 370",
+                              .toolchain = "gcc 12.2.0, npubench 1fe6ab1"};
+    if (nb_db_board_set_versions(db, "strix-01", &ver, &err) ||
+        nb_db_board_set_health(db, "strix-01", NB_HEALTH_OK, "health check job 7: verify PASS",
+                               &err) ||
+        nb_db_board_set_health(db, "strix-q", NB_HEALTH_FAILED,
+                               "health check job 8: verify FAIL " HOSTILE, &err) ||
+        nb_db_board_set_drained(db, "strix-d", 1, &err))
+        fail_msg("%s", err.msg);
+    seed.n_boards = 4;
+    seed.n_never_checked = 2; /* the hostile board and strix-d */
     int64_t a = add_dep(db, "SmolLM2-135M-Instruct", "cpu", "strix-01");
     int64_t b = add_dep(db, "Llama-3.2-1B-Instruct", "npu", "strix-02");
     add_dep(db, HOSTILE, "npu", "strix-02");
@@ -192,6 +208,33 @@ static void seed_db(void)
 
 /* ---- pages rendered in-process ---- */
 
+/* The boards page (as rendered, or as the browser parsed it): every board's health, last
+ * check, drain and versions, once in the workers' table and once in the boards'. */
+static void expect_board_health(const char *p)
+{
+    assert_int_equal(count(p, "<tr class=\"board-health\">"), seed.n_boards);
+    assert_int_equal(count(p, "<td class=\"health pass\">ok</td>"), 2);
+    assert_int_equal(count(p, "<td class=\"health fail\">failed (quarantined)</td>"), 2);
+    assert_int_equal(count(p, "<td class=\"health unknown\">unknown</td>"),
+                     2 * (seed.n_boards - 2));
+    assert_int_equal(count(p, "<td class=\"drain drained\">drained</td>"), 2);
+    assert_int_equal(count(p, "<td class=\"drain\">no</td>"), 2 * (seed.n_boards - 1));
+    /* checked: an age and the time; never for the boards no check ran on */
+    assert_int_equal(count(p, "<td class=\"checked\">never</td>"), 2 * seed.n_never_checked);
+    assert_int_equal(count(p, " s ago <small>"), 2 * (seed.n_boards - seed.n_never_checked));
+    assert_non_null(strstr(p, "<td class=\"detail\">health check job 7: verify PASS</td>"));
+    assert_non_null(strstr(p, "health check job 8: verify FAIL &lt;script&gt;"));
+    /* the probe's versions where the worker reported them, unknown elsewhere */
+    const char *versions[] = {"2.19.0", "1.5.2.380", "2.19.0", "avx2", "AMD Ryzen AI 9 HX 370",
+                              "gcc 12.2.0, npubench 1fe6ab1"};
+    char row[1024] = "";
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+        snprintf(row + strlen(row), sizeof row - strlen(row), "<td class=\"version\">%s</td>",
+                 versions[i]);
+    assert_non_null(strstr(p, row));
+    assert_int_equal(count(p, "<td class=\"version\">unknown</td>"), 6 * (seed.n_boards - 1));
+}
+
 static void test_pages(void **s)
 {
     (void)s;
@@ -205,6 +248,7 @@ static void test_pages(void **s)
     assert_int_equal(count(p, "<tr class=\"deployment\">"), seed.n_deps);
     assert_null(strstr(p, "<script"));
     assert_non_null(strstr(p, "&lt;script&gt;alert(1)&lt;/script&gt;&amp;x"));
+    assert_non_null(strstr(p, "1 quarantined, 1 drained"));
     free(p);
 
     p = page(db, "boards.html");
@@ -212,6 +256,7 @@ static void test_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_int_equal(count(p, "<td class=\"alive\">alive</td>"), seed.n_workers);
     assert_non_null(strstr(p, "<td>0.1.0</td>")); /* a version where one was registered */
+    expect_board_health(p);
     free(p);
 
     p = page(db, "queue.html");
@@ -677,6 +722,8 @@ static void test_browser(void **s)
     assert_int_equal(count(dom, "<tr class=\"board\">"), workers);
     assert_null(strstr(dom, "<script"));
     assert_non_null(strstr(dom, "Coordinator drain: off"));
+    if (!lab.worker) /* the CI example's worker adds a board */
+        expect_board_health(dom);
     free(dom);
 
     dom = browse(browser, "queue.html", 1, NULL);
