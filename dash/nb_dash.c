@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_dash_loc.h"
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
@@ -86,6 +87,8 @@ static void head(FILE *f, const char *title)
           ".alive{color:#070}.stale{color:#a60}.gone{color:#a00}.unknown{color:#888}\n"
           ".checking{background:#e4ecf8}.drained{background:#fde9c4}\n"
           ".regression{color:#c00;font-weight:bold}\n"
+          ".localization{border-left:4px solid #c00;padding-left:.8em;margin:1em 0}\n"
+          ".loc-verdict{font-weight:bold}.loc-drop{background:#f8d0d0;font-weight:bold}\n"
           "pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:40em}\n"
           "footer{margin-top:2em;color:#888;font-size:80%}\n"
           "</style></head><body>\n"
@@ -842,11 +845,15 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
+    size_t n_loc = 0;
+    for (size_t i = 0; i < r.n_gate_checks; i++)
+        n_loc += r.gate_checks[i].localization_json && *r.gate_checks[i].localization_json;
     if (r.n_gate_checks) {
         fputs("<h2>Gate</h2>\n<table id=\"gate\"><tr><th>Prompt</th><th>Status</th><th>Steps"
               "</th><th>Divergence</th><th>Device token</th><th>Reference token</th><th>Reason"
-              "</th></tr>\n",
+              "</th>",
               f);
+        fputs(n_loc ? "<th>Localized</th></tr>\n" : "</tr>\n", f);
         for (size_t i = 0; i < r.n_gate_checks; i++) {
             const nb_db_gate_check *g = &r.gate_checks[i];
             int pass = g->status && !strcmp(g->status, "PASS");
@@ -864,9 +871,31 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
             esc(f, g->ref_text);
             fputs("</td><td>", f);
             esc(f, g->reason);
+            if (n_loc && g->localization_json && *g->localization_json) {
+                char lbl[128];
+                fputs("</td><td class=\"loc-verdict\">", f);
+                esc(f, nb_dash_loc_label(g->localization_json, g->localization_verdict, lbl,
+                                         sizeof lbl));
+            } else if (n_loc) {
+                fputs("</td><td>", f);
+            }
             fputs("</td></tr>\n", f);
         }
         fputs("</table>\n", f);
+    }
+    if (n_loc) {
+        fputs("<h2>Localization</h2>\n<p>Where each diverging prompt left the reference: a near "
+              "tie (the reference's own margin within the bf16 band), the KV cache / decode path "
+              "(decode steps against a cache-free prefill of the same tokens), or the first layer "
+              "and sub-block whose hidden state falls below the cosine threshold; the first drop "
+              "is the finding, what follows it downstream damage (docs/localization.md).</p>\n",
+              f);
+        for (size_t i = 0; i < r.n_gate_checks; i++) {
+            const nb_db_gate_check *g = &r.gate_checks[i];
+            if (g->localization_json && *g->localization_json)
+                nb_dash_loc_write(f, g->prompt_index, g->localization_json,
+                                  g->localization_verdict);
+        }
     }
     if (r.report_json && *r.report_json) {
         fputs("<h2>Report</h2>\n<pre id=\"report\">", f);

@@ -157,9 +157,12 @@ static void seed_db(void)
             seed.flagged[seed.n_flagged++] = id;
     }
     /* the matrix: an old PASS and a newer FAIL of B (the newer shows), a PASS of A */
-    nb_db_gate_check gc[2];
+    /* B's FAIL: prompt 0 passes; 1, 2 and 3 fail, localized (as verify/nb_localize writes it)
+     * to layer 7's MLP, to the KV cache (NaN stored as null; a near tie it outranks), and one
+     * whose stored localization is damaged */
+    nb_db_gate_check gc[4];
     memset(gc, 0, sizeof gc);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         gc[i].prompt_index = i;
         gc[i].steps = 32;
         gc[i].divergence_step = i ? 3 : -1;
@@ -167,6 +170,32 @@ static void seed_db(void)
         gc[i].ref_text = "ok";
         gc[i].status = i ? "FAIL" : "PASS";
     }
+    gc[1].localization_verdict = "layer";
+    gc[1].localization_json =
+        "{\"verdict\":\"layer\",\"summary\":\"layer 7 mlp: hidden-state cosine 0.6437 to the "
+        "reference (threshold 0.99) at step 0; KV cache / decode path clean (steps 1..2)\","
+        "\"source\":\"engine\",\"note\":\"\",\"near_tie\":false,\"ref_margin\":1.75,"
+        "\"near_tie_band\":0.25,\"kv\":\"clean\",\"kv_steps\":2,\"kv_first_bad_step\":-1,"
+        "\"kv_max_diff\":0.0,\"kv_tolerance\":0.25,\"layers_status\":\"fault\",\"step\":0,"
+        "\"first_layer\":7,\"sub_block\":\"mlp\",\"threshold\":0.99,\"final_norm_cos\":0.6349,"
+        "\"final_norm_max_abs\":41.5,\"layers\":["
+        "{\"layer\":6,\"cos_attn\":0.99999,\"max_abs_attn\":0.01,\"cos_mlp\":0.99999,"
+        "\"max_abs_mlp\":0.02},"
+        "{\"layer\":7,\"cos_attn\":0.99999,\"max_abs_attn\":0.02,\"cos_mlp\":0.64373,"
+        "\"max_abs_mlp\":12.5},"
+        "{\"layer\":8,\"cos_attn\":0.67898,\"max_abs_attn\":13.1,\"cos_mlp\":0.68005,"
+        "\"max_abs_mlp\":14.2}],\"ms\":123.4}";
+    gc[2].localization_verdict = "kv_cache";
+    gc[2].localization_json =
+        "{\"verdict\":\"kv_cache\",\"summary\":\"KV cache / decode path: decode step 1 gives NaN "
+        "logits " HOSTILE "\",\"source\":\"engine\",\"note\":\"the trace has no hidden states\","
+        "\"near_tie\":true,\"ref_margin\":0.125,\"near_tie_band\":0.25,\"kv\":\"fault\","
+        "\"kv_steps\":1,\"kv_first_bad_step\":1,\"kv_max_diff\":null,\"kv_tolerance\":0.25,"
+        "\"layers_status\":\"none\",\"step\":-1,\"first_layer\":-1,\"sub_block\":\"\","
+        "\"threshold\":0.99,\"final_norm_cos\":null,\"final_norm_max_abs\":null,"
+        "\"layers\":[],\"ms\":80}";
+    gc[3].localization_verdict = "layer";
+    gc[3].localization_json = "{\"verdict\": \"lay";
     const struct {
         int64_t dep;
         nb_db_outcome o;
@@ -185,8 +214,8 @@ static void seed_db(void)
         r.report_json = "{\"verdict\": \"<b>x</b>\"}";
         if (i == 1) {
             r.gate_checks = gc;
-            r.n_gate_checks = 2;
-            seed.gate_checks_new_b = 2;
+            r.n_gate_checks = 4;
+            seed.gate_checks_new_b = 4;
         }
         *v[i].id = add_run(db, &r);
     }
@@ -207,6 +236,37 @@ static void seed_db(void)
 }
 
 /* ---- pages rendered in-process ---- */
+
+/* B's failing verify run's page (as rendered, or as the browser parsed it): each stored
+ * localization's verdict and key numbers; the damaged one said so, the page whole. */
+static void expect_localization(const char *p)
+{
+    assert_int_equal(count(p, "<div class=\"localization\""), 3);
+    /* the gate table names the verdicts */
+    assert_int_equal(count(p, "<td class=\"loc-verdict\">layer 7 mlp</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"loc-verdict\">KV cache / decode path</td>"), 1);
+    /* first diverging layer and sub-block, with the numbers */
+    assert_non_null(strstr(p, "<h3>Prompt 1: <span class=\"loc-verdict\">layer 7 mlp</span>"));
+    assert_non_null(strstr(p, "<b>layer 7, mlp</b>: cosine 0.64373, max abs 12.5 (threshold "
+                              "0.99) at step 0"));
+    assert_non_null(strstr(p, "1.750 logits (near-tie band 0.25): not a near tie"));
+    assert_non_null(strstr(p, "clean over decode steps 1..2: largest difference 0.0000 logits, "
+                              "tolerance 0.25"));
+    assert_non_null(strstr(p, "cosine 0.63490, max abs 41.5"));
+    assert_int_equal(count(p, "<tr class=\"loc-drop\"><td>7</td>"), 1);
+    assert_int_equal(count(p, "<tr class=\"loc-l\">"), 2);
+    /* KV cache / decode path: the step, an unknown (NaN) difference; the near tie it outranks */
+    assert_non_null(strstr(p, "<h3>Prompt 2: <span class=\"loc-verdict\">KV cache / decode "
+                              "path</span>"));
+    assert_non_null(strstr(p, "<b>fault at decode step 1</b>: largest difference from a "
+                              "cache-free prefill unknown logits"));
+    assert_non_null(strstr(p, "0.125 logits (near-tie band 0.25): a near tie"));
+    assert_non_null(strstr(p, "the trace has no hidden states"));
+    assert_non_null(strstr(p, "decode step 1 gives NaN logits &lt;script&gt;"));
+    /* the damaged one */
+    assert_int_equal(count(p, "<p class=\"loc-unreadable\">gate_checks.localization: "), 1);
+    assert_non_null(strstr(p, "<h3>Prompt 3: <span class=\"loc-verdict\">a layer (not named"));
+}
 
 /* The boards page (as rendered, or as the browser parsed it): every board's health, last
  * check, drain and versions, once in the workers' table and once in the boards'. */
@@ -307,6 +367,12 @@ static void test_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_null(strstr(p, "<b>x</b>"));
     assert_non_null(strstr(p, "&lt;b&gt;x&lt;/b&gt;"));
+    expect_localization(p);
+    free(p);
+    /* a run without localizations has no such section */
+    snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_old_b);
+    p = page(db, name);
+    assert_null(strstr(p, "Localization"));
     free(p);
 
     /* the SVG alone is a document of its own */
@@ -747,8 +813,10 @@ static void test_browser(void **s)
     free(dom);
 
     snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
-    dom = browse(browser, name, 1, NULL);
+    dom = browse(browser, name, 1, "run.png");
     assert_int_equal(count(dom, "<tr class=\"gate-check\">"), seed.gate_checks_new_b);
+    assert_null(strstr(dom, "<script"));
+    expect_localization(dom);
     free(dom);
 
     dom = browse(browser, "run-999999.html", 1, NULL);
