@@ -617,6 +617,10 @@ static nb_rpc_status h_deregister(void *user, const nb_rpc_request *req, nb_rpc_
         goto out;
     if (nb_coord_reg_remove(c, r->worker_id, r->instance_id)) {
         size_t nq = 0, nf = 0;
+        /* listed as gone at once: `workers` must not show a stopped process alive until the
+         * sweep's gone-ms passes */
+        if (nb_db_worker_gone(c->db, r->worker_id, &err))
+            nb_coord_log(c, "worker %s: deregistration not recorded: %s", r->worker_id, err.msg);
         nb_db_jobs_release_worker(c->db, r->worker_id, "the worker stopped", &nq, &nf, &err);
         nb_coord_log(c, "worker %s stopped and deregistered (%zu job%s requeued, %zu failed)",
                      r->worker_id, nq, nq == 1 ? "" : "s", nf);

@@ -765,6 +765,22 @@ static void test_restart_accepted_at_once(void **s)
     dr.instance_id = "inst-b";
     assert_int_equal(call(&e, "npubench.Worker/Deregister", &dr, NULL, NULL, msg, sizeof msg),
                      NB_RPC_OK);
+    /* deregistered is gone at once, not after the sweep's gone-ms (600 ms here): `workers`
+     * no longer lists it, `workers --all` lists it gone */
+    for (int all = 0; all < 2; all++) {
+        Npubench__ListWorkersRequest lr = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+        lr.include_dead = all;
+        Npubench__ListWorkersResponse *lw;
+        assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lr,
+                              &npubench__list_workers_response__descriptor, &lw, NULL, 0),
+                         0);
+        assert_int_equal(lw->n_workers, all);
+        if (all) {
+            assert_string_equal(lw->workers[0]->state, "gone");
+            assert_false(lw->workers[0]->alive);
+        }
+        nb_wire_free(lw);
+    }
     char *w3 = reg(&e, "b1", "cpu:0", "inst-c", NULL, &st);
     assert_int_equal(st, NB_RPC_OK);
     free(w);
