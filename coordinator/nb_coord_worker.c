@@ -180,10 +180,7 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__RegisterRequest *r;
-    if (nb_wire_unpack(&npubench__register_request__descriptor, req->payload, req->len, 0, &r,
-                       &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__RegisterRequest, npubench__register_request__descriptor);
     nb_rpc_status st = NB_RPC_OK;
     if (!r->info) {
         st = bad(reply, "RegisterRequest.info: required%s", "");
@@ -314,31 +311,29 @@ static nb_rpc_status h_heartbeat(void *user, const nb_rpc_request *req, nb_rpc_r
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__Heartbeat *hb;
-    if (nb_wire_unpack(&npubench__heartbeat__descriptor, req->payload, req->len, 0, &hb, &err))
-        return nb_rpc_reply_err(reply, &err);
-    nb_rpc_status st = check_instance(c, "Heartbeat", hb->worker_id, hb->instance_id, reply);
+    NB_COORD_UNPACK(Npubench__Heartbeat, npubench__heartbeat__descriptor);
+    nb_rpc_status st = check_instance(c, "Heartbeat", r->worker_id, r->instance_id, reply);
     if (st)
         goto out;
     Npubench__HeartbeatResponse resp = NPUBENCH__HEARTBEAT_RESPONSE__INIT;
     nb_arena a = {0};
-    const Npubench__Progress *p = hb->progress;
-    int known = nb_coord_reg_heartbeat(c, hb->worker_id, hb->current_job_id, hb->lease_id,
+    const Npubench__Progress *p = r->progress;
+    int known = nb_coord_reg_heartbeat(c, r->worker_id, r->current_job_id, r->lease_id,
                                        p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
-    if (hb->unix_ms > 0)
-        nb_coord_reg_set_clock(c, hb->worker_id, hb->unix_ms - nb_wall_ms());
-    if (!known || nb_db_worker_touch(c->db, hb->worker_id, &err) != NB_OK) {
+    if (r->unix_ms > 0)
+        nb_coord_reg_set_clock(c, r->worker_id, r->unix_ms - nb_wall_ms());
+    if (!known || nb_db_worker_touch(c->db, r->worker_id, &err) != NB_OK) {
         /* Registered with a coordinator that restarted, or never: the worker
          * registers again and carries on (its leases are still in the db). */
         resp.reregister = 1;
     }
-    if (hb->current_job_id > 0 && *hb->lease_id)
-        renew_current(c, hb->worker_id, hb->current_job_id, hb->lease_id, p, known == 2, &a,
+    if (r->current_job_id > 0 && *r->lease_id)
+        renew_current(c, r->worker_id, r->current_job_id, r->lease_id, p, known == 2, &a,
                       &resp);
     st = nb_rpc_reply_pack(reply, &resp);
     nb_arena_free(&a);
 out:
-    nb_wire_free(hb);
+    nb_wire_free(r);
     return st;
 }
 
@@ -392,10 +387,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__LeaseJobRequest *r;
-    if (nb_wire_unpack(&npubench__lease_job_request__descriptor, req->payload, req->len, 0, &r,
-                       &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__LeaseJobRequest, npubench__lease_job_request__descriptor);
     nb_rpc_status st = NB_RPC_OK;
     Npubench__WorkerInfo *info = NULL;
     if ((st = check_instance(c, "LeaseJobRequest", r->worker_id, r->instance_id, reply)))
@@ -471,10 +463,7 @@ static nb_rpc_status h_progress(void *user, const nb_rpc_request *req, nb_rpc_re
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__ReportProgressRequest *r;
-    if (nb_wire_unpack(&npubench__report_progress_request__descriptor, req->payload, req->len,
-                       0, &r, &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__ReportProgressRequest, npubench__report_progress_request__descriptor);
     nb_rpc_status st;
     Npubench__ReportProgressResponse resp = NPUBENCH__REPORT_PROGRESS_RESPONSE__INIT;
     if ((st = check_holder(c, "ReportProgressRequest", r->worker_id, r->instance_id, r->job_id,
@@ -516,10 +505,7 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__ReportResultRequest *r;
-    if (nb_wire_unpack(&npubench__report_result_request__descriptor, req->payload, req->len, 0,
-                       &r, &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__ReportResultRequest, npubench__report_result_request__descriptor);
     nb_rpc_status st;
     char *own_worker_id = r->result ? r->result->worker_id : NULL;
     if (!r->result) {
@@ -557,10 +543,7 @@ static nb_rpc_status h_release(void *user, const nb_rpc_request *req, nb_rpc_rep
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__ReleaseJobRequest *r;
-    if (nb_wire_unpack(&npubench__release_job_request__descriptor, req->payload, req->len, 0,
-                       &r, &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__ReleaseJobRequest, npubench__release_job_request__descriptor);
     nb_rpc_status st;
     if ((st = check_holder(c, "ReleaseJobRequest", r->worker_id, r->instance_id, r->job_id,
                            r->lease_id, reply)))
@@ -608,10 +591,7 @@ static nb_rpc_status h_deregister(void *user, const nb_rpc_request *req, nb_rpc_
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__DeregisterRequest *r;
-    if (nb_wire_unpack(&npubench__deregister_request__descriptor, req->payload, req->len, 0, &r,
-                       &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__DeregisterRequest, npubench__deregister_request__descriptor);
     nb_rpc_status st = check_instance(c, "DeregisterRequest", r->worker_id, r->instance_id, reply);
     if (st)
         goto out;

@@ -118,17 +118,10 @@ static void age(FILE *f, int64_t now, int64_t then)
         fputs("never", f);
         return;
     }
-    int64_t s = (now - then) / 1000;
-    if (s < 0)
-        s = 0;
-    if (s < 120)
-        fprintf(f, "%" PRId64 " s ago", s);
-    else if (s < 7200)
-        fprintf(f, "%" PRId64 " min ago", s / 60);
-    else if (s < 172800)
-        fprintf(f, "%" PRId64 " h ago", s / 3600);
-    else
-        fprintf(f, "%" PRId64 " d ago", s / 86400);
+    char unit;
+    int64_t v = nb_time_age(now, then, &unit);
+    fprintf(f, "%" PRId64 " %s ago", v,
+            unit == 's' ? "s" : unit == 'm' ? "min" : unit == 'h' ? "h" : "d");
 }
 
 static void cell(FILE *f, const char *s)
