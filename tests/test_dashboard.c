@@ -885,6 +885,12 @@ static void test_ci_example(void **s)
     snprintf(path, sizeof path, "%s/report/boards.html", out);
     char *boards = slurp(path);
     assert_non_null(strstr(boards, "<td>ci-board</td>"));
+    /* what the live worker's probe read, kept with its board at Register: at least the
+     * toolchain (the NPU versions read unknown on a host without one) */
+    const char *row = strstr(boards, "<tr class=\"board-health\"><td>ci-board</td>");
+    assert_non_null(row);
+    const char *tool = strstr(row, ", npubench ");
+    assert_true(tool && tool < strstr(row, "</tr>"));
     free(boards);
     snprintf(path, sizeof path, "%s/report/matrix.html", out);
     char *matrix = slurp(path);
