@@ -78,8 +78,10 @@ mutate: setup
 hf-reference: setup
 	scripts/hf_reference.sh
 
+# Every benchmark once at a short size, then each one's ratio lines (bench/run_all.sh);
+# THREADS, MODEL and OUT as that script reads them.
 bench: build
-	bench/run_all.sh
+	bench/run_all.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz build-cov build-mutate reports

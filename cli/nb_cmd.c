@@ -83,15 +83,8 @@ void nb_cmd_conn_close(nb_cmd_conn *c)
 
 void nb_cmd_fmt_age(char *buf, size_t cap, int64_t ms)
 {
-    int64_t s = ms > 0 ? (nb_wall_ms() - ms) / 1000 : 0;
-    if (s < 0)
-        s = 0;
-    if (s < 120)
-        snprintf(buf, cap, "%llds", (long long)s);
-    else if (s < 7200)
-        snprintf(buf, cap, "%lldm", (long long)s / 60);
-    else if (s < 172800)
-        snprintf(buf, cap, "%lldh", (long long)s / 3600);
-    else
-        snprintf(buf, cap, "%lldd", (long long)s / 86400);
+    int64_t now = nb_wall_ms();
+    char unit;
+    long long v = (long long)nb_time_age(now, ms > 0 ? ms : now, &unit);
+    snprintf(buf, cap, "%lld%c", v, unit);
 }

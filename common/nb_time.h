@@ -24,5 +24,9 @@ static inline int64_t nb_wall_ms(void)
 void nb_time_stamp(char *buf, int64_t wall_ms);
 /* ISO 8601 UTC "YYYY-MM-DDTHH:MM:SSZ" into buf of at least 21 bytes. */
 void nb_time_iso(char *buf, int64_t wall_ms);
+/* How long before now_ms then_ms was, in the unit people read an age in: seconds below
+ * 2 minutes, minutes below 2 hours, hours below 2 days, then days; 0 when then_ms is later.
+ * *unit gets 's', 'm', 'h' or 'd'. (`workers`, `jobs` and the dashboard say it alike.) */
+int64_t nb_time_age(int64_t now_ms, int64_t then_ms, char *unit);
 
 #endif

@@ -18,7 +18,6 @@
 
 #define C_METHOD(name) "npubench.Client/" name
 
-#define UNPACK NB_COORD_UNPACK
 
 /* ---- jobs as messages ---- */
 
@@ -145,19 +144,10 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
 
 /* ---- SubmitJob ---- */
 
-/* Packs a response built in an arena, or says which call ran out of memory
- * building it (ok = 0). */
-static nb_rpc_status reply_built(nb_rpc_reply *reply, const void *resp, int ok, const char *rpc)
-{
-    if (!ok)
-        return nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED, "%s: out of memory", rpc);
-    return nb_rpc_reply_pack(reply, resp);
-}
-
 static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__SubmitJobRequest, npubench__submit_job_request__descriptor);
+    NB_COORD_UNPACK(Npubench__SubmitJobRequest, npubench__submit_job_request__descriptor);
     nb_err err = {0};
     int64_t *ids = NULL;
     size_t n = 0;
@@ -191,7 +181,7 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
 static nb_rpc_status h_get(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__GetJobRequest, npubench__get_job_request__descriptor);
+    NB_COORD_UNPACK(Npubench__GetJobRequest, npubench__get_job_request__descriptor);
     nb_err err = {0};
     nb_db_job j;
     nb_rpc_status st;
@@ -201,7 +191,7 @@ static nb_rpc_status h_get(void *user, const nb_rpc_request *req, nb_rpc_reply *
         nb_arena a = {0};
         Npubench__GetJobResponse resp = NPUBENCH__GET_JOB_RESPONSE__INIT;
         resp.job = job_pb(c, &a, &j, 1, r->include_log);
-        st = reply_built(reply, &resp, resp.job && !a.failed, "GetJob");
+        st = nb_coord_reply_built(reply, &resp, resp.job && !a.failed, "GetJob");
         nb_arena_free(&a);
         nb_db_job_free(&j);
     }
@@ -230,7 +220,7 @@ static int sel_filter_ok(const Npubench__DeploymentSelector *s, const nb_db_job 
 static nb_rpc_status h_list(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__ListJobsRequest, npubench__list_jobs_request__descriptor);
+    NB_COORD_UNPACK(Npubench__ListJobsRequest, npubench__list_jobs_request__descriptor);
     nb_err err = {0};
     nb_rpc_status st;
     size_t limit = r->limit > 0 ? (size_t)r->limit : 50;
@@ -261,7 +251,7 @@ static nb_rpc_status h_list(void *user, const nb_rpc_request *req, nb_rpc_reply 
         if (m)
             resp.jobs[resp.n_jobs++] = m;
     }
-    st = reply_built(reply, &resp, !a.failed, "ListJobs");
+    st = nb_coord_reply_built(reply, &resp, !a.failed, "ListJobs");
     nb_arena_free(&a);
     nb_db_job_list_free(jobs, n);
 out:
@@ -274,7 +264,7 @@ out:
 static nb_rpc_status h_cancel(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__CancelJobRequest, npubench__cancel_job_request__descriptor);
+    NB_COORD_UNPACK(Npubench__CancelJobRequest, npubench__cancel_job_request__descriptor);
     nb_err err = {0};
     nb_rpc_status st;
     char why[NB_DB_MSG_MAX];
@@ -322,7 +312,7 @@ static char **split_list(nb_arena *a, const char *list, size_t *n)
 static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__ListWorkersRequest, npubench__list_workers_request__descriptor);
+    NB_COORD_UNPACK(Npubench__ListWorkersRequest, npubench__list_workers_request__descriptor);
     nb_err err = {0};
     nb_rpc_status st;
     nb_db_worker *w = NULL;
@@ -386,7 +376,7 @@ static nb_rpc_status h_workers(void *user, const nb_rpc_request *req, nb_rpc_rep
         nb_coord_health_status(c, &a, s);
         resp.workers[resp.n_workers++] = s;
     }
-    st = reply_built(reply, &resp, !a.failed, "ListWorkers");
+    st = nb_coord_reply_built(reply, &resp, !a.failed, "ListWorkers");
     nb_arena_free(&a);
     nb_coord_reg_snapshot_free(snap, nr);
     free(w);
@@ -424,7 +414,7 @@ static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64
 static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__WatchJobRequest, npubench__watch_job_request__descriptor);
+    NB_COORD_UNPACK(Npubench__WatchJobRequest, npubench__watch_job_request__descriptor);
     nb_err err = {0};
     nb_rpc_status st;
     int64_t until = nb_coord_poll_until(c, req, r->wait_ms);
@@ -487,7 +477,7 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
 static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__HistoryRequest, npubench__history_request__descriptor);
+    NB_COORD_UNPACK(Npubench__HistoryRequest, npubench__history_request__descriptor);
     nb_err err = {0};
     nb_rpc_status st;
     nb_arena a = {0};
@@ -600,7 +590,7 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
             rows = NULL;
         }
     }
-    st = reply_built(reply, &resp, !a.failed, "History");
+    st = nb_coord_reply_built(reply, &resp, !a.failed, "History");
 out:
     nb_coord_aliases_free(&at);
     free(deps);
@@ -622,7 +612,7 @@ static void strip_prefix(char *msg, const char *prefix)
 static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__ImportRequest, npubench__import_request__descriptor);
+    NB_COORD_UNPACK(Npubench__ImportRequest, npubench__import_request__descriptor);
     nb_err err = {0};
     nb_rpc_status st;
     const char *base = strrchr(r->name, '/');
@@ -719,7 +709,7 @@ static nb_rpc_status drain_board(nb_coord *c, const Npubench__DrainRequest *r, n
 static nb_rpc_status h_drain(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
-    UNPACK(Npubench__DrainRequest, npubench__drain_request__descriptor);
+    NB_COORD_UNPACK(Npubench__DrainRequest, npubench__drain_request__descriptor);
     if (*r->board) {
         nb_rpc_status st = drain_board(c, r, reply);
         nb_wire_free(r);

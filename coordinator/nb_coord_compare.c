@@ -440,9 +440,7 @@ nb_rpc_status nb_coord_compare_rpc(void *user, const nb_rpc_request *req, nb_rpc
         resp.base_kind = (char *)rb.kind;
         json_object *doc = report_doc(&resp, tol);
         resp.report_json = (char *)json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY);
-        st = ar.failed ? nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
-                                             "Compare: out of memory")
-                       : nb_rpc_reply_pack(reply, &resp);
+        st = nb_coord_reply_built(reply, &resp, !ar.failed, "Compare");
         json_object_put(doc);
     }
     goto out;
@@ -586,9 +584,7 @@ nb_rpc_status nb_coord_getref_rpc(void *user, const nb_rpc_request *req, nb_rpc_
         if (m)
             resp.references[resp.n_references++] = m;
     }
-    st = a.failed ? nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED,
-                                        "GetReference: out of memory")
-                  : nb_rpc_reply_pack(reply, &resp);
+    st = nb_coord_reply_built(reply, &resp, !a.failed, "GetReference");
 out:
     free(all);
     nb_arena_free(&a);

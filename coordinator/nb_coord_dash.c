@@ -63,10 +63,7 @@ static nb_rpc_status h_dashboard(void *user, const nb_rpc_request *req, nb_rpc_r
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__DashboardRequest *r;
-    if (nb_wire_unpack(&npubench__dashboard_request__descriptor, req->payload, req->len, 0, &r,
-                       &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__DashboardRequest, npubench__dashboard_request__descriptor);
     if (r->max_points < 0 || r->max_points > 10000) {
         nb_err_set(&err, NB_EINVAL, "DashboardRequest.max_points %d: must be 0..10000",
                    (int)r->max_points);

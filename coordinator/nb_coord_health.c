@@ -1,7 +1,8 @@
 /* nb_coord_health: board health as LAVA keeps it — a health-check job (a short verify of the
  * board's first deployment plus its device probe) scheduled when a board registers, after
  * N consecutive job errors and on a period; a board that fails one is quarantined (leases
- * health checks only) until one passes; drain and undrain per board. */
+ * health checks only) until one passes; drain and undrain per board; the versions its worker
+ * read, kept with the board. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,24 +11,13 @@
 #include "nb_db_boards.h"
 #include "nb_time.h"
 
-/* The board's check is queued or running. */
-static int pending(nb_coord *c, const nb_db_board *b)
-{
-    if (!b->check_job_id)
-        return 0;
-    nb_db_job j;
-    nb_err e;
-    return nb_db_job_peek(c->db, b->check_job_id, &j, &e) == NB_OK &&
-           !nb_job_state_terminal(j.state);
-}
-
 /* Queues a check of the board of info on its first deployment unless one is pending. */
 static void schedule(nb_coord *c, const Npubench__WorkerInfo *info, const char *why)
 {
     nb_err err;
     nb_db_board b;
     if (!*info->board_name || !info->n_deployments ||
-        nb_db_board_get(c->db, info->board_name, &b, &err) || pending(c, &b))
+        nb_db_board_get(c->db, info->board_name, &b, &err) || b.check_pending)
         return;
     const Npubench__Deployment *d = info->deployments[0];
     Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
@@ -57,8 +47,25 @@ static void schedule(nb_coord *c, const Npubench__WorkerInfo *info, const char *
     free(ids);
 }
 
+/* The probe's versions as the board's, so the dashboard (the database alone) and a
+ * restarted coordinator know them; WorkerInfo's limits were checked at Register. */
+static void record_versions(nb_coord *c, const Npubench__WorkerInfo *info)
+{
+    nb_db_board_versions v;
+    snprintf(v.driver, sizeof v.driver, "%s", info->driver_version);
+    snprintf(v.firmware, sizeof v.firmware, "%s", info->firmware_version);
+    snprintf(v.xrt, sizeof v.xrt, "%s", info->xrt_version);
+    snprintf(v.kernel_path, sizeof v.kernel_path, "%s", info->kernel_path);
+    snprintf(v.cpu_model, sizeof v.cpu_model, "%s", info->cpu_model);
+    snprintf(v.toolchain, sizeof v.toolchain, "%s", info->toolchain);
+    nb_err err;
+    if (nb_db_board_set_versions(c->db, info->board_name, &v, &err))
+        nb_coord_log(c, "board %s: versions not recorded: %s", info->board_name, err.msg);
+}
+
 void nb_coord_health_on_register(nb_coord *c, const Npubench__WorkerInfo *info)
 {
+    record_versions(c, info);
     if (c->o.health_interval_ms > 0)
         schedule(c, info, "registered");
 }
@@ -154,7 +161,7 @@ void nb_coord_health_status(nb_coord *c, nb_arena *a, Npubench__WorkerStatus *s)
     if (!s->info || !*s->info->board_name ||
         nb_db_board_get(c->db, s->info->board_name, &b, &err))
         return;
-    s->health = (char *)(pending(c, &b) ? "checking" : nb_db_health_name(b.health));
+    s->health = (char *)nb_db_board_health_label(&b);
     s->health_checked_unix_ms = b.checked_ms;
     s->health_detail = nb_arena_strdup(a, b.detail);
     s->drained = b.drained;

@@ -1,5 +1,5 @@
 /* nb_coord_http: the read-only web dashboard (--http URL) on nng's HTTP server — the pages of
- * report/ rendered per request from the coordinator's database, behind the RPC's keys. */
+ * dash/ rendered per request from the coordinator's database, behind the RPC's keys. */
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 

@@ -265,7 +265,7 @@ uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec, c
  * this coordinator can read it and has none for that key yet. */
 void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__JobResult *res);
 
-/* ---- nb_coord_client.c / nb_coord_worker.c / nb_coord_compare.c: handlers ---- */
+/* ---- the handlers' shared steps (nb_coord_client.c, _worker.c, _compare.c, _dash.c) ---- */
 
 /* Unpacks req (an nb_rpc_request *) as T into a variable named r, or answers reply with
  * INVALID_ARGUMENT. */
@@ -276,6 +276,16 @@ void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const N
         if (nb_wire_unpack(&desc, req->payload, req->len, 0, &r, &e_))                       \
             return nb_rpc_reply_err(reply, &e_);                                             \
     } while (0)
+
+/* Packs a response built in an arena, or, when building it ran out of memory (ok = 0),
+ * answers RESOURCE_EXHAUSTED naming the call. */
+static inline nb_rpc_status nb_coord_reply_built(nb_rpc_reply *reply, const void *resp, int ok,
+                                                 const char *rpc)
+{
+    if (!ok)
+        return nb_rpc_reply_status(reply, NB_RPC_RESOURCE_EXHAUSTED, "%s: out of memory", rpc);
+    return nb_rpc_reply_pack(reply, resp);
+}
 
 /* ---- nb_coord_health.c: board health checks, quarantine, drain ---- */
 

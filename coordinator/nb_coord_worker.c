@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_coord_int.h"
+#include "nb_db_boards.h"
 #include "nb_fault.h"
 #include "nb_time.h"
 #include "nb_version.h"
@@ -99,6 +100,16 @@ static nb_code check_info(const Npubench__WorkerInfo *w, nb_err *err)
         (rc = check_field("version", w->version, err)) ||
         (rc = check_field("instance_id", w->instance_id, err)))
         return rc;
+    /* the probe's strings, kept with the board (nb_db_boards) */
+    const struct {
+        const char *field, *value;
+    } probe[] = {{"driver_version", w->driver_version}, {"firmware_version", w->firmware_version},
+                 {"xrt_version", w->xrt_version},       {"kernel_path", w->kernel_path},
+                 {"cpu_model", w->cpu_model},           {"toolchain", w->toolchain}};
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+        if (strlen(probe[i].value) >= NB_DB_BOARD_TEXT_MAX)
+            return nb_err_set(err, NB_EINVAL, "WorkerInfo.%s: %zu bytes, the limit is %d",
+                              probe[i].field, strlen(probe[i].value), NB_DB_BOARD_TEXT_MAX - 1);
     if (w->n_tags > 64 || w->n_backends > 16 || w->n_deployments > 256)
         return nb_err_set(err, NB_EINVAL,
                           "WorkerInfo: %zu tags, %zu backends, %zu deployments; the limits are "
@@ -169,10 +180,7 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__RegisterRequest *r;
-    if (nb_wire_unpack(&npubench__register_request__descriptor, req->payload, req->len, 0, &r,
-                       &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__RegisterRequest, npubench__register_request__descriptor);
     nb_rpc_status st = NB_RPC_OK;
     if (!r->info) {
         st = bad(reply, "RegisterRequest.info: required%s", "");
@@ -303,31 +311,29 @@ static nb_rpc_status h_heartbeat(void *user, const nb_rpc_request *req, nb_rpc_r
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__Heartbeat *hb;
-    if (nb_wire_unpack(&npubench__heartbeat__descriptor, req->payload, req->len, 0, &hb, &err))
-        return nb_rpc_reply_err(reply, &err);
-    nb_rpc_status st = check_instance(c, "Heartbeat", hb->worker_id, hb->instance_id, reply);
+    NB_COORD_UNPACK(Npubench__Heartbeat, npubench__heartbeat__descriptor);
+    nb_rpc_status st = check_instance(c, "Heartbeat", r->worker_id, r->instance_id, reply);
     if (st)
         goto out;
     Npubench__HeartbeatResponse resp = NPUBENCH__HEARTBEAT_RESPONSE__INIT;
     nb_arena a = {0};
-    const Npubench__Progress *p = hb->progress;
-    int known = nb_coord_reg_heartbeat(c, hb->worker_id, hb->current_job_id, hb->lease_id,
+    const Npubench__Progress *p = r->progress;
+    int known = nb_coord_reg_heartbeat(c, r->worker_id, r->current_job_id, r->lease_id,
                                        p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
-    if (hb->unix_ms > 0)
-        nb_coord_reg_set_clock(c, hb->worker_id, hb->unix_ms - nb_wall_ms());
-    if (!known || nb_db_worker_touch(c->db, hb->worker_id, &err) != NB_OK) {
+    if (r->unix_ms > 0)
+        nb_coord_reg_set_clock(c, r->worker_id, r->unix_ms - nb_wall_ms());
+    if (!known || nb_db_worker_touch(c->db, r->worker_id, &err) != NB_OK) {
         /* Registered with a coordinator that restarted, or never: the worker
          * registers again and carries on (its leases are still in the db). */
         resp.reregister = 1;
     }
-    if (hb->current_job_id > 0 && *hb->lease_id)
-        renew_current(c, hb->worker_id, hb->current_job_id, hb->lease_id, p, known == 2, &a,
+    if (r->current_job_id > 0 && *r->lease_id)
+        renew_current(c, r->worker_id, r->current_job_id, r->lease_id, p, known == 2, &a,
                       &resp);
     st = nb_rpc_reply_pack(reply, &resp);
     nb_arena_free(&a);
 out:
-    nb_wire_free(hb);
+    nb_wire_free(r);
     return st;
 }
 
@@ -381,10 +387,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__LeaseJobRequest *r;
-    if (nb_wire_unpack(&npubench__lease_job_request__descriptor, req->payload, req->len, 0, &r,
-                       &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__LeaseJobRequest, npubench__lease_job_request__descriptor);
     nb_rpc_status st = NB_RPC_OK;
     Npubench__WorkerInfo *info = NULL;
     if ((st = check_instance(c, "LeaseJobRequest", r->worker_id, r->instance_id, reply)))
@@ -460,10 +463,7 @@ static nb_rpc_status h_progress(void *user, const nb_rpc_request *req, nb_rpc_re
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__ReportProgressRequest *r;
-    if (nb_wire_unpack(&npubench__report_progress_request__descriptor, req->payload, req->len,
-                       0, &r, &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__ReportProgressRequest, npubench__report_progress_request__descriptor);
     nb_rpc_status st;
     Npubench__ReportProgressResponse resp = NPUBENCH__REPORT_PROGRESS_RESPONSE__INIT;
     if ((st = check_holder(c, "ReportProgressRequest", r->worker_id, r->instance_id, r->job_id,
@@ -505,10 +505,7 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__ReportResultRequest *r;
-    if (nb_wire_unpack(&npubench__report_result_request__descriptor, req->payload, req->len, 0,
-                       &r, &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__ReportResultRequest, npubench__report_result_request__descriptor);
     nb_rpc_status st;
     char *own_worker_id = r->result ? r->result->worker_id : NULL;
     if (!r->result) {
@@ -546,10 +543,7 @@ static nb_rpc_status h_release(void *user, const nb_rpc_request *req, nb_rpc_rep
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__ReleaseJobRequest *r;
-    if (nb_wire_unpack(&npubench__release_job_request__descriptor, req->payload, req->len, 0,
-                       &r, &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__ReleaseJobRequest, npubench__release_job_request__descriptor);
     nb_rpc_status st;
     if ((st = check_holder(c, "ReleaseJobRequest", r->worker_id, r->instance_id, r->job_id,
                            r->lease_id, reply)))
@@ -597,15 +591,16 @@ static nb_rpc_status h_deregister(void *user, const nb_rpc_request *req, nb_rpc_
 {
     nb_coord *c = user;
     nb_err err = {0};
-    Npubench__DeregisterRequest *r;
-    if (nb_wire_unpack(&npubench__deregister_request__descriptor, req->payload, req->len, 0, &r,
-                       &err))
-        return nb_rpc_reply_err(reply, &err);
+    NB_COORD_UNPACK(Npubench__DeregisterRequest, npubench__deregister_request__descriptor);
     nb_rpc_status st = check_instance(c, "DeregisterRequest", r->worker_id, r->instance_id, reply);
     if (st)
         goto out;
     if (nb_coord_reg_remove(c, r->worker_id, r->instance_id)) {
         size_t nq = 0, nf = 0;
+        /* listed as gone at once: `workers` must not show a stopped process alive until the
+         * sweep's gone-ms passes */
+        if (nb_db_worker_gone(c->db, r->worker_id, &err))
+            nb_coord_log(c, "worker %s: deregistration not recorded: %s", r->worker_id, err.msg);
         nb_db_jobs_release_worker(c->db, r->worker_id, "the worker stopped", &nq, &nf, &err);
         nb_coord_log(c, "worker %s stopped and deregistered (%zu job%s requeued, %zu failed)",
                      r->worker_id, nq, nq == 1 ? "" : "s", nf);

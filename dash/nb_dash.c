@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_dash_loc.h"
+#include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
 #include "nb_db_runs.h"
@@ -83,7 +85,10 @@ static void head(FILE *f, const char *title)
           "th{background:#f0f0f0}\n"
           ".pass{background:#d9f2d9}.fail{background:#f8d0d0}.error{background:#fde9c4}\n"
           ".alive{color:#070}.stale{color:#a60}.gone{color:#a00}.unknown{color:#888}\n"
+          ".checking{background:#e4ecf8}.drained{background:#fde9c4}\n"
           ".regression{color:#c00;font-weight:bold}\n"
+          ".localization{border-left:4px solid #c00;padding-left:.8em;margin:1em 0}\n"
+          ".loc-verdict{font-weight:bold}.loc-drop{background:#f8d0d0;font-weight:bold}\n"
           "pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:40em}\n"
           "footer{margin-top:2em;color:#888;font-size:80%}\n"
           "</style></head><body>\n"
@@ -113,17 +118,10 @@ static void age(FILE *f, int64_t now, int64_t then)
         fputs("never", f);
         return;
     }
-    int64_t s = (now - then) / 1000;
-    if (s < 0)
-        s = 0;
-    if (s < 120)
-        fprintf(f, "%" PRId64 " s ago", s);
-    else if (s < 7200)
-        fprintf(f, "%" PRId64 " min ago", s / 60);
-    else if (s < 172800)
-        fprintf(f, "%" PRId64 " h ago", s / 3600);
-    else
-        fprintf(f, "%" PRId64 " d ago", s / 86400);
+    char unit;
+    int64_t v = nb_time_age(now, then, &unit);
+    fprintf(f, "%" PRId64 " %s ago", v,
+            unit == 's' ? "s" : unit == 'm' ? "min" : unit == 'h' ? "h" : "d");
 }
 
 static void cell(FILE *f, const char *s)
@@ -155,34 +153,107 @@ static const char *outcome_class(nb_db_outcome o)
 
 /* ---- boards ---- */
 
+/* The board's row among b (by name); a board never written reads as unknown, not drained. */
+static const nb_db_board *board_of(const nb_db_board *b, size_t n, const char *name)
+{
+    static const nb_db_board none; /* health unknown, never checked, nothing reported */
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(b[i].board, name))
+            return &b[i];
+    return &none;
+}
+
+/* Health as `workers` names it, coloured: ok, failed (quarantined), checking, unknown. */
+static void health_cell(FILE *f, const nb_db_board *b)
+{
+    const char *label = nb_db_board_health_label(b);
+    const char *cls = b->check_pending ? "checking"
+                      : b->health == NB_HEALTH_OK     ? "pass"
+                      : b->health == NB_HEALTH_FAILED ? "fail"
+                                                      : "unknown";
+    fprintf(f, "<td class=\"health %s\">%s%s</td>", cls, label,
+            b->health == NB_HEALTH_FAILED && !b->check_pending ? " (quarantined)" : "");
+}
+
+/* The board's own drain, else the coordinator's, which holds every board. */
+static void drain_cell(FILE *f, const nb_db_board *b, const nb_dash_opts *o)
+{
+    if (b->drained)
+        fputs("<td class=\"drain drained\">drained</td>", f);
+    else if (o->draining > 0)
+        fputs("<td class=\"drain\">coordinator draining</td>", f);
+    else
+        fputs("<td class=\"drain\">no</td>", f);
+}
+
+static void checked_cell(FILE *f, const nb_dash_opts *o, const nb_db_board *b)
+{
+    fputs("<td class=\"checked\">", f);
+    age(f, o->now_ms, b->checked_ms);
+    if (b->checked_ms) {
+        char when[32];
+        nb_time_iso(when, b->checked_ms);
+        fprintf(f, " <small>%s</small>", when);
+    }
+    fputs("</td>", f);
+}
+
+/* One row per board: its health check, drain and what its worker's probe read. */
+static void board_row(FILE *f, const nb_dash_opts *o, const nb_db_board *b, const char *name)
+{
+    const nb_db_board_versions *v = &b->versions;
+    fputs("<tr class=\"board-health\">", f);
+    cell(f, name);
+    health_cell(f, b);
+    checked_cell(f, o, b);
+    fputs("<td class=\"detail\">", f);
+    esc(f, *b->detail ? b->detail : "-");
+    fprintf(f, "</td><td>%d</td>", b->job_errors);
+    drain_cell(f, b, o);
+    const char *probe[] = {v->driver, v->firmware, v->xrt, v->kernel_path, v->cpu_model,
+                           v->toolchain};
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+        fprintf(f, "<td class=\"version\">");
+        esc(f, *probe[i] ? probe[i] : "unknown");
+        fputs("</td>", f);
+    }
+    fputs("</tr>\n", f);
+}
+
 static nb_code page_boards(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err)
 {
     nb_db_worker *w = NULL;
-    size_t n = 0;
+    nb_db_board *b = NULL;
+    size_t n = 0, nb = 0;
     nb_code rc = nb_db_worker_list(db, &w, &n, err);
-    if (rc)
+    if (!rc)
+        rc = nb_db_board_list(db, &b, &nb, err);
+    if (rc) {
+        free(w);
         return rc;
+    }
     head(f, "Boards");
-    fprintf(f, "<p>%zu board%s registered. Coordinator drain: %s.</p>\n", n, n == 1 ? "" : "s",
+    fprintf(f, "<p>%zu worker%s registered. Coordinator drain: %s.</p>\n", n, n == 1 ? "" : "s",
             o->draining < 0 ? "<span class=\"unknown\">unknown</span>"
             : o->draining   ? "<b>on</b> (no new leases)"
                             : "off");
-    fputs("<table id=\"boards\"><tr><th>Board</th><th>Type</th><th>State</th><th>Last "
-          "heartbeat</th><th>Health</th><th>Drain</th><th>Version</th><th>Host</th>"
-          "<th>Device</th><th>Backends</th><th>Deployments</th><th>Tags</th><th>Worker</th>"
-          "</tr>\n",
+    fputs("<h2>Workers</h2>\n<table id=\"boards\"><tr><th>Board</th><th>Type</th><th>State"
+          "</th><th>Last heartbeat</th><th>Health</th><th>Last check</th><th>Drain</th>"
+          "<th>Version</th><th>Host</th><th>Device</th><th>Backends</th><th>Deployments</th>"
+          "<th>Tags</th><th>Worker</th></tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
         const char *st = nb_db_worker_state_name(w[i].state);
+        const nb_db_board *bd = board_of(b, nb, w[i].board_name);
         fputs("<tr class=\"board\">", f);
         cell(f, w[i].board_name);
         cell(f, w[i].board_type);
         fprintf(f, "<td class=\"%s\">%s</td><td>", st, st);
         age(f, o->now_ms, w[i].last_seen_ms);
-        /* Health checks and per-board drain are not recorded in this database version:
-         * say so rather than guess. */
-        fputs("</td><td class=\"unknown\">unknown</td>", f);
-        fprintf(f, "<td>%s</td>", o->draining < 0 ? "unknown" : o->draining ? "draining" : "no");
+        fputs("</td>", f);
+        health_cell(f, bd);
+        checked_cell(f, o, bd);
+        drain_cell(f, bd, o);
         cell(f, w[i].version);
         cell(f, w[i].host);
         cell(f, w[i].device_id);
@@ -193,7 +264,30 @@ static nb_code page_boards(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *er
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
+    /* per board: a board keeps its health, drain and versions across its workers' restarts,
+     * and a drained board without a live worker still shows */
+    fputs("<h2>Health and versions</h2>\n<p>A failed health check quarantines the board: it "
+          "leases nothing but health checks until one passes. A drained board finishes its job "
+          "and leases nothing more. Versions are what its worker's probe read at "
+          "registration.</p>\n<table id=\"board-health\"><tr><th>Board</th><th>Health</th>"
+          "<th>Last check</th><th>Check result</th><th>Job errors</th><th>Drain</th>"
+          "<th>NPU driver</th><th>Firmware</th><th>XRT</th><th>Kernels</th><th>CPU</th>"
+          "<th>Toolchain</th></tr>\n",
+          f);
+    for (size_t i = 0; i < nb; i++)
+        board_row(f, o, &b[i], b[i].board);
+    for (size_t i = 0; i < n; i++) { /* boards no check, drain or registration wrote yet */
+        int seen = 0;
+        for (size_t k = 0; k < nb && !seen; k++)
+            seen = !strcmp(b[k].board, w[i].board_name);
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = !strcmp(w[k].board_name, w[i].board_name);
+        if (!seen)
+            board_row(f, o, board_of(NULL, 0, w[i].board_name), w[i].board_name);
+    }
+    fputs("</table>\n", f);
     free(w);
+    free(b);
     foot(f, o);
     return NB_OK;
 }
@@ -614,24 +708,32 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
                             .limit = 1000};
     nb_db_job *j = NULL;
     size_t nj = 0;
+    nb_db_board *b = NULL;
+    size_t nb = 0;
     nb_code rc = nb_db_worker_list(db, &w, &nw, err);
+    if (!rc)
+        rc = nb_db_board_list(db, &b, &nb, err);
     if (!rc)
         rc = nb_db_deployment_list(db, NULL, &d, &nd, err);
     if (!rc)
         rc = nb_db_job_list(db, &act, &j, &nj, err);
     if (rc)
         goto out;
-    size_t count[3] = {0, 0, 0};
+    size_t count[3] = {0, 0, 0}, quarantined = 0, drained = 0;
     for (size_t i = 0; i < nw; i++)
         if ((unsigned)w[i].state < 3)
             count[w[i].state]++;
+    for (size_t i = 0; i < nb; i++) {
+        quarantined += b[i].health == NB_HEALTH_FAILED;
+        drained += b[i].drained != 0;
+    }
     head(f, "npubench dashboard");
     fprintf(f,
             "<ul id=\"summary\"><li><a href=\"boards.html\">Boards</a>: %zu alive, %zu stale, "
-            "%zu gone</li><li><a href=\"queue.html\">Queue</a>: %zu queued or running</li>"
-            "<li><a href=\"matrix.html\">Gate matrix</a>: the newest verify per model and "
-            "board</li></ul>\n",
-            count[0], count[1], count[2], nj);
+            "%zu gone; %zu quarantined, %zu drained</li><li><a href=\"queue.html\">Queue</a>: "
+            "%zu queued or running</li><li><a href=\"matrix.html\">Gate matrix</a>: the newest "
+            "verify per model and board</li></ul>\n",
+            count[0], count[1], count[2], quarantined, drained, nj);
     fputs("<h2>Deployments</h2>\n<table id=\"deployments\"><tr><th>Model</th><th>Backend / "
           "dtype</th><th>Board</th><th>Latest TTFT ms</th><th>Latest TPS</th><th>Latest "
           "run</th></tr>\n",
@@ -674,6 +776,7 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
     foot(f, o);
 out:
     free(w);
+    free(b);
     free(d);
     nb_db_job_list_free(j, nj);
     return rc;
@@ -735,11 +838,15 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
+    size_t n_loc = 0;
+    for (size_t i = 0; i < r.n_gate_checks; i++)
+        n_loc += r.gate_checks[i].localization_json && *r.gate_checks[i].localization_json;
     if (r.n_gate_checks) {
         fputs("<h2>Gate</h2>\n<table id=\"gate\"><tr><th>Prompt</th><th>Status</th><th>Steps"
               "</th><th>Divergence</th><th>Device token</th><th>Reference token</th><th>Reason"
-              "</th></tr>\n",
+              "</th>",
               f);
+        fputs(n_loc ? "<th>Localized</th></tr>\n" : "</tr>\n", f);
         for (size_t i = 0; i < r.n_gate_checks; i++) {
             const nb_db_gate_check *g = &r.gate_checks[i];
             int pass = g->status && !strcmp(g->status, "PASS");
@@ -757,9 +864,31 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
             esc(f, g->ref_text);
             fputs("</td><td>", f);
             esc(f, g->reason);
+            if (n_loc && g->localization_json && *g->localization_json) {
+                char lbl[128];
+                fputs("</td><td class=\"loc-verdict\">", f);
+                esc(f, nb_dash_loc_label(g->localization_json, g->localization_verdict, lbl,
+                                         sizeof lbl));
+            } else if (n_loc) {
+                fputs("</td><td>", f);
+            }
             fputs("</td></tr>\n", f);
         }
         fputs("</table>\n", f);
+    }
+    if (n_loc) {
+        fputs("<h2>Localization</h2>\n<p>Where each diverging prompt left the reference: a near "
+              "tie (the reference's own margin within the bf16 band), the KV cache / decode path "
+              "(decode steps against a cache-free prefill of the same tokens), or the first layer "
+              "and sub-block whose hidden state falls below the cosine threshold; the first drop "
+              "is the finding, what follows it downstream damage (docs/localization.md).</p>\n",
+              f);
+        for (size_t i = 0; i < r.n_gate_checks; i++) {
+            const nb_db_gate_check *g = &r.gate_checks[i];
+            if (g->localization_json && *g->localization_json)
+                nb_dash_loc_write(f, g->prompt_index, g->localization_json,
+                                  g->localization_verdict);
+        }
     }
     if (r.report_json && *r.report_json) {
         fputs("<h2>Report</h2>\n<pre id=\"report\">", f);

@@ -1,5 +1,6 @@
-/* nb_db_boards: one row per board in the boards table (schema 5), written by the
- * coordinator's health scheduling and drain, read by leasing and `workers`. */
+/* nb_db_boards: one row per board in the boards table (schema 5, versions 7), written by the
+ * coordinator's registration, health scheduling and drain, read by leasing, `workers` and the
+ * dashboard. */
 #include "nb_db_boards.h"
 
 #include <stdio.h>
@@ -23,7 +24,13 @@ static nb_db_health health_of(const char *s)
     return NB_HEALTH_UNKNOWN;
 }
 
-#define BOARD_COLS "board, health, checked_ms, detail, job_errors, drained, check_job_id"
+/* check_pending is read with the row, so every reader agrees on "checking" (a check job
+ * that ended without reporting, cancelled or expired, is no longer pending). */
+#define BOARD_COLS                                                                           \
+    "board, health, checked_ms, detail, job_errors, drained, check_job_id, "                 \
+    "EXISTS (SELECT 1 FROM jobs WHERE jobs.id = boards.check_job_id AND jobs.state IN "      \
+    "('queued','leased','running')), driver, firmware, xrt, kernel_path, cpu_model, "        \
+    "toolchain, versions_ms"
 
 static void read_board(sqlite3_stmt *st, void *slot, void *ud)
 {
@@ -37,6 +44,20 @@ static void read_board(sqlite3_stmt *st, void *slot, void *ud)
     b->job_errors = (int)nb_db_col_int(st, 4, 0);
     b->drained = (int)nb_db_col_int(st, 5, 0);
     b->check_job_id = nb_db_col_int(st, 6, 0);
+    b->check_pending = b->check_job_id && nb_db_col_int(st, 7, 0);
+    nb_db_board_versions *v = &b->versions;
+    nb_db_col_copy(st, 8, v->driver, sizeof v->driver);
+    nb_db_col_copy(st, 9, v->firmware, sizeof v->firmware);
+    nb_db_col_copy(st, 10, v->xrt, sizeof v->xrt);
+    nb_db_col_copy(st, 11, v->kernel_path, sizeof v->kernel_path);
+    nb_db_col_copy(st, 12, v->cpu_model, sizeof v->cpu_model);
+    nb_db_col_copy(st, 13, v->toolchain, sizeof v->toolchain);
+    b->versions_ms = nb_db_col_int(st, 14, 0);
+}
+
+const char *nb_db_board_health_label(const nb_db_board *b)
+{
+    return b->check_pending ? "checking" : nb_db_health_name(b->health);
 }
 
 static nb_code check_name(const char *board, nb_err *err)
@@ -145,6 +166,37 @@ nb_code nb_db_board_set_health(nb_db *db, const char *board, nb_db_health health
         bind_upd(st, &u);
         nb_db_bind_str(st, 5, nb_db_health_name(health));
         rc = nb_db_step_done(db, st, err, "writing board health");
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_board_set_versions(nb_db *db, const char *board, const nb_db_board_versions *v,
+                                 nb_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO boards (board, driver, firmware, xrt, kernel_path, cpu_model, toolchain, "
+        "versions_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (board) DO UPDATE SET "
+        "driver = ?2, firmware = ?3, xrt = ?4, kernel_path = ?5, cpu_model = ?6, "
+        "toolchain = ?7, versions_ms = ?8";
+    const struct {
+        const char *field, *value;
+    } f[] = {{"board driver version", v->driver},     {"board firmware version", v->firmware},
+             {"board XRT version", v->xrt},           {"board kernel path", v->kernel_path},
+             {"board CPU model", v->cpu_model},       {"board toolchain", v->toolchain}};
+    nb_code rc = check_name(board, err);
+    for (size_t i = 0; !rc && i < sizeof f / sizeof f[0]; i++)
+        rc = nb_db_check_buf(err, f[i].field, f[i].value, NB_DB_BOARD_TEXT_MAX);
+    if (rc)
+        return rc;
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    if (!(rc = nb_db_stmt(db, sql, &st, err))) {
+        nb_db_bind_str(st, 1, board);
+        for (int i = 0; i < 6; i++)
+            nb_db_bind_str(st, i + 2, f[i].value);
+        sqlite3_bind_int64(st, 8, nb_db_now_ms(db));
+        rc = nb_db_step_done(db, st, err, "writing board versions");
     }
     nb_db_unlock(db);
     return rc;

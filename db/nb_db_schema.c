@@ -239,6 +239,16 @@ static const char v5_sql[] =
 static const char v6_sql[] = "ALTER TABLE gate_checks ADD COLUMN localization TEXT;\n"
                              "ALTER TABLE gate_checks ADD COLUMN localization_verdict TEXT;\n";
 
+/* What each board's worker read at its registration (worker/nb_probe): the dashboard renders
+ * from the database alone, and a coordinator restart must not forget the versions. */
+static const char v7_sql[] = "ALTER TABLE boards ADD COLUMN driver TEXT NOT NULL DEFAULT '';\n"
+                             "ALTER TABLE boards ADD COLUMN firmware TEXT NOT NULL DEFAULT '';\n"
+                             "ALTER TABLE boards ADD COLUMN xrt TEXT NOT NULL DEFAULT '';\n"
+                             "ALTER TABLE boards ADD COLUMN kernel_path TEXT NOT NULL DEFAULT '';\n"
+                             "ALTER TABLE boards ADD COLUMN cpu_model TEXT NOT NULL DEFAULT '';\n"
+                             "ALTER TABLE boards ADD COLUMN toolchain TEXT NOT NULL DEFAULT '';\n"
+                             "ALTER TABLE boards ADD COLUMN versions_ms INTEGER;\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
@@ -246,6 +256,7 @@ static const migration migrations[] = {
     {"model aliases", v4_sql},
     {"queue expiry, board health", v5_sql},
     {"gate localizations", v6_sql},
+    {"board versions", v7_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -112,22 +112,34 @@ nb_code nb_db_worker_upsert(nb_db *db, const nb_db_worker *w, nb_err *err)
     return rc;
 }
 
-nb_code nb_db_worker_touch(nb_db *db, const char *id, nb_err *err)
+/* One worker's state by sql (?1 = id, ?2 = now when the statement has it). */
+static nb_code mark(nb_db *db, const char *id, const char *sql, const char *what, nb_err *err)
 {
-    static const char sql[] =
-        "UPDATE workers SET last_seen_ms = ?2, state = 'alive' WHERE id = ?1";
     nb_db_lock(db);
     sqlite3_stmt *st;
     nb_code rc = nb_db_stmt(db, sql, &st, err);
     if (!rc) {
         nb_db_bind_str(st, 1, id);
-        sqlite3_bind_int64(st, 2, nb_db_now_ms(db));
-        rc = nb_db_step_done(db, st, err, "recording heartbeat");
+        if (sqlite3_bind_parameter_count(st) >= 2)
+            sqlite3_bind_int64(st, 2, nb_db_now_ms(db));
+        rc = nb_db_step_done(db, st, err, what);
         if (!rc && sqlite3_changes(db->h) == 0)
             rc = nb_err_set(err, NB_ENOTFOUND, "worker '%s' is not registered", id ? id : "");
     }
     nb_db_unlock(db);
     return rc;
+}
+
+nb_code nb_db_worker_touch(nb_db *db, const char *id, nb_err *err)
+{
+    return mark(db, id, "UPDATE workers SET last_seen_ms = ?2, state = 'alive' WHERE id = ?1",
+                "recording heartbeat", err);
+}
+
+nb_code nb_db_worker_gone(nb_db *db, const char *id, nb_err *err)
+{
+    return mark(db, id, "UPDATE workers SET state = 'gone' WHERE id = ?1",
+                "recording a deregistration", err);
 }
 
 nb_code nb_db_worker_get(nb_db *db, const char *id, nb_db_worker *out, nb_err *err)

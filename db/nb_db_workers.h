@@ -41,6 +41,10 @@ nb_code nb_db_worker_upsert(nb_db *db, const nb_db_worker *w, nb_err *err);
 /* Heartbeat: last seen = now, state alive. NB_ENOTFOUND if never registered. */
 nb_code nb_db_worker_touch(nb_db *db, const char *id, nb_err *err);
 
+/* A clean stop (Deregister): gone at once, not after the sweep's timeouts; its last seen time
+ * stays. NB_ENOTFOUND if never registered. A new registration makes it alive again. */
+nb_code nb_db_worker_gone(nb_db *db, const char *id, nb_err *err);
+
 nb_code nb_db_worker_get(nb_db *db, const char *id, nb_db_worker *out, nb_err *err);
 
 /* All workers by id; *out malloc'ed (free()), NULL when *n == 0. */

@@ -1,6 +1,7 @@
 /* test_common: the small shared containers and utilities with values worked out by hand —
  * arena chunks and failure flag, base64 (RFC 4648 vectors), error prefixes and code names,
- * UTF-8 validation/sanitising/decoding, key files checked like ssh checks private keys. */
+ * UTF-8 validation/sanitising/decoding, key files checked like ssh checks private keys, ages
+ * in the unit people read them in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include "nb_base64.h"
 #include "nb_err.h"
 #include "nb_secret.h"
+#include "nb_time.h"
 #include "nb_utf8.h"
 #include "testutil.h"
 
@@ -239,12 +241,30 @@ static void test_secret_files(void **s)
     nb_secret_free(NULL);
 }
 
+/* Each unit up to just below the next one's threshold; the future reads 0 s. */
+static void test_age(void **s)
+{
+    (void)s;
+    const int64_t now = 1800000000000LL;
+    const struct {
+        int64_t ago_s, value;
+        char unit;
+    } t[] = {{0, 0, 's'},     {119, 119, 's'},   {120, 2, 'm'},      {7199, 119, 'm'},
+             {7200, 2, 'h'},  {172799, 47, 'h'}, {172800, 2, 'd'},   {86400 * 400, 400, 'd'},
+             {-5, 0, 's'}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char unit = '?';
+        assert_int_equal(nb_time_age(now, now - t[i].ago_s * 1000, &unit), t[i].value);
+        assert_int_equal(unit, t[i].unit);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arena),   cmocka_unit_test(test_base64),
         cmocka_unit_test(test_err),     cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_secret_files),
+        cmocka_unit_test(test_secret_files), cmocka_unit_test(test_age),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

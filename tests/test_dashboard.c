@@ -18,6 +18,7 @@
 
 #include "nb_dash.h"
 #include "nb_db.h"
+#include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
 #include "nb_db_runs.h"
@@ -34,6 +35,7 @@ static struct {
     char db[1024];
     int64_t dep[3];        /* A, B, C */
     size_t n_deps, n_workers, n_queued, n_flagged;
+    size_t n_boards, n_never_checked; /* boards on the page; those no check has run on */
     int64_t flagged[N_PERF];
     int64_t verify_old_b, verify_new_b, verify_a; /* matrix cells */
     size_t gate_checks_new_b;
@@ -104,8 +106,10 @@ static void seed_db(void)
     nb_err err = {0};
     if (nb_db_open(seed.db, NULL, &db, &err))
         fail_msg("%s", err.msg);
-    const char *boards[2] = {"strix-01", HOSTILE};
-    for (int i = 0; i < 2; i++) {
+    /* strix-01 healthy with its probe's versions, strix-q quarantined, strix-d drained, the
+     * hostile one never checked (no row: unknown) */
+    const char *boards[4] = {"strix-01", HOSTILE, "strix-q", "strix-d"};
+    for (int i = 0; i < 4; i++) {
         nb_db_worker w;
         memset(&w, 0, sizeof w);
         snprintf(w.id, sizeof w.id, "w%d", i);
@@ -117,6 +121,18 @@ static void seed_db(void)
             fail_msg("%s", err.msg);
         seed.n_workers++;
     }
+    nb_db_board_versions ver = {.driver = "2.19.0", .firmware = "1.5.2.380", .xrt = "2.19.0",
+                              .kernel_path = "avx2", .cpu_model = "AMD Ryzen AI 9 HX 370",
+                              .toolchain = "gcc 12.2.0, npubench 1fe6ab1"};
+    if (nb_db_board_set_versions(db, "strix-01", &ver, &err) ||
+        nb_db_board_set_health(db, "strix-01", NB_HEALTH_OK, "health check job 7: verify PASS",
+                               &err) ||
+        nb_db_board_set_health(db, "strix-q", NB_HEALTH_FAILED,
+                               "health check job 8: verify FAIL " HOSTILE, &err) ||
+        nb_db_board_set_drained(db, "strix-d", 1, &err))
+        fail_msg("%s", err.msg);
+    seed.n_boards = 4;
+    seed.n_never_checked = 2; /* the hostile board and strix-d */
     int64_t a = add_dep(db, "SmolLM2-135M-Instruct", "cpu", "strix-01");
     int64_t b = add_dep(db, "Llama-3.2-1B-Instruct", "npu", "strix-02");
     add_dep(db, HOSTILE, "npu", "strix-02");
@@ -141,9 +157,12 @@ static void seed_db(void)
             seed.flagged[seed.n_flagged++] = id;
     }
     /* the matrix: an old PASS and a newer FAIL of B (the newer shows), a PASS of A */
-    nb_db_gate_check gc[2];
+    /* B's FAIL: prompt 0 passes; 1, 2 and 3 fail, localized (as verify/nb_localize writes it)
+     * to layer 7's MLP, to the KV cache (NaN stored as null; a near tie it outranks), and one
+     * whose stored localization is damaged */
+    nb_db_gate_check gc[4];
     memset(gc, 0, sizeof gc);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         gc[i].prompt_index = i;
         gc[i].steps = 32;
         gc[i].divergence_step = i ? 3 : -1;
@@ -151,6 +170,32 @@ static void seed_db(void)
         gc[i].ref_text = "ok";
         gc[i].status = i ? "FAIL" : "PASS";
     }
+    gc[1].localization_verdict = "layer";
+    gc[1].localization_json =
+        "{\"verdict\":\"layer\",\"summary\":\"layer 7 mlp: hidden-state cosine 0.6437 to the "
+        "reference (threshold 0.99) at step 0; KV cache / decode path clean (steps 1..2)\","
+        "\"source\":\"engine\",\"note\":\"\",\"near_tie\":false,\"ref_margin\":1.75,"
+        "\"near_tie_band\":0.25,\"kv\":\"clean\",\"kv_steps\":2,\"kv_first_bad_step\":-1,"
+        "\"kv_max_diff\":0.0,\"kv_tolerance\":0.25,\"layers_status\":\"fault\",\"step\":0,"
+        "\"first_layer\":7,\"sub_block\":\"mlp\",\"threshold\":0.99,\"final_norm_cos\":0.6349,"
+        "\"final_norm_max_abs\":41.5,\"layers\":["
+        "{\"layer\":6,\"cos_attn\":0.99999,\"max_abs_attn\":0.01,\"cos_mlp\":0.99999,"
+        "\"max_abs_mlp\":0.02},"
+        "{\"layer\":7,\"cos_attn\":0.99999,\"max_abs_attn\":0.02,\"cos_mlp\":0.64373,"
+        "\"max_abs_mlp\":12.5},"
+        "{\"layer\":8,\"cos_attn\":0.67898,\"max_abs_attn\":13.1,\"cos_mlp\":0.68005,"
+        "\"max_abs_mlp\":14.2}],\"ms\":123.4}";
+    gc[2].localization_verdict = "kv_cache";
+    gc[2].localization_json =
+        "{\"verdict\":\"kv_cache\",\"summary\":\"KV cache / decode path: decode step 1 gives NaN "
+        "logits " HOSTILE "\",\"source\":\"engine\",\"note\":\"the trace has no hidden states\","
+        "\"near_tie\":true,\"ref_margin\":0.125,\"near_tie_band\":0.25,\"kv\":\"fault\","
+        "\"kv_steps\":1,\"kv_first_bad_step\":1,\"kv_max_diff\":null,\"kv_tolerance\":0.25,"
+        "\"layers_status\":\"none\",\"step\":-1,\"first_layer\":-1,\"sub_block\":\"\","
+        "\"threshold\":0.99,\"final_norm_cos\":null,\"final_norm_max_abs\":null,"
+        "\"layers\":[],\"ms\":80}";
+    gc[3].localization_verdict = "layer";
+    gc[3].localization_json = "{\"verdict\": \"lay";
     const struct {
         int64_t dep;
         nb_db_outcome o;
@@ -169,8 +214,8 @@ static void seed_db(void)
         r.report_json = "{\"verdict\": \"<b>x</b>\"}";
         if (i == 1) {
             r.gate_checks = gc;
-            r.n_gate_checks = 2;
-            seed.gate_checks_new_b = 2;
+            r.n_gate_checks = 4;
+            seed.gate_checks_new_b = 4;
         }
         *v[i].id = add_run(db, &r);
     }
@@ -192,6 +237,64 @@ static void seed_db(void)
 
 /* ---- pages rendered in-process ---- */
 
+/* B's failing verify run's page (as rendered, or as the browser parsed it): each stored
+ * localization's verdict and key numbers; the damaged one said so, the page whole. */
+static void expect_localization(const char *p)
+{
+    assert_int_equal(count(p, "<div class=\"localization\""), 3);
+    /* the gate table names the verdicts */
+    assert_int_equal(count(p, "<td class=\"loc-verdict\">layer 7 mlp</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"loc-verdict\">KV cache / decode path</td>"), 1);
+    /* first diverging layer and sub-block, with the numbers */
+    assert_non_null(strstr(p, "<h3>Prompt 1: <span class=\"loc-verdict\">layer 7 mlp</span>"));
+    assert_non_null(strstr(p, "<b>layer 7, mlp</b>: cosine 0.64373, max abs 12.5 (threshold "
+                              "0.99) at step 0"));
+    assert_non_null(strstr(p, "1.750 logits (near-tie band 0.25): not a near tie"));
+    assert_non_null(strstr(p, "clean over decode steps 1..2: largest difference 0.0000 logits, "
+                              "tolerance 0.25"));
+    assert_non_null(strstr(p, "cosine 0.63490, max abs 41.5"));
+    assert_int_equal(count(p, "<tr class=\"loc-drop\"><td>7</td>"), 1);
+    assert_int_equal(count(p, "<tr class=\"loc-l\">"), 2);
+    /* KV cache / decode path: the step, an unknown (NaN) difference; the near tie it outranks */
+    assert_non_null(strstr(p, "<h3>Prompt 2: <span class=\"loc-verdict\">KV cache / decode "
+                              "path</span>"));
+    assert_non_null(strstr(p, "<b>fault at decode step 1</b>: largest difference from a "
+                              "cache-free prefill unknown logits"));
+    assert_non_null(strstr(p, "0.125 logits (near-tie band 0.25): a near tie"));
+    assert_non_null(strstr(p, "the trace has no hidden states"));
+    assert_non_null(strstr(p, "decode step 1 gives NaN logits &lt;script&gt;"));
+    /* the damaged one */
+    assert_int_equal(count(p, "<p class=\"loc-unreadable\">gate_checks.localization: "), 1);
+    assert_non_null(strstr(p, "<h3>Prompt 3: <span class=\"loc-verdict\">a layer (not named"));
+}
+
+/* The boards page (as rendered, or as the browser parsed it): every board's health, last
+ * check, drain and versions, once in the workers' table and once in the boards'. */
+static void expect_board_health(const char *p)
+{
+    assert_int_equal(count(p, "<tr class=\"board-health\">"), seed.n_boards);
+    assert_int_equal(count(p, "<td class=\"health pass\">ok</td>"), 2);
+    assert_int_equal(count(p, "<td class=\"health fail\">failed (quarantined)</td>"), 2);
+    assert_int_equal(count(p, "<td class=\"health unknown\">unknown</td>"),
+                     2 * (seed.n_boards - 2));
+    assert_int_equal(count(p, "<td class=\"drain drained\">drained</td>"), 2);
+    assert_int_equal(count(p, "<td class=\"drain\">no</td>"), 2 * (seed.n_boards - 1));
+    /* checked: an age and the time; never for the boards no check ran on */
+    assert_int_equal(count(p, "<td class=\"checked\">never</td>"), 2 * seed.n_never_checked);
+    assert_int_equal(count(p, " s ago <small>"), 2 * (seed.n_boards - seed.n_never_checked));
+    assert_non_null(strstr(p, "<td class=\"detail\">health check job 7: verify PASS</td>"));
+    assert_non_null(strstr(p, "health check job 8: verify FAIL &lt;script&gt;"));
+    /* the probe's versions where the worker reported them, unknown elsewhere */
+    const char *versions[] = {"2.19.0", "1.5.2.380", "2.19.0", "avx2", "AMD Ryzen AI 9 HX 370",
+                              "gcc 12.2.0, npubench 1fe6ab1"};
+    char row[1024] = "";
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+        snprintf(row + strlen(row), sizeof row - strlen(row), "<td class=\"version\">%s</td>",
+                 versions[i]);
+    assert_non_null(strstr(p, row));
+    assert_int_equal(count(p, "<td class=\"version\">unknown</td>"), 6 * (seed.n_boards - 1));
+}
+
 static void test_pages(void **s)
 {
     (void)s;
@@ -205,6 +308,7 @@ static void test_pages(void **s)
     assert_int_equal(count(p, "<tr class=\"deployment\">"), seed.n_deps);
     assert_null(strstr(p, "<script"));
     assert_non_null(strstr(p, "&lt;script&gt;alert(1)&lt;/script&gt;&amp;x"));
+    assert_non_null(strstr(p, "1 quarantined, 1 drained"));
     free(p);
 
     p = page(db, "boards.html");
@@ -212,6 +316,7 @@ static void test_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_int_equal(count(p, "<td class=\"alive\">alive</td>"), seed.n_workers);
     assert_non_null(strstr(p, "<td>0.1.0</td>")); /* a version where one was registered */
+    expect_board_health(p);
     free(p);
 
     p = page(db, "queue.html");
@@ -262,6 +367,12 @@ static void test_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_null(strstr(p, "<b>x</b>"));
     assert_non_null(strstr(p, "&lt;b&gt;x&lt;/b&gt;"));
+    expect_localization(p);
+    free(p);
+    /* a run without localizations has no such section */
+    snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_old_b);
+    p = page(db, name);
+    assert_null(strstr(p, "Localization"));
     free(p);
 
     /* the SVG alone is a document of its own */
@@ -677,6 +788,8 @@ static void test_browser(void **s)
     assert_int_equal(count(dom, "<tr class=\"board\">"), workers);
     assert_null(strstr(dom, "<script"));
     assert_non_null(strstr(dom, "Coordinator drain: off"));
+    if (!lab.worker) /* the CI example's worker adds a board */
+        expect_board_health(dom);
     free(dom);
 
     dom = browse(browser, "queue.html", 1, NULL);
@@ -700,8 +813,10 @@ static void test_browser(void **s)
     free(dom);
 
     snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
-    dom = browse(browser, name, 1, NULL);
+    dom = browse(browser, name, 1, "run.png");
     assert_int_equal(count(dom, "<tr class=\"gate-check\">"), seed.gate_checks_new_b);
+    assert_null(strstr(dom, "<script"));
+    expect_localization(dom);
     free(dom);
 
     dom = browse(browser, "run-999999.html", 1, NULL);
@@ -770,6 +885,12 @@ static void test_ci_example(void **s)
     snprintf(path, sizeof path, "%s/report/boards.html", out);
     char *boards = slurp(path);
     assert_non_null(strstr(boards, "<td>ci-board</td>"));
+    /* what the live worker's probe read, kept with its board at Register: at least the
+     * toolchain (the NPU versions read unknown on a host without one) */
+    const char *row = strstr(boards, "<tr class=\"board-health\"><td>ci-board</td>");
+    assert_non_null(row);
+    const char *tool = strstr(row, ", npubench ");
+    assert_true(tool && tool < strstr(row, "</tr>"));
     free(boards);
     snprintf(path, sizeof path, "%s/report/matrix.html", out);
     char *matrix = slurp(path);

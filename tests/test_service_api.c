@@ -143,6 +143,7 @@ static struct {
 } insts[64];
 static int n_insts;
 static int reg_holds_lock; /* reg() registers as a process that holds the device lock */
+static const char *reg_cpu_model = "Test CPU"; /* reg()'s probe: this CPU, driver 2.19.0-test */
 
 static const char *instance_of(const char *worker)
 {
@@ -170,6 +171,8 @@ static char *reg_dep(env *e, const char *board, const char *device, const char *
     info.device_id = (char *)device;
     info.instance_id = (char *)instance;
     info.holds_device_lock = reg_holds_lock;
+    info.driver_version = "2.19.0-test";
+    info.cpu_model = (char *)reg_cpu_model;
     info.version = "test";
     char *backends[] = {"cpu"};
     info.backends = backends;
@@ -762,6 +765,22 @@ static void test_restart_accepted_at_once(void **s)
     dr.instance_id = "inst-b";
     assert_int_equal(call(&e, "npubench.Worker/Deregister", &dr, NULL, NULL, msg, sizeof msg),
                      NB_RPC_OK);
+    /* deregistered is gone at once, not after the sweep's gone-ms (600 ms here): `workers`
+     * no longer lists it, `workers --all` lists it gone */
+    for (int all = 0; all < 2; all++) {
+        Npubench__ListWorkersRequest lr = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+        lr.include_dead = all;
+        Npubench__ListWorkersResponse *lw;
+        assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lr,
+                              &npubench__list_workers_response__descriptor, &lw, NULL, 0),
+                         0);
+        assert_int_equal(lw->n_workers, all);
+        if (all) {
+            assert_string_equal(lw->workers[0]->state, "gone");
+            assert_false(lw->workers[0]->alive);
+        }
+        nb_wire_free(lw);
+    }
     char *w3 = reg(&e, "b1", "cpu:0", "inst-c", NULL, &st);
     assert_int_equal(st, NB_RPC_OK);
     free(w);
@@ -1808,6 +1827,17 @@ static void test_board_health(void **s)
     char *w = reg(&e, "hb1", "cpu:0", "inst-h", NULL, &st);
     assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
                                   "sel_board = 'hb1' AND state = 'queued' AND %lld", 1), 1);
+    /* the probe's versions are the board's, in the database (the dashboard reads them) */
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM boards WHERE board = 'hb1' AND driver = "
+                                  "'2.19.0-test' AND cpu_model = 'Test CPU' AND firmware = '' "
+                                  "AND versions_ms > %lld", 0), 1);
+    char long_cpu[300];
+    memset(long_cpu, 'x', sizeof long_cpu - 1);
+    long_cpu[sizeof long_cpu - 1] = '\0';
+    reg_cpu_model = long_cpu;
+    assert_null(reg(&e, "hb2", "cpu:1", "inst-h2", NULL, &st));
+    reg_cpu_model = "Test CPU";
+    assert_int_equal(st, NB_RPC_INVALID_ARGUMENT);
     int64_t ids[4];
     size_t n;
     char msg[512];
