@@ -1,5 +1,5 @@
 # npubench: a thin wrapper over CMake with the reference flow's targets.
-# MODEL=instruct|base|gemma3|PATH  PROMPT="..."  N_TOKENS=N  DTYPE=bf16|f32|q4_1  THREADS=N
+# MODEL=instruct|base|gemma3|PATH  PROMPT="..."  N_TOKENS=N  DTYPE=bf16|f32|q4_1|native  THREADS=N
 BUILD    ?= build
 MODEL    ?= instruct
 DTYPE    ?= bf16

@@ -30,7 +30,7 @@ typedef struct common_flags {
 
 #define COMMON_OPTS(c)                                                                           \
     {"model", NB_OPT_STR, &(c).model, 0, 0, "instruct (default), base, a .gguf or an HF dir"},   \
-        {"dtype", NB_OPT_STR, &(c).dtype, 0, 0, "bf16 (default), f32 or q4_1"},                  \
+        {"dtype", NB_OPT_STR, &(c).dtype, 0, 0, "bf16 (default), f32, q4_1 or native"},                  \
         {"backend", NB_OPT_STR, &(c).backend, 0, 0, "cpu (default) or xrt"},                     \
         {"threads", NB_OPT_INT, &(c).threads, 0, 1024, "kernel threads, 0 = all cores"},         \
         {"max-seq", NB_OPT_INT, &(c).max_seq, 0, 1 << 20, "KV cache length (default 2048)"},     \

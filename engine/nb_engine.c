@@ -65,6 +65,7 @@ const char *nb_dtype_name(nb_dtype d)
     case NB_DTYPE_BF16: return "bf16";
     case NB_DTYPE_F32: return "f32";
     case NB_DTYPE_Q4_1: return "q4_1";
+    case NB_DTYPE_NATIVE: return "native";
     }
     return "?";
 }
@@ -77,8 +78,10 @@ nb_code nb_dtype_parse(const char *s, nb_dtype *out, nb_err *err)
         *out = NB_DTYPE_F32;
     else if (!strcmp(s, "q4_1"))
         *out = NB_DTYPE_Q4_1;
+    else if (!strcmp(s, "native"))
+        *out = NB_DTYPE_NATIVE;
     else
-        return nb_err_set(err, NB_EINVAL, "dtype '%s': expected bf16, f32 or q4_1", s);
+        return nb_err_set(err, NB_EINVAL, "dtype '%s': expected bf16, f32, q4_1 or native", s);
     return NB_OK;
 }
 
@@ -103,7 +106,8 @@ static nb_wtype wtype_for(nb_dtype d, nb_ttype stored)
 {
     if (d == NB_DTYPE_F32)
         return NB_W_F32;
-    if (d == NB_DTYPE_Q4_1) { /* every stored format with a native linear keeps its blocks */
+    if (d == NB_DTYPE_Q4_1 || d == NB_DTYPE_NATIVE) { /* every stored format with a native
+                                                         * linear keeps its blocks */
         int w = nb_wtype_of_quant((nb_quant_fmt)stored);
         if (w >= 0)
             return (nb_wtype)w;

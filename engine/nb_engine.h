@@ -11,7 +11,10 @@
 typedef enum nb_dtype {
     NB_DTYPE_BF16 = 0, /* HF-faithful: bf16 weights and activations, fp32 accumulation */
     NB_DTYPE_F32,      /* fp32 everywhere */
-    NB_DTYPE_Q4_1      /* GGUF Q4_1/Q8_0 weights kept quantized, bf16 activations */
+    NB_DTYPE_Q4_1,     /* GGUF Q4_1/Q8_0 weights kept quantized, bf16 activations (SmolLM2's name) */
+    NB_DTYPE_NATIVE    /* every GGUF block type with a native linear kept as stored (Q4_1, Q8_0,
+                        * Q5_0, Q4_K, Q6_K), bf16 activations: the same engine path as q4_1,
+                        * under a name that is true of any model (Gemma 3 has no Q4_1) */
 } nb_dtype;
 
 const char *nb_dtype_name(nb_dtype d);

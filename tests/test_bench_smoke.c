@@ -65,7 +65,7 @@ static void test_bench_engine(void **s)
     free(out);
     free(bench("bench_engine", "--model tiny.gguf --reps 0", 2, "usage"));
     free(bench("bench_engine", "--model tiny.gguf --dtype int3", 2,
-               "bench_engine: dtype 'int3': expected bf16, f32 or q4_1"));
+               "bench_engine: dtype 'int3': expected bf16, f32, q4_1 or native"));
     free(bench("bench_engine", "--model nothing.gguf", 2, "bench_engine: "));
 }
 

@@ -120,7 +120,7 @@ static void test_usage_errors(void **s)
     expect("run --n-tokens abc", 2, "--n-tokens: 'abc' is not an integer");
     expect("verify --k 99", 2, "--k: 99 is outside the allowed range");
     expect("run --bogus", 2, "unknown option '--bogus'");
-    expect("run --dtype int3", 2, "--dtype: dtype 'int3': expected bf16, f32 or q4_1");
+    expect("run --dtype int3", 2, "--dtype: dtype 'int3': expected bf16, f32, q4_1 or native");
     expect("run --model /nonexistent.gguf", 2, "/nonexistent.gguf");
 }
 

@@ -140,6 +140,15 @@ static void test_gemma_gate_f32(void **state)
     assert_int_equal(gate_prompts(NB_DTYPE_F32, 2), 0);
 }
 
+/* The deployment a board ships: Q5_0, Q4_K, Q6_K and the Q8_0 head kept in their blocks, every
+ * prompt of the set, against the same HF bf16 traces (issue 12: bf16 and native both PASS). */
+static void test_gemma_gate_native(void **state)
+{
+    (void)state;
+    require_gemma();
+    assert_int_equal(gate_prompts(NB_DTYPE_NATIVE, fx.tr->n_prompts), 0);
+}
+
 typedef struct capture {
     float *rows; /* [n_layers][n_pos][dim] */
     int n_pos, dim, n_layers;
@@ -257,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_gemma_past_window),
         cmocka_unit_test(test_gemma_gate_bf16),
         cmocka_unit_test(test_gemma_gate_f32),
+        cmocka_unit_test(test_gemma_gate_native),
         cmocka_unit_test(test_gemma_kv_offset_fails),
     };
     return tu_run_group(tests, group_setup, group_teardown);

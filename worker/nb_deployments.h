@@ -14,7 +14,7 @@ typedef struct nb_deployment {
     char name[64];      /* unique label: "smollm-q4", defaults to "<model>-<backend>-<dtype>" */
     char model[1024];   /* selector for nb_deploy_open: "instruct", "base", a .gguf path */
     char backend[16];   /* "cpu" (default), "xrt" or "exec" */
-    char dtype[16];     /* "bf16" (default), "f32", "q4_1" */
+    char dtype[16];     /* "bf16" (default), "f32", "q4_1", "native" */
     int threads;        /* 0 = the worker's default */
     int max_seq;        /* 0 = the engine's default */
     unsigned device;    /* XRT device index */
