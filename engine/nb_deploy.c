@@ -120,7 +120,9 @@ nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
         goto fail;
     if ((rc = open_tokenizer(d, err)))
         goto fail;
-    if (nb_model_format_of(d->model) == NB_FMT_GGUF)
+    if (spec->model_sha256[0])
+        memcpy(d->model_sha256, spec->model_sha256, sizeof d->model_sha256);
+    else if (nb_model_format_of(d->model) == NB_FMT_GGUF)
         rc = nb_sha256_file(d->model_path, d->model_sha256, err);
     else {
         char p[1100];

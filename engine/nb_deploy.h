@@ -17,6 +17,9 @@ typedef struct nb_deploy_spec {
     int threads;        /* 0 = all cores */
     int max_seq;        /* 0 = 2048 */
     unsigned device;    /* XRT device index */
+    /* "" = setup hashes the model file; else the caller's digest of that very file, taken
+     * after its last change (a worker hashes its models once, to advertise them). */
+    char model_sha256[65];
 } nb_deploy_spec;
 
 void nb_deploy_spec_default(nb_deploy_spec *s);

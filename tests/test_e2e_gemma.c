@@ -14,6 +14,8 @@
 #include "nb_model.h"
 #include "nb_sha256.h"
 #include "nb_trace.h"
+#include "nb_localize.h"
+#include "nb_verify.h"
 
 #define GEMMA_FILE "models/gemma-3-270m-q4_k_m.gguf"
 #define GEMMA_PROMPTS "verify/prompts/gemma3.txt"
@@ -258,6 +260,51 @@ static void test_gemma_kv_offset_fails(void **state)
     assert_int_equal(fails, 2);
 }
 
+/* The localization on this family: Gemma 3's residual stream after attention is the input of
+ * pre_feedforward_layernorm (its post_attention_layernorm norms the attention output), so the
+ * committed states must be taken there. mlp_layer:5 corrupts layer 5's down projection: the
+ * verdict names layer 5's MLP with every state before it above the threshold, under bf16 and
+ * under the native blocks. */
+static void test_gemma_mlp_fault_localized(void **state)
+{
+    (void)state;
+    require_gemma();
+    const nb_dtype dts[] = {NB_DTYPE_BF16, NB_DTYPE_NATIVE};
+    for (int t = 0; t < 2; t++) {
+        nb_deploy_spec s;
+        nb_deploy_spec_default(&s);
+        assert_true(strlen(fx.model) < sizeof s.model);
+        memcpy(s.model, fx.model, strlen(fx.model) + 1);
+        s.dtype = dts[t];
+        s.max_seq = 256;
+        setenv("NPUBENCH_FAULT", "mlp_layer:5", 1);
+        nb_deploy *d = NULL;
+        nb_err err = {0};
+        nb_code rc = nb_deploy_open(&s, &d, &err);
+        unsetenv("NPUBENCH_FAULT");
+        if (rc)
+            fail_msg("deploy: %s", err.msg);
+        nb_verify_opts o = {.prompts_file = fx.prompts, .refdir = fx.refdir, .max_prompts = 1,
+                            .n_tokens = 4};
+        nb_verify_result r;
+        if (nb_verify_run(d, &o, &r, &err))
+            fail_msg("verify: %s", err.msg);
+        const nb_localization *l = &r.recs[0].loc;
+        printf("  %s: %s\n", nb_dtype_name(dts[t]), l->summary);
+        assert_int_equal(r.recs[0].gate.status, NB_GATE_FAIL);
+        assert_string_equal(l->verdict, "layer");
+        assert_int_equal(l->first_layer, 5);
+        assert_string_equal(l->sub_block, "mlp");
+        for (int i = 0; i < 5; i++)
+            assert_true(l->layers[i].cos_attn >= NB_LOC_COS_THRESHOLD &&
+                        l->layers[i].cos_mlp >= NB_LOC_COS_THRESHOLD);
+        assert_true(l->layers[5].cos_attn >= NB_LOC_COS_THRESHOLD);
+        assert_true(l->layers[5].cos_mlp < NB_LOC_COS_THRESHOLD);
+        nb_verify_result_free(&r);
+        nb_deploy_close(d);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_gemma_gate_f32),
         cmocka_unit_test(test_gemma_gate_native),
         cmocka_unit_test(test_gemma_kv_offset_fails),
+        cmocka_unit_test(test_gemma_mlp_fault_localized),
     };
     return tu_run_group(tests, group_setup, group_teardown);
 }

@@ -25,6 +25,7 @@
 #include "nb_executor.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
+#include "nb_sha256.h"
 #include "nb_json.h"
 #include "nb_time.h"
 #include "nb_verify.h"
@@ -988,6 +989,64 @@ static void test_job_cache(void **state)
     tu_rmrf(tmp);
 }
 
+/* A worker hashes each model once, to advertise it; setup reuses that digest, but only while
+ * the file is the one hashed: a model rewritten in place is hashed again at its next setup. */
+static void test_job_digest_reuse(void **state)
+{
+    (void)state;
+    tu_require_model();
+    char *tmp = tu_tmpdir(), path[1100], cmd[3400], json[1500], hex[65];
+    snprintf(path, sizeof path, "%s/m.gguf", tmp);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", tu_model(), path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(json, sizeof json,
+             "[{\"name\": \"copy\", \"model\": \"%s\", \"dtype\": \"q4_1\", \"threads\": 1},"
+             " {\"name\": \"orig\", \"model\": \"instruct\", \"dtype\": \"q4_1\", \"threads\": 1}]",
+             path);
+    nb_deployment *deps;
+    int n;
+    nb_err err;
+    assert_int_equal(nb_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
+    nb_executor_opts o = {.deployments = deps, .n_deployments = n, .rundir = tmp,
+                         .mem_budget_bytes = (size_t)300 << 20}; /* one resident at a time */
+    nb_executor *c;
+    assert_int_equal(nb_executor_new(&o, &c, &err), NB_OK);
+    nb_deployments_free(deps, n);
+    Npubench__Deployment **adv;
+    size_t na;
+    assert_int_equal(nb_executor_advertise(c, &adv, &na, &err), NB_OK);
+    assert_int_equal(na, 2);
+    assert_int_equal(nb_sha256_file(path, hex, &err), NB_OK);
+    assert_string_equal(adv[0]->digest, hex);
+    for (size_t i = 0; i < na; i++)
+        nb_jobpb_free(adv[i]);
+    free(adv);
+
+    const char *order[] = {"copy", "orig", "copy"};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) { /* rewritten in place, same inode: one byte more */
+            FILE *f = fopen(path, "ab");
+            assert_non_null(f);
+            fputc(0, f);
+            fclose(f);
+            assert_int_equal(nb_sha256_file(path, hex, &err), NB_OK);
+        }
+        tiny_run t;
+        tiny_run_init(&t, order[i]);
+        Npubench__JobResult *res;
+        if (nb_executor_run(c, &t.s, i, NULL, &res, &err))
+            fail_msg("%s: %s", order[i], err.msg);
+        if (i != 1)
+            assert_string_equal(res->environment->model_digest, hex);
+        nb_jobpb_free(res);
+    }
+    nb_executor_cache_stats st;
+    nb_executor_stats(c, &st);
+    assert_int_equal(st.setups, 3);
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -998,6 +1057,7 @@ int main(void)
         cmocka_unit_test(test_exec_placeholders), cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),       cmocka_unit_test(test_job_limits),
+        cmocka_unit_test(test_job_digest_reuse),
     };
     return tu_run_group(tests, NULL, NULL);
 }

@@ -127,7 +127,9 @@ def step_states(model, ids, steps, at_steps):
     Step s is produced at position len(ids)-1+s from the prompt plus the first s chosen tokens;
     one cache-free forward over the longest such input gives every requested position (causal).
     For each position: "attn", the residual stream after each layer's attention block (the
-    input of post_attention_layernorm), "mlp", each layer's output, and "final_norm", the last
+    input of the norm in front of the MLP: post_attention_layernorm in Llama, but
+    pre_feedforward_layernorm in Gemma 3, whose post_attention_layernorm normalizes the
+    attention output before the residual add), "mlp", each layer's output, and "final_norm", the last
     layer's output after the final norm, each bf16 [n_layers][dim] (final_norm: [dim])."""
     at_steps = sorted(s for s in set(at_steps) if 0 <= s < len(steps))
     if not at_steps:
@@ -152,7 +154,8 @@ def step_states(model, ids, steps, at_steps):
         captured["final"] = output[0]
 
     for i, layer in enumerate(layers):
-        hooks.append(layer.post_attention_layernorm.register_forward_pre_hook(attn_hook(i)))
+        pre_mlp = getattr(layer, "pre_feedforward_layernorm", None) or layer.post_attention_layernorm
+        hooks.append(pre_mlp.register_forward_pre_hook(attn_hook(i)))
         hooks.append(layer.register_forward_hook(mlp_hook(i)))
     hooks.append(inner.norm.register_forward_hook(final_hook))
     try:

@@ -42,8 +42,12 @@ typedef struct cache_entry {
     nb_deploy *d;
 } cache_entry;
 
+/* What was hashed for the advertisement, and the file's identity then: setup reuses the
+ * digest while the file is unchanged instead of reading a 250 MB model a second time. */
 typedef struct adv_cache {
     char digest[65];
+    char hashed[1100]; /* the GGUF, or an HF directory's config.json */
+    struct stat st;
     int tried;
 } adv_cache;
 
@@ -138,21 +142,52 @@ void nb_executor_backends(const nb_executor *c, const char **out, size_t cap, si
     }
 }
 
-/* As nb_deploy computes it: the GGUF file, or an HF directory's config.json. */
-static void model_digest(const char *path, char hex[65])
+/* The file nb_deploy digests for a model path: the GGUF, or an HF directory's config.json. */
+static int digest_file(const char *path, char *p, size_t cap)
 {
     struct stat st;
-    char p[1100];
-    nb_err e;
-    hex[0] = '\0';
     if (stat(path, &st))
+        return -1;
+    snprintf(p, cap, S_ISDIR(st.st_mode) ? "%s/config.json" : "%s", path);
+    return 0;
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* As nb_deploy computes it, with the identity of the file hashed (stat before and after:
+ * a file rewritten while it was read keeps no digest). */
+static void model_digest(const char *path, adv_cache *a)
+{
+    struct stat after;
+    nb_err e;
+    a->digest[0] = '\0';
+    if (digest_file(path, a->hashed, sizeof a->hashed) || stat(a->hashed, &a->st))
         return;
-    if (S_ISDIR(st.st_mode))
-        snprintf(p, sizeof p, "%s/config.json", path);
-    else
-        snprintf(p, sizeof p, "%s", path);
-    if (nb_sha256_file(p, hex, &e))
-        hex[0] = '\0';
+    if (nb_sha256_file(a->hashed, a->digest, &e) || stat(a->hashed, &after) ||
+        !same_file(&a->st, &after))
+        a->digest[0] = '\0';
+}
+
+/* The advertisement's digest of model's file when that file has not changed since. */
+static void known_digest(const nb_executor *c, const char *model, char out[65])
+{
+    char path[1024], preset[16], p[1100];
+    struct stat st;
+    nb_err e;
+    out[0] = '\0';
+    if (nb_deploy_resolve_model(model, path, sizeof path, preset, sizeof preset, &e) ||
+        digest_file(path, p, sizeof p) || stat(p, &st))
+        return;
+    for (int i = 0; i < c->n_deps; i++)
+        if (c->adv[i].digest[0] && !strcmp(c->adv[i].hashed, p) && same_file(&c->adv[i].st, &st)) {
+            memcpy(out, c->adv[i].digest, 65);
+            return;
+        }
 }
 
 /* The deployments file's aliases, for the history's one identity per model. */
@@ -186,7 +221,7 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
             c->adv[i].tried = 1;
             if (nb_deploy_resolve_model(d->model, path, sizeof path, preset, sizeof preset,
                                         &e2) == NB_OK)
-                model_digest(path, c->adv[i].digest);
+                model_digest(path, &c->adv[i]);
         }
         Npubench__Deployment *p = malloc(sizeof *p);
         if (!p) {
@@ -307,7 +342,8 @@ static nb_code cache_get(nb_executor *c, const nb_deploy_spec *spec, nb_deploy *
     if (!e)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     e->spec = *spec;
-    rc = nb_deploy_open(spec, &e->d, err);
+    known_digest(c, spec->model, e->spec.model_sha256);
+    rc = nb_deploy_open(&e->spec, &e->d, err);
     c->setups++;
     /* Buffers are allocated but not touched yet: refusing now costs no resident memory. */
     size_t need = rc == NB_OK ? deploy_bytes(e->d) : 0;
