@@ -54,6 +54,7 @@ struct nb_model {
     nb_model_format fmt;
     char *path;
     char *dir; /* HF only */
+    const struct tensor_names *hf; /* HF only: the family's tensor names */
     nb_gguf *gguf;
     nb_safetensors *st;
     nb_model_config cfg;
@@ -173,8 +174,7 @@ static const tensor_names gguf_names = {
      "blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight",
      "blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight"}};
 
-/* Llama's names only: HF's Gemma 3 calls its pre-FFN norm pre_feedforward_layernorm and its
- * post-attention norm post_attention_layernorm, so a gemma3 directory needs a table of its own. */
+/* HF's Llama: post_attention_layernorm is the norm in front of the MLP. */
 static const tensor_names hf_names = {
     "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
     {"model.layers.%d.input_layernorm.weight", "model.layers.%d.self_attn.q_proj.weight",
@@ -182,6 +182,31 @@ static const tensor_names hf_names = {
      "model.layers.%d.self_attn.o_proj.weight", "model.layers.%d.post_attention_layernorm.weight",
      "model.layers.%d.mlp.gate_proj.weight", "model.layers.%d.mlp.up_proj.weight",
      "model.layers.%d.mlp.down_proj.weight", NULL, NULL, NULL, NULL}};
+
+/* HF's Gemma 3: pre_feedforward_layernorm feeds the MLP, and post_attention_layernorm norms
+ * the attention output before the residual add (the GGUF's post_attention_norm). */
+static const tensor_names hf_names_gemma3 = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+    {"model.layers.%d.input_layernorm.weight", "model.layers.%d.self_attn.q_proj.weight",
+     "model.layers.%d.self_attn.k_proj.weight", "model.layers.%d.self_attn.v_proj.weight",
+     "model.layers.%d.self_attn.o_proj.weight", "model.layers.%d.pre_feedforward_layernorm.weight",
+     "model.layers.%d.mlp.gate_proj.weight", "model.layers.%d.mlp.up_proj.weight",
+     "model.layers.%d.mlp.down_proj.weight", "model.layers.%d.self_attn.q_norm.weight",
+     "model.layers.%d.self_attn.k_norm.weight", "model.layers.%d.post_attention_layernorm.weight",
+     "model.layers.%d.post_feedforward_layernorm.weight"}};
+
+/* An HF family: the architectures and model_type names config.json gives it. */
+typedef struct hf_family {
+    const char *arch;         /* archs[].name */
+    const char *class_name;   /* "architectures" entry */
+    const char *model_type;
+    const tensor_names *names;
+} hf_family;
+
+static const hf_family hf_families[] = {
+    {"llama", "LlamaForCausalLM", "llama", &hf_names},
+    {"gemma3", "Gemma3ForCausalLM", "gemma3_text", &hf_names_gemma3},
+};
 
 static nb_code bind_layers(nb_model *m, const tensor_names *nm, nb_err *err)
 {
@@ -362,16 +387,25 @@ static nb_code gguf_rope_scaling(nb_model *m, nb_err *err)
     return NB_OK;
 }
 
-/* The family's switches from the table, and its sliding window and soft-cap from the file. */
-static nb_code gguf_family(nb_model *m, nb_err *err)
+/* The switches every file of the family shares, from the table. */
+static void family_switches(nb_model *m)
 {
     nb_model_config *c = &m->cfg;
     const arch_desc *a = m->arch;
+    snprintf(c->arch, sizeof c->arch, "%s", a->name);
     c->norm_unit_offset = a->norm_unit_offset;
     c->post_norms = a->post_norms;
     c->qk_norm = a->qk_norm;
     c->act = a->act;
     c->embed_scaled = a->embed_scaled;
+}
+
+/* The family's switches from the table, and its sliding window and soft-cap from the file. */
+static nb_code gguf_family(nb_model *m, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    const arch_desc *a = m->arch;
+    family_switches(m);
     /* HF's query_pre_attn_scalar defaults to head_dim for Gemma 3 (GGUF does not store it) */
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     nb_code rc;
@@ -522,27 +556,35 @@ static nb_code cfg_num(const char *cfgp, json_object *o, const char *key, int re
     return cfg_code(rc, err);
 }
 
-static nb_code hf_arch(const char *cfgp, json_object *root, nb_err *err)
+static nb_code hf_arch(const char *cfgp, json_object *root, const hf_family **out, nb_err *err)
 {
+    const size_t nf = sizeof hf_families / sizeof hf_families[0];
     const char *mt = nb_json_str(root, "model_type", NULL, NULL);
-    json_object *archs = nb_json_get(root, "architectures");
+    json_object *archs_j = nb_json_get(root, "architectures");
     const char *a0 = NULL;
-    if (archs && json_object_is_type(archs, json_type_array)) {
-        for (size_t i = 0; i < json_object_array_length(archs); i++) {
-            json_object *a = json_object_array_get_idx(archs, i);
+    if (archs_j && json_object_is_type(archs_j, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(archs_j); i++) {
+            json_object *a = json_object_array_get_idx(archs_j, i);
             const char *s = json_object_is_type(a, json_type_string) ? json_object_get_string(a)
                                                                      : NULL;
-            if (s && !strcmp(s, "LlamaForCausalLM"))
-                return NB_OK;
+            for (size_t f = 0; s && f < nf; f++)
+                if (!strcmp(s, hf_families[f].class_name)) {
+                    *out = &hf_families[f];
+                    return NB_OK;
+                }
             if (!a0)
                 a0 = s;
         }
     }
-    if (mt && !strcmp(mt, "llama"))
-        return NB_OK;
+    for (size_t f = 0; mt && f < nf; f++)
+        if (!strcmp(mt, hf_families[f].model_type)) {
+            *out = &hf_families[f];
+            return NB_OK;
+        }
     return nb_err_set(err, NB_EUNSUPPORTED,
-                      "%s: architecture %s (model_type %s) is not supported (only"
-                      " LlamaForCausalLM / llama)", cfgp, a0 ? a0 : "(none)", mt ? mt : "(none)");
+                      "%s: architecture %s (model_type %s) is not supported (LlamaForCausalLM /"
+                      " llama, Gemma3ForCausalLM / gemma3_text are)", cfgp, a0 ? a0 : "(none)",
+                      mt ? mt : "(none)");
 }
 
 static nb_code hf_rope(nb_model *m, const char *cfgp, json_object *root, nb_err *err)
@@ -580,16 +622,135 @@ static nb_code hf_rope(nb_model *m, const char *cfgp, json_object *root, nb_err 
     return NB_OK;
 }
 
+/* A soft-cap: absent or null is none; else a finite number >= 0. */
+static nb_code cfg_cap(const char *cfgp, json_object *root, const char *key, float *out,
+                       nb_err *err)
+{
+    json_object *v = nb_json_get(root, key);
+    *out = 0.0f;
+    if (!v || json_object_is_type(v, json_type_null))
+        return NB_OK;
+    nb_code rc = cfg_num(cfgp, root, key, 1, 0.0f, out, err);
+    if (!rc && !(*out >= 0.0f && isfinite(*out)))
+        return nb_err_set(err, NB_EINVAL, "%s: '%s' = %g must be >= 0 and finite", cfgp, key,
+                          (double)*out);
+    return rc;
+}
+
+/* One layer type's RoPE base under transformers 5's rope_parameters.<type>; default RoPE only. */
+static nb_code gemma_rope_of(const char *cfgp, json_object *rp, const char *type, float dflt,
+                             float *out, nb_err *err)
+{
+    json_object *t = nb_json_get(rp, type);
+    *out = dflt;
+    if (!t)
+        return NB_OK;
+    if (!json_object_is_type(t, json_type_object))
+        return nb_err_set(err, NB_EINVAL, "%s: 'rope_parameters.%s' must be an object", cfgp, type);
+    const char *ty = nb_json_str(t, "rope_type", NULL, NULL);
+    if (ty && strcmp(ty, "default"))
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: rope_parameters.%s.rope_type '%.32s' is not supported (default is)",
+                          cfgp, type, ty);
+    return cfg_num(cfgp, t, "rope_theta", 0, dflt, out, err);
+}
+
+/* What config.json says of Gemma 3 beyond Llama's keys: the GELU-tanh MLP, the attention
+ * scale, soft-caps, the sliding window, which layers slide, and both RoPE bases. */
+static nb_code hf_gemma3(nb_model *m, const char *cfgp, json_object *root, nb_err *err)
+{
+    nb_model_config *c = &m->cfg;
+    nb_code rc;
+    const char *act = nb_json_str(root, "hidden_activation", NULL, NULL);
+    if (!act)
+        act = nb_json_str(root, "hidden_act", NULL, NULL);
+    if (act && strcmp(act, "gelu_pytorch_tanh"))
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "%s: hidden_activation '%.32s' is not supported (gelu_pytorch_tanh is)",
+                          cfgp, act);
+    int qpas;
+    if ((rc = cfg_int(cfgp, root, "query_pre_attn_scalar", 0, c->head_dim, &qpas, err)))
+        return rc;
+    if (qpas < 1)
+        return nb_err_set(err, NB_EINVAL, "%s: query_pre_attn_scalar %d must be positive", cfgp,
+                          qpas);
+    c->attn_scale = 1.0f / sqrtf((float)qpas);
+    float attn_cap;
+    if ((rc = cfg_cap(cfgp, root, "final_logit_softcapping", &c->final_softcap, err)) ||
+        (rc = cfg_cap(cfgp, root, "attn_logit_softcapping", &attn_cap, err)))
+        return rc;
+    if (attn_cap != 0.0f)
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: attn_logit_softcapping = %g: attention"
+                          " soft-capping is not supported", cfgp, (double)attn_cap);
+    if ((rc = cfg_int(cfgp, root, "sliding_window", 0, 4096, &c->sliding_window, err)))
+        return rc;
+    /* the pattern: layer l is global when (l + 1) % P == 0; layer_types, when given, must
+     * follow it (the engine has no other placement of global layers) */
+    int P;
+    if ((rc = cfg_int(cfgp, root, "_sliding_window_pattern", 0, m->arch->swa_every, &P, err)) ||
+        (rc = cfg_int(cfgp, root, "sliding_window_pattern", 0, P, &P, err)))
+        return rc;
+    if (P < 1)
+        return nb_err_set(err, NB_EINVAL, "%s: sliding_window_pattern %d must be positive", cfgp, P);
+    c->swa_every = P;
+    json_object *lt = nb_json_get(root, "layer_types");
+    if (lt) {
+        if (!json_object_is_type(lt, json_type_array) ||
+            (int)json_object_array_length(lt) != c->n_layers)
+            return nb_err_set(err, NB_EINVAL, "%s: 'layer_types' must be an array of %d entries"
+                              " (num_hidden_layers)", cfgp, c->n_layers);
+        for (int l = 0; l < c->n_layers; l++) {
+            json_object *e = json_object_array_get_idx(lt, (size_t)l);
+            const char *ty = json_object_is_type(e, json_type_string) ? json_object_get_string(e)
+                                                                      : "";
+            int swa = !strcmp(ty, "sliding_attention");
+            if (!swa && strcmp(ty, "full_attention"))
+                return nb_err_set(err, NB_EINVAL, "%s: layer_types[%d] '%.32s': expected"
+                                  " sliding_attention or full_attention", cfgp, l, ty);
+            if (swa != ((l + 1) % P != 0))
+                return nb_err_set(err, NB_EUNSUPPORTED, "%s: layer_types[%d] is %s, which the"
+                                  " pattern of one global layer in %d does not give", cfgp, l,
+                                  ty, P);
+        }
+    }
+    json_object *rp = nb_json_get(root, "rope_parameters");
+    if (rp && !json_object_is_type(rp, json_type_object))
+        return nb_err_set(err, NB_EINVAL, "%s: 'rope_parameters' must be an object", cfgp);
+    json_object *rs = nb_json_get(root, "rope_scaling");
+    if (rs && !json_object_is_type(rs, json_type_null))
+        return nb_err_set(err, NB_EUNSUPPORTED, "%s: rope_scaling is not supported for Gemma 3"
+                          " (its larger models scale their global layers linearly)", cfgp);
+    float theta, theta_swa;
+    if ((rc = cfg_num(cfgp, root, "rope_theta", 0, m->arch->rope_theta, &theta, err)) ||
+        (rc = cfg_num(cfgp, root, "rope_local_base_freq", 0, m->arch->rope_theta_swa, &theta_swa,
+                      err)))
+        return rc;
+    if (rp && ((rc = gemma_rope_of(cfgp, rp, "full_attention", theta, &c->rope_theta, err)) ||
+               (rc = gemma_rope_of(cfgp, rp, "sliding_attention", theta_swa, &c->rope_theta_swa,
+                                   err))))
+        return rc;
+    if (!rp) {
+        c->rope_theta = theta;
+        c->rope_theta_swa = theta_swa;
+    }
+    json_object *tie = nb_json_get(root, "tie_word_embeddings");
+    if (!tie) /* Gemma3TextConfig's default */
+        c->tied_embeddings = 1;
+    return NB_OK;
+}
+
 static nb_code hf_config(nb_model *m, json_object *root, const char *cfgp, nb_err *err)
 {
     nb_model_config *c = &m->cfg;
     nb_code rc;
     if (!json_object_is_type(root, json_type_object))
         return nb_err_set(err, NB_EFORMAT, "%s: not a JSON object", cfgp);
-    if ((rc = hf_arch(cfgp, root, err)))
+    const hf_family *fam = NULL;
+    if ((rc = hf_arch(cfgp, root, &fam, err)))
         return rc;
-    m->arch = &archs[0];
-    snprintf(c->arch, sizeof c->arch, "%s", m->arch->name);
+    m->hf = fam->names;
+    m->arch = arch_find(fam->arch, strlen(fam->arch));
+    family_switches(m);
     const char *b = strrchr(m->dir, '/');
     snprintf(c->name, sizeof c->name, "%s", b && b[1] ? b + 1 : m->dir);
     if ((rc = cfg_int(cfgp, root, "num_hidden_layers", 1, 0, &c->n_layers, err)) ||
@@ -610,14 +771,14 @@ static nb_code hf_config(nb_model *m, json_object *root, const char *cfgp, nb_er
         return nb_err_set(err, NB_EINVAL,
                           "%s: hidden_size %d is not divisible by num_attention_heads %d (and no"
                           " head_dim)", cfgp, c->dim, c->n_heads);
-    if ((rc = hf_rope(m, cfgp, root, err)))
-        return rc;
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     json_object *tie = nb_json_get(root, "tie_word_embeddings");
     if (tie && !json_object_is_type(tie, json_type_boolean))
         return nb_err_set(err, NB_EINVAL, "%s: 'tie_word_embeddings' must be true or false", cfgp);
     c->tied_embeddings = tie ? json_object_get_boolean(tie) : 0;
-    return NB_OK;
+    if (!strcmp(m->arch->name, "gemma3"))
+        return hf_gemma3(m, cfgp, root, err);
+    return hf_rope(m, cfgp, root, err);
 }
 
 static nb_code open_hf(nb_model *m, nb_err *err)
@@ -646,7 +807,7 @@ static nb_code open_hf(nb_model *m, nb_err *err)
     if ((rc = nb_safetensors_open_dir(m->dir, &m->st, err)))
         return rc;
     nb_tensor embd;
-    if ((rc = find(m, hf_names.embd, &embd, err)))
+    if ((rc = find(m, m->hf->embd, &embd, err)))
         return rc;
     if (embd.rows > MAX_VOCAB)
         return bad_cfg(m, "vocab (model.embed_tokens.weight rows)", (double)embd.rows,
@@ -665,10 +826,10 @@ static nb_code open_hf(nb_model *m, nb_err *err)
     /* tied, or no lm_head at all: the head is the embedding (as HF ties it) */
     nb_tensor head;
     int want_head = !c->tied_embeddings &&
-                    nb_safetensors_find(m->st, hf_names.head, &head, NULL) == NB_OK;
-    if ((rc = bind_globals(m, &hf_names, want_head, err)))
+                    nb_safetensors_find(m->st, m->hf->head, &head, NULL) == NB_OK;
+    if ((rc = bind_globals(m, m->hf, want_head, err)))
         return rc;
-    return bind_layers(m, &hf_names, err);
+    return bind_layers(m, m->hf, err);
 }
 
 /* ---- public ---- */

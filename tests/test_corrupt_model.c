@@ -685,6 +685,83 @@ static void test_hf_config_variants(void **state)
     nb_tiny_rmtree(dir);
 }
 
+/* The committed tiny Gemma 3 directory (tests/tools), copied so config.json can be edited. */
+static void gemma_dir(const char *name, char *dir, size_t cap)
+{
+    char cmd[9000];
+    snprintf(dir, cap, "%s/%s", tmp, name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s/tests/data/tiny_hf/gemma3' '%s'", dir,
+             tu_require_src(), dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void gemma_case(const char *from, const char *to, nb_code want, const char *needle)
+{
+    char dir[4200];
+    gemma_dir("gemcase", dir, sizeof dir);
+    edit(dir, "config.json", from, to);
+    expect_hf(dir, want, needle, "config.json");
+    nb_tiny_rmtree(dir);
+}
+
+/* Gemma 3's own config keys: read as HF reads them, refused by name where the engine has no
+ * such path (a global layer off the pattern, another activation, attention soft-capping). */
+static void test_hf_gemma3_config(void **state)
+{
+    (void)state;
+    char dir[4200];
+    gemma_dir("gemok", dir, sizeof dir);
+    nb_model *m;
+    nb_err err;
+    assert_ok(nb_model_open(dir, &m, &err), err);
+    const nb_model_config *c = nb_model_cfg(m);
+    assert_string_equal(c->arch, "gemma3");
+    assert_true(c->post_norms && c->qk_norm && c->embed_scaled && c->norm_unit_offset);
+    assert_int_equal(c->act, NB_ACT_GELU_TANH);
+    assert_int_equal(c->sliding_window, 4);
+    assert_int_equal(c->swa_every, 6);
+    assert_true(c->rope_theta == 1e6f && c->rope_theta_swa == 1e4f);
+    assert_true(c->attn_scale == 0.25f); /* query_pre_attn_scalar 16 */
+    assert_true(c->final_softcap == 0.0f && c->tied_embeddings);
+    nb_model_close(m);
+    /* transformers 4's flat keys give the same bases */
+    edit(dir, "config.json", "\"rope_parameters\": {", "\"rope_theta\": 2e6, \"rope_local_base_freq\": 5e3, \"rope_x\": {");
+    edit(dir, "config.json", "\"query_pre_attn_scalar\": 16", "\"query_pre_attn_scalar\": 64");
+    edit(dir, "config.json", "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0");
+    assert_ok(nb_model_open(dir, &m, &err), err);
+    c = nb_model_cfg(m);
+    assert_true(c->rope_theta == 2e6f && c->rope_theta_swa == 5e3f);
+    assert_true(c->attn_scale == 0.125f && c->final_softcap == 30.0f);
+    nb_model_close(m);
+    nb_tiny_rmtree(dir);
+
+    gemma_case("\"sliding_attention\",\n    \"full_attention\"",
+               "\"full_attention\",\n    \"full_attention\"", NB_EUNSUPPORTED,
+               "layer_types[4] is full_attention, which the pattern of one global layer in 6"
+               " does not give");
+    gemma_case("\"full_attention\"\n  ]", "\"cross_attention\"\n  ]", NB_EINVAL,
+               "layer_types[5] 'cross_attention': expected sliding_attention or full_attention");
+    gemma_case("\"full_attention\"\n  ]", "\"full_attention\", \"full_attention\"\n  ]", NB_EINVAL,
+               "'layer_types' must be an array of 6 entries");
+    gemma_case("\"gelu_pytorch_tanh\"", "\"silu\"", NB_EUNSUPPORTED,
+               "hidden_activation 'silu' is not supported (gelu_pytorch_tanh is)");
+    gemma_case("\"attn_logit_softcapping\": null", "\"attn_logit_softcapping\": 50.0",
+               NB_EUNSUPPORTED, "attn_logit_softcapping = 50: attention soft-capping is not supported");
+    gemma_case("\"final_logit_softcapping\": null", "\"final_logit_softcapping\": -1",
+               NB_EINVAL, "'final_logit_softcapping' = -1 must be >= 0 and finite");
+    gemma_case("\"query_pre_attn_scalar\": 16", "\"query_pre_attn_scalar\": 0", NB_EINVAL,
+               "query_pre_attn_scalar 0 must be positive");
+    gemma_case("\"rope_type\": \"default\"\n    },\n    \"sliding_attention\"",
+               "\"rope_type\": \"linear\"\n    },\n    \"sliding_attention\"", NB_EUNSUPPORTED,
+               "rope_parameters.full_attention.rope_type 'linear' is not supported");
+    gemma_dir("gemarch", dir, sizeof dir);
+    edit(dir, "config.json", "\"Gemma3ForCausalLM\"", "\"Gemma3ForConditionalGeneration\"");
+    edit(dir, "config.json", "\"gemma3_text\"", "\"gemma3\"");
+    expect_hf(dir, NB_EUNSUPPORTED, "architecture Gemma3ForConditionalGeneration (model_type gemma3)",
+              "config.json");
+    nb_tiny_rmtree(dir);
+}
+
 static void test_hf_index(void **state)
 {
     (void)state;
@@ -820,6 +897,7 @@ int main(void)
         cmocka_unit_test(test_alignment_field),    cmocka_unit_test(test_tensor_fields),
         cmocka_unit_test(test_model_level_gguf),   cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_hf_config),          cmocka_unit_test(test_hf_config_variants),
+        cmocka_unit_test(test_hf_gemma3_config),
         cmocka_unit_test(test_hf_index),           cmocka_unit_test(test_random_damage_gguf),
         cmocka_unit_test(test_random_damage_safetensors),
     };
