@@ -733,6 +733,9 @@ static nb_code hf_gemma3(nb_model *m, const char *cfgp, json_object *root, nb_er
         c->rope_theta = theta;
         c->rope_theta_swa = theta_swa;
     }
+    if (!(c->rope_theta_swa > 0.0f && isfinite(c->rope_theta_swa)))
+        return nb_err_set(err, NB_EINVAL, "%s: the sliding layers' rope_theta %g must be positive"
+                          " and finite", cfgp, (double)c->rope_theta_swa);
     json_object *tie = nb_json_get(root, "tie_word_embeddings");
     if (!tie) /* Gemma3TextConfig's default */
         c->tied_embeddings = 1;

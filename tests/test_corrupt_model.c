@@ -743,6 +743,8 @@ static void test_hf_gemma3_config(void **state)
                "layer_types[5] 'cross_attention': expected sliding_attention or full_attention");
     gemma_case("\"full_attention\"\n  ]", "\"full_attention\", \"full_attention\"\n  ]", NB_EINVAL,
                "'layer_types' must be an array of 6 entries");
+    gemma_case("\"rope_theta\": 10000.0", "\"rope_theta\": -5", NB_EINVAL,
+               "the sliding layers' rope_theta -5 must be positive and finite");
     gemma_case("\"gelu_pytorch_tanh\"", "\"silu\"", NB_EUNSUPPORTED,
                "hidden_activation 'silu' is not supported (gelu_pytorch_tanh is)");
     gemma_case("\"attn_logit_softcapping\": null", "\"attn_logit_softcapping\": 50.0",
