@@ -73,6 +73,7 @@ static json_object *hist_json(const hist_run *h)
     json_object_object_add(o, "kind", json_object_new_string(r->kind_name));
     json_object_object_add(o, "source", json_object_new_string(r->source));
     nb_out_str(o, "outcome", nb_outcome_name(nb_outcome_of_verdict(r->outcome)));
+    nb_out_str(o, "gate", gate_word(h->m[2] ? h->m[2] : r)); /* as the GATE column */
     if (*r->verify_status)
         json_object_object_add(o, "verify_status", json_object_new_string(r->verify_status));
     json_object_object_add(o, "commit", json_object_new_string(r->npubench_commit));
@@ -85,6 +86,8 @@ static json_object *hist_json(const hist_run *h)
             continue;
         json_object *v = json_object_new_object();
         json_object_object_add(v, "value", json_object_new_double(h->m[i]->value));
+        if (h->m[i]->run_id != r->run_id) /* --latest: measured by an older run */
+            json_object_object_add(v, "run_id", json_object_new_int64(h->m[i]->run_id));
         /* A spread needs repetitions: one number (every imported run) has none. */
         int spread = h->m[i]->reps > 1;
         if (i < 2) {
@@ -166,9 +169,10 @@ static int latest_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->dtype, y->dtype);
 }
 
-/* --latest: runs[0..*n) (newest first) cut to the newest run of each deployment, ordered by
- * model, board, backend, dtype so the models of a board (and the boards of a model) stand
- * side by side. */
+/* --latest: runs[0..*n) (newest first) cut to one row per deployment, each metric from the
+ * newest run that measured it (a verify run has the gate, a run or profile TTFT and TPS),
+ * ordered by model, board, backend, dtype so the models of a board (and the boards of a
+ * model) stand side by side. */
 static void keep_latest(hist_run *runs, size_t *n)
 {
     size_t kept = 0;
@@ -176,26 +180,60 @@ static void keep_latest(hist_run *runs, size_t *n)
         size_t k = 0;
         while (k < kept && !same_deployment(runs[k].any, runs[i].any))
             k++;
-        if (k == kept)
+        /* a gate value outside verify is no verdict (the GATE column says "-"): the
+         * deployment's gate is that of its newest verify run */
+        const Npubench__HistoryRow *g = runs[i].m[2];
+        if (g && strncmp(g->kind_name, "verify", 6))
+            runs[i].m[2] = NULL;
+        if (k == kept) {
             runs[kept++] = runs[i];
+            continue;
+        }
+        for (int m = 0; m < 3; m++)
+            if (!runs[k].m[m])
+                runs[k].m[m] = runs[i].m[m];
     }
     qsort(runs, kept, sizeof *runs, latest_cmp);
     *n = kept;
 }
 
+/* The runs a row's values come from, newest first: "7" (one run), "7,5" (--latest: the gate
+ * of run 7, TTFT and TPS of run 5); their kinds the same way ("verify,run"). */
+static void row_sources(const hist_run *h, char *ids, size_t icap, char *kinds, size_t kcap)
+{
+    const Npubench__HistoryRow *src[4] = {h->any, h->m[0], h->m[1], h->m[2]};
+    size_t il = 0, kl = 0;
+    ids[0] = kinds[0] = '\0';
+    for (int i = 0; i < 4; i++) {
+        if (!src[i])
+            continue;
+        int seen = 0, kseen = 0;
+        for (int j = 0; j < i; j++) {
+            seen |= src[j] && src[j]->run_id == src[i]->run_id;
+            kseen |= src[j] && !strcmp(src[j]->kind_name, src[i]->kind_name);
+        }
+        if (!seen && il < icap)
+            il += (size_t)snprintf(ids + il, icap - il, "%s%lld", il ? "," : "",
+                                   (long long)src[i]->run_id);
+        if (!kseen && kl < kcap)
+            kl += (size_t)snprintf(kinds + kl, kcap - kl, "%s%s", kl ? "," : "",
+                                   src[i]->kind_name);
+    }
+}
+
 static nb_code history_row(nb_out_table *t, const hist_run *h, nb_err *err)
 {
     const Npubench__HistoryRow *r = h->any;
-    char id[24], date[32], dep[256], ttft[40], tps[40];
-    snprintf(id, sizeof id, "%lld", (long long)r->run_id);
+    char id[80], kinds[80], date[32], dep[256], ttft[40], tps[40];
+    row_sources(h, id, sizeof id, kinds, sizeof kinds);
     nb_time_iso(date, r->finished_unix_ms);
     snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
     fmt_metric(ttft, sizeof ttft, h->m[0]);
     fmt_metric(tps, sizeof tps, h->m[1]);
     char commit[16];
     snprintf(commit, sizeof commit, "%.12s", *r->npubench_commit ? r->npubench_commit : "-");
-    const char *cells[] = {id,  date, dep,    r->kind_name,
-                           gate_word(r), ttft, tps, commit,
+    const char *cells[] = {id,  date, dep,    kinds,
+                           gate_word(h->m[2] ? h->m[2] : r), ttft, tps, commit,
                            r->regression                    ? "REGRESSION"
                            : !strcmp(r->source, "import") ? "imported"
                                                             : ""};
@@ -414,6 +452,10 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
                "verdict\n", resp->cross_board ? ", across boards" : "");
     else if (resp->cross_board)
         printf("same model across boards: compared as usual\n");
+    if (resp->cross_model && (*resp->gate || *resp->base_gate))
+        printf("gate: run %lld %s, run %lld %s\n", (long long)resp->run_id,
+               *resp->gate ? resp->gate : "-", (long long)resp->base_run_id,
+               *resp->base_gate ? resp->base_gate : "-");
     if (*resp->matched)
         printf("matched: %s\n", resp->matched);
     if (resp->n_rows) {
@@ -453,6 +495,8 @@ static json_object *compare_json(const Npubench__CompareResponse *resp, int exit
     nb_out_i64(doc, "base_job_id", resp->base_job_id);
     nb_out_str(doc, "outcome", resp->outcome == NPUBENCH__OUTCOME__FAIL ? "fail" : "pass");
     nb_out_i64(doc, "exit_code", exit_code);
+    nb_out_str(doc, "gate", resp->gate);
+    nb_out_str(doc, "base_gate", resp->base_gate);
     nb_out_str(doc, "scope", resp->cross_model   ? "cross-model"
                              : resp->cross_board ? "cross-board"
                                                  : "same");

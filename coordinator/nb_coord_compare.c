@@ -230,6 +230,22 @@ static nb_code match_reference(nb_coord *c, const nb_db_run *a, const nb_db_depl
 
 /* ---- the comparison ---- */
 
+/* "PASS (2/2 prompts pass)": a run's outcome and its passing prompts; "" without a gate. */
+static void gate_summary(const nb_db_run *r, char *buf, size_t cap)
+{
+    size_t pass = 0;
+    for (size_t i = 0; i < r->n_gate_checks; i++)
+        pass += !strcmp(r->gate_checks[i].status, "PASS");
+    if (!r->n_gate_checks)
+        snprintf(buf, cap, "%s", "");
+    else
+        snprintf(buf, cap, "%s (%zu/%zu prompts pass)",
+                 r->outcome == NB_OUTCOME_PASS   ? "PASS"
+                 : r->outcome == NB_OUTCOME_FAIL ? "FAIL"
+                                                 : "ERROR",
+                 pass, r->n_gate_checks);
+}
+
 /* Whether runs a and b are of different models (any name of one matches the other: the
  * alias table and file names, as `history --model`) and on different boards. */
 static void scope_of(nb_coord *c, const nb_db_run *a, const nb_db_run *b, int *cross_model,
@@ -450,6 +466,11 @@ nb_rpc_status nb_coord_compare_rpc(void *user, const nb_rpc_request *req, nb_rpc
                 rows[i].regression = 0;
             regressed = worse = 0;
         }
+        char gate[64], base_gate[64];
+        gate_summary(&ra, gate, sizeof gate);
+        gate_summary(&rb, base_gate, sizeof base_gate);
+        resp.gate = gate;
+        resp.base_gate = base_gate;
         resp.cross_model = cross_model;
         resp.cross_board = cross_board;
         if (!resp.n_rows && !resp.prompts_compared) {
