@@ -1,5 +1,5 @@
-/* nb_deployments: parses the deployments file a worker is started with; every error names
- * the file, the entry and the field. */
+/* nb_deployments: parses the deployments file or the --deploy SPECs a worker is started with;
+ * both go through one check, and every error names the source, the entry and the field. */
 #include "nb_deployments.h"
 
 #include <stdio.h>
@@ -52,8 +52,35 @@ static nb_code parse_aliases(json_object *v, const char *what, nb_deployment *d,
     return NB_OK;
 }
 
+/* What every entry must satisfy, however it was given (file entry or --deploy SPEC): a
+ * known backend and dtype, exec commands exactly with backend "exec", and a name.  sep joins
+ * what and the field in errors ("deployments[2].dtype", "--deploy 1 'x:q9': dtype"). */
 static nb_code check_one(nb_deployment *d, json_object *exec, const char *what,
-                         const char *sep, nb_err *err);
+                         const char *sep, nb_err *err)
+{
+    nb_code rc;
+    int is_exec = !strcmp(d->backend, "exec");
+    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
+        return nb_err_set(err, NB_EINVAL, "%s%sbackend '%s': expected cpu, xrt or exec", what,
+                          sep, d->backend);
+    if (!is_exec) {
+        nb_dtype dt;
+        nb_err e2;
+        if (nb_dtype_parse(d->dtype, &dt, &e2))
+            return nb_err_set(err, NB_EINVAL, "%s%sdtype: %s", what, sep, e2.msg);
+        if (exec)
+            return nb_err_set(err, NB_EINVAL, "%s%sexec: only for backend \"exec\"", what, sep);
+    } else {
+        if (!exec)
+            return nb_err_set(err, NB_EINVAL, "%s%sexec: required for backend \"exec\" (only a "
+                              "deployments file can give its commands)", what, sep);
+        if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
+            return rc;
+    }
+    if (!d->name[0])
+        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
+    return NB_OK;
+}
 
 static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_err *err)
 {
@@ -104,36 +131,6 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
     if (!have_model)
         return nb_err_set(err, NB_EINVAL, "%s.model: required", what);
     return check_one(d, exec, what, ".", err);
-}
-
-/* What every entry must satisfy, however it was given (file entry or --deploy SPEC): a
- * known backend and dtype, exec commands exactly with backend "exec", and a name.  sep joins
- * what and the field in errors ("deployments[2].dtype", "--deploy 1 'x:q9': dtype"). */
-static nb_code check_one(nb_deployment *d, json_object *exec, const char *what,
-                         const char *sep, nb_err *err)
-{
-    nb_code rc;
-    int is_exec = !strcmp(d->backend, "exec");
-    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
-        return nb_err_set(err, NB_EINVAL, "%s%sbackend '%s': expected cpu, xrt or exec", what,
-                          sep, d->backend);
-    if (!is_exec) {
-        nb_dtype dt;
-        nb_err e2;
-        if (nb_dtype_parse(d->dtype, &dt, &e2))
-            return nb_err_set(err, NB_EINVAL, "%s%sdtype: %s", what, sep, e2.msg);
-        if (exec)
-            return nb_err_set(err, NB_EINVAL, "%s%sexec: only for backend \"exec\"", what, sep);
-    } else {
-        if (!exec)
-            return nb_err_set(err, NB_EINVAL, "%s%sexec: required for backend \"exec\" (only a "
-                              "deployments file can give its commands)", what, sep);
-        if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
-            return rc;
-    }
-    if (!d->name[0])
-        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
-    return NB_OK;
 }
 
 nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
@@ -198,7 +195,6 @@ nb_code nb_deployments_load(const char *path, nb_deployment **out, int *n,
     free(buf);
     return rc;
 }
-
 
 /* One field of a SPEC into buf: empty keeps the default already there. */
 static nb_code spec_field(const char *from, size_t len, const char *what, const char *field,

@@ -1,5 +1,5 @@
-/* nb_deployments: the deployments a worker serves, from its deployments file (JSON, format in
- * docs/service.md) or filled in code; exec entries carry their parsed commands. */
+/* nb_deployments: the deployments a worker serves: its deployments file (JSON, docs/service.md),
+ * `worker --deploy` SPECs, or filled in code; exec entries carry their parsed commands. */
 #ifndef NB_DEPLOYMENTS_H
 #define NB_DEPLOYMENTS_H
 
