@@ -176,10 +176,11 @@ static void test_cross_model(void **s)
                          url, db);
     assert_true(tu_poll(20000, sock_ready(sock) || tu_exited(coord_pid)));
 
-    /* one worker, both models, no deployments file */
+    /* one worker, both models, no deployments file; it registers once it has hashed both
+     * models' weights (seconds, ~25 s under ASan): a deadline, not a sleep */
     wa_pid = tu_spawn("wa.log", WORKER "--board lab-a --device cpu:40 --deploy instruct:bf16 "
                       "--deploy gemma3:q4_1", url);
-    assert_true(tu_poll(30000, worker_alive("lab-a", 2)));
+    assert_true(tu_poll(120000, worker_alive("lab-a", 2)));
     long long smol_gate = verify("instruct", "bf16", "lab-a");
     long long gemma_gate = verify("gemma3", "q4_1", "lab-a");
     long long smol_perf = perf("instruct", "bf16", "lab-a");
@@ -226,7 +227,7 @@ static void test_cross_model(void **s)
 
     /* a second board for one model: one row per board, a like-with-like compare */
     wb_pid = tu_spawn("wb.log", WORKER "--board lab-b --device cpu:41 --deploy instruct", url);
-    assert_true(tu_poll(30000, worker_alive("lab-b", 1)));
+    assert_true(tu_poll(120000, worker_alive("lab-b", 1)));
     long long b_gate = verify("instruct", "bf16", "lab-b");
     long long b_perf = perf("instruct", "bf16", "lab-b");
     doc = json_cli(0, "history --model instruct --latest --json --coordinator '%s'", url);
@@ -254,6 +255,18 @@ static void test_cross_model(void **s)
                    smol_perf, url);
     expect_compare(doc, "cross-board", b_perf, smol_perf);
     json_object_put(doc);
+
+    /* stopped cleanly, no process reported a memory error, UB or a leak (ASan builds) */
+    tu_stop(&wb_pid);
+    tu_stop(&wa_pid);
+    tu_stop(&coord_pid);
+    char grep[1600];
+    snprintf(grep, sizeof grep, "grep -l -e Sanitizer -e 'runtime error' '%s'/*.log",
+             tu_group_tmp());
+    tu_result r = tu_run(grep);
+    if (r.code != 1)
+        fail_msg("sanitizer reports in: %s", r.out ? r.out : "?");
+    free(r.out);
 }
 
 static int teardown(void **state)
