@@ -73,6 +73,7 @@ static json_object *hist_json(const hist_run *h)
     json_object_object_add(o, "kind", json_object_new_string(r->kind_name));
     json_object_object_add(o, "source", json_object_new_string(r->source));
     nb_out_str(o, "outcome", nb_outcome_name(nb_outcome_of_verdict(r->outcome)));
+    nb_out_str(o, "gate", gate_word(h->m[2] ? h->m[2] : r)); /* as the GATE column */
     if (*r->verify_status)
         json_object_object_add(o, "verify_status", json_object_new_string(r->verify_status));
     json_object_object_add(o, "commit", json_object_new_string(r->npubench_commit));
@@ -85,6 +86,8 @@ static json_object *hist_json(const hist_run *h)
             continue;
         json_object *v = json_object_new_object();
         json_object_object_add(v, "value", json_object_new_double(h->m[i]->value));
+        if (h->m[i]->run_id != r->run_id) /* --latest: measured by an older run */
+            json_object_object_add(v, "run_id", json_object_new_int64(h->m[i]->run_id));
         /* A spread needs repetitions: one number (every imported run) has none. */
         int spread = h->m[i]->reps > 1;
         if (i < 2) {
@@ -109,42 +112,128 @@ static int hist_cmp(const void *a, const void *b)
     return x->any->run_id < y->any->run_id ? 1 : x->any->run_id > y->any->run_id ? -1 : 0;
 }
 
-/* One entry per run, newest first: the rows come one per (run, metric).  NULL without
+static int row_id_cmp(const void *a, const void *b)
+{
+    int64_t x = (*(const Npubench__HistoryRow *const *)a)->run_id,
+            y = (*(const Npubench__HistoryRow *const *)b)->run_id;
+    return x < y ? -1 : x > y;
+}
+
+/* One entry per run, newest first: the rows come one per (run, metric), grouped here by
+ * sorting on the run id (--latest asks for every run: no quadratic scan).  NULL without
  * memory (then nothing is listed, as before any run). */
 static hist_run *hist_runs(const Npubench__HistoryResponse *resp, size_t *n)
 {
-    hist_run *runs = calloc(resp->n_rows ? resp->n_rows : 1, sizeof *runs);
+    size_t nrows = resp->n_rows;
+    hist_run *runs = calloc(nrows ? nrows : 1, sizeof *runs);
+    const Npubench__HistoryRow **rows = malloc((nrows ? nrows : 1) * sizeof *rows);
     size_t nr = 0;
-    for (size_t i = 0; runs && i < resp->n_rows; i++) {
-        const Npubench__HistoryRow *r = resp->rows[i];
-        size_t k = 0;
-        while (k < nr && runs[k].any->run_id != r->run_id)
-            k++;
-        if (k == nr)
-            runs[nr++].any = r;
-        int slot = metric_slot(r->metric);
-        if (slot >= 0)
-            runs[k].m[slot] = r;
-    }
-    if (runs)
+    if (runs && rows) {
+        if (nrows)
+            memcpy(rows, resp->rows, nrows * sizeof *rows);
+        qsort(rows, nrows, sizeof *rows, row_id_cmp);
+        for (size_t i = 0; i < nrows; i++) {
+            const Npubench__HistoryRow *r = rows[i];
+            if (!nr || runs[nr - 1].any->run_id != r->run_id)
+                runs[nr++].any = r;
+            int slot = metric_slot(r->metric);
+            if (slot >= 0)
+                runs[nr - 1].m[slot] = r;
+        }
         qsort(runs, nr, sizeof *runs, hist_cmp);
+    }
+    free(rows);
+    if (runs && !rows) {
+        free(runs);
+        runs = NULL;
+    }
     *n = runs ? nr : 0;
     return runs;
+}
+
+/* The deployment a run belongs to, as --latest groups: model, board, backend, dtype. */
+static int same_deployment(const Npubench__HistoryRow *a, const Npubench__HistoryRow *b)
+{
+    return !strcmp(a->model, b->model) && !strcmp(a->board, b->board) &&
+           !strcmp(a->backend, b->backend) && !strcmp(a->dtype, b->dtype);
+}
+
+static int latest_cmp(const void *a, const void *b)
+{
+    const Npubench__HistoryRow *x = ((const hist_run *)a)->any, *y = ((const hist_run *)b)->any;
+    int c = strcmp(x->model, y->model);
+    if (!c)
+        c = strcmp(x->board, y->board);
+    if (!c)
+        c = strcmp(x->backend, y->backend);
+    return c ? c : strcmp(x->dtype, y->dtype);
+}
+
+/* --latest: runs[0..*n) (newest first) cut to one row per deployment, each metric from the
+ * newest run that measured it (a verify run has the gate, a run or profile TTFT and TPS),
+ * ordered by model, board, backend, dtype so the models of a board (and the boards of a
+ * model) stand side by side. */
+static void keep_latest(hist_run *runs, size_t *n)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++) {
+        size_t k = 0;
+        while (k < kept && !same_deployment(runs[k].any, runs[i].any))
+            k++;
+        /* a gate value outside verify is no verdict (the GATE column says "-"): the
+         * deployment's gate is that of its newest verify run */
+        const Npubench__HistoryRow *g = runs[i].m[2];
+        if (g && strncmp(g->kind_name, "verify", 6))
+            runs[i].m[2] = NULL;
+        if (k == kept) {
+            runs[kept++] = runs[i];
+            continue;
+        }
+        for (int m = 0; m < 3; m++)
+            if (!runs[k].m[m])
+                runs[k].m[m] = runs[i].m[m];
+    }
+    qsort(runs, kept, sizeof *runs, latest_cmp);
+    *n = kept;
+}
+
+/* The runs a row's values come from, newest first: "7" (one run), "7,5" (--latest: the gate
+ * of run 7, TTFT and TPS of run 5); their kinds the same way ("verify,run"). */
+static void row_sources(const hist_run *h, char *ids, size_t icap, char *kinds, size_t kcap)
+{
+    const Npubench__HistoryRow *src[4] = {h->any, h->m[0], h->m[1], h->m[2]};
+    size_t il = 0, kl = 0;
+    ids[0] = kinds[0] = '\0';
+    for (int i = 0; i < 4; i++) {
+        if (!src[i])
+            continue;
+        int seen = 0, kseen = 0;
+        for (int j = 0; j < i; j++) {
+            seen |= src[j] && src[j]->run_id == src[i]->run_id;
+            kseen |= src[j] && !strcmp(src[j]->kind_name, src[i]->kind_name);
+        }
+        if (!seen && il < icap)
+            il += (size_t)snprintf(ids + il, icap - il, "%s%lld", il ? "," : "",
+                                   (long long)src[i]->run_id);
+        if (!kseen && kl < kcap)
+            kl += (size_t)snprintf(kinds + kl, kcap - kl, "%s%s", kl ? "," : "",
+                                   src[i]->kind_name);
+    }
 }
 
 static nb_code history_row(nb_out_table *t, const hist_run *h, nb_err *err)
 {
     const Npubench__HistoryRow *r = h->any;
-    char id[24], date[32], dep[256], ttft[40], tps[40];
-    snprintf(id, sizeof id, "%lld", (long long)r->run_id);
+    char id[80], kinds[80], date[32], dep[256], ttft[40], tps[40];
+    row_sources(h, id, sizeof id, kinds, sizeof kinds);
     nb_time_iso(date, r->finished_unix_ms);
     snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
     fmt_metric(ttft, sizeof ttft, h->m[0]);
     fmt_metric(tps, sizeof tps, h->m[1]);
     char commit[16];
     snprintf(commit, sizeof commit, "%.12s", *r->npubench_commit ? r->npubench_commit : "-");
-    const char *cells[] = {id,  date, dep,    r->kind_name,
-                           gate_word(r), ttft, tps, commit,
+    const char *cells[] = {id,  date, dep,    kinds,
+                           gate_word(h->m[2] ? h->m[2] : r), ttft, tps, commit,
                            r->regression                    ? "REGRESSION"
                            : !strcmp(r->source, "import") ? "imported"
                                                             : ""};
@@ -216,7 +305,7 @@ int nb_cmd_history(int argc, char **argv)
                *backend = NULL, *dtype = NULL, *kind = NULL, *air_sha = NULL,
                *aie_hash = NULL, *peano = NULL, *until = NULL, *commit = NULL, *toolchain = NULL;
     nb_out_flags of = {0};
-    int limit = 50, help = 0;
+    int limit = 50, help = 0, latest = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
         {"model", NB_OPT_STR, &model, 0, 0, "model (instruct, a name or a path)"},
@@ -234,12 +323,14 @@ int nb_cmd_history(int argc, char **argv)
         {"toolchain", NB_OPT_STR, &toolchain, 0, 0,
          "only runs with this toolchain entry: KEY=VALUE or VALUE (prefix)"},
         {"limit", NB_OPT_INT, &limit, 1, 100000, "newest N runs (default 50)"},
+        {"latest", NB_OPT_FLAG, &latest, 0, 0,
+         "the newest run of each deployment (model, board, backend, dtype), side by side"},
         NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     int rc = nb_cmd_parse("history",
-                          "npubench history --model M [--board B] [--metric tps|ttft|gate] "
+                          "npubench history [--model M] [--latest] [--board B] [--metric tps|ttft|gate] "
                           "[--since DATE] [--until DATE] [--commit SHA] [--toolchain K=V] "
                           "[--json|--format csv|md]",
                           argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
@@ -265,7 +356,9 @@ int nb_cmd_history(int argc, char **argv)
     req.air_sha = (char *)(air_sha ? air_sha : "");
     req.aie_hash = (char *)(aie_hash ? aie_hash : "");
     req.peano = (char *)(peano ? peano : "");
-    req.limit = limit;
+    /* --latest looks at every run the filters keep, then cuts: a deployment whose newest
+     * run is older than the others' last 50 still has its row. */
+    req.limit = latest ? NB_DB_HISTORY_MAX : limit;
     nb_cmd_conn c;
     if ((rc = nb_cmd_conn_open("history", &sf, db, 1, &c)))
         return rc;
@@ -277,6 +370,8 @@ int nb_cmd_history(int argc, char **argv)
     }
     size_t nr = 0;
     hist_run *runs = hist_runs(resp, &nr);
+    if (latest && runs)
+        keep_latest(runs, &nr);
     if (nr > (size_t)limit)
         nr = (size_t)limit;
     rc = print_history(runs, nr, fmt, model);
@@ -350,6 +445,17 @@ static void print_prompt_changes(const Npubench__CompareResponse *resp)
 static void print_compare_table(const Npubench__CompareResponse *resp, int against)
 {
     printf("%s\n%s %s\n", resp->label, against ? "reference:" : "vs", resp->base_label);
+    /* Two models are not each other's baseline: a demanding reader must see that no
+     * verdict was drawn, not a silent PASS. */
+    if (resp->cross_model)
+        printf("cross-model comparison%s: side by side (TTFT, TPS, gate, ratios), no regression "
+               "verdict\n", resp->cross_board ? ", across boards" : "");
+    else if (resp->cross_board)
+        printf("same model across boards: compared as usual\n");
+    if (resp->cross_model && (*resp->gate || *resp->base_gate))
+        printf("gate: run %lld %s, run %lld %s\n", (long long)resp->run_id,
+               *resp->gate ? resp->gate : "-", (long long)resp->base_run_id,
+               *resp->base_gate ? resp->base_gate : "-");
     if (*resp->matched)
         printf("matched: %s\n", resp->matched);
     if (resp->n_rows) {
@@ -375,7 +481,8 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
         printf("%-18s | %-14s | %-14s | %-*s | %s%s\n", metric_label(r->metric), b, v,
                strstr(d, "×") ? 17 : 16, d, p, r->regression ? "  REGRESSION" : "");
     }
-    if (resp->prompts_compared || resp->n_prompt_changes)
+    /* Prompt i of one model's set is not prompt i of the other's: no per-prompt diff. */
+    if (!resp->cross_model && (resp->prompts_compared || resp->n_prompt_changes))
         print_prompt_changes(resp);
 }
 
@@ -388,6 +495,11 @@ static json_object *compare_json(const Npubench__CompareResponse *resp, int exit
     nb_out_i64(doc, "base_job_id", resp->base_job_id);
     nb_out_str(doc, "outcome", resp->outcome == NPUBENCH__OUTCOME__FAIL ? "fail" : "pass");
     nb_out_i64(doc, "exit_code", exit_code);
+    nb_out_str(doc, "gate", resp->gate);
+    nb_out_str(doc, "base_gate", resp->base_gate);
+    nb_out_str(doc, "scope", resp->cross_model   ? "cross-model"
+                             : resp->cross_board ? "cross-board"
+                                                 : "same");
     for (size_t i = 0; i < resp->n_rows; i++) {
         const Npubench__CompareRow *r = resp->rows[i];
         json_object *o = json_object_new_object();

@@ -8,6 +8,7 @@
 
 #include "nb_args.h"
 #include "nb_daemon.h"
+#include "nb_deployments.h"
 #include "nb_file.h"
 #include "nb_out.h"
 #include "nb_secret.h"
@@ -17,7 +18,7 @@ int nb_cmd_worker(int argc, char **argv)
 {
     nb_daemon_opts o = {.device = "cpu:0"};
     const char *secret = NULL, *secret_file = NULL;
-    nb_strlist tags = {{0}, 0};
+    nb_strlist tags = {{0}, 0}, deploy = {{0}, 0};
     int mem_mb = 0, help = 0;
     nb_opt opts[] = {
         {"coordinator", NB_OPT_STR, &o.coordinator_url, 0, 0, "coordinator URL (tcp://host:port, ipc://path)"},
@@ -25,6 +26,8 @@ int nb_cmd_worker(int argc, char **argv)
         {"board-type", NB_OPT_STR, &o.board_type, 0, 0, "board type, e.g. strix"},
         {"tag", NB_OPT_LIST, &tags, 0, 0, "a tag jobs can select (repeatable)"},
         {"deployments", NB_OPT_STR, &o.deployments_file, 0, 0, "deployments file (docs/service.md)"},
+        {"deploy", NB_OPT_LIST, &deploy, 0, 0,
+         "serve MODEL[:DTYPE[:BACKEND]] (repeatable; e.g. instruct:bf16, gemma3:native)"},
         {"device", NB_OPT_STR, &o.device, 0, 0, "cpu:N (default cpu:0) or xrt:N"},
         {"secret", NB_OPT_STR, &secret, 0, 0, "refused: use --secret-file"},
         {"secret-file", NB_OPT_STR, &secret_file, 0, 0,
@@ -45,7 +48,7 @@ int nb_cmd_worker(int argc, char **argv)
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     const char *usage = "npubench worker --coordinator URL --board NAME [--tag T]... "
-                        "[--deployments FILE] [--device cpu:N|xrt:N] [options]";
+                        "[--deploy MODEL[:DTYPE[:BACKEND]]]... | [--deployments FILE] [--device cpu:N|xrt:N] [options]";
     int prc = nb_cmd_parse("worker", usage, argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &help);
     if (prc)
         return prc < 0 ? NB_EXIT_OK : prc;
@@ -56,6 +59,16 @@ int nb_cmd_worker(int argc, char **argv)
         return NB_EXIT_USAGE;
     }
     nb_err err;
+    /* One source of deployments: merging two would leave unclear which entry wins. */
+    if (deploy.n && o.deployments_file)
+        return nb_cmd_usage_error("worker", "--deploy and --deployments: give one or the other "
+                                            "(a file can list every deployment)%s", "");
+    nb_deployment *deps = NULL;
+    int n_deps = 0;
+    if (deploy.n && nb_deployments_from_specs(deploy.items, deploy.n, &deps, &n_deps, &err))
+        return nb_cmd_usage_error("worker", "%s", err.msg);
+    o.deployments = deps;
+    o.n_deployments = n_deps;
     char *key = NULL;
     nb_code krc = secret && *secret
                       ? nb_secret_refuse_argv("--secret", "--secret-file",
@@ -64,14 +77,17 @@ int nb_cmd_worker(int argc, char **argv)
                                       &key, &err);
     if (!krc && !key) /* one shared key serves workers too */
         krc = nb_secret_get("--secret-file", NULL, "NPUBENCH_SECRET", &key, &err);
-    if (krc)
+    if (krc) {
+        nb_deployments_free(deps, n_deps);
         return nb_cmd_fail("worker", &err);
+    }
     o.secret = key;
     o.tags = tags.items;
     o.n_tags = tags.n;
     o.mem_budget_bytes = (size_t)mem_mb << 20;
     nb_code rc = nb_daemon_run(&o, &err);
     nb_secret_free(key);
+    nb_deployments_free(deps, n_deps);
     if (rc)
         return nb_cmd_fail("worker", &err);
     return NB_EXIT_OK;

@@ -230,6 +230,45 @@ static nb_code match_reference(nb_coord *c, const nb_db_run *a, const nb_db_depl
 
 /* ---- the comparison ---- */
 
+/* "PASS (2/2 prompts pass)": a run's outcome and its passing prompts; "" without a gate. */
+static void gate_summary(const nb_db_run *r, char *buf, size_t cap)
+{
+    size_t pass = 0;
+    for (size_t i = 0; i < r->n_gate_checks; i++)
+        pass += !strcmp(r->gate_checks[i].status, "PASS");
+    if (!r->n_gate_checks)
+        snprintf(buf, cap, "%s", "");
+    else
+        snprintf(buf, cap, "%s (%zu/%zu prompts pass)",
+                 r->outcome == NB_OUTCOME_PASS   ? "PASS"
+                 : r->outcome == NB_OUTCOME_FAIL ? "FAIL"
+                                                 : "ERROR",
+                 pass, r->n_gate_checks);
+}
+
+/* Whether runs a and b are of different models (any name of one matches the other: the
+ * alias table and file names, as `history --model`) and on different boards. */
+static void scope_of(nb_coord *c, const nb_db_run *a, const nb_db_run *b, int *cross_model,
+                     int *cross_board)
+{
+    nb_db_deployment da, db;
+    nb_err e;
+    *cross_model = *cross_board = 0;
+    if (nb_db_deployment_get(c->db, a->deployment_id, &da, &e) ||
+        nb_db_deployment_get(c->db, b->deployment_id, &db, &e))
+        return; /* unknown: compared as before */
+    *cross_board = strcmp(da.board, db.board) != 0;
+    if (!strcmp(da.model, db.model))
+        return;
+    nb_coord_aliases at;
+    if (nb_coord_alias_table(c, &at, &e)) {
+        *cross_model = 1;
+        return;
+    }
+    *cross_model = !nb_job_model_match_aliased(da.model, db.model, NULL, at.al, at.n);
+    nb_coord_aliases_free(&at);
+}
+
 /* A run's samples of metric m (its headline value when it has none); *n = 0 when absent. */
 static double *samples_of(const nb_db_run *r, int m, size_t *n)
 {
@@ -419,8 +458,21 @@ nb_rpc_status nb_coord_compare_rpc(void *user, const nb_rpc_request *req, nb_rpc
             rp[resp.n_rows] = &rows[resp.n_rows];
             resp.n_rows++;
         }
-        int worse;
+        int worse, cross_model, cross_board;
         prompt_changes(&ar, &ra, &rb, &resp, &worse);
+        scope_of(c, &ra, &rb, &cross_model, &cross_board);
+        if (cross_model) { /* side by side only: no verdict mixes two models */
+            for (size_t i = 0; i < resp.n_rows; i++)
+                rows[i].regression = 0;
+            regressed = worse = 0;
+        }
+        char gate[64], base_gate[64];
+        gate_summary(&ra, gate, sizeof gate);
+        gate_summary(&rb, base_gate, sizeof base_gate);
+        resp.gate = gate;
+        resp.base_gate = base_gate;
+        resp.cross_model = cross_model;
+        resp.cross_board = cross_board;
         if (!resp.n_rows && !resp.prompts_compared) {
             st = nb_rpc_reply_status(reply, NB_RPC_FAILED_PRECONDITION,
                                      "run %lld (%s) and run %lld (%s) share no metric and no "

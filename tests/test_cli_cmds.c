@@ -18,105 +18,10 @@
 static char url[1300], db[1200];
 static pid_t coord_pid, worker_pid;
 
-/* Environment without any key or default coordinator, so only the flags count. */
-#define NOENV                                                                                  \
-    "env -u NPUBENCH_SECRET -u NPUBENCH_WORKER_SECRET -u NPUBENCH_ADMIN_SECRET "              \
-    "-u NPUBENCH_COORDINATOR "
-
-/* `sh -c "exec LINE"` in the background, its output in tmp/log; tracked. */
-static pid_t spawn(const char *log, const char *fmt, ...)
-{
-    char line[4096], full[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "cd '%s' && exec " NOENV "'%s' %s >'%s/%s' 2>&1",
-             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), line, tu_group_tmp(), log);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
-        _exit(127);
-    }
-    tu_track(pid);
-    return pid;
-}
-
-static int exited(pid_t pid)
-{
-    return waitpid(pid, NULL, WNOHANG) == pid;
-}
-
-/* SIGTERM and a clean exit (which also writes a coverage build's counters), else SIGKILL. */
-static void stop(pid_t *pid)
-{
-    if (*pid <= 0)
-        return;
-    kill(*pid, SIGTERM);
-    if (!tu_poll(20000, exited(*pid)))
-        tu_kill(*pid);
-    for (int i = 0; i < TU_TRACK_MAX; i++)
-        if (tu_tracked()[i] == *pid)
-            tu_tracked()[i] = 0;
-    *pid = 0;
-}
-
-static tu_result run_cli(const char *args)
-{
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd '%s' && " NOENV "'%s' %s", tu_env("NB_SRC", "."),
-             tu_env("NB_BIN", "npubench"), args);
-    return tu_run(cmd);
-}
-
-/* 1 when out has a line equal to line (n bytes), or starting with it when prefix. */
-static int has_line(const char *out, const char *line, size_t n, int prefix)
-{
-    for (const char *at = out; (at = strstr(at, line)); at++)
-        if ((at == out || at[-1] == '\n') && (prefix || at[n] == '\n' || at[n] == '\0'))
-            return 1;
-    return 0;
-}
-
-/* Asserts that every line of want (lines separated by '\n') is a whole line of out; a want
- * line ending in '*' only has to start one (for ages, hosts and timings). */
-static void expect_lines(const char *out, const char *want)
-{
-    for (const char *w = want; *w;) {
-        size_t n = strcspn(w, "\n");
-        char line[1024];
-        int prefix = n > 0 && w[n - 1] == '*';
-        snprintf(line, sizeof line, "%.*s", (int)(n - (size_t)prefix), w);
-        if (!has_line(out, line, n - (size_t)prefix, prefix))
-            fail_msg("no line \"%s\"%s in the output", line, prefix ? "..." : "");
-        w += n + (w[n] == '\n');
-    }
-}
-
-/* Runs `npubench ARGS` (printf-style); asserts the exit code and the lines of want
- * (expect_lines). The output (caller frees). */
-static char *cli(int code, const char *want, const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    tu_result r = run_cli(args);
-    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
-    assert_non_null(r.out);
-    assert_int_equal(r.code, code);
-    expect_lines(r.out, want);
-    assert_null(strstr(r.out, "AddressSanitizer"));
-    assert_null(strstr(r.out, "runtime error"));
-    return r.out;
-}
-
 /* 1 when `npubench args` prints needle. */
 static int cli_prints(const char *args, const char *needle)
 {
-    tu_result r = run_cli(args);
+    tu_result r = tu_run_cli(args);
     int hit = r.out && strstr(r.out, needle);
     free(r.out);
     return hit;
@@ -155,16 +60,16 @@ static void start_coordinator(void)
     json_object_object_add(st, "topk_ids", ids);
     assert_int_equal(json_object_to_file(base, root), 0);
     json_object_put(root);
-    coord_pid = spawn("coord.log", "coordinator --listen '%s' --db '%s' --heartbeat-ms 100 "
+    coord_pid = tu_spawn("coord.log", "coordinator --listen '%s' --db '%s' --heartbeat-ms 100 "
                       "--refdir '%s'", url, db, refs);
-    assert_true(tu_poll(20000, sock_ready(sock) || exited(coord_pid)));
+    assert_true(tu_poll(20000, sock_ready(sock) || tu_exited(coord_pid)));
     assert_true(sock_ready(sock));
 }
 
 static int teardown(void **state)
 {
-    stop(&worker_pid);
-    stop(&coord_pid);
+    tu_stop(&worker_pid);
+    tu_stop(&coord_pid);
     tu_teardown_kill(state);
     return tu_group_teardown(state);
 }
@@ -173,15 +78,15 @@ static int teardown(void **state)
 static void test_usage(void **s)
 {
     (void)s;
-    free(cli(2, "npubench cancel: expected a job id, got '0'", "cancel 0"));
-    free(cli(2, "npubench cancel: expected a job id, got '12x'", "cancel 12x"));
-    free(cli(2, "npubench cancel: expected a job id, got ''", "cancel"));
-    free(cli(2, "", "job abc"));
-    free(cli(2, "", "jobs --state sleeping"));
-    free(cli(2, "", "jobs --outcome maybe"));
-    free(cli(2, "", "workers --format yaml"));
-    free(cli(3, "", "workers --coordinator ipc://%s/nothing.sock", tu_group_tmp()));
-    char *out = cli(0, "", "cancel --help");
+    free(tu_cli(2, "npubench cancel: expected a job id, got '0'", "cancel 0"));
+    free(tu_cli(2, "npubench cancel: expected a job id, got '12x'", "cancel 12x"));
+    free(tu_cli(2, "npubench cancel: expected a job id, got ''", "cancel"));
+    free(tu_cli(2, "", "job abc"));
+    free(tu_cli(2, "", "jobs --state sleeping"));
+    free(tu_cli(2, "", "jobs --outcome maybe"));
+    free(tu_cli(2, "", "workers --format yaml"));
+    free(tu_cli(3, "", "workers --coordinator ipc://%s/nothing.sock", tu_group_tmp()));
+    char *out = tu_cli(0, "", "cancel --help");
     assert_non_null(strstr(out, "npubench cancel ID [--reason R]"));
     free(out);
 }
@@ -200,13 +105,13 @@ static void test_queued_then_cancelled(void **s)
 {
     (void)s;
     need_coordinator();
-    free(cli(0, "(no workers)", "workers " COORD, url));
-    free(cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS", "workers --format csv " COORD,
+    free(tu_cli(0, "(no workers)", "workers " COORD, url));
+    free(tu_cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS", "workers --format csv " COORD,
              url));
-    free(cli(0, "  \"schema\":\"npubench.workers/1\",\n  \"workers\":[\n  ]", "workers --json " COORD,
+    free(tu_cli(0, "  \"schema\":\"npubench.workers/1\",\n  \"workers\":[\n  ]", "workers --json " COORD,
              url));
-    free(cli(0, "job 1 submitted", "submit run --n-tokens 2 --board nowhere " COORD, url));
-    free(cli(5,
+    free(tu_cli(0, "job 1 submitted", "submit run --n-tokens 2 --board nowhere " COORD, url));
+    free(tu_cli(5,
              "job 1: run queued\n  target:    instruct @nowhere\n  requeued:  0 time(s)\n"
              "  created:   2*\n  started:   -\n  finished:  -",
              "job 1 " COORD, url));
@@ -214,34 +119,34 @@ static void test_queued_then_cancelled(void **s)
     char args[2048];
     snprintf(args, sizeof args, "job 1 --coordinator '%s'", url);
     assert_true(tu_poll(20000, cli_prints(args, "  waiting:   no worker is registered\n")));
-    free(cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
+    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
                 "1,run,queued,-,instruct @nowhere,-,-,*",
              "jobs --format csv " COORD, url));
-    free(cli(0, "(no jobs)", "jobs --state done " COORD, url));
-    free(cli(0, "job 1 cancelled", "cancel 1 --reason 'not needed' " COORD, url));
-    free(cli(4, "job 1: run cancelled\n  finished:  2*\n  error:     not needed", "job 1 " COORD,
+    free(tu_cli(0, "(no jobs)", "jobs --state done " COORD, url));
+    free(tu_cli(0, "job 1 cancelled", "cancel 1 --reason 'not needed' " COORD, url));
+    free(tu_cli(4, "job 1: run cancelled\n  finished:  2*\n  error:     not needed", "job 1 " COORD,
              url));
-    free(cli(0, "job 1 cancelled", "cancel 1 " COORD, url));
-    free(cli(0, "1,run,cancelled,cancelled,instruct @nowhere,-,-,*",
+    free(tu_cli(0, "job 1 cancelled", "cancel 1 " COORD, url));
+    free(tu_cli(0, "1,run,cancelled,cancelled,instruct @nowhere,-,-,*",
              "jobs --outcome cancelled --format csv " COORD, url));
-    free(cli(0, "(no jobs)", "jobs --state queued " COORD, url));
+    free(tu_cli(0, "(no jobs)", "jobs --state queued " COORD, url));
     char want[2048];
     snprintf(want, sizeof want,
              "npubench cancel: error: NOT_FOUND: no job with id 99 (CancelJob from %s)", url);
-    free(cli(2, want, "cancel 99 " COORD, url));
+    free(tu_cli(2, want, "cancel 99 " COORD, url));
     snprintf(want, sizeof want,
              "npubench job: error: NOT_FOUND: no job with id 99 (GetJob from %s)", url);
-    free(cli(2, want, "job 99 " COORD, url));
+    free(tu_cli(2, want, "job 99 " COORD, url));
     /* --wait --timeout gives up: the job is cancelled as expired, or kept with --keep */
-    free(cli(5, "job 2 submitted\nnpubench submit: expired: submit --wait gave up after 1 s; "
+    free(tu_cli(5, "job 2 submitted\nnpubench submit: expired: submit --wait gave up after 1 s; "
                 "job 2 cancelled\njob 2 cancelled: expired",
              "submit run --board nowhere --wait --timeout 1 " COORD, url));
-    free(cli(5, "job 3 submitted\nnpubench submit: expired: submit --wait gave up after 1 s; "
+    free(tu_cli(5, "job 3 submitted\nnpubench submit: expired: submit --wait gave up after 1 s; "
                 "job 3 kept (--keep)\njob 3 queued: pending",
              "submit run --board nowhere --wait --timeout 1 --keep " COORD, url));
-    free(cli(5, "job 3 run queued: pending (exit 5)", "wait 3 --timeout 1 " COORD, url));
-    free(cli(0, "job 3 cancelled", "cancel 3 " COORD, url));
-    free(cli(2, "npubench submit: --junit, --timeout and --keep need --wait",
+    free(tu_cli(5, "job 3 run queued: pending (exit 5)", "wait 3 --timeout 1 " COORD, url));
+    free(tu_cli(0, "job 3 cancelled", "cancel 3 " COORD, url));
+    free(tu_cli(2, "npubench submit: --junit, --timeout and --keep need --wait",
              "submit run --keep " COORD, url));
 }
 
@@ -252,44 +157,44 @@ static void test_worker_runs_jobs(void **s)
     (void)s;
     tu_require_model();
     need_coordinator();
-    worker_pid = spawn("worker.log", "worker --coordinator '%s' --board b1 --threads 1 "
+    worker_pid = tu_spawn("worker.log", "worker --coordinator '%s' --board b1 --threads 1 "
                        "--heartbeat-ms 100", url);
     char args[2048];
     snprintf(args, sizeof args, "workers --format csv --coordinator '%s'", url);
-    assert_true(tu_poll(60000, cli_prints(args, ",b1,alive,") || exited(worker_pid)));
-    char *out = cli(0, "| WORKER | BOARD | STATE | HEALTH | CHECKED | SEEN | JOB | PROGRESS | "
+    assert_true(tu_poll(60000, cli_prints(args, ",b1,alive,") || tu_exited(worker_pid)));
+    char *out = tu_cli(0, "| WORKER | BOARD | STATE | HEALTH | CHECKED | SEEN | JOB | PROGRESS | "
                        "DEPLOYMENTS |\n|---|---|---|---|---|---|---|---|---|",
                     "workers --format md " COORD, url);
     assert_non_null(strstr(out, " | b1 | alive | "));
     assert_non_null(strstr(out, " | - | - | instruct cpu/bf16 |\n"));
     free(out);
-    out = cli(0, "      \"board\":\"b1\",\n      \"state\":\"alive\",\n"
+    out = tu_cli(0, "      \"board\":\"b1\",\n      \"state\":\"alive\",\n"
                  "      \"current_job_id\":0,\n          \"model\":\"instruct\",\n"
                  "          \"backend\":\"cpu\",\n          \"dtype\":\"bf16\",",
               "workers --json " COORD, url);
     free(out);
-    free(cli(0, "job 4 submitted\nHistory: run 1 on b1\njob 4 done: pass",
+    free(tu_cli(0, "job 4 submitted\nHistory: run 1 on b1\njob 4 done: pass",
              "submit run --n-tokens 2 --reps 1 --wait " COORD, url));
-    free(cli(0, "job 4: run done\n  target:    instruct\n  requeued:  0 time(s)\n"
+    free(tu_cli(0, "job 4: run done\n  target:    instruct\n  requeued:  0 time(s)\n"
                 "  progress:  1/1 \n  result of job 4: PASS on b1 (*\n"
                 "    TTFT *\n    history run 1",
              "job 4 " COORD, url));
-    free(cli(0, "job 5 submitted", "submit diagnosis " COORD, url));
-    free(cli(0, "job 6 submitted", "submit verify --max-prompts 1 --n-tokens 2 " COORD, url));
-    free(cli(0, "job 5 diagnosis done: pass (exit 0)\njob 6 verify done: pass (exit 0)",
+    free(tu_cli(0, "job 5 submitted", "submit diagnosis " COORD, url));
+    free(tu_cli(0, "job 6 submitted", "submit verify --max-prompts 1 --n-tokens 2 " COORD, url));
+    free(tu_cli(0, "job 5 diagnosis done: pass (exit 0)\njob 6 verify done: pass (exit 0)",
              "wait 5 6 " COORD, url));
-    free(cli(0, "job 5: diagnosis done\n    30 layer cosines, last median 0.99*\n"
+    free(tu_cli(0, "job 5: diagnosis done\n    30 layer cosines, last median 0.99*\n"
                 "    history run 2",
              "job 5 " COORD, url));
-    free(cli(0, "    gate: 1/1 prompts pass (k=5, 2 tokens)\n"
+    free(tu_cli(0, "    gate: 1/1 prompts pass (k=5, 2 tokens)\n"
                 "  prompt 0: PASS  (all 2 steps agree)\n[verify] PASS (1/1 prompts pass)",
              "job 6 --print " COORD, url));
-    out = cli(0, "log:", "job 6 --log " COORD, url);
+    out = tu_cli(0, "log:", "job 6 --log " COORD, url);
     assert_non_null(strstr(out, " 1/1 prompt 0: PASS\n"));
     free(out);
     char junit[1200];
     snprintf(junit, sizeof junit, "%s/j.xml", tu_group_tmp());
-    free(cli(0, "  \"schema\":\"npubench.job/1\",\n    \"job_id\":5,\n"
+    free(tu_cli(0, "  \"schema\":\"npubench.job/1\",\n    \"job_id\":5,\n"
                 "    \"kind\":\"diagnosis\",\n    \"state\":\"done\",\n"
                 "    \"outcome\":\"pass\",\n    \"exit_code\":0,",
              "job 5 --json --junit '%s' " COORD, junit, url));
@@ -299,25 +204,25 @@ static void test_worker_runs_jobs(void **s)
     size_t got = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[got] = '\0';
-    expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
+    tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
                       "  <testsuite name=\"job 5 diagnosis\" id=\"5\" tests=\"1\" failures=\"0\" "
                       "errors=\"0\" skipped=\"0\" *");
-    free(cli(0, "job 7 submitted (2 shards: 8 9)\n  prompt 0: PASS  (all 2 steps agree)\n"
+    free(tu_cli(0, "job 7 submitted (2 shards: 8 9)\n  prompt 0: PASS  (all 2 steps agree)\n"
                 "  prompt 1: PASS  (all 2 steps agree)\n[verify] PASS (2/2 prompts pass)\n"
                 "job 7 done: pass",
              "submit verify-full --shards 2 --max-prompts 2 --n-tokens 2 --wait " COORD, url));
-    free(cli(0, "job 7: verify-full done\n  progress:  2/2 \n"
+    free(tu_cli(0, "job 7: verify-full done\n  progress:  2/2 \n"
                 "  child 8: done prompts [0, 1) worker b1@*\n"
                 "  child 9: done prompts [1, 2) worker b1@*\n"
                 "    gate: 2/2 prompts pass (k=5, 2 tokens)",
              "job 7 " COORD, url));
-    free(cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
+    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
                 "7,verify-full,done,pass,instruct,-,-,*\n6,verify,done,pass,instruct,b1@*\n"
                 "5,diagnosis,done,pass,instruct,b1@*\n4,run,done,pass,instruct,b1@*",
              "jobs --state done --format csv " COORD, url));
     /* a gate FAIL: exit 1, the failing prompt a JUnit failure with the divergence */
     snprintf(junit, sizeof junit, "%s/fail.xml", tu_group_tmp());
-    free(cli(1, "job 10 submitted\n  prompt 0: FAIL  diverge at step 1: device 30 (ref margin "
+    free(tu_cli(1, "job 10 submitted\n  prompt 0: FAIL  diverge at step 1: device 30 (ref margin "
                 "> 4.000) vs reference 1 — step 1: device token 30 not in reference top-5\n"
                 "  prompt 1: PASS  (all 2 steps agree)\n[verify] FAIL (1/2 prompts pass)\n"
                 "job 10 done: fail",
@@ -329,21 +234,21 @@ static void test_worker_runs_jobs(void **s)
     fclose(f);
     buf[got] = '\0';
     print_message("%s\n", buf);
-    expect_lines(buf, "<testsuites name=\"npubench\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
+    tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
                       "  <testsuite name=\"job 10 verify\" id=\"10\" tests=\"2\" failures=\"1\" "
                       "errors=\"0\" skipped=\"0\" *\n"
                       "      <failure type=\"gate\" message=\"diverged at step 1: device 30 "
                       "&apos;.&apos; vs reference 1 &apos;&lt;|im_start|&gt;&apos;, reference "
                       "margin *\n"
                       "agreed prefix:  Paris</failure>");
-    free(cli(1, "    \"outcome\":\"fail\",\n    \"exit_code\":1,", "job 10 --json " COORD, url));
-    free(cli(0, "10,verify,done,fail,instruct,b1@*", "jobs --state failed --format csv " COORD,
+    free(tu_cli(1, "    \"outcome\":\"fail\",\n    \"exit_code\":1,", "job 10 --json " COORD, url));
+    free(tu_cli(0, "10,verify,done,fail,instruct,b1@*", "jobs --state failed --format csv " COORD,
              url));
-    free(cli(0, "10,verify,done,fail,instruct,b1@*", "jobs --outcome fail --format csv " COORD,
+    free(tu_cli(0, "10,verify,done,fail,instruct,b1@*", "jobs --outcome fail --format csv " COORD,
              url));
     /* a job without results (cancelled) is one JUnit error naming its state and reason */
     snprintf(junit, sizeof junit, "%s/cancelled.xml", tu_group_tmp());
-    free(cli(4, "", "wait 1 --quiet --junit '%s' " COORD, junit, url));
+    free(tu_cli(4, "", "wait 1 --quiet --junit '%s' " COORD, junit, url));
     f = fopen(junit, "r");
     assert_non_null(f);
     got = fread(buf, 1, sizeof buf - 1, f);
@@ -352,18 +257,18 @@ static void test_worker_runs_jobs(void **s)
     assert_non_null(strstr(buf, "<error type=\"cancelled\" message=\"cancelled: job cancelled: "
                                 "not needed\""));
     /* several jobs: the highest exit code (1 cancelled -> 4) */
-    free(cli(4, "  \"schema\":\"npubench.wait/1\",", "wait 1 4 --json " COORD, url));
-    out = cli(4, "", "wait 1 --quiet " COORD, url);
+    free(tu_cli(4, "  \"schema\":\"npubench.wait/1\",", "wait 1 4 --json " COORD, url));
+    out = tu_cli(4, "", "wait 1 --quiet " COORD, url);
     assert_string_equal(out, "");
     free(out);
     /* SIGTERM: the worker deregisters and stops; it is gone at once (not after the sweep's
      * gone-ms): only --all lists it, gone */
-    stop(&worker_pid);
+    tu_stop(&worker_pid);
     snprintf(args, sizeof args, "workers --coordinator '%s'", url);
     assert_true(cli_prints(args, "(no workers)\n"));
-    free(cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS\nb1@*",
+    free(tu_cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS\nb1@*",
              "workers --all --format csv " COORD, url));
-    out = cli(0, "", "workers --all --format csv " COORD, url);
+    out = tu_cli(0, "", "workers --all --format csv " COORD, url);
     assert_non_null(strstr(out, ",b1,gone,"));
     free(out);
 }
@@ -374,25 +279,25 @@ static void test_embedded_database(void **s)
 {
     (void)s;
     need_coordinator();
-    free(cli(0, "job 11 submitted", "submit run --board nowhere " COORD, url));
-    stop(&coord_pid);
-    free(cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
+    free(tu_cli(0, "job 11 submitted", "submit run --board nowhere " COORD, url));
+    tu_stop(&coord_pid);
+    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
                 "11,run,queued,-,instruct @nowhere,-,-,*\n"
                 "3,run,cancelled,cancelled,instruct @nowhere,-,-,*",
              "jobs --format csv --db '%s'", db));
-    free(cli(4, "job 1: run cancelled\n  error:     not needed", "job 1 --db '%s'", db));
+    free(tu_cli(4, "job 1: run cancelled\n  error:     not needed", "job 1 --db '%s'", db));
     /* the selector filters: by board, by model (the alias a job was submitted under) */
-    char *out = cli(0, "11,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
+    char *out = tu_cli(0, "11,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
                     "jobs --board nowhere --format csv --db '%s'", db);
     assert_null(strstr(out, "\n4,run,"));
     free(out);
-    free(cli(0, "(no jobs)", "jobs --model Qwen2.5-0.5B-Instruct --db '%s'", db));
-    free(cli(0, "11,run,queued,-,instruct @nowhere,-,-,*",
+    free(tu_cli(0, "(no jobs)", "jobs --model Qwen2.5-0.5B-Instruct --db '%s'", db));
+    free(tu_cli(0, "11,run,queued,-,instruct @nowhere,-,-,*",
              "jobs --model instruct --limit 1 --format csv --db '%s'", db));
-    free(cli(5, "job 11: run queued", "job 11 --db '%s'", db));
-    free(cli(0, "job 11 cancelled", "cancel 11 --db '%s'", db));
-    free(cli(4, "job 11: run cancelled", "job 11 --db '%s'", db));
-    free(cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS",
+    free(tu_cli(5, "job 11: run queued", "job 11 --db '%s'", db));
+    free(tu_cli(0, "job 11 cancelled", "cancel 11 --db '%s'", db));
+    free(tu_cli(4, "job 11: run cancelled", "job 11 --db '%s'", db));
+    free(tu_cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS",
              "workers --all --format csv --db '%s'", db));
 }
 

@@ -120,6 +120,15 @@ static void test_usage_errors(void **s)
     expect("run --n-tokens abc", 2, "--n-tokens: 'abc' is not an integer");
     expect("verify --k 99", 2, "--k: 99 is outside the allowed range");
     expect("run --bogus", 2, "unknown option '--bogus'");
+    /* worker --deploy: the SPEC, its field and limit named, before any dial */
+    expect("worker --coordinator ipc:///x --board b --deploy gemma3:q9", 2,
+           "npubench worker: --deploy 1 'gemma3:q9': dtype: dtype 'q9': expected bf16, f32, "
+           "q4_1 or native");
+    expect("worker --coordinator ipc:///x --board b --deploy instruct --deploy a:b:c:d", 2,
+           "npubench worker: --deploy 2 'a:b:c:d': more than 3 fields, expected "
+           "MODEL[:DTYPE[:BACKEND]]");
+    expect("worker --coordinator ipc:///x --board b --deploy instruct --deployments d.json", 2,
+           "npubench worker: --deploy and --deployments: give one or the other");
     expect("run --dtype int3", 2, "--dtype: dtype 'int3': expected bf16, f32, q4_1 or native");
     expect("run --model /nonexistent.gguf", 2, "/nonexistent.gguf");
 }

@@ -792,6 +792,62 @@ static void test_deployments_file(void **state)
     nb_deployments_free(d, n);
 }
 
+static void expect_spec_error(const char *spec, const char *want)
+{
+    nb_deployment d;
+    nb_err err;
+    assert_int_equal(nb_deployment_parse_spec(spec, "--deploy 1", &d, &err), NB_EINVAL);
+    assert_string_equal(err.msg, want);
+}
+
+/* worker --deploy MODEL[:DTYPE[:BACKEND]]: defaults, each field's error, duplicates. */
+static void test_deploy_specs(void **state)
+{
+    (void)state;
+    nb_deployment d;
+    nb_err err;
+    assert_int_equal(nb_deployment_parse_spec("gemma3:native", "x", &d, &err), NB_OK);
+    assert_string_equal(d.model, "gemma3");
+    assert_string_equal(d.dtype, "native");
+    assert_string_equal(d.backend, "cpu");
+    assert_string_equal(d.name, "gemma3-cpu-native");
+    assert_int_equal(nb_deployment_parse_spec("m.gguf::xrt", "x", &d, &err), NB_OK);
+    assert_string_equal(d.dtype, "bf16");
+    assert_string_equal(d.backend, "xrt");
+    assert_int_equal(nb_deployment_parse_spec("instruct", "x", &d, &err), NB_OK);
+    assert_string_equal(d.name, "instruct-cpu-bf16");
+    expect_spec_error("", "--deploy 1: MODEL is empty, expected MODEL[:DTYPE[:BACKEND]] "
+                          "(e.g. instruct:bf16, gemma3:native)");
+    expect_spec_error(":bf16", "--deploy 1: MODEL is empty, expected MODEL[:DTYPE[:BACKEND]] "
+                               "(e.g. instruct:bf16, gemma3:native)");
+    expect_spec_error("a:b:c:d", "--deploy 1: more than 3 fields, expected "
+                                 "MODEL[:DTYPE[:BACKEND]]");
+    expect_spec_error("m:q9", "--deploy 1: dtype: dtype 'q9': expected bf16, f32, q4_1 or native");
+    expect_spec_error("m::gpu", "--deploy 1: backend 'gpu': expected cpu, xrt or exec");
+    expect_spec_error("m::exec", "--deploy 1: exec: required for backend \"exec\" (only a "
+                                 "deployments file can give its commands)");
+    expect_spec_error("m:bf16bf16bf16bf16", "--deploy 1: DTYPE is 16 bytes, the limit is 15");
+    expect_spec_error("m::cpucpucpucpucpucp", "--deploy 1: BACKEND is 17 bytes, the limit is 15");
+    char big[1100];
+    memset(big, 'm', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    expect_spec_error(big, "--deploy 1: MODEL is 1099 bytes, the limit is 1023");
+
+    const char *two[] = {"instruct:bf16", "gemma3:native"}, *dup[] = {"instruct", "instruct:bf16"};
+    nb_deployment *ds;
+    int n;
+    assert_int_equal(nb_deployments_from_specs(two, 2, &ds, &n, &err), NB_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(ds[1].model, "gemma3");
+    nb_deployments_free(ds, n);
+    assert_int_equal(nb_deployments_from_specs(dup, 2, &ds, &n, &err), NB_EINVAL);
+    assert_string_equal(err.msg, "--deploy 2 'instruct:bf16': the same deployment "
+                                 "(instruct-cpu-bf16) as --deploy 1");
+    assert_null(ds);
+    assert_int_equal(nb_deployments_from_specs(two, 0, &ds, &n, &err), NB_EINVAL);
+    assert_string_equal(err.msg, "--deploy: 0 given, must be 1..64");
+}
+
 typedef struct prog {
     int calls, last_done, last_total;
 } prog;
@@ -1055,6 +1111,7 @@ int main(void)
         cmocka_unit_test(test_air_pass),        cmocka_unit_test(test_report_localization),
         cmocka_unit_test(test_air_faults),
         cmocka_unit_test(test_exec_placeholders), cmocka_unit_test(test_deployments_file),
+        cmocka_unit_test(test_deploy_specs),
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),       cmocka_unit_test(test_job_limits),
         cmocka_unit_test(test_job_digest_reuse),

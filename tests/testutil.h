@@ -368,4 +368,102 @@ static inline int tu_group_teardown(void **state)
     return 0;
 }
 
+/* ---- driving the npubench binary (tests that run the service through its CLI) ---- */
+
+/* Environment without any key or default coordinator, so only the flags count. */
+#define TU_NOENV                                                                                  \
+    "env -u NPUBENCH_SECRET -u NPUBENCH_WORKER_SECRET -u NPUBENCH_ADMIN_SECRET "              \
+    "-u NPUBENCH_COORDINATOR "
+
+/* `sh -c "exec LINE"` in the background, its output in tmp/log; tracked. */
+static inline pid_t tu_spawn(const char *log, const char *fmt, ...)
+{
+    char line[4096], full[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "cd '%s' && exec " TU_NOENV "'%s' %s >'%s/%s' 2>&1",
+             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), line, tu_group_tmp(), log);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
+        _exit(127);
+    }
+    tu_track(pid);
+    return pid;
+}
+
+static inline int tu_exited(pid_t pid)
+{
+    return waitpid(pid, NULL, WNOHANG) == pid;
+}
+
+/* SIGTERM and a clean exit (which also writes a coverage build's counters), else SIGKILL. */
+static inline void tu_stop(pid_t *pid)
+{
+    if (*pid <= 0)
+        return;
+    kill(*pid, SIGTERM);
+    if (!tu_poll(20000, tu_exited(*pid)))
+        tu_kill(*pid);
+    for (int i = 0; i < TU_TRACK_MAX; i++)
+        if (tu_tracked()[i] == *pid)
+            tu_tracked()[i] = 0;
+    *pid = 0;
+}
+
+static inline tu_result tu_run_cli(const char *args)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && " TU_NOENV "'%s' %s", tu_env("NB_SRC", "."),
+             tu_env("NB_BIN", "npubench"), args);
+    return tu_run(cmd);
+}
+
+/* 1 when out has a line equal to line (n bytes), or starting with it when prefix. */
+static inline int tu_has_line(const char *out, const char *line, size_t n, int prefix)
+{
+    for (const char *at = out; (at = strstr(at, line)); at++)
+        if ((at == out || at[-1] == '\n') && (prefix || at[n] == '\n' || at[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* Asserts that every line of want (lines separated by '\n') is a whole line of out; a want
+ * line ending in '*' only has to start one (for ages, hosts and timings). */
+static inline void tu_expect_lines(const char *out, const char *want)
+{
+    for (const char *w = want; *w;) {
+        size_t n = strcspn(w, "\n");
+        char line[1024];
+        int prefix = n > 0 && w[n - 1] == '*';
+        snprintf(line, sizeof line, "%.*s", (int)(n - (size_t)prefix), w);
+        if (!tu_has_line(out, line, n - (size_t)prefix, prefix))
+            fail_msg("no line \"%s\"%s in the output", line, prefix ? "..." : "");
+        w += n + (w[n] == '\n');
+    }
+}
+
+/* Runs `npubench ARGS` (printf-style); asserts the exit code and the lines of want
+ * (expect_lines). The output (caller frees). */
+static inline char *tu_cli(int code, const char *want, const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    tu_result r = tu_run_cli(args);
+    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
+    assert_non_null(r.out);
+    assert_int_equal(r.code, code);
+    tu_expect_lines(r.out, want);
+    assert_null(strstr(r.out, "AddressSanitizer"));
+    assert_null(strstr(r.out, "runtime error"));
+    return r.out;
+}
+
+
 #endif

@@ -1,5 +1,5 @@
-/* nb_deployments: parses the deployments file a worker is started with; every error names
- * the file, the entry and the field. */
+/* nb_deployments: parses the deployments file or the --deploy SPECs a worker is started with;
+ * both go through one check, and every error names the source, the entry and the field. */
 #include "nb_deployments.h"
 
 #include <stdio.h>
@@ -52,6 +52,36 @@ static nb_code parse_aliases(json_object *v, const char *what, nb_deployment *d,
     return NB_OK;
 }
 
+/* What every entry must satisfy, however it was given (file entry or --deploy SPEC): a
+ * known backend and dtype, exec commands exactly with backend "exec", and a name.  sep joins
+ * what and the field in errors ("deployments[2].dtype", "--deploy 1 'x:q9': dtype"). */
+static nb_code check_one(nb_deployment *d, json_object *exec, const char *what,
+                         const char *sep, nb_err *err)
+{
+    nb_code rc;
+    int is_exec = !strcmp(d->backend, "exec");
+    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
+        return nb_err_set(err, NB_EINVAL, "%s%sbackend '%s': expected cpu, xrt or exec", what,
+                          sep, d->backend);
+    if (!is_exec) {
+        nb_dtype dt;
+        nb_err e2;
+        if (nb_dtype_parse(d->dtype, &dt, &e2))
+            return nb_err_set(err, NB_EINVAL, "%s%sdtype: %s", what, sep, e2.msg);
+        if (exec)
+            return nb_err_set(err, NB_EINVAL, "%s%sexec: only for backend \"exec\"", what, sep);
+    } else {
+        if (!exec)
+            return nb_err_set(err, NB_EINVAL, "%s%sexec: required for backend \"exec\" (only a "
+                              "deployments file can give its commands)", what, sep);
+        if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
+            return rc;
+    }
+    if (!d->name[0])
+        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
+    return NB_OK;
+}
+
 static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_err *err)
 {
     memset(d, 0, sizeof *d);
@@ -100,26 +130,7 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
     }
     if (!have_model)
         return nb_err_set(err, NB_EINVAL, "%s.model: required", what);
-    int is_exec = !strcmp(d->backend, "exec");
-    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
-        return nb_err_set(err, NB_EINVAL, "%s.backend '%s': expected cpu, xrt or exec", what,
-                          d->backend);
-    if (!is_exec) {
-        nb_dtype dt;
-        nb_err e2;
-        if (nb_dtype_parse(d->dtype, &dt, &e2))
-            return nb_err_set(err, NB_EINVAL, "%s.dtype: %s", what, e2.msg);
-        if (exec)
-            return nb_err_set(err, NB_EINVAL, "%s.exec: only for backend \"exec\"", what);
-    } else {
-        if (!exec)
-            return nb_err_set(err, NB_EINVAL, "%s.exec: required for backend \"exec\"", what);
-        if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
-            return rc;
-    }
-    if (!d->name[0])
-        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
-    return NB_OK;
+    return check_one(d, exec, what, ".", err);
 }
 
 nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
@@ -185,3 +196,72 @@ nb_code nb_deployments_load(const char *path, nb_deployment **out, int *n,
     return rc;
 }
 
+/* One field of a SPEC into buf: empty keeps the default already there. */
+static nb_code spec_field(const char *from, size_t len, const char *what, const char *field,
+                          char *buf, size_t cap, nb_err *err)
+{
+    if (len >= cap)
+        return nb_err_set(err, NB_EINVAL, "%s: %s is %zu bytes, the limit is %zu", what, field,
+                          len, cap - 1);
+    if (len)
+        snprintf(buf, cap, "%.*s", (int)len, from);
+    return NB_OK;
+}
+
+nb_code nb_deployment_parse_spec(const char *spec, const char *what, nb_deployment *d,
+                                 nb_err *err)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->backend, sizeof d->backend, "cpu");
+    snprintf(d->dtype, sizeof d->dtype, "bf16");
+    const char *part[3] = {spec, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    int n = 1;
+    for (const char *p = spec; *p; p++)
+        if (*p == ':') {
+            if (n == 3)
+                return nb_err_set(err, NB_EINVAL, "%s: more than 3 fields, expected "
+                                  "MODEL[:DTYPE[:BACKEND]]", what);
+            part[n++] = p + 1;
+        }
+    for (int i = 0; i < n; i++)
+        len[i] = i + 1 < n ? (size_t)(part[i + 1] - part[i] - 1) : strlen(part[i]);
+    if (!len[0])
+        return nb_err_set(err, NB_EINVAL, "%s: MODEL is empty, expected "
+                          "MODEL[:DTYPE[:BACKEND]] (e.g. instruct:bf16, gemma3:native)", what);
+    nb_code rc = spec_field(part[0], len[0], what, "MODEL", d->model, sizeof d->model, err);
+    if (!rc && n > 1)
+        rc = spec_field(part[1], len[1], what, "DTYPE", d->dtype, sizeof d->dtype, err);
+    if (!rc && n > 2)
+        rc = spec_field(part[2], len[2], what, "BACKEND", d->backend, sizeof d->backend, err);
+    return rc ? rc : check_one(d, NULL, what, ": ", err);
+}
+
+nb_code nb_deployments_from_specs(const char *const *specs, int n, nb_deployment **out,
+                                  int *n_out, nb_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (n <= 0 || n > DEPLOYMENTS_MAX)
+        return nb_err_set(err, NB_EINVAL, "--deploy: %d given, must be 1..%d", n,
+                          DEPLOYMENTS_MAX);
+    nb_deployment *d = calloc((size_t)n, sizeof *d);
+    if (!d)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        char w[160];
+        snprintf(w, sizeof w, "--deploy %d '%.100s'", i + 1, specs[i] ? specs[i] : "");
+        nb_code rc = nb_deployment_parse_spec(specs[i] ? specs[i] : "", w, &d[i], err);
+        for (int j = 0; !rc && j < i; j++)
+            if (!strcmp(d[j].name, d[i].name))
+                rc = nb_err_set(err, NB_EINVAL, "%s: the same deployment (%s) as --deploy %d",
+                                w, d[i].name, j + 1);
+        if (rc) {
+            nb_deployments_free(d, n);
+            return rc;
+        }
+    }
+    *out = d;
+    *n_out = n;
+    return NB_OK;
+}

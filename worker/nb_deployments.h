@@ -1,5 +1,5 @@
-/* nb_deployments: the deployments a worker serves, from its deployments file (JSON, format in
- * docs/service.md) or filled in code; exec entries carry their parsed commands. */
+/* nb_deployments: the deployments a worker serves: its deployments file (JSON, docs/service.md),
+ * `worker --deploy` SPECs, or filled in code; exec entries carry their parsed commands. */
 #ifndef NB_DEPLOYMENTS_H
 #define NB_DEPLOYMENTS_H
 
@@ -33,6 +33,15 @@ nb_code nb_deployments_load(const char *path, nb_deployment **out, int *n, nb_er
 /* The same from a parsed JSON document; what names the source in errors. */
 nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
                                  nb_deployment **out, int *n, nb_err *err);
+/* One deployment from a command-line SPEC, MODEL[:DTYPE[:BACKEND]] (`worker --deploy`):
+ * "gemma3:q4_1", "instruct" (= instruct:bf16:cpu), "m.gguf::xrt"; an empty field keeps its
+ * default, MODEL holds no ':'.  Checked like a file entry (backend "exec" needs a file for
+ * its commands); errors start with what ("--deploy 2 'x:q9': dtype: ..."). */
+nb_code nb_deployment_parse_spec(const char *spec, const char *what, nb_deployment *d,
+                                 nb_err *err);
+/* n SPECs (1..64, no deployment twice) into *out (free with nb_deployments_free). */
+nb_code nb_deployments_from_specs(const char *const *specs, int n, nb_deployment **out,
+                                  int *n_out, nb_err *err);
 void nb_deployments_free(nb_deployment *d, int n);
 
 #endif
