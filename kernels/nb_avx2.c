@@ -337,10 +337,11 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
                          int n, void *Y, int f32out, int j0, int j1, uint8_t *e)
 {
     int K = W->cols, nb = K / 32;
+    const nb_kernel_table *kt = nb_kernels_active();
     nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? gemv8_q4_1
-                        : W->type == NB_W_Q8_0 ? gemv8_q8_0
+                        : W->type == NB_W_Q8_0 ? (kt->q8_0_gemv8 ? kt->q8_0_gemv8 : gemv8_q8_0)
                                                : nb_avx2_kquant_gemv8(W->type);
-    nb_kq_expanded_fn ex = nb_kernels_active()->kquant_expanded;
+    nb_kq_expanded_fn ex = kt->kquant_expanded;
     if (!ex)
         ex = nb_avx2_kquant_gemv8_expanded;
     int xb = (int)(XBLOCK_BYTES / ((size_t)K + 8 * (size_t)nb));

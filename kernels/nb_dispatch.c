@@ -126,8 +126,10 @@ static void detect(void)
     avx512bf16_table.linear_bf16 = nb_avx512_linear_bf16;
     avx512bf16_table.wmat_finish = nb_avx512_wmat_finish;
     cpu_best = probe_cpu();
-    if (cpu_vnni)
+    if (cpu_vnni) {
         avx512bf16_table.kquant_expanded = nb_avx512_kquant_gemv8_expanded;
+        avx512bf16_table.q8_0_gemv8 = nb_avx512_q8_0_gemv8;
+    }
     amxbf16_table = avx512bf16_table;
     amxbf16_table.isa = NB_ISA_AMXBF16;
     amxbf16_table.linear_bf16 = nb_amx_linear_bf16;

@@ -99,8 +99,10 @@ typedef struct nb_kernel_table {
     void (*rope_bf16)(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin);
     void (*attention_bf16)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
     void (*attention_f32)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
-    /* The PACK8 quantized linears' prefill kernel (NULL: nb_avx2_kquant_gemv8_expanded). */
+    /* The PACK8 quantized linears' prefill kernel (NULL: nb_avx2_kquant_gemv8_expanded) and
+     * Q8_0 kernel (NULL: the AVX2 one). */
     nb_kq_expanded_fn kquant_expanded;
+    void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 } nb_kernel_table;
 
 extern const nb_kernel_table nb_kernels_portable;
@@ -154,6 +156,8 @@ void nb_avx2_kquant_mins8(const nb_q8_act *x, const uint8_t *e, int K, float m[8
  * (nb_avx512_kquant.c): two rows per zmm, vpdpbusd for the four-weight lane sums. */
 void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                      float out[8]);
+/* The AVX2 Q8_0 kernel of 8 PACK8 rows, bit for bit, on AVX-512 VNNI (nb_avx512_kquant.c). */
+void nb_avx512_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 
 /* The expanded group's layout, shared by the kernels that write and read it: per 32-block b,
  * the 8 rows' signed weights (8 x 32 int8), their madd scale words (8 x 16 int16, both words of
