@@ -3,8 +3,13 @@
 # and thread count, in one run. llama.cpp is built outside the repository (never committed, never
 # part of the default set-up) from the llama-cpp-python sdist's vendored copy.
 #
-# Usage: bench/bench_llamacpp.sh [--threads N] [--reps N] [--rounds N] [--model PATH]
+# Usage: bench/bench_llamacpp.sh [--threads N] [--reps N] [--rounds N] [--model instruct|gemma3|PATH]
 #                                [--build DIR] [--work DIR] [--jobs N]
+# --model takes the CLI's preset words (instruct: SmolLM2-135M Q4_1, gemma3: Gemma 3 270M Q4_K_M)
+# or a .gguf path. The quantized row runs the file as it is on both sides: npubench's native
+# dtype (`native` where the CLI has it, else q4_1, which keeps every GGUF block type natively:
+# Q4_K/Q5_0/Q6_K/Q8_0 for Gemma) against llama-bench on the same file; the bf16 row runs a BF16
+# copy made by llama-quantize against npubench's bf16 dtype.
 # Prints a markdown table: tokens/s for both (best and median of rounds x reps samples), the
 # ratios, and decode GB/s against the read bandwidth measured in the same run, under a header
 # with the host's ISA, both sides' kernel paths, the read bandwidth and npubench's compute peak.
@@ -21,7 +26,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 THREADS=2
 REPS=5
 ROUNDS=3
-MODEL="$HERE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL=instruct
 BUILD="$HERE/build"
 WORK="${TMPDIR:-/tmp}/npubench-llamacpp"
 JOBS=1
@@ -34,10 +39,15 @@ while [ $# -gt 0 ]; do
     --build) BUILD="$2"; shift 2 ;;
     --work) WORK="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
-    *) echo "usage: $0 [--threads N] [--reps N] [--rounds N] [--model PATH] [--build DIR] [--work DIR] [--jobs N]" >&2
+    *) echo "usage: $0 [--threads N] [--reps N] [--rounds N] [--model instruct|gemma3|PATH] [--build DIR] [--work DIR] [--jobs N]" >&2
        exit 2 ;;
     esac
 done
+# The preset words, as engine/nb_deploy.c names their files ("base" is the instruct file too).
+case "$MODEL" in
+instruct | base) MODEL="$HERE/models/SmolLM2-135M-Instruct.Q4_1.gguf" ;;
+gemma3) MODEL="$HERE/models/gemma-3-270m-q4_k_m.gguf" ;;
+esac
 [ -r "$MODEL" ] || { echo "bench_llamacpp: model $MODEL not found (make setup fetches it)" >&2; exit 2; }
 case "$WORK" in "$HERE"/*) echo "bench_llamacpp: --work must be outside the repository" >&2; exit 2 ;; esac
 mkdir -p "$WORK"
@@ -51,7 +61,9 @@ if [ ! -x "$LB" ] || [ ! -x "$LQ" ]; then
     [ -x "$HERE/.venv-hf/bin/pip" ] && PIP="$HERE/.venv-hf/bin/pip"
     if ! ls "$WORK"/llama_cpp_python-*.tar.gz >/dev/null 2>&1; then
         log "downloading the llama-cpp-python sdist (vendors llama.cpp)"
-        $PIP download --no-deps --no-binary :all: llama-cpp-python -d "$WORK" >&2
+        # --no-binary names the one package we want as source: ":all:" extends the refusal of
+        # wheels to whatever pip resolves while preparing the sdist, which has failed before.
+        $PIP download --no-deps --no-binary llama-cpp-python llama-cpp-python -d "$WORK" >&2
     fi
     SDIST="$(ls "$WORK"/llama_cpp_python-*.tar.gz | tail -n 1)"
     SRC="$WORK/$(basename "$SDIST" .tar.gz)"
@@ -132,19 +144,51 @@ run_engine() { # $1 = dtype: its three cells in one process (one model setup)
     local log_f="$WORK/engine-$1.log"
     if "$BUILD/bench/bench_engine" --model "$MODEL" --dtype "$1" --threads "$THREADS" \
         --pp 128,512 --tg 128 --reps "$REPS" 2>"$log_f" >"$WORK/cell.txt"; then
-        awk '{print "engine", $2, $3, $7, $8}' "$WORK/cell.txt" >>"$OUT"
+        awk -v d="$1" '{print "engine", d, $3, $7, $8}' "$WORK/cell.txt" >>"$OUT"
     else
         log "bench_engine $1 failed (exit $?): $(tail -n 1 "$log_f" 2>/dev/null)"
-        awk '{print "engine", $2, $3, $7, $8}' "$WORK/cell.txt" >>"$OUT" # what it finished
+        awk -v d="$1" '{print "engine", d, $3, $7, $8}' "$WORK/cell.txt" >>"$OUT" # what it finished
         # cells with samples (finished before the failure) still show them
         for t in pp128 pp512 tg128; do echo "fail engine $1 $t"; done >>"$OUT"
     fi
     sed -n 's/.*kernels \([^ ,]*\),.*/path engine \1/p' "$log_f" | head -n 1 >>"$OUT"
 }
 
+# npubench's dtype that runs the file's own block types: `native` once the CLI names it, else
+# q4_1 (which already keeps every GGUF block type of the file as it is).
+QD=q4_1
+if [ -x "$BUILD/npubench" ] && "$BUILD/npubench" run --help 2>&1 | grep -qw native; then QD=native; fi
+# The quantized row's label names the file's types, so a Gemma table cannot read as Q4_1.
+QLABEL="$(python3 - "$MODEL" <<'PY'
+import collections, struct, sys
+# GGUF v2/v3 header walk: only the tensor infos' ggml types are wanted.
+T = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K",
+     11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 30: "BF16"}
+f = open(sys.argv[1], "rb")
+rd = lambda fmt: struct.unpack("<" + fmt, f.read(struct.calcsize(fmt)))[0]
+def skip(t):
+    if t == 8: f.seek(rd("Q"), 1)
+    elif t == 9:
+        et, n = rd("I"), rd("Q")
+        for _ in range(n): skip(et)
+    else: f.seek({0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t], 1)
+try:
+    assert f.read(4) == b"GGUF"; rd("I"); nt, nkv = rd("Q"), rd("Q")
+    for _ in range(nkv):
+        f.seek(rd("Q"), 1); skip(rd("I"))
+    c = collections.Counter()
+    for _ in range(nt):
+        f.seek(rd("Q"), 1); nd = rd("I"); f.seek(8 * nd, 1); c[T.get(rd("I"), "?")] += 1; rd("Q")
+    print("/".join(k for k, _ in c.most_common() if k not in ("F32",)))
+except Exception:
+    print("file's types")
+PY
+)"
+log "quantized row: npubench --dtype $QD against the file's $QLABEL"
+
 for round in $(seq 1 "$ROUNDS"); do
     bandwidth_and_peak >>"$OUT" || log "bench_kernels --bandwidth failed: no bandwidth or peak"
-    for d in bf16 q4_1; do
+    for d in bf16 "$QD"; do
         if [ "$d" = bf16 ]; then F="$BF16"; else F="$MODEL"; fi
         for t in pp128 pp512 tg128; do
             log "round $round/$ROUNDS: llama-bench $d $t"
@@ -155,9 +199,9 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 
-python3 - "$OUT" "$THREADS" "$LLAMA_VER" "$ROUNDS" "$REPS" "$HOST_ISA" <<'PY'
-import statistics, sys
-path, threads, ver, rounds, reps, host_isa = sys.argv[1:7]
+python3 - "$OUT" "$THREADS" "$LLAMA_VER" "$ROUNDS" "$REPS" "$HOST_ISA" "$QD" "$QLABEL" "$MODEL" <<'PY'
+import os, statistics, sys
+path, threads, ver, rounds, reps, host_isa, qd, qlabel, model = sys.argv[1:10]
 bws, peaks, samples, size, cfgs, paths, fails = [], [], {}, {}, {}, set(), set()
 for line in open(path):
     f = line.split()
@@ -184,6 +228,8 @@ flags = set(host_isa.split())
 llama_path = ("AMX-INT8 (repacked quant types) + " if "amx_int8" in flags else "") + (
     "AVX512-BF16" if "avx512_bf16" in flags else "AVX-512" if "avx512f" in flags
     else "AVX2" if "avx2" in flags else "baseline")
+print(f"model {os.path.basename(model)}; quantized row: npubench --dtype {qd} vs llama-bench "
+      f"on the file ({qlabel})")
 print(f"llama.cpp {ver}; {threads} threads; {rounds} rounds x {reps} reps per side and test")
 print(f"host ISA: {host_isa or 'unknown'}")
 print(f"kernel paths: npubench {', '.join(sorted(paths)) or 'n/a'}; "
@@ -195,7 +241,7 @@ print("| dtype | test | llama.cpp t/s best (median) | npubench t/s best (median)
       "| decode GB/s at best: llama.cpp / npubench |")
 print("|---|---|---:|---:|---:|---|")
 norepack = False
-for d in ("bf16", "q4_1"):
+for d in ("bf16", qd):
     for t in ("pp128", "pp512", "tg128"):
         l, o = samples.get(("llama", d, t)), samples.get(("engine", d, t))
         cells = []
@@ -215,7 +261,8 @@ for d in ("bf16", "q4_1"):
             if t.startswith("tg"):
                 lg, og = size[("llama", d)] * lb / 1e9, size[("engine", d)] * ob / 1e9
                 gbs = f"{lg:.1f} / {og:.1f}" + (f" ({og / bw:.0%} of read bw)" if bw else "")
-        print(f"| {d} | {t} | {cells[0]} | {cells[1]} | {ratio} | {gbs} |")
+        label = d if d == "bf16" else f"{d} ({qlabel})"
+        print(f"| {label} | {t} | {cells[0]} | {cells[1]} | {ratio} | {gbs} |")
 if norepack:
     print()
     print("--repack 0: llama-bench's default (CPU weight repacking, its AMX/AVX-512 kernels) "

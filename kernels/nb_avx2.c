@@ -337,9 +337,13 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
                          int n, void *Y, int f32out, int j0, int j1, uint8_t *e)
 {
     int K = W->cols, nb = K / 32;
+    const nb_kernel_table *kt = nb_kernels_active();
     nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? gemv8_q4_1
-                        : W->type == NB_W_Q8_0 ? gemv8_q8_0
+                        : W->type == NB_W_Q8_0 ? (kt->q8_0_gemv8 ? kt->q8_0_gemv8 : gemv8_q8_0)
                                                : nb_avx2_kquant_gemv8(W->type);
+    nb_kq_expanded_fn ex = kt->kquant_expanded;
+    if (!ex)
+        ex = nb_avx2_kquant_gemv8_expanded;
     int xb = (int)(XBLOCK_BYTES / ((size_t)K + 8 * (size_t)nb));
     xb = xb < 1 ? 1 : xb;
     for (int i0 = 0; i0 < n; i0 += xb) {
@@ -353,7 +357,7 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
                 q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb};
                 float o[8];
                 if (e)
-                    nb_avx2_kquant_gemv8_expanded(W->type, &a, e, K, o);
+                    ex(W->type, &a, e, K, o);
                 else
                     fn(&a, grp, K, o);
                 store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);
@@ -816,4 +820,5 @@ const nb_kernel_table nb_kernels_avx2 = {
     .rope_bf16 = avx2_rope_bf16,
     .attention_bf16 = avx2_attention_bf16,
     .attention_f32 = avx2_attention_f32,
+    .kquant_expanded = nb_avx2_kquant_gemv8_expanded,
 };

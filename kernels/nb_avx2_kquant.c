@@ -219,23 +219,10 @@ static void gemv8_q6_k(const nb_q8_act *x, const uint8_t *grp, int K, float out[
  * scale vector of each row (the lane scales as 16-bit words) and d_w of each row; for Q4_K,
  * per super-block, each row's 8 lanes of dmin * m[s] (exact). Meeting a row is then the Q8_0
  * kernel's work: same integers, same lane sums, same order, so the same bits. */
-#define EXP_BLOCK (8 * 32 + 8 * 32 + 8 * 4) /* w, scale words, d_w */
-
 size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K)
 {
     size_t nb = (size_t)K / 32;
-    return nb * EXP_BLOCK + (t == NB_W_Q4_K ? nb / 8 * 8 * 8 * 4 : 0);
-}
-
-static inline int8_t *exp_w(uint8_t *e, int b) { return (int8_t *)(e + (size_t)b * EXP_BLOCK); }
-static inline int16_t *exp_sc(uint8_t *e, int b)
-{
-    return (int16_t *)(e + (size_t)b * EXP_BLOCK + 256);
-}
-static inline float *exp_dw(uint8_t *e, int b) { return (float *)(e + (size_t)b * EXP_BLOCK + 512); }
-static inline float *exp_mins(uint8_t *e, int K, int S)
-{
-    return (float *)(e + (size_t)(K / 32) * EXP_BLOCK) + (size_t)S * 64;
+    return nb * NB_KQ_EXP_BLOCK + (t == NB_W_Q4_K ? nb / 8 * 8 * 8 * 4 : 0);
 }
 
 void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e)
@@ -245,11 +232,11 @@ void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e)
         enum { SB = NB_QUANT_Q5_0_QH, RB = NB_QUANT_Q5_0_BYTES - NB_QUANT_Q5_0_QH };
         const uint8_t *p = grp;
         for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
-            _mm256_storeu_ps(exp_dw(e, b), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+            _mm256_storeu_ps(nb_kq_exp_dw(e, b), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
             for (int r = 0; r < 8; r++) {
                 __m256i w = _mm256_sub_epi8(q5_0_quants(p + 8 * SB + r * RB), _mm256_set1_epi8(16));
-                _mm256_storeu_si256((__m256i *)(exp_w(e, b) + 32 * r), w);
-                _mm256_storeu_si256((__m256i *)(exp_sc(e, b) + 16 * r), ones);
+                _mm256_storeu_si256((__m256i *)(nb_kq_exp_w(e, b) + 32 * r), w);
+                _mm256_storeu_si256((__m256i *)(nb_kq_exp_sc(e, b) + 16 * r), ones);
             }
         }
         return;
@@ -272,18 +259,18 @@ void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e)
                 q4_k_scales8(rows + r * RB, &s8, &m8);
                 _mm_storeu_si128((__m128i *)sc[r], _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)s8)));
                 __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
-                _mm256_storeu_ps(exp_mins(e, K, S) + 8 * r, _mm256_mul_ps(_mm256_set1_ps(dmin[r]), mv));
+                _mm256_storeu_ps(nb_kq_exp_mins(e, K, S) + 8 * r, _mm256_mul_ps(_mm256_set1_ps(dmin[r]), mv));
             }
             for (int s = 0; s < 8; s++) {
                 int b = 8 * S + s;
-                _mm256_storeu_ps(exp_dw(e, b), dw);
+                _mm256_storeu_ps(nb_kq_exp_dw(e, b), dw);
                 const __m128i shift = _mm_cvtsi32_si128(4 * (s & 1));
                 const uint8_t *qs = rows + (NB_QUANT_Q4_K_QS - SB) + 32 * (s / 2);
                 for (int r = 0; r < 8; r++) {
                     __m256i q = _mm256_loadu_si256((const __m256i *)(qs + r * RB));
                     __m256i w = _mm256_and_si256(_mm256_srl_epi16(q, shift), _mm256_set1_epi8(15));
-                    _mm256_storeu_si256((__m256i *)(exp_w(e, b) + 32 * r), w);
-                    _mm256_storeu_si256((__m256i *)(exp_sc(e, b) + 16 * r), _mm256_set1_epi16(sc[r][s]));
+                    _mm256_storeu_si256((__m256i *)(nb_kq_exp_w(e, b) + 32 * r), w);
+                    _mm256_storeu_si256((__m256i *)(nb_kq_exp_sc(e, b) + 16 * r), _mm256_set1_epi16(sc[r][s]));
                 }
             }
         }
@@ -305,7 +292,7 @@ void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e)
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
         for (int g = 0; g < 8; g++) {
             int b = 8 * S + g, half = g / 4, k = g % 4;
-            _mm256_storeu_ps(exp_dw(e, b), dw);
+            _mm256_storeu_ps(nb_kq_exp_dw(e, b), dw);
             const __m128i lshift = _mm_cvtsi32_si128(k < 2 ? 0 : 4);
             const __m128i hshift = _mm_cvtsi32_si128(2 * k);
             size_t lo_off = NB_QUANT_Q6_K_QL + 64 * (size_t)half + 32 * (size_t)(k & 1);
@@ -318,9 +305,9 @@ void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e)
                 hi = _mm256_and_si256(_mm256_srl_epi16(hi, hshift), _mm256_set1_epi8(3));
                 __m256i w = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
                                             _mm256_set1_epi8(32));
-                _mm256_storeu_si256((__m256i *)(exp_w(e, b) + 32 * r), w);
+                _mm256_storeu_si256((__m256i *)(nb_kq_exp_w(e, b) + 32 * r), w);
                 _mm256_storeu_si256(
-                    (__m256i *)(exp_sc(e, b) + 16 * r),
+                    (__m256i *)(nb_kq_exp_sc(e, b) + 16 * r),
                     _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16[r], _mm256_set1_epi32(g)),
                                         pick));
             }
@@ -337,11 +324,11 @@ void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t
     float dd[8];
     uint8_t *ex = (uint8_t *)e;
     for (int b = 0; b < K / 32; b++) {
-        _mm256_storeu_ps(dd, _mm256_mul_ps(_mm256_loadu_ps(exp_dw(ex, b)),
+        _mm256_storeu_ps(dd, _mm256_mul_ps(_mm256_loadu_ps(nb_kq_exp_dw(ex, b)),
                                            _mm256_set1_ps(x->d[b])));
         __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
-        const int8_t *w = exp_w(ex, b);
-        const int16_t *sc = exp_sc(ex, b);
+        const int8_t *w = nb_kq_exp_w(ex, b);
+        const int16_t *sc = nb_kq_exp_sc(ex, b);
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++)
             acc[r] = lane_add(acc[r],
@@ -350,18 +337,25 @@ void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t
     }
     __m256 tot = nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
     if (t == NB_W_Q4_K) {
-        __m256 mt[8];
-        for (int r = 0; r < 8; r++)
-            mt[r] = _mm256_setzero_ps();
-        for (int S = 0; S < K / NB_QUANT_QK_K; S++) {
-            __m256 xs = _mm256_loadu_ps(x->s + 8 * S);
-            const float *mins = exp_mins(ex, K, S);
-            for (int r = 0; r < 8; r++)
-                mt[r] = _mm256_add_ps(mt[r], _mm256_mul_ps(_mm256_loadu_ps(mins + 8 * r), xs));
-        }
-        tot = _mm256_sub_ps(tot, nb_reduce8(mt[0], mt[1], mt[2], mt[3], mt[4], mt[5], mt[6], mt[7]));
+        float m[8];
+        nb_avx2_kquant_mins8(x, e, K, m);
+        tot = _mm256_sub_ps(tot, _mm256_loadu_ps(m));
     }
     _mm256_storeu_ps(out, tot);
+}
+
+void nb_avx2_kquant_mins8(const nb_q8_act *x, const uint8_t *e, int K, float m[8])
+{
+    __m256 mt[8];
+    for (int r = 0; r < 8; r++)
+        mt[r] = _mm256_setzero_ps();
+    for (int S = 0; S < K / NB_QUANT_QK_K; S++) {
+        __m256 xs = _mm256_loadu_ps(x->s + 8 * S);
+        const float *mins = nb_kq_exp_mins((uint8_t *)e, K, S);
+        for (int r = 0; r < 8; r++)
+            mt[r] = _mm256_add_ps(mt[r], _mm256_mul_ps(_mm256_loadu_ps(mins + 8 * r), xs));
+    }
+    _mm256_storeu_ps(m, nb_reduce8(mt[0], mt[1], mt[2], mt[3], mt[4], mt[5], mt[6], mt[7]));
 }
 
 nb_q8_gemv8_fn nb_avx2_kquant_gemv8(nb_wtype t)

@@ -72,6 +72,10 @@ static int amx_permitted(void)
 #endif
 }
 
+/* AVX-512 VNNI, probed with the ISA: it picks the quantized prefill kernel of the AVX-512 and
+ * AMX paths (nb_avx512_kquant.c), not a path of its own. */
+static int cpu_vnni;
+
 static nb_isa probe_cpu(void)
 {
     unsigned a, b, c, d;
@@ -88,6 +92,7 @@ static nb_isa probe_cpu(void)
     __cpuid_count(7, 0, a, b, c, d);
     int avx2 = (b >> 5) & 1;
     int avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
+    int vnni = (c >> 11) & 1;
     unsigned max_sub = a;
     if (!avx2 || !fma || !f16c)
         return NB_ISA_PORTABLE;
@@ -99,6 +104,7 @@ static nb_isa probe_cpu(void)
     int zmm_state = (xcr0 & 0xe6) == 0xe6; /* opmask, ZMM_Hi256, Hi16_ZMM */
     if (!(avx512f && avx512bw && avx512vl && bf16 && zmm_state))
         return NB_ISA_AVX2;
+    cpu_vnni = vnni;
     __cpuid_count(7, 0, a, b, c, d);
     int amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
     int tile_state = (xcr0 & 0x60000) == 0x60000; /* XTILECFG, XTILEDATA */
@@ -119,10 +125,14 @@ static void detect(void)
     avx512bf16_table.isa = NB_ISA_AVX512BF16;
     avx512bf16_table.linear_bf16 = nb_avx512_linear_bf16;
     avx512bf16_table.wmat_finish = nb_avx512_wmat_finish;
+    cpu_best = probe_cpu();
+    if (cpu_vnni) {
+        avx512bf16_table.kquant_expanded = nb_avx512_kquant_gemv8_expanded;
+        avx512bf16_table.q8_0_gemv8 = nb_avx512_q8_0_gemv8;
+    }
     amxbf16_table = avx512bf16_table;
     amxbf16_table.isa = NB_ISA_AMXBF16;
     amxbf16_table.linear_bf16 = nb_amx_linear_bf16;
-    cpu_best = probe_cpu();
     env_best = cpu_best;
     const char *cap = getenv("NPUBENCH_ISA");
     if (cap && *cap) {

@@ -70,6 +70,17 @@ typedef struct nb_attn_args {
     int n, pos0, n_heads, n_kv, hd;
 } nb_attn_args;
 
+/* One activation row in the Q8 form nb_q8_quantize_row makes. */
+typedef struct nb_q8_act {
+    const int8_t *q;
+    const float *d, *s;
+} nb_q8_act;
+
+/* The prefill kernel of an expanded k-quant / Q5_0 group (nb_avx2_kquant_expand's layout)
+ * against one Q8 row: the AVX2 one, or the AVX-512 VNNI one where the CPU has VNNI. */
+typedef void (*nb_kq_expanded_fn)(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
+                                  float out[8]);
+
 /* One path's kernels. Linear kernels compute output columns [j0, j1) so the
  * thread pool can split work by rows of W; element-wise kernels get a slice
  * of rows or elements. Every entry is a pure function of its slice: the
@@ -88,6 +99,10 @@ typedef struct nb_kernel_table {
     void (*rope_bf16)(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin);
     void (*attention_bf16)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
     void (*attention_f32)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
+    /* The PACK8 quantized linears' prefill kernel (NULL: nb_avx2_kquant_gemv8_expanded) and
+     * Q8_0 kernel (NULL: the AVX2 one). */
+    nb_kq_expanded_fn kquant_expanded;
+    void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 } nb_kernel_table;
 
 extern const nb_kernel_table nb_kernels_portable;
@@ -122,11 +137,6 @@ void nb_wmat_release_slabs(void);
 void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
 void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
 
-/* One activation row in that form. */
-typedef struct nb_q8_act {
-    const int8_t *q;
-    const float *d, *s;
-} nb_q8_act;
 
 /* The k-quant and Q5_0 linears (nb_kquant.c defines the arithmetic): the reference dot of one
  * row (K values, blocks as stored) with x, and the AVX2 kernel of 8 PACK8 rows
@@ -140,6 +150,36 @@ size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K);
 void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e);
 void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                    float out[8]);
+/* Q4_K's min term of an expanded group, per row (what gemv8_expanded subtracts last). */
+void nb_avx2_kquant_mins8(const nb_q8_act *x, const uint8_t *e, int K, float m[8]);
+/* The same function as nb_avx2_kquant_gemv8_expanded, bit for bit, on AVX-512 VNNI
+ * (nb_avx512_kquant.c): two rows per zmm, vpdpbusd for the four-weight lane sums. */
+void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
+                                     float out[8]);
+/* The AVX2 Q8_0 kernel of 8 PACK8 rows, bit for bit, on AVX-512 VNNI (nb_avx512_kquant.c). */
+void nb_avx512_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+
+/* The expanded group's layout, shared by the kernels that write and read it: per 32-block b,
+ * the 8 rows' signed weights (8 x 32 int8), their madd scale words (8 x 16 int16, both words of
+ * a 32-bit lane equal) and d_w (8 floats); after the blocks, for Q4_K, each super-block's
+ * dmin * m[s] per row (8 x 8 floats). */
+#define NB_KQ_EXP_BLOCK (8 * 32 + 8 * 32 + 8 * 4)
+static inline int8_t *nb_kq_exp_w(uint8_t *e, int b)
+{
+    return (int8_t *)(e + (size_t)b * NB_KQ_EXP_BLOCK);
+}
+static inline int16_t *nb_kq_exp_sc(uint8_t *e, int b)
+{
+    return (int16_t *)(e + (size_t)b * NB_KQ_EXP_BLOCK + 256);
+}
+static inline float *nb_kq_exp_dw(uint8_t *e, int b)
+{
+    return (float *)(e + (size_t)b * NB_KQ_EXP_BLOCK + 512);
+}
+static inline float *nb_kq_exp_mins(uint8_t *e, int K, int S)
+{
+    return (float *)(e + (size_t)(K / 32) * NB_KQ_EXP_BLOCK) + (size_t)S * 64;
+}
 
 /* ---- thread pool (nb_pool.c) ---------------------------------------------
  * A fixed set of worker threads parked between calls (spin, then condvar).

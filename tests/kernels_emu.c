@@ -1,5 +1,6 @@
-/* kernels_emu: nb_avx512.c built over an emulation of its few AVX-512 intrinsics (SDM semantics), for
- * test_kernels_emu; a file of its own so that only it is compiled for AVX2, never the test's main. */
+/* kernels_emu: nb_avx512.c and nb_avx512_kquant.c built over an emulation of their few AVX-512
+ * intrinsics (SDM semantics), for test_kernels_emu; a file of its own so that only it is compiled
+ * for AVX2, never the test's main. */
 /* ---- the AVX-512 subset nb_avx512.c uses, after the Intel SDM -------------
  * Everything 256-bit is real AVX2 (this file is compiled with the AVX2 flags,
  * tests/CMakeLists.txt, and the test calls it only where the CPU has them);
@@ -90,5 +91,177 @@ static inline emu_m256bh emu_cvtneps_pbh(emu_m512 a)
 #undef _mm512_storeu_ps /* a macro in unoptimised builds */
 #define _mm512_storeu_ps emu_storeu_ps
 
+/* ---- the integer and fp32 ops of nb_avx512_kquant.c (AVX512F, AVX512_VNNI) ---- */
+
+static inline emu_m512i emu_set1_epi8(char v)
+{
+    emu_m512i r;
+    memset(r.b, (unsigned char)v, sizeof r.b);
+    return r;
+}
+
+static inline emu_m512i emu_setzero_si512(void)
+{
+    return emu_set1_epi8(0);
+}
+
+static inline emu_m512i emu_broadcast_i64x4(__m256i a)
+{
+    emu_m512i r;
+    memcpy(r.b, &a, 32);
+    memcpy(r.b + 32, &a, 32);
+    return r;
+}
+
+static inline void emu_i32(emu_m512i v, int32_t o[16])
+{
+    memcpy(o, v.b, 64);
+}
+
+static inline emu_m512i emu_from_i32(const int32_t v[16])
+{
+    emu_m512i r;
+    memcpy(r.b, v, 64);
+    return r;
+}
+
+/* VPDPBUSD: per dword lane, src + the four products of a's unsigned bytes and b's signed bytes,
+ * wrapping (the non-saturating form). */
+static inline emu_m512i emu_dpbusd_epi32(emu_m512i src, emu_m512i a, emu_m512i b)
+{
+    int32_t s[16];
+    emu_i32(src, s);
+    for (int j = 0; j < 16; j++) {
+        int64_t acc = s[j];
+        for (int k = 0; k < 4; k++)
+            acc += (int64_t)a.b[4 * j + k] * (int8_t)b.b[4 * j + k];
+        s[j] = (int32_t)(uint32_t)acc;
+    }
+    return emu_from_i32(s);
+}
+
+static inline emu_m512i emu_xor_si512(emu_m512i a, emu_m512i b)
+{
+    for (int k = 0; k < 64; k++)
+        a.b[k] ^= b.b[k];
+    return a;
+}
+
+static inline emu_m512i emu_sub_epi32(emu_m512i a, emu_m512i b)
+{
+    int32_t x[16], y[16];
+    emu_i32(a, x);
+    emu_i32(b, y);
+    for (int j = 0; j < 16; j++)
+        x[j] = (int32_t)((uint32_t)x[j] - (uint32_t)y[j]);
+    return emu_from_i32(x);
+}
+
+/* VPMULLD: the low 32 bits of the product. */
+static inline emu_m512i emu_mullo_epi32(emu_m512i a, emu_m512i b)
+{
+    int32_t x[16], y[16];
+    emu_i32(a, x);
+    emu_i32(b, y);
+    for (int j = 0; j < 16; j++)
+        x[j] = (int32_t)(uint32_t)((int64_t)x[j] * y[j]);
+    return emu_from_i32(x);
+}
+
+static inline emu_m512i emu_slli_epi32(emu_m512i a, unsigned n)
+{
+    int32_t x[16];
+    emu_i32(a, x);
+    for (int j = 0; j < 16; j++)
+        x[j] = n > 31 ? 0 : (int32_t)((uint32_t)x[j] << n);
+    return emu_from_i32(x);
+}
+
+/* VPSRAD: arithmetic, counts past 31 fill with the sign. */
+static inline emu_m512i emu_srai_epi32(emu_m512i a, unsigned n)
+{
+    int32_t x[16];
+    emu_i32(a, x);
+    for (int j = 0; j < 16; j++)
+        x[j] = x[j] < 0 ? ~(~x[j] >> (n > 31 ? 31 : n)) : x[j] >> (n > 31 ? 31 : n);
+    return emu_from_i32(x);
+}
+
+/* VCVTDQ2PS: round to nearest even, as C's int-to-float conversion does by default. */
+static inline emu_m512 emu_cvtepi32_ps(emu_m512i a)
+{
+    int32_t x[16];
+    emu_i32(a, x);
+    emu_m512 r;
+    for (int j = 0; j < 16; j++)
+        r.f[j] = (float)x[j];
+    return r;
+}
+
+static inline emu_m512 emu_mul_ps(emu_m512 a, emu_m512 b)
+{
+    for (int j = 0; j < 16; j++)
+        a.f[j] = a.f[j] * b.f[j];
+    return a;
+}
+
+static inline emu_m512 emu_add_ps(emu_m512 a, emu_m512 b)
+{
+    for (int j = 0; j < 16; j++)
+        a.f[j] = a.f[j] + b.f[j];
+    return a;
+}
+
+/* VPERMPS: lane j takes a's lane idx[j] mod 16. */
+static inline emu_m512 emu_permutexvar_ps(emu_m512i idx, emu_m512 a)
+{
+    int32_t x[16];
+    emu_i32(idx, x);
+    emu_m512 r;
+    for (int j = 0; j < 16; j++)
+        r.f[j] = a.f[x[j] & 15];
+    return r;
+}
+
+/* The upper half is undefined in hardware: zeros here, and the kernel never reads it. */
+static inline emu_m512 emu_castps256_ps512(__m256 a)
+{
+    emu_m512 r = emu_setzero_ps();
+    memcpy(r.f, &a, 32);
+    return r;
+}
+
 #define NB_AVX512_EMULATE 1
 #include "nb_avx512.c"
+
+#undef _mm512_set1_epi8
+#define _mm512_set1_epi8 emu_set1_epi8
+#undef _mm512_setzero_si512
+#define _mm512_setzero_si512 emu_setzero_si512
+#undef _mm512_broadcast_i64x4
+#define _mm512_broadcast_i64x4 emu_broadcast_i64x4
+#undef _mm512_dpbusd_epi32
+#define _mm512_dpbusd_epi32 emu_dpbusd_epi32
+#undef _mm512_xor_si512
+#define _mm512_xor_si512 emu_xor_si512
+#undef _mm512_sub_epi32
+#define _mm512_sub_epi32 emu_sub_epi32
+#undef _mm512_mullo_epi32
+#define _mm512_mullo_epi32 emu_mullo_epi32
+#undef _mm512_slli_epi32
+#define _mm512_slli_epi32 emu_slli_epi32
+#undef _mm512_srai_epi32
+#define _mm512_srai_epi32 emu_srai_epi32
+#undef _mm512_cvtepi32_ps
+#define _mm512_cvtepi32_ps emu_cvtepi32_ps
+#undef _mm512_mul_ps
+#define _mm512_mul_ps emu_mul_ps
+#undef _mm512_add_ps
+#define _mm512_add_ps emu_add_ps
+#undef _mm512_permutexvar_ps
+#define _mm512_permutexvar_ps emu_permutexvar_ps
+#undef _mm512_castps256_ps512
+#define _mm512_castps256_ps512 emu_castps256_ps512
+
+#define NB_AVX512_KQ_EMULATE 1
+#include "nb_avx512_kquant.c"

@@ -249,4 +249,73 @@ static inline float *kt_abs_dots(const nb_wmat *W, const nb_bf16 *X, int n)
     return s;
 }
 
+/* ---- the k-quant / Q5_0 prefill kernel (an expanded PACK8 group against one Q8 row) ---------
+ * fn against the AVX2 kernel (bit for bit), the portable reference dot of each row (bit for
+ * bit: nb_kquant.c defines the arithmetic) and the fp64 dot of the dequantized weights with the
+ * dequantized Q8 row (within fp32 summation slack). Activations: random, then every quant at
+ * +-127 (the largest lane sums). Needs AVX2 (the expansion is the AVX2 one). 0: all agree. */
+#include "nb_kernels_impl.h"
+
+static inline int kt_check_kq_expanded(const char *path, nb_kq_expanded_fn fn)
+{
+    int bad = 0;
+    static const nb_wtype ts[] = {NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    static const int Ks[] = {256, 768, 2048}; /* whole 256-blocks for the k-quants */
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
+        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+            nb_wtype t = ts[k];
+            int K = Ks[c], nb = K / 32;
+            size_t rb = kt_row_bytes(t, K);
+            uint8_t *data = kt_rows(t, 8, K);
+            nb_wmat *W;
+            nb_err err = {0};
+            if (nb_wmat_create(t, 8, K, &W, &err))
+                abort();
+            for (int r = 0; r < 8; r++)
+                nb_wmat_set_row(W, r, data + rb * (size_t)r);
+            if (nb_wmat_place(W, NB_LAYOUT_PACK8, &err))
+                abort();
+            uint8_t *e = malloc(nb_avx2_kquant_expand_bytes(t, K));
+            nb_avx2_kquant_expand(t, nb_wmat_group(W, 0), K, e);
+            float *xf = malloc(sizeof(float) * (size_t)K), *w = malloc(sizeof(float) * (size_t)K);
+            int8_t *q = malloc((size_t)K);
+            float *d = malloc(sizeof(float) * (size_t)nb), *sx = malloc(sizeof(float) * (size_t)nb);
+            for (int v = 0; v < 3; v++) {
+                for (int i = 0; i < K; i++) /* v 1, 2: |x| equal per block, so every q is +-127 */
+                    xf[i] = v == 0 ? kt_normal() : (v == 1 ? 1.0f : ((i * 7) % 3 ? 3.0f : -3.0f));
+                nb_q8_quantize_row(xf, K, q, d, sx);
+                nb_q8_act x = {q, d, sx};
+                float got[8], want[8];
+                fn(t, &x, e, K, got);
+                nb_avx2_kquant_gemv8_expanded(t, &x, e, K, want);
+                for (int r = 0; r < 8; r++) {
+                    float ref = nb_kquant_dot_ref(t, data + rb * (size_t)r, K, &x);
+                    nb_wmat_get_row_f32(W, r, w);
+                    double exact = 0.0, mag = 0.0;
+                    for (int i = 0; i < K; i++) {
+                        double xv = (double)q[i] * d[i / 32];
+                        exact += (double)w[i] * xv;
+                        mag += fabs((double)w[i] * xv);
+                    }
+                    if (memcmp(&got[r], &want[r], 4) || memcmp(&got[r], &ref, 4) ||
+                        fabs(got[r] - exact) > 1e-5 * mag + 1e-6) {
+                        fprintf(stderr, "%s %s K=%d act %d row %d: %.9g, AVX2 %.9g, ref %.9g, "
+                                "fp64 %.9g\n", path, nb_wtype_name(t), K, v, r, got[r], want[r],
+                                ref, exact);
+                        bad = 1;
+                    }
+                }
+            }
+            free(xf);
+            free(w);
+            free(q);
+            free(d);
+            free(sx);
+            free(e);
+            free(data);
+            nb_wmat_free(W);
+        }
+    return bad;
+}
+
 #endif

@@ -693,6 +693,19 @@ static void test_dispatch(void **state)
     assert_int_equal(nb_wmat_create(NB_W_BF16, 0, 40, &w, &err), NB_EINVAL);
 }
 
+/* The quantized prefill kernels of the host's paths, alone: the AVX2 one and, where the CPU has
+ * VNNI, the AVX-512 one (test_kernels_emu runs its emulated twin everywhere). */
+static void test_kq_expanded(void **state)
+{
+    (void)state;
+    if (!__builtin_cpu_supports("avx2"))
+        tu_skip("the expanded kernels need AVX2, which this CPU lacks");
+    assert_int_equal(kt_check_kq_expanded("avx2", nb_avx2_kquant_gemv8_expanded), 0);
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni"))
+        tu_skip("AVX-512 VNNI: not on this CPU (the emulated twin is tested)");
+    assert_int_equal(kt_check_kq_expanded("avx512vnni", nb_avx512_kquant_gemv8_expanded), 0);
+}
+
 static void test_get_row(void **state)
 {
     (void)state;
@@ -832,6 +845,7 @@ int main(void)
         cmocka_unit_test(test_topk_vocab),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_get_row),
+        cmocka_unit_test(test_kq_expanded),
         cmocka_unit_test(test_head_rows),
     };
     return tu_run_group(tests, setup, teardown);
