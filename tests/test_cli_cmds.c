@@ -70,32 +70,8 @@ static tu_result run_cli(const char *args)
     return tu_run(cmd);
 }
 
-/* 1 when out has a line equal to line (n bytes), or starting with it when prefix. */
-static int has_line(const char *out, const char *line, size_t n, int prefix)
-{
-    for (const char *at = out; (at = strstr(at, line)); at++)
-        if ((at == out || at[-1] == '\n') && (prefix || at[n] == '\n' || at[n] == '\0'))
-            return 1;
-    return 0;
-}
-
-/* Asserts that every line of want (lines separated by '\n') is a whole line of out; a want
- * line ending in '*' only has to start one (for ages, hosts and timings). */
-static void expect_lines(const char *out, const char *want)
-{
-    for (const char *w = want; *w;) {
-        size_t n = strcspn(w, "\n");
-        char line[1024];
-        int prefix = n > 0 && w[n - 1] == '*';
-        snprintf(line, sizeof line, "%.*s", (int)(n - (size_t)prefix), w);
-        if (!has_line(out, line, n - (size_t)prefix, prefix))
-            fail_msg("no line \"%s\"%s in the output", line, prefix ? "..." : "");
-        w += n + (w[n] == '\n');
-    }
-}
-
 /* Runs `npubench ARGS` (printf-style); asserts the exit code and the lines of want
- * (expect_lines). The output (caller frees). */
+ * (tu_expect_lines). The output (caller frees). */
 static char *cli(int code, const char *want, const char *fmt, ...)
 {
     char args[4096];
@@ -107,7 +83,7 @@ static char *cli(int code, const char *want, const char *fmt, ...)
     print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
     assert_non_null(r.out);
     assert_int_equal(r.code, code);
-    expect_lines(r.out, want);
+    tu_expect_lines(r.out, want);
     assert_null(strstr(r.out, "AddressSanitizer"));
     assert_null(strstr(r.out, "runtime error"));
     return r.out;
@@ -252,7 +228,7 @@ static void test_worker_runs_jobs(void **s)
     (void)s;
     tu_require_model();
     need_coordinator();
-    worker_pid = spawn("worker.log", "worker --coordinator '%s' --board b1 --threads 1 "
+    worker_pid = spawn("worker.log", "worker --coordinator '%s' --board b1 --tag nightly --threads 1 "
                        "--heartbeat-ms 100", url);
     char args[2048];
     snprintf(args, sizeof args, "workers --format csv --coordinator '%s'", url);
@@ -261,7 +237,7 @@ static void test_worker_runs_jobs(void **s)
                        "DEPLOYMENTS |\n|---|---|---|---|---|---|---|---|---|",
                     "workers --format md " COORD, url);
     assert_non_null(strstr(out, " | b1 | alive | "));
-    assert_non_null(strstr(out, " | - | - | instruct cpu/bf16 |\n"));
+    assert_non_null(strstr(out, " | - | - | instruct cpu/bf16 #nightly |\n"));
     free(out);
     out = cli(0, "      \"board\":\"b1\",\n      \"state\":\"alive\",\n"
                  "      \"current_job_id\":0,\n          \"model\":\"instruct\",\n"
@@ -299,7 +275,7 @@ static void test_worker_runs_jobs(void **s)
     size_t got = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[got] = '\0';
-    expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
+    tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
                       "  <testsuite name=\"job 5 diagnosis\" id=\"5\" tests=\"1\" failures=\"0\" "
                       "errors=\"0\" skipped=\"0\" *");
     free(cli(0, "job 7 submitted (2 shards: 8 9)\n  prompt 0: PASS  (all 2 steps agree)\n"
@@ -329,7 +305,7 @@ static void test_worker_runs_jobs(void **s)
     fclose(f);
     buf[got] = '\0';
     print_message("%s\n", buf);
-    expect_lines(buf, "<testsuites name=\"npubench\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
+    tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
                       "  <testsuite name=\"job 10 verify\" id=\"10\" tests=\"2\" failures=\"1\" "
                       "errors=\"0\" skipped=\"0\" *\n"
                       "      <failure type=\"gate\" message=\"diverged at step 1: device 30 "
@@ -356,6 +332,32 @@ static void test_worker_runs_jobs(void **s)
     out = cli(4, "", "wait 1 --quiet " COORD, url);
     assert_string_equal(out, "");
     free(out);
+    /* submit matrix over the boards tagged nightly: the run's row (board, no gate, its child
+     * job), as JSON with one JUnit file; then, the board drained, the child waits, the
+     * deadline passes (exit 5) and the row says so before the job is cancelled as expired */
+    snprintf(junit, sizeof junit, "%s/matrix.xml", tu_group_tmp());
+    free(cli(0, "  \"schema\":\"npubench.matrix/1\",\n      \"model\":\"instruct\",\n"
+                "      \"board\":\"b1\",\n      \"gate\":\"-\",\n      \"flags\":\"\",\n"
+                "      \"job_ids\":\"12\"\n  \"exit_code\":0",
+             "submit matrix --models instruct --boards nightly --kinds run --n-tokens 2 --reps 1 "
+             "--timeout 300 --json --junit '%s' " COORD, junit, url));
+    f = fopen(junit, "r");
+    assert_non_null(f);
+    got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">");
+    free(cli(0, "board b1 drained: 0 jobs still running there, no new ones",
+             "workers drain b1 " COORD, url));
+    free(cli(5, "job 13: run instruct on the boards tagged nightly (1 board)\n"
+                "MODEL,BOARD,GATE,TTFT ms,TPS,FLAGS,JOBS\ninstruct,b1,-,-,-,run: pending,14\n"
+                "npubench submit matrix: expired: submit matrix gave up after 1 s; job 13 "
+                "cancelled",
+             "submit matrix --models instruct --boards nightly --kinds run --timeout 1 "
+             "--format csv " COORD, url));
+    free(cli(0, "board b1 undrained: takes jobs again", "workers undrain b1 " COORD, url));
+    free(cli(2, "npubench workers: expected 'drain BOARD' or 'undrain BOARD'",
+             "workers drain " COORD, url));
     /* SIGTERM: the worker deregisters and stops; it is gone at once (not after the sweep's
      * gone-ms): only --all lists it, gone */
     stop(&worker_pid);
@@ -374,24 +376,24 @@ static void test_embedded_database(void **s)
 {
     (void)s;
     need_coordinator();
-    free(cli(0, "job 11 submitted", "submit run --board nowhere " COORD, url));
+    free(cli(0, "job 15 submitted", "submit run --board nowhere " COORD, url));
     stop(&coord_pid);
     free(cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
-                "11,run,queued,-,instruct @nowhere,-,-,*\n"
+                "15,run,queued,-,instruct @nowhere,-,-,*\n"
                 "3,run,cancelled,cancelled,instruct @nowhere,-,-,*",
              "jobs --format csv --db '%s'", db));
     free(cli(4, "job 1: run cancelled\n  error:     not needed", "job 1 --db '%s'", db));
     /* the selector filters: by board, by model (the alias a job was submitted under) */
-    char *out = cli(0, "11,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
+    char *out = cli(0, "15,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
                     "jobs --board nowhere --format csv --db '%s'", db);
     assert_null(strstr(out, "\n4,run,"));
     free(out);
     free(cli(0, "(no jobs)", "jobs --model Qwen2.5-0.5B-Instruct --db '%s'", db));
-    free(cli(0, "11,run,queued,-,instruct @nowhere,-,-,*",
+    free(cli(0, "15,run,queued,-,instruct @nowhere,-,-,*",
              "jobs --model instruct --limit 1 --format csv --db '%s'", db));
-    free(cli(5, "job 11: run queued", "job 11 --db '%s'", db));
-    free(cli(0, "job 11 cancelled", "cancel 11 --db '%s'", db));
-    free(cli(4, "job 11: run cancelled", "job 11 --db '%s'", db));
+    free(cli(5, "job 15: run queued", "job 15 --db '%s'", db));
+    free(cli(0, "job 15 cancelled", "cancel 15 --db '%s'", db));
+    free(cli(4, "job 15: run cancelled", "job 15 --db '%s'", db));
     free(cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS",
              "workers --all --format csv --db '%s'", db));
 }

@@ -368,4 +368,29 @@ static inline int tu_group_teardown(void **state)
     return 0;
 }
 
+/* ---- output lines ----
+ * 1 when out has a line equal to line (n bytes), or starting with it when prefix. */
+static inline int tu_has_line(const char *out, const char *line, size_t n, int prefix)
+{
+    for (const char *at = out; (at = strstr(at, line)); at++)
+        if ((at == out || at[-1] == '\n') && (prefix || at[n] == '\n' || at[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* Asserts that every line of want (lines separated by '\n') is a whole line of out; a want
+ * line ending in '*' only has to start one (for ages, hosts and timings). */
+static inline void tu_expect_lines(const char *out, const char *want)
+{
+    for (const char *w = want; *w;) {
+        size_t n = strcspn(w, "\n");
+        char line[1024];
+        int prefix = n > 0 && w[n - 1] == '*';
+        snprintf(line, sizeof line, "%.*s", (int)(n - (size_t)prefix), w);
+        if (!tu_has_line(out, line, n - (size_t)prefix, prefix))
+            fail_msg("no line \"%s\"%s in the output", line, prefix ? "..." : "");
+        w += n + (w[n] == '\n');
+    }
+}
+
 #endif
