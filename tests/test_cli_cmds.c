@@ -349,6 +349,9 @@ static void test_worker_runs_jobs(void **s)
     tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">");
     free(cli(0, "board b1 drained: 0 jobs still running there, no new ones",
              "workers drain b1 " COORD, url));
+    out = cli(0, "", "workers --format md " COORD, url);
+    assert_non_null(strstr(out, ", drained | "));
+    free(out);
     free(cli(5, "job 13: run instruct on the boards tagged nightly (1 board)\n"
                 "MODEL,BOARD,GATE,TTFT ms,TPS,FLAGS,JOBS\ninstruct,b1,-,-,-,run: pending,14\n"
                 "npubench submit matrix: expired: submit matrix gave up after 1 s; job 13 "
@@ -356,6 +359,11 @@ static void test_worker_runs_jobs(void **s)
              "submit matrix --models instruct --boards nightly --kinds run --timeout 1 "
              "--format csv " COORD, url));
     free(cli(0, "board b1 undrained: takes jobs again", "workers undrain b1 " COORD, url));
+    /* the coordinator, not only the message, took the undrain: the board is listed without it */
+    out = cli(0, "", "workers --format md " COORD, url);
+    assert_non_null(strstr(out, " | b1 | alive | "));
+    assert_null(strstr(out, ", drained | "));
+    free(out);
     free(cli(2, "npubench workers: expected 'drain BOARD' or 'undrain BOARD'",
              "workers drain " COORD, url));
     /* SIGTERM: the worker deregisters and stops; it is gone at once (not after the sweep's
