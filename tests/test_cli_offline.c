@@ -124,6 +124,16 @@ static void test_history(void **s)
              "history --since 2025-03-02 --until 2025-03-01 --db '%s'", db));
     free(cli(2, "npubench history: --format 'yaml': expected text, json, csv or md",
              "history --format yaml --db '%s'", db));
+    /* the option parser's errors name the option and, for a number, the allowed range */
+    free(cli(2, "npubench history: --limit: 'x' is not an integer", "history --limit x"));
+    free(cli(2, "npubench history: --limit: 0 is outside the allowed range 1..100000",
+             "history --limit 0"));
+    free(cli(2, "npubench history: --limit needs a value", "history --limit"));
+    free(cli(2, "npubench history: --json takes no value", "history --json=1"));
+    free(cli(2, "npubench history: unexpected argument 'extra'", "history extra"));
+    /* --name=value is the same as --name value */
+    free(cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n5,*",
+             "history --db='%s' --limit=1 --model=Qwen2.5-0.5B-Instruct --format=csv", db));
 }
 
 /* compare as text: the two runs named, one row per metric, REGRESSION only past the
