@@ -271,7 +271,7 @@ static int history_filters(const char *metric, const char *since, const char *ki
                                              metric);
         req->metric = (char *)nb_db_metric_name(m);
     }
-    if (since && nb_svc_parse_date(since, &req->since_unix_ms, &err))
+    if (since && nb_svc_parse_date("--since", since, &req->since_unix_ms, &err))
         return nb_cmd_usage_error("history", "%s", err.msg);
     if (kind && !(req->kind = nb_job_kind_parse(kind)))
         return nb_cmd_usage_error("history", "--kind '%s': expected run, verify, verify-full, "
@@ -343,8 +343,8 @@ int nb_cmd_history(int argc, char **argv)
     Npubench__HistoryRequest req = NPUBENCH__HISTORY_REQUEST__INIT;
     if ((rc = history_filters(metric, since, kind, &req)))
         return rc;
-    if (until && nb_svc_parse_date(until, &req.until_unix_ms, &err))
-        return nb_cmd_usage_error("history", "--until: %s", err.msg);
+    if (until && nb_svc_parse_date("--until", until, &req.until_unix_ms, &err))
+        return nb_cmd_usage_error("history", "%s", err.msg);
     if (until && since && req.until_unix_ms <= req.since_unix_ms)
         return nb_cmd_usage_error("history", "--until %s is not after --since", until);
     req.commit = (char *)(commit ? commit : "");

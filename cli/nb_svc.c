@@ -266,7 +266,7 @@ int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResp
     return 0;
 }
 
-nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err)
+nb_code nb_svc_parse_date(const char *field, const char *s, int64_t *unix_ms, nb_err *err)
 {
     int y, mo, d, h = 0, mi = 0, sec = 0;
     char tail = 0;
@@ -279,10 +279,11 @@ nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err)
     int n = sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &sec, &tail);
     if (!(n == 3 && strlen(s) == 10) && !(n == 7 && tail == 'Z') && !(n == 6))
         return nb_err_set(err, NB_EINVAL,
-                          "--since '%s': expected YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or unix ms",
-                          s);
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970)
-        return nb_err_set(err, NB_EINVAL, "--since '%s': not a valid date", s);
+                          "%s '%s': expected YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or unix ms",
+                          field, s);
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 ||
+        sec > 60 || y < 1970)
+        return nb_err_set(err, NB_EINVAL, "%s '%s': not a valid date", field, s);
     struct tm tm;
     memset(&tm, 0, sizeof tm);
     tm.tm_year = y - 1900;
@@ -292,5 +293,7 @@ nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err)
     tm.tm_min = mi;
     tm.tm_sec = sec;
     *unix_ms = (int64_t)timegm(&tm) * 1000;
+    if (tm.tm_mday != d) /* timegm moved a day the month lacks (02-30) into the next month */
+        return nb_err_set(err, NB_EINVAL, "%s '%s': not a valid date", field, s);
     return NB_OK;
 }

@@ -92,6 +92,6 @@ typedef struct nb_svc_progress {
 int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w);
 
 /* "2024-05-01", "2024-05-01T10:00:00Z" (UTC) or unix milliseconds. */
-nb_code nb_svc_parse_date(const char *s, int64_t *unix_ms, nb_err *err);
+nb_code nb_svc_parse_date(const char *field, const char *s, int64_t *unix_ms, nb_err *err);
 
 #endif

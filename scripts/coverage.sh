@@ -29,7 +29,8 @@ fi
 "$GCOVR" --root "$ROOT" --object-directory "$BUILD" --filter "$ROOT/" \
     --exclude "$ROOT/tests/" --exclude "$BUILD/" --exclude '.*\.pb-c\.[ch]$' \
     --gcov-ignore-errors=no_working_dir_found \
-    --gcov-ignore-parse-errors=negative_hits.warn_once_per_file --json-summary "$BUILD/coverage.json" \
+    --gcov-ignore-parse-errors=negative_hits.warn_once_per_file \
+    --gcov-ignore-parse-errors=suspicious_hits.warn_once_per_file --json-summary "$BUILD/coverage.json" \
     --print-summary >/dev/null
 python3 - "$BUILD/coverage.json" <<'PY'
 import json, sys, collections

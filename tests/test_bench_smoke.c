@@ -121,6 +121,55 @@ static void test_bench_sched(void **s)
                "bench_sched: --verify-prompts 1: expected 2..8"));
 }
 
+/* the cost of a localization next to its verify: 1 prompt, 2 tokens on the default model; one
+ * "prompt" line and the totals, both fractions printed as numbers (a NaN would mean a zero
+ * verify time); a bad option or a count below the minimum is a usage error */
+static void test_bench_localize(void **s)
+{
+    (void)s;
+    const char *model = tu_require_model();
+    char args[2600];
+    snprintf(args, sizeof args, "--model '%s' --prompts 1 --n-tokens 2 --threads 1", model);
+    char *out = bench("bench_localize", args, 0,
+                      "prompt 0 verify_ms \ntotal verify_ms ");
+    free(out);
+    out = bench("bench_localize", args, 0, "prompt 0 verify_ms \ntotal verify_ms ");
+    assert_int_equal(lines_starting(out, "prompt "), 1);
+    assert_non_null(strstr(out, " divergence -1 localize_ms 0.0 worst_ms "));
+    assert_null(strstr(out, "nan"));
+    free(out);
+    free(bench("bench_localize", "--prompts 0", 2, "usage: bench_localize"));
+    free(bench("bench_localize", "--n-tokens 1", 2, "usage: bench_localize"));
+    free(bench("bench_localize", "--frobnicate", 2, "usage: bench_localize"));
+    free(bench("bench_localize", "--model /nonexistent.gguf", 2, "bench_localize: "));
+}
+
+/* the tokenizer's load and encode times over the committed texts: one "npubench" line whose
+ * text count is the file's (the numbers of texts and tokens are facts, not timings) */
+static void test_bench_tokenizer(void **s)
+{
+    (void)s;
+    const char *model = tu_require_model();
+    const char *src = tu_require_src();
+    char args[4200], cmd[4200];
+    snprintf(args, sizeof args, "'%s' '%s/tests/data/tokenizer_texts.json'", model, src);
+    char *out = bench("bench_tokenizer", args, 0, "npubench load_ms ");
+    assert_int_equal(lines_starting(out, "npubench "), 1);
+    snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; print(sum(isinstance(t, str) for t "
+             "in json.load(open(sys.argv[1]))))' '%s/tests/data/tokenizer_texts.json'", src);
+    tu_result n = tu_run(cmd);
+    assert_int_equal(n.code, 0);
+    char want[64];
+    snprintf(want, sizeof want, " texts %d tokens ", atoi(n.out));
+    assert_non_null(strstr(out, want));
+    free(n.out);
+    free(out);
+    free(bench("bench_tokenizer", "only-one-arg", 2, "usage: "));
+    snprintf(args, sizeof args, "'%s' /nonexistent.json", model);
+    free(bench("bench_tokenizer", args, 2, ""));
+    free(bench("bench_tokenizer", "/nonexistent.gguf x.json", 2, ""));
+}
+
 /* `make bench`'s script knows a short size for every benchmark in bench/ (one it does not
  * know makes it exit 1), so a new benchmark cannot be left out of it unnoticed. */
 static void test_run_all(void **s)
@@ -150,7 +199,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_engine), cmocka_unit_test(test_bench_history),
         cmocka_unit_test(test_bench_kernels), cmocka_unit_test(test_bench_rpc),
-        cmocka_unit_test(test_bench_sched), cmocka_unit_test(test_run_all),
+        cmocka_unit_test(test_bench_sched), cmocka_unit_test(test_bench_localize),
+        cmocka_unit_test(test_bench_tokenizer), cmocka_unit_test(test_run_all),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -157,7 +157,7 @@ static void test_worker_runs_jobs(void **s)
     (void)s;
     tu_require_model();
     need_coordinator();
-    worker_pid = tu_spawn("worker.log", "worker --coordinator '%s' --board b1 --threads 1 "
+    worker_pid = tu_spawn("worker.log", "worker --coordinator '%s' --board b1 --tag nightly --threads 1 "
                        "--heartbeat-ms 100", url);
     char args[2048];
     snprintf(args, sizeof args, "workers --format csv --coordinator '%s'", url);
@@ -166,7 +166,7 @@ static void test_worker_runs_jobs(void **s)
                        "DEPLOYMENTS |\n|---|---|---|---|---|---|---|---|---|",
                     "workers --format md " COORD, url);
     assert_non_null(strstr(out, " | b1 | alive | "));
-    assert_non_null(strstr(out, " | - | - | instruct cpu/bf16 |\n"));
+    assert_non_null(strstr(out, " | - | - | instruct cpu/bf16 #nightly |\n"));
     free(out);
     out = tu_cli(0, "      \"board\":\"b1\",\n      \"state\":\"alive\",\n"
                  "      \"current_job_id\":0,\n          \"model\":\"instruct\",\n"
@@ -261,6 +261,43 @@ static void test_worker_runs_jobs(void **s)
     out = tu_cli(4, "", "wait 1 --quiet " COORD, url);
     assert_string_equal(out, "");
     free(out);
+    /* submit matrix over the boards tagged nightly: the run's row (board, no gate, its child
+     * job), as JSON with one JUnit file; then, the board drained, the child waits, the
+     * deadline passes (exit 5) and the row says so before the job is cancelled as expired */
+    snprintf(junit, sizeof junit, "%s/matrix.xml", tu_group_tmp());
+    free(tu_cli(0, "  \"schema\":\"npubench.matrix/1\",\n      \"model\":\"instruct\",\n"
+                "      \"board\":\"b1\",\n      \"gate\":\"-\",\n      \"flags\":\"\",\n"
+                "      \"job_ids\":\"12\"\n  \"exit_code\":0",
+             "submit matrix --models instruct --boards nightly --kinds run --n-tokens 2 --reps 1 "
+             "--timeout 300 --json --junit '%s' " COORD, junit, url));
+    f = fopen(junit, "r");
+    assert_non_null(f);
+    got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">");
+    free(tu_cli(0, "board b1 drained: 0 jobs still running there, no new ones",
+             "workers drain b1 " COORD, url));
+    out = tu_cli(0, "", "workers --format md " COORD, url);
+    assert_non_null(strstr(out, ", drained | "));
+    free(out);
+    free(tu_cli(5, "job 13: run instruct on the boards tagged nightly (1 board)\n"
+                "MODEL,BOARD,GATE,TTFT ms,TPS,FLAGS,JOBS\ninstruct,b1,-,-,-,run: pending,14\n"
+                "npubench submit matrix: expired: submit matrix gave up after 1 s; job 13 "
+                "cancelled",
+             "submit matrix --models instruct --boards nightly --kinds run --timeout 1 "
+             "--format csv " COORD, url));
+    /* the give-up cancels the child too: nothing is left for the board once it is undrained
+     * (else the worker would be mid-job at the SIGTERM below) */
+    free(tu_cli(4, "job 14: run cancelled", "job 14 " COORD, url));
+    free(tu_cli(0, "board b1 undrained: takes jobs again", "workers undrain b1 " COORD, url));
+    /* the coordinator, not only the message, took the undrain: the board is listed without it */
+    out = tu_cli(0, "", "workers --format md " COORD, url);
+    assert_non_null(strstr(out, " | b1 | alive | "));
+    assert_null(strstr(out, ", drained | "));
+    free(out);
+    free(tu_cli(2, "npubench workers: expected 'drain BOARD' or 'undrain BOARD'",
+             "workers drain " COORD, url));
     /* SIGTERM: the worker deregisters and stops; it is gone at once (not after the sweep's
      * gone-ms): only --all lists it, gone */
     tu_stop(&worker_pid);
@@ -279,24 +316,24 @@ static void test_embedded_database(void **s)
 {
     (void)s;
     need_coordinator();
-    free(tu_cli(0, "job 11 submitted", "submit run --board nowhere " COORD, url));
+    free(tu_cli(0, "job 15 submitted", "submit run --board nowhere " COORD, url));
     tu_stop(&coord_pid);
     free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
-                "11,run,queued,-,instruct @nowhere,-,-,*\n"
+                "15,run,queued,-,instruct @nowhere,-,-,*\n"
                 "3,run,cancelled,cancelled,instruct @nowhere,-,-,*",
              "jobs --format csv --db '%s'", db));
     free(tu_cli(4, "job 1: run cancelled\n  error:     not needed", "job 1 --db '%s'", db));
     /* the selector filters: by board, by model (the alias a job was submitted under) */
-    char *out = tu_cli(0, "11,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
+    char *out = tu_cli(0, "15,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
                     "jobs --board nowhere --format csv --db '%s'", db);
     assert_null(strstr(out, "\n4,run,"));
     free(out);
     free(tu_cli(0, "(no jobs)", "jobs --model Qwen2.5-0.5B-Instruct --db '%s'", db));
-    free(tu_cli(0, "11,run,queued,-,instruct @nowhere,-,-,*",
+    free(tu_cli(0, "15,run,queued,-,instruct @nowhere,-,-,*",
              "jobs --model instruct --limit 1 --format csv --db '%s'", db));
-    free(tu_cli(5, "job 11: run queued", "job 11 --db '%s'", db));
-    free(tu_cli(0, "job 11 cancelled", "cancel 11 --db '%s'", db));
-    free(tu_cli(4, "job 11: run cancelled", "job 11 --db '%s'", db));
+    free(tu_cli(5, "job 15: run queued", "job 15 --db '%s'", db));
+    free(tu_cli(0, "job 15 cancelled", "cancel 15 --db '%s'", db));
+    free(tu_cli(4, "job 15: run cancelled", "job 15 --db '%s'", db));
     free(tu_cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS",
              "workers --all --format csv --db '%s'", db));
 }

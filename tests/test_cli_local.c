@@ -13,8 +13,8 @@
 #include "testutil.h"
 
 /* Runs `npubench ARGS` (printf-style) with no key or coordinator in the environment; asserts
- * the exit code and that every line of want (separated by '\n') is a whole line of the
- * output, or starts one when it ends in '*'. The output (caller frees). */
+ * the exit code and the lines of want (tu_expect_lines: whole lines, or a line's start when
+ * it ends in '*'). The output (caller frees). */
 static char *cli(int code, const char *want, const char *fmt, ...)
 {
     char args[4096], cmd[8192];
@@ -29,20 +29,7 @@ static char *cli(int code, const char *want, const char *fmt, ...)
     print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
     assert_non_null(r.out);
     assert_int_equal(r.code, code);
-    for (const char *w = want; *w;) {
-        size_t n = strcspn(w, "\n");
-        int prefix = n > 0 && w[n - 1] == '*';
-        size_t m = n - (size_t)prefix;
-        char line[1024];
-        snprintf(line, sizeof line, "%.*s", (int)m, w);
-        int found = 0;
-        for (const char *at = r.out; !found && (at = strstr(at, line)); at++)
-            found = (at == r.out || at[-1] == '\n') &&
-                    (prefix || at[m] == '\n' || at[m] == '\0');
-        if (!found)
-            fail_msg("no line \"%s\"%s in the output", line, prefix ? "..." : "");
-        w += n + (w[n] == '\n');
-    }
+    tu_expect_lines(r.out, want);
     assert_null(strstr(r.out, "AddressSanitizer"));
     assert_null(strstr(r.out, "runtime error"));
     return r.out;
