@@ -170,6 +170,71 @@ static void test_bench_tokenizer(void **s)
     free(bench("bench_tokenizer", "/nonexistent.gguf x.json", 2, ""));
 }
 
+/* The benchmarks' other options and error paths, each a short run: bench_engine's unknown
+ * option, bench_history without a usable $TMPDIR, bench_kernels --bandwidth --cpu-time,
+ * bench_localize on a model with no HF trace, bench_tokenizer over non-string and non-UTF-8
+ * entries, bench_sched's protocol part alone with npubench found next to it. */
+static void test_bench_options(void **s)
+{
+    (void)s;
+    const char *src = tu_require_src();
+    tu_require_model();
+    char cmd[4096], args[4096], path[4096];
+    free(bench("bench_engine", "--frobnicate", 2, "usage: bench_engine --model PATH"));
+    /* its database goes under $TMPDIR: one that does not exist is exit 1, said so */
+    snprintf(cmd, sizeof cmd, "TMPDIR=/nonexistent '%s/bench/bench_history' 10",
+             tu_env("NB_BUILD", "."));
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.out, "bench_history: mkdtemp: No such file or directory\n");
+    free(r.out);
+    /* --bandwidth stops after the bandwidth and peak lines (--cpu-time: process CPU clock) */
+    char *out = bench("bench_kernels", "--threads 1 --quick --bandwidth --cpu-time", 0,
+                      "bench_kernels: 1 threads, best path \nread bandwidth (512 MiB, huge-page "
+                      "slab): 1 thread \ncompute peak: ");
+    assert_null(strstr(out, "attention ("));
+    assert_int_equal(lines_starting(out, "portable "), 0);
+    free(out);
+    /* a model that opens but has no HF trace: verify refuses, the bench says why */
+    free(bench("bench_localize", "--frobnicate", 2, "usage: bench_localize [--model "));
+    snprintf(cmd, sizeof cmd, "'%s/nb_gen_tiny' --type q4_1 --out '%s/tiny-loc.gguf'",
+             tu_env("NB_TOOLS", "tests"), tu_group_tmp());
+    tu_result g = tu_run(cmd);
+    assert_int_equal(g.code, 0);
+    free(g.out);
+    free(bench("bench_localize", "--model tiny-loc.gguf --prompts 1 --n-tokens 2 --threads 1", 2,
+               "bench_localize: no HF reference trace for model "));
+    /* entries that are not strings are skipped; a text that is not UTF-8 is refused, named */
+    snprintf(path, sizeof path, "%s/texts-mixed.json", tu_group_tmp());
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("[\"a b\", 1, \"c\"]", f);
+    fclose(f);
+    snprintf(args, sizeof args, "'%s/models/SmolLM2-135M-Instruct.Q4_1.gguf' texts-mixed.json",
+             src);
+    out = bench("bench_tokenizer", args, 0, "npubench load_ms ");
+    assert_non_null(strstr(out, " texts 2 tokens 3 encode_ms "));
+    free(out);
+    snprintf(path, sizeof path, "%s/texts-bad.json", tu_group_tmp());
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("[\"ok\", \"bad \xff byte\"]", f);
+    fclose(f);
+    snprintf(args, sizeof args, "'%s/models/SmolLM2-135M-Instruct.Q4_1.gguf' texts-bad.json", src);
+    free(bench("bench_tokenizer", args, 2,
+               "text 1: text: invalid UTF-8 at byte offset 4 (byte 0xff)"));
+    /* without $NB_BIN it finds npubench next to itself; --no-workers: the protocol part only */
+    snprintf(cmd, sizeof cmd, "cd '%s' && env -u NB_BIN '%s/bench/bench_sched' --quick "
+             "--no-workers", tu_group_tmp(), tu_env("NB_BUILD", "."));
+    r = tu_run(cmd);
+    print_message("$ bench_sched --quick --no-workers  [exit %d]\n%s", r.code, r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_int_equal(lines_starting(r.out, "| "), 3); /* the head and the two protocol rows */
+    assert_non_null(strstr(r.out, "\n| 300 tiny jobs, 4 pollers | "));
+    assert_null(strstr(r.out, "real worker"));
+    free(r.out);
+}
+
 /* `make bench`'s script knows a short size for every benchmark in bench/ (one it does not
  * know makes it exit 1), so a new benchmark cannot be left out of it unnoticed. */
 static void test_run_all(void **s)
@@ -200,7 +265,8 @@ int main(void)
         cmocka_unit_test(test_bench_engine), cmocka_unit_test(test_bench_history),
         cmocka_unit_test(test_bench_kernels), cmocka_unit_test(test_bench_rpc),
         cmocka_unit_test(test_bench_sched), cmocka_unit_test(test_bench_localize),
-        cmocka_unit_test(test_bench_tokenizer), cmocka_unit_test(test_run_all),
+        cmocka_unit_test(test_bench_tokenizer), cmocka_unit_test(test_bench_options),
+        cmocka_unit_test(test_run_all),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }
