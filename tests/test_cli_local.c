@@ -12,29 +12,6 @@
 
 #include "testutil.h"
 
-/* Runs `npubench ARGS` (printf-style) with no key or coordinator in the environment; asserts
- * the exit code and the lines of want (tu_expect_lines: whole lines, or a line's start when
- * it ends in '*'). The output (caller frees). */
-static char *cli(int code, const char *want, const char *fmt, ...)
-{
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && env -u NPUBENCH_SECRET -u NPUBENCH_COORDINATOR '%s' %s",
-             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), args);
-    tu_result r = tu_run(cmd);
-    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
-    assert_non_null(r.out);
-    assert_int_equal(r.code, code);
-    tu_expect_lines(r.out, want);
-    assert_null(strstr(r.out, "AddressSanitizer"));
-    assert_null(strstr(r.out, "runtime error"));
-    return r.out;
-}
-
 static const char *tmp(void)
 {
     return tu_group_tmp();
@@ -50,9 +27,9 @@ static void test_run(void **s)
                        "Prompt tokens: 31, generated tokens: 2, repetitions: 1\n"
                        "Time to first token (TTFT): *\nDecode: *\nTokens/second: *\n"
                        "Generated text:\nHello!";
-    free(cli(0, want, "run --prompt Hi --n-tokens 2 --threads 1 --reps 1 --warmup 0 "
+    free(tu_cli(0, want, "run --prompt Hi --n-tokens 2 --threads 1 --reps 1 --warmup 0 "
                       "--db '%s/l.db'", tmp()));
-    free(cli(0, want, "run --direct --prompt Hi --n-tokens 2 --threads 1 --reps 1 --warmup 0 "
+    free(tu_cli(0, want, "run --direct --prompt Hi --n-tokens 2 --threads 1 --reps 1 --warmup 0 "
                       "--max-seq 64"));
 }
 
@@ -61,7 +38,7 @@ static void test_diagnosis(void **s)
 {
     (void)s;
     tu_require_model();
-    char *out = cli(0, "[diagnosis] prompt \"The capital of France is\" (5 positions) — "
+    char *out = tu_cli(0, "[diagnosis] prompt \"The capital of France is\" (5 positions) — "
                        "informational, never fails\n"
                        "layer                    cos_min    cos_p5   cos_med  cos_mean   max_abs\n"
                        "L0                      0.9999*\nL29 (post-norm)         0.999*\n"
@@ -74,7 +51,7 @@ static void test_diagnosis(void **s)
     r = tu_run(cmd);
     assert_string_equal(r.out, "2\n");
     free(r.out);
-    free(cli(2, "npubench diagnosis: error: no HF reference trace for model b179c9523d0e6a0f and "
+    free(tu_cli(2, "npubench diagnosis: error: no HF reference trace for model b179c9523d0e6a0f and "
                 "prompt 7d6cb370f24461b5 *",
              "diagnosis --threads 1 --db '%s/l.db' --prompt 'Never traced'", tmp()));
 }
@@ -84,7 +61,7 @@ static void test_profile(void **s)
 {
     (void)s;
     tu_require_model();
-    free(cli(0, "Phase                         ms\n  setup (once)  *\n  prefill total  *\n"
+    free(tu_cli(0, "Phase                         ms\n  setup (once)  *\n  prefill total  *\n"
                 "  decode per token *\n  LM head per call *\n"
                 "Kernel (all 1 repetitions)  calls   total ms     avg ms\n"
                 "  embedding                     2 *\n  rmsnorm                     120 *\n"
@@ -105,7 +82,7 @@ static void test_verify_verdicts(void **s)
     char ref[4096], bad[4096];
     snprintf(ref, sizeof ref, "%s/verify/references/b179c9523d0e6a0f-f31be4262e898413.json",
              src);
-    free(cli(0, "[verify] model b179c9523d0e6a0f cpu/bf16, 1 prompts x 4 tokens, top-5\n"
+    free(tu_cli(0, "[verify] model b179c9523d0e6a0f cpu/bf16, 1 prompts x 4 tokens, top-5\n"
                 "  prompt 0: PASS  (all 4 steps agree)\n[verify] PASS (1/1 prompts pass)",
              "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
              "'%s/vr0' --db '%s/v.db'", ref, tmp(), tmp()));
@@ -121,7 +98,7 @@ static void test_verify_verdicts(void **s)
     snprintf(bad, sizeof bad, "%s/bad-trace.json", tmp());
     assert_int_equal(json_object_to_file(bad, root), 0);
     json_object_put(root);
-    free(cli(1, "  prompt 0: FAIL  diverge at step 2: device 504 (ref margin > 1.750) vs "
+    free(tu_cli(1, "  prompt 0: FAIL  diverge at step 2: device 504 (ref margin > 1.750) vs "
                 "reference 1 — step 2: device token 504 not in reference top-5\n"
                 "[verify] FAIL (0/1 prompts pass)\nReport: *",
              "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
@@ -151,29 +128,29 @@ static void test_compare_formats_and_reference(void **s)
     char want[2048];
     snprintf(want, sizeof want, "%s/tests/data/db/history.ndjson: 5 runs imported, 0 already "
              "stored, 0 bad", src);
-    free(cli(0, want, "import '%s/tests/data/db/history.ndjson' --db '%s'", src, db));
-    free(cli(1, "  \"schema\":\"npubench.compare/1\",\n  \"run_id\":4,\n  \"base_run_id\":2,\n"
+    free(tu_cli(0, want, "import '%s/tests/data/db/history.ndjson' --db '%s'", src, db));
+    free(tu_cli(1, "  \"schema\":\"npubench.compare/1\",\n  \"run_id\":4,\n  \"base_run_id\":2,\n"
                 "  \"outcome\":\"fail\",\n  \"exit_code\":1,\n      \"metric\":\"ttft\",\n"
                 "      \"value\":471.0,\n      \"regression\":true,\n      \"p_value\":1.0,\n"
                 "      \"metric\":\"tps\",",
              "compare 4 2 --json --db '%s'", db));
-    free(cli(1, "metric,base_run,base,run,value,delta_pct,regression,p_value\n"
+    free(tu_cli(1, "metric,base_run,base,run,value,delta_pct,regression,p_value\n"
                 "ttft,2,415.9000,4,471.0000,+13.25,yes,1\ntps,2,18.3000,4,16.2000,-11.48,yes,1",
              "compare 4 2 --format csv --db '%s'", db));
-    free(cli(0, "| metric | base_run | base | run | value | delta_pct | regression | p_value |\n"
+    free(tu_cli(0, "| metric | base_run | base | run | value | delta_pct | regression | p_value |\n"
                 "|---|---|---|---|---|---|---|---|\n"
                 "| ttft | 2 | 415.9000 | 4 | 471.0000 | +13.25 | no | 1 |\n"
                 "| tps | 2 | 18.3000 | 4 | 16.2000 | -11.48 | no | 1 |",
              "compare 4 2 --format md --tolerance 20 --db '%s'", db));
-    free(cli(2, "npubench compare: error: NOT_FOUND: no run with id 999 (Compare from *",
+    free(tu_cli(2, "npubench compare: error: NOT_FOUND: no run with id 999 (Compare from *",
              "compare 2 999 --db '%s'", db));
-    free(cli(2, "npubench compare: '2x' is not a run id", "compare 2x 1 --db '%s'", db));
-    free(cli(2, "npubench compare: expected RUN_A RUN_B, or RUN --against reference",
+    free(tu_cli(2, "npubench compare: '2x' is not a run id", "compare 2x 1 --db '%s'", db));
+    free(tu_cli(2, "npubench compare: expected RUN_A RUN_B, or RUN --against reference",
              "compare 2 --db '%s'", db));
-    free(cli(0, "reference of Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct "
+    free(tu_cli(0, "reference of Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct "
                 "npu/bf16 on npu-strix-01)",
              "reference set --run 1 --db '%s'", db));
-    free(cli(1, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
+    free(tu_cli(1, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-12T02:00:05Z)\n"
                 "reference: run 2: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-11T02:00:07Z)\n"
@@ -183,27 +160,27 @@ static void test_compare_formats_and_reference(void **s)
                 "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 "
                 "vs 1)  REGRESSION",
              "compare 4 --against reference --db '%s'", db));
-    free(cli(2, "npubench reference: set: name a DEPLOYMENT id, --run N or --job N",
+    free(tu_cli(2, "npubench reference: set: name a DEPLOYMENT id, --run N or --job N",
              "reference set --db '%s'", db));
-    free(cli(2, "npubench reference: '0' is not a deployment id", "reference set 0 --db '%s'",
+    free(tu_cli(2, "npubench reference: '0' is not a deployment id", "reference set 0 --db '%s'",
              db));
-    free(cli(2, "npubench reference: error: NOT_FOUND: no deployment with id 999 *",
+    free(tu_cli(2, "npubench reference: error: NOT_FOUND: no deployment with id 999 *",
              "reference set 999 --db '%s'", db));
-    free(cli(2, "npubench reference: unset: name the MODEL (any of its names)",
+    free(tu_cli(2, "npubench reference: unset: name the MODEL (any of its names)",
              "reference unset --db '%s'", db));
-    free(cli(2, "npubench reference: expected 'set DEPLOYMENT' (a deployment id from `npubench "
+    free(tu_cli(2, "npubench reference: expected 'set DEPLOYMENT' (a deployment id from `npubench "
                 "history --json`), 'show [MODEL]' or 'unset MODEL'",
              "reference bogus --db '%s'", db));
-    free(cli(0, "Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 on "
+    free(tu_cli(0, "Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 on "
                 "npu-strix-01), set *",
              "reference show --db '%s'", db));
-    free(cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
                 "5,2025-03-13T00:00:00Z,Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01,bench,?,"
                 "199.70,34.10,-,imported\n"
                 "2,2025-03-11T02:00:07Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,-,"
                 "415.90,18.30,-,imported",
              "history --format csv --db '%s'", db));
-    char *out = cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | "
+    char *out = tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | "
                        "FLAG |\n|---|---|---|---|---|---|---|---|---|\n"
                        "| 5 | 2025-03-13T00:00:00Z | Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01 "
                        "| bench | ? | 199.70 | 34.10 | - | imported |",

@@ -11,29 +11,6 @@
 
 static char db[1200];
 
-/* Runs `npubench ARGS` (printf-style) from the source tree with no key or coordinator in the
- * environment; asserts the exit code and the lines of want (tu_expect_lines). The output
- * (caller frees). */
-static char *cli(int code, const char *want, const char *fmt, ...)
-{
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && env -u NPUBENCH_SECRET -u NPUBENCH_COORDINATOR '%s' %s",
-             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), args);
-    tu_result r = tu_run(cmd);
-    print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
-    assert_non_null(r.out);
-    assert_int_equal(r.code, code);
-    tu_expect_lines(r.out, want);
-    assert_null(strstr(r.out, "AddressSanitizer"));
-    assert_null(strstr(r.out, "runtime error"));
-    return r.out;
-}
-
 /* The history of tests/data/db/history.ndjson (runs 1..5 with known TTFT and TPS). */
 static void need_history(void)
 {
@@ -41,7 +18,7 @@ static void need_history(void)
         return;
     tu_require_src();
     snprintf(db, sizeof db, "%s/h.db", tu_group_tmp());
-    free(cli(0, "tests/data/db/history.ndjson: 5 runs imported, 0 already stored, 0 bad",
+    free(tu_cli(0, "tests/data/db/history.ndjson: 5 runs imported, 0 already stored, 0 bad",
              "import tests/data/db/history.ndjson --db '%s'", db));
 }
 
@@ -51,20 +28,20 @@ static void test_import(void **s)
 {
     (void)s;
     need_history();
-    free(cli(0, "tests/data/db/history.ndjson: 0 runs imported, 5 already stored, 0 bad",
+    free(tu_cli(0, "tests/data/db/history.ndjson: 0 runs imported, 5 already stored, 0 bad",
              "import tests/data/db/history.ndjson --db '%s'", db));
-    free(cli(2, "npubench import: history_bad.ndjson:2: field 'ttft_ms': expected a number, got "
+    free(tu_cli(2, "npubench import: history_bad.ndjson:2: field 'ttft_ms': expected a number, got "
                 "string \"fast\"\n"
                 "npubench import: history_bad.ndjson:5: field 'model': missing\n"
                 "npubench import: history_bad.ndjson:7: field 'ttft_ms': -3 is not a finite value "
                 ">= 0\n"
                 "tests/data/db/history_bad.ndjson: 2 runs imported, 0 already stored, 5 bad",
              "import tests/data/db/history_bad.ndjson --db '%s'", db));
-    free(cli(0, "tests/data/db/perf_single.json: 1 run imported, 0 already stored, 0 bad",
+    free(tu_cli(0, "tests/data/db/perf_single.json: 1 run imported, 0 already stored, 0 bad",
              "import tests/data/db/perf_single.json --db '%s'", db));
-    free(cli(2, "npubench import: expected a FILE (perf.json or history.ndjson)",
+    free(tu_cli(2, "npubench import: expected a FILE (perf.json or history.ndjson)",
              "import --db '%s'", db));
-    free(cli(2, "npubench import: error: /nonexistent.json: cannot open: No such file or "
+    free(tu_cli(2, "npubench import: error: /nonexistent.json: cannot open: No such file or "
                 "directory",
              "import /nonexistent.json --db '%s'", db));
 }
@@ -75,7 +52,7 @@ static void test_history(void **s)
 {
     (void)s;
     need_history();
-    char *out = cli(0, "RUN DATE (UTC)           DEPLOYMENT                                     "
+    char *out = tu_cli(0, "RUN DATE (UTC)           DEPLOYMENT                                     "
                        "KIND  GATE TTFT ms TPS   COMMIT FLAG\n"
                        "5   2025-03-13T00:00:00Z Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01   "
                        "bench ?    199.70  34.10 -      imported\n"
@@ -85,54 +62,54 @@ static void test_history(void **s)
     /* newest first: run 4 (03-12) above run 3 (03-11) */
     assert_true(strstr(out, "\n4   2025-03-12") < strstr(out, "\n3   2025-03-11"));
     free(out);
-    out = cli(0, "  \"schema\":\"npubench.history/1\",\n      \"source\":\"import\",\n"
+    out = tu_cli(0, "  \"schema\":\"npubench.history/1\",\n      \"source\":\"import\",\n"
                  "      \"kind\":\"bench\",",
               "history --json --limit 1 --db '%s'", db);
     const char *first = strstr(out, "\"run_id\":"); /* --limit 1: one run */
     assert_non_null(first);
     assert_null(strstr(first + 1, "\"run_id\""));
     free(out);
-    free(cli(0, "no runs of nothing-such in the history",
+    free(tu_cli(0, "no runs of nothing-such in the history",
              "history --model nothing-such --db '%s'", db));
-    free(cli(0, "no runs in the history", "history --kind run --db '%s'", db));
-    free(cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | FLAG |\n"
+    free(tu_cli(0, "no runs in the history", "history --kind run --db '%s'", db));
+    free(tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | FLAG |\n"
                 "| 3 | 2025-03-11T02:10:31Z | Llama-3.2-1B-Instruct npu/bf16 @npu-phoenix-02 | "
                 "bench | - | - | - | - | imported |",
              "history --metric gate --board npu-phoenix-02 --since 2025-03-11 --until 2025-03-12 "
              "--format md --db '%s'", db));
-    free(cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
                 "4,2025-03-12T02:00:05Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,-,"
                 "471.00,16.20,-,imported",
              "history --toolchain peano=19.0.0.2025031101 --until 2025-03-13 --format csv "
              "--db '%s'", db));
-    free(cli(2, "npubench history: --metric 'decode': expected tps, ttft or gate",
+    free(tu_cli(2, "npubench history: --metric 'decode': expected tps, ttft or gate",
              "history --metric decode --db '%s'", db));
-    free(cli(2, "npubench history: --kind 'nap': expected run, verify, verify-full, diagnosis or "
+    free(tu_cli(2, "npubench history: --kind 'nap': expected run, verify, verify-full, diagnosis or "
                 "profile",
              "history --kind nap --db '%s'", db));
-    free(cli(2, "npubench history: --since 'yesterday': expected YYYY-MM-DD, "
+    free(tu_cli(2, "npubench history: --since 'yesterday': expected YYYY-MM-DD, "
                 "YYYY-MM-DDTHH:MM:SSZ or unix ms",
              "history --since yesterday --db '%s'", db));
     /* the field at fault is --until (the parser once named --since for both) */
-    free(cli(2, "npubench history: --until 'never': expected YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ "
+    free(tu_cli(2, "npubench history: --until 'never': expected YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ "
                 "or unix ms",
              "history --until never --db '%s'", db));
     /* a day the month lacks is refused, not rolled into March */
-    free(cli(2, "npubench history: --since '2025-02-30': not a valid date",
+    free(tu_cli(2, "npubench history: --since '2025-02-30': not a valid date",
              "history --since 2025-02-30 --db '%s'", db));
-    free(cli(2, "npubench history: --until 2025-03-01 is not after --since",
+    free(tu_cli(2, "npubench history: --until 2025-03-01 is not after --since",
              "history --since 2025-03-02 --until 2025-03-01 --db '%s'", db));
-    free(cli(2, "npubench history: --format 'yaml': expected text, json, csv or md",
+    free(tu_cli(2, "npubench history: --format 'yaml': expected text, json, csv or md",
              "history --format yaml --db '%s'", db));
     /* the option parser's errors name the option and, for a number, the allowed range */
-    free(cli(2, "npubench history: --limit: 'x' is not an integer", "history --limit x"));
-    free(cli(2, "npubench history: --limit: 0 is outside the allowed range 1..100000",
+    free(tu_cli(2, "npubench history: --limit: 'x' is not an integer", "history --limit x"));
+    free(tu_cli(2, "npubench history: --limit: 0 is outside the allowed range 1..100000",
              "history --limit 0"));
-    free(cli(2, "npubench history: --limit needs a value", "history --limit"));
-    free(cli(2, "npubench history: --json takes no value", "history --json=1"));
-    free(cli(2, "npubench history: unexpected argument 'extra'", "history extra"));
+    free(tu_cli(2, "npubench history: --limit needs a value", "history --limit"));
+    free(tu_cli(2, "npubench history: --json takes no value", "history --json=1"));
+    free(tu_cli(2, "npubench history: unexpected argument 'extra'", "history extra"));
     /* --name=value is the same as --name value */
-    free(cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n5,*",
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n5,*",
              "history --db='%s' --limit=1 --model=Qwen2.5-0.5B-Instruct --format=csv", db));
 }
 
@@ -142,7 +119,7 @@ static void test_compare_text(void **s)
 {
     (void)s;
     need_history();
-    free(cli(1, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
+    free(tu_cli(1, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-12T02:00:05Z)\n"
                 "vs run 2: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-11T02:00:07Z)\n"
@@ -153,12 +130,12 @@ static void test_compare_text(void **s)
                 "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 "
                 "vs 1)  REGRESSION",
              "compare 4 2 --db '%s'", db));
-    free(cli(0, "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 "
+    free(tu_cli(0, "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 "
                 "vs 1)\n"
                 "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 "
                 "vs 1)",
              "compare 2 1 --db '%s'", db));
-    free(cli(2, "npubench compare: --against 'yesterday': only 'reference' is known",
+    free(tu_cli(2, "npubench compare: --against 'yesterday': only 'reference' is known",
              "compare 4 --against yesterday --db '%s'", db));
 }
 
@@ -168,27 +145,27 @@ static void test_reference(void **s)
 {
     (void)s;
     need_history();
-    free(cli(0, "no reference is set", "reference show --db '%s'", db));
-    free(cli(0, "reference of Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct "
+    free(tu_cli(0, "no reference is set", "reference show --db '%s'", db));
+    free(tu_cli(0, "reference of Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct "
                 "npu/bf16 on npu-strix-01)",
              "reference set --run 2 --db '%s'", db));
-    free(cli(0, "Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 on "
+    free(tu_cli(0, "Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 on "
                 "npu-strix-01), set *",
              "reference show Llama-3.2-1B-Instruct --db '%s'", db));
-    free(cli(0, "  \"schema\":\"npubench.reference/1\",\n"
+    free(tu_cli(0, "  \"schema\":\"npubench.reference/1\",\n"
                 "      \"model\":\"Llama-3.2-1B-Instruct\",\n      \"deployment_id\":1,\n"
                 "      \"deployment\":\"Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01\",",
              "reference show --json --db '%s'", db));
-    free(cli(0, "reference of Llama-3.2-1B-Instruct unset (was deployment 1, "
+    free(tu_cli(0, "reference of Llama-3.2-1B-Instruct unset (was deployment 1, "
                 "Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01)",
              "reference unset Llama-3.2-1B-Instruct --db '%s'", db));
-    free(cli(2, "npubench reference: error: NOT_FOUND: model 'Llama-3.2-1B-Instruct' has no "
+    free(tu_cli(2, "npubench reference: error: NOT_FOUND: model 'Llama-3.2-1B-Instruct' has no "
                 "reference deployment (set one with `npubench reference set DEPLOYMENT`) *",
              "reference show Llama-3.2-1B-Instruct --db '%s'", db));
-    free(cli(2, "npubench reference: error: NOT_FOUND: model 'Llama-3.2-1B-Instruct' has no "
+    free(tu_cli(2, "npubench reference: error: NOT_FOUND: model 'Llama-3.2-1B-Instruct' has no "
                 "reference deployment *",
              "reference unset Llama-3.2-1B-Instruct --db '%s'", db));
-    free(cli(2, "npubench reference: error: NOT_FOUND: job 999: no stored result *",
+    free(tu_cli(2, "npubench reference: error: NOT_FOUND: job 999: no stored result *",
              "reference set --job 999 --db '%s'", db));
 }
 
@@ -199,32 +176,32 @@ static void test_report_html(void **s)
     need_history();
     char want[1400];
     snprintf(want, sizeof want, "%s/site/index.html: *", tu_group_tmp()); /* counts vary */
-    free(cli(0, want, "report --html '%s/site' --db '%s'", tu_group_tmp(), db));
+    free(tu_cli(0, want, "report --html '%s/site' --db '%s'", tu_group_tmp(), db));
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "cd '%s/site' && ls index.html boards.html deployment-1.html "
              "deployment-1-tps.svg deployment-3.html | wc -l", tu_group_tmp());
     tu_result r = tu_run(cmd);
     assert_string_equal(r.out, "5\n");
     free(r.out);
-    free(cli(2, "npubench report: expected --html DIR", "report --db '%s'", db));
+    free(tu_cli(2, "npubench report: expected --html DIR", "report --db '%s'", db));
 }
 
 /* submit matrix's usage errors come before any connection: each names what is wrong */
 static void test_matrix_usage(void **s)
 {
     (void)s;
-    free(cli(2, "npubench submit matrix: --models A,B and --boards TAG are required",
+    free(tu_cli(2, "npubench submit matrix: --models A,B and --boards TAG are required",
              "submit matrix --models a"));
-    free(cli(2, "npubench submit matrix: --kinds 'health': expected run, verify, verify-full, "
+    free(tu_cli(2, "npubench submit matrix: --kinds 'health': expected run, verify, verify-full, "
                 "diagnosis or profile",
              "submit matrix --models a --boards t --kinds health"));
-    free(cli(2, "npubench submit matrix: --format 'yaml': expected text, json, csv or md",
+    free(tu_cli(2, "npubench submit matrix: --format 'yaml': expected text, json, csv or md",
              "submit matrix --models a --boards t --format yaml"));
-    free(cli(2, "npubench submit matrix: --models and --kinds take 1 to 16 comma-separated names",
+    free(tu_cli(2, "npubench submit matrix: --models and --kinds take 1 to 16 comma-separated names",
              "submit matrix --models a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q --boards t"));
-    free(cli(2, "npubench submit matrix: --models and --kinds take 1 to 16 comma-separated names",
+    free(tu_cli(2, "npubench submit matrix: --models and --kinds take 1 to 16 comma-separated names",
              "submit matrix --models , --boards t"));
-    free(cli(2, "npubench workers: expected 'drain BOARD' or 'undrain BOARD'", "workers undrain"));
+    free(tu_cli(2, "npubench workers: expected 'drain BOARD' or 'undrain BOARD'", "workers undrain"));
 }
 
 int main(void)
