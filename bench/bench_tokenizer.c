@@ -52,22 +52,23 @@ int main(int argc, char **argv)
         return 2;
     }
     nb_err err = {0};
-    nb_gguf *g;
-    nb_tokenizer *t;
+    nb_gguf *g = NULL;
+    nb_tokenizer *t = NULL;
+    json_object *docs[16];
+    int nd = 0, rc = 2;
+    size_t n = 0, cap = 0, joined = 0;
+    text *tx = NULL;
+    char *all = NULL;
     double t0 = nb_now_ms();
     if (nb_gguf_open(argv[1], &g, &err) || nb_tokenizer_from_gguf(g, &t, &err)) {
         fprintf(stderr, "%s\n", err.msg);
-        return 2;
+        goto out;
     }
     double load = nb_now_ms() - t0;
-    json_object *docs[16];
-    int nd = 0;
-    size_t n = 0, cap = 0, joined = 0;
-    text *tx = NULL;
     for (int a = 2; a < argc && nd < 16; a++) {
         if (nb_json_read_file(argv[a], 64u << 20, &docs[nd], &err)) {
             fprintf(stderr, "%s\n", err.msg);
-            return 2;
+            goto out;
         }
         json_object *arr = docs[nd++];
         size_t m = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : 0;
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
                 cap = cap ? cap * 2 : 256;
                 text *nt = realloc(tx, cap * sizeof *nt);
                 if (!nt)
-                    return 2;
+                    goto out;
                 tx = nt;
             }
             tx[n].s = json_object_get_string(s);
@@ -88,9 +89,8 @@ int main(int argc, char **argv)
         }
     }
     /* all texts joined by newlines: one long prompt */
-    char *all = malloc(joined + 1);
-    if (!all)
-        return 2;
+    if (!(all = malloc(joined + 1)))
+        goto out;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         memcpy(all + k, tx[i].s, tx[i].n);
@@ -101,14 +101,16 @@ int main(int argc, char **argv)
     double each, whole;
     size_t toks_each, toks_whole;
     if (time_all(t, tx, n, &each, &toks_each) || time_all(t, &one, 1, &whole, &toks_whole))
-        return 2;
+        goto out;
     printf("npubench load_ms %.1f texts %zu tokens %zu encode_ms %.3f joined_bytes %zu "
            "joined_tokens %zu joined_ms %.3f\n", load, n, toks_each, each, k, toks_whole, whole);
+    rc = 0;
+out: /* one exit: every error path frees what was opened (checked under LeakSanitizer) */
     free(all);
     free(tx);
     for (int i = 0; i < nd; i++)
         json_object_put(docs[i]);
     nb_tokenizer_free(t);
     nb_gguf_close(g);
-    return 0;
+    return rc;
 }
