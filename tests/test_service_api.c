@@ -36,6 +36,7 @@ static int64_t start_expire_ms;       /* start(): the coordinator's --expire-aft
 static int64_t submit_expire_ms;      /* submit(): JobSpec.expire_after_ms */
 static int64_t start_health_ms;       /* start(): health checks every (0 = off) */
 static int64_t start_health_retry_ms; /* start(): quarantined boards re-checked every */
+static int64_t start_lease_ms;        /* start(): lease and gone times (0 = 400 / 600 ms) */
 
 typedef struct env {
     nb_coord *coord;
@@ -59,9 +60,9 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.secret = secret;
     o.prompts_dir = start_prompts_dir;
     o.heartbeat_ms = 50;
-    o.lease_ms = 400;
+    o.lease_ms = start_lease_ms ? start_lease_ms : 400;
     o.stale_ms = 300;
-    o.gone_ms = 600;
+    o.gone_ms = start_lease_ms ? start_lease_ms : 600;
     o.quiet = !loud;
     o.expire_after_ms = start_expire_ms;
     o.health_interval_ms = start_health_ms;
@@ -1821,8 +1822,11 @@ static void test_board_health(void **s)
     env e;
     start_health_ms = 3600 * 1000;
     start_health_retry_ms = 300;
+    /* the last check stays leased until the coordinator stops, and the CLI then reads it as
+     * "checking": a 400 ms lease (or a 600 ms gone) could end it first on a slow ASan build */
+    start_lease_ms = 60 * 1000;
     start(&e, NULL, NULL);
-    start_health_ms = start_health_retry_ms = 0;
+    start_health_ms = start_health_retry_ms = start_lease_ms = 0;
     int st, acc;
     char *w = reg(&e, "hb1", "cpu:0", "inst-h", NULL, &st);
     assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
