@@ -528,26 +528,6 @@ static const char *bin(void)
     return tu_env("NB_BIN", "npubench");
 }
 
-static pid_t spawn(const char *log, const char *envs, const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char line[8192];
-    snprintf(line, sizeof line, "cd '%s' && %s exec '%s' %s >>'%s/%s' 2>&1",
-             tu_env("NB_SRC", "."), envs, bin(), args, tu_group_tmp(), log);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
-        _exit(127);
-    }
-    tu_track(pid);
-    return pid;
-}
-
 static void key_file(char *path, size_t cap, const char *name, char *key, size_t kcap)
 {
     snprintf(path, cap, "%s/%s", tu_group_tmp(), name);
@@ -609,7 +589,7 @@ static void lab_up(void)
     char wkey[128];
     key_file(lab.client_key, sizeof lab.client_key, "client.key", lab.key, sizeof lab.key);
     key_file(lab.worker_key, sizeof lab.worker_key, "worker.key", wkey, sizeof wkey);
-    lab.coord = spawn("coord.log", "",
+    lab.coord = tu_spawn("coord.log",
                       "coordinator --listen tcp://127.0.0.1:0 --http http://127.0.0.1:0 "
                       "--db '%s' --secret-file '%s' --worker-secret-file '%s' "
                       "--heartbeat-ms 200",
@@ -851,7 +831,7 @@ static void test_ci_example(void **s)
     (void)s;
     tu_require_model();
     lab_up();
-    lab.worker = spawn("worker.log", "",
+    lab.worker = tu_spawn("worker.log",
                        "worker --coordinator '%s' --board ci-board --device cpu:31 --threads 1 "
                        "--heartbeat-ms 200 --secret-file '%s' --quiet",
                        lab.rpc, lab.worker_key);

@@ -36,27 +36,6 @@ static const char *bin(void)
     return tu_env("NB_BIN", "npubench");
 }
 
-/* Starts `npubench args` in the background with its output in tmp/log; returns its pid. */
-static pid_t spawn(const char *log, const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char line[8192];
-    snprintf(line, sizeof line, "cd '%s' && exec '%s' %s >>'%s/%s' 2>&1", tu_env("NB_SRC", "."),
-             bin(), args, tu_group_tmp(), log);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
-        _exit(127);
-    }
-    tu_track(pid);
-    return pid;
-}
-
 static void kill9(pid_t pid)
 {
     tu_kill(pid);
@@ -173,9 +152,9 @@ static void test_lab_ipc(void **s)
     char url[1200], db[1200];
     snprintf(url, sizeof url, "ipc://%s/c.sock", tu_group_tmp());
     snprintf(db, sizeof db, "%s/ipc.db", tu_group_tmp());
-    pid_t c = spawn("coord-ipc.log", COORD_ARGS, url, db);
-    pid_t w0 = spawn("w0.log", WORKER_ARGS, url, "lab-a", 10);
-    pid_t w1 = spawn("w1.log", WORKER_ARGS, url, "lab-b", 11);
+    pid_t c = tu_spawn("coord-ipc.log", COORD_ARGS, url, db);
+    pid_t w0 = tu_spawn("w0.log", WORKER_ARGS, url, "lab-a", 10);
+    pid_t w1 = tu_spawn("w1.log", WORKER_ARGS, url, "lab-b", 11);
     wait_workers(url, 2);
 
     tu_result r = cli("submit verify-full --model instruct --n-tokens 4 --wait --coordinator "
@@ -335,10 +314,10 @@ static void test_lab_health(void **s)
     air_file("health-bad.json", bad, 1, bpath, sizeof bpath);
     snprintf(url, sizeof url, "ipc://%s/health.sock", tu_group_tmp());
     snprintf(db, sizeof db, "%s/health.db", tu_group_tmp());
-    pid_t c = spawn("coord-health.log", COORD_ARGS " --health-interval 1h --health-retry 1h",
+    pid_t c = tu_spawn("coord-health.log", COORD_ARGS " --health-interval 1h --health-retry 1h",
                     url, db);
-    pid_t wg = spawn("w-hg.log", WORKER_ARGS " --deployments '%s'", url, "hgood", 27, gpath);
-    pid_t wb = spawn("w-hb.log", WORKER_ARGS " --deployments '%s'", url, "hbad", 28, bpath);
+    pid_t wg = tu_spawn("w-hg.log", WORKER_ARGS " --deployments '%s'", url, "hgood", 27, gpath);
+    pid_t wb = tu_spawn("w-hb.log", WORKER_ARGS " --deployments '%s'", url, "hbad", 28, bpath);
     wait_workers(url, 2);
     const char *q = "SELECT count(*) FROM boards WHERE health = '%s'";
     assert_true(tu_poll(60000, db_int(db, q, "ok") == 1 && db_int(db, q, "failed") == 1));
@@ -433,8 +412,8 @@ static void test_lab_exec(void **s)
     air_file("air-deployments.json", deps, sizeof deps / sizeof deps[0], path, sizeof path);
     snprintf(url, sizeof url, "ipc://%s/air.sock", tu_group_tmp());
     snprintf(db, sizeof db, "%s/air.db", tu_group_tmp());
-    pid_t c = spawn("coord-air.log", COORD_ARGS, url, db);
-    pid_t w = spawn("w-air.log", WORKER_ARGS " --deployments '%s'", url, "npu-lab", 30, path);
+    pid_t c = tu_spawn("coord-air.log", COORD_ARGS, url, db);
+    pid_t w = tu_spawn("w-air.log", WORKER_ARGS " --deployments '%s'", url, "npu-lab", 30, path);
     wait_workers(url, 1);
 
     /* verify: PASS exits 0, FAIL exits 1, both show the gate records */
@@ -530,7 +509,7 @@ static void test_wrong_secret(void **s)
     snprintf(db, sizeof db, "%s/auth.db", tu_group_tmp());
     key_file(right, sizeof right, "right.key", "right");
     key_file(wrong, sizeof wrong, "wrong.key", "wrong");
-    pid_t c = spawn("coord-auth.log", COORD_ARGS " --secret-file '%s'", url, db, right);
+    pid_t c = tu_spawn("coord-auth.log", COORD_ARGS " --secret-file '%s'", url, db, right);
     snprintf(log, sizeof log, "%s/coord-auth.log", tu_group_tmp());
     for (int i = 0; i < 100; i++) {
         tu_result r = cli("jobs --coordinator '%s' --secret-file '%s'", url, right);
@@ -576,12 +555,12 @@ static void test_lab_faults_tcp(void **s)
     char url[128], db[1200];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20001 + (int)(getpid() % 20000));
     snprintf(db, sizeof db, "%s/tcp.db", tu_group_tmp());
-    pid_t c = spawn("coord-tcp.log", COORD_ARGS, url, db);
+    pid_t c = tu_spawn("coord-tcp.log", COORD_ARGS, url, db);
     const char *names[3] = {"lab-x@", "lab-y@", "lab-z@"};
     pid_t w[3];
-    w[0] = spawn("wx.log", WORKER_ARGS, url, "lab-x", 20);
-    w[1] = spawn("wy.log", WORKER_ARGS, url, "lab-y", 21);
-    w[2] = spawn("wz.log", WORKER_ARGS, url, "lab-z", 22);
+    w[0] = tu_spawn("wx.log", WORKER_ARGS, url, "lab-x", 20);
+    w[1] = tu_spawn("wy.log", WORKER_ARGS, url, "lab-y", 21);
+    w[2] = tu_spawn("wz.log", WORKER_ARGS, url, "lab-z", 22);
     wait_workers(url, 3);
 
     /* Two shards on two of the three workers; the second's worker dies. */
@@ -626,7 +605,7 @@ static void test_lab_faults_tcp(void **s)
     free(out);
     kill9(c);
     sleep_ms(500);
-    c = spawn("coord-tcp.log", COORD_ARGS, url, db);
+    c = tu_spawn("coord-tcp.log", COORD_ARGS, url, db);
     for (int i = 0; i < 3; i++) {
         out = wait_state(url, ids[i], "done");
         free(out);
@@ -702,11 +681,11 @@ static void test_lab_durability(void **s)
     snprintf(url2, sizeof url2, "ipc://%s/d2.sock", tu_group_tmp());
     snprintf(db, sizeof db, "%s/durable.db", tu_group_tmp());
     setenv("NPUBENCH_FAULT", "kill_after_commit", 1);
-    pid_t c = spawn("coord-d.log", COORD_ARGS, url, db);
+    pid_t c = tu_spawn("coord-d.log", COORD_ARGS, url, db);
     unsetenv("NPUBENCH_FAULT");
     const char *names[2] = {"dur-a@", "dur-b@"};
     pid_t w[2];
-    w[0] = spawn("wd0.log", WORKER_ARGS " --grace-ms 500", url, "dur-a", 30);
+    w[0] = tu_spawn("wd0.log", WORKER_ARGS " --grace-ms 500", url, "dur-a", 30);
     wait_workers(url, 1);
 
     tu_result r = cli(COORD_ARGS, url2, db);
@@ -725,7 +704,7 @@ static void test_lab_durability(void **s)
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     assert_int_equal(db_int(db, "SELECT count(*) FROM runs WHERE job_id = %lld", id), 1);
     assert_int_equal(db_int(db, "SELECT count(*) FROM job_results WHERE job_id = %lld", id), 1);
-    c = spawn("coord-d.log", COORD_ARGS, url, db);
+    c = tu_spawn("coord-d.log", COORD_ARGS, url, db);
     wait_workers(url, 1);
     /* The worker leases again only after its report was answered. */
     r = cli("submit run --model instruct --n-tokens 4 --reps 1 --coordinator '%s'", url);
@@ -740,7 +719,7 @@ static void test_lab_durability(void **s)
 
     /* SIGSTOP: the worker goes silent, is declared gone, its job goes to the other one (a
      * requeue for a lost worker is not an attempt of the job's). */
-    w[1] = spawn("wd1.log", WORKER_ARGS " --grace-ms 500", url, "dur-b", 31);
+    w[1] = tu_spawn("wd1.log", WORKER_ARGS " --grace-ms 500", url, "dur-b", 31);
     wait_workers(url, 2);
     int stopped;
     long long slow = long_run(url, names, w, 2, &stopped);
@@ -869,8 +848,8 @@ static void test_lab_outputs(void **s)
     air_file("out-deployments.json", deps, 3, path, sizeof path);
     snprintf(url, sizeof url, "ipc://%s/out.sock", tu_group_tmp());
     snprintf(db, sizeof db, "%s/out.db", tu_group_tmp());
-    pid_t c = spawn("coord-out.log", COORD_ARGS, url, db);
-    pid_t w = spawn("w-out.log", WORKER_ARGS " --deployments '%s'", url, "npu-out", 29, path);
+    pid_t c = tu_spawn("coord-out.log", COORD_ARGS, url, db);
+    pid_t w = tu_spawn("w-out.log", WORKER_ARGS " --deployments '%s'", url, "npu-out", 29, path);
     wait_workers(url, 1);
 
     /* a gate FAIL: exit 1, one testcase per prompt, the failure says where and what */

@@ -375,7 +375,9 @@ static inline int tu_group_teardown(void **state)
     "env -u NPUBENCH_SECRET -u NPUBENCH_WORKER_SECRET -u NPUBENCH_ADMIN_SECRET "              \
     "-u NPUBENCH_COORDINATOR "
 
-/* `sh -c "exec LINE"` in the background, its output in tmp/log; tracked. */
+/* `npubench ARGS` in the background through `sh -c`, without the key variables (TU_NOENV), its
+ * output appended to tmp/log (a restarted daemon keeps its earlier lines); tracked, so a failed
+ * test still reaps it. */
 static inline pid_t tu_spawn(const char *log, const char *fmt, ...)
 {
     char line[4096], full[8192];
@@ -383,7 +385,7 @@ static inline pid_t tu_spawn(const char *log, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    snprintf(full, sizeof full, "cd '%s' && exec " TU_NOENV "'%s' %s >'%s/%s' 2>&1",
+    snprintf(full, sizeof full, "cd '%s' && exec " TU_NOENV "'%s' %s >>'%s/%s' 2>&1",
              tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), line, tu_group_tmp(), log);
     pid_t pid = fork();
     assert_true(pid >= 0);
