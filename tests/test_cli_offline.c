@@ -203,6 +203,10 @@ static void test_report_errors(void **s)
     free(tu_cli(2, "npubench report: error: /dev/null/site: cannot create directory: Not a "
                 "directory",
              "report --html /dev/null/site --db '%s'", db));
+    /* a database the embedded coordinator cannot open beside its artifacts */
+    free(tu_cli(2, "npubench report: error: /dev/null/h.db.d: cannot create directory: Not a "
+                "directory",
+             "report --html '%s/site-db' --db /dev/null/h.db", tu_group_tmp()));
     char want[2600];
     snprintf(want, sizeof want, "npubench report: error: ipc://%s/none.sock: cannot connect: "
              "Connection refused (is the server running?)", tu_group_tmp());
