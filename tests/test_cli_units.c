@@ -458,19 +458,6 @@ static void test_junit_print(void **s)
     free(out);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = malloc(1 << 16);
-    assert_non_null(buf);
-    size_t got = fread(buf, 1, (1 << 16) - 1, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void test_junit_write(void **s)
 {
     (void)s;
@@ -481,8 +468,7 @@ static void test_junit_write(void **s)
     /* written whole: the same XML, no .tmp left */
     snprintf(path, sizeof path, "%s/j.xml", tu_group_tmp());
     assert_int_equal(nb_junit_write(path, jobs, 3, &err), NB_OK);
-    char *got = slurp(path);
-    assert_non_null(got);
+    char *got = tu_slurp(path);
     assert_string_equal(got, JUNIT_WANT);
     free(got);
     snprintf(want, sizeof want, "%s.tmp", path);
