@@ -64,27 +64,20 @@ nb_code nb_args_parse(int argc, char **argv, const nb_opt *opts, int n_opts, con
                 return nb_err_set(err, NB_EINVAL, "--%s needs a value", o->name);
             v = argv[++i];
         }
-        nb_code rc = NB_OK;
-        switch (o->type) {
-        case NB_OPT_STR:
-            *(const char **)o->dst = v;
-            break;
-        case NB_OPT_INT:
-            rc = set_int(o, v, err);
-            break;
-        case NB_OPT_LIST: {
+        /* a flag was handled above: what is left takes the value */
+        if (o->type == NB_OPT_INT) {
+            nb_code rc = set_int(o, v, err);
+            if (rc)
+                return rc;
+        } else if (o->type == NB_OPT_LIST) {
             nb_strlist *l = o->dst;
             if (l->n >= NB_LIST_MAX)
                 return nb_err_set(err, NB_EINVAL, "--%s given more than %d times", o->name,
                                   NB_LIST_MAX);
             l->items[l->n++] = v;
-            break;
+        } else {
+            *(const char **)o->dst = v; /* NB_OPT_STR */
         }
-        case NB_OPT_FLAG:
-            break;
-        }
-        if (rc)
-            return rc;
     }
     if (n_pos)
         *n_pos = np;

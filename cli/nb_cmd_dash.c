@@ -3,25 +3,10 @@
 #include "nb_cmd.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "nb_args.h"
 #include "nb_file.h"
 #include "nb_svc.h"
-
-/* The coordinator names the files: only flat names of a safe alphabet land in DIR, so an
- * answer cannot write elsewhere ("../x", "/etc/x", ".hidden"). */
-static int safe_name(const char *s)
-{
-    if (!s || !*s || *s == '.' || strlen(s) > 64)
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '.' || *s == '-' || *s == '_'))
-            return 0;
-    return 1;
-}
 
 int nb_cmd_dash(int argc, char **argv)
 {
@@ -59,7 +44,9 @@ int nb_cmd_dash(int argc, char **argv)
     size_t bytes = 0;
     for (size_t i = 0; !rc && i < resp->n_files; i++) {
         const Npubench__DashboardFile *f = resp->files[i];
-        if (!safe_name(f->name)) {
+        /* The coordinator names the files: only flat names of a safe alphabet land in DIR,
+         * so an answer cannot write elsewhere ("../x", "/etc/x", ".hidden"). */
+        if (!f->name || !nb_file_plain_name(f->name)) {
             nb_err_set(&err, NB_EFORMAT,
                        "DashboardResponse.files[%zu].name '%.64s': not a flat file name of "
                        "letters, digits, '.', '-', '_'",
@@ -67,18 +54,12 @@ int nb_cmd_dash(int argc, char **argv)
             rc = nb_cmd_fail("report", &err);
             break;
         }
-        size_t plen = strlen(dir) + strlen(f->name) + 2;
-        char *path = malloc(plen);
-        if (!path) {
-            nb_err_set(&err, NB_ENOMEM, "out of memory");
-            rc = nb_cmd_fail("report", &err);
-            break;
-        }
-        snprintf(path, plen, "%s/%s", dir, f->name);
+        /* DIR is shorter than 4096 bytes (nb_file_mkdirs took it), a plain name at most 128 */
+        char path[4096 + 1 + 128 + 1];
+        snprintf(path, sizeof path, "%s/%s", dir, f->name);
         if (nb_file_write(path, f->content.data, f->content.len, &err))
             rc = nb_cmd_fail("report", &err);
         bytes += f->content.len;
-        free(path);
     }
     if (!rc)
         printf("%s/index.html: %zu files, %zu KiB\n", dir, resp->n_files, (bytes + 1023) / 1024);

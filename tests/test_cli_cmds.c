@@ -198,12 +198,7 @@ static void test_worker_runs_jobs(void **s)
                 "    \"kind\":\"diagnosis\",\n    \"state\":\"done\",\n"
                 "    \"outcome\":\"pass\",\n    \"exit_code\":0,",
              "job 5 --json --junit '%s' " COORD, junit, url));
-    FILE *f = fopen(junit, "r");
-    assert_non_null(f);
-    char buf[4096] = "";
-    size_t got = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[got] = '\0';
+    char *buf = tu_slurp(junit);
     tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
                       "  <testsuite name=\"job 5 diagnosis\" id=\"5\" tests=\"1\" failures=\"0\" "
                       "errors=\"0\" skipped=\"0\" *");
@@ -228,11 +223,8 @@ static void test_worker_runs_jobs(void **s)
                 "job 10 done: fail",
              "submit verify --prompts base --max-prompts 2 --n-tokens 2 --wait --junit '%s' "
              COORD, junit, url));
-    f = fopen(junit, "r");
-    assert_non_null(f);
-    got = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[got] = '\0';
+    free(buf);
+    buf = tu_slurp(junit);
     print_message("%s\n", buf);
     tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
                       "  <testsuite name=\"job 10 verify\" id=\"10\" tests=\"2\" failures=\"1\" "
@@ -249,11 +241,8 @@ static void test_worker_runs_jobs(void **s)
     /* a job without results (cancelled) is one JUnit error naming its state and reason */
     snprintf(junit, sizeof junit, "%s/cancelled.xml", tu_group_tmp());
     free(tu_cli(4, "", "wait 1 --quiet --junit '%s' " COORD, junit, url));
-    f = fopen(junit, "r");
-    assert_non_null(f);
-    got = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[got] = '\0';
+    free(buf);
+    buf = tu_slurp(junit);
     assert_non_null(strstr(buf, "<error type=\"cancelled\" message=\"cancelled: job cancelled: "
                                 "not needed\""));
     /* several jobs: the highest exit code (1 cancelled -> 4) */
@@ -270,12 +259,10 @@ static void test_worker_runs_jobs(void **s)
                 "      \"job_ids\":\"12\"\n  \"exit_code\":0",
              "submit matrix --models instruct --boards nightly --kinds run --n-tokens 2 --reps 1 "
              "--timeout 300 --json --junit '%s' " COORD, junit, url));
-    f = fopen(junit, "r");
-    assert_non_null(f);
-    got = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[got] = '\0';
+    free(buf);
+    buf = tu_slurp(junit);
     tu_expect_lines(buf, "<testsuites name=\"npubench\" tests=\"1\" failures=\"0\" errors=\"0\">");
+    free(buf);
     free(tu_cli(0, "board b1 drained: 0 jobs still running there, no new ones",
              "workers drain b1 " COORD, url));
     out = tu_cli(0, "", "workers --format md " COORD, url);

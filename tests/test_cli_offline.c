@@ -1,5 +1,7 @@
 /* test_cli_offline: the history commands over a local database, no coordinator running (import,
- * history, compare, reference, report --html) and submit matrix's usage errors; exact output. */
+ * history, compare, reference, report --html and its errors), submit matrix's usage errors,
+ * and the dispatcher's and option parser's answers (help, version, -h, "--", limits and
+ * durations named); exact output. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -186,6 +188,99 @@ static void test_report_html(void **s)
     free(tu_cli(2, "npubench report: expected --html DIR", "report --db '%s'", db));
 }
 
+/* report --html: its usage, and each way it cannot write the site named (exit 2; a coordinator
+ * that is not there, exit 3) */
+static void test_report_errors(void **s)
+{
+    (void)s;
+    need_history();
+    char *out = tu_cli(0, "usage: npubench report --html DIR [--coordinator URL | --db PATH]\n"
+                       "  --max-points N           runs per plot, newest (default 100)",
+                    "report --help");
+    free(out);
+    free(tu_cli(2, "npubench report: --max-points: 10001 is outside the allowed range 1..10000",
+             "report --html x --max-points 10001"));
+    free(tu_cli(2, "npubench report: error: /dev/null/site: cannot create directory: Not a "
+                "directory",
+             "report --html /dev/null/site --db '%s'", db));
+    /* a database the embedded coordinator cannot open beside its artifacts */
+    free(tu_cli(2, "npubench report: error: /dev/null/h.db.d: cannot create directory: Not a "
+                "directory",
+             "report --html '%s/site-db' --db /dev/null/h.db", tu_group_tmp()));
+    char want[2600];
+    snprintf(want, sizeof want, "npubench report: error: ipc://%s/none.sock: cannot connect: "
+             "Connection refused (is the server running?)", tu_group_tmp());
+    free(tu_cli(3, want, "report --html '%s/site-x' --coordinator 'ipc://%s/none.sock'",
+             tu_group_tmp(), tu_group_tmp()));
+    /* a page that cannot be written (a directory where index.html goes): named, nothing
+     * claimed written */
+    char dir[1300];
+    snprintf(dir, sizeof dir, "mkdir -p '%s/site-ro/index.html'", tu_group_tmp());
+    tu_result r = tu_run(dir);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    snprintf(want, sizeof want, "npubench report: error: %s/site-ro/index.html: write failed: Is "
+             "a directory", tu_group_tmp());
+    out = tu_cli(2, want, "report --html '%s/site-ro' --db '%s'", tu_group_tmp(), db);
+    assert_null(strstr(out, "files,"));
+    free(out);
+}
+
+/* The dispatcher and the option parser through the binary: usage with no command, help,
+ * version, -h, "--", and each bad option or duration named with its limit before any
+ * connection or database is opened */
+static void test_usage_and_options(void **s)
+{
+    (void)s;
+    char *out = tu_cli(2, "usage: npubench <command> [options]   (npubench <command> --help)\n"
+                       "  worker         serve a coordinator's jobs on this board's device "
+                       "(long-lived)",
+                    "");
+    free(out);
+    out = tu_cli(0, "usage: npubench <command> [options]   (npubench <command> --help)\n"
+                 "  report         the dashboard as static files: report --html DIR",
+              "help");
+    free(out);
+    free(tu_cli(0, "npubench " NB_VERSION " (*", "--version"));
+    free(tu_cli(0, "npubench " NB_VERSION " (*", "version"));
+    /* -h is --help: the usage on stdout, exit 0 */
+    out = tu_cli(0, "  --limit N                newest N runs (default 50)", "history -h");
+    assert_true(!strncmp(out, "usage: npubench history ", 24));
+    free(out);
+    /* after "--" a word that looks like a flag is a positional */
+    free(tu_cli(2, "npubench cancel: expected a job id, got '--reason'", "cancel -- --reason"));
+    /* a repeatable option holds 32 values */
+    char tags[2048] = "";
+    for (int i = 0; i < 33; i++)
+        strcat(tags, " --tag t");
+    free(tu_cli(2, "npubench submit: --tag given more than 32 times", "submit run%s", tags));
+    /* durations: the option, the shape expected, the limit (30 days) */
+    free(tu_cli(2, "npubench submit: --expire-after '0': expected a positive duration such as "
+                "90s, 15m, 2h, 1d (plain numbers are seconds) or 'never'",
+             "submit run --expire-after 0"));
+    free(tu_cli(2, "npubench submit: --expire-after '31d': exceeds the limit of 2592000 s",
+             "submit run --expire-after 31d"));
+    /* a good one passes on to the next check */
+    free(tu_cli(2, "npubench submit: needs a coordinator: --coordinator URL or "
+                "$NPUBENCH_COORDINATOR",
+             "submit run --expire-after 15m"));
+    free(tu_cli(0, "usage: npubench coordinator --listen URL --db PATH [options]",
+             "coordinator --help"));
+    free(tu_cli(2, "npubench coordinator: --listen URL and --db PATH are required",
+             "coordinator --db x"));
+    const char *coord = "coordinator --listen ipc:///nonexistent/c.sock --db /nonexistent/c.db";
+    free(tu_cli(2, "npubench coordinator: --expire-after '1y': expected a positive duration such "
+                "as 90s, 15m, 2h, 1d (plain numbers are seconds) or 'never'",
+             "%s --expire-after 1y", coord));
+    free(tu_cli(2, "npubench coordinator: --health-interval '-1m': expected a positive duration "
+                "such as 90s, 15m, 2h, 1d (plain numbers are seconds) or 'never'",
+             "%s --health-interval -1m", coord));
+    free(tu_cli(2, "npubench coordinator: --health-retry '721h': exceeds the limit of 2592000 s",
+             "%s --health-retry 721h", coord));
+    free(tu_cli(2, "npubench coordinator: --max-attempts: 101 is outside the allowed range 1..100",
+             "%s --max-attempts 101", coord));
+}
+
 /* submit matrix's usage errors come before any connection: each names what is wrong */
 static void test_matrix_usage(void **s)
 {
@@ -210,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_import),         cmocka_unit_test(test_history),
         cmocka_unit_test(test_compare_text),   cmocka_unit_test(test_reference),
         cmocka_unit_test(test_report_html),    cmocka_unit_test(test_matrix_usage),
+        cmocka_unit_test(test_report_errors),  cmocka_unit_test(test_usage_and_options),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

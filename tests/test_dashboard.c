@@ -806,14 +806,6 @@ static void test_browser(void **s)
 
 /* ---- docs/ci-example.sh against a real coordinator and worker ---- */
 
-static char *slurp(const char *path)
-{
-    snprintf(cmd, sizeof cmd, "cat '%s'", path);
-    tu_result r = tu_run(cmd);
-    assert_int_equal(r.code, 0);
-    return r.out;
-}
-
 static tu_result ci_script(const char *out, const char *extra_env)
 {
     snprintf(cmd, sizeof cmd,
@@ -851,19 +843,19 @@ static void test_ci_example(void **s)
         fail_msg("junit.xml does not validate:\n%s", x.out ? x.out : "");
     free(x.out);
     snprintf(path, sizeof path, "%s/junit.xml", out);
-    char *junit = slurp(path);
+    char *junit = tu_slurp(path);
     assert_true(count(junit, "<testsuite ") == 2);
     assert_non_null(strstr(junit, "name=\"prompt 0\""));
     free(junit);
     snprintf(path, sizeof path, "%s/jobs.json", out);
-    char *jobs = slurp(path);
+    char *jobs = tu_slurp(path);
     assert_true(count(jobs, "\"outcome\":\"pass\"") >= 2); /* both jobs */
     assert_null(strstr(jobs, "\"outcome\":\"fail\""));
     free(jobs);
 
     /* the report: the board, its verify in the matrix, the profile's deployment plotted */
     snprintf(path, sizeof path, "%s/report/boards.html", out);
-    char *boards = slurp(path);
+    char *boards = tu_slurp(path);
     assert_non_null(strstr(boards, "<td>ci-board</td>"));
     /* what the live worker's probe read, kept with its board at Register: at least the
      * toolchain (the NPU versions read unknown on a host without one) */
@@ -873,12 +865,12 @@ static void test_ci_example(void **s)
     assert_true(tool && tool < strstr(row, "</tr>"));
     free(boards);
     snprintf(path, sizeof path, "%s/report/matrix.html", out);
-    char *matrix = slurp(path);
+    char *matrix = tu_slurp(path);
     assert_non_null(strstr(matrix, "<th>ci-board</th>"));
     assert_true(count(matrix, "<tr class=\"matrix-row\">") >= 2);
     free(matrix);
     snprintf(path, sizeof path, "%s/report/index.html", out);
-    char *index = slurp(path);
+    char *index = tu_slurp(path);
     assert_int_equal(count(index, "<tr class=\"deployment\">"), seed.n_deps + 1);
     free(index);
 
@@ -889,7 +881,7 @@ static void test_ci_example(void **s)
     assert_int_equal(r.code, 5);
     free(r.out);
     snprintf(path, sizeof path, "%s/report/queue.html", out);
-    char *queue = slurp(path);
+    char *queue = tu_slurp(path);
     assert_non_null(strstr(queue, "nosuch"));
     free(queue);
 }

@@ -825,15 +825,6 @@ static void junit_valid(const char *file)
     free(r.out);
 }
 
-/* The file's text (the caller frees). */
-static char *slurp(const char *path)
-{
-    snprintf(cmd, sizeof cmd, "cat '%s'", path);
-    tu_result r = tu_run(cmd);
-    assert_int_equal(r.code, 0);
-    return r.out;
-}
-
 /* Outcomes as exit codes, JSON documents, CSV / Markdown tables and JUnit files, through the
  * exec stand-ins (no model needed): a pass, a gate FAIL, a crash, and a model nobody serves. */
 static void test_lab_outputs(void **s)
@@ -860,7 +851,7 @@ static void test_lab_outputs(void **s)
     long long fail_id = submitted_id(out);
     free(out);
     junit_valid(junit);
-    char *x = slurp(junit);
+    char *x = tu_slurp(junit);
     assert_non_null(strstr(x, "tests=\"2\" failures=\"1\" errors=\"0\""));
     assert_non_null(strstr(x, "name=\"prompt 0\""));
     assert_non_null(strstr(x, "classname=\"npubench.verify.air-fail.exec/bf16@npu-out\""));
@@ -906,7 +897,7 @@ static void test_lab_outputs(void **s)
     snprintf(args, sizeof args, "submit verify --model air-crash --wait --junit '%s'", junit);
     free(expect_out(url, 2, args, NULL));
     junit_valid(junit);
-    x = slurp(junit);
+    x = tu_slurp(junit);
     assert_non_null(strstr(x, "errors=\"1\""));
     assert_non_null(strstr(x, "<error type="));
     free(x);
@@ -932,7 +923,7 @@ static void test_lab_outputs(void **s)
     snprintf(args, sizeof args, "job %lld --junit '%s'", kept, junit);
     free(expect_out(url, 4, args, NULL));
     junit_valid(junit);
-    x = slurp(junit);
+    x = tu_slurp(junit);
     assert_non_null(strstr(x, " ]]&gt; &lt;&amp;&gt;"));
     assert_null(strchr(x, '\001'));
     free(x);

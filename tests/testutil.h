@@ -339,6 +339,30 @@ static inline char *tu_group_tmp(void)
     return *tu_group_tmp_slot();
 }
 
+/* The whole text of path, NUL-terminated (the caller frees); fails the test, naming the
+ * path, when it cannot be read. */
+static inline char *tu_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot read %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (cap - len < 4096) {
+            char *n = realloc(buf, cap *= 2);
+            if (!n)
+                free(buf);
+            buf = n;
+        }
+    }
+    fclose(f);
+    assert_non_null(buf);
+    buf[len] = '\0';
+    return buf;
+}
+
 /* Overwrites the last 4 KiB of path (an SQLite page at the default page size) with junk,
  * as a failing disk would; 0 on success. */
 static inline int tu_damage_tail(const char *path)
