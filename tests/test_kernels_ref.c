@@ -345,6 +345,41 @@ static void test_gelu_mul(void **state)
     check_bf16("gelu_mul bf16", yb, wantb, N);
 }
 
+/* The bf16 gate reads its activation from a table of every bf16 input: all 65536 of them (NaN
+ * and infinities included, u = 1 and u = -3) against the fp32 formula in PyTorch's order,
+ * rounded where HF rounds, bit for bit; and across the pool's split (n past the threshold). */
+static void test_gelu_mul_every_input(void **state)
+{
+    (void)state;
+    enum { N = 1 << 16 };
+    nb_bf16 *g = malloc(sizeof(nb_bf16) * N), *u = malloc(sizeof(nb_bf16) * N);
+    nb_bf16 *y = malloc(sizeof(nb_bf16) * N);
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    for (int k = 0; k < 2; k++) {
+        float uv = k ? -3.0f : 1.0f;
+        for (int i = 0; i < N; i++) {
+            g[i] = (nb_bf16)i;
+            u[i] = nb_f32_to_bf16(uv);
+        }
+        nb_gelu_mul_bf16(y, g, u, N);
+        for (int i = 0; i < N; i++) {
+            float x = nb_bf16_to_f32(g[i]);
+            float inner = 0.7978845608028654f * (x + 0.044715f * (x * x * x));
+            float a = nb_round_bf16(0.5f * x * (1.0f + tanhf(inner)));
+            nb_bf16 want = nb_f32_to_bf16(a * uv);
+            int both_nan = isnan(nb_bf16_to_f32(want)) && isnan(nb_bf16_to_f32(y[i]));
+            if (want != y[i] && !both_nan)
+                fail_msg("gelu_mul bf16: g=0x%04x u=%g gives 0x%04x, want 0x%04x", i, (double)uv,
+                         y[i], want);
+        }
+    }
+    nb_kernels_shutdown();
+    free(g);
+    free(u);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     const char *want = argc > 1 ? argv[1] : "portable";
@@ -360,7 +395,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_attention),   cmocka_unit_test(test_linear_f32),
         cmocka_unit_test(test_linear_quantized),
-        cmocka_unit_test(test_rmsnorm_f32w), cmocka_unit_test(test_gelu_mul),
+        cmocka_unit_test(test_rmsnorm_f32w), cmocka_unit_test(test_gelu_mul), cmocka_unit_test(test_gelu_mul_every_input),
     };
     const struct CMUnitTest only[] = {cmocka_unit_test(test_isa_present)};
     nb_err err = {0};
