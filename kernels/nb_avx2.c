@@ -333,6 +333,32 @@ static int expands(const nb_wmat *W, int n)
                                W->type == NB_W_Q6_K);
 }
 
+/* The prefill GEMM (kt->kq_gemm) of a group block: X rows in blocks of pair records (i0 even),
+ * each group expanded once per block and met by the block's rows in register tiles. */
+#define GEMM_XBLOCK_BYTES (1024 * 1024)
+#define GEMM_XBLOCK_MAX 256
+
+static void kq_gemm_rows(const nb_kq_gemm_ops *gm, const nb_wmat *W, const uint8_t *pairs,
+                         const float *xsum, int n, void *Y, int f32out, int j0, int j1,
+                         uint8_t *g, uint8_t *tmp)
+{
+    int K = W->cols, nb = K / 32;
+    int xb = (int)(GEMM_XBLOCK_BYTES / (gm->pairs_bytes(2, K) / 2));
+    xb = xb < 2 ? 2 : xb > GEMM_XBLOCK_MAX ? GEMM_XBLOCK_MAX : xb & ~1;
+    float o[8 * GEMM_XBLOCK_MAX];
+    for (int i0 = 0; i0 < n; i0 += xb) {
+        int i1 = i0 + xb < n ? i0 + xb : n;
+        const uint8_t *pr = pairs + gm->pairs_bytes(i0, K); /* i0 even: whole records */
+        for (int j = j0; j < j1; j += 8) {
+            int cnt = j1 - j < 8 ? j1 - j : 8;
+            gm->expand(W->type, nb_wmat_group(W, j / 8), K, g, tmp);
+            gm->gemm(W->type, g, K, pr, xsum + (size_t)i0 * nb, i1 - i0, o);
+            for (int i = i0; i < i1; i++)
+                store_outs(Y, f32out, (size_t)W->rows, i, j, o + 8 * (i - i0), cnt);
+        }
+    }
+}
+
 static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xsum,
                          int n, void *Y, int f32out, int j0, int j1, uint8_t *e)
 {
@@ -376,8 +402,17 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     size_t qoff = sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0));
     size_t qn = ((size_t)n * K + 63) & ~(size_t)63;
     size_t qa = quant ? qn + ((sizeof(float) * 2 * n * nb + 63) & ~(size_t)63) : 0;
-    size_t eb = quant && expands(W, n) ? nb_avx2_kquant_expand_bytes(W->type, K) : 0;
-    uint8_t *base = nb_scratch_or_die(qoff + qa + eb);
+    /* The prefill GEMM's pair records of X, then room for one expanded group of any type (the
+     * largest, Q4_K's): the size depends on n and K alone, so the slices of a batch keep the
+     * converted X (a larger scratch would lose it). */
+    const nb_kq_gemm_ops *gm = quant && n >= GEMM_MIN_N ? nb_kernels_active()->kq_gemm : NULL;
+    size_t pb = gm ? (gm->pairs_bytes(n, K) + 63) & ~(size_t)63 : 0;
+    size_t tb = quant && n >= GEMM_MIN_N
+                    ? (nb_avx2_kquant_expand_bytes(NB_W_Q4_K, K) + 63) & ~(size_t)63
+                    : 0;
+    size_t gb = gm ? gm->gemm_bytes(NB_W_Q4_K, K) : 0;
+    uint8_t *base = nb_scratch_or_die(qoff + qa + pb + tb + gb);
+    uint8_t *pairs = base + qoff + qa, *tmp = pairs + pb;
     float *xs = (float *)base;
     int8_t *xq = (int8_t *)(base + qoff);
     float *xd = (float *)(base + qoff + qn), *xsum = xd + (size_t)n * nb;
@@ -403,14 +438,18 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
             for (int i = 0; i < n; i++)
                 nb_avx2_q8_quantize_row(xs + (size_t)i * K, K, xq + (size_t)i * K,
                                         xd + (size_t)i * nb, xsum + (size_t)i * nb);
+        if (gm)
+            gm->pairs(xq, xd, n, K, pairs);
     }
     last.id = nb_call_id;
     last.X = X;
     last.n = n;
     last.K = K;
     last.quant = quant;
-    if (quant)
-        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1, eb ? base + qoff + qa : NULL);
+    if (gm && nb_kq_gemm_type(W->type))
+        kq_gemm_rows(gm, W, pairs, xsum, n, Y, f32out, j0, j1, tmp + tb, tmp);
+    else if (quant)
+        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1, expands(W, n) ? tmp : NULL);
     else if (gemm)
         gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
     else

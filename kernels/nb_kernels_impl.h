@@ -81,6 +81,30 @@ typedef struct nb_q8_act {
 typedef void (*nb_kq_expanded_fn)(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                   float out[8]);
 
+/* The prefill GEMM of the block-keeping types Q5_0, Q4_K, Q6_K and Q8_0 (nb_avx512_kquant.c, on
+ * AVX-512 VNNI): the same function as the per-row kernels (nb_kquant.c's definition), bit for
+ * bit, with each weight group's decoding and scales shared by many activation rows.
+ * The activations of a call go once into pair records (pairs(): rows 2p and 2p+1 of the Q8 form
+ * side by side, pairs_bytes(n, K) bytes); a group of 8 weight rows is expanded per block of
+ * activation rows (expand(): gemm_bytes(t, K) bytes at g, tmp holding
+ * nb_avx2_kquant_expand_bytes(t, K)); gemm() then gives the 8 outputs of each of the n rows
+ * whose pair records start at pr (n even or odd; out holds 8 * (n rounded up to even) floats;
+ * xs: the rows' d_x * sum(q) sums, n rows of K/32, Q4_K's min term). */
+typedef struct nb_kq_gemm_ops {
+    size_t (*pairs_bytes)(int n, int K);
+    void (*pairs)(const int8_t *xq, const float *xd, int n, int K, uint8_t *dst);
+    size_t (*gemm_bytes)(nb_wtype t, int K);
+    void (*expand)(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8_t *tmp);
+    void (*gemm)(nb_wtype t, const uint8_t *g, int K, const uint8_t *pr, const float *xs, int n,
+                 float *out);
+} nb_kq_gemm_ops;
+/* 1 for the types nb_kq_gemm_ops computes. */
+static inline int nb_kq_gemm_type(nb_wtype t)
+{
+    return t == NB_W_Q5_0 || t == NB_W_Q4_K || t == NB_W_Q6_K || t == NB_W_Q8_0;
+}
+extern const nb_kq_gemm_ops nb_avx512_kq_gemm; /* nb_avx512_kquant.c */
+
 /* One path's kernels. Linear kernels compute output columns [j0, j1) so the
  * thread pool can split work by rows of W; element-wise kernels get a slice
  * of rows or elements. Every entry is a pure function of its slice: the
@@ -103,6 +127,8 @@ typedef struct nb_kernel_table {
      * Q8_0 kernel (NULL: the AVX2 one). */
     nb_kq_expanded_fn kquant_expanded;
     void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+    /* The quantized prefill GEMM (NULL: the kernels above, one activation row at a time). */
+    const nb_kq_gemm_ops *kq_gemm;
 } nb_kernel_table;
 
 extern const nb_kernel_table nb_kernels_portable;
@@ -150,8 +176,9 @@ size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K);
 void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e);
 void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                    float out[8]);
-/* Q4_K's min term of an expanded group, per row (what gemv8_expanded subtracts last). */
-void nb_avx2_kquant_mins8(const nb_q8_act *x, const uint8_t *e, int K, float m[8]);
+/* Q4_K's min term of an expanded group, per row (what gemv8_expanded subtracts last), from the
+ * group's dmin * m[s] table (mins0: super-block 0's 8 rows x 8 lanes, the next 64 floats on). */
+void nb_avx2_kquant_mins8(const nb_q8_act *x, const float *mins0, int K, float m[8]);
 /* The same function as nb_avx2_kquant_gemv8_expanded, bit for bit, on AVX-512 VNNI
  * (nb_avx512_kquant.c): two rows per zmm, vpdpbusd for the four-weight lane sums. */
 void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,

@@ -706,6 +706,27 @@ static void test_kq_expanded(void **state)
     assert_int_equal(kt_check_kq_expanded("avx512vnni", nb_avx512_kquant_gemv8_expanded), 0);
 }
 
+/* The prefill GEMM of the AVX-512 path (VNNI) against the per-row definition and fp64; behind
+ * the public linear it is in test_linear_quantized_weights' n >= 4 cases (and many X blocks in
+ * test_linear_quantized_long). test_kernels_emu runs its emulated twin everywhere. */
+static void test_kq_gemm(void **state)
+{
+    (void)state;
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni"))
+        tu_skip("AVX-512 VNNI: not on this CPU (the emulated twin is tested)");
+    assert_int_equal(kt_check_kq_gemm("avx512vnni", &nb_avx512_kq_gemm), 0);
+}
+
+/* Prefill longer than one block of activation rows (the GEMM's blocks of pair records, and
+ * the per-row kernels' X blocks), odd, on every path against portable bit for bit. */
+static void test_linear_quantized_long(void **state)
+{
+    (void)state;
+    static const nb_wtype ts[] = {NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K, NB_W_Q8_0};
+    for (size_t q = 0; q < sizeof ts / sizeof *ts; q++)
+        run_linear(ts[q], 24, 2048, 301);
+}
+
 static void test_get_row(void **state)
 {
     (void)state;
@@ -846,6 +867,8 @@ int main(void)
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_get_row),
         cmocka_unit_test(test_kq_expanded),
+        cmocka_unit_test(test_kq_gemm),
+        cmocka_unit_test(test_linear_quantized_long),
         cmocka_unit_test(test_head_rows),
     };
     return tu_run_group(tests, setup, teardown);
