@@ -794,17 +794,20 @@ static void softmax_row(float *s, int len)
         s[p] = s[p] / sum;
 }
 
-/* acc[t] += w[p] * v[p][t] for p = 0..n-1 in order (v rows of hd). */
-static void pv_accumulate(float *acc, const float *w, const float *v, int n, int hd)
+/* acc[t] += w[p] * v[p][t] for p = 0..n-1 in order (v rows of hd). A head of a multiple of 64
+ * (Gemma's 256) goes 64 columns at a time with the 8 accumulators in registers: each acc[t]
+ * still takes p in order, and the generic loop's load and store of acc per key are gone. */
+static void pv_accumulate(float *acc0, const float *w, const float *v, int n, int hd)
 {
-    if (hd == 64) {
+    for (int c = 0; hd % 64 == 0 && c < hd; c += 64) {
+        float *acc = acc0 + c;
         __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
         __m256 a2 = _mm256_loadu_ps(acc + 16), a3 = _mm256_loadu_ps(acc + 24);
         __m256 a4 = _mm256_loadu_ps(acc + 32), a5 = _mm256_loadu_ps(acc + 40);
         __m256 a6 = _mm256_loadu_ps(acc + 48), a7 = _mm256_loadu_ps(acc + 56);
         for (int p = 0; p < n; p++) {
             __m256 wv = _mm256_broadcast_ss(w + p);
-            const float *vr = v + (size_t)p * 64;
+            const float *vr = v + (size_t)p * hd + c;
             a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, _mm256_loadu_ps(vr)));
             a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, _mm256_loadu_ps(vr + 8)));
             a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, _mm256_loadu_ps(vr + 16)));
@@ -822,8 +825,10 @@ static void pv_accumulate(float *acc, const float *w, const float *v, int n, int
         _mm256_storeu_ps(acc + 40, a5);
         _mm256_storeu_ps(acc + 48, a6);
         _mm256_storeu_ps(acc + 56, a7);
-        return;
     }
+    if (hd % 64 == 0)
+        return;
+    float *acc = acc0;
     for (int p = 0; p < n; p++) {
         __m256 wv = _mm256_broadcast_ss(w + p);
         const float *vr = v + (size_t)p * hd;

@@ -525,6 +525,7 @@ static void test_attention_prefill(void **state)
         run_attention(17, 0, f);
         run_attention(128, 128, f); /* the second chunk of a 256-token prompt */
         run_attention(5, 130, f);
+        run_attention_shape(33, 90, f, 1, 256); /* Gemma 3 270M: 4 heads of 256, one kv head */
     }
 }
 
