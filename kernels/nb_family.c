@@ -9,13 +9,18 @@
 static void rmsnorm_f32w_rows(nb_bf16 *y, const nb_bf16 *x, const float *w, int n, int dim,
                               float eps)
 {
-    for (int i = 0; i < n; i++) {
-        const nb_bf16 *xr = x + (size_t)i * dim;
-        nb_bf16 *yr = y + (size_t)i * dim;
-        float r = nb_rms_scale_bf16(xr, dim, eps);
-        /* (x * r) * w in fp32 and one rounding: HF's Gemma3RMSNorm computes in float */
-        for (int t = 0; t < dim; t++)
-            yr[t] = nb_f32_to_bf16((nb_bf16_to_f32(xr[t]) * r) * w[t]);
+    for (int i = 0; i < n; i += 4) {
+        float r[4];
+        if (i + 4 <= n)
+            nb_rms_scale4_bf16(x + (size_t)i * dim, dim, eps, r);
+        for (int k = 0; k < 4 && i + k < n; k++) {
+            const nb_bf16 *xr = x + (size_t)(i + k) * dim;
+            nb_bf16 *yr = y + (size_t)(i + k) * dim;
+            float rk = i + 4 <= n ? r[k] : nb_rms_scale_bf16(xr, dim, eps);
+            /* (x * r) * w in fp32 and one rounding: HF's Gemma3RMSNorm computes in float */
+            for (int t = 0; t < dim; t++)
+                yr[t] = nb_f32_to_bf16((nb_bf16_to_f32(xr[t]) * rk) * w[t]);
+        }
     }
 }
 

@@ -262,4 +262,25 @@ static inline float nb_rms_scale_bf16(const nb_bf16 *x, int dim, float eps)
     return 1.0f / sqrtf(ss / (float)dim + eps);
 }
 
+/* The same scale for 4 rows of stride dim at once: four sequential sums side by side, each row's
+ * in its own order, so the bits are nb_rms_scale_bf16's; the 4 dependency chains overlap (one
+ * chain's add latency bounded Gemma's norms, 6 per layer plus the per-head q/k norms). */
+static inline void nb_rms_scale4_bf16(const nb_bf16 *x, int dim, float eps, float r[4])
+{
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    const nb_bf16 *x0 = x, *x1 = x + dim, *x2 = x + 2 * (size_t)dim, *x3 = x + 3 * (size_t)dim;
+    for (int t = 0; t < dim; t++) {
+        float v0 = nb_bf16_to_f32(x0[t]), v1 = nb_bf16_to_f32(x1[t]);
+        float v2 = nb_bf16_to_f32(x2[t]), v3 = nb_bf16_to_f32(x3[t]);
+        s0 += v0 * v0;
+        s1 += v1 * v1;
+        s2 += v2 * v2;
+        s3 += v3 * v3;
+    }
+    r[0] = 1.0f / sqrtf(s0 / (float)dim + eps);
+    r[1] = 1.0f / sqrtf(s1 / (float)dim + eps);
+    r[2] = 1.0f / sqrtf(s2 / (float)dim + eps);
+    r[3] = 1.0f / sqrtf(s3 / (float)dim + eps);
+}
+
 #endif

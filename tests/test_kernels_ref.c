@@ -314,6 +314,31 @@ static void test_rmsnorm_f32w(void **state)
     }
     nb_rmsnorm_f32w_bf16(yb, xb, w, N, DIM, eps);
     check_bf16("rmsnorm f32w bf16", yb, want, (size_t)N * DIM);
+    /* and bit for bit the fp32 formula with one sequential sum of squares per row, whatever
+     * the rows (4 at a time and a tail) and the pool's split (150 rows pass its threshold) */
+    enum { NB = 150 };
+    static nb_bf16 xl[NB * DIM], yl[NB * DIM];
+    kt_fill_bf16(xl, (size_t)NB * DIM, 40.0f);
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    for (int n = 1; n <= NB; n += n < 9 ? 1 : 141) {
+        nb_rmsnorm_f32w_bf16(yl, xl, w, n, DIM, eps);
+        for (int r = 0; r < n; r++) {
+            float ss = 0.0f;
+            for (int t = 0; t < DIM; t++) {
+                float v = nb_bf16_to_f32(xl[r * DIM + t]);
+                ss += v * v;
+            }
+            float inv = 1.0f / sqrtf(ss / (float)DIM + eps);
+            for (int t = 0; t < DIM; t++) {
+                nb_bf16 e = nb_f32_to_bf16((nb_bf16_to_f32(xl[r * DIM + t]) * inv) * w[t]);
+                if (e != yl[r * DIM + t])
+                    fail_msg("rmsnorm f32w bf16 n=%d row %d col %d: 0x%04x, want 0x%04x", n, r,
+                             t, yl[r * DIM + t], e);
+            }
+        }
+    }
+    nb_kernels_shutdown();
 }
 
 /* GELU-tanh gate: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * u; bf16 rounds the
