@@ -581,7 +581,7 @@ static void avx2_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, co
  * weights e/sum. Then each V tile is converted once and every row's output
  * accumulates w[p]*v[p] over p in order (exact given the weights). Only exp
  * and the softmax sum differ from the reference, by fp32 rounding. */
-#define TK 64
+#define TK NB_ATTN_TK
 
 /* rows [p][hd] (p < pn, pn a multiple of 8) -> kt [hd][TK], 8x8 blocks
  * transposed in registers. */
@@ -658,6 +658,11 @@ static void scores4(const float *kt, const float *const q[4], int lim, int hd, f
     }
 }
 
+typedef void (*attn_scores4_fn)(const float *kt, const float *const q[4], int lim, int hd,
+                                float scale, float *const out[4]);
+typedef void (*attn_pv_fn)(float *acc, const float *w, const float *v, int n, int hd);
+static void pv_accumulate(float *acc0, const float *w, const float *v, int n, int hd);
+
 typedef struct attn_scr {
     float *kt;  /* [hd][TK] */
     float *vt;  /* [TK][hd] */
@@ -676,6 +681,9 @@ typedef struct attn_scr {
         const T *q = a->q, *kc = a->kc, *vc = a->vc;                                            \
         T *out = a->out;                                                                        \
         float scale = 1.0f / sqrtf((float)hd);                                                  \
+        const nb_kernel_table *kt_ = nb_kernels_active();                                       \
+        attn_scores4_fn sc4 = kt_->attn_scores4 ? kt_->attn_scores4 : scores4;                  \
+        attn_pv_fn pv = kt_->attn_pv ? kt_->attn_pv : pv_accumulate;                            \
         size_t fl = (size_t)hd * TK * 2 + (size_t)nrh * hd * 2 + (size_t)nrh * ctxp;            \
         float *base = nb_scratch_or_die(sizeof(float) * fl);                                    \
         attn_scr S = {base, base + (size_t)hd * TK, base + (size_t)hd * TK * 2, NULL, NULL,     \
@@ -724,7 +732,7 @@ typedef struct attn_scr {
                     qs[k] = S.qf + (size_t)rh * hd;                                             \
                     out4[k] = S.s + (size_t)rh * ctxp + p0;                                     \
                 }                                                                               \
-                scores4(S.kt, qs, lim, hd, scale, out4);                                        \
+                sc4(S.kt, qs, lim, hd, scale, out4);                                            \
             }                                                                                   \
         }                                                                                       \
         /* softmax per row-head, over its own len */                                            \
@@ -749,8 +757,7 @@ typedef struct attn_scr {
                 if (len <= p0)                                                                  \
                     continue;                                                                   \
                 int lim = len - p0 < pn ? len - p0 : pn;                                        \
-                pv_accumulate(S.acc + (size_t)rh * hd, S.s + (size_t)rh * ctxp + p0, S.vt,   \
-                                 lim, hd);                                                      \
+                pv(S.acc + (size_t)rh * hd, S.s + (size_t)rh * ctxp + p0, S.vt, lim, hd);      \
             }                                                                                   \
         }                                                                                       \
         for (int rh = 0; rh < nrh; rh++) {                                                      \

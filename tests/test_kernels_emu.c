@@ -28,6 +28,10 @@ void nb_avx512_emu_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const u
                                          float out[8]);
 void nb_avx512_emu_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 extern const nb_kq_gemm_ops nb_avx512_emu_kq_gemm;
+/* nb_avx512.c's attention loops over the emulated intrinsics. */
+void nb_avx512_emu_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
+                                float scale, float *const out[4]);
+void nb_avx512_emu_attn_pv(float *acc, const float *w, const float *v, int n, int hd);
 
 typedef void (*linear_fn)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                           int j1);
@@ -201,6 +205,63 @@ static void test_avx512_kquant_emulated(void **state)
             free(ref);
             free(got);
             free(data);
+        }
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+}
+
+/* Attention with the AVX-512 loops swapped into the AVX2 table: the same bits as the AVX2 loops
+ * (bf16 and f32; Gemma's 4 heads of 256 on one kv head in prefill and decode, heads of 64, and
+ * a head of 40 past whole registers), two threads. */
+static void test_attention_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    static const int shapes[][5] = {/* n, pos0, heads, kv heads, hd */
+                                    {33, 90, 4, 1, 256}, {1, 130, 4, 1, 256}, {17, 5, 9, 3, 64},
+                                    {9, 20, 4, 1, 40}};
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    emu = nb_kernels_avx2;
+    emu.attn_scores4 = nb_avx512_emu_attn_scores4;
+    emu.attn_pv = nb_avx512_emu_attn_pv;
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            int n = shapes[k][0], pos0 = shapes[k][1], nh = shapes[k][2], nkv = shapes[k][3];
+            int hd = shapes[k][4], ctx = pos0 + n;
+            size_t qn = (size_t)n * nh * hd, kvn = (size_t)ctx * nkv * hd, es = f32 ? 4 : 2;
+            void *q = malloc(qn * es), *kc = malloc(kvn * es), *vc = malloc(kvn * es);
+            void *ref = malloc(qn * es), *got = malloc(qn * es);
+            if (f32) {
+                kt_fill_f32(q, qn, 2.0f);
+                kt_fill_f32(kc, kvn, 2.0f);
+                kt_fill_f32(vc, kvn, 1.0f);
+            } else {
+                kt_fill_bf16(q, qn, 2.0f);
+                kt_fill_bf16(kc, kvn, 2.0f);
+                kt_fill_bf16(vc, kvn, 1.0f);
+            }
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 0)
+                    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+                else
+                    nb_kernels_use_table(&emu);
+                void *out = pass ? got : ref;
+                if (f32)
+                    nb_attention_f32(out, q, kc, vc, n, pos0, nh, nkv, hd);
+                else
+                    nb_attention_bf16(out, q, kc, vc, n, pos0, nh, nkv, hd);
+            }
+            nb_kernels_use_table(NULL);
+            if (memcmp(ref, got, qn * es))
+                fail_msg("attention %s n=%d pos0=%d heads %d/%d hd %d: the emulated AVX-512 "
+                         "loops differ from the AVX2 ones", f32 ? "f32" : "bf16", n, pos0, nh,
+                         nkv, hd);
+            free(q);
+            free(kc);
+            free(vc);
+            free(ref);
+            free(got);
         }
     assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
 }
@@ -390,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_avx512_quantized_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
         cmocka_unit_test(test_avx512_kquant_emulated),
+        cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
         cmocka_unit_test(test_engine_on_emulated_paths),
         cmocka_unit_test(test_amx_emulated_semantics),
