@@ -660,8 +660,17 @@ static void scores4(const float *kt, const float *const q[4], int lim, int hd, f
 
 typedef void (*attn_scores4_fn)(const float *kt, const float *const q[4], int lim, int hd,
                                 float scale, float *const out[4]);
-typedef void (*attn_pv_fn)(float *acc, const float *w, const float *v, int n, int hd);
+typedef void (*attn_pv_fn)(float *const acc[], const float *const w[], int cnt, const float *v,
+                           int n, int hd);
 static void pv_accumulate(float *acc0, const float *w, const float *v, int n, int hd);
+
+/* The table's weighted sums of cnt row-heads, one at a time. */
+static void pv_rows(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                    int hd)
+{
+    for (int k = 0; k < cnt; k++)
+        pv_accumulate(acc[k], w[k], v, n, hd);
+}
 
 typedef struct attn_scr {
     float *kt;  /* [hd][TK] */
@@ -683,7 +692,7 @@ typedef struct attn_scr {
         float scale = 1.0f / sqrtf((float)hd);                                                  \
         const nb_kernel_table *kt_ = nb_kernels_active();                                       \
         attn_scores4_fn sc4 = kt_->attn_scores4 ? kt_->attn_scores4 : scores4;                  \
-        attn_pv_fn pv = kt_->attn_pv ? kt_->attn_pv : pv_accumulate;                            \
+        attn_pv_fn pv = kt_->attn_pv ? kt_->attn_pv : pv_rows;                                  \
         size_t fl = (size_t)hd * TK * 2 + (size_t)nrh * hd * 2 + (size_t)nrh * ctxp;            \
         float *base = nb_scratch_or_die(sizeof(float) * fl);                                    \
         attn_scr S = {base, base + (size_t)hd * TK, base + (size_t)hd * TK * 2, NULL, NULL,     \
@@ -752,12 +761,21 @@ typedef struct attn_scr {
                 for (; t < hd; t++)                                                             \
                     dst[t] = LD1(vr[t]);                                                        \
             }                                                                                   \
-            for (int rh = 0; rh < nrh; rh++) {                                                  \
+            /* the heads of one query row see the same keys: up to 4 share each value row */ \
+            for (int rh = 0, cnt; rh < nrh; rh += cnt) {                                        \
+                for (cnt = 1; cnt < 4 && rh + cnt < nrh && (rh + cnt) / nh == rh / nh; cnt++)   \
+                    ;                                                                           \
                 int len = a->pos0 + i0 + rh / nh + 1;                                           \
                 if (len <= p0)                                                                  \
                     continue;                                                                   \
                 int lim = len - p0 < pn ? len - p0 : pn;                                        \
-                pv(S.acc + (size_t)rh * hd, S.s + (size_t)rh * ctxp + p0, S.vt, lim, hd);      \
+                float *accs[4];                                                                 \
+                const float *ws[4];                                                             \
+                for (int k = 0; k < cnt; k++) {                                                 \
+                    accs[k] = S.acc + (size_t)(rh + k) * hd;                                    \
+                    ws[k] = S.s + (size_t)(rh + k) * ctxp + p0;                                 \
+                }                                                                               \
+                pv(accs, ws, cnt, S.vt, lim, hd);                                               \
             }                                                                                   \
         }                                                                                       \
         for (int rh = 0; rh < nrh; rh++) {                                                      \

@@ -44,7 +44,8 @@ void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f3
 nb_code NB_AVX512_FINISH(nb_wmat *w, nb_err *err);
 void NB_AVX512_SCORES4(const float *kt, const float *const q[4], int lim, int hd, float scale,
                        float *const out[4]);
-void NB_AVX512_PV(float *acc, const float *w, const float *v, int n, int hd);
+void NB_AVX512_PV(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                  int hd);
 
 /* Weights are VNNI16 (nb_kernels_impl.h): one 64-byte line holds a column
  * pair of 16 rows, so vdpbf16ps of it against x's pair broadcast to every
@@ -279,10 +280,10 @@ static inline __attribute__((always_inline)) void pv_cols(float *acc, const floa
         _mm512_storeu_ps(acc + c + 16 * k, a[k]);
 }
 
-void NB_AVX512_PV(float *acc, const float *w, const float *v, int n, int hd)
+/* Columns [c, hd) of one row-head. */
+static void pv_from(float *acc, const float *w, const float *v, int n, int hd, int c)
 {
-    int c = 0;
-    for (; c + 256 <= hd; c += 256) /* Gemma's head in one pass over the keys */
+    for (; c + 256 <= hd; c += 256)
         pv_cols(acc, w, v, n, hd, c, 256);
     for (; c + 64 <= hd; c += 64)
         pv_cols(acc, w, v, n, hd, c, 64);
@@ -291,4 +292,43 @@ void NB_AVX512_PV(float *acc, const float *w, const float *v, int n, int hd)
     for (int p = 0; c < hd && p < n; p++)
         for (int t = c; t < hd; t++)
             acc[t] += w[p] * v[(size_t)p * hd + t];
+}
+
+/* Four row-heads over the same keys, 64 columns at a time: the 16 accumulators in registers,
+ * each value row chunk loaded once for the four (one row-head at a time read the whole value
+ * tile from L2 per row-head: 64 keys x 256 columns x 4 bytes is past L1). */
+static void pv4_cols(float *const acc[4], const float *const w[4], const float *v, int n, int hd,
+                     int c)
+{
+    __m512 a[4][4];
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++)
+            a[k][j] = _mm512_loadu_ps(acc[k] + c + 16 * j);
+    for (int p = 0; p < n; p++) {
+        const float *vr = v + (size_t)p * hd + c;
+        __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
+        __m512 v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m512 wv = _mm512_set1_ps(w[k][p]);
+            a[k][0] = _mm512_add_ps(a[k][0], _mm512_mul_ps(wv, v0));
+            a[k][1] = _mm512_add_ps(a[k][1], _mm512_mul_ps(wv, v1));
+            a[k][2] = _mm512_add_ps(a[k][2], _mm512_mul_ps(wv, v2));
+            a[k][3] = _mm512_add_ps(a[k][3], _mm512_mul_ps(wv, v3));
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++)
+            _mm512_storeu_ps(acc[k] + c + 16 * j, a[k][j]);
+}
+
+void NB_AVX512_PV(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                  int hd)
+{
+    int c = 0;
+    if (cnt == 4)
+        for (; c + 64 <= hd; c += 64)
+            pv4_cols(acc, w, v, n, hd, c);
+    for (int k = 0; k < cnt; k++)
+        pv_from(acc[k], w[k], v, n, hd, c);
 }

@@ -131,11 +131,13 @@ typedef struct nb_kernel_table {
     const nb_kq_gemm_ops *kq_gemm;
     /* The inner loops of nb_avx2.c's attention (NULL: its AVX2 ones): the scores of 4 query
      * rows against a key tile transposed to [hd][NB_ATTN_TK] (keys [0, lim), lim a multiple of
-     * 16; out[k][p] = scale * sum over t in order of q_k[t] * kt[t][p]), and the weighted sum
-     * acc[t] += w[p] * v[p][t] over p in order (v rows of hd). Any version gives the same bits. */
+     * 16; out[k][p] = scale * sum over t in order of q_k[t] * kt[t][p]), and the weighted sums
+     * of cnt <= 4 row-heads over the same n keys, acc[k][t] += w[k][p] * v[p][t] over p in
+     * order (v rows of hd). Any version gives the same bits. */
     void (*attn_scores4)(const float *kt, const float *const q[4], int lim, int hd, float scale,
                          float *const out[4]);
-    void (*attn_pv)(float *acc, const float *w, const float *v, int n, int hd);
+    void (*attn_pv)(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                    int hd);
 } nb_kernel_table;
 
 extern const nb_kernel_table nb_kernels_portable;
@@ -152,7 +154,8 @@ void nb_kernels_use_table(const nb_kernel_table *t);
 /* nb_avx512.c's attention loops, 16 lanes wide (same sums, same order, same bits). */
 void nb_avx512_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
                             float scale, float *const out[4]);
-void nb_avx512_attn_pv(float *acc, const float *w, const float *v, int n, int hd);
+void nb_avx512_attn_pv(float *const acc[], const float *const w[], int cnt, const float *v,
+                       int n, int hd);
 
 /* The AVX-512 BF16 path is the AVX2 table with this linear kernel and
  * weight finish (nb_avx512.c): bf16 weights in VNNI16, the rest PACK8 and

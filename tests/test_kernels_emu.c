@@ -31,7 +31,8 @@ extern const nb_kq_gemm_ops nb_avx512_emu_kq_gemm;
 /* nb_avx512.c's attention loops over the emulated intrinsics. */
 void nb_avx512_emu_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
                                 float scale, float *const out[4]);
-void nb_avx512_emu_attn_pv(float *acc, const float *w, const float *v, int n, int hd);
+void nb_avx512_emu_attn_pv(float *const acc[], const float *const w[], int cnt, const float *v,
+                           int n, int hd);
 
 typedef void (*linear_fn)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                           int j1);
