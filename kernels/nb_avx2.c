@@ -240,7 +240,8 @@ GEMV8_Q8(gemv8_q8_0, 0, NB_QUANT_Q8_0_QS, NB_QUANT_QK, q8_0_prod)
 
 /* ---- drivers ------------------------------------------------------------------ */
 
-static void store_outs(void *Y, int f32out, size_t ld, int i, int j, const float *o, int cnt)
+static inline void store_outs(void *Y, int f32out, size_t ld, int i, int j, const float *o,
+                              int cnt)
 {
     if (f32out) {
         memcpy((float *)Y + (size_t)i * ld + j, o, sizeof(float) * (size_t)cnt);
