@@ -1,5 +1,6 @@
-/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI, two weight rows per zmm: the prefill
- * kernel of Q5_0, Q4_K and Q6_K (an expanded PACK8 group) and the Q8_0 one (Gemma's LM head).
+/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the per-row kernels of Q5_0, Q4_K
+ * and Q6_K (an expanded PACK8 group) and of Q8_0 (Gemma's LM head), two weight rows per zmm, and
+ * the prefill GEMM of all four (weight rows x activation-row pairs in registers; at the end).
  *
  * Why it exists: in Gemma 3's prefill the AVX2 expanded kernel is most of the time, and it
  * spends 7 instructions per 32 products of one row (two vpsignb, vpmaddubsw, vpmaddwd, convert,
