@@ -240,7 +240,8 @@ GEMV8_Q8(gemv8_q8_0, 0, NB_QUANT_Q8_0_QS, NB_QUANT_QK, q8_0_prod)
 
 /* ---- drivers ------------------------------------------------------------------ */
 
-static void store_outs(void *Y, int f32out, size_t ld, int i, int j, const float *o, int cnt)
+static inline void store_outs(void *Y, int f32out, size_t ld, int i, int j, const float *o,
+                              int cnt)
 {
     if (f32out) {
         memcpy((float *)Y + (size_t)i * ld + j, o, sizeof(float) * (size_t)cnt);
@@ -333,6 +334,32 @@ static int expands(const nb_wmat *W, int n)
                                W->type == NB_W_Q6_K);
 }
 
+/* The prefill GEMM (kt->kq_gemm) of a group block: X rows in blocks of pair records (i0 even),
+ * each group expanded once per block and met by the block's rows in register tiles. */
+#define GEMM_XBLOCK_BYTES (1024 * 1024)
+#define GEMM_XBLOCK_MAX 256
+
+static void kq_gemm_rows(const nb_kq_gemm_ops *gm, const nb_wmat *W, const uint8_t *pairs,
+                         const float *xsum, int n, void *Y, int f32out, int j0, int j1,
+                         uint8_t *g, uint8_t *tmp)
+{
+    int K = W->cols, nb = K / 32;
+    int xb = (int)(GEMM_XBLOCK_BYTES / (gm->pairs_bytes(2, K) / 2));
+    xb = xb < 2 ? 2 : xb > GEMM_XBLOCK_MAX ? GEMM_XBLOCK_MAX : xb & ~1;
+    float o[8 * GEMM_XBLOCK_MAX];
+    for (int i0 = 0; i0 < n; i0 += xb) {
+        int i1 = i0 + xb < n ? i0 + xb : n;
+        const uint8_t *pr = pairs + gm->pairs_bytes(i0, K); /* i0 even: whole records */
+        for (int j = j0; j < j1; j += 8) {
+            int cnt = j1 - j < 8 ? j1 - j : 8;
+            gm->expand(W->type, nb_wmat_group(W, j / 8), K, g, tmp);
+            gm->gemm(W->type, g, K, pr, xsum + (size_t)i0 * nb, i1 - i0, o);
+            for (int i = i0; i < i1; i++)
+                store_outs(Y, f32out, (size_t)W->rows, i, j, o + 8 * (i - i0), cnt);
+        }
+    }
+}
+
 static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xsum,
                          int n, void *Y, int f32out, int j0, int j1, uint8_t *e)
 {
@@ -376,8 +403,17 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     size_t qoff = sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0));
     size_t qn = ((size_t)n * K + 63) & ~(size_t)63;
     size_t qa = quant ? qn + ((sizeof(float) * 2 * n * nb + 63) & ~(size_t)63) : 0;
-    size_t eb = quant && expands(W, n) ? nb_avx2_kquant_expand_bytes(W->type, K) : 0;
-    uint8_t *base = nb_scratch_or_die(qoff + qa + eb);
+    /* The prefill GEMM's pair records of X, then room for one expanded group of any type (the
+     * largest, Q4_K's): the size depends on n and K alone, so the slices of a batch keep the
+     * converted X (a larger scratch would lose it). */
+    const nb_kq_gemm_ops *gm = quant && n >= GEMM_MIN_N ? nb_kernels_active()->kq_gemm : NULL;
+    size_t pb = gm ? (gm->pairs_bytes(n, K) + 63) & ~(size_t)63 : 0;
+    size_t tb = quant && n >= GEMM_MIN_N
+                    ? (nb_avx2_kquant_expand_bytes(NB_W_Q4_K, K) + 63) & ~(size_t)63
+                    : 0;
+    size_t gb = gm ? gm->gemm_bytes(NB_W_Q4_K, K) : 0;
+    uint8_t *base = nb_scratch_or_die(qoff + qa + pb + tb + gb);
+    uint8_t *pairs = base + qoff + qa, *tmp = pairs + pb;
     float *xs = (float *)base;
     int8_t *xq = (int8_t *)(base + qoff);
     float *xd = (float *)(base + qoff + qn), *xsum = xd + (size_t)n * nb;
@@ -403,14 +439,18 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
             for (int i = 0; i < n; i++)
                 nb_avx2_q8_quantize_row(xs + (size_t)i * K, K, xq + (size_t)i * K,
                                         xd + (size_t)i * nb, xsum + (size_t)i * nb);
+        if (gm)
+            gm->pairs(xq, xd, n, K, pairs);
     }
     last.id = nb_call_id;
     last.X = X;
     last.n = n;
     last.K = K;
     last.quant = quant;
-    if (quant)
-        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1, eb ? base + qoff + qa : NULL);
+    if (gm && nb_kq_gemm_type(W->type))
+        kq_gemm_rows(gm, W, pairs, xsum, n, Y, f32out, j0, j1, tmp + tb, tmp);
+    else if (quant)
+        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1, expands(W, n) ? tmp : NULL);
     else if (gemm)
         gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
     else
@@ -542,7 +582,7 @@ static void avx2_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, co
  * weights e/sum. Then each V tile is converted once and every row's output
  * accumulates w[p]*v[p] over p in order (exact given the weights). Only exp
  * and the softmax sum differ from the reference, by fp32 rounding. */
-#define TK 64
+#define TK NB_ATTN_TK
 
 /* rows [p][hd] (p < pn, pn a multiple of 8) -> kt [hd][TK], 8x8 blocks
  * transposed in registers. */
@@ -619,6 +659,20 @@ static void scores4(const float *kt, const float *const q[4], int lim, int hd, f
     }
 }
 
+typedef void (*attn_scores4_fn)(const float *kt, const float *const q[4], int lim, int hd,
+                                float scale, float *const out[4]);
+typedef void (*attn_pv_fn)(float *const acc[], const float *const w[], int cnt, const float *v,
+                           int n, int hd);
+static void pv_accumulate(float *acc0, const float *w, const float *v, int n, int hd);
+
+/* The table's weighted sums of cnt row-heads, one at a time. */
+static void pv_rows(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                    int hd)
+{
+    for (int k = 0; k < cnt; k++)
+        pv_accumulate(acc[k], w[k], v, n, hd);
+}
+
 typedef struct attn_scr {
     float *kt;  /* [hd][TK] */
     float *vt;  /* [TK][hd] */
@@ -637,6 +691,9 @@ typedef struct attn_scr {
         const T *q = a->q, *kc = a->kc, *vc = a->vc;                                            \
         T *out = a->out;                                                                        \
         float scale = 1.0f / sqrtf((float)hd);                                                  \
+        const nb_kernel_table *kt_ = nb_kernels_active();                                       \
+        attn_scores4_fn sc4 = kt_->attn_scores4 ? kt_->attn_scores4 : scores4;                  \
+        attn_pv_fn pv = kt_->attn_pv ? kt_->attn_pv : pv_rows;                                  \
         size_t fl = (size_t)hd * TK * 2 + (size_t)nrh * hd * 2 + (size_t)nrh * ctxp;            \
         float *base = nb_scratch_or_die(sizeof(float) * fl);                                    \
         attn_scr S = {base, base + (size_t)hd * TK, base + (size_t)hd * TK * 2, NULL, NULL,     \
@@ -685,7 +742,7 @@ typedef struct attn_scr {
                     qs[k] = S.qf + (size_t)rh * hd;                                             \
                     out4[k] = S.s + (size_t)rh * ctxp + p0;                                     \
                 }                                                                               \
-                scores4(S.kt, qs, lim, hd, scale, out4);                                        \
+                sc4(S.kt, qs, lim, hd, scale, out4);                                            \
             }                                                                                   \
         }                                                                                       \
         /* softmax per row-head, over its own len */                                            \
@@ -705,13 +762,21 @@ typedef struct attn_scr {
                 for (; t < hd; t++)                                                             \
                     dst[t] = LD1(vr[t]);                                                        \
             }                                                                                   \
-            for (int rh = 0; rh < nrh; rh++) {                                                  \
+            /* the heads of one query row see the same keys: up to 4 share each value row */ \
+            for (int rh = 0, cnt; rh < nrh; rh += cnt) {                                        \
+                for (cnt = 1; cnt < 4 && rh + cnt < nrh && (rh + cnt) / nh == rh / nh; cnt++)   \
+                    ;                                                                           \
                 int len = a->pos0 + i0 + rh / nh + 1;                                           \
                 if (len <= p0)                                                                  \
                     continue;                                                                   \
                 int lim = len - p0 < pn ? len - p0 : pn;                                        \
-                pv_accumulate(S.acc + (size_t)rh * hd, S.s + (size_t)rh * ctxp + p0, S.vt,   \
-                                 lim, hd);                                                      \
+                float *accs[4];                                                                 \
+                const float *ws[4];                                                             \
+                for (int k = 0; k < cnt; k++) {                                                 \
+                    accs[k] = S.acc + (size_t)(rh + k) * hd;                                    \
+                    ws[k] = S.s + (size_t)(rh + k) * ctxp + p0;                                 \
+                }                                                                               \
+                pv(accs, ws, cnt, S.vt, lim, hd);                                               \
             }                                                                                   \
         }                                                                                       \
         for (int rh = 0; rh < nrh; rh++) {                                                      \
@@ -755,17 +820,20 @@ static void softmax_row(float *s, int len)
         s[p] = s[p] / sum;
 }
 
-/* acc[t] += w[p] * v[p][t] for p = 0..n-1 in order (v rows of hd). */
-static void pv_accumulate(float *acc, const float *w, const float *v, int n, int hd)
+/* acc[t] += w[p] * v[p][t] for p = 0..n-1 in order (v rows of hd). A head of a multiple of 64
+ * (Gemma's 256) goes 64 columns at a time with the 8 accumulators in registers: each acc[t]
+ * still takes p in order, and the generic loop's load and store of acc per key are gone. */
+static void pv_accumulate(float *acc0, const float *w, const float *v, int n, int hd)
 {
-    if (hd == 64) {
+    for (int c = 0; hd % 64 == 0 && c < hd; c += 64) {
+        float *acc = acc0 + c;
         __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
         __m256 a2 = _mm256_loadu_ps(acc + 16), a3 = _mm256_loadu_ps(acc + 24);
         __m256 a4 = _mm256_loadu_ps(acc + 32), a5 = _mm256_loadu_ps(acc + 40);
         __m256 a6 = _mm256_loadu_ps(acc + 48), a7 = _mm256_loadu_ps(acc + 56);
         for (int p = 0; p < n; p++) {
             __m256 wv = _mm256_broadcast_ss(w + p);
-            const float *vr = v + (size_t)p * 64;
+            const float *vr = v + (size_t)p * hd + c;
             a0 = _mm256_add_ps(a0, _mm256_mul_ps(wv, _mm256_loadu_ps(vr)));
             a1 = _mm256_add_ps(a1, _mm256_mul_ps(wv, _mm256_loadu_ps(vr + 8)));
             a2 = _mm256_add_ps(a2, _mm256_mul_ps(wv, _mm256_loadu_ps(vr + 16)));
@@ -783,8 +851,10 @@ static void pv_accumulate(float *acc, const float *w, const float *v, int n, int
         _mm256_storeu_ps(acc + 40, a5);
         _mm256_storeu_ps(acc + 48, a6);
         _mm256_storeu_ps(acc + 56, a7);
-        return;
     }
+    if (hd % 64 == 0)
+        return;
+    float *acc = acc0;
     for (int p = 0; p < n; p++) {
         __m256 wv = _mm256_broadcast_ss(w + p);
         const float *vr = v + (size_t)p * hd;

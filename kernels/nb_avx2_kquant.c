@@ -338,20 +338,20 @@ void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t
     __m256 tot = nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
     if (t == NB_W_Q4_K) {
         float m[8];
-        nb_avx2_kquant_mins8(x, e, K, m);
+        nb_avx2_kquant_mins8(x, nb_kq_exp_mins(ex, K, 0), K, m);
         tot = _mm256_sub_ps(tot, _mm256_loadu_ps(m));
     }
     _mm256_storeu_ps(out, tot);
 }
 
-void nb_avx2_kquant_mins8(const nb_q8_act *x, const uint8_t *e, int K, float m[8])
+void nb_avx2_kquant_mins8(const nb_q8_act *x, const float *mins0, int K, float m[8])
 {
     __m256 mt[8];
     for (int r = 0; r < 8; r++)
         mt[r] = _mm256_setzero_ps();
     for (int S = 0; S < K / NB_QUANT_QK_K; S++) {
         __m256 xs = _mm256_loadu_ps(x->s + 8 * S);
-        const float *mins = nb_kq_exp_mins((uint8_t *)e, K, S);
+        const float *mins = mins0 + (size_t)S * 64;
         for (int r = 0; r < 8; r++)
             mt[r] = _mm256_add_ps(mt[r], _mm256_mul_ps(_mm256_loadu_ps(mins + 8 * r), xs));
     }

@@ -1,5 +1,5 @@
-/* nb_avx512: the AVX-512 BF16 linear kernel for bf16 weights (vdpbf16ps on bf16 activations);
- * every other op of that path is the AVX2 one. Compiled with the AVX-512 flags alone (kernels/CMakeLists.txt),
+/* nb_avx512: the AVX-512 BF16 linear kernel for bf16 weights (vdpbf16ps on bf16 activations)
+ * and attention's two inner loops 16 lanes wide; every other op of that path is the AVX2 one. Compiled with the AVX-512 flags alone (kernels/CMakeLists.txt),
  * run only where CPUID says so.
  *
  * Numerics (Intel SDM, VDPBF16PS): each fp32 lane does
@@ -26,9 +26,13 @@
 #include <immintrin.h>
 #define NB_AVX512_LINEAR nb_avx512_linear_bf16
 #define NB_AVX512_FINISH nb_avx512_wmat_finish
+#define NB_AVX512_SCORES4 nb_avx512_attn_scores4
+#define NB_AVX512_PV nb_avx512_attn_pv
 #else
 #define NB_AVX512_LINEAR nb_avx512_emu_linear_bf16
 #define NB_AVX512_FINISH nb_avx512_emu_wmat_finish
+#define NB_AVX512_SCORES4 nb_avx512_emu_attn_scores4
+#define NB_AVX512_PV nb_avx512_emu_attn_pv
 #endif
 
 #include <string.h>
@@ -38,6 +42,10 @@
 void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                       int j1);
 nb_code NB_AVX512_FINISH(nb_wmat *w, nb_err *err);
+void NB_AVX512_SCORES4(const float *kt, const float *const q[4], int lim, int hd, float scale,
+                       float *const out[4]);
+void NB_AVX512_PV(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                  int hd);
 
 /* Weights are VNNI16 (nb_kernels_impl.h): one 64-byte line holds a column
  * pair of 16 rows, so vdpbf16ps of it against x's pair broadcast to every
@@ -222,4 +230,105 @@ void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f3
         return;
     }
     linear_vnni(W, X, n, Y, f32out, j0, j1);
+}
+
+/* ---- attention's inner loops (nb_avx2.c's driver calls them through the table) -------------
+ * The AVX2 loops, 16 keys or 16 columns per register instead of 8: the same products, each
+ * sum in the same order (mul then add, never fused), so the same bits in half the
+ * instructions. In Gemma 3's prefill (heads of 256, 512 keys) attention is the largest cost
+ * after the linears. */
+
+void NB_AVX512_SCORES4(const float *kt, const float *const q[4], int lim, int hd, float scale,
+                       float *const out[4])
+{
+    __m512 sc = _mm512_set1_ps(scale);
+    for (int p = 0; p < lim; p += 16) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *k = kt + p;
+        for (int t = 0; t < hd; t++, k += NB_ATTN_TK) {
+            __m512 kv = _mm512_loadu_ps(k);
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q[0][t]), kv));
+            a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q[1][t]), kv));
+            a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q[2][t]), kv));
+            a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q[3][t]), kv));
+        }
+        /* out[] may repeat a row (fewer than four): identical values */
+        _mm512_storeu_ps(out[0] + p, _mm512_mul_ps(a0, sc));
+        _mm512_storeu_ps(out[1] + p, _mm512_mul_ps(a1, sc));
+        _mm512_storeu_ps(out[2] + p, _mm512_mul_ps(a2, sc));
+        _mm512_storeu_ps(out[3] + p, _mm512_mul_ps(a3, sc));
+    }
+}
+
+/* cols columns from c (16 each register, cols / 16 <= 16) with the accumulators in registers
+ * across all n keys; a constant cols after inlining. */
+static inline __attribute__((always_inline)) void pv_cols(float *acc, const float *w,
+                                                          const float *v, int n, int hd, int c,
+                                                          int cols)
+{
+    __m512 a[16];
+    for (int k = 0; k < cols / 16; k++)
+        a[k] = _mm512_loadu_ps(acc + c + 16 * k);
+    for (int p = 0; p < n; p++) {
+        __m512 wv = _mm512_set1_ps(w[p]);
+        const float *vr = v + (size_t)p * hd + c;
+#pragma GCC unroll 16
+        for (int k = 0; k < cols / 16; k++)
+            a[k] = _mm512_add_ps(a[k], _mm512_mul_ps(wv, _mm512_loadu_ps(vr + 16 * k)));
+    }
+    for (int k = 0; k < cols / 16; k++)
+        _mm512_storeu_ps(acc + c + 16 * k, a[k]);
+}
+
+/* Columns [c, hd) of one row-head. */
+static void pv_from(float *acc, const float *w, const float *v, int n, int hd, int c)
+{
+    for (; c + 256 <= hd; c += 256)
+        pv_cols(acc, w, v, n, hd, c, 256);
+    for (; c + 64 <= hd; c += 64)
+        pv_cols(acc, w, v, n, hd, c, 64);
+    for (; c + 16 <= hd; c += 16)
+        pv_cols(acc, w, v, n, hd, c, 16);
+    for (int p = 0; c < hd && p < n; p++)
+        for (int t = c; t < hd; t++)
+            acc[t] += w[p] * v[(size_t)p * hd + t];
+}
+
+/* Four row-heads over the same keys, 64 columns at a time: the 16 accumulators in registers,
+ * each value row chunk loaded once for the four (one row-head at a time read the whole value
+ * tile from L2 per row-head: 64 keys x 256 columns x 4 bytes is past L1). */
+static void pv4_cols(float *const acc[4], const float *const w[4], const float *v, int n, int hd,
+                     int c)
+{
+    __m512 a[4][4];
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++)
+            a[k][j] = _mm512_loadu_ps(acc[k] + c + 16 * j);
+    for (int p = 0; p < n; p++) {
+        const float *vr = v + (size_t)p * hd + c;
+        __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
+        __m512 v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m512 wv = _mm512_set1_ps(w[k][p]);
+            a[k][0] = _mm512_add_ps(a[k][0], _mm512_mul_ps(wv, v0));
+            a[k][1] = _mm512_add_ps(a[k][1], _mm512_mul_ps(wv, v1));
+            a[k][2] = _mm512_add_ps(a[k][2], _mm512_mul_ps(wv, v2));
+            a[k][3] = _mm512_add_ps(a[k][3], _mm512_mul_ps(wv, v3));
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++)
+            _mm512_storeu_ps(acc[k] + c + 16 * j, a[k][j]);
+}
+
+void NB_AVX512_PV(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                  int hd)
+{
+    int c = 0;
+    if (cnt == 4)
+        for (; c + 64 <= hd; c += 64)
+            pv4_cols(acc, w, v, n, hd, c);
+    for (int k = 0; k < cnt; k++)
+        pv_from(acc[k], w[k], v, n, hd, c);
 }

@@ -1,5 +1,6 @@
-/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI, two weight rows per zmm: the prefill
- * kernel of Q5_0, Q4_K and Q6_K (an expanded PACK8 group) and the Q8_0 one (Gemma's LM head).
+/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the per-row kernels of Q5_0, Q4_K
+ * and Q6_K (an expanded PACK8 group) and of Q8_0 (Gemma's LM head), two weight rows per zmm, and
+ * the prefill GEMM of all four (weight rows x activation-row pairs in registers; at the end).
  *
  * Why it exists: in Gemma 3's prefill the AVX2 expanded kernel is most of the time, and it
  * spends 7 instructions per 32 products of one row (two vpsignb, vpmaddubsw, vpmaddwd, convert,
@@ -23,10 +24,14 @@
 #include <immintrin.h>
 #define NB_AVX512_KQ_EXPANDED nb_avx512_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_q8_0_gemv8
+#define NB_AVX512_KQ_GEMM nb_avx512_kq_gemm
 #else
 #define NB_AVX512_KQ_EXPANDED nb_avx512_emu_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_emu_q8_0_gemv8
+#define NB_AVX512_KQ_GEMM nb_avx512_emu_kq_gemm
 #endif
+
+#include <string.h>
 
 #include "nb_avx2_simd.h"
 #include "nb_kernels_impl.h"
@@ -128,8 +133,203 @@ void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int
     __m256 tot = reduce_pairs(acc);
     if (t == NB_W_Q4_K) {
         float m[8];
-        nb_avx2_kquant_mins8(x, e, K, m);
+        nb_avx2_kquant_mins8(x, nb_kq_exp_mins(ex, K, 0), K, m);
         tot = _mm256_sub_ps(tot, _mm256_loadu_ps(m));
     }
     _mm256_storeu_ps(out, tot);
 }
+
+/* ---- prefill GEMM: 8 weight rows x 4 activation rows in registers -------------------------
+ * The kernels above meet one activation row at a time: per 2 rows and 32 weights they spend
+ * about 11 instructions (bias xor and subtraction, scale mullo (2 uops), permute of d, ...),
+ * so Gemma's prefill ran at ~12 multiply-adds per cycle. Here a zmm holds one weight row
+ * against two activation rows (lanes 0-7 the 8 four-weight lanes of row i, 8-15 of row i+1),
+ * and everything that depends on one side only is prepared once for that side:
+ *   - weights as unsigned codes u (Q5_0 q, Q4_K q, Q6_K q, Q8_0 w + 128), so vpdpbusd takes
+ *     them as they are and x stays signed; the offset (16, 0, 32, 128) times each lane's
+ *     sum(x) comes off through the accumulator's start value, -sum4(x) << log2(offset), made
+ *     per activation pair record and shared by the 8 rows;
+ *   - the k-quants' integer lane scale as a float vector: float(I) * float(sc) is exact, the
+ *     same float as the per-row kernels' float(I * sc) (|I * sc| < 2^24);
+ *   - d_x of both rows as a vector, so d_w * d_x is one multiply by a broadcast d_w.
+ * Per row, activation pair and 32-block: vpdpbusd, convert, [scale], d multiply, multiply, add:
+ * 5 (6) instructions for 64 products. The lane arithmetic and order are the per-row kernels'
+ * (lane += float(I) * (d_w * d_x), blocks in order, the rows' lanes reduced by nb_reduce8, Q4_K's
+ * mins by nb_avx2_kquant_mins8, Q8_0's trailing + 0), so the outputs are theirs bit for bit. */
+
+enum {
+    REC = 192,      /* an activation pair record: 64 quants, 16 x -sum4(x), 16 x d_x */
+    GB = 544,       /* an expanded block of 8 rows: 8 x 32 codes, 8 d_w, 8 x 8 lane scales */
+    GB_DW = 256,
+    GB_SC = 288,
+};
+
+static size_t gemm_pairs_bytes(int n, int K)
+{
+    return (size_t)((n + 1) / 2) * (size_t)(K / 32) * REC;
+}
+
+static void gemm_pairs(const int8_t *xq, const float *xd, int n, int K, uint8_t *dst)
+{
+    int nb = K / 32;
+    for (int p = 0; p < (n + 1) / 2; p++) {
+        int i0 = 2 * p, i1 = 2 * p + 1 < n ? 2 * p + 1 : 2 * p; /* an odd last row pairs itself */
+        for (int b = 0; b < nb; b++) {
+            uint8_t *rec = dst + ((size_t)p * nb + b) * REC;
+            memcpy(rec, xq + (size_t)i0 * K + 32 * b, 32);
+            memcpy(rec + 32, xq + (size_t)i1 * K + 32 * b, 32);
+            __m512i s4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1),
+                                             _mm512_loadu_si512(rec));
+            _mm512_storeu_si512(rec + 64, _mm512_sub_epi32(_mm512_setzero_si512(), s4));
+            float dx[16];
+            for (int l = 0; l < 8; l++) {
+                dx[l] = xd[(size_t)i0 * nb + b];
+                dx[8 + l] = xd[(size_t)i1 * nb + b];
+            }
+            memcpy(rec + 128, dx, sizeof dx);
+        }
+    }
+}
+
+static size_t gemm_bytes(nb_wtype t, int K)
+{
+    size_t nb = (size_t)K / 32;
+    return nb * GB + (t == NB_W_Q4_K ? nb / 8 * 64 * sizeof(float) : 0);
+}
+
+static void gemm_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8_t *tmp)
+{
+    int nb = K / 32;
+    if (t == NB_W_Q8_0) { /* PACK8 block: the 8 rows' fp16 d, then their 32 quants each */
+        enum { SB = NB_QUANT_Q8_0_QS, QB = NB_QUANT_QK };
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *p = grp + (size_t)b * 8 * (SB + QB);
+            uint8_t *blk = g + (size_t)b * GB;
+            _mm256_storeu_ps((float *)(blk + GB_DW),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+            for (int r = 0; r < 8; r++)
+                _mm256_storeu_si256(
+                    (__m256i *)(blk + 32 * r),
+                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + 8 * SB + QB * r)),
+                                     _mm256_set1_epi8((char)0x80)));
+        }
+        return;
+    }
+    /* the AVX2 expansion decodes the blocks; here only their form changes */
+    nb_avx2_kquant_expand(t, grp, K, tmp);
+    const __m256i off = _mm256_set1_epi8(t == NB_W_Q5_0 ? 16 : t == NB_W_Q6_K ? 32 : 0);
+    for (int b = 0; b < nb; b++) {
+        uint8_t *blk = g + (size_t)b * GB;
+        memcpy(blk + GB_DW, nb_kq_exp_dw(tmp, b), 8 * sizeof(float));
+        const int8_t *w = nb_kq_exp_w(tmp, b);
+        const int16_t *sc = nb_kq_exp_sc(tmp, b);
+        for (int r = 0; r < 8; r++) {
+            _mm256_storeu_si256(
+                (__m256i *)(blk + 32 * r),
+                _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(w + 32 * r)), off));
+            /* both words of a scale lane are equal: the high one, sign-extended */
+            if (t != NB_W_Q5_0)
+                _mm256_storeu_ps((float *)(blk + GB_SC + 32 * r),
+                                 _mm256_cvtepi32_ps(_mm256_srai_epi32(
+                                     _mm256_loadu_si256((const __m256i *)(sc + 16 * r)), 16)));
+        }
+    }
+    if (t == NB_W_Q4_K)
+        memcpy(g + (size_t)nb * GB, nb_kq_exp_mins(tmp, K, 0),
+               (size_t)nb / 8 * 64 * sizeof(float));
+}
+
+/* np (1 or 2) activation pairs from pr against the 8 rows of g: out[2 * np][8]. has_sc and sh
+ * (log2 of the code offset, -1 for none) are constants after inlining. */
+static inline __attribute__((always_inline)) void
+gemm_tile(const uint8_t *g, int nb, const uint8_t *pr, int np, int has_sc, int sh, float *out)
+{
+    __m512 acc[2][8];
+    for (int p = 0; p < np; p++)
+        for (int r = 0; r < 8; r++)
+            acc[p][r] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (size_t)b * GB;
+        __m512i xp[2], init[2];
+        __m512 dx[2];
+        for (int p = 0; p < np; p++) {
+            const uint8_t *rec = pr + ((size_t)p * nb + b) * REC;
+            xp[p] = _mm512_loadu_si512(rec);
+            init[p] = sh < 0 ? _mm512_setzero_si512()
+                             : _mm512_slli_epi32(_mm512_loadu_si512(rec + 64), (unsigned)sh);
+            dx[p] = _mm512_loadu_ps((const float *)(rec + 128));
+        }
+        const float *dw = (const float *)(blk + GB_DW);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            __m512i u =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 32 * r)));
+            /* the row's 8 lane scales in both halves (an integer broadcast: AVX512F alone) */
+            __m512 sc = has_sc ? _mm512_castsi512_ps(_mm512_broadcast_i64x4(
+                                     _mm256_loadu_si256((const __m256i *)(blk + GB_SC + 32 * r))))
+                               : _mm512_setzero_ps();
+            __m512 w = _mm512_set1_ps(dw[r]);
+            for (int p = 0; p < np; p++) {
+                __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init[p], u, xp[p]));
+                if (has_sc)
+                    f = _mm512_mul_ps(f, sc);
+                acc[p][r] = _mm512_add_ps(acc[p][r], _mm512_mul_ps(f, _mm512_mul_ps(dx[p], w)));
+            }
+        }
+    }
+    for (int p = 0; p < np; p++) {
+        float lanes[8][16];
+        for (int r = 0; r < 8; r++)
+            _mm512_storeu_ps(lanes[r], acc[p][r]);
+        for (int h = 0; h < 2; h++)
+            _mm256_storeu_ps(out + 8 * (2 * p + h),
+                             nb_reduce8(_mm256_loadu_ps(lanes[0] + 8 * h),
+                                        _mm256_loadu_ps(lanes[1] + 8 * h),
+                                        _mm256_loadu_ps(lanes[2] + 8 * h),
+                                        _mm256_loadu_ps(lanes[3] + 8 * h),
+                                        _mm256_loadu_ps(lanes[4] + 8 * h),
+                                        _mm256_loadu_ps(lanes[5] + 8 * h),
+                                        _mm256_loadu_ps(lanes[6] + 8 * h),
+                                        _mm256_loadu_ps(lanes[7] + 8 * h)));
+    }
+}
+
+/* One specialization per type and tile height: the offsets and scales become constants. */
+#define GEMM_TILE_OF(NP)                                                                        \
+    static void gemm_tile##NP(nb_wtype t, const uint8_t *g, int nb, const uint8_t *pr,         \
+                              float *out)                                                       \
+    {                                                                                           \
+        switch (t) {                                                                            \
+        case NB_W_Q5_0: gemm_tile(g, nb, pr, NP, 0, 4, out); break;                             \
+        case NB_W_Q4_K: gemm_tile(g, nb, pr, NP, 1, -1, out); break;                            \
+        case NB_W_Q6_K: gemm_tile(g, nb, pr, NP, 1, 5, out); break;                             \
+        default: gemm_tile(g, nb, pr, NP, 0, 7, out); break; /* Q8_0 */                         \
+        }                                                                                       \
+    }
+GEMM_TILE_OF(1)
+GEMM_TILE_OF(2)
+
+static void gemm(nb_wtype t, const uint8_t *g, int K, const uint8_t *pr, const float *xs, int n,
+                 float *out)
+{
+    int nb = K / 32, np = (n + 1) / 2, p = 0;
+    for (; p + 2 <= np; p += 2)
+        gemm_tile2(t, g, nb, pr + (size_t)p * nb * REC, out + 16 * p);
+    if (p < np)
+        gemm_tile1(t, g, nb, pr + (size_t)p * nb * REC, out + 16 * p);
+    for (int i = 0; i < n; i++) {
+        __m256 o = _mm256_loadu_ps(out + 8 * i);
+        if (t == NB_W_Q4_K) {
+            float m[8];
+            nb_q8_act x = {NULL, NULL, xs + (size_t)i * nb};
+            nb_avx2_kquant_mins8(&x, (const float *)(g + (size_t)nb * GB), K, m);
+            o = _mm256_sub_ps(o, _mm256_loadu_ps(m));
+        } else if (t == NB_W_Q8_0) {
+            o = _mm256_add_ps(o, _mm256_setzero_ps()); /* as gemv8_q8_0: -0 becomes +0 */
+        }
+        _mm256_storeu_ps(out + 8 * i, o);
+    }
+}
+
+const nb_kq_gemm_ops NB_AVX512_KQ_GEMM = {gemm_pairs_bytes, gemm_pairs, gemm_bytes, gemm_expand,
+                                          gemm};

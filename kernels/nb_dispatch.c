@@ -125,10 +125,13 @@ static void detect(void)
     avx512bf16_table.isa = NB_ISA_AVX512BF16;
     avx512bf16_table.linear_bf16 = nb_avx512_linear_bf16;
     avx512bf16_table.wmat_finish = nb_avx512_wmat_finish;
+    avx512bf16_table.attn_scores4 = nb_avx512_attn_scores4;
+    avx512bf16_table.attn_pv = nb_avx512_attn_pv;
     cpu_best = probe_cpu();
     if (cpu_vnni) {
         avx512bf16_table.kquant_expanded = nb_avx512_kquant_gemv8_expanded;
         avx512bf16_table.q8_0_gemv8 = nb_avx512_q8_0_gemv8;
+        avx512bf16_table.kq_gemm = &nb_avx512_kq_gemm;
     }
     amxbf16_table = avx512bf16_table;
     amxbf16_table.isa = NB_ISA_AMXBF16;

@@ -81,6 +81,30 @@ typedef struct nb_q8_act {
 typedef void (*nb_kq_expanded_fn)(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                   float out[8]);
 
+/* The prefill GEMM of the block-keeping types Q5_0, Q4_K, Q6_K and Q8_0 (nb_avx512_kquant.c, on
+ * AVX-512 VNNI): the same function as the per-row kernels (nb_kquant.c's definition), bit for
+ * bit, with each weight group's decoding and scales shared by many activation rows.
+ * The activations of a call go once into pair records (pairs(): rows 2p and 2p+1 of the Q8 form
+ * side by side, pairs_bytes(n, K) bytes); a group of 8 weight rows is expanded per block of
+ * activation rows (expand(): gemm_bytes(t, K) bytes at g, tmp holding
+ * nb_avx2_kquant_expand_bytes(t, K)); gemm() then gives the 8 outputs of each of the n rows
+ * whose pair records start at pr (n even or odd; out holds 8 * (n rounded up to even) floats;
+ * xs: the rows' d_x * sum(q) sums, n rows of K/32, Q4_K's min term). */
+typedef struct nb_kq_gemm_ops {
+    size_t (*pairs_bytes)(int n, int K);
+    void (*pairs)(const int8_t *xq, const float *xd, int n, int K, uint8_t *dst);
+    size_t (*gemm_bytes)(nb_wtype t, int K);
+    void (*expand)(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8_t *tmp);
+    void (*gemm)(nb_wtype t, const uint8_t *g, int K, const uint8_t *pr, const float *xs, int n,
+                 float *out);
+} nb_kq_gemm_ops;
+/* 1 for the types nb_kq_gemm_ops computes. */
+static inline int nb_kq_gemm_type(nb_wtype t)
+{
+    return t == NB_W_Q5_0 || t == NB_W_Q4_K || t == NB_W_Q6_K || t == NB_W_Q8_0;
+}
+extern const nb_kq_gemm_ops nb_avx512_kq_gemm; /* nb_avx512_kquant.c */
+
 /* One path's kernels. Linear kernels compute output columns [j0, j1) so the
  * thread pool can split work by rows of W; element-wise kernels get a slice
  * of rows or elements. Every entry is a pure function of its slice: the
@@ -103,6 +127,17 @@ typedef struct nb_kernel_table {
      * Q8_0 kernel (NULL: the AVX2 one). */
     nb_kq_expanded_fn kquant_expanded;
     void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+    /* The quantized prefill GEMM (NULL: the kernels above, one activation row at a time). */
+    const nb_kq_gemm_ops *kq_gemm;
+    /* The inner loops of nb_avx2.c's attention (NULL: its AVX2 ones): the scores of 4 query
+     * rows against a key tile transposed to [hd][NB_ATTN_TK] (keys [0, lim), lim a multiple of
+     * 16; out[k][p] = scale * sum over t in order of q_k[t] * kt[t][p]), and the weighted sums
+     * of cnt <= 4 row-heads over the same n keys, acc[k][t] += w[k][p] * v[p][t] over p in
+     * order (v rows of hd). Any version gives the same bits. */
+    void (*attn_scores4)(const float *kt, const float *const q[4], int lim, int hd, float scale,
+                         float *const out[4]);
+    void (*attn_pv)(float *const acc[], const float *const w[], int cnt, const float *v, int n,
+                    int hd);
 } nb_kernel_table;
 
 extern const nb_kernel_table nb_kernels_portable;
@@ -114,6 +149,13 @@ nb_isa nb_kernels_cpu_isa(void);
  * instructions runs behind the public calls (thread pool, batches);
  * NULL restores the detected path. */
 void nb_kernels_use_table(const nb_kernel_table *t);
+
+#define NB_ATTN_TK 64 /* keys per attention tile */
+/* nb_avx512.c's attention loops, 16 lanes wide (same sums, same order, same bits). */
+void nb_avx512_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
+                            float scale, float *const out[4]);
+void nb_avx512_attn_pv(float *const acc[], const float *const w[], int cnt, const float *v,
+                       int n, int hd);
 
 /* The AVX-512 BF16 path is the AVX2 table with this linear kernel and
  * weight finish (nb_avx512.c): bf16 weights in VNNI16, the rest PACK8 and
@@ -150,8 +192,9 @@ size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K);
 void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e);
 void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                    float out[8]);
-/* Q4_K's min term of an expanded group, per row (what gemv8_expanded subtracts last). */
-void nb_avx2_kquant_mins8(const nb_q8_act *x, const uint8_t *e, int K, float m[8]);
+/* Q4_K's min term of an expanded group, per row (what gemv8_expanded subtracts last), from the
+ * group's dmin * m[s] table (mins0: super-block 0's 8 rows x 8 lanes, the next 64 floats on). */
+void nb_avx2_kquant_mins8(const nb_q8_act *x, const float *mins0, int K, float m[8]);
 /* The same function as nb_avx2_kquant_gemv8_expanded, bit for bit, on AVX-512 VNNI
  * (nb_avx512_kquant.c): two rows per zmm, vpdpbusd for the four-weight lane sums. */
 void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
@@ -233,6 +276,27 @@ static inline float nb_rms_scale_bf16(const nb_bf16 *x, int dim, float eps)
         ss += v * v;
     }
     return 1.0f / sqrtf(ss / (float)dim + eps);
+}
+
+/* The same scale for 4 rows of stride dim at once: four sequential sums side by side, each row's
+ * in its own order, so the bits are nb_rms_scale_bf16's; the 4 dependency chains overlap (one
+ * chain's add latency bounded Gemma's norms, 6 per layer plus the per-head q/k norms). */
+static inline void nb_rms_scale4_bf16(const nb_bf16 *x, int dim, float eps, float r[4])
+{
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    const nb_bf16 *x0 = x, *x1 = x + dim, *x2 = x + 2 * (size_t)dim, *x3 = x + 3 * (size_t)dim;
+    for (int t = 0; t < dim; t++) {
+        float v0 = nb_bf16_to_f32(x0[t]), v1 = nb_bf16_to_f32(x1[t]);
+        float v2 = nb_bf16_to_f32(x2[t]), v3 = nb_bf16_to_f32(x3[t]);
+        s0 += v0 * v0;
+        s1 += v1 * v1;
+        s2 += v2 * v2;
+        s3 += v3 * v3;
+    }
+    r[0] = 1.0f / sqrtf(s0 / (float)dim + eps);
+    r[1] = 1.0f / sqrtf(s1 / (float)dim + eps);
+    r[2] = 1.0f / sqrtf(s2 / (float)dim + eps);
+    r[3] = 1.0f / sqrtf(s3 / (float)dim + eps);
 }
 
 #endif

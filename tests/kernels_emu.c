@@ -231,6 +231,32 @@ static inline emu_m512 emu_castps256_ps512(__m256 a)
     return r;
 }
 
+/* attention's loops (nb_avx512.c) and the prefill GEMM (nb_avx512_kquant.c) */
+static inline emu_m512 emu_set1_ps(float v)
+{
+    emu_m512 r;
+    for (int j = 0; j < 16; j++)
+        r.f[j] = v;
+    return r;
+}
+
+static inline emu_m512 emu_loadu_ps(const void *p)
+{
+    emu_m512 r;
+    memcpy(r.f, p, sizeof r.f);
+    return r;
+}
+
+#undef _mm512_set1_ps
+#define _mm512_set1_ps emu_set1_ps
+#undef _mm512_loadu_ps
+#define _mm512_loadu_ps emu_loadu_ps
+
+#undef _mm512_mul_ps
+#define _mm512_mul_ps emu_mul_ps
+#undef _mm512_add_ps
+#define _mm512_add_ps emu_add_ps
+
 #define NB_AVX512_EMULATE 1
 #include "nb_avx512.c"
 
@@ -254,14 +280,29 @@ static inline emu_m512 emu_castps256_ps512(__m256 a)
 #define _mm512_srai_epi32 emu_srai_epi32
 #undef _mm512_cvtepi32_ps
 #define _mm512_cvtepi32_ps emu_cvtepi32_ps
-#undef _mm512_mul_ps
-#define _mm512_mul_ps emu_mul_ps
-#undef _mm512_add_ps
-#define _mm512_add_ps emu_add_ps
 #undef _mm512_permutexvar_ps
 #define _mm512_permutexvar_ps emu_permutexvar_ps
 #undef _mm512_castps256_ps512
 #define _mm512_castps256_ps512 emu_castps256_ps512
+
+/* ---- and those the prefill GEMM adds (AVX512F) ---- */
+
+static inline void emu_storeu_si512(void *p, emu_m512i v)
+{
+    memcpy(p, v.b, sizeof v.b);
+}
+
+static inline emu_m512 emu_castsi512_ps(emu_m512i a)
+{
+    emu_m512 r;
+    memcpy(r.f, a.b, sizeof r.f);
+    return r;
+}
+
+#undef _mm512_storeu_si512
+#define _mm512_storeu_si512 emu_storeu_si512
+#undef _mm512_castsi512_ps
+#define _mm512_castsi512_ps emu_castsi512_ps
 
 #define NB_AVX512_KQ_EMULATE 1
 #include "nb_avx512_kquant.c"

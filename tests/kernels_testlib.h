@@ -318,4 +318,111 @@ static inline int kt_check_kq_expanded(const char *path, nb_kq_expanded_fn fn)
     return bad;
 }
 
+/* Q8_0's per-row definition (nb_portable.c): lane l of an 8-lane sum gains
+ * float(sum of its 4 products) * (d_w * d_x) per block; the tree, then + 0. */
+static inline float kt_q8_0_dot_ref(const uint8_t *row, int K, const nb_q8_act *x)
+{
+    float acc[8] = {0};
+    for (int b = 0; b < K / 32; b++) {
+        const uint8_t *blk = row + (size_t)b * (NB_QUANT_Q8_0_QS + NB_QUANT_QK);
+        const int8_t *w = (const int8_t *)(blk + NB_QUANT_Q8_0_QS);
+        float dd = nb_quant_f16_at(blk) * x->d[b];
+        for (int l = 0; l < 8; l++) {
+            int is = 0;
+            for (int t = 4 * l; t < 4 * l + 4; t++)
+                is += w[t] * x->q[b * 32 + t];
+            acc[l] += (float)is * dd;
+        }
+    }
+    return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
+           0.0f;
+}
+
+/* A prefill GEMM (nb_kq_gemm_ops) against the per-row definition, bit for bit (nb_kquant.c's
+ * dot, Q8_0's above) and against the fp64 dot of the dequantized weights with the dequantized
+ * Q8 rows, for every type it computes, on 8 weight rows and n = 1..9 activation rows (both
+ * register tiles, an odd row pairing itself), starting from an odd pair (records at an offset).
+ * Activations: random, then every quant at +-127. Needs AVX2 (the expansion). 0: all agree. */
+static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
+{
+    int bad = 0;
+    static const nb_wtype ts[] = {NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K, NB_W_Q8_0};
+    static const int Ks[] = {256, 768, 2048};
+    enum { NMAX = 9, SKIP = 2 }; /* SKIP rows (one pair) precede the rows the GEMM is given */
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
+        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+            nb_wtype t = ts[k];
+            int K = Ks[c], nb = K / 32;
+            size_t rb = kt_row_bytes(t, K);
+            uint8_t *data = kt_rows(t, 8, K);
+            nb_wmat *W;
+            nb_err err = {0};
+            if (nb_wmat_create(t, 8, K, &W, &err))
+                abort();
+            for (int r = 0; r < 8; r++)
+                nb_wmat_set_row(W, r, data + rb * (size_t)r);
+            if (nb_wmat_place(W, NB_LAYOUT_PACK8, &err))
+                abort();
+            uint8_t *g = malloc(gm->gemm_bytes(t, K));
+            uint8_t *tmp = malloc(nb_avx2_kquant_expand_bytes(t, K) + 64);
+            gm->expand(t, nb_wmat_group(W, 0), K, g, tmp);
+            int rows = SKIP + NMAX;
+            float *xf = malloc(sizeof(float) * (size_t)K), *w = malloc(sizeof(float) * (size_t)K);
+            int8_t *q = malloc((size_t)rows * K);
+            float *d = malloc(sizeof(float) * (size_t)rows * nb);
+            float *sx = malloc(sizeof(float) * (size_t)rows * nb);
+            uint8_t *pr = malloc(gm->pairs_bytes(rows, K));
+            float out[8 * (NMAX + 1)];
+            for (int v = 0; v < 2; v++) {
+                for (int i = 0; i < rows; i++) {
+                    for (int e = 0; e < K; e++) /* v 1: |x| equal per block, every q +-127 */
+                        xf[e] = v == 0 ? kt_normal() : ((e * 7 + i) % 3 ? 3.0f : -3.0f);
+                    nb_q8_quantize_row(xf, K, q + (size_t)i * K, d + (size_t)i * nb,
+                                       sx + (size_t)i * nb);
+                }
+                gm->pairs(q, d, rows, K, pr);
+                for (int n = 1; n <= NMAX; n++) {
+                    memset(out, 0xff, sizeof out);
+                    gm->gemm(t, g, K, pr + gm->pairs_bytes(SKIP, K), sx + (size_t)SKIP * nb, n,
+                             out);
+                    for (int i = 0; i < n; i++) {
+                        int xi = SKIP + i;
+                        nb_q8_act x = {q + (size_t)xi * K, d + (size_t)xi * nb,
+                                       sx + (size_t)xi * nb};
+                        for (int r = 0; r < 8; r++) {
+                            const uint8_t *row = data + rb * (size_t)r;
+                            float ref = t == NB_W_Q8_0 ? kt_q8_0_dot_ref(row, K, &x)
+                                                       : nb_kquant_dot_ref(t, row, K, &x);
+                            nb_wmat_get_row_f32(W, r, w);
+                            double exact = 0.0, mag = 0.0;
+                            for (int e = 0; e < K; e++) {
+                                double xv = (double)x.q[e] * x.d[e / 32];
+                                exact += (double)w[e] * xv;
+                                mag += fabs((double)w[e] * xv);
+                            }
+                            float got = out[8 * i + r];
+                            if (memcmp(&got, &ref, 4) || fabs(got - exact) > 1e-5 * mag + 1e-6) {
+                                fprintf(stderr, "%s gemm %s K=%d act %d n=%d row %d.%d: %.9g, "
+                                        "ref %.9g, fp64 %.9g\n", path, nb_wtype_name(t), K, v, n,
+                                        i, r, got, ref, exact);
+                                bad = 1;
+                            }
+                        }
+                    }
+                }
+            }
+            free(xf);
+            free(w);
+            free(q);
+            free(d);
+            free(sx);
+            free(pr);
+            free(g);
+            free(tmp);
+            free(data);
+            nb_wmat_free(W);
+        }
+    return bad;
+}
+
 #endif

@@ -462,6 +462,7 @@ static void run_attention_shape(int n, int pos0, int f32, int n_kv, int hd)
         nb_attention_f32(ref, q, kc, vc, n, pos0, n_heads, n_kv, hd);
     else
         nb_attention_bf16(ref, q, kc, vc, n, pos0, n_heads, n_kv, hd);
+    void *avx2 = malloc(qn * es);
     for (int p = 0; p < n_fast; p++) {
         use(fast[p]);
         for (int t = 1; t <= 2; t++) {
@@ -475,6 +476,11 @@ static void run_attention_shape(int n, int pos0, int f32, int n_kv, int hd)
             else
                 assert_memory_equal(one, got, qn * es);
         }
+        /* the AVX-512 loops are the AVX2 ones 16 lanes wide: the same bits */
+        if (fast[p] == NB_ISA_AVX2)
+            memcpy(avx2, got, qn * es);
+        else if (fast[p] == NB_ISA_AVX512BF16 && memcmp(avx2, got, qn * es))
+            fail_msg("%s: the AVX-512 attention differs from the AVX2 one", what);
         /* outputs are convex combinations of values of magnitude ~1: fp32
          * rounding of exp and of the softmax sum is relative to that */
         int bad = 0;
@@ -493,6 +499,7 @@ static void run_attention_shape(int n, int pos0, int f32, int n_kv, int hd)
             fail_msg("%s (%s) beyond fp32 rounding", what, nb_isa_name(fast[p]));
     }
     use(NB_ISA_PORTABLE);
+    free(avx2);
     free(q);
     free(kc);
     free(vc);
@@ -525,6 +532,8 @@ static void test_attention_prefill(void **state)
         run_attention(17, 0, f);
         run_attention(128, 128, f); /* the second chunk of a 256-token prompt */
         run_attention(5, 130, f);
+        run_attention_shape(33, 90, f, 1, 256); /* Gemma 3 270M: 4 heads of 256, one kv head */
+        run_attention_shape(9, 20, f, 1, 40);   /* a head past whole 16-lane registers */
     }
 }
 
@@ -706,6 +715,27 @@ static void test_kq_expanded(void **state)
     assert_int_equal(kt_check_kq_expanded("avx512vnni", nb_avx512_kquant_gemv8_expanded), 0);
 }
 
+/* The prefill GEMM of the AVX-512 path (VNNI) against the per-row definition and fp64; behind
+ * the public linear it is in test_linear_quantized_weights' n >= 4 cases (and many X blocks in
+ * test_linear_quantized_long). test_kernels_emu runs its emulated twin everywhere. */
+static void test_kq_gemm(void **state)
+{
+    (void)state;
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni"))
+        tu_skip("AVX-512 VNNI: not on this CPU (the emulated twin is tested)");
+    assert_int_equal(kt_check_kq_gemm("avx512vnni", &nb_avx512_kq_gemm), 0);
+}
+
+/* Prefill longer than one block of activation rows (the GEMM's blocks of pair records, and
+ * the per-row kernels' X blocks), odd, on every path against portable bit for bit. */
+static void test_linear_quantized_long(void **state)
+{
+    (void)state;
+    static const nb_wtype ts[] = {NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K, NB_W_Q8_0};
+    for (size_t q = 0; q < sizeof ts / sizeof *ts; q++)
+        run_linear(ts[q], 24, 2048, 301);
+}
+
 static void test_get_row(void **state)
 {
     (void)state;
@@ -846,6 +876,8 @@ int main(void)
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_get_row),
         cmocka_unit_test(test_kq_expanded),
+        cmocka_unit_test(test_kq_gemm),
+        cmocka_unit_test(test_linear_quantized_long),
         cmocka_unit_test(test_head_rows),
     };
     return tu_run_group(tests, setup, teardown);

@@ -27,6 +27,12 @@ float nb_amx_emu_dot_pair(float c0, const nb_bf16 a[2], const nb_bf16 b[2]);
 void nb_avx512_emu_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                          float out[8]);
 void nb_avx512_emu_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+extern const nb_kq_gemm_ops nb_avx512_emu_kq_gemm;
+/* nb_avx512.c's attention loops over the emulated intrinsics. */
+void nb_avx512_emu_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
+                                float scale, float *const out[4]);
+void nb_avx512_emu_attn_pv(float *const acc[], const float *const w[], int cnt, const float *v,
+                           int n, int hd);
 
 typedef void (*linear_fn)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                           int j1);
@@ -152,25 +158,27 @@ static void test_avx512_quantized_emulated(void **state)
         }
 }
 
-/* The AVX-512 VNNI kernels of the block-keeping types: the k-quant / Q5_0 prefill kernel alone
- * (against the AVX2 kernel, the portable dot and fp64), then both behind the public linear: a
- * table with them swapped in, decode (n = 1, Q8_0's kernel) and prefill sizes (expanded groups),
- * two threads, against portable bit for bit. */
+/* The AVX-512 VNNI kernels of the block-keeping types: the k-quant / Q5_0 per-row prefill kernel
+ * and the prefill GEMM alone (against the AVX2 kernel, the portable dot and fp64), then behind
+ * the public linear: a table with them swapped in, decode (n = 1, Q8_0's kernel) and prefill
+ * sizes (the GEMM; and the per-row kernel on expanded groups, in a table without the GEMM), two
+ * threads, against portable bit for bit. */
 static void test_avx512_kquant_emulated(void **state)
 {
     (void)state;
     need_avx2();
     assert_int_equal(kt_check_kq_expanded("avx512vnni-emu", nb_avx512_emu_kquant_gemv8_expanded),
                      0);
+    assert_int_equal(kt_check_kq_gemm("avx512vnni-emu", &nb_avx512_emu_kq_gemm), 0);
     static const nb_wtype ts[] = {NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
-    static const int ns[] = {1, 37};
+    static const int ns[] = {1, 37, -37}; /* -37: 37 rows, the table without the GEMM */
     enum { ROWS = 40, COLS = 512, N = 37 };
     nb_err err = {0};
     assert_int_equal(nb_kernels_init(2, &err), NB_OK);
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
-            int n = ns[i];
+            int n = ns[i] < 0 ? -ns[i] : ns[i];
             uint8_t *data = kt_rows(ts[k], ROWS, COLS);
             assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
             nb_wmat *W = kt_wmat_from(ts[k], ROWS, COLS, data);
@@ -185,18 +193,76 @@ static void test_avx512_kquant_emulated(void **state)
             emu = *nb_kernels_active();
             emu.kquant_expanded = nb_avx512_emu_kquant_gemv8_expanded;
             emu.q8_0_gemv8 = nb_avx512_emu_q8_0_gemv8;
+            emu.kq_gemm = ns[i] < 0 ? NULL : &nb_avx512_emu_kq_gemm;
             nb_kernels_use_table(&emu);
             nb_linear_bf16_f32out(Wp, X, n, got);
             nb_kernels_use_table(NULL);
             if (memcmp(ref, got, sizeof(float) * (size_t)n * ROWS))
-                fail_msg("%s n=%d: the emulated VNNI kernels differ from portable",
-                         nb_wtype_name(ts[k]), n);
+                fail_msg("%s n=%d%s: the emulated VNNI kernels differ from portable",
+                         nb_wtype_name(ts[k]), n, ns[i] < 0 ? " (no GEMM)" : "");
             nb_wmat_free(W);
             nb_wmat_free(Wp);
             free(X);
             free(ref);
             free(got);
             free(data);
+        }
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+}
+
+/* Attention with the AVX-512 loops swapped into the AVX2 table: the same bits as the AVX2 loops
+ * (bf16 and f32; Gemma's 4 heads of 256 on one kv head in prefill and decode, heads of 64, and
+ * a head of 40 past whole registers), two threads. */
+static void test_attention_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    static const int shapes[][5] = {/* n, pos0, heads, kv heads, hd */
+                                    {33, 90, 4, 1, 256}, {1, 130, 4, 1, 256}, {17, 5, 9, 3, 64},
+                                    {9, 20, 4, 1, 40}};
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    emu = nb_kernels_avx2;
+    emu.attn_scores4 = nb_avx512_emu_attn_scores4;
+    emu.attn_pv = nb_avx512_emu_attn_pv;
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            int n = shapes[k][0], pos0 = shapes[k][1], nh = shapes[k][2], nkv = shapes[k][3];
+            int hd = shapes[k][4], ctx = pos0 + n;
+            size_t qn = (size_t)n * nh * hd, kvn = (size_t)ctx * nkv * hd, es = f32 ? 4 : 2;
+            void *q = malloc(qn * es), *kc = malloc(kvn * es), *vc = malloc(kvn * es);
+            void *ref = malloc(qn * es), *got = malloc(qn * es);
+            if (f32) {
+                kt_fill_f32(q, qn, 2.0f);
+                kt_fill_f32(kc, kvn, 2.0f);
+                kt_fill_f32(vc, kvn, 1.0f);
+            } else {
+                kt_fill_bf16(q, qn, 2.0f);
+                kt_fill_bf16(kc, kvn, 2.0f);
+                kt_fill_bf16(vc, kvn, 1.0f);
+            }
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 0)
+                    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+                else
+                    nb_kernels_use_table(&emu);
+                void *out = pass ? got : ref;
+                if (f32)
+                    nb_attention_f32(out, q, kc, vc, n, pos0, nh, nkv, hd);
+                else
+                    nb_attention_bf16(out, q, kc, vc, n, pos0, nh, nkv, hd);
+            }
+            nb_kernels_use_table(NULL);
+            if (memcmp(ref, got, qn * es))
+                fail_msg("attention %s n=%d pos0=%d heads %d/%d hd %d: the emulated AVX-512 "
+                         "loops differ from the AVX2 ones", f32 ? "f32" : "bf16", n, pos0, nh,
+                         nkv, hd);
+            free(q);
+            free(kc);
+            free(vc);
+            free(ref);
+            free(got);
         }
     assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
 }
@@ -386,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_avx512_quantized_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
         cmocka_unit_test(test_avx512_kquant_emulated),
+        cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
         cmocka_unit_test(test_engine_on_emulated_paths),
         cmocka_unit_test(test_amx_emulated_semantics),

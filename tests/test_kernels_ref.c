@@ -314,6 +314,31 @@ static void test_rmsnorm_f32w(void **state)
     }
     nb_rmsnorm_f32w_bf16(yb, xb, w, N, DIM, eps);
     check_bf16("rmsnorm f32w bf16", yb, want, (size_t)N * DIM);
+    /* and bit for bit the fp32 formula with one sequential sum of squares per row, whatever
+     * the rows (4 at a time and a tail) and the pool's split (150 rows pass its threshold) */
+    enum { NB = 150 };
+    static nb_bf16 xl[NB * DIM], yl[NB * DIM];
+    kt_fill_bf16(xl, (size_t)NB * DIM, 40.0f);
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    for (int n = 1; n <= NB; n += n < 9 ? 1 : 141) {
+        nb_rmsnorm_f32w_bf16(yl, xl, w, n, DIM, eps);
+        for (int r = 0; r < n; r++) {
+            float ss = 0.0f;
+            for (int t = 0; t < DIM; t++) {
+                float v = nb_bf16_to_f32(xl[r * DIM + t]);
+                ss += v * v;
+            }
+            float inv = 1.0f / sqrtf(ss / (float)DIM + eps);
+            for (int t = 0; t < DIM; t++) {
+                nb_bf16 e = nb_f32_to_bf16((nb_bf16_to_f32(xl[r * DIM + t]) * inv) * w[t]);
+                if (e != yl[r * DIM + t])
+                    fail_msg("rmsnorm f32w bf16 n=%d row %d col %d: 0x%04x, want 0x%04x", n, r,
+                             t, yl[r * DIM + t], e);
+            }
+        }
+    }
+    nb_kernels_shutdown();
 }
 
 /* GELU-tanh gate: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * u; bf16 rounds the
@@ -345,6 +370,41 @@ static void test_gelu_mul(void **state)
     check_bf16("gelu_mul bf16", yb, wantb, N);
 }
 
+/* The bf16 gate reads its activation from a table of every bf16 input: all 65536 of them (NaN
+ * and infinities included, u = 1 and u = -3) against the fp32 formula in PyTorch's order,
+ * rounded where HF rounds, bit for bit; and across the pool's split (n past the threshold). */
+static void test_gelu_mul_every_input(void **state)
+{
+    (void)state;
+    enum { N = 1 << 16 };
+    nb_bf16 *g = malloc(sizeof(nb_bf16) * N), *u = malloc(sizeof(nb_bf16) * N);
+    nb_bf16 *y = malloc(sizeof(nb_bf16) * N);
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    for (int k = 0; k < 2; k++) {
+        float uv = k ? -3.0f : 1.0f;
+        for (int i = 0; i < N; i++) {
+            g[i] = (nb_bf16)i;
+            u[i] = nb_f32_to_bf16(uv);
+        }
+        nb_gelu_mul_bf16(y, g, u, N);
+        for (int i = 0; i < N; i++) {
+            float x = nb_bf16_to_f32(g[i]);
+            float inner = 0.7978845608028654f * (x + 0.044715f * (x * x * x));
+            float a = nb_round_bf16(0.5f * x * (1.0f + tanhf(inner)));
+            nb_bf16 want = nb_f32_to_bf16(a * uv);
+            int both_nan = isnan(nb_bf16_to_f32(want)) && isnan(nb_bf16_to_f32(y[i]));
+            if (want != y[i] && !both_nan)
+                fail_msg("gelu_mul bf16: g=0x%04x u=%g gives 0x%04x, want 0x%04x", i, (double)uv,
+                         y[i], want);
+        }
+    }
+    nb_kernels_shutdown();
+    free(g);
+    free(u);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     const char *want = argc > 1 ? argv[1] : "portable";
@@ -360,7 +420,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_attention),   cmocka_unit_test(test_linear_f32),
         cmocka_unit_test(test_linear_quantized),
-        cmocka_unit_test(test_rmsnorm_f32w), cmocka_unit_test(test_gelu_mul),
+        cmocka_unit_test(test_rmsnorm_f32w), cmocka_unit_test(test_gelu_mul), cmocka_unit_test(test_gelu_mul_every_input),
     };
     const struct CMUnitTest only[] = {cmocka_unit_test(test_isa_present)};
     nb_err err = {0};
