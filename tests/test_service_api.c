@@ -1607,6 +1607,32 @@ static void test_compare_verdicts(void **s)
 
 /* `npubench ARGS --db db`: asserts the exit code and that each of the NULL-ended needles is
  * in the output. */
+/* The jobs table as the CLI's coordinator left it: a failed expectation about a job's state
+ * (health "checking" once flaked under ASan) then says which transition happened. */
+static void dump_jobs(const char *db)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(h, "SELECT id, kind, state, attempts, leased_worker, lease_expiry_ms, "
+                              "queued_reason, error FROM jobs ORDER BY id", -1, &st,
+                           NULL) != SQLITE_OK) {
+        print_message("jobs of %s: %s\n", db, sqlite3_errmsg(h));
+        sqlite3_close(h);
+        return;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        print_message("job");
+        for (int i = 0; i < sqlite3_column_count(st); i++)
+            print_message(" %s=%s", sqlite3_column_name(st, i),
+                          sqlite3_column_text(st, i) ? (const char *)sqlite3_column_text(st, i)
+                                                     : "NULL");
+        print_message(" (now %lld)\n", (long long)nb_wall_ms());
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
 static void expect_cli_has(const char *db, int code, const char *args, const char *const *needles)
 {
     char cmd[8192];
@@ -1615,8 +1641,10 @@ static void expect_cli_has(const char *db, int code, const char *args, const cha
     print_message("$ npubench %s  [exit %d]\n%s", args, r.code, r.out ? r.out : "");
     assert_int_equal(r.code, code);
     for (size_t i = 0; needles[i]; i++)
-        if (!strstr(r.out, needles[i]))
+        if (!strstr(r.out, needles[i])) {
+            dump_jobs(db);
             fail_msg("'%s' not in the output of npubench %s", needles[i], args);
+        }
     free(r.out);
 }
 
