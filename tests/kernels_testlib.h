@@ -43,6 +43,21 @@ static inline void kt_fill_f32(float *p, size_t n, float scale)
         p[i] = kt_normal() * scale;
 }
 
+/* An attention test's q (qn values), k and v caches (kvn each), f32 or bf16: q and k at scale
+ * 2, v at 1, in that order (the random stream makes runs comparable). */
+static inline void kt_fill_qkv(void *q, size_t qn, void *kc, void *vc, size_t kvn, int f32)
+{
+    if (f32) {
+        kt_fill_f32(q, qn, 2.0f);
+        kt_fill_f32(kc, kvn, 2.0f);
+        kt_fill_f32(vc, kvn, 1.0f);
+    } else {
+        kt_fill_bf16(q, qn, 2.0f);
+        kt_fill_bf16(kc, kvn, 2.0f);
+        kt_fill_bf16(vc, kvn, 1.0f);
+    }
+}
+
 /* An IEEE half with exponent in [emin, emax] (biased), random mantissa. */
 static inline uint16_t kt_f16(int sign, int emin, int emax)
 {
@@ -249,13 +264,27 @@ static inline float *kt_abs_dots(const nb_wmat *W, const nb_bf16 *X, int n)
     return s;
 }
 
+#include "nb_kernels_impl.h"
+
+/* The 8 rows of data (rb bytes each) as one PACK8 group, as the engine places them. */
+static inline nb_wmat *kt_pack8(nb_wtype t, int K, const uint8_t *data, size_t rb)
+{
+    nb_wmat *W;
+    nb_err err = {0};
+    if (nb_wmat_create(t, 8, K, &W, &err))
+        abort();
+    for (int r = 0; r < 8; r++)
+        nb_wmat_set_row(W, r, data + rb * (size_t)r);
+    if (nb_wmat_place(W, NB_LAYOUT_PACK8, &err))
+        abort();
+    return W;
+}
+
 /* ---- the k-quant / Q5_0 prefill kernel (an expanded PACK8 group against one Q8 row) ---------
  * fn against the AVX2 kernel (bit for bit), the portable reference dot of each row (bit for
  * bit: nb_kquant.c defines the arithmetic) and the fp64 dot of the dequantized weights with the
  * dequantized Q8 row (within fp32 summation slack). Activations: random, then every quant at
  * +-127 (the largest lane sums). Needs AVX2 (the expansion is the AVX2 one). 0: all agree. */
-#include "nb_kernels_impl.h"
-
 static inline int kt_check_kq_expanded(const char *path, nb_kq_expanded_fn fn)
 {
     int bad = 0;
@@ -267,14 +296,7 @@ static inline int kt_check_kq_expanded(const char *path, nb_kq_expanded_fn fn)
             int K = Ks[c], nb = K / 32;
             size_t rb = kt_row_bytes(t, K);
             uint8_t *data = kt_rows(t, 8, K);
-            nb_wmat *W;
-            nb_err err = {0};
-            if (nb_wmat_create(t, 8, K, &W, &err))
-                abort();
-            for (int r = 0; r < 8; r++)
-                nb_wmat_set_row(W, r, data + rb * (size_t)r);
-            if (nb_wmat_place(W, NB_LAYOUT_PACK8, &err))
-                abort();
+            nb_wmat *W = kt_pack8(t, K, data, rb);
             uint8_t *e = malloc(nb_avx2_kquant_expand_bytes(t, K));
             nb_avx2_kquant_expand(t, nb_wmat_group(W, 0), K, e);
             float *xf = malloc(sizeof(float) * (size_t)K), *w = malloc(sizeof(float) * (size_t)K);
@@ -355,14 +377,7 @@ static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
             int K = Ks[c], nb = K / 32;
             size_t rb = kt_row_bytes(t, K);
             uint8_t *data = kt_rows(t, 8, K);
-            nb_wmat *W;
-            nb_err err = {0};
-            if (nb_wmat_create(t, 8, K, &W, &err))
-                abort();
-            for (int r = 0; r < 8; r++)
-                nb_wmat_set_row(W, r, data + rb * (size_t)r);
-            if (nb_wmat_place(W, NB_LAYOUT_PACK8, &err))
-                abort();
+            nb_wmat *W = kt_pack8(t, K, data, rb);
             uint8_t *g = malloc(gm->gemm_bytes(t, K));
             uint8_t *tmp = malloc(nb_avx2_kquant_expand_bytes(t, K) + 64);
             gm->expand(t, nb_wmat_group(W, 0), K, g, tmp);

@@ -445,15 +445,7 @@ static void run_attention_shape(int n, int pos0, int f32, int n_kv, int hd)
     size_t es = f32 ? 4 : 2;
     void *q = malloc(qn * es), *kc = malloc(kvn * es), *vc = malloc(kvn * es);
     void *ref = malloc(qn * es), *got = malloc(qn * es), *one = malloc(qn * es);
-    if (f32) {
-        kt_fill_f32(q, qn, 2.0f);
-        kt_fill_f32(kc, kvn, 2.0f);
-        kt_fill_f32(vc, kvn, 1.0f);
-    } else {
-        kt_fill_bf16(q, qn, 2.0f);
-        kt_fill_bf16(kc, kvn, 2.0f);
-        kt_fill_bf16(vc, kvn, 1.0f);
-    }
+    kt_fill_qkv(q, qn, kc, vc, kvn, f32);
     char what[96];
     snprintf(what, sizeof what, "attention %s n=%d pos0=%d heads %d/%d", f32 ? "f32" : "bf16", n,
              pos0, n_heads, n_kv);

@@ -233,15 +233,7 @@ static void test_attention_emulated(void **state)
             size_t qn = (size_t)n * nh * hd, kvn = (size_t)ctx * nkv * hd, es = f32 ? 4 : 2;
             void *q = malloc(qn * es), *kc = malloc(kvn * es), *vc = malloc(kvn * es);
             void *ref = malloc(qn * es), *got = malloc(qn * es);
-            if (f32) {
-                kt_fill_f32(q, qn, 2.0f);
-                kt_fill_f32(kc, kvn, 2.0f);
-                kt_fill_f32(vc, kvn, 1.0f);
-            } else {
-                kt_fill_bf16(q, qn, 2.0f);
-                kt_fill_bf16(kc, kvn, 2.0f);
-                kt_fill_bf16(vc, kvn, 1.0f);
-            }
+            kt_fill_qkv(q, qn, kc, vc, kvn, f32);
             for (int pass = 0; pass < 2; pass++) {
                 if (pass == 0)
                     assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
