@@ -89,6 +89,18 @@ static void test_bench_kernels(void **s)
                       "  prefill chunk of 128 at pos0 384: ");
     assert_true(lines_starting(out, "portable ") >= 1); /* every path the CPU has, portable too */
     free(out);
+    /* --quant: the five block-keeping types on every path, the prefill GEMM's path a second
+     * time without it ("(per-row)", the peer it is judged against; AVX-512 VNNI and AMX hosts),
+     * then Gemma's LM head both ways */
+    out = bench("bench_kernels", "--threads 1 --quick --quant", 0,
+                "block-keeping weights, 2048x2048 matrices \npath         type         GB/s\n"
+                "portable     q8_0 \nportable     q6_k \n\nGemma 3 270M LM head (262144 x 640 "
+                "Q8_0, 178 MB), \n  nb_linear_bf16_f32out \n  nb_linear_head_rows (+ callback) ");
+    assert_int_equal(lines_starting(out, "portable "), 5);
+    int gemm = !strstr(out, "best path avx2 ") && !strstr(out, "best path portable ");
+    assert_int_equal(lines_starting(out, "(per-row) "), gemm ? 5 : 0);
+    assert_null(strstr(out, "attention ("));
+    free(out);
     free(bench("bench_kernels", "--frobnicate", 2, "usage: bench_kernels"));
 }
 

@@ -78,6 +78,17 @@ static void start(env *e, const char *secret, const char *client_secret)
     assert_int_equal(nb_rpc_client_open(nb_coord_url(e->coord), &co, &e->cli, &err), NB_OK);
 }
 
+/* start() with 60 s leases and liveness, for tests whose hand-driven workers neither
+ * heartbeat nor hurry: at 400 / 600 ms a slow build (ASan, -O0 coverage, a loaded host) lets
+ * a lease lapse or a worker go between two of the test's calls. Leases and liveness are the
+ * subject of other tests, which keep the short times. */
+static void start_patient(env *e)
+{
+    start_lease_ms = 60 * 1000;
+    start(e, NULL, NULL);
+    start_lease_ms = 0;
+}
+
 static void stop(env *e)
 {
     nb_rpc_client_close(e->cli);
@@ -1238,7 +1249,7 @@ static void test_shards_merge_like_one_worker(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
+    start_patient(&e);
     char *a, *b;
     int64_t ids[8];
     size_t n;
@@ -1305,7 +1316,7 @@ static void test_shards_need_prompt_ranges(void **s)
 {
     (void)s;
     env e;
-    start(&e, NULL, NULL);
+    start_patient(&e);
     char *a, *b;
     int64_t ids[8];
     size_t n;
@@ -1851,10 +1862,9 @@ static void test_board_health(void **s)
     start_health_ms = 3600 * 1000;
     start_health_retry_ms = 300;
     /* the last check stays leased until the coordinator stops, and the CLI then reads it as
-     * "checking": a 400 ms lease (or a 600 ms gone) could end it first on a slow ASan build */
-    start_lease_ms = 60 * 1000;
-    start(&e, NULL, NULL);
-    start_health_ms = start_health_retry_ms = start_lease_ms = 0;
+     * "checking" */
+    start_patient(&e);
+    start_health_ms = start_health_retry_ms = 0;
     int st, acc;
     char *w = reg(&e, "hb1", "cpu:0", "inst-h", NULL, &st);
     assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE kind = 'health' AND "
@@ -2430,11 +2440,8 @@ static void test_many_clients_exactly_once(void **s)
     (void)s;
     int per = getenv("NB_FAULTS_FULL") ? 2000 : 125;
     env e;
-    /* 12 threads on 2 cores under ASan can leave a worker 600 ms between heartbeats; declared
-     * gone, every later call of it is refused. Leases and liveness are other tests' subject. */
-    start_lease_ms = 60 * 1000;
-    start(&e, NULL, NULL);
-    start_lease_ms = 0;
+    /* 12 threads on 2 cores under ASan can leave a worker 600 ms between heartbeats */
+    start_patient(&e);
     load L[8];
     for (int i = 0; i < 8; i++) {
         L[i] = (load){.e = &e, .index = i, .jobs = per};
