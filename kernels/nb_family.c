@@ -47,7 +47,8 @@ void nb_rmsnorm_f32w_bf16(nb_bf16 *y, const nb_bf16 *x, const float *w, int n, i
                           float eps)
 {
     rms_job j = {y, x, w, n, dim, eps};
-    nb_pool_run(rms_task, &j, (size_t)n * dim < 32768 || n < 2 ? 1 : nb_pool_size());
+    int nt = (size_t)n * dim < NB_PAR_MIN_ELEMS || n < 2 ? 1 : nb_pool_size();
+    nb_pool_run(rms_task, &j, nt);
 }
 
 /* PyTorch's gelu(approximate='tanh'), its operation order. */
@@ -80,9 +81,8 @@ typedef struct gelu_job {
 static void gelu_task(void *arg, int tid, int nt)
 {
     const gelu_job *j = arg;
-    size_t per = (j->n / (size_t)nt + 63) & ~(size_t)63;
-    size_t lo = per * (size_t)tid < j->n ? per * (size_t)tid : j->n;
-    size_t hi = lo + per < j->n ? lo + per : j->n;
+    size_t lo, hi;
+    nb_split_elems(j->n, tid, nt, &lo, &hi);
     for (size_t i = lo; i < hi; i++) {
         float a = nb_bf16_to_f32(gelu_table[j->g[i]]);
         j->out[i] = nb_f32_to_bf16(a * nb_bf16_to_f32(j->u[i]));
@@ -93,8 +93,7 @@ void nb_gelu_mul_bf16(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n
 {
     pthread_once(&gelu_once, gelu_table_init);
     gelu_job j = {out, g, u, n};
-    /* split like the other element-wise kernels (each element on its own: any split agrees) */
-    nb_pool_run(gelu_task, &j, n < 32768 ? 1 : nb_pool_size());
+    nb_pool_run(gelu_task, &j, n < NB_PAR_MIN_ELEMS ? 1 : nb_pool_size());
 }
 
 void nb_gelu_mul_f32(float *out, const float *g, const float *u, size_t n)

@@ -507,8 +507,6 @@ void nb_linear_f32(const nb_wmat *W, const float *X, int n, float *Y)
 
 /* ---- element-wise: split by rows or elements ----------------------------------- */
 
-#define PAR_MIN_ELEMS 32768
-
 typedef struct ew_job {
     const nb_kernel_table *kt;
     void *y;
@@ -533,24 +531,14 @@ void nb_rmsnorm_bf16(nb_bf16 *y, const nb_bf16 *x, const nb_bf16 *w, int n, int 
 {
     ew_job j = {nb_kernels_active(), y, x, w, 0, n, dim, eps};
     size_t elems = (size_t)n * dim;
-    nb_pool_run(rms_task, &j, elems < PAR_MIN_ELEMS || n < 2 ? 1 : nb_pool_size());
-}
-
-/* Element slices in multiples of 64 so SIMD bodies see whole vectors. */
-static void slice(const ew_job *j, int tid, int nt, size_t *lo, size_t *hi)
-{
-    size_t units = (j->n + 63) / 64, per = units / nt, extra = units % nt;
-    size_t u0 = tid * per + ((size_t)tid < extra ? (size_t)tid : extra);
-    size_t u1 = u0 + per + ((size_t)tid < extra ? 1 : 0);
-    *lo = u0 * 64 < j->n ? u0 * 64 : j->n;
-    *hi = u1 * 64 < j->n ? u1 * 64 : j->n;
+    nb_pool_run(rms_task, &j, elems < NB_PAR_MIN_ELEMS || n < 2 ? 1 : nb_pool_size());
 }
 
 static void silu_task(void *arg, int tid, int nt)
 {
     const ew_job *j = arg;
     size_t lo, hi;
-    slice(j, tid, nt, &lo, &hi);
+    nb_split_elems(j->n, tid, nt, &lo, &hi);
     if (lo < hi)
         j->kt->silu_mul_bf16((nb_bf16 *)j->y + lo, (const nb_bf16 *)j->a + lo,
                              (const nb_bf16 *)j->b + lo, hi - lo);
@@ -560,7 +548,7 @@ static void silu_f32_task(void *arg, int tid, int nt)
 {
     const ew_job *j = arg;
     size_t lo, hi;
-    slice(j, tid, nt, &lo, &hi);
+    nb_split_elems(j->n, tid, nt, &lo, &hi);
     if (lo < hi)
         j->kt->silu_mul_f32((float *)j->y + lo, (const float *)j->a + lo,
                             (const float *)j->b + lo, hi - lo);
@@ -570,7 +558,7 @@ static void add_task(void *arg, int tid, int nt)
 {
     const ew_job *j = arg;
     size_t lo, hi;
-    slice(j, tid, nt, &lo, &hi);
+    nb_split_elems(j->n, tid, nt, &lo, &hi);
     if (lo < hi)
         j->kt->add_bf16((nb_bf16 *)j->y + lo, (const nb_bf16 *)j->a + lo, hi - lo);
 }
@@ -578,19 +566,19 @@ static void add_task(void *arg, int tid, int nt)
 void nb_silu_mul_bf16(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n)
 {
     ew_job j = {nb_kernels_active(), out, g, u, n, 0, 0, 0};
-    nb_pool_run(silu_task, &j, n < PAR_MIN_ELEMS ? 1 : nb_pool_size());
+    nb_pool_run(silu_task, &j, n < NB_PAR_MIN_ELEMS ? 1 : nb_pool_size());
 }
 
 void nb_silu_mul_f32(float *out, const float *g, const float *u, size_t n)
 {
     ew_job j = {nb_kernels_active(), out, g, u, n, 0, 0, 0};
-    nb_pool_run(silu_f32_task, &j, n < PAR_MIN_ELEMS ? 1 : nb_pool_size());
+    nb_pool_run(silu_f32_task, &j, n < NB_PAR_MIN_ELEMS ? 1 : nb_pool_size());
 }
 
 void nb_add_bf16(nb_bf16 *x, const nb_bf16 *d, size_t n)
 {
     ew_job j = {nb_kernels_active(), x, d, NULL, n, 0, 0, 0};
-    nb_pool_run(add_task, &j, n < 4 * PAR_MIN_ELEMS ? 1 : nb_pool_size());
+    nb_pool_run(add_task, &j, n < 4 * NB_PAR_MIN_ELEMS ? 1 : nb_pool_size());
 }
 
 void nb_rope_bf16(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin)

@@ -265,6 +265,22 @@ static inline void nb_split(int n, int align, int tid, int nt, int *lo, int *hi)
     *hi = u1 * align < n ? u1 * align : n;
 }
 
+/* Element-wise ops: tid's share of 0..n in multiples of 64, so SIMD bodies see whole vectors
+ * (each element on its own: any split gives the same bits). */
+static inline void nb_split_elems(size_t n, int tid, int nt, size_t *lo, size_t *hi)
+{
+    size_t units = (n + 63) / 64, per = units / (size_t)nt, extra = units % (size_t)nt;
+    size_t t = (size_t)tid;
+    size_t u0 = t * per + (t < extra ? t : extra);
+    size_t u1 = u0 + per + (t < extra ? 1 : 0);
+    *lo = u0 * 64 < n ? u0 * 64 : n;
+    *hi = u1 * 64 < n ? u1 * 64 : n;
+}
+
+/* Below this many elements an element-wise or row op runs on the calling thread alone: the
+ * pool's hand-off would cost more than the split saves. */
+#define NB_PAR_MIN_ELEMS 32768
+
 /* 1 / rms of one bf16 row for rmsnorm. Every ISA scales by this same float:
  * the sum of squares stays sequential, as in the reference, because it is
  * 1% of the op and a reordered sum would change the result. */
