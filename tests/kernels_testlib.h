@@ -266,6 +266,20 @@ static inline float *kt_abs_dots(const nb_wmat *W, const nb_bf16 *X, int n)
 
 #include "nb_kernels_impl.h"
 
+/* The fp64 dot of a dequantized weight row with a Q8 activation row (per-32 scales), and in
+ * *mag the sum of the products' magnitudes, which bounds fp32 summation error. */
+static inline double kt_fp64_dot_q8(const float *w, const nb_q8_act *x, int K, double *mag)
+{
+    double exact = 0.0;
+    *mag = 0.0;
+    for (int i = 0; i < K; i++) {
+        double p = (double)w[i] * ((double)x->q[i] * x->d[i / 32]);
+        exact += p;
+        *mag += fabs(p);
+    }
+    return exact;
+}
+
 /* The 8 rows of data (rb bytes each) as one PACK8 group, as the engine places them. */
 static inline nb_wmat *kt_pack8(nb_wtype t, int K, const uint8_t *data, size_t rb)
 {
@@ -313,12 +327,7 @@ static inline int kt_check_kq_expanded(const char *path, nb_kq_expanded_fn fn)
                 for (int r = 0; r < 8; r++) {
                     float ref = nb_kquant_dot_ref(t, data + rb * (size_t)r, K, &x);
                     nb_wmat_get_row_f32(W, r, w);
-                    double exact = 0.0, mag = 0.0;
-                    for (int i = 0; i < K; i++) {
-                        double xv = (double)q[i] * d[i / 32];
-                        exact += (double)w[i] * xv;
-                        mag += fabs((double)w[i] * xv);
-                    }
+                    double mag, exact = kt_fp64_dot_q8(w, &x, K, &mag);
                     if (memcmp(&got[r], &want[r], 4) || memcmp(&got[r], &ref, 4) ||
                         fabs(got[r] - exact) > 1e-5 * mag + 1e-6) {
                         fprintf(stderr, "%s %s K=%d act %d row %d: %.9g, AVX2 %.9g, ref %.9g, "
@@ -409,12 +418,7 @@ static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
                             float ref = t == NB_W_Q8_0 ? kt_q8_0_dot_ref(row, K, &x)
                                                        : nb_kquant_dot_ref(t, row, K, &x);
                             nb_wmat_get_row_f32(W, r, w);
-                            double exact = 0.0, mag = 0.0;
-                            for (int e = 0; e < K; e++) {
-                                double xv = (double)x.q[e] * x.d[e / 32];
-                                exact += (double)w[e] * xv;
-                                mag += fabs((double)w[e] * xv);
-                            }
+                            double mag, exact = kt_fp64_dot_q8(w, &x, K, &mag);
                             float got = out[8 * i + r];
                             if (memcmp(&got, &ref, 4) || fabs(got - exact) > 1e-5 * mag + 1e-6) {
                                 fprintf(stderr, "%s gemm %s K=%d act %d n=%d row %d.%d: %.9g, "
