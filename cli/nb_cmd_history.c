@@ -124,30 +124,29 @@ static int row_id_cmp(const void *a, const void *b)
  * memory (then nothing is listed, as before any run). */
 static hist_run *hist_runs(const Npubench__HistoryResponse *resp, size_t *n)
 {
-    size_t nrows = resp->n_rows;
+    size_t nrows = resp->n_rows, nr = 0;
     hist_run *runs = calloc(nrows ? nrows : 1, sizeof *runs);
     const Npubench__HistoryRow **rows = malloc((nrows ? nrows : 1) * sizeof *rows);
-    size_t nr = 0;
-    if (runs && rows) {
-        if (nrows)
-            memcpy(rows, resp->rows, nrows * sizeof *rows);
-        qsort(rows, nrows, sizeof *rows, row_id_cmp);
-        for (size_t i = 0; i < nrows; i++) {
-            const Npubench__HistoryRow *r = rows[i];
-            if (!nr || runs[nr - 1].any->run_id != r->run_id)
-                runs[nr++].any = r;
-            int slot = metric_slot(r->metric);
-            if (slot >= 0)
-                runs[nr - 1].m[slot] = r;
-        }
-        qsort(runs, nr, sizeof *runs, hist_cmp);
+    if (!runs || !rows) {
+        free(runs);
+        free(rows);
+        *n = 0;
+        return NULL;
+    }
+    if (nrows)
+        memcpy(rows, resp->rows, nrows * sizeof *rows);
+    qsort(rows, nrows, sizeof *rows, row_id_cmp);
+    for (size_t i = 0; i < nrows; i++) {
+        const Npubench__HistoryRow *r = rows[i];
+        if (!nr || runs[nr - 1].any->run_id != r->run_id)
+            runs[nr++].any = r;
+        int slot = metric_slot(r->metric);
+        if (slot >= 0)
+            runs[nr - 1].m[slot] = r;
     }
     free(rows);
-    if (runs && !rows) {
-        free(runs);
-        runs = NULL;
-    }
-    *n = runs ? nr : 0;
+    qsort(runs, nr, sizeof *runs, hist_cmp);
+    *n = nr;
     return runs;
 }
 
