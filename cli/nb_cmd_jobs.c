@@ -476,12 +476,19 @@ static void result_summary(const Npubench__JobResult *r)
     if (r->status != NPUBENCH__STATUS_CODE__OK)
         printf("    %s: %s\n", nb_rpc_status_name(r->status), r->status_message);
     if (r->verify)
-        printf("    gate: %d/%d prompts pass (k=%d, %d tokens)\n", r->verify->passed,
-               r->verify->passed + r->verify->failed, r->verify->k, r->verify->n_tokens);
+        printf("    gate: %d/%d prompts pass (k=%d, %d tokens); decode-path defects: %d%s\n",
+               r->verify->passed, r->verify->passed + r->verify->failed, r->verify->k,
+               r->verify->n_tokens, r->verify->decode_faults, r->verify->strict ? " (strict)" : "");
     for (size_t i = 0; i < r->n_gates; i++) {
         const Npubench__GateRecord *g = r->gates[i];
         if (g->status != NPUBENCH__OUTCOME__PASS)
-            printf("    prompt %d: %s\n", g->index, g->fail_reason);
+            printf("    prompt %d: %s%s\n", g->index, g->fail_reason,
+                   g->decode_strict_fail ? " (--strict; the gate itself passed)" : "");
+        else if (g->decode_check && g->decode_check->status &&
+                 !strcmp(g->decode_check->status, "fault"))
+            printf("    prompt %d: PASS (decode-path defect): decode step %d differs from a "
+                   "cache-free prefill by %.3g logits\n", g->index,
+                   g->decode_check->first_bad_step, g->decode_check->max_diff);
         /* a FAIL's localization, or a PASS's when one was asked for */
         const Npubench__Localization *l = g->localization;
         if (l && l->summary && *l->summary)

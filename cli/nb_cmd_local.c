@@ -271,7 +271,7 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
 {
     common_flags c = {0};
     const char *prompts_file = NULL, *reference = NULL, *reports = "reports", *localize = NULL;
-    int max_prompts = full ? 0 : 2, n_tokens = 0, k = 0, help = 0, quiet = 0;
+    int max_prompts = full ? 0 : 2, n_tokens = 0, k = 0, help = 0, quiet = 0, strict = 0;
     nb_opt opts[] = {
         COMMON_OPTS(c),
         {"prompts-file", NB_OPT_STR, &prompts_file, 0, 0, "prompt set (default: the preset's)"},
@@ -282,6 +282,8 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         {"reports", NB_OPT_STR, &reports, 0, 0, "report directory (default reports/)"},
         {"localize", NB_OPT_STR, &localize, 0, 0,
          "fail (default: every FAIL), divergence (a PASS that diverges too) or off"},
+        {"strict", NB_OPT_FLAG, &strict, 0, 0,
+         "a decode-path defect fails a gate PASS (exit 1; without it: exit 0, flagged)"},
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "only the summary line"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
@@ -310,6 +312,8 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         job_param(&b, "reference", reference);
     if (localize)
         job_param(&b, "localize", localize);
+    if (strict)
+        job_param(&b, "strict", "1");
     nb_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
     int code = run_job(cmd, &c, &ds, &b, &po);
     nb_prompts_free(&ps);

@@ -59,8 +59,12 @@ static int print_verify(FILE *f, const nb_print_opts *o, const Npubench__JobResu
     if (!o->quiet)
         nb_report_print_verify(f, &r, &env);
     else
-        fprintf(f, "[verify] %s (%d/%d prompts pass)\n",
-                r.status == NB_GATE_PASS ? "PASS" : "FAIL", r.n_pass, r.n);
+    {
+        char word[64];
+        fprintf(f, "[verify] %s (%d/%d prompts pass)\n", nb_verify_result_word(&r, word,
+                                                                              sizeof word),
+                r.n_pass, r.n);
+    }
     if (o->reports_dir) {
         char path[1200];
         if (nb_report_write_verify(o->reports_dir, &r, &env, kind, path, sizeof path, &err))

@@ -9,7 +9,10 @@
  *   kill_after_commit  the coordinator dies (SIGKILL) after a result commits,
  *                      before it answers the worker
  *   kv_offset          the engine's decode writes K/V one cache slot late
- *   mlp_layer:N        the engine corrupts layer N's MLP weights (nb_fault_arg) */
+ *   mlp_layer:N        the engine corrupts layer N's MLP weights (nb_fault_arg)
+ *   kv_short           the engine's decode attends one KV position fewer (not its own)
+ *   rope_decode        the engine's decode rotates q and k one position late
+ *   final_norm         the engine negates every 4th final-norm weight */
 int nb_fault(const char *point);
 
 /* For a point listed with a number ("mlp_layer:7"): 1 and *value = 7; 0 when the point is

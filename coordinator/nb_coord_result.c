@@ -60,6 +60,23 @@ static const char *loc_json(nb_arena *a, const Npubench__GateRecord *r, const ch
     return s;
 }
 
+/* The record's decode-path check as the history stores it: JSON and status, NULL when none. */
+static const char *dcheck_json(nb_arena *a, const Npubench__GateRecord *r, const char **status)
+{
+    nb_decode_check c;
+    nb_err e;
+    *status = NULL;
+    if (!r->decode_check ||
+        nb_jobpb_decode_check_from_pb(r->decode_check, "GateRecord", &c, &e) != NB_OK)
+        return NULL;
+    json_object *o = nb_decode_check_json(&c);
+    const char *s = o ? nb_arena_strdup(a, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN))
+                      : NULL;
+    *status = nb_arena_strdup(a, nb_decode_check_status_name(c.status));
+    json_object_put(o);
+    return s;
+}
+
 static const char *outcome_text(Npubench__Outcome o)
 {
     return o == NPUBENCH__OUTCOME__FAIL ? "FAIL" : o == NPUBENCH__OUTCOME__ERROR ? "ERROR"
@@ -174,6 +191,7 @@ static nb_code result_gates(nb_arena *a, const Npubench__JobResult *res, nb_db_r
         g[i].status = outcome_text(r->status);
         g[i].reason = nz(r->fail_reason);
         g[i].localization_json = loc_json(a, r, &g[i].localization_verdict);
+        g[i].decode_check_json = dcheck_json(a, r, &g[i].decode_status);
     }
     run->gate_checks = g;
     run->n_gate_checks = res->n_gates;
@@ -218,6 +236,7 @@ static nb_code result_tables(nb_arena *a, const Npubench__JobResult *res, nb_db_
 
 /* The run's environment columns and its toolchain key=value list. */
 static nb_code result_environment(nb_arena *a, const Npubench__Environment *env,
+                                  const Npubench__VerifySummary *vs,
                                   const nb_db_deployment *dep, const char *clock_offset,
                                   nb_db_run *run, nb_err *err)
 {
@@ -229,7 +248,7 @@ static nb_code result_environment(nb_arena *a, const Npubench__Environment *env,
     run->env.dtype = nb_arena_strdup(a, dep->dtype);
     run->env.threads = env->threads;
     run->env.model_digest = nz(env->model_digest);
-    size_t cap = 8 + env->n_extra, n = 0;
+    size_t cap = 10 + env->n_extra, n = 0;
     nb_db_kv *kv = nb_arena_calloc(a, cap, sizeof *kv);
     if (!kv)
         return nb_err_set(err, NB_ENOMEM, "result: out of memory");
@@ -239,6 +258,10 @@ static nb_code result_environment(nb_arena *a, const Npubench__Environment *env,
     kv_add(a, kv, &n, cap, "toolchain", env->toolchain);
     kv_add(a, kv, &n, cap, "model", env->model);
     kv_add(a, kv, &n, cap, "worker_clock_offset_ms", clock_offset);
+    if (vs) { /* what the gate compared against, as the trace says it was made */
+        kv_add(a, kv, &n, cap, "reference_dtype", vs->trace_dtype);
+        kv_add(a, kv, &n, cap, "reference_device", vs->trace_device);
+    }
     for (size_t i = 0; i < env->n_extra; i++)
         kv_add(a, kv, &n, cap, env->extra[i]->key, env->extra[i]->value);
     run->toolchain = kv;
@@ -283,7 +306,7 @@ nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, cons
     run->report_json = nz(res->report_json);
     if ((res->metrics && (rc = result_metrics(a, res->metrics, run, err))) ||
         (rc = result_gates(a, res, run, err)) || (rc = result_tables(a, res, run, err)) ||
-        (rc = result_environment(a, res->environment, dep, offset, run, err)))
+        (rc = result_environment(a, res->environment, res->verify, dep, offset, run, err)))
         return rc;
     if (a->failed)
         return nb_err_set(err, NB_ENOMEM, "result: out of memory");

@@ -84,6 +84,7 @@ static void head(FILE *f, const char *title)
           "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;font-size:90%}\n"
           "th{background:#f0f0f0}\n"
           ".pass{background:#d9f2d9}.fail{background:#f8d0d0}.error{background:#fde9c4}\n"
+          ".warn{background:#fff3b0}.decode-fault{font-weight:bold}\n"
           ".alive{color:#070}.stale{color:#a60}.gone{color:#a00}.unknown{color:#888}\n"
           ".checking{background:#e4ecf8}.drained{background:#fde9c4}\n"
           ".regression{color:#c00;font-weight:bold}\n"
@@ -844,15 +845,20 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     if (r.n_gate_checks) {
         fputs("<h2>Gate</h2>\n<table id=\"gate\"><tr><th>Prompt</th><th>Status</th><th>Steps"
               "</th><th>Divergence</th><th>Device token</th><th>Reference token</th><th>Reason"
-              "</th>",
+              "</th><th>Decode path</th>",
               f);
         fputs(n_loc ? "<th>Localized</th></tr>\n" : "</tr>\n", f);
         for (size_t i = 0; i < r.n_gate_checks; i++) {
+            char lbl_d[300];
             const nb_db_gate_check *g = &r.gate_checks[i];
             int pass = g->status && !strcmp(g->status, "PASS");
+            /* a PASS of the production gate whose decode path is not right: flagged, not hidden */
+            int defect = g->decode_status && !strcmp(g->decode_status, "fault");
             fprintf(f, "<tr class=\"gate-check\"><td>%d</td><td class=\"%s\">", g->prompt_index,
-                    pass ? "pass" : "fail");
+                    pass && defect ? "warn" : pass ? "pass" : "fail");
             esc(f, g->status);
+            if (pass && defect)
+                fputs(" (decode-path defect)", f);
             fprintf(f, "</td><td>%d</td><td>", g->steps);
             if (g->divergence_step >= 0)
                 fprintf(f, "%d", g->divergence_step);
@@ -864,6 +870,11 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
             esc(f, g->ref_text);
             fputs("</td><td>", f);
             esc(f, g->reason);
+            fprintf(f, "</td><td class=\"decode-%s\">", defect ? "fault" : "ok");
+            if (g->decode_check_json && *g->decode_check_json)
+                esc(f, nb_dash_loc_decode_label(g->decode_check_json, lbl_d, sizeof lbl_d));
+            else
+                fputs("not checked", f);
             if (n_loc && g->localization_json && *g->localization_json) {
                 char lbl[128];
                 fputs("</td><td class=\"loc-verdict\">", f);

@@ -54,6 +54,16 @@ static void label(json_object *o, const char *verdict, char *buf, size_t cap)
         snprintf(buf, cap, "not localized");
 }
 
+const char *nb_dash_loc_decode_label(const char *json, char *buf, size_t cap)
+{
+    nb_err err;
+    json_object *o = parse(json, &err);
+    const char *sum = o ? nb_json_str(o, "summary", "", NULL) : "";
+    snprintf(buf, cap, "%s", *sum ? sum : "unreadable decode-path check");
+    json_object_put(o);
+    return buf;
+}
+
 const char *nb_dash_loc_label(const char *json, const char *verdict, char *buf, size_t cap)
 {
     nb_err err;

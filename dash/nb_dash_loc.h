@@ -10,6 +10,11 @@
  * localization_verdict; the column wins, the JSON names the layer). Returns buf. */
 const char *nb_dash_loc_label(const char *json, const char *verdict, char *buf, size_t cap);
 
+/* The decode-path check as people read it, from gate_checks.decode_check: its stored summary
+ * ("decode path clean (...)", "decode-path defect: decode step 1 differs ..."), or "unreadable
+ * decode-path check" when the text is not one. Returns buf. */
+const char *nb_dash_loc_decode_label(const char *json, char *buf, size_t cap);
+
 /* One <div class="localization" id="loc-PROMPT">: the verdict, the summary, the key numbers
  * (reference margin and near-tie band, the KV cache / decode path check, the first layer and
  * sub-block below the cosine threshold, the final norm) and the per-layer cosines. json is the

@@ -233,8 +233,8 @@ static nb_code insert_gate_checks(nb_db *db, const nb_db_run *r, int64_t id, nb_
     static const char sql[] =
         "INSERT INTO gate_checks (run_id, prompt_index, prompt, steps, divergence_step, "
         "device_token, device_text, device_rank, ref_token, ref_text, ref_rank, device_top5, "
-        "ref_top5, agreed_prefix, status, reason, localization, localization_verdict) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        "ref_top5, agreed_prefix, status, reason, localization, localization_verdict, "
+        "decode_check, decode_status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     sqlite3_stmt *st;
     char what[96];
     nb_code rc;
@@ -260,6 +260,8 @@ static nb_code insert_gate_checks(nb_db *db, const nb_db_run *r, int64_t id, nb_
         nb_db_bind_opt_str(st, 16, g->reason);
         nb_db_bind_opt_str(st, 17, g->localization_json);
         nb_db_bind_opt_str(st, 18, g->localization_verdict);
+        nb_db_bind_opt_str(st, 19, g->decode_check_json);
+        nb_db_bind_opt_str(st, 20, g->decode_status);
         snprintf(what, sizeof what, "inserting run.gate_checks[%zu] (prompt %d)", k,
                  g->prompt_index);
         if ((rc = nb_db_step_done(db, st, err, what)))
@@ -529,6 +531,8 @@ static void gate_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *
     c->reason = nb_db_col_arena_dup(a, st, 14, oom);
     c->localization_json = nb_db_col_arena_dup(a, st, 15, oom);
     c->localization_verdict = nb_db_col_arena_dup(a, st, 16, oom);
+    c->decode_check_json = nb_db_col_arena_dup(a, st, 17, oom);
+    c->decode_status = nb_db_col_arena_dup(a, st, 18, oom);
 }
 
 static void cosine_row(sqlite3_stmt *st, void *slot, struct nb_db_arena **a, int *oom)
@@ -573,7 +577,8 @@ static nb_code read_details(nb_db *db, int64_t id, nb_db_run *out, int *oom, nb_
     static const char q_gate[] =
         "SELECT prompt_index, prompt, steps, divergence_step, device_token, device_text, "
         "device_rank, ref_token, ref_text, ref_rank, device_top5, ref_top5, agreed_prefix, "
-        "status, reason, localization, localization_verdict FROM gate_checks WHERE run_id = ? "
+        "status, reason, localization, localization_verdict, decode_check, decode_status FROM "
+        "gate_checks WHERE run_id = ? "
         "ORDER BY prompt_index";
     static const char q_cos[] = "SELECT layer, min, p5, median, mean, max_abs FROM "
                                 "layer_cosines WHERE run_id = ? ORDER BY layer";

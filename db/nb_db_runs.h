@@ -54,6 +54,10 @@ typedef struct nb_db_gate_check {
     const char *reason;
     /* The divergence localized (nb_localize_json text) and its verdict; NULL when none. */
     const char *localization_json, *localization_verdict;
+    /* The decode-path check (nb_decode_check_json text) and its status ("clean", "fault",
+     * "unchecked"); NULL when none was made (results from before it). A "fault" under a
+     * "PASS" status is a PASS of the production gate with a decode-path defect. */
+    const char *decode_check_json, *decode_status;
 } nb_db_gate_check;
 
 typedef struct nb_db_layer_cosine {

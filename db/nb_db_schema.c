@@ -249,6 +249,11 @@ static const char v7_sql[] = "ALTER TABLE boards ADD COLUMN driver TEXT NOT NULL
                              "ALTER TABLE boards ADD COLUMN toolchain TEXT NOT NULL DEFAULT '';\n"
                              "ALTER TABLE boards ADD COLUMN versions_ms INTEGER;\n";
 
+/* The decode-path check every verify makes (verify/nb_localize.h): its JSON, and its status
+ * ('clean', 'fault', 'unchecked') apart so a flagged PASS can be found and shown. */
+static const char v8_sql[] = "ALTER TABLE gate_checks ADD COLUMN decode_check TEXT;\n"
+                             "ALTER TABLE gate_checks ADD COLUMN decode_status TEXT;\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
@@ -257,6 +262,7 @@ static const migration migrations[] = {
     {"queue expiry, board health", v5_sql},
     {"gate localizations", v6_sql},
     {"board versions", v7_sql},
+    {"gate decode-path checks", v8_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -47,7 +47,11 @@ struct nb_engine {
     int pos;       /* tokens in the cache */
     int high_water;/* cache rows written since the last reset */
     int fault_kv;  /* NPUBENCH_FAULT=kv_offset: decode writes KV one slot late */
+    int decoding;  /* forward() of a decode step: the decode-only faults apply */
     int fault_mlp; /* NPUBENCH_FAULT=mlp_layer:N: layer N's down projection corrupted; -1 none */
+    int fault_kv_short;    /* NPUBENCH_FAULT=kv_short: decode attends one KV position fewer */
+    int fault_rope_decode; /* NPUBENCH_FAULT=rope_decode: decode rotates one position late */
+    int fault_final_norm;  /* NPUBENCH_FAULT=final_norm: every 4th final-norm weight negated */
     nb_layer_hook hook;
     void *hook_user;
     nb_stage_hook stage_hook;
@@ -184,6 +188,18 @@ static nb_code load_wmat_x(nb_dtype d, const nb_tensor *t, int corrupt, nb_wmat 
 
 /* A norm weight vector of n elements. HF holds the parameter in the activation dtype; a (1 + w)
  * family adds the 1 in fp32 at each call, which is done here once. */
+/* The final_norm fault: every 4th weight negated, exact in any storage, so a quarter of the
+ * normed channels point the other way in prefill and decode alike (docs/localization.md). */
+static void corrupt_norm(const nb_engine *e, normw w, int n)
+{
+    for (int i = 0; i < n; i += 4) {
+        if (e->f32 || e->cfg.norm_unit_offset)
+            ((float *)w)[i] = -((float *)w)[i];
+        else
+            ((nb_bf16 *)w)[i] ^= 0x8000;
+    }
+}
+
 static nb_code load_vec(const nb_engine *e, const nb_model *m, const nb_tensor *t, int n,
                         normw *out, nb_err *err)
 {
@@ -311,6 +327,8 @@ static nb_code load_weights(nb_engine *e, const nb_model *m, nb_dtype dtype, nb_
         return rc;
     if ((rc = load_vec(e, m, nb_model_out_norm(m), c->dim, &e->out_norm, err)))
         return rc;
+    if (e->fault_final_norm)
+        corrupt_norm(e, e->out_norm, c->dim);
     e->layers = calloc((size_t)c->n_layers, sizeof *e->layers);
     if (!e->layers)
         return nb_err_set(err, NB_ENOMEM, "out of memory for %d layers", c->n_layers);
@@ -386,6 +404,9 @@ nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **
         e->embed_scale = e->f32 ? sc : nb_round_bf16(sc);
     }
     e->fault_kv = nb_fault("kv_offset");
+    e->fault_kv_short = nb_fault("kv_short");
+    e->fault_rope_decode = nb_fault("rope_decode");
+    e->fault_final_norm = nb_fault("final_norm");
     long fl = -1;
     int has_mlp = nb_fault_arg("mlp_layer", &fl);
     e->fault_mlp = has_mlp == 1 ? (int)fl : -1;
@@ -561,6 +582,9 @@ static void embed(nb_engine *e, const int32_t *ids, int n)
 static void attend(nb_engine *e, const layer *L, int n, int pos0)
 {
     const nb_model_config *c = &e->cfg;
+    /* kv_short: the query at pos0 sees positions 0..pos0-1, its own key and value unread */
+    if (e->decoding && e->fault_kv_short && n == 1 && pos0 > 0)
+        pos0--;
     int hd = c->head_dim;
     if (!L->window || pos0 + n <= L->window) {
         if (e->f32)
@@ -620,9 +644,10 @@ static void attention_block(nb_engine *e, layer *L, int n, int pos0, int slot_sh
     t = prof_begin(e);
     const float *ctab = L->window && e->swa_cos ? e->swa_cos : e->rope_cos;
     const float *stab = L->window && e->swa_sin ? e->swa_sin : e->rope_sin;
+    int late = e->decoding && e->fault_rope_decode && pos0 + n < e->opts.max_seq ? 1 : 0;
     for (int i = 0; i < n; i++) {
-        const float *cs = ctab + (size_t)(pos0 + i) * half;
-        const float *sn = stab + (size_t)(pos0 + i) * half;
+        const float *cs = ctab + (size_t)(pos0 + i + late) * half;
+        const float *sn = stab + (size_t)(pos0 + i + late) * half;
         if (e->f32) {
             nb_rope_f32((float *)AT(e->q, i, e->q_dim), c->n_heads, hd, cs, sn);
             nb_rope_f32((float *)AT(e->k, i, e->kv_dim), c->n_kv_heads, hd, cs, sn);
@@ -718,6 +743,7 @@ static void forward(nb_engine *e, const int32_t *ids, int n, int pos0, int decod
     const nb_model_config *c = &e->cfg;
     int dim = c->dim;
     embed(e, ids, n);
+    e->decoding = decode;
     /* Off by one slot during decode only: the gate must notice. */
     int slot_shift = decode && e->fault_kv && pos0 + 1 < e->opts.max_seq ? 1 : 0;
     for (int l = 0; l < c->n_layers; l++) {
@@ -875,7 +901,9 @@ nb_code nb_engine_prefill_logits(nb_engine *e, const int32_t *ids, int n, int fi
     e->all_logits = out;
     e->all_first = first;
     const float *last;
+    nb_kernels_row_exact(1);
     nb_code rc = nb_engine_prefill(e, ids, n, &last, err);
+    nb_kernels_row_exact(0);
     e->all_logits = NULL;
     return rc;
 }

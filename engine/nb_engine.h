@@ -98,7 +98,8 @@ void nb_engine_set_stage_hook(nb_engine *e, nb_stage_hook hook, void *user);
 
 /* A prefill of ids (a fresh sequence, like nb_engine_prefill) that also keeps the logits of
  * every position from first on: out gets (n - first) rows of vocab floats, rounded as the
- * decode path rounds them. By causality row i is what a prefill of ids[0..first+i] alone
+ * decode path rounds them, each linear computed per row as the decode step's kernel computes
+ * it (nb_kernels_row_exact: like with like on every kernel path, the AMX one included). By causality row i is what a prefill of ids[0..first+i] alone
  * would give, so one pass checks every decode step against a cache-free recomputation.
  * The caller owns out. */
 nb_code nb_engine_prefill_logits(nb_engine *e, const int32_t *ids, int n, int first, float *out,

@@ -87,6 +87,7 @@ static const struct {
 } int_params[] = {
     {"threads", 0, 1024}, {"max_seq", 0, 1 << 20}, {"warmup", 0, NB_JOB_WARMUP_MAX},
     {"chat", 0, 1},       {"ignore_eos", 0, 1},    {"device", 0, 255},
+    {"strict", 0, 1}, /* verify: a decode-path defect fails a gate PASS */
 };
 
 static int parse_long(const char *s, long *out)

@@ -178,6 +178,62 @@ static int in_range(int32_t x, int lo, int hi)
     return x >= lo && x <= hi;
 }
 
+/* A decode-path check as a message, NULL when there is none to send or out of memory
+ * (then *ok 0). */
+static Npubench__DecodeCheck *dcheck_to_pb(const nb_decode_check *c, int *ok)
+{
+    if (c->status == NB_LOC_KV_UNCHECKED && !c->note[0])
+        return NULL;
+    Npubench__DecodeCheck *m = malloc(sizeof *m);
+    if (!m) {
+        *ok = 0;
+        return NULL;
+    }
+    npubench__decode_check__init(m);
+    m->steps = c->steps;
+    m->first_bad_step = c->first_bad;
+    m->max_diff = c->max_diff;
+    m->tolerance = c->tol;
+    m->ms = c->ms;
+    if (!(m->status = nb_jobpb_strdup(nb_decode_check_status_name(c->status))) ||
+        !(m->note = nb_jobpb_strdup(c->note))) {
+        nb_jobpb_free(m);
+        *ok = 0;
+        return NULL;
+    }
+    return m;
+}
+
+/* The message back (it came off the network): an unknown status or a step out of range is
+ * an error naming the field. */
+nb_code nb_jobpb_decode_check_from_pb(const Npubench__DecodeCheck *m, const char *what,
+                                      nb_decode_check *c, nb_err *err)
+{
+    nb_decode_check_init(c);
+    if (!m)
+        return NB_OK;
+    int st = -1;
+    for (int i = 0; i <= NB_LOC_KV_FAULT; i++)
+        if (m->status && !strcmp(m->status, nb_decode_check_status_name((nb_loc_kv)i)))
+            st = i;
+    if (st < 0)
+        return nb_err_set(err, NB_EINVAL,
+                          "%s.decode_check.status '%.32s': expected unchecked, clean or fault",
+                          what, m->status ? m->status : "");
+    if (!in_range(m->steps, 0, MAX_STEPS) || !in_range(m->first_bad_step, -1, MAX_STEPS))
+        return nb_err_set(err, NB_EINVAL,
+                          "%s.decode_check: steps %d / first_bad_step %d outside 0..%d / -1..%d",
+                          what, m->steps, m->first_bad_step, MAX_STEPS, MAX_STEPS);
+    c->status = (nb_loc_kv)st;
+    c->steps = m->steps;
+    c->first_bad = m->first_bad_step;
+    c->max_diff = m->max_diff;
+    c->tol = m->tolerance;
+    c->ms = m->ms;
+    snprintf(c->note, sizeof c->note, "%s", m->note ? m->note : "");
+    return NB_OK;
+}
+
 /* The message back into v->loc: enums and steps range-checked, strings bounded by the
  * struct's fields (it came off the network). */
 nb_code nb_jobpb_localization_from_pb(const Npubench__Localization *m, const char *what,
@@ -246,7 +302,11 @@ static Npubench__GateRecord *gate_to_pb(const nb_verify_result *r, const nb_veri
     g->reference_token = gr->ref_token;
     g->device_token_ref_rank = gr->dev_rank_in_ref;
     g->reference_token_dev_rank = gr->ref_rank_in_dev;
-    g->status = gr->status == NB_GATE_PASS ? NPUBENCH__OUTCOME__PASS : NPUBENCH__OUTCOME__FAIL;
+    g->status = gr->status == NB_GATE_PASS && !v->strict_fail ? NPUBENCH__OUTCOME__PASS
+                                                              : NPUBENCH__OUTCOME__FAIL;
+    g->decode_strict_fail = v->strict_fail;
+    char dsum[300];
+    nb_decode_check_summary(&v->dcheck, dsum, sizeof dsum);
     g->prompt_tokens = v->n_prompt_ids;
     g->prefill_ms = v->prefill_ms;
     g->decode_ms = v->decode_ms;
@@ -258,7 +318,7 @@ static Npubench__GateRecord *gate_to_pb(const nb_verify_result *r, const nb_veri
              (g->device_text = nb_jobpb_strdup(v->dev_token_text)) &&
              (g->reference_text = nb_jobpb_strdup(v->ref_token_text)) &&
              (g->agreed_prefix = nb_jobpb_strdup(v->agreed_text)) &&
-             (g->fail_reason = nb_jobpb_strdup(gr->reason)) &&
+             (g->fail_reason = nb_jobpb_strdup(v->strict_fail ? dsum : gr->reason)) &&
              (g->device_generation = nb_jobpb_strdup(v->dev_text)) &&
              (g->reference_generation = nb_jobpb_strdup(v->ref_text));
     if (ok && at >= 0 && at < v->n_steps)
@@ -271,6 +331,8 @@ static Npubench__GateRecord *gate_to_pb(const nb_verify_result *r, const nb_veri
                  NB_OK;
     if (ok && v->loc.present)
         g->localization = loc_to_pb(&v->loc, &ok);
+    if (ok)
+        g->decode_check = dcheck_to_pb(&v->dcheck, &ok);
     if (!ok) {
         nb_jobpb_free(g);
         return NULL;
@@ -303,7 +365,12 @@ nb_code nb_jobpb_verify_to_pb(const nb_verify_result *r, Npubench__JobResult *ou
              (vs->trace_date = nb_jobpb_strdup(r->trace_date)) &&
              (vs->trace_cpu_model = nb_jobpb_strdup(r->trace_cpu.model)) &&
              (vs->trace_cpu_flags = nb_jobpb_strdup(r->trace_cpu.flags)) &&
-             (vs->trace_cpu_capability = nb_jobpb_strdup(r->trace_cpu.capability));
+             (vs->trace_cpu_capability = nb_jobpb_strdup(r->trace_cpu.capability)) &&
+             (vs->trace_dtype = nb_jobpb_strdup(r->trace_dtype)) &&
+             (vs->trace_device = nb_jobpb_strdup(r->trace_device));
+    vs->decode_faults = r->n_decode_faults;
+    vs->strict = r->strict;
+    vs->decode_check_ms = r->dcheck_ms;
     int n = 0;
     for (; ok && n < r->n; n++)
         ok = (gates[n] = gate_to_pb(r, &r->recs[n])) != NULL;
@@ -395,7 +462,9 @@ static nb_code gate_from_pb(const Npubench__GateRecord *g, int i, int k, int n_t
         nb_gate_margin(&v->ref[g->top_step], k < (int)g->n_reference_top ? k
                                                 : (int)g->n_reference_top,
                        g->device_token, gr);
-    gr->status = g->status == NPUBENCH__OUTCOME__PASS ? NB_GATE_PASS : NB_GATE_FAIL;
+    /* a strict run's decode-path FAIL is the gate's PASS (nb_verify_summarise sets it again) */
+    gr->status = g->status == NPUBENCH__OUTCOME__PASS || g->decode_strict_fail ? NB_GATE_PASS
+                                                                               : NB_GATE_FAIL;
     gr->n_steps = g->steps;
     gr->agreed = g->agreed;
     gr->divergence = g->divergence_step;
@@ -403,7 +472,15 @@ static nb_code gate_from_pb(const Npubench__GateRecord *g, int i, int k, int n_t
     gr->ref_token = g->reference_token;
     gr->dev_rank_in_ref = g->device_token_ref_rank;
     gr->ref_rank_in_dev = g->reference_token_dev_rank;
-    snprintf(gr->reason, sizeof gr->reason, "%s", g->fail_reason ? g->fail_reason : "");
+    snprintf(gr->reason, sizeof gr->reason, "%s",
+             g->fail_reason && !g->decode_strict_fail ? g->fail_reason : "");
+    if (g->decode_check) {
+        nb_code rc = nb_jobpb_decode_check_from_pb(g->decode_check, what, &v->dcheck, err);
+        if (rc)
+            return rc;
+    } else {
+        nb_decode_check_init(&v->dcheck);
+    }
     if (g->localization)
         return nb_jobpb_localization_from_pb(g->localization, what, &v->loc, err);
     return NB_OK;
@@ -441,6 +518,8 @@ nb_code nb_jobpb_verify_from_pb(const Npubench__JobResult *res, nb_verify_result
     snprintf(out->trace_cpu.flags, sizeof out->trace_cpu.flags, "%s", vs->trace_cpu_flags);
     snprintf(out->trace_cpu.capability, sizeof out->trace_cpu.capability, "%s",
              vs->trace_cpu_capability);
+    snprintf(out->trace_dtype, sizeof out->trace_dtype, "%s", vs->trace_dtype);
+    snprintf(out->trace_device, sizeof out->trace_device, "%s", vs->trace_device);
     out->wall_ms = vs->wall_ms;
     for (size_t i = 0; i < res->n_gates; i++) {
         /* counted before filling, so nb_verify_result_free releases partial records */
@@ -451,13 +530,8 @@ nb_code nb_jobpb_verify_from_pb(const Npubench__JobResult *res, nb_verify_result
             return rc;
         }
     }
-    for (int i = 0; i < out->n; i++) {
-        if (out->recs[i].gate.status == NB_GATE_PASS)
-            out->n_pass++;
-        else
-            out->n_fail++;
-    }
-    out->status = out->n_fail ? NB_GATE_FAIL : NB_GATE_PASS;
+    out->strict = vs->strict;
+    nb_verify_summarise(out);
     return NB_OK;
 }
 

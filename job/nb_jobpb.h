@@ -42,6 +42,10 @@ nb_code nb_jobpb_verify_from_pb(const Npubench__JobResult *res, nb_verify_result
 
 /* A GateRecord's localization into l (free with nb_localize_free); what names the record in
  * errors (enums, steps and counts out of range are NB_EINVAL). */
+/* A GateRecord's decode-path check into c (UNCHECKED when m is NULL); an unknown status or a
+ * step out of range is NB_EINVAL naming what.decode_check. */
+nb_code nb_jobpb_decode_check_from_pb(const Npubench__DecodeCheck *m, const char *what,
+                                      nb_decode_check *c, nb_err *err);
 nb_code nb_jobpb_localization_from_pb(const Npubench__Localization *m, const char *what,
                                       nb_localization *l, nb_err *err);
 

@@ -136,6 +136,7 @@ static void detect(void)
     amxbf16_table = avx512bf16_table;
     amxbf16_table.isa = NB_ISA_AMXBF16;
     amxbf16_table.linear_bf16 = nb_amx_linear_bf16;
+    amxbf16_table.linear_bf16_rows = nb_avx512_linear_bf16; /* the AMX path's own decode kernel */
     env_best = cpu_best;
     const char *cap = getenv("NPUBENCH_ISA");
     if (cap && *cap) {

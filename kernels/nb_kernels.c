@@ -362,6 +362,14 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
  * one chunk, not by its whole share. Prefill chunks are fewer and larger:
  * each one converts the activations again. */
 _Thread_local uint64_t nb_call_id;
+/* nb_kernels_row_exact: per calling thread, so one engine's check never changes another's. */
+static _Thread_local int row_exact;
+
+void nb_kernels_row_exact(int on)
+{
+    row_exact = on;
+}
+
 static atomic_uint_fast64_t call_seq;
 
 #define MAX_BATCH 8
@@ -372,6 +380,8 @@ typedef struct lin_job {
     uint64_t id;
     const nb_kernel_table *kt;
     const void *X;
+    void (*lin_bf16)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
+                     int j1);
     int n, f32out, f32, count, n_chunks;
     struct {
         const nb_wmat *W;
@@ -402,7 +412,7 @@ static void lin_task(void *arg, int tid, int nt)
         if (j->f32)
             j->kt->linear_f32(W, j->X, j->n, j->m[k].Y, j0, j1);
         else
-            j->kt->linear_bf16(W, j->X, j->n, j->m[k].Y, j->f32out, j0, j1);
+            j->lin_bf16(W, j->X, j->n, j->m[k].Y, j->f32out, j0, j1);
         if (j->done)
             j->done(j->user, j0, j1, j->m[k].Y);
     }
@@ -417,6 +427,7 @@ static void linear_batch_rows(const nb_wmat *const *W, void *const *Y, int count
     lin_job j = {.id = atomic_fetch_add(&call_seq, 1) + 1, .kt = nb_kernels_active(), .X = X,
                  .n = n, .f32out = f32out, .f32 = f32, .count = count, .done = done,
                  .user = user};
+    j.lin_bf16 = row_exact && j.kt->linear_bf16_rows ? j.kt->linear_bf16_rows : j.kt->linear_bf16;
     double macs = 0;
     for (int k = 0; k < count; k++) {
         j.m[k].lo = lo ? lo[k] : 0;

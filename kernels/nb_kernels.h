@@ -101,6 +101,12 @@ typedef void (*nb_rows_done_fn)(void *user, int j0, int j1, const float *Y);
 #define NB_HEAD_ROW_ALIGN 16
 nb_code nb_linear_head_rows(const nb_wmat *W, const nb_bf16 *X, float *Y, int r0, int r1,
                             nb_rows_done_fn done, void *user, nb_err *err);
+/* On (non-zero) for the calling thread: every bf16 linear it calls computes each row as the
+ * active path's decode step (n = 1) would, bit for bit, whatever n is, on that path's fastest
+ * kernel that does (the AVX-512 BF16 one on the AMX path; every other path's prefill kernels
+ * already do). A prefill so computed compares with decode steps like with like
+ * (verify/nb_localize.c's decode-path check). Off by default. */
+void nb_kernels_row_exact(int on);
 /* Several linears of the same X in one parallel call (Y[k] = X . W[k]^T,
  * each as nb_linear_bf16 / nb_linear_f32 would compute it, bit for bit):
  * q/k/v or gate/up pay one thread-pool hand-off instead of several. All

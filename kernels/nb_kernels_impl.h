@@ -115,6 +115,12 @@ typedef struct nb_kernel_table {
     void (*linear_bf16)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1);
     void (*linear_f32)(const nb_wmat *W, const float *X, int n, float *Y, int j0, int j1);
+    /* The bf16 linear whose every output row is, bit for bit, what linear_bf16 gives that row
+     * alone (n = 1, the decode step): NULL when linear_bf16 already is (its prefill kernels
+     * accumulate each row in the decode kernel's order). The AMX tile kernel is not: it adds
+     * bf16 pairs in another order (nb_kernels_row_exact). */
+    void (*linear_bf16_rows)(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                             int j0, int j1);
     void (*rmsnorm_bf16)(nb_bf16 *y, const nb_bf16 *x, const nb_bf16 *w, int n, int dim,
                          float eps);
     void (*silu_mul_bf16)(nb_bf16 *out, const nb_bf16 *g, const nb_bf16 *u, size_t n);

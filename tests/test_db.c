@@ -1154,9 +1154,11 @@ static void test_run_roundtrip(void **state)
     nb_db_sample s[2] = {{0, {120.5, 41.0, 24.4, 24.9}}, {1, {119.5, NAN, 24.2, 24.7}}};
     nb_db_gate_check g[2] = {
         {0, "The capital of France is", 32, -1, 12, 12, " Paris", " Paris", 0, 0,
-         "[[12,0.9]]", "[[12,0.91]]", 32, "PASS", NULL, NULL, NULL},
+         "[[12,0.9]]", "[[12,0.91]]", 32, "PASS", NULL, NULL, NULL,
+         "{\"status\":\"fault\",\"first_bad_step\":1}", "fault"},
         {1, "Once upon a time", 32, 17, 345, 678, " a", " the", 1, 2, "[]", "[]", 17, "FAIL",
-         "top-1 differs at step 17 beyond tolerance", "{\"verdict\":\"layer\"}", "layer"},
+         "top-1 differs at step 17 beyond tolerance", "{\"verdict\":\"layer\"}", "layer", NULL,
+         NULL},
     };
     nb_db_layer_cosine c[2] = {{0, 0.9991, 0.9995, 0.99991, 0.99987, 0.0123},
                                {1, 0.998, 0.999, 0.9998, 0.9997, 0.05}};
@@ -1232,6 +1234,11 @@ static void test_run_roundtrip(void **state)
     assert_null(o.gate_checks[0].localization_json); /* schema 6: none when none was made */
     assert_string_equal(o.gate_checks[1].localization_json, "{\"verdict\":\"layer\"}");
     assert_string_equal(o.gate_checks[1].localization_verdict, "layer");
+    /* schema 8: a PASS with a decode-path defect keeps both; none when none was made */
+    assert_string_equal(o.gate_checks[0].decode_status, "fault");
+    assert_non_null(strstr(o.gate_checks[0].decode_check_json, "\"first_bad_step\":1"));
+    assert_null(o.gate_checks[1].decode_check_json);
+    assert_null(o.gate_checks[1].decode_status);
     assert_int_equal(o.n_cosines, 2);
     assert_close(o.cosines[1].max_abs, 0.05, 0);
     assert_int_equal(o.n_phases, 2);

@@ -8,6 +8,8 @@
 #include "nb_fault.h"
 #include "nb_generate.h"
 #include "nb_jobpb.h"
+#include "nb_kernels.h"
+#include "nb_kernels_impl.h"
 #include "nb_localize.h"
 #include "nb_trace.h"
 #include "nb_verify.h"
@@ -263,6 +265,122 @@ static void test_real_near_tie_labelled(void **s)
     nb_deploy_close(d);
 }
 
+/* verify of the first n_prompts prompts, n_tokens steps, strict or not. */
+static void verify_n(nb_deploy *d, int n_prompts, int n_tokens, int strict, nb_verify_result *r)
+{
+    nb_verify_opts o = {0};
+    o.max_prompts = n_prompts;
+    o.n_tokens = n_tokens;
+    o.strict = strict;
+    nb_err err = {0};
+    nb_code rc = nb_verify_run(d, &o, r, &err);
+    if (rc)
+        print_error("verify: %s\n", err.msg);
+    assert_int_equal(rc, NB_OK);
+    assert_int_equal(r->n, n_prompts);
+}
+
+static void print_dcheck(const nb_verify_record *v)
+{
+    char sum[300];
+    nb_decode_check_summary(&v->dcheck, sum, sizeof sum);
+    print_message("prompt %d: gate %s (divergence %d) | %s | %.1f ms of prefill %.1f + decode "
+                  "%.1f\n", v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL",
+                  v->gate.divergence, sum, v->dcheck.ms, v->prefill_ms, v->decode_ms);
+}
+
+/* The decode-only faults: kv_short (decode attends one KV position fewer) and rope_decode
+ * (decode rotates one position late). Whatever the gate says, every record's decode-path
+ * check finds the defect at step 1; a gate PASS stays a PASS, flagged, and --strict makes it
+ * a FAIL; a divergence localizes to the KV cache / decode path. */
+static void test_decode_faults_caught_on_every_verify(void **s)
+{
+    (void)s;
+    static const char *const faults[] = {"kv_short", "rope_decode"};
+    for (size_t f = 0; f < sizeof faults / sizeof *faults; f++) {
+        nb_deploy *d = open_with_fault(faults[f]);
+        for (int strict = 0; strict <= 1; strict++) {
+            nb_verify_result r;
+            verify_n(d, 2, 8, strict, &r);
+            print_message("%s%s:\n", faults[f], strict ? " --strict" : "");
+            for (int i = 0; i < r.n; i++) {
+                const nb_verify_record *v = &r.recs[i];
+                print_dcheck(v);
+                assert_int_equal(v->dcheck.status, NB_LOC_KV_FAULT);
+                assert_int_equal(v->dcheck.first_bad, 1);
+                /* kv_short 2-3 logits, rope_decode 0.75: beyond the tolerance where the clean
+                 * engine's difference is 0 (test_decode_check_clean_on_every_path) */
+                assert_true(!(v->dcheck.max_diff <= 2 * NB_LOC_KV_TOL));
+                assert_int_equal(v->strict_fail, strict && v->gate.status == NB_GATE_PASS);
+                if (v->loc.present && v->gate.divergence >= 1)
+                    assert_string_equal(v->loc.verdict, "kv_cache");
+            }
+            assert_int_equal(r.n_decode_faults, r.n);
+            /* under --strict nothing with a defect passes */
+            if (strict) {
+                assert_int_equal(r.n_pass, 0);
+                assert_int_equal(r.status, NB_GATE_FAIL);
+            }
+            nb_verify_result_free(&r);
+        }
+        nb_deploy_close(d);
+    }
+}
+
+/* final_norm (every 4th final-norm weight negated, prefill and decode alike): the decode path
+ * is clean, and the divergence localizes to the last layer's final_norm. */
+static void test_final_norm_fault_localized(void **s)
+{
+    (void)s;
+    nb_deploy *d = open_with_fault("final_norm");
+    nb_verify_result r;
+    verify_n(d, 1, 4, 0, &r);
+    const nb_verify_record *v = &r.recs[0];
+    print_dcheck(v);
+    print_loc(&v->loc);
+    assert_int_equal(v->dcheck.status, NB_LOC_KV_CLEAN);
+    assert_int_equal(v->gate.status, NB_GATE_FAIL);
+    assert_true(v->loc.present);
+    assert_string_equal(v->loc.verdict, "layer");
+    assert_string_equal(v->loc.sub_block, "final_norm");
+    assert_int_equal(v->loc.first_layer, v->loc.n_layers - 1);
+    assert_true(v->loc.final_cos < NB_LOC_COS_THRESHOLD);
+    assert_clean_before(&v->loc, v->loc.n_layers, 0);
+    assert_non_null(strstr(v->loc.summary, "final_norm"));
+    nb_verify_result_free(&r);
+    nb_deploy_close(d);
+}
+
+/* The clean engine's decode-path check on every kernel path this host has (bf16, and q4_1
+ * on its block kernels): both sides the same sums, the difference 0, never a defect. */
+static void test_decode_check_clean_on_every_path(void **s)
+{
+    (void)s;
+    nb_dtype dts[] = {NB_DTYPE_BF16, NB_DTYPE_Q4_1};
+    for (int isa = NB_ISA_PORTABLE; isa <= (int)nb_kernels_cpu_isa(); isa++) {
+        nb_err err;
+        if (isa == NB_ISA_PORTABLE)
+            continue; /* minutes on a shared host; the AVX2 path is its bit-for-bit peer */
+        assert_int_equal(nb_kernels_set_isa((nb_isa)isa, &err), NB_OK);
+        for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+            nb_deploy *d = open_dtype(NULL, dts[t]);
+            nb_verify_result r;
+            verify_n(d, 2, 6, 1, &r);
+            for (int i = 0; i < r.n; i++) {
+                print_message("%s %s ", nb_isa_name((nb_isa)isa), nb_dtype_name(dts[t]));
+                print_dcheck(&r.recs[i]);
+                assert_int_equal(r.recs[i].dcheck.status, NB_LOC_KV_CLEAN);
+                assert_int_equal(r.recs[i].dcheck.steps, NB_DECODE_CHECK_STEPS);
+                assert_true(r.recs[i].dcheck.max_diff == 0.0);
+            }
+            assert_int_equal(r.n_decode_faults, 0);
+            nb_verify_result_free(&r);
+            nb_deploy_close(d);
+        }
+    }
+    nb_kernels_use_table(NULL);
+}
+
 /* A verdict can only come from the parts: a real fault outranks a near tie. */
 static void test_verdict_order(void **s)
 {
@@ -437,6 +555,9 @@ int main(void)
         cmocka_unit_test(test_mlp_fault_localized_to_layer_and_mlp),
         cmocka_unit_test(test_clean_engine_follows_hf),
         cmocka_unit_test(test_real_near_tie_labelled),
+        cmocka_unit_test(test_decode_faults_caught_on_every_verify),
+        cmocka_unit_test(test_final_norm_fault_localized),
+        cmocka_unit_test(test_decode_check_clean_on_every_path),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

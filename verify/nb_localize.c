@@ -48,27 +48,108 @@ static void cos_abs(const float *a, const float *b, int n, double *cos, double *
     *max_abs = m;
 }
 
-/* Decode step s (1..d) against row s of the prefill logits, over the device's top-k ids. */
-static void check_kv(const nb_gate_step *dev, int d, int k, const float *rows, int vocab,
-                     nb_localization *out)
+/* Decode step s (1..d) against row s of the prefill logits, over the device's top-k ids:
+ * the largest difference, NaN sticking (a NaN logit is a fault), and the first step beyond
+ * NB_LOC_KV_TOL (-1 when none). */
+static void compare_steps(const nb_gate_step *dev, int d, int k, const float *rows, int vocab,
+                          double *max_diff, int *first_bad)
 {
-    out->kv_tol = NB_LOC_KV_TOL;
-    out->kv_first_bad = -1;
-    out->kv_steps = d;
-    out->kv = d > 0 ? NB_LOC_KV_CLEAN : NB_LOC_KV_UNCHECKED;
+    *max_diff = 0;
+    *first_bad = -1;
     for (int s = 1; s <= d; s++) {
         const float *lg = rows + (size_t)s * vocab;
         for (int j = 0; j < k; j++) {
             int32_t id = dev[s].topk[j];
             double diff = id >= 0 && id < vocab ? fabs((double)lg[id] - dev[s].logits[j]) : NAN;
-            if (!(diff <= out->kv_max_diff))
-                out->kv_max_diff = diff; /* NaN sticks: a NaN logit is a fault */
-            if (!(diff <= NB_LOC_KV_TOL) && out->kv_first_bad < 0) {
-                out->kv_first_bad = s;
-                out->kv = NB_LOC_KV_FAULT;
-            }
+            if (!(diff <= *max_diff))
+                *max_diff = diff;
+            if (!(diff <= NB_LOC_KV_TOL) && *first_bad < 0)
+                *first_bad = s;
         }
     }
+}
+
+static void check_kv(const nb_gate_step *dev, int d, int k, const float *rows, int vocab,
+                     nb_localization *out)
+{
+    out->kv_tol = NB_LOC_KV_TOL;
+    out->kv_steps = d;
+    compare_steps(dev, d, k, rows, vocab, &out->kv_max_diff, &out->kv_first_bad);
+    out->kv = d <= 0 ? NB_LOC_KV_UNCHECKED
+              : out->kv_first_bad >= 0 ? NB_LOC_KV_FAULT
+                                       : NB_LOC_KV_CLEAN;
+}
+
+/* The prompt and the first d device tokens, the logits of positions n_prompt - 1 on (row s:
+ * what step s's decode should give) from one cache-free prefill; *ids_out and *rows_out owned
+ * by the caller, also on error. */
+static nb_code replay(nb_deploy *d, const int32_t *prompt_ids, int n_prompt, const nb_gate_step *dev,
+                      int steps, int32_t **ids_out, float **rows_out, nb_err *err)
+{
+    int vocab = nb_engine_vocab(d->engine), n = n_prompt + steps;
+    int32_t *ids = *ids_out = malloc(sizeof(int32_t) * (size_t)n);
+    float *rows = *rows_out = malloc(sizeof(float) * (size_t)(steps + 1) * vocab);
+    if (!ids || !rows)
+        return nb_err_set(err, NB_ENOMEM, "out of memory (%d positions)", n);
+    memcpy(ids, prompt_ids, sizeof(int32_t) * (size_t)n_prompt);
+    for (int s = 0; s < steps; s++)
+        ids[n_prompt + s] = dev[s].token;
+    return nb_engine_prefill_logits(d->engine, ids, n, n_prompt - 1, rows, err);
+}
+
+void nb_decode_check_init(nb_decode_check *c)
+{
+    memset(c, 0, sizeof *c);
+    c->first_bad = -1;
+    c->max_diff = NAN;
+    c->tol = NB_LOC_KV_TOL;
+}
+
+nb_code nb_decode_check_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
+                            const nb_gate_step *dev, int n_dev, int k, int steps,
+                            nb_decode_check *out, nb_err *err)
+{
+    nb_decode_check_init(out);
+    double t0 = nb_now_ms();
+    int m = steps < n_dev - 1 ? steps : n_dev - 1;
+    if (m < 1 || n_prompt < 1) {
+        snprintf(out->note, sizeof out->note, "no decode step to check (%d steps generated)",
+                 n_dev);
+        return NB_OK;
+    }
+    int32_t *ids = NULL;
+    float *rows = NULL;
+    nb_code rc = replay(d, prompt_ids, n_prompt, dev, m, &ids, &rows, err);
+    if (rc) {
+        nb_err_prefix(err, "decode-path check: ");
+        snprintf(out->note, sizeof out->note, "%.150s", err->msg);
+    } else {
+        out->steps = m;
+        compare_steps(dev, m, k, rows, nb_engine_vocab(d->engine), &out->max_diff,
+                      &out->first_bad);
+        out->status = out->first_bad >= 0 ? NB_LOC_KV_FAULT : NB_LOC_KV_CLEAN;
+    }
+    free(ids);
+    free(rows);
+    out->ms = nb_now_ms() - t0;
+    return rc;
+}
+
+void nb_decode_check_summary(const nb_decode_check *c, char *buf, size_t cap)
+{
+    if (c->status == NB_LOC_KV_CLEAN)
+        snprintf(buf, cap, "decode path clean (steps 1..%d within %.2f logits of a cache-free "
+                 "prefill, max %.3g)", c->steps, c->tol, c->max_diff);
+    else if (c->status == NB_LOC_KV_FAULT && isnan(c->max_diff))
+        snprintf(buf, cap, "decode-path defect: decode step %d gives NaN logits where a "
+                 "cache-free prefill of the same tokens gives finite ones", c->first_bad);
+    else if (c->status == NB_LOC_KV_FAULT)
+        snprintf(buf, cap, "decode-path defect: decode step %d differs from a cache-free "
+                 "prefill of the same tokens by %.3g logits (tolerance %.2f)", c->first_bad,
+                 c->max_diff, c->tol);
+    else
+        snprintf(buf, cap, "decode path not checked%s%s%s", c->note[0] ? " (" : "", c->note,
+                 c->note[0] ? ")" : "");
 }
 
 /* The latest reference position at or before the divergence, -1 when none. */
@@ -157,37 +238,33 @@ nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
         return nb_err_set(err, NB_EINVAL, "localize: no divergence to localize");
     double t0 = nb_now_ms();
     const nb_model_config *cfg = nb_engine_cfg(d->engine);
-    int vocab = nb_engine_vocab(d->engine), n = n_prompt + div;
     int pick = pick_states(ref, div);
     const char *missing = states_missing(ref, pick, cfg);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
-    float *rows = malloc(sizeof(float) * (size_t)(div + 1) * vocab);
+    int32_t *ids = NULL;
+    float *rows = NULL;
     capture c = {.n_layers = cfg->n_layers, .dim = cfg->dim, .pos = -1};
     c.attn = calloc((size_t)cfg->n_layers * cfg->dim, sizeof(float));
     c.mlp = calloc((size_t)cfg->n_layers * cfg->dim, sizeof(float));
     c.final = calloc((size_t)cfg->dim, sizeof(float));
     out->layers = missing ? NULL : calloc((size_t)cfg->n_layers, sizeof *out->layers);
     nb_code rc = NB_OK;
-    if (!ids || !rows || !c.attn || !c.mlp || !c.final || (!missing && !out->layers)) {
-        rc = nb_err_set(err, NB_ENOMEM, "localize: out of memory (%d positions)", n);
+    if (!c.attn || !c.mlp || !c.final || (!missing && !out->layers)) {
+        rc = nb_err_set(err, NB_ENOMEM, "localize: out of memory (%d layers)", cfg->n_layers);
         goto done;
     }
-    memcpy(ids, prompt_ids, sizeof(int32_t) * (size_t)n_prompt);
-    for (int s = 0; s < div; s++)
-        ids[n_prompt + s] = dev[s].token;
     if (!missing) {
         out->step = ref->states[pick].step;
         c.pos = n_prompt - 1 + out->step;
         nb_engine_set_stage_hook(d->engine, on_stage, &c);
     }
-    rc = nb_engine_prefill_logits(d->engine, ids, n, n_prompt - 1, rows, err);
+    rc = replay(d, prompt_ids, n_prompt, dev, div, &ids, &rows, err);
     nb_engine_set_stage_hook(d->engine, NULL, NULL);
     if (rc) {
         nb_err_prefix(err, "localize: ");
         goto done;
     }
     snprintf(out->source, sizeof out->source, "engine");
-    check_kv(dev, div, k, rows, vocab, out);
+    check_kv(dev, div, k, rows, nb_engine_vocab(d->engine), out);
     if (missing) {
         snprintf(out->note, sizeof out->note, "%s", missing);
     } else {
@@ -305,6 +382,11 @@ void nb_localize_free(nb_localization *l)
 static const char *const kv_names[] = {"unchecked", "clean", "fault"};
 static const char *const layer_names[] = {"none", "clean", "fault"};
 
+const char *nb_decode_check_status_name(nb_loc_kv s)
+{
+    return (unsigned)s < 3 ? kv_names[s] : kv_names[0];
+}
+
 /* JSON has no NaN: unknown numbers are null. */
 static json_object *num(double x)
 {
@@ -375,6 +457,40 @@ static int get_i(json_object *o, const char *key, int dflt)
         return dflt;
     int64_t x = json_object_get_int64(v);
     return x < -1 || x > 1 << 20 ? dflt : (int)x;
+}
+
+json_object *nb_decode_check_json(const nb_decode_check *c)
+{
+    if (c->status == NB_LOC_KV_UNCHECKED && !c->note[0])
+        return NULL;
+    char sum[300];
+    nb_decode_check_summary(c, sum, sizeof sum);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "status", nb_json_new_str(nb_decode_check_status_name(c->status)));
+    json_object_object_add(o, "steps", json_object_new_int(c->steps));
+    json_object_object_add(o, "first_bad_step", json_object_new_int(c->first_bad));
+    json_object_object_add(o, "max_diff", num(c->max_diff));
+    json_object_object_add(o, "tolerance", num(c->tol));
+    json_object_object_add(o, "ms", num(c->ms));
+    json_object_object_add(o, "summary", nb_json_new_str(sum));
+    json_object_object_add(o, "note", nb_json_new_str(c->note));
+    return o;
+}
+
+void nb_decode_check_from_json(json_object *o, nb_decode_check *out)
+{
+    nb_decode_check_init(out);
+    if (!o || !json_object_is_type(o, json_type_object))
+        return;
+    out->status = (nb_loc_kv)get_enum(o, "status", kv_names, 3);
+    out->steps = get_i(o, "steps", 0);
+    out->first_bad = get_i(o, "first_bad_step", -1);
+    out->max_diff = get_num(o, "max_diff");
+    out->tol = get_num(o, "tolerance");
+    out->ms = get_num(o, "ms");
+    snprintf(out->note, sizeof out->note, "%s", nb_json_str(o, "note", "", NULL));
+    if (out->steps < 0)
+        out->steps = 0;
 }
 
 nb_code nb_localize_from_json(json_object *o, nb_localization *out, nb_err *err)

@@ -10,10 +10,12 @@
 #include "nb_gate.h"
 #include "nb_trace.h"
 
-/* Decode logits may differ from a cache-free prefill's only by accumulation order (GEMV vs
- * GEMM blocking) before the bf16 rounding of the logits: at most a couple of bf16 ulps of a
- * logit near 32 (0.125 each). Measured on the clean engine: 0.0 on every step of both prompt
- * sets (docs/localization.md); the kv_offset fault gives NaN or differences of whole logits. */
+/* The cache-free prefill computes every linear per row as the decode step's kernel does
+ * (nb_engine_prefill_logits, nb_kernels_row_exact), so on a clean engine both sides are the
+ * same sums in the same order: measured 0.0 on every step, every prompt set and every kernel
+ * path (AMX emulated; docs/localization.md). The tolerance is one bf16 step of a logit in
+ * [32, 64) for what the attention's key blocking may still reorder; the decode faults give NaN
+ * or differences of whole logits (2-19). */
 #define NB_LOC_KV_TOL 0.25
 
 /* A hidden state whose cosine to the reference's falls below this is where the deployment
@@ -67,6 +69,40 @@ typedef struct nb_localization {
     char note[256];     /* what could not be checked and why; "" when everything was */
     double ms;          /* time the localization took */
 } nb_localization;
+
+/* The decode-path check every verify makes, PASS or FAIL (docs/localization.md): decode steps
+ * 1..steps of the generation against one cache-free prefill of the prompt and those steps'
+ * input tokens, over each step's device top-k logits. */
+#define NB_DECODE_CHECK_STEPS 4 /* steps compared per prompt (fewer when the run is shorter) */
+
+typedef struct nb_decode_check {
+    nb_loc_kv status;   /* UNCHECKED when none was made (a run of one step, an old result) */
+    int steps;          /* decode steps compared */
+    int first_bad;      /* first step beyond tol, -1 */
+    double max_diff;    /* largest |prefill - decode| logit; NaN: a NaN logit */
+    double tol;         /* NB_LOC_KV_TOL */
+    double ms;          /* what the check cost */
+    char note[160];     /* why it is unchecked, "" otherwise */
+} nb_decode_check;
+
+/* Runs the check on d for a generation dev[0..n_dev) of prompt_ids (top-k k), comparing
+ * min(steps, n_dev - 1) steps; out is overwritten. An engine error is returned (out then
+ * UNCHECKED with the reason in note). */
+nb_code nb_decode_check_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
+                            const nb_gate_step *dev, int n_dev, int k, int steps,
+                            nb_decode_check *out, nb_err *err);
+/* One line for people: "decode path clean (steps 1..4, max 0 logits)" or "decode-path defect:
+ * decode step 1 differs from a cache-free prefill of the same tokens by 13.9 logits
+ * (tolerance 0.25)". */
+void nb_decode_check_summary(const nb_decode_check *c, char *buf, size_t cap);
+/* "unchecked", "clean", "fault". */
+const char *nb_decode_check_status_name(nb_loc_kv s);
+/* As a JSON object ({"status", "steps", "first_bad_step", "max_diff", "tolerance", "ms",
+ * "summary", "note"}); NULL when unchecked without a note (nothing to say). */
+json_object *nb_decode_check_json(const nb_decode_check *c);
+/* Reads what nb_decode_check_json wrote; an absent or malformed object gives UNCHECKED. */
+void nb_decode_check_from_json(json_object *o, nb_decode_check *out);
+void nb_decode_check_init(nb_decode_check *c);
 
 /* Localizes one record's divergence with the deployment that produced it: one cache-free
  * prefill of the prompt plus the agreed prefix, whose per-position logits are compared with

@@ -105,7 +105,11 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
     json_object_object_add(ref, "transformers", nb_json_new_str(r->trace_transformers));
     json_object_object_add(ref, "torch", nb_json_new_str(r->trace_torch));
     json_object_object_add(ref, "date", nb_json_new_str(r->trace_date));
-    json_object_object_add(ref, "dtype", nb_json_new_str("bfloat16"));
+    json_object_object_add(ref, "dtype", nb_json_new_str(r->trace_dtype));
+    json_object_object_add(ref, "device", nb_json_new_str(r->trace_device));
+    char warn[300];
+    if (*nb_verify_trace_warning(r, warn, sizeof warn))
+        json_object_object_add(ref, "warning", nb_json_new_str(warn));
     json_object_object_add(ref, "cpu", cpu_json(&r->trace_cpu));
     json_object_object_add(cfg, "reference", ref);
     json_object_object_add(root, "config", cfg);
@@ -120,9 +124,14 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
         json_object_object_add(o, "prompt_tokens", json_object_new_int(v->n_prompt_ids));
         json_object_object_add(o, "steps", json_object_new_int(v->gate.n_steps));
         json_object_object_add(o, "divergence_step", json_object_new_int(v->gate.divergence));
+        /* status: the production gate's; outcome adds the decode-path check to it */
         json_object_object_add(o, "status",
                                nb_json_new_str(v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL"));
+        json_object_object_add(o, "outcome", nb_json_new_str(nb_verify_record_word(v)));
         json_object_object_add(o, "fail_reason", nb_json_new_str(v->gate.reason));
+        json_object *dc = nb_decode_check_json(&v->dcheck);
+        if (dc)
+            json_object_object_add(o, "decode_check", dc);
         /* At the divergence, or the last step when the sequences agree. */
         int at = v->gate.divergence >= 0 ? v->gate.divergence : v->gate.n_steps - 1;
         json_object *dev = json_object_new_object(), *rf = json_object_new_object();
@@ -176,6 +185,12 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
     json_object_object_add(sum, "passed", json_object_new_int(r->n_pass));
     json_object_object_add(sum, "failed", json_object_new_int(r->n_fail));
     json_object_object_add(sum, "wall_ms", json_object_new_double(r->wall_ms));
+    char word[64];
+    json_object_object_add(sum, "outcome", nb_json_new_str(nb_verify_result_word(r, word,
+                                                                                  sizeof word)));
+    json_object_object_add(sum, "decode_path_defects", json_object_new_int(r->n_decode_faults));
+    json_object_object_add(sum, "strict", json_object_new_boolean(r->strict));
+    json_object_object_add(sum, "decode_check_ms", json_object_new_double(r->dcheck_ms));
     json_object_object_add(root, "summary", sum);
     return root;
 }
@@ -255,7 +270,13 @@ static void write_loc_md(FILE *f, const nb_verify_record *v)
 static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_env *env,
                             const char *kind)
 {
-    fprintf(f, "# npubench %s — %s\n\n", kind, r->status == NB_GATE_PASS ? "PASS" : "FAIL");
+    char word[64], warn[300];
+    fprintf(f, "# npubench %s — %s\n\n", kind, nb_verify_result_word(r, word, sizeof word));
+    if (*nb_verify_trace_warning(r, warn, sizeof warn)) {
+        fprintf(f, "> **Warning:** ");
+        md_cell(f, warn);
+        fprintf(f, "\n\n");
+    }
     fprintf(f, "| Config | Value |\n|---|---|\n");
     fprintf(f, "| model | %s |\n| model sha256 | `%.16s` |\n", env->model, env->model_sha256);
     fprintf(f, "| backend / dtype | %s / %s |\n| board | %s |\n| threads / kernels | %d / %s |\n",
@@ -264,8 +285,12 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
     fprintf(f, "| prompts | %s (`%.16s`) |\n", r->prompts_path, r->prompts_sha256);
     char cpu[512];
     cpu_text(&r->trace_cpu, cpu, sizeof cpu);
-    fprintf(f, "| reference | %s (transformers %s, torch %s, bf16) |\n", r->trace_path,
+    fprintf(f, "| reference | %s (transformers %s, torch %s, ", r->trace_path,
             r->trace_transformers, r->trace_torch);
+    md_cell(f, r->trace_dtype[0] ? r->trace_dtype : "dtype not recorded");
+    fprintf(f, " on ");
+    md_cell(f, r->trace_device[0] ? r->trace_device : "a device not recorded");
+    fprintf(f, ") |\n");
     fprintf(f, "| reference CPU | ");
     md_cell(f, cpu);
     fprintf(f, " |\n\n");
@@ -281,7 +306,7 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
             r->k, r->k);
     for (int i = 0; i < r->n; i++) {
         const nb_verify_record *v = &r->recs[i];
-        fprintf(f, "| %d | %s | ", v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL");
+        fprintf(f, "| %d | %s | ", v->index, nb_verify_record_word(v));
         if (v->gate.divergence < 0) {
             fprintf(f, "none (%d/%d agree) | — | — | ", v->gate.agreed, v->gate.n_steps);
             md_ids(f, &v->dev[v->gate.n_steps - 1], r->k);
@@ -310,6 +335,18 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
         }
         fprintf(f, " | | | | | |\n");
     }
+    fprintf(f, "\n## Decode-path check\n\nDecode steps against a cache-free prefill of the same "
+               "tokens, every prompt (docs/localization.md)%s.\n\n| # | Check |\n|---|---|\n",
+            r->strict ? "; --strict: a defect fails the prompt" : "");
+    for (int i = 0; i < r->n; i++) {
+        char dsum[300];
+        nb_decode_check_summary(&r->recs[i].dcheck, dsum, sizeof dsum);
+        fprintf(f, "| %d | %s", r->recs[i].index,
+                r->recs[i].dcheck.status == NB_LOC_KV_FAULT ? "**" : "");
+        md_cell(f, dsum);
+        fprintf(f, "%s |\n", r->recs[i].dcheck.status == NB_LOC_KV_FAULT ? "**" : "");
+    }
+    fprintf(f, "\nThe checks took %.1f ms of the run's %.1f ms.\n", r->dcheck_ms, r->wall_ms);
     int any = 0;
     for (int i = 0; i < r->n; i++)
         any |= r->recs[i].loc.present;
@@ -321,7 +358,7 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
                 write_loc_md(f, &r->recs[i]);
     }
     fprintf(f, "\n**Summary:** %d/%d prompts pass — %s (%.1f s)\n", r->n_pass, r->n,
-            r->status == NB_GATE_PASS ? "PASS" : "FAIL", r->wall_ms / 1000.0);
+            nb_verify_result_word(r, word, sizeof word), r->wall_ms / 1000.0);
 }
 
 static void write_diag_md(FILE *f, const nb_diagnosis_result *r, const nb_report_env *env)
@@ -411,12 +448,16 @@ nb_code nb_report_write_diagnosis(const char *dir, const nb_diagnosis_result *r,
 
 void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_env *env)
 {
+    char word[64], warn[300], dsum[300];
     fprintf(f, "[verify] model %.16s %s/%s, %d prompts x %d tokens, top-%d\n", env->model_sha256,
             env->backend, env->dtype, r->n, r->n_tokens, r->k);
+    if (*nb_verify_trace_warning(r, warn, sizeof warn))
+        fprintf(f, "[verify] warning: %s\n", warn);
     for (int i = 0; i < r->n; i++) {
         const nb_verify_record *v = &r->recs[i];
         if (v->gate.divergence < 0)
-            fprintf(f, "  prompt %d: PASS  (all %d steps agree)\n", v->index, v->gate.n_steps);
+            fprintf(f, "  prompt %d: %s  (all %d steps agree)\n", v->index,
+                    nb_verify_record_word(v), v->gate.n_steps);
         else {
             char margin[64];
             margin_text(&v->gate, margin, sizeof margin);
@@ -430,15 +471,18 @@ void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_
             if (v->gate.ref_rank_in_dev >= 0)
                 snprintf(rr, sizeof rr, " (device rank %d)", v->gate.ref_rank_in_dev);
             fprintf(f, "  prompt %d: %s  diverge at step %d: device %d%s vs reference %d%s%s%s\n",
-                    v->index, v->gate.status == NB_GATE_PASS ? "PASS" : "FAIL",
-                    v->gate.divergence, v->gate.dev_token, dr, v->gate.ref_token, rr,
+                    v->index, nb_verify_record_word(v), v->gate.divergence, v->gate.dev_token, dr, v->gate.ref_token, rr,
                     v->gate.reason[0] ? " — " : "", v->gate.reason);
             if (v->loc.present)
                 fprintf(f, "    localized: %s%s%s\n", v->loc.summary, v->loc.note[0] ? " — " : "",
                         v->loc.note);
         }
+        if (v->dcheck.status == NB_LOC_KV_FAULT) {
+            nb_decode_check_summary(&v->dcheck, dsum, sizeof dsum);
+            fprintf(f, "    %s\n", dsum);
+        }
     }
-    fprintf(f, "[verify] %s (%d/%d prompts pass)\n", r->status == NB_GATE_PASS ? "PASS" : "FAIL",
+    fprintf(f, "[verify] %s (%d/%d prompts pass)\n", nb_verify_result_word(r, word, sizeof word),
             r->n_pass, r->n);
 }
 

@@ -317,6 +317,13 @@ nb_code nb_trace_load(const char *path, nb_trace **out, nb_err *err)
     get_str(prov, "attn_implementation", t->attn, sizeof t->attn);
     get_str(prov, "date", t->date, sizeof t->date);
     get_cpu(prov, &t->cpu);
+    char dev[32], gpu[56];
+    get_str(prov, "device", dev, sizeof dev);
+    get_str(prov, "gpu", gpu, sizeof gpu);
+    if (!dev[0] && t->cpu.model[0])
+        snprintf(dev, sizeof dev, "cpu");
+    snprintf(t->device, sizeof t->device, "%s%s%s%s", dev, gpu[0] ? " (" : "", gpu,
+             gpu[0] ? ")" : "");
     if (strlen(t->model_sha256) != 64) {
         rc = nb_err_set(err, NB_EFORMAT, "%s: provenance.model_sha256 missing or malformed", path);
         goto done;

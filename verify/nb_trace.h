@@ -53,6 +53,9 @@ typedef struct nb_trace {
     char model_sha256[65];
     char prompts_sha256[65]; /* prompt file digest, or the prompt's for diagnosis */
     char transformers[32], torch[32], dtype[32], attn[32], date[40];
+    /* provenance.device ("cuda", "cpu"), with provenance.gpu when given: "cuda (NVIDIA H200)";
+     * "cpu" for a trace that names only its CPU; "" when it says neither */
+    char device[96];
     nb_trace_cpu cpu;
     int n_tokens, k, chat;
     nb_trace_prompt *prompts;

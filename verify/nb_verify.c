@@ -2,6 +2,7 @@
  * Refuses to compare unless our tokenizer reproduces the reference's prompt ids exactly. */
 #include "nb_verify.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,11 +89,50 @@ static char *decode_steps(const nb_tokenizer *t, const nb_gate_step *s, int n)
     return r;
 }
 
-static void summarise(nb_verify_result *r)
+const char *nb_verify_trace_warning(const nb_verify_result *r, char *buf, size_t cap)
 {
-    r->n_pass = r->n_fail = 0;
+    if (!r->trace_dtype[0] || !strcmp(r->trace_dtype, "bfloat16"))
+        snprintf(buf, cap, "%s", "");
+    else
+        snprintf(buf, cap, "the reference is %.31s%s%.95s, not bfloat16: its logits carry no "
+                 "bf16 rounding, so margins and near ties read against it are not the bf16 "
+                 "gate's (docs/numerics.md)", r->trace_dtype, r->trace_device[0] ? " on " : "",
+                 r->trace_device);
+    return buf;
+}
+
+const char *nb_verify_record_word(const nb_verify_record *v)
+{
+    if (v->gate.status != NB_GATE_PASS)
+        return "FAIL";
+    if (v->strict_fail)
+        return "FAIL (decode-path defect, --strict)";
+    return v->dcheck.status == NB_LOC_KV_FAULT ? "PASS (decode-path defect)" : "PASS";
+}
+
+const char *nb_verify_result_word(const nb_verify_result *r, char *buf, size_t cap)
+{
+    if (r->status != NB_GATE_PASS)
+        snprintf(buf, cap, "FAIL");
+    else if (r->n_decode_faults)
+        snprintf(buf, cap, "PASS (%d decode-path defect%s)", r->n_decode_faults,
+                 r->n_decode_faults == 1 ? "" : "s");
+    else
+        snprintf(buf, cap, "PASS");
+    return buf;
+}
+
+void nb_verify_summarise(nb_verify_result *r)
+{
+    r->n_pass = r->n_fail = r->n_decode_faults = 0;
+    r->dcheck_ms = 0;
     for (int i = 0; i < r->n; i++) {
-        if (r->recs[i].gate.status == NB_GATE_PASS)
+        nb_verify_record *v = &r->recs[i];
+        int defect = v->dcheck.status == NB_LOC_KV_FAULT;
+        r->n_decode_faults += defect;
+        r->dcheck_ms += isnan(v->dcheck.ms) ? 0 : v->dcheck.ms;
+        v->strict_fail = r->strict && defect && v->gate.status == NB_GATE_PASS;
+        if (v->gate.status == NB_GATE_PASS && !v->strict_fail)
             r->n_pass++;
         else
             r->n_fail++;
@@ -174,6 +214,11 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
     }
     memcpy(rec->ref, tp->steps, sizeof(nb_gate_step) * (size_t)n_tokens);
     nb_gate_check(rec->dev, rec->n_steps, rec->ref, n_tokens, k, &rec->gate);
+    /* the gate cannot see a decode defect whose tokens stay in the top-k: check the decode
+     * path on every record; a check that cannot run says why and costs no verdict */
+    nb_err de;
+    nb_decode_check_run(d, ids, (int)n_ids, rec->dev, rec->n_steps, k, NB_DECODE_CHECK_STEPS,
+                        &rec->dcheck, &de);
     localize_record(d, tp, ids, (int)n_ids, k, when, rec);
     free(ids);
     rec->agreed_text = decode_steps(d->tok, rec->dev, rec->gate.agreed);
@@ -257,6 +302,8 @@ static nb_code start_result(nb_verify_result *out, const plan *p, const char *pp
     snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
     snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
     out->trace_cpu = tr->cpu;
+    snprintf(out->trace_dtype, sizeof out->trace_dtype, "%s", tr->dtype);
+    snprintf(out->trace_device, sizeof out->trace_device, "%s", tr->device);
     return NB_OK;
 }
 
@@ -312,8 +359,9 @@ nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *o
     if (!rc)
         rc = start_result(out, &p, ppath, &ps, tr, err);
     if (!rc) {
+        out->strict = o->strict;
         rc = run_prompts(d, o, tr, &p, out, err);
-        summarise(out);
+        nb_verify_summarise(out);
         out->wall_ms = nb_now_ms() - t0;
     }
     nb_trace_free(tr);
@@ -359,6 +407,9 @@ nb_code nb_verify_merge(nb_verify_result *dst, nb_verify_result *src, nb_err *er
         memcpy(dst->trace_path, src->trace_path, sizeof dst->trace_path);
         dst->k = src->k;
         dst->n_tokens = src->n_tokens;
+        dst->strict = src->strict;
+        memcpy(dst->trace_dtype, src->trace_dtype, sizeof dst->trace_dtype);
+        memcpy(dst->trace_device, src->trace_device, sizeof dst->trace_device);
     }
     dst->wall_ms += src->wall_ms;
     free(src->recs);
@@ -371,6 +422,6 @@ nb_code nb_verify_merge(nb_verify_result *dst, nb_verify_result *src, nb_err *er
             dst->recs[j] = dst->recs[j - 1];
             dst->recs[j - 1] = t;
         }
-    summarise(dst);
+    nb_verify_summarise(dst);
     return NB_OK;
 }

@@ -37,6 +37,9 @@ typedef struct nb_verify_opts {
      * non-zero stops with NB_ECANCELED */
     int (*cancelled)(void *user);
     nb_localize_when localize;
+    /* 1: a PASS whose decode-path check finds a defect counts as a FAIL (--strict, the job
+     * param strict=1); 0: it stays the production gate's PASS, flagged. */
+    int strict;
 } nb_verify_opts;
 
 typedef struct nb_verify_record {
@@ -51,17 +54,25 @@ typedef struct nb_verify_record {
     char *dev_text, *ref_text; /* whole generations */
     double prefill_ms, decode_ms;
     nb_localization loc;    /* loc.present 0 when none was made */
+    nb_decode_check dcheck; /* the decode-path check (every record) */
+    int strict_fail;        /* the gate passed but the run is strict and dcheck found a defect */
 } nb_verify_record;
 
 typedef struct nb_verify_result {
     nb_verify_record *recs;
     int n;
     int n_pass, n_fail;
-    nb_gate_status status;  /* PASS iff every record passes */
+    int n_decode_faults;    /* records whose decode-path check found a defect */
+    int strict;             /* nb_verify_opts.strict: such a record fails */
+    nb_gate_status status;  /* PASS iff every record passes (its gate, and under strict its
+                             * decode-path check) */
+    double dcheck_ms;       /* the decode-path checks' cost, within wall_ms */
     int k, n_tokens;
     char prompts_path[1024], prompts_sha256[65], trace_path[1024];
     char trace_transformers[32], trace_torch[32], trace_date[40];
     nb_trace_cpu trace_cpu; /* the CPU the reference was made on */
+    /* What the reference was computed in and on (provenance dtype and device, "" unknown) */
+    char trace_dtype[32], trace_device[96];
     double wall_ms;
 } nb_verify_result;
 
@@ -81,6 +92,21 @@ nb_code nb_verify_prompt_set_path(const char *root, const char *name, char *buf,
  * mismatch with the reference, bad input). */
 nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *out, nb_err *err);
 void nb_verify_result_free(nb_verify_result *r);
+
+/* The warning a reference not made in bf16 gets wherever the result is shown (the gate's
+ * near-tie band and the bf16 logit rounding assume a bf16 reference), "" for a bf16 one or
+ * one that does not say. Returns buf. */
+const char *nb_verify_trace_warning(const nb_verify_result *r, char *buf, size_t cap);
+
+/* A record's outcome in words, the same everywhere it is shown: "PASS", "PASS (decode-path
+ * defect)" (the production gate passed, the decode-path check did not), "FAIL (decode-path
+ * defect, --strict)" or "FAIL". */
+const char *nb_verify_record_word(const nb_verify_record *v);
+/* The run's: "PASS", "PASS (N decode-path defect(s))" into buf, or "FAIL". Returns buf. */
+const char *nb_verify_result_word(const nb_verify_result *r, char *buf, size_t cap);
+
+/* The counts and status from the records (and strict): sets each record's strict_fail. */
+void nb_verify_summarise(nb_verify_result *r);
 
 /* Appends src's records to dst (shard merge); recomputes the summary.
  * src is emptied. */

@@ -688,6 +688,8 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     const char *when = nb_job_param(s, "localize");
     if (when)
         (void)nb_verify_localize_parse(when, "localize", &vo.localize, err);
+    const char *strict = nb_job_param(s, "strict");
+    vo.strict = strict && !strcmp(strict, "1");
     vo.progress = verify_progress;
     vo.progress_user = j;
     vo.cancelled = exec_cancelled;
@@ -697,8 +699,9 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
         unlink(ppath);
     if (rc)
         return rc;
-    job_log(j, "[verify] %s (%d/%d prompts pass)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL",
-            vr.n_pass, vr.n);
+    job_log(j, "[verify] %s (%d/%d prompts pass; decode-path defects: %d%s; decode-path checks "
+            "%.0f of %.0f ms)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL", vr.n_pass, vr.n,
+            vr.n_decode_faults, vr.strict ? ", --strict" : "", vr.dcheck_ms, vr.wall_ms);
     rc = nb_jobpb_verify_to_pb(&vr, res, err);
     if (!rc) {
         nb_report_env env;
