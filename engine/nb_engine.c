@@ -901,8 +901,21 @@ nb_code nb_engine_prefill_logits(nb_engine *e, const int32_t *ids, int n, int fi
     e->all_logits = out;
     e->all_first = first;
     const float *last;
+    /* the prompt exactly as a generation's prefill runs it: the cache its decode steps read */
+    nb_code rc = nb_engine_prefill(e, ids, first + 1, &last, err);
+    /* the rest as more prefill chunks, each linear per row on the decode step's kernel */
+    if (!rc && n > first + 1 && (rc = check_ids(e, ids + first + 1, n - first - 1, err)) == NB_OK &&
+        n > e->opts.max_seq)
+        rc = nb_err_set(err, NB_EINVAL, "prefill_logits: %d positions exceed max_seq %d", n,
+                        e->opts.max_seq);
     nb_kernels_row_exact(1);
-    nb_code rc = nb_engine_prefill(e, ids, n, &last, err);
+    for (int p0 = first + 1; !rc && p0 < n; p0 += PREFILL_CHUNK) {
+        int cnt = n - p0 < PREFILL_CHUNK ? n - p0 : PREFILL_CHUNK;
+        forward(e, ids + p0, cnt, p0, 0, 0);
+        e->pos = p0 + cnt;
+        if (e->pos > e->high_water)
+            e->high_water = e->pos;
+    }
     nb_kernels_row_exact(0);
     e->all_logits = NULL;
     return rc;

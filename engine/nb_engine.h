@@ -96,10 +96,14 @@ typedef void (*nb_stage_hook)(void *user, int layer, nb_stage stage, int pos0, i
                               const float *hidden);
 void nb_engine_set_stage_hook(nb_engine *e, nb_stage_hook hook, void *user);
 
-/* A prefill of ids (a fresh sequence, like nb_engine_prefill) that also keeps the logits of
- * every position from first on: out gets (n - first) rows of vocab floats, rounded as the
- * decode path rounds them, each linear computed per row as the decode step's kernel computes
- * it (nb_kernels_row_exact: like with like on every kernel path, the AMX one included). By causality row i is what a prefill of ids[0..first+i] alone
+/* A prefill of ids (a fresh sequence) that also keeps the logits of every position from first
+ * on: out gets (n - first) rows of vocab floats, rounded as the decode path rounds them.
+ * Positions 0..first run exactly as nb_engine_prefill runs a prompt of first + 1 tokens (the
+ * cache a generation's decode steps read), the rest as further prefill chunks whose linears
+ * compute each row as the decode step's kernel does (nb_kernels_row_exact): no decode-step
+ * code runs and no cache entry a decode step would write is read, yet every number has a
+ * counterpart from the same kernel as in a generation — like with like on every kernel path,
+ * the AMX one included. By causality row i is what a prefill of ids[0..first+i] alone
  * would give, so one pass checks every decode step against a cache-free recomputation.
  * The caller owns out. */
 nb_code nb_engine_prefill_logits(nb_engine *e, const int32_t *ids, int n, int first, float *out,

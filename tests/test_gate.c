@@ -300,6 +300,118 @@ static void test_reference_margin(void **state)
     free(buf);
 }
 
+/* The near-tie band is NB_GATE_NEAR_TIE_STEPS bf16 steps at the reference's top-1 logit:
+ * the step doubles at each power of two, the band follows it, and a margin exactly at the
+ * band is a tie while one just over it (one more step, or any amount for an fp32 reference)
+ * is not. */
+static void test_near_tie_band_in_bf16_steps(void **state)
+{
+    (void)state;
+    assert_int_equal(NB_GATE_NEAR_TIE_STEPS, 2);
+    assert_true(nb_gate_bf16_step(1.0) == 0x1p-7);
+    assert_true(nb_gate_bf16_step(-1.0) == 0x1p-7);
+    assert_true(nb_gate_bf16_step(15.99) == 0.0625);   /* [8, 16) */
+    assert_true(nb_gate_bf16_step(16.0) == 0.125);     /* [16, 32) starts at 16 */
+    assert_true(nb_gate_bf16_step(31.99) == 0.125);
+    assert_true(nb_gate_bf16_step(32.0) == 0.25);      /* [32, 64) */
+    assert_true(nb_gate_bf16_step(0.0) == 0x1p-133);   /* below the normal range */
+    assert_true(nb_gate_bf16_step(NAN) == 0x1p-133);
+    assert_true(nb_gate_near_tie_band(33.0) == 0.5);
+    assert_true(nb_gate_near_tie_band(17.0) == 0.25);
+    assert_true(nb_gate_near_tie_band(9.0) == 0.125);
+    nb_gate_step dev[2], ref[2];
+    fill(dev, 2, 100);
+    fill(ref, 2, 100);
+    ref[1] = step(101, 555, 1, 2, 3);
+    dev[1] = step(555, 101, 4, 5, 6);
+    struct {
+        float top1, second;
+        int tie;
+    } cases[] = {
+        {33.0f, 32.5f, 1},        /* 2 steps at 33: exactly the band */
+        {33.0f, 32.75f, 1},       /* 1 step: under */
+        {33.0f, 32.25f, 0},       /* 3 steps: over */
+        {33.0f, 32.4999f, 0},     /* an fp32 reference just over */
+        {17.0f, 16.75f, 1},       /* 2 steps at 17 (0.25) */
+        {17.0f, 16.625f, 0},      /* 3 steps at 17 (0.375): what was a tie at 33 is not here */
+        {9.0f, 8.875f, 1},        /* 2 steps at 9 (0.125) */
+        {9.0f, 8.8125f, 0},       /* 3 steps at 9 (0.1875), under the old fixed 0.25 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const float lg[K] = {cases[i].top1, cases[i].second, 1.0f, 0.5f, 0.25f};
+        memcpy(ref[1].logits, lg, sizeof lg);
+        nb_gate_result r;
+        nb_gate_check(dev, 2, ref, 2, K, &r);
+        assert_int_equal(r.divergence, 1);
+        assert_true(r.near_tie_band == nb_gate_near_tie_band(cases[i].top1));
+        if (nb_gate_is_near_tie(&r) != cases[i].tie)
+            fail_msg("case %zu: top-1 %g, second %g: near tie %d, expected %d", i,
+                     cases[i].top1, cases[i].second, nb_gate_is_near_tie(&r), cases[i].tie);
+        assert_int_equal(r.status, NB_GATE_PASS); /* the gate itself never reads the band */
+    }
+    /* beyond the top-k: never a tie, however small the gap to the k-th */
+    dev[1] = step(999, 101, 4, 5, 6);
+    const float lg[K] = {33.0f, 33.0f, 33.0f, 33.0f, 33.0f};
+    memcpy(ref[1].logits, lg, sizeof lg);
+    nb_gate_result r;
+    nb_gate_check(dev, 2, ref, 2, K, &r);
+    assert_int_equal(r.ref_margin_beyond, 1);
+    assert_false(nb_gate_is_near_tie(&r));
+}
+
+/* A trace's dtype and device reach the report as the trace says them; a trace not in bf16
+ * gets a warning naming its dtype and device, a bf16 one none. */
+static void test_reference_dtype_device_reported(void **state)
+{
+    (void)state;
+    nb_verify_result vr;
+    memset(&vr, 0, sizeof vr);
+    snprintf(vr.trace_dtype, sizeof vr.trace_dtype, "float32");
+    snprintf(vr.trace_device, sizeof vr.trace_device, "cuda (NVIDIA H200)");
+    char warn[300];
+    assert_non_null(strstr(nb_verify_trace_warning(&vr, warn, sizeof warn),
+                           "the reference is float32 on cuda (NVIDIA H200), not bfloat16"));
+    nb_report_env env;
+    memset(&env, 0, sizeof env);
+    json_object *j = nb_report_verify_json(&vr, &env, "verify");
+    json_object *c = NULL, *x = NULL;
+    assert_true(json_object_object_get_ex(j, "config", &c) &&
+                json_object_object_get_ex(c, "reference", &c));
+    assert_true(json_object_object_get_ex(c, "dtype", &x));
+    assert_string_equal(json_object_get_string(x), "float32");
+    assert_true(json_object_object_get_ex(c, "device", &x));
+    assert_string_equal(json_object_get_string(x), "cuda (NVIDIA H200)");
+    assert_true(json_object_object_get_ex(c, "warning", &x));
+    json_object_put(j);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    nb_report_print_verify(f, &vr, &env);
+    fclose(f);
+    assert_non_null(strstr(buf, "[verify] warning: the reference is float32 on cuda"));
+    free(buf);
+    snprintf(vr.trace_dtype, sizeof vr.trace_dtype, "bfloat16");
+    assert_string_equal(nb_verify_trace_warning(&vr, warn, sizeof warn), "");
+    j = nb_report_verify_json(&vr, &env, "verify");
+    assert_true(json_object_object_get_ex(j, "config", &c) &&
+                json_object_object_get_ex(c, "reference", &c));
+    assert_false(json_object_object_get_ex(c, "warning", &x));
+    json_object_put(j);
+    /* a committed H200 trace: dtype and device from its provenance */
+    char path[2048];
+    const char *src = getenv("NB_SRC");
+    snprintf(path, sizeof path, "%s/../shared/data/references-h200/smollm2-instruct-fp32-sdpa.json",
+             src && *src ? src : NB_SOURCE_DIR);
+    nb_trace *t;
+    nb_err err;
+    if (access(path, R_OK) == 0) {
+        assert_int_equal(nb_trace_load(path, &t, &err), NB_OK);
+        assert_string_equal(t->dtype, "float32");
+        assert_string_equal(t->device, "cuda (NVIDIA H200)");
+        nb_trace_free(t);
+    }
+}
+
 /* A trace records the CPU it was made on; the committed ones predate that and still load. */
 static void test_trace_cpu_provenance(void **state)
 {
@@ -358,6 +470,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_match),
+        cmocka_unit_test(test_near_tie_band_in_bf16_steps),
+        cmocka_unit_test(test_reference_dtype_device_reported),
         cmocka_unit_test(test_divergence_in_band),
         cmocka_unit_test(test_device_token_not_in_ref),
         cmocka_unit_test(test_ref_token_not_in_device),

@@ -336,6 +336,85 @@ static void test_emulated_behind_public_calls(void **state)
     }
 }
 
+/* Rows of linear(W, X, N) against linear(W, X row i, 1) for each i, under the active table,
+ * with fp32 outputs (before the bf16 rounding that would hide most differences): the number
+ * of outputs that differ in any bit. */
+static size_t rows_vs_decode(const nb_wmat *W, const nb_bf16 *X, int n, int cols)
+{
+    int rows = nb_wmat_rows(W);
+    float *all = malloc(sizeof(float) * (size_t)n * rows);
+    float *one = malloc(sizeof(float) * (size_t)n * rows);
+    assert_true(all && one);
+    nb_linear_bf16_f32out(W, X, n, all);
+    for (int i = 0; i < n; i++)
+        nb_linear_bf16_f32out(W, X + (size_t)i * cols, 1, one + (size_t)i * rows);
+    size_t diff = 0;
+    for (size_t i = 0; i < (size_t)n * rows; i++)
+        diff += memcmp(&all[i], &one[i], sizeof(float)) != 0;
+    free(all);
+    free(one);
+    return diff;
+}
+
+/* The decode-path check's premise (verify/nb_localize.c): under nb_kernels_row_exact every
+ * path computes each row of a prefill-sized linear as its decode step (n = 1) does, bit for
+ * bit: portable and AVX2 (bf16 and the block types), the AVX-512 BF16 kernel and the AMX
+ * table (both emulated here; the real AVX-512 one too where the CPU has it). Without it the
+ * AMX tile kernel's rows differ from its decode kernel's (another summation order): what
+ * made a clean AMX engine's decode and prefill differ by 0.3-0.6 logits. */
+static void test_row_exact_on_every_path(void **state)
+{
+    (void)state;
+    need_avx2();
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    enum { ROWS = 64, COLS = 576, N = 37 };
+    nb_bf16 *X = malloc(sizeof(nb_bf16) * N * COLS);
+    kt_fill_bf16(X, (size_t)N * COLS, 1.0f);
+    static const nb_wtype types[] = {NB_W_BF16, NB_W_Q4_1, NB_W_Q8_0};
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    /* 0 portable, 1 avx2, 2 avx512bf16 (real), 3 avx512 (emulated), 4 amx (emulated) */
+    for (int p = 0; p < 5; p++) {
+        if (p == 2 && nb_kernels_cpu_isa() < NB_ISA_AVX512BF16)
+            continue;
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+            if (p >= 2 && types[t] != NB_W_BF16)
+                continue; /* the block types run on the AVX2 kernels there */
+            if (p < 3) {
+                assert_int_equal(nb_kernels_set_isa(p == 0   ? NB_ISA_PORTABLE
+                                                    : p == 1 ? NB_ISA_AVX2
+                                                             : NB_ISA_AVX512BF16,
+                                                    &err),
+                                 NB_OK);
+            } else {
+                emu = nb_kernels_avx2;
+                emu.linear_bf16 = p == 3 ? nb_avx512_emu_linear_bf16 : nb_amx_emu_linear_bf16;
+                emu.linear_bf16_rows = p == 3 ? NULL : nb_avx512_emu_linear_bf16;
+                emu.wmat_finish = nb_avx512_emu_wmat_finish;
+                nb_kernels_use_table(&emu);
+            }
+            nb_wmat *W = kt_wmat(types[t], ROWS, COLS);
+            assert_non_null(W);
+            nb_kernels_row_exact(1);
+            size_t exact = rows_vs_decode(W, X, N, COLS);
+            nb_kernels_row_exact(0);
+            size_t plain = rows_vs_decode(W, X, N, COLS);
+            print_message("path %d %s: %zu of %d outputs differ from the decode kernel's "
+                          "(row-exact), %zu (plain)\n", p, nb_wtype_name(types[t]), exact,
+                          N * ROWS, plain);
+            if (exact)
+                fail_msg("path %d %s: row-exact rows differ from the decode step's", p,
+                         nb_wtype_name(types[t]));
+            if (p == 4 && !plain)
+                fail_msg("the AMX tile kernel's rows equal its decode kernel's: the premise of "
+                         "linear_bf16_rows is gone");
+            nb_wmat_free(W);
+            nb_kernels_use_table(NULL);
+        }
+    }
+    free(X);
+}
+
 /* The engine end to end on the tiny bf16 model (dim 64, ffn 128, tied
  * head): a 40-token prefill (AMX tiles in every linear) and 3 decode steps
  * (the AVX-512 kernel) on the emulated table against portable: the VNNI16
@@ -447,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
         cmocka_unit_test(test_engine_on_emulated_paths),
+        cmocka_unit_test(test_row_exact_on_every_path),
         cmocka_unit_test(test_amx_emulated_semantics),
     };
     int rc = tu_run_group(tests, NULL, NULL);

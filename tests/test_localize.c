@@ -206,6 +206,7 @@ static void test_clean_engine_follows_hf(void **s)
     assert_string_equal(l.verdict, "unlocalized");
     /* the same with a reference margin of one bf16 step at 17: a near tie */
     gr.ref_margin = 0.125;
+    gr.near_tie_band = nb_gate_near_tie_band(17.0); /* 2 steps of 0.125 */
     gr.ref_margin_beyond = 0;
     nb_localize_finish(&l, &gr);
     assert_string_equal(l.verdict, "near_tie");
@@ -255,7 +256,7 @@ static void test_real_near_tie_labelled(void **s)
     print_loc(l);
     assert_true(l->present);
     assert_true(l->near_tie);
-    assert_true(l->ref_margin >= 0.0 && l->ref_margin <= NB_GATE_NEAR_TIE);
+    assert_true(l->ref_margin >= 0.0 && l->ref_margin <= l->band);
     assert_int_equal(l->kv, NB_LOC_KV_CLEAN);
     assert_int_equal(l->kv_steps, 15);
     assert_int_equal(l->layers_status, NB_LOC_LAYERS_CLEAN);
@@ -385,7 +386,8 @@ static void test_decode_check_clean_on_every_path(void **s)
 static void test_verdict_order(void **s)
 {
     (void)s;
-    nb_gate_result g = {.divergence = 3, .ref_margin = 0.0625, .status = NB_GATE_FAIL};
+    nb_gate_result g = {.divergence = 3, .ref_margin = 0.0625, .near_tie_band = 0.25,
+                        .status = NB_GATE_FAIL};
     nb_localization l = {.present = 1, .kv = NB_LOC_KV_FAULT, .kv_first_bad = 2, .kv_steps = 3,
                          .layers_status = NB_LOC_LAYERS_CLEAN, .step = 0, .first_layer = -1};
     nb_localize_finish(&l, &g);

@@ -14,6 +14,26 @@ int nb_gate_rank(const nb_gate_step *s, int k, int32_t id)
     return -1;
 }
 
+double nb_gate_bf16_step(double x)
+{
+    double a = fabs(x);
+    if (!(a >= 0x1p-126) || isinf(a))
+        return 0x1p-133;
+    int e;
+    frexp(a, &e); /* a = m * 2^e, m in [0.5, 1): a in [2^(e-1), 2^e) */
+    return ldexp(1.0, e - 1 - 7);
+}
+
+double nb_gate_near_tie_band(double top1)
+{
+    return NB_GATE_NEAR_TIE_STEPS * nb_gate_bf16_step(top1);
+}
+
+int nb_gate_is_near_tie(const nb_gate_result *g)
+{
+    return !isnan(g->ref_margin) && !g->ref_margin_beyond && g->ref_margin <= g->near_tie_band;
+}
+
 void nb_gate_margin(const nb_gate_step *ref, int k, int32_t dev_token, nb_gate_result *out)
 {
     int r = nb_gate_rank(ref, k, dev_token);
@@ -24,9 +44,11 @@ void nb_gate_margin(const nb_gate_step *ref, int k, int32_t dev_token, nb_gate_r
         any = ref->logits[i] != 0.0f;
     if (!any) {
         out->ref_margin = NAN;
+        out->near_tie_band = NAN;
         out->ref_margin_beyond = 0;
         return;
     }
+    out->near_tie_band = nb_gate_near_tie_band(ref->logits[0]);
     out->ref_margin_beyond = r < 0;
     out->ref_margin = (double)ref->logits[0] - ref->logits[r < 0 ? k - 1 : r];
 }
@@ -38,7 +60,7 @@ void nb_gate_check(const nb_gate_step *dev, int n_dev, const nb_gate_step *ref, 
     out->divergence = -1;
     out->dev_token = out->ref_token = -1;
     out->dev_rank_in_ref = out->ref_rank_in_dev = -1;
-    out->ref_margin = NAN;
+    out->ref_margin = out->near_tie_band = NAN;
     out->n_steps = n_dev < n_ref ? n_dev : n_ref;
     if (k < 1)
         k = 1;

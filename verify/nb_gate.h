@@ -24,6 +24,9 @@ typedef struct nb_gate_result {
      * minus the k-th). NAN when the traces do not diverge. */
     double ref_margin;
     int ref_margin_beyond;
+    /* The near-tie band at this divergence: NB_GATE_NEAR_TIE_STEPS bf16 steps at the
+     * reference's top-1 logit (nb_gate_near_tie_band); NAN with ref_margin. */
+    double near_tie_band;
     char reason[160];    /* empty on PASS */
 } nb_gate_result;
 
@@ -35,10 +38,22 @@ void nb_gate_check(const nb_gate_step *dev, int n_dev, const nb_gate_step *ref, 
 /* Rank of id in a top-k list, -1 when absent. */
 int nb_gate_rank(const nb_gate_step *s, int k, int32_t id);
 
-/* A reference margin at or below this many logits is a near tie: two CPUs' bf16 references
- * differ by up to ~0.19 logits (docs/numerics.md), so such a divergence may be the
- * reference's noise, not the device's error. */
-#define NB_GATE_NEAR_TIE 0.25
+/* A reference margin of at most this many bf16 steps at the reference's top-1 logit is a near
+ * tie: between two references of one model (CPU bf16, H200 bf16 sdpa and eager, H200 fp32;
+ * 40 prompts) every divergence has a margin of at most 2 steps at the diverging reference's
+ * top-1 (docs/numerics.md), so such a divergence may be the reference's own noise, not the
+ * device's error. In steps, not logits: bf16 spacing doubles with each binade, so a fixed
+ * 0.25 was one step at 33 and four at 9. */
+#define NB_GATE_NEAR_TIE_STEPS 2
+
+/* The spacing of bf16 numbers at |x| (2^(e-7) for |x| in [2^e, 2^(e+1))); for |x| below the
+ * normal range or not finite, the spacing of the smallest normal binade. */
+double nb_gate_bf16_step(double x);
+/* NB_GATE_NEAR_TIE_STEPS * nb_gate_bf16_step(top1). */
+double nb_gate_near_tie_band(double top1);
+/* 1 when g diverged with a known margin, the device token inside the reference's top-k, and
+ * the margin at most g->near_tie_band. */
+int nb_gate_is_near_tie(const nb_gate_result *g);
 
 /* The reference's margin at a divergence (see nb_gate_result.ref_margin) from its top-k
  * step ref and the device's token: fills out->ref_margin and out->ref_margin_beyond. */

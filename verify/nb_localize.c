@@ -314,8 +314,9 @@ static void verdict_text(const nb_localization *l, char *buf, size_t cap)
                      "(threshold %.2f) at step %d", l->first_layer, l->sub_block, c,
                      l->threshold, l->step);
     } else if (!strcmp(l->verdict, "near_tie")) {
-        snprintf(buf, cap, "near tie: reference margin %.3f within the bf16 band %.2f",
-                 l->ref_margin, l->band);
+        snprintf(buf, cap, "near tie: reference margin %.3f within the bf16 band %.4g (%d bf16 "
+                 "steps at the reference's top-1 logit)", l->ref_margin, l->band,
+                 NB_GATE_NEAR_TIE_STEPS);
     } else {
         snprintf(buf, cap, "not localized");
     }
@@ -323,11 +324,10 @@ static void verdict_text(const nb_localization *l, char *buf, size_t cap)
 
 void nb_localize_finish(nb_localization *l, const nb_gate_result *g)
 {
-    l->band = NB_GATE_NEAR_TIE;
     if (g) {
         l->ref_margin = g->ref_margin;
-        l->near_tie = !isnan(g->ref_margin) && !g->ref_margin_beyond &&
-                      g->ref_margin <= NB_GATE_NEAR_TIE;
+        l->band = g->near_tie_band;
+        l->near_tie = nb_gate_is_near_tie(g);
     }
     /* A real fault outranks a near tie: a near tie only explains a divergence when the
      * deployment's numbers otherwise follow the reference. */

@@ -45,9 +45,9 @@ typedef struct nb_localization {
     int present;        /* 0: none computed (no divergence, not asked, or not reported) */
     char source[32];    /* "engine" (a cache-free re-run here), "mlir-air report" */
     /* 1: the margin (from the gate result) */
-    int near_tie;       /* reference margin within NB_GATE_NEAR_TIE, device token in its top-k */
+    int near_tie;       /* nb_gate_is_near_tie: margin within the band, device token in top-k */
     double ref_margin;  /* NAN when unknown */
-    double band;        /* NB_GATE_NEAR_TIE */
+    double band;        /* the gate's near_tie_band (NAN unknown) */
     /* 2: prefill vs decode, steps 1..divergence */
     nb_loc_kv kv;
     int kv_steps;       /* decode steps compared */

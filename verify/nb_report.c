@@ -67,7 +67,7 @@ static void margin_text(const nb_gate_result *g, char *buf, size_t cap)
     else
         snprintf(buf, cap, "ref margin %s%.3f%s", g->ref_margin_beyond ? "> " : "",
                  g->ref_margin,
-                 !g->ref_margin_beyond && g->ref_margin <= NB_GATE_NEAR_TIE ? " (near tie)" : "");
+                 nb_gate_is_near_tie(g) ? " (near tie)" : "");
 }
 
 /* The reference's CPU in one line, or why it is unknown. */
@@ -146,6 +146,9 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
             json_object_object_add(rf, "margin", json_object_new_double(v->gate.ref_margin));
             json_object_object_add(rf, "margin_beyond_topk",
                                    json_object_new_boolean(v->gate.ref_margin_beyond));
+            if (!isnan(v->gate.near_tie_band))
+                json_object_object_add(rf, "near_tie_band",
+                                       json_object_new_double(v->gate.near_tie_band));
         }
         if (at >= 0) {
             json_object_object_add(dev, "topk", ids_json(&v->dev[at], r->k));

@@ -87,7 +87,7 @@ static nb_code record_common(json_object *r, const char *what, const rec_fields 
     g->agreed = div >= 0 ? div : steps;
     g->dev_token = g->ref_token = -1;
     g->dev_rank_in_ref = g->ref_rank_in_dev = -1;
-    g->ref_margin = NAN;
+    g->ref_margin = g->near_tie_band = NAN;
     snprintf(g->reason, sizeof g->reason, "%s", nb_json_str(r, "fail_reason", "", NULL));
     v->n_steps = steps;
     v->dev = steps_new(steps);
@@ -148,6 +148,7 @@ static nb_code record_ours(json_object *r, const char *what, nb_verify_record *v
     g->ref_rank_in_dev = (int)nb_json_int(ref, "rank_in_device", -1);
     g->ref_margin = nb_json_num(ref, "margin", NAN);
     g->ref_margin_beyond = (int)nb_json_int(ref, "margin_beyond_topk", 0);
+    g->near_tie_band = nb_json_num(ref, "near_tie_band", NAN);
     json_object *checks = nb_json_get_type(r, "topk_checks", json_type_array);
     size_t n = checks ? json_object_array_length(checks) : 0;
     for (size_t i = 0; i < n && i < (size_t)v->n_steps; i++) {
