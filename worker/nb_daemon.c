@@ -737,12 +737,13 @@ static nb_code parse_device(const char *dev, const nb_backend_ops **kind, unsign
     unsigned idx;
     char extra;
     const nb_backend_ops *ops = NULL;
-    if (sscanf(dev, "%15[a-z]:%u%c", k, &idx, &extra) == 2 && idx <= 255)
+    if (sscanf(dev, "%15[a-z]:%u%c", k, &idx, &extra) == 2 && idx <= NB_JOB_DEVICE_MAX)
         ops = nb_backend_find(k);
     if (!nb_backend_can(ops, NB_BACKEND_DEVICE)) {
         char names[128];
         nb_backend_names(NB_BACKEND_DEVICE, 0, ":N", names, sizeof names);
-        return nb_err_set(err, NB_EINVAL, "--device '%s': expected %s (N 0..255)", dev, names);
+        return nb_err_set(err, NB_EINVAL, "--device '%s': expected %s (N 0..%d)", dev, names,
+                          NB_JOB_DEVICE_MAX);
     }
     *kind = ops;
     *index = idx;
