@@ -1019,9 +1019,10 @@ static void test_queued_reason_and_device_claim(void **s)
 
 /* A fresh coordinator with worker *w (board b1, cpu:0) holding the lease of one RUN of 8
  * tokens, ids[0]. */
-static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
+static Npubench__Lease *start_keyed_with_lease(env *e, const char *key, char **w,
+                                               int64_t ids[8])
 {
-    start(e, NULL, NULL);
+    start(e, key, key);
     int st;
     *w = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
     assert_non_null(*w);
@@ -1033,6 +1034,114 @@ static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
     Npubench__Lease *l = lease(e, *w, 2000);
     assert_non_null(l);
     return l;
+}
+
+static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
+{
+    return start_keyed_with_lease(e, NULL, w, ids);
+}
+
+static void dump_jobs(const char *db)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(h, "SELECT id, kind, state, attempts, leased_worker, lease_expiry_ms, "
+                              "queued_reason, error FROM jobs ORDER BY id", -1, &st,
+                           NULL) != SQLITE_OK) {
+        print_message("jobs of %s: %s\n", db, sqlite3_errmsg(h));
+        sqlite3_close(h);
+        return;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        print_message("job");
+        for (int i = 0; i < sqlite3_column_count(st); i++)
+            print_message(" %s=%s", sqlite3_column_name(st, i),
+                          sqlite3_column_text(st, i) ? (const char *)sqlite3_column_text(st, i)
+                                                     : "NULL");
+        print_message(" (now %lld)\n", (long long)nb_wall_ms());
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+/* Heartbeat of worker for job under lease; returns its reregister flag (-1: refused). */
+static int heartbeat_rereg(env *e, const char *worker, int64_t job, const char *lease_id)
+{
+    Npubench__HeartbeatResponse *r = heartbeat(e, worker, job, lease_id);
+    int rr = r->reregister;
+    nb_wire_free(r);
+    return rr;
+}
+
+/* A coordinator restart is invisible to a running job (keys on): the worker's heartbeats
+ * keep it alive past gone-ms before it registers again, and its registration with the lease
+ * keeps the job; nothing is requeued (attempts stay 0), the result is accepted. */
+static void test_restart_keeps_running_jobs(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_keyed_with_lease(&e, "restart-key", &w, ids);
+    assert_int_equal(heartbeat_rereg(&e, w, l->job_id, l->lease_id), 0);
+    stop(&e);
+    char db[sizeof e.db];
+    snprintf(db, sizeof db, "%s", e.db);
+    start_db = db;
+    start(&e, "restart-key", "restart-key");
+    start_db = NULL;
+    /* 3 x gone-ms (600 ms) of heartbeats from a worker the new process does not know */
+    double end = nb_now_ms() + 1800;
+    while (nb_now_ms() < end) {
+        assert_int_equal(heartbeat_rereg(&e, w, l->job_id, l->lease_id), 1);
+        usleep(50 * 1000);
+    }
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND state IN "
+                                  "('leased','running') AND attempts = 0", ids[0]), 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM workers WHERE state = 'alive' AND "
+                                  "%lld = 0", 0), 1);
+    /* it registers again holding the lease: known, and the job is its own */
+    Npubench__Deployment d = NPUBENCH__DEPLOYMENT__INIT, *dp = &d;
+    d.model = "SmolLM2-135M-Instruct";
+    d.backend = "cpu";
+    d.dtype = "bf16";
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.worker_id = w;
+    info.board_name = "b1";
+    info.host = "testhost";
+    info.device_id = "cpu:0";
+    info.instance_id = "inst-a";
+    info.holds_device_lock = 1;
+    info.deployments = &dp;
+    info.n_deployments = 1;
+    Npubench__RegisterRequest rr = NPUBENCH__REGISTER_REQUEST__INIT;
+    rr.info = &info;
+    rr.current_job_id = l->job_id;
+    rr.lease_id = l->lease_id;
+    assert_int_equal(call(&e, "npubench.Worker/Register", &rr, NULL, NULL, NULL, 0), 0);
+    assert_int_equal(heartbeat_rereg(&e, w, l->job_id, l->lease_id), 0);
+    Npubench__WorkerStatus *ws = NULL;
+    Npubench__ListWorkersRequest lr = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    Npubench__ListWorkersResponse *lw;
+    assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lr,
+                          &npubench__list_workers_response__descriptor, &lw, NULL, 0),
+                     0);
+    assert_int_equal(lw->n_workers, 1);
+    ws = lw->workers[0];
+    assert_int_equal(ws->current_job_id, l->job_id);
+    nb_wire_free(lw);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    Npubench__Job *j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    nb_wire_free(j);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
 }
 
 static void test_lease_result_idempotent_and_cancel(void **s)
@@ -1620,29 +1729,6 @@ static void test_compare_verdicts(void **s)
  * in the output. */
 /* The jobs table as the CLI's coordinator left it: a failed expectation about a job's state
  * (health "checking" once flaked under ASan) then says which transition happened. */
-static void dump_jobs(const char *db)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(h, "SELECT id, kind, state, attempts, leased_worker, lease_expiry_ms, "
-                              "queued_reason, error FROM jobs ORDER BY id", -1, &st,
-                           NULL) != SQLITE_OK) {
-        print_message("jobs of %s: %s\n", db, sqlite3_errmsg(h));
-        sqlite3_close(h);
-        return;
-    }
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        print_message("job");
-        for (int i = 0; i < sqlite3_column_count(st); i++)
-            print_message(" %s=%s", sqlite3_column_name(st, i),
-                          sqlite3_column_text(st, i) ? (const char *)sqlite3_column_text(st, i)
-                                                     : "NULL");
-        print_message(" (now %lld)\n", (long long)nb_wall_ms());
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-}
 
 static void expect_cli_has(const char *db, int code, const char *args, const char *const *needles)
 {
@@ -2483,6 +2569,7 @@ int main(void)
         cmocka_unit_test(test_roles),
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
+        cmocka_unit_test(test_restart_keeps_running_jobs),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
         cmocka_unit_test(test_log_lines_escaped),
