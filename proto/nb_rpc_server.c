@@ -400,14 +400,19 @@ static int check_role(unsigned flags, answer *a, const char *name)
 
 /* A mutating request id seen within the clock window again, after the response cache let
  * it go: a replay, refused (a resend the cache still holds never gets here). */
+static uint64_t replay_key(const Npubench__RequestEnvelope *env)
+{
+    return nb_hash_bytes(env->method, strlen(env->method),
+                         NB_HASH_SEED ^ (env->request_id * 0x9e3779b97f4a7c15ull));
+}
+
 static int check_replay(nb_rpc_server *s, const Npubench__RequestEnvelope *env,
                         const char *name, answer *a)
 {
     if (!s->replay)
         return 0;
     uint64_t id = env->request_id;
-    uint64_t kh = nb_hash_bytes(env->method, strlen(env->method),
-                                NB_HASH_SEED ^ (id * 0x9e3779b97f4a7c15ull));
+    uint64_t kh = replay_key(env);
     switch (nb_replay_check(s->replay, id, kh, nb_wall_ms())) {
     case NB_REPLAY_NEW: return 0;
     case NB_REPLAY_SEEN:
@@ -451,6 +456,10 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
         goto reply;
     }
     run_handler(s, h, env, name, &a);
+    /* nothing was done (e.g. a result not stored on a full disk): the client's retry under
+     * this id is executed, not refused as a replay */
+    if (s->replay && !(h->flags & NB_RPC_READONLY) && nb_rpc_status_transient(a.st))
+        nb_replay_forget(s->replay, env->request_id, replay_key(env));
     if (ent)
         nb_rpc_cache_finish(s->cache, ent, a.st, a.msg, a.pl, a.len);
 reply:;

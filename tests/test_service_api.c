@@ -2197,13 +2197,12 @@ static void test_import_and_history_cli(void **s)
 /* A result that cannot be stored fails ReportResult as UNAVAILABLE (the worker retries under
  * the same request id, which is not answered from the cache) and writes nothing; the retry
  * once the disk has room is accepted and `job ID` shows the whole result. */
-static void test_result_store_failure_retried(void **s)
+static void result_store_failure_retried(const char *key)
 {
-    (void)s;
     env e;
     int64_t ids[8];
     char *w;
-    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    Npubench__Lease *l = start_keyed_with_lease(&e, key, &w, ids);
     Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
     uint64_t rid = nb_rpc_client_new_id(e.cli);
     int acc = -1;
@@ -2230,6 +2229,15 @@ static void test_result_store_failure_retried(void **s)
     stop(&e);
 }
 
+/* Without keys and with them (issue 24: the signed retry was refused as a replay,
+ * ALREADY_EXISTS, and the result lost). */
+static void test_result_store_failure_retried(void **s)
+{
+    (void)s;
+    result_store_failure_retried(NULL);
+    result_store_failure_retried("store-key");
+}
+
 /* A full disk refuses new work with RESOURCE_EXHAUSTED naming the free space, while the
  * result of a job already accepted still commits. */
 static void test_disk_full_refuses_new_work(void **s)
@@ -2240,7 +2248,7 @@ static void test_disk_full_refuses_new_work(void **s)
     size_t n;
     char msg[512];
     char *w;
-    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    Npubench__Lease *l = start_keyed_with_lease(&e, "disk-key", &w, ids);
     setenv("NPUBENCH_FAULT", "disk_full", 1);
     int64_t more[8];
     assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, more, &n,
@@ -2256,8 +2264,24 @@ static void test_disk_full_refuses_new_work(void **s)
     int acc = 0;
     assert_int_equal(report(&e, w, l, res, &acc), 0);
     assert_int_equal(acc, 1);
+    /* a submit refused for the full disk, resent under the same request id once there is
+     * room, is executed (keys on: not refused as a replay) */
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.n_tokens = 8;
+    Npubench__SubmitJobRequest sr = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    sr.request_id = "disk-full-retry";
+    sr.spec = &spec;
+    uint64_t rid = nb_rpc_client_new_id(e.cli);
+    assert_int_equal(call_id(&e, rid, "npubench.Client/SubmitJob", &sr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_RESOURCE_EXHAUSTED);
     unsetenv("NPUBENCH_FAULT");
     assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 1);
+    assert_int_equal(call_id(&e, rid, "npubench.Client/SubmitJob", &sr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_OK);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 2);
     assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
     nb_jobpb_free(res);
     nb_wire_free(l);
