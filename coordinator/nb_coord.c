@@ -436,7 +436,10 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
         goto fail;
     if ((rc = nb_coord_lock_db(c, err)))
         goto fail;
-    if ((rc = nb_db_open(c->db_path, NULL, &c->db, err)))
+    /* An answer acknowledges a commit: it must be on disk first (WAL fsync per commit), or a
+     * power loss drops jobs and results their senders were told are stored. */
+    nb_db_opts dbo = {.sync_full = !o->sync_normal};
+    if ((rc = nb_db_open(c->db_path, &dbo, &c->db, err)))
         goto fail;
     /* A damaged page found now is a clear refusal; found mid-commit it would fail jobs. */
     if ((rc = nb_db_check(c->db, err)))

@@ -37,6 +37,7 @@ static int64_t submit_expire_ms;      /* submit(): JobSpec.expire_after_ms */
 static int64_t start_health_ms;       /* start(): health checks every (0 = off) */
 static int64_t start_health_retry_ms; /* start(): quarantined boards re-checked every */
 static int64_t start_lease_ms;        /* start(): lease and gone times (0 = 400 / 600 ms) */
+static int start_sync_normal;         /* start(): synchronous=NORMAL (not fsync per commit) */
 
 typedef struct env {
     nb_coord *coord;
@@ -68,6 +69,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.health_interval_ms = start_health_ms;
     o.health_retry_ms = start_health_retry_ms;
     o.health_errors = 2;
+    o.sync_normal = start_sync_normal;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -2238,6 +2240,115 @@ static void test_result_store_failure_retried(void **s)
     result_store_failure_retried("store-key");
 }
 
+/* ---- a SQLite VFS that counts syncs: the default VFS with xSync wrapped ---- */
+
+static sqlite3_vfs *real_vfs, count_vfs;
+/* each set of real methods (the unix VFS has one for the database, another for its WAL)
+ * and its copy whose xSync counts */
+static struct {
+    const sqlite3_io_methods *real;
+    sqlite3_io_methods counting;
+} methods[8];
+static int n_methods, n_syncs;
+
+static int count_sync(sqlite3_file *f, int flags)
+{
+    __atomic_fetch_add(&n_syncs, 1, __ATOMIC_RELAXED);
+    int n = __atomic_load_n(&n_methods, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (f->pMethods == &methods[i].counting)
+            return methods[i].real->xSync(f, flags);
+    return SQLITE_IOERR_FSYNC;
+}
+
+/* The real VFS opens the file in place; its methods are swapped for the counting copy. */
+static int count_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)v;
+    int rc = real_vfs->xOpen(real_vfs, name, f, flags, out);
+    if (rc != SQLITE_OK || !f->pMethods)
+        return rc;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    int i = 0;
+    while (i < n_methods && methods[i].real != f->pMethods)
+        i++;
+    if (i == n_methods && n_methods < 8) {
+        methods[i].real = f->pMethods;
+        methods[i].counting = *f->pMethods;
+        methods[i].counting.xSync = count_sync;
+        __atomic_store_n(&n_methods, n_methods + 1, __ATOMIC_RELEASE);
+    }
+    if (i < n_methods)
+        f->pMethods = &methods[i].counting;
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static void count_syncs_install(void)
+{
+    real_vfs = sqlite3_vfs_find(NULL);
+    assert_non_null(real_vfs);
+    count_vfs = *real_vfs;
+    count_vfs.zName = "nbtest-count";
+    count_vfs.xOpen = count_open;
+    assert_int_equal(sqlite3_vfs_register(&count_vfs, 1), SQLITE_OK);
+}
+
+static void count_syncs_remove(void)
+{
+    sqlite3_vfs_unregister(&count_vfs);
+    sqlite3_vfs_register(real_vfs, 1);
+}
+
+/* Acknowledged is durable (keys on): every acknowledged submit and result was fsync()ed
+ * before its answer (synchronous=FULL: >= 1 sync each); the benchmark setting
+ * (sync_normal) shows the test can tell: 20 submits make next to no syncs there. */
+static void test_acknowledged_is_durable(void **s)
+{
+    (void)s;
+    count_syncs_install();
+    for (int normal = 0; normal < 2; normal++) {
+        env e;
+        start_sync_normal = normal;
+        start(&e, "durable-key", "durable-key");
+        start_sync_normal = 0;
+        int st;
+        char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+        assert_non_null(w);
+        int64_t ids[8];
+        size_t n;
+        char msg[512];
+        int before = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED);
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL,
+                                    ids, &n, msg, sizeof msg),
+                             0);
+        int submits = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED) - before;
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+        int acc = 0;
+        before = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED);
+        assert_int_equal(report(&e, w, l, res, &acc), 0);
+        assert_int_equal(acc, 1);
+        int results = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED) - before;
+        print_message("synchronous=%s: 20 submits made %d syncs, 1 result %d\n",
+                      normal ? "NORMAL" : "FULL", submits, results);
+        if (normal) {
+            assert_true(submits < 10);
+        } else {
+            assert_true(submits >= 20);
+            assert_true(results >= 1);
+        }
+        nb_jobpb_free(res);
+        nb_wire_free(l);
+        free(w);
+        stop(&e);
+    }
+    count_syncs_remove();
+}
+
 /* A full disk refuses new work with RESOURCE_EXHAUSTED naming the free space, while the
  * result of a job already accepted still commits. */
 static void test_disk_full_refuses_new_work(void **s)
@@ -2608,6 +2719,7 @@ int main(void)
         cmocka_unit_test(test_import_and_history_cli),
         cmocka_unit_test(test_result_store_failure_retried),
         cmocka_unit_test(test_disk_full_refuses_new_work),
+        cmocka_unit_test(test_acknowledged_is_durable),
         cmocka_unit_test(test_second_coordinator_refused),
         cmocka_unit_test(test_empty_import),
         cmocka_unit_test(test_retention_at_start),
