@@ -429,6 +429,7 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     pthread_mutex_init(&c->log_mu, NULL);
     c->gen = 1;
     c->lock_fd = -1;
+    c->db_lock_fd = -1;
     nb_code rc = copy_opts(c, o, err);
     if (rc)
         goto fail;

@@ -2424,6 +2424,44 @@ static void test_second_coordinator_refused(void **s)
     nb_coord_stop(second);
 }
 
+/* A hard link or a symlink to a served database is the same file: a second coordinator on
+ * it is refused (the lock is the file's, not its name's); once the first stops, the other
+ * name serves. */
+static void test_second_coordinator_other_name_refused(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    char hard[1300], soft[1300];
+    snprintf(hard, sizeof hard, "%s.hardlink", e.db);
+    snprintf(soft, sizeof soft, "%s.symlink", e.db);
+    assert_int_equal(link(e.db, hard), 0);
+    assert_int_equal(symlink(e.db, soft), 0);
+    const char *names[] = {hard, soft};
+    for (int i = 0; i < 2; i++) {
+        nb_coord_opts o;
+        memset(&o, 0, sizeof o);
+        o.listen_url = "inproc://svc-api-second-name";
+        o.db_path = names[i];
+        o.quiet = 1;
+        nb_coord *second = NULL;
+        nb_err err = {0};
+        assert_int_equal(nb_coord_start(&o, &second, &err), NB_EUNAVAIL);
+        assert_null(second);
+        assert_non_null(strstr(err.msg, "is in use by another coordinator under another name"));
+    }
+    stop(&e);
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "inproc://svc-api-second-name";
+    o.db_path = hard;
+    o.quiet = 1;
+    nb_coord *second = NULL;
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &second, &err), NB_OK);
+    nb_coord_stop(second);
+}
+
 /* Empty Import content (a NULL buffer of 0 bytes) imports nothing and says so. */
 static void test_empty_import(void **s)
 {
@@ -2721,6 +2759,7 @@ int main(void)
         cmocka_unit_test(test_disk_full_refuses_new_work),
         cmocka_unit_test(test_acknowledged_is_durable),
         cmocka_unit_test(test_second_coordinator_refused),
+        cmocka_unit_test(test_second_coordinator_other_name_refused),
         cmocka_unit_test(test_empty_import),
         cmocka_unit_test(test_retention_at_start),
         cmocka_unit_test(test_log_escaped_and_rate_limited),
