@@ -259,6 +259,12 @@ void nb_coord_retention(nb_coord *c);
 nb_code nb_coord_lock_db(nb_coord *c, nb_err *err);
 void nb_coord_unlock_db(nb_coord *c);
 
+/* ---- nb_coord_replay.c: answers kept across restarts ---- */
+
+/* With keys on: the server's answers to mutating requests are kept in the database for
+ * the clock window, and a request id an earlier process answered gets that answer. */
+nb_code nb_coord_replay_attach(nb_coord *c, nb_err *err);
+
 /* ---- nb_coord_traces.c: the reference trace cache ---- */
 
 /* For a lease of spec to a worker serving model digest model_sha: the

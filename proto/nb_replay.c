@@ -69,6 +69,15 @@ static void pop_head(nb_replay *r)
     r->count--;
 }
 
+/* Appends an entry at the ring's tail and chains it into bucket b; the ring has room. */
+static void push(nb_replay *r, size_t b, uint64_t id, uint64_t mh, int64_t expires)
+{
+    size_t at = (r->head + r->count) % r->cap;
+    r->ring[at] = (slot){id, mh, expires, r->buckets[b], 0};
+    r->buckets[b] = (uint32_t)at;
+    r->count++;
+}
+
 nb_replay_res nb_replay_check(nb_replay *r, uint64_t id, uint64_t method_hash, int64_t now_ms)
 {
     pthread_mutex_lock(&r->mu);
@@ -83,15 +92,12 @@ nb_replay_res nb_replay_check(nb_replay *r, uint64_t id, uint64_t method_hash, i
         }
     if (res == NB_REPLAY_NEW && r->count == r->cap)
         res = NB_REPLAY_FULL;
-    if (res == NB_REPLAY_NEW) {
-        size_t at = (r->head + r->count) % r->cap;
-        r->ring[at] = (slot){id, method_hash, now_ms + r->window, r->buckets[b], 0};
-        r->buckets[b] = (uint32_t)at;
-        r->count++;
-    }
+    if (res == NB_REPLAY_NEW)
+        push(r, b, id, method_hash, now_ms + r->window);
     pthread_mutex_unlock(&r->mu);
     return res;
 }
+
 
 void nb_replay_forget(nb_replay *r, uint64_t id, uint64_t method_hash)
 {

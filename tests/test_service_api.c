@@ -1146,6 +1146,67 @@ static void test_restart_keeps_running_jobs(void **s)
     stop(&e);
 }
 
+/* Replay memory survives a restart (keys on): a captured Drain(on) replayed after the
+ * coordinator restarted gets its first answer and drains nothing; a worker's result resent
+ * under its request id across the restart gets its answer (accepted) and stores nothing
+ * twice. */
+static void test_replay_after_restart(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_keyed_with_lease(&e, "replay-key", &w, ids);
+    char msg[512];
+    Npubench__DrainRequest dr = NPUBENCH__DRAIN_REQUEST__INIT;
+    dr.drain = 1;
+    uint64_t drain_id = nb_rpc_client_new_id(e.cli);
+    assert_int_equal(call_id(&e, drain_id, "npubench.Client/Drain", &dr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_OK);
+    dr.drain = 0;
+    assert_int_equal(call(&e, "npubench.Client/Drain", &dr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_OK);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    uint64_t result_id = nb_rpc_client_new_id(e.cli);
+    int acc = 0;
+    assert_int_equal(report_id(&e, result_id, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    stop(&e);
+    char db[sizeof e.db];
+    snprintf(db, sizeof db, "%s", e.db);
+    start_db = db;
+    start(&e, "replay-key", "replay-key");
+    start_db = NULL;
+    dr.drain = 1;
+    assert_int_equal(call_id(&e, drain_id, "npubench.Client/Drain", &dr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_OK);
+    /* not drained: a queued job is leased */
+    int st;
+    char *w2 = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(w2);
+    size_t n;
+    int64_t more[8];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, more, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l2 = lease(&e, w2, 2000);
+    assert_non_null(l2);
+    assert_int_equal(l2->job_id, more[0]);
+    /* the resent result: the first answer, one run */
+    acc = 0;
+    assert_int_equal(report_id(&e, result_id, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
+    nb_wire_free(l2);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    free(w2);
+    stop(&e);
+}
+
 static void test_lease_result_idempotent_and_cancel(void **s)
 {
     (void)s;
@@ -2743,6 +2804,7 @@ int main(void)
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_restart_keeps_running_jobs),
+        cmocka_unit_test(test_replay_after_restart),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
         cmocka_unit_test(test_log_lines_escaped),
