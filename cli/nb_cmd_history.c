@@ -33,15 +33,24 @@ static const char *outcome_word(int o)
                                                                                 : "ERROR";
 }
 
-/* The GATE column: a verdict only where there is a gate (verify, verify-full); an imported
- * run's own verify status when it was no verdict. */
+/* Whether a row carries a gate verdict: a verify run's, or an imported row's verify status
+ * (the nightly's `make verify` of that model that night). */
+static int has_verdict(const Npubench__HistoryRow *r)
+{
+    return !strncmp(r->kind_name, "verify", 6) || *r->verify_status;
+}
+
+/* The GATE column: PASS / FAIL (ERROR) where there is a gate; an imported run shows the
+ * nightly's status as it was: pass, fail, skip (SKIP), error, unknown (?); "-" elsewhere. */
 static const char *gate_word(const Npubench__HistoryRow *r)
 {
-    if (!strcmp(r->verify_status, "skip"))
-        return "SKIP";
-    if (!strcmp(r->verify_status, "unknown"))
-        return "?";
-    return strncmp(r->kind_name, "verify", 6) ? "-" : outcome_word(r->outcome);
+    static const char *const imported[][2] = {
+        {"pass", "PASS"}, {"fail", "FAIL"}, {"error", "ERROR"}, {"skip", "SKIP"},
+        {"unknown", "?"}};
+    for (size_t i = 0; i < sizeof imported / sizeof imported[0]; i++)
+        if (!strcmp(r->verify_status, imported[i][0]))
+            return imported[i][1];
+    return has_verdict(r) ? outcome_word(r->outcome) : "-";
 }
 
 static void fmt_metric(char *buf, size_t cap, const Npubench__HistoryRow *r)
@@ -182,7 +191,7 @@ static void keep_latest(hist_run *runs, size_t *n)
         /* a gate value outside verify is no verdict (the GATE column says "-"): the
          * deployment's gate is that of its newest verify run */
         const Npubench__HistoryRow *g = runs[i].m[2];
-        if (g && strncmp(g->kind_name, "verify", 6))
+        if (g && !has_verdict(g))
             runs[i].m[2] = NULL;
         if (k == kept) {
             runs[kept++] = runs[i];

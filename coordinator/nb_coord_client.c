@@ -601,6 +601,9 @@ out:
 
 /* ---- Import ---- */
 
+/* Model-suffix dtype rules an import request may carry. */
+#define NB_COORD_IMPORT_DTYPES_MAX 64
+
 /* Error messages name the uploaded file, not our temporary copy. */
 static void strip_prefix(char *msg, const char *prefix)
 {
@@ -639,8 +642,14 @@ static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_repl
     memset(&rep, 0, sizeof rep);
     nb_code rc = nb_file_write(path, r->content.data, r->content.len, &err);
     if (!rc) {
+        nb_db_dtype_rule rules[NB_COORD_IMPORT_DTYPES_MAX];
+        size_t nr = 0;
+        for (size_t i = 0; i < r->n_dtypes && nr < NB_COORD_IMPORT_DTYPES_MAX; i++)
+            if (r->dtypes[i] && *r->dtypes[i]->key && *r->dtypes[i]->value)
+                rules[nr++] = (nb_db_dtype_rule){r->dtypes[i]->key, r->dtypes[i]->value};
         nb_db_import_opts io = {*r->backend ? r->backend : NULL, *r->dtype ? r->dtype : NULL,
-                                *r->board ? r->board : NULL};
+                                *r->board ? r->board : NULL, *r->runner ? r->runner : NULL,
+                                rules, nr};
         rc = nb_db_import_file_ex(c->db, path, &io, &rep, &err);
     }
     unlink(path);
@@ -655,6 +664,8 @@ static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_repl
         resp.imported = (int32_t)rep.n_imported;
         resp.skipped = (int32_t)rep.n_skipped;
         resp.bad = (int32_t)rep.n_bad;
+        resp.runner_assumed = (int32_t)rep.n_runner_assumed;
+        resp.runner = rep.runner_assumed;
         char *msgs[NB_DB_IMPORT_BAD_KEEP];
         for (size_t i = 0; i < rep.n_bad_kept && i < NB_DB_IMPORT_BAD_KEEP; i++) {
             strip_prefix(rep.bad[i].msg, prefix);
