@@ -539,6 +539,9 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                                      .toolchain = r->toolchain};
             if (r->kind)
                 q.kind = nb_job_kind_name(r->kind);
+            if (*r->kind_name)
+                q.kind = r->kind_name;
+            q.context_len = r->context_len;
             if (nb_db_history(c->db, &q, &rows, &n, &err)) {
                 st = nb_rpc_reply_err(reply, &err);
                 goto out;
@@ -584,6 +587,13 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                 h->deployment_id = x->deployment_id;
                 h->source = (char *)nb_db_source_name(x->source);
                 h->verify_status = nb_arena_strdup(&a, x->verify_status);
+                nb_db_series se = nb_db_history_row_series(x);
+                char key[NB_DB_SERIES_MAX], label[NB_DB_SERIES_MAX];
+                h->series = nb_arena_strdup(&a, nb_db_series_key(&se, key, sizeof key));
+                h->series_label =
+                    nb_arena_strdup(&a, nb_db_series_label(&se, label, sizeof label));
+                h->context_len = x->context_len > 0 ? x->context_len : 0;
+                h->generated_tokens = x->generated_tokens > 0 ? x->generated_tokens : 0;
                 resp.rows[resp.n_rows++] = h;
             }
             free(rows);

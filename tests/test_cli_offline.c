@@ -70,6 +70,30 @@ static void test_import_nightly(void **s)
                 "2,2026-08-12T05:51:12Z,llama32_1b_int4 npu/int4 @amdryzenai5pro340,bench,PASS,"
                 "702.40,7.93,-,imported",
              "history --format csv --db '%s'", ndb));
+    /* Series: the nightly's profile row and each context of its sweep apart; --latest never
+     * shows a sweep point as the model's throughput. */
+    free(tu_cli(0, "tests/data/db/mlir-air/sweep_history_pre1867.ndjson: 3 runs imported, 0 "
+                "already stored, 0 bad*",
+             "import tests/data/db/mlir-air/sweep_history_pre1867.ndjson --db '%s'", ndb));
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+                "3,2026-08-12T06:09:55Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,bench,PASS,"
+                "893.31,62.86,-,imported\n"
+                "\"7,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
+                "\"sweep@1024,bench\",PASS,-,61.20,-,imported\n"
+                "\"8,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
+                "\"sweep@131072,bench\",PASS,-,5.77,-,imported",
+             "history --latest --model llama32_1b_q4nx --format csv --db '%s'", ndb));
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+                "8,2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
+                "sweep@131072,?,-,5.77,-,imported",
+             "history --kind sweep --context 131072 --format csv --db '%s'", ndb));
+    char *out = tu_cli(0, "      \"kind\":\"bench\",\n"
+                       "      \"series\":\"llama32_1b_q4nx|npu|q4nx|amdryzenai5pro340|bench|"
+                       "ctx=6|gen=-|prompt=-|threads=-\",",
+                       "history --kind bench --model llama32_1b_q4nx --json --db '%s'", ndb);
+    assert_null(strstr(out, "sweep"));
+    free(out);
+
     /* A deployments file's dtypes table, and another runner. */
     char dep[1300];
     snprintf(dep, sizeof dep, "%s/dtypes.json", tu_group_tmp());
@@ -124,8 +148,8 @@ static void test_history(void **s)
              "--db '%s'", db));
     free(tu_cli(2, "npubench history: --metric 'decode': expected tps, ttft or gate",
              "history --metric decode --db '%s'", db));
-    free(tu_cli(2, "npubench history: --kind 'nap': expected run, verify, verify-full, diagnosis or "
-                "profile",
+    free(tu_cli(2, "npubench history: --kind 'nap': expected run, profile, verify, verify-full, "
+                "diagnosis, bench or sweep",
              "history --kind nap --db '%s'", db));
     free(tu_cli(2, "npubench history: --since 'yesterday': expected YYYY-MM-DD, "
                 "YYYY-MM-DDTHH:MM:SSZ or unix ms",

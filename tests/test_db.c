@@ -27,6 +27,7 @@
 #include "nb_db_jobs.h"
 #include "nb_db_results.h"
 #include "nb_db_runs.h"
+#include "nb_db_series.h"
 #include "nb_db_schema.h"
 #include "nb_db_traces.h"
 #include "nb_db_workers.h"
@@ -1579,6 +1580,40 @@ static void test_regression_needs_both(void **state)
     assert_close(base[1], 20.15, 1e-12);
     free(base);
 
+    /* Other series of the same deployment, newer: a cold `run` and one context of a decode
+     * sweep. Never the baseline of a bench run (nor of each other). */
+    static const char *const other_kind[] = {"run", "sweep"};
+    for (int k = 0; k < 2; k++) {
+        nb_db_run o;
+        nb_db_run_init(&o);
+        o.deployment_id = dep;
+        o.kind = other_kind[k];
+        o.outcome = NB_OUTCOME_PASS;
+        o.started_ms = t0 + 8000 + k;
+        o.value[NB_METRIC_TPS] = k ? 5.77 : 10.82;
+        o.context_len = k ? 131072 : -1;
+        int64_t id;
+        assert_ok(nb_db_run_insert(db, &o, &id, &e_));
+    }
+    nb_db_series bench = {.kind = "bench"};
+    char shape[NB_DB_SERIES_MAX];
+    nb_db_series_shape(&bench, shape, sizeof shape);
+    assert_string_equal(shape, "bench|ctx=-|gen=-|prompt=-|threads=-");
+    assert_ok(nb_db_runs_baseline_series(db, dep, shape, NB_METRIC_TPS, 3, 0, &base, &nb, &e_));
+    assert_int_equal(nb, 1 + 3 + 3);
+    assert_close(base[0], 20.5, 0);
+    free(base);
+    nb_db_series sweep = {"llama32_1b_q4nx", "npu", "q4nx", "b", "sweep", 131072, -1, 0, 0};
+    char key[NB_DB_SERIES_MAX];
+    assert_string_equal(nb_db_series_key(&sweep, key, sizeof key),
+                        "llama32_1b_q4nx|npu|q4nx|b|sweep|ctx=131072|gen=-|prompt=-|threads=-");
+    nb_db_series_shape(&sweep, shape, sizeof shape);
+    assert_ok(nb_db_runs_baseline_series(db, dep, shape, NB_METRIC_TPS, 10, 0, &base, &nb, &e_));
+    assert_int_equal(nb, 1);
+    assert_close(base[0], 5.77, 0);
+    free(base);
+    assert_string_equal(nb_db_series_label(&sweep, key, sizeof key), "sweep, context 131072");
+
     nb_db_sample cur[5];
     for (int i = 0; i < 5; i++) {
         cur[i].rep = i;
@@ -1609,6 +1644,10 @@ static void test_regression_needs_both(void **state)
     assert_true(rep.m[NB_METRIC_TPS].p < 0.001);
     assert_false(rep.regression);
     assert_string_equal(rep.detail, "");
+    /* A warm profile has no baseline here: no profile ran on this deployment before. */
+    nr.kind = "profile";
+    assert_ok(nb_db_run_check_regression(db, &nr, NULL, &rep, &e_));
+    assert_false(rep.checked[NB_METRIC_TPS]);
     close_db(db);
 }
 
