@@ -1619,6 +1619,28 @@ static void test_matrix_and_history_regression(void **s)
                      0);
     assert_string_equal(srr->model, "SmolLM2-135M-Instruct");
     nb_wire_free(srr);
+    /* b2 ran only the matrix's profile: no base for a cold `run` (another series) */
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "1 is another kind"));
+    /* a profile on b1, later: b2's profile is its base */
+    Npubench__Lease *lp;
+    int64_t one[4];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 0, "strix",
+                            one, &n, msg, sizeof msg),
+                     0);
+    assert_non_null(lp = lease(&e, a, 2000));
+    r = run_result(lp->job_id, "b1", 99);
+    assert_int_equal(report(&e, a, lp, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(lp);
+    nb_wire_free(h);
+    assert_int_equal(call(&e, "npubench.Client/History", &hr,
+                          &npubench__history_response__descriptor, &h, NULL, 0),
+                     0);
+    assert_string_equal(h->rows[0]->kind_name, "profile");
+    cr.run_id = h->rows[0]->run_id;
     assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
                           &npubench__compare_response__descriptor, &cmp, NULL, 0),
                      0);
