@@ -129,36 +129,40 @@ static void test_compare_formats_and_reference(void **s)
     snprintf(want, sizeof want, "%s/tests/data/db/history.ndjson: 5 runs imported, 0 already "
              "stored, 0 bad", src);
     free(tu_cli(0, want, "import '%s/tests/data/db/history.ndjson' --db '%s'", src, db));
-    free(tu_cli(1, "  \"schema\":\"npubench.compare/1\",\n  \"run_id\":4,\n  \"base_run_id\":2,\n"
-                "  \"outcome\":\"fail\",\n  \"exit_code\":1,\n      \"metric\":\"ttft\",\n"
-                "      \"value\":471.0,\n      \"regression\":true,\n      \"p_value\":1.0,\n"
+    /* OLD NEW; one value a side (p = 1) is no verdict however large the change */
+    free(tu_cli(0, "  \"schema\":\"npubench.compare/1\",\n  \"run_id\":4,\n  \"base_run_id\":2,\n"
+                "  \"outcome\":\"pass\",\n  \"exit_code\":0,\n  \"noise_band_pct\":5.0,\n"
+                "  \"test\":\"mann-whitney-u two-sided\",\n  \"alpha\":0.05,\n"
+                "      \"metric\":\"ttft\",\n"
+                "      \"value\":471.0,\n      \"regression\":false,\n      \"p_value\":1.0,\n"
                 "      \"metric\":\"tps\",",
-             "compare 4 2 --json --db '%s'", db));
-    free(tu_cli(1, "metric,base_run,base,run,value,delta_pct,regression,p_value\n"
-                "ttft,2,415.9000,4,471.0000,+13.25,yes,1\ntps,2,18.3000,4,16.2000,-11.48,yes,1",
-             "compare 4 2 --format csv --db '%s'", db));
+             "compare 2 4 --json --db '%s'", db));
+    free(tu_cli(0, "metric,base_run,base,run,value,delta_pct,regression,p_value\n"
+                "ttft,2,415.9000,4,471.0000,+13.25,no,1\ntps,2,18.3000,4,16.2000,-11.48,no,1",
+             "compare 2 4 --format csv --db '%s'", db));
     free(tu_cli(0, "| metric | base_run | base | run | value | delta_pct | regression | p_value |\n"
                 "|---|---|---|---|---|---|---|---|\n"
                 "| ttft | 2 | 415.9000 | 4 | 471.0000 | +13.25 | no | 1 |\n"
                 "| tps | 2 | 18.3000 | 4 | 16.2000 | -11.48 | no | 1 |",
-             "compare 4 2 --format md --tolerance 20 --db '%s'", db));
+             "compare 2 4 --format md --tolerance 20 --db '%s'", db));
     free(tu_cli(2, "npubench compare: error: NOT_FOUND: no run with id 999 (Compare from *",
-             "compare 2 999 --db '%s'", db));
+             "compare 999 2 --db '%s'", db));
     free(tu_cli(2, "npubench compare: '2x' is not a run id", "compare 2x 1 --db '%s'", db));
-    free(tu_cli(2, "npubench compare: expected RUN_A RUN_B, or RUN --against reference",
+    free(tu_cli(2, "npubench compare: expected OLD NEW (two run ids, the base first), or RUN "
+                "--against reference",
              "compare 2 --db '%s'", db));
     free(tu_cli(0, "reference of Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct "
                 "npu/bf16 on npu-strix-01)",
              "reference set --run 1 --db '%s'", db));
-    free(tu_cli(1, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
+    free(tu_cli(0, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-12T02:00:05Z)\n"
                 "reference: run 2: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-11T02:00:07Z)\n"
                 "matched: run 2, the newest of 2 like runs of the reference deployment 1 *\n"
                 "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 "
-                "vs 1)  REGRESSION\n"
+                "vs 1)  ~\n"
                 "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 "
-                "vs 1)  REGRESSION",
+                "vs 1)  ~",
              "compare 4 --against reference --db '%s'", db));
     free(tu_cli(2, "npubench reference: set: name a DEPLOYMENT id, --run N or --job N",
              "reference set --db '%s'", db));

@@ -1580,8 +1580,21 @@ static void expect_cli(const char *db, int code, const char *want, const char *a
     free(r.out);
 }
 
-/* compare's verdict on imported runs with known numbers: exit 1 on a regression beyond the
- * tolerance (default 5%), 0 within it, each row marked. */
+static void db_exec(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg ? msg : "?");
+    sqlite3_close(h);
+}
+
+/* compare OLD NEW (git diff / benchstat order): a verdict needs a change beyond the noise
+ * band (--tolerance, default 5%) AND Mann-Whitney p < 0.05. Imported rows have one value
+ * each (p = 1): side by side, "~", exit 0; with five samples a side the same change is a
+ * REGRESSION (exit 1), and the other order an improvement (exit 0). Overlapping samples
+ * whose means differ by 6% (p = 0.7) are noise. */
 static void test_compare_verdicts(void **s)
 {
     (void)s;
@@ -1590,28 +1603,52 @@ static void test_compare_verdicts(void **s)
     snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
              tu_env("NB_SRC", "."));
     expect_cli(db, 0, "", args);
-    /* run 2 vs run 1, both strix-01: within 5%; base and new side by side, the U test's p */
+    /* run 1 then run 2, both strix-01: within 5%; base and new side by side, the U test's p */
     expect_cli(db, 0,
-               "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 vs 1)\n"
-               "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 vs 1)",
-               "compare 2 1");
-    /* run 4 vs run 2: TTFT +13.2%, TPS -11.5% */
+               "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 vs 1)  ~\n"
+               "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 vs 1)  ~\n"
+               "REGRESSION = worse beyond the noise band (±5%) and Mann-Whitney p < 0.05; ~ = not significant",
+               "compare 1 2");
+    /* run 2 then run 4: TTFT +13.2%, TPS -11.5%, but one value a side: no verdict */
+    expect_cli(db, 0,
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  ~\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)  ~",
+               "compare 2 4");
+    /* five repetitions a side, apart: significant (p = 0.0079) */
+    for (int rep = 0; rep < 5; rep++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO samples (run_id, rep, ttft_ms, tps) VALUES (2, %d, %g, %g), "
+                 "(4, %d, %g, %g)",
+                 rep, 415.9 + rep * 0.1, 18.3 + rep * 0.01, rep, 471.0 + rep * 0.1,
+                 16.2 + rep * 0.01);
+        db_exec(db, sql);
+    }
     expect_cli(db, 1,
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)  REGRESSION",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=0.0079 (5 vs 5)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=0.0079 (5 vs 5)  REGRESSION",
+               "compare 2 4");
+    /* the other order: 4 is the base, 2 is better on both */
+    expect_cli(db, 0,
+               "Metric             | Base (run 4)   | New (run 2)    | Change (× / %)   | Mann-Whitney\n"
+               "TPS (tokens/s)     | 16.20          | 18.30          | 1.13× / +13.0%   | p=0.0079 (5 vs 5)",
                "compare 4 2");
     expect_cli(db, 1,
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
-               "compare 4 2 --tolerance 12");
-    expect_cli(db, 1, /* 13.2% is beyond 13% */
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
-               "compare 4 2 --tolerance 13");
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=0.0079 (5 vs 5)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=0.0079 (5 vs 5)\n"
+               "REGRESSION = worse beyond the noise band (±12%) and Mann-Whitney p < 0.05; ~ = not significant",
+               "compare 2 4 --tolerance 12");
     expect_cli(db, 0,
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
-               "compare 4 2 --tolerance 14");
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=0.0079 (5 vs 5)\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=0.0079 (5 vs 5)",
+               "compare 2 4 --tolerance 14");
+    /* beyond the band but noise: -6.1% on the means, samples that overlap (p = 0.7) */
+    db_exec(db, "UPDATE runs SET tps = 17.0 WHERE id = 1");
+    db_exec(db, "INSERT INTO samples (run_id, rep, tps) VALUES (3, 0, 14), (3, 1, 18.1), "
+                "(3, 2, 22.2), (1, 0, 13), (1, 1, 17), (1, 2, 21)");
+    db_exec(db, "UPDATE runs SET tps = 18.1 WHERE id = 3");
+    expect_cli(db, 0, "TPS (tokens/s)     | 18.10          | 17.00          | 0.94× / -6.1%    | p=0.7 (3 vs 3)  ~",
+               "compare 3 1");
     expect_cli(db, 2, "", "compare 4 2 --against nothing");
     expect_cli(db, 2, "", "compare 0 2");
 }
@@ -1659,15 +1696,6 @@ static void expect_cli_has(const char *db, int code, const char *args, const cha
     free(r.out);
 }
 
-static void db_exec(const char *db, const char *sql)
-{
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    char *msg = NULL;
-    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
-        fail_msg("%s: %s", sql, msg ? msg : "?");
-    sqlite3_close(h);
-}
 
 /* --against reference compares like with like: the reference deployment's newest run of
  * the same kind and shape (context, prompt, tokens), never the same measurement stored
@@ -1701,10 +1729,10 @@ static void test_compare_reference_cli(void **s)
         "matched: run 2, the newest of 2 like runs of the reference deployment 1",
         "performance, context 2048; left out: 0 of another kind, 1 of another shape, "
         "1 duplicate of this run",
-        "| 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION", NULL};
-    expect_cli_has(db, 1, "compare 4 --against reference", matched);
+        "| 1.13× / +13.2%   | p=1 (1 vs 1)  ~", NULL};
+    expect_cli_has(db, 0, "compare 4 --against reference", matched);
     const char *json[] = {"\"base_run_id\":2,", "\"p_value\":1", "\"matched\":\"run 2,", NULL};
-    expect_cli_has(db, 1, "compare 4 --against reference --json", json);
+    expect_cli_has(db, 0, "compare 4 --against reference --json", json);
     const char *shown[] = {"Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 "
                            "on npu-strix-01), set ",
                            ", 5 runs, latest run 7", NULL};
@@ -1965,6 +1993,78 @@ static void test_board_health(void **s)
                            NULL};
     expect_cli_has(e.db, 0, "workers --all --json", shown);
     expect_cli(e.db, 2, "", "workers drain");
+}
+
+/* A worker already in LeaseJob's long poll when its board is drained (or quarantined): the
+ * job submitted next wakes the poll but is not leased there. The drain was read once, before
+ * the poll, and the job ran on the drained board 3 of 3 times. */
+static int open_client(env *e, nb_rpc_client **cli);
+
+typedef struct poller {
+    env *e;
+    const char *worker;
+    int status, got;
+    int64_t job;
+    pthread_t th;
+} poller;
+
+static void *poll_lease(void *arg)
+{
+    poller *P = arg;
+    env t = *P->e;
+    P->status = -1;
+    if (open_client(P->e, &t.cli))
+        return NULL;
+    Npubench__LeaseJobRequest r = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+    r.worker_id = (char *)P->worker;
+    r.instance_id = (char *)instance_of(P->worker);
+    r.wait_ms = 3000;
+    Npubench__LeaseJobResponse *resp = NULL;
+    P->status = call(&t, "npubench.Worker/LeaseJob", &r, &npubench__lease_job_response__descriptor,
+                     &resp, NULL, 0);
+    if (!P->status && resp) {
+        P->got = resp->lease != NULL;
+        P->job = resp->lease ? resp->lease->job_id : 0;
+        nb_wire_free(resp);
+    }
+    nb_rpc_client_close(t.cli);
+    return NULL;
+}
+
+static void test_drain_takes_effect_in_long_poll(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int st;
+    char *w = reg(&e, "dr1", "cpu:0", "inst-dr", NULL, &st);
+    assert_non_null(w);
+    char msg[512];
+    int64_t ids[4];
+    size_t n;
+    for (int round = 0; round < 3; round++) {
+        poller P = {.e = &e, .worker = w};
+        assert_int_equal(pthread_create(&P.th, NULL, poll_lease, &P), 0);
+        usleep(300 * 1000); /* the poll is waiting on the empty queue */
+        assert_int_equal(drain_board(&e, "dr1", 1, msg, sizeof msg), 0);
+        assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids,
+                                &n, msg, sizeof msg), 0);
+        pthread_join(P.th, NULL);
+        assert_int_equal(P.status, 0);
+        if (P.got)
+            fail_msg("round %d: job %lld leased on the drained board", round, (long long)P.job);
+        assert_int_equal(drain_board(&e, "dr1", 0, msg, sizeof msg), 0);
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        assert_int_equal(l->job_id, ids[0]);
+        Npubench__JobResult *r = run_result(l->job_id, "dr1", 100);
+        int acc;
+        assert_int_equal(report(&e, w, l, r, &acc), 0);
+        nb_jobpb_free(r);
+        nb_wire_free(l);
+    }
+    free(w);
+    stop(&e);
 }
 
 /* Queue expiry: a job nobody serves expires in the queue (cancelled, "expired: ...", which
@@ -2506,6 +2606,7 @@ int main(void)
         cmocka_unit_test(test_compare_verdicts),
         cmocka_unit_test(test_queue_expiry),
         cmocka_unit_test(test_board_health),
+        cmocka_unit_test(test_drain_takes_effect_in_long_poll),
         cmocka_unit_test(test_compare_reference_cli),
         cmocka_unit_test(test_compare_verify_prompts),
     };
