@@ -33,6 +33,54 @@ static void test_run(void **s)
                       "--max-seq 64"));
 }
 
+/* $NPUBENCH_SECRET exported for the lab (as "Running a lab" says) does not touch the local
+ * commands: run, history and report --html use the in-process coordinator, which checks no
+ * key; and no local run, passed or failed, leaves its job queued in the database. */
+static void test_local_ignores_lab_secret(void **s)
+{
+    (void)s;
+    tu_require_model();
+    char db[1200], args[4096];
+    snprintf(db, sizeof db, "%s/secret.db", tmp());
+    const char *env = "env NPUBENCH_SECRET=lab-secret-for-the-coordinator ";
+    snprintf(args, sizeof args,
+             "%s'%s' run --prompt Hi --n-tokens 2 --threads 1 --reps 1 --warmup 0 --db '%s' 2>&1",
+             env, tu_env("NB_BIN", "npubench"), db);
+    tu_result r = tu_run(args);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\nHello!"));
+    free(r.out);
+    snprintf(args, sizeof args,
+             "%s'%s' run --prompt Hi --n-tokens 2 --threads 1 --max-seq 8 --db '%s' 2>&1", env,
+             tu_env("NB_BIN", "npubench"), db);
+    r = tu_run(args);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "exceeds max_seq 8"));
+    free(r.out);
+    snprintf(args, sizeof args, "%s'%s' history --db '%s' --format csv 2>&1", env,
+             tu_env("NB_BIN", "npubench"), db);
+    r = tu_run(args);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "SmolLM2-135M-Instruct"));
+    free(r.out);
+    snprintf(args, sizeof args, "%s'%s' report --html '%s/secret-html' --db '%s' 2>&1", env,
+             tu_env("NB_BIN", "npubench"), tmp(), db);
+    r = tu_run(args);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    snprintf(args, sizeof args, "'%s' jobs --json --db '%s'", tu_env("NB_BIN", "npubench"),
+             db);
+    r = tu_run(args);
+    assert_int_equal(r.code, 0);
+    print_message("%s", r.out ? r.out : "");
+    assert_null(strstr(r.out, "\"queued\""));
+    assert_null(strstr(r.out, "\"leased\""));
+    assert_null(strstr(r.out, "\"running\""));
+    free(r.out);
+}
+
 /* diagnosis: every layer against the committed HF hidden states, a report written */
 static void test_diagnosis(void **s)
 {
@@ -201,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_verify_verdicts),
         cmocka_unit_test(test_compare_formats_and_reference),
+        cmocka_unit_test(test_local_ignores_lab_secret),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }
