@@ -458,6 +458,50 @@ static void test_junit_print(void **s)
     free(out);
 }
 
+/* A matrix the caller stopped waiting for (a quarantined board's cell once held it): the
+ * board that finished keeps its case; the rest is one pending error, counted. */
+static void test_junit_pending_matrix(void **s)
+{
+    (void)s;
+    build_fixture();
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__VERIFY;
+    spec.matrix = 1;
+    Npubench__JobResult done = NPUBENCH__JOB_RESULT__INIT;
+    done.job_id = 41;
+    done.outcome = NPUBENCH__OUTCOME__PASS;
+    done.environment = &fx.env;
+    Npubench__GateRecord g = NPUBENCH__GATE_RECORD__INIT;
+    g.status = NPUBENCH__OUTCOME__PASS;
+    Npubench__GateRecord *gp[1] = {&g};
+    done.gates = gp;
+    done.n_gates = 1;
+    Npubench__JobResult *rp[1] = {&done};
+    int64_t kids[3] = {41, 42, 43};
+    Npubench__Job j = NPUBENCH__JOB__INIT;
+    j.job_id = 40;
+    j.spec = &spec;
+    j.is_group = 1;
+    j.state = NPUBENCH__JOB_STATE__JOB_RUNNING;
+    j.results = rp;
+    j.n_results = 1;
+    j.child_job_ids = kids;
+    j.n_child_job_ids = 3;
+    const Npubench__Job *jobs[] = {&j};
+    capture c;
+    nb_junit_print(cap_open(&c), jobs, 1);
+    char *out = cap_close(&c);
+    print_message("%s", out);
+    assert_non_null(strstr(out, "<testsuites name=\"npubench\" tests=\"2\" failures=\"0\" "
+                                "errors=\"1\">"));
+    assert_non_null(strstr(out, "<testcase classname=\"npubench.verify.m&lt;1&gt;.cpu/bf16@b1\" "
+                                "name=\"prompt 0\" time=\"0.000\"/>"));
+    assert_non_null(strstr(out, "name=\"job 40: 2 unfinished\""));
+    assert_non_null(strstr(out, "<error type=\"pending\" message=\"pending: 2 of 3 board jobs "
+                                "had not finished\">"));
+    free(out);
+}
+
 static void test_junit_write(void **s)
 {
     (void)s;
@@ -657,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_args_parse),       cmocka_unit_test(test_args_usage),
         cmocka_unit_test(test_args_duration),    cmocka_unit_test(test_junit_escape),
         cmocka_unit_test(test_junit_print),      cmocka_unit_test(test_junit_write),
+        cmocka_unit_test(test_junit_pending_matrix),
         cmocka_unit_test(test_print_job_errors), cmocka_unit_test(test_print_matrix),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);

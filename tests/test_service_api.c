@@ -2067,6 +2067,59 @@ static void test_drain_takes_effect_in_long_poll(void **s)
     stop(&e);
 }
 
+/* A matrix over a tag with a drained (or quarantined) board leaves that board out, saying so
+ * in the group's log, instead of a cell that waits out the caller's --timeout; while the
+ * other cells run, the group carries the results already in. */
+static void test_matrix_leaves_held_board_out(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int st;
+    char *a = reg(&e, "mq1", "cpu:0", "inst-mq1", "night", &st);
+    char *b = reg(&e, "mq2", "cpu:1", "inst-mq2", "night", &st);
+    char *q = reg(&e, "mq3", "cpu:2", "inst-mq3", "night", &st);
+    assert_true(a && b && q);
+    char msg[512];
+    assert_int_equal(drain_board(&e, "mq3", 1, msg, sizeof msg), 0);
+    int64_t ids[8];
+    size_t n;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 1, "night",
+                            ids, &n, msg, sizeof msg), 0);
+    assert_int_equal(n, 3); /* the group, mq1 and mq2 */
+    Npubench__GetJobRequest gr = NPUBENCH__GET_JOB_REQUEST__INIT;
+    gr.job_id = ids[0];
+    gr.include_log = 1;
+    Npubench__GetJobResponse *gresp;
+    assert_int_equal(call(&e, "npubench.Client/GetJob", &gr,
+                          &npubench__get_job_response__descriptor, &gresp, NULL, 0), 0);
+    assert_int_equal(gresp->job->n_child_job_ids, 2);
+    assert_non_null(strstr(gresp->job->log, "matrix: board mq3 left out: drained"));
+    nb_wire_free(gresp);
+    Npubench__Job *g;
+    Npubench__Lease *la = lease(&e, a, 2000);
+    assert_non_null(la);
+    int acc;
+    Npubench__JobResult *r = run_result(la->job_id, "mq1", 100);
+    assert_int_equal(report(&e, a, la, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(la);
+    g = get_job(&e, ids[0]);
+    assert_int_equal(g->state, NPUBENCH__JOB_STATE__JOB_RUNNING);
+    assert_int_equal(g->n_results, 1); /* mq1's, while mq2's runs */
+    nb_wire_free(g);
+    /* every board held: nothing to run, said at submission */
+    assert_int_equal(drain_board(&e, "mq1", 1, msg, sizeof msg), 0);
+    assert_int_equal(drain_board(&e, "mq2", 1, msg, sizeof msg), 0);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 1, "night",
+                            ids, &n, msg, sizeof msg), NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "is drained"));
+    free(a);
+    free(b);
+    free(q);
+    stop(&e);
+}
+
 /* Queue expiry: a job nobody serves expires in the queue (cancelled, "expired: ...", which
  * `job` exits 5 on), one that says never stays, the coordinator's default applies to the
  * rest, and an expiry that passes while no coordinator runs is applied by the next one. */
@@ -2607,6 +2660,7 @@ int main(void)
         cmocka_unit_test(test_queue_expiry),
         cmocka_unit_test(test_board_health),
         cmocka_unit_test(test_drain_takes_effect_in_long_poll),
+        cmocka_unit_test(test_matrix_leaves_held_board_out),
         cmocka_unit_test(test_compare_reference_cli),
         cmocka_unit_test(test_compare_verify_prompts),
     };
