@@ -220,8 +220,12 @@ static int submit_all(nb_cmd_conn *c, const mx_flags *f, const char *const *mode
                 return nb_cmd_usage_error("submit matrix", "%s", err.msg);
             int64_t *ids = NULL;
             size_t n = 0;
-            if (nb_svc_submit(c->svc, &spec, 0, &ids, &n, &err))
-                return nb_cmd_fail("submit matrix", &err);
+            if (nb_svc_submit(c->svc, &spec, 0, &ids, &n, &err)) {
+                int code = nb_cmd_fail("submit matrix", &err);
+                /* NOT_FOUND here is "no board can take it now" (none live, or every one
+                 * drained or quarantined): unavailable, as a device would be */
+                return err.code == NB_ENOTFOUND ? NB_EXIT_UNAVAILABLE : code;
+            }
             jobs[*nj] = ids[0];
             kind_of[*nj] = kinds[k];
             model_of[*nj] = m;

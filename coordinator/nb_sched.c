@@ -410,7 +410,6 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
             /* A drained or quarantined board takes nothing but its health check: its cell
              * would wait out the caller's --timeout and hide the other boards' results. It
              * is left out, and the group's log says which and why. */
-            snprintf(why, sizeof why, "board %s is %s", w->info->board_name, w->held);
             if (*n_left < p.n) {
                 snprintf(left[*n_left].board, sizeof left[*n_left].board, "%s",
                          w->info->board_name);
@@ -426,7 +425,11 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
         rc = pack_spec(&child, &cp->spec, &cp->len, err);
     }
     pool_free(&p);
-    if (!rc && *np == 0)
+    if (!rc && *np == 0 && *n_left) /* the boards that would serve it, not the others */
+        rc = nb_err_set(err, NB_ENOTFOUND,
+                        "matrix: no board can take it now: board %s is %s%s", left[0].board,
+                        left[0].why, *n_left > 1 ? " (and others held likewise)" : "");
+    else if (!rc && *np == 0)
         rc = nb_err_set(err, NB_ENOTFOUND, "matrix: no live worker matches the selector (%s)",
                         why);
     return rc;

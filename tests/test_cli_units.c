@@ -632,8 +632,22 @@ static void test_print_job_errors(void **s)
     expect_printed(&j, 0, 2, "",
                    "npubench job: error: result unreadable: JobResult.verify: absent (not a "
                    "verify result)\n");
+    /* a health check prints (it was "job of unknown kind 6", exit 2): the probe its log
+     * recorded, and the probe-only verdict of a board without a verify command */
     spec.kind = NPUBENCH__JOB_KIND__HEALTH;
-    expect_printed(&j, 0, 2, "", "npubench job: error: job of unknown kind 6\n");
+    r.outcome = NPUBENCH__OUTCOME__PASS;
+    r.log = "20:00:00.000 health check: device probe: driver 2.19, kernels avx2\n"
+            "20:00:00.100 done\n";
+    expect_printed(&j, 0, 0,
+                   "[health] health check: device probe: driver 2.19, kernels avx2\n"
+                   "[health] PASS (the device probe is the check: no verify command)\n",
+                   "");
+    r.outcome = NPUBENCH__OUTCOME__FAIL;
+    r.log = "";
+    expect_printed(&j, 0, 1,
+                   "[health] FAIL (the device probe is the check: no verify command)\n", "");
+    spec.kind = 99;
+    expect_printed(&j, 0, 2, "", "npubench job: error: job of unknown kind 99\n");
     j.spec = NULL;
     expect_printed(&j, 0, 2, "", "npubench job: error: job of unknown kind 0\n");
 }
