@@ -147,7 +147,10 @@ static const char *unlike(const nb_db_run_brief *run, const nb_db_run_brief *can
         return "self";
     if (duplicate_of(run, cand))
         return "duplicate";
-    if (strcmp(family(run->kind), family(cand->kind)))
+    /* a performance run's kind is part of what it measured (db/nb_db_series.h): a cold `run`,
+     * a warm `profile`, a nightly's row, one context of a sweep are not like each other */
+    if (strcmp(family(run->kind), family(cand->kind)) ||
+        (!strcmp(family(run->kind), "performance") && strcmp(run->kind, cand->kind)))
         return "kind";
     if (!strcmp(family(run->kind), "verify"))
         return run->gate_prompts != cand->gate_prompts || run->gate_steps != cand->gate_steps

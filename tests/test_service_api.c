@@ -1310,6 +1310,52 @@ static void test_shards_merge_like_one_worker(void **s)
     stop(&e);
 }
 
+/* A verify-full sharded over two boards is stored on each real board (each one's latest
+ * gate is the merged verdict), never on a board named "b1+b2" of its own. */
+static void test_shards_stored_on_real_boards(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int st;
+    char *a = reg(&e, "sb1", "cpu:0", "inst-sa", NULL, &st);
+    char *b = reg(&e, "sb2", "cpu:1", "inst-sb", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
+                            ids, &n, msg, sizeof msg), 0);
+    assert_int_equal(n, 3);
+    Npubench__Lease *ls[2] = {lease(&e, a, 2000), lease(&e, b, 2000)};
+    const char *ws[2] = {a, b}, *boards[2] = {"sb1", "sb2"};
+    for (int i = 0; i < 2; i++) {
+        assert_non_null(ls[i]);
+        Npubench__Shard *sh = ls[i]->spec->shard;
+        Npubench__JobResult *r = verify_result(ls[i]->job_id, sh->prompt_begin, sh->prompt_end, -1);
+        r->shard = NULL;
+        nb_wire_free(r->environment);
+        r->environment = test_env(boards[i]);
+        int acc;
+        assert_int_equal(report(&e, ws[i], ls[i], r, &acc), 0);
+        assert_true(acc);
+        nb_jobpb_free(r);
+        nb_wire_free(ls[i]);
+    }
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 2);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM deployments WHERE board LIKE '%%+%%' "
+                                  "AND %lld", 1), 0);
+    assert_int_equal(db_count(&e, "SELECT count(DISTINCT d.board) FROM runs r JOIN deployments d "
+                                  "ON d.id = r.deployment_id WHERE r.job_id = %lld AND d.board "
+                                  "IN ('sb1', 'sb2')", ids[0]), 2);
+    Npubench__Job *g = get_job(&e, ids[0]);
+    assert_int_equal(g->results[0]->n_run_ids, 2);
+    assert_string_equal(g->results[0]->environment->board, "sb1");
+    nb_wire_free(g);
+    free(a);
+    free(b);
+    stop(&e);
+}
+
 /* A deployment that cannot run a prompt range keeps verify-full whole; a shard whose
  * result carries no verify summary fails at once, saying so (no lease-expiry retries). */
 static void test_shards_need_prompt_ranges(void **s)
@@ -1447,6 +1493,28 @@ static void test_matrix_and_history_regression(void **s)
                      0);
     assert_string_equal(srr->model, "SmolLM2-135M-Instruct");
     nb_wire_free(srr);
+    /* b2 ran only the matrix's profile: no base for a cold `run` (another series) */
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "1 is another kind"));
+    /* a profile on b1, later: b2's profile is its base */
+    Npubench__Lease *lp;
+    int64_t one[4];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 0, "strix",
+                            one, &n, msg, sizeof msg),
+                     0);
+    assert_non_null(lp = lease(&e, a, 2000));
+    r = run_result(lp->job_id, "b1", 99);
+    assert_int_equal(report(&e, a, lp, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(lp);
+    nb_wire_free(h);
+    assert_int_equal(call(&e, "npubench.Client/History", &hr,
+                          &npubench__history_response__descriptor, &h, NULL, 0),
+                     0);
+    assert_string_equal(h->rows[0]->kind_name, "profile");
+    cr.run_id = h->rows[0]->run_id;
     assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
                           &npubench__compare_response__descriptor, &cmp, NULL, 0),
                      0);
@@ -2645,6 +2713,7 @@ int main(void)
         cmocka_unit_test(test_lease_sweep_requeues_while_holder_lives),
         cmocka_unit_test(test_duplicate_request_id_short_circuits),
         cmocka_unit_test(test_shards_merge_like_one_worker),
+        cmocka_unit_test(test_shards_stored_on_real_boards),
         cmocka_unit_test(test_shards_need_prompt_ranges),
         cmocka_unit_test(test_matrix_and_history_regression),
         cmocka_unit_test(test_import_and_history_cli),
