@@ -86,7 +86,7 @@ static void check_kv(const nb_gate_step *dev, int d, int k, const float *rows, i
 static nb_code replay(nb_deploy *d, const int32_t *prompt_ids, int n_prompt, const nb_gate_step *dev,
                       int steps, int32_t **ids_out, float **rows_out, nb_err *err)
 {
-    int vocab = nb_engine_vocab(d->engine), n = n_prompt + steps;
+    int vocab = nb_deploy_vocab(d), n = n_prompt + steps;
     int32_t *ids = *ids_out = malloc(sizeof(int32_t) * (size_t)n);
     float *rows = *rows_out = malloc(sizeof(float) * (size_t)(steps + 1) * vocab);
     if (!ids || !rows)
@@ -94,7 +94,7 @@ static nb_code replay(nb_deploy *d, const int32_t *prompt_ids, int n_prompt, con
     memcpy(ids, prompt_ids, sizeof(int32_t) * (size_t)n_prompt);
     for (int s = 0; s < steps; s++)
         ids[n_prompt + s] = dev[s].token;
-    return nb_engine_prefill_logits(d->engine, ids, n, n_prompt - 1, rows, err);
+    return nb_deploy_prefill_logits(d, ids, n, n_prompt - 1, rows, err);
 }
 
 void nb_decode_check_init(nb_decode_check *c)
@@ -125,7 +125,7 @@ nb_code nb_decode_check_run(nb_deploy *d, const int32_t *prompt_ids, int n_promp
         snprintf(out->note, sizeof out->note, "%.150s", err->msg);
     } else {
         out->steps = m;
-        compare_steps(dev, m, k, rows, nb_engine_vocab(d->engine), &out->max_diff,
+        compare_steps(dev, m, k, rows, nb_deploy_vocab(d), &out->max_diff,
                       &out->first_bad);
         out->status = out->first_bad >= 0 ? NB_LOC_KV_FAULT : NB_LOC_KV_CLEAN;
     }
@@ -237,7 +237,7 @@ nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
     if (div < 0 || n_prompt < 1)
         return nb_err_set(err, NB_EINVAL, "localize: no divergence to localize");
     double t0 = nb_now_ms();
-    const nb_model_config *cfg = nb_engine_cfg(d->engine);
+    const nb_model_config *cfg = nb_deploy_cfg(d);
     int pick = pick_states(ref, div);
     const char *missing = states_missing(ref, pick, cfg);
     int32_t *ids = NULL;
@@ -255,16 +255,17 @@ nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
     if (!missing) {
         out->step = ref->states[pick].step;
         c.pos = n_prompt - 1 + out->step;
-        nb_engine_set_stage_hook(d->engine, on_stage, &c);
+        rc = nb_deploy_set_stage_hook(d, on_stage, &c, err);
     }
-    rc = replay(d, prompt_ids, n_prompt, dev, div, &ids, &rows, err);
-    nb_engine_set_stage_hook(d->engine, NULL, NULL);
+    if (!rc)
+        rc = replay(d, prompt_ids, n_prompt, dev, div, &ids, &rows, err);
+    nb_deploy_set_stage_hook(d, NULL, NULL, NULL);
     if (rc) {
         nb_err_prefix(err, "localize: ");
         goto done;
     }
     snprintf(out->source, sizeof out->source, "engine");
-    check_kv(dev, div, k, rows, nb_engine_vocab(d->engine), out);
+    check_kv(dev, div, k, rows, nb_deploy_vocab(d), out);
     if (missing) {
         snprintf(out->note, sizeof out->note, "%s", missing);
     } else {
