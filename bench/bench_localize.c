@@ -69,7 +69,7 @@ int main(int argc, char **argv)
         nb_deploy_close(d);
         return 2;
     }
-    double verify_ms = 0, loc_ms = 0, worst_ms = 0;
+    double verify_ms = 0, loc_ms = 0, worst_ms = 0, dc_ms = 0;
     for (int i = 0; i < r.n; i++) {
         const nb_verify_record *v = &r.recs[i];
         const nb_trace_prompt *tp = &tr->prompts[v->index];
@@ -92,11 +92,15 @@ int main(int argc, char **argv)
                v->index, vm, v->gate.divergence, lm, wm, wm / vm);
         verify_ms += vm;
         loc_ms += lm;
+        dc_ms += v->dcheck.ms;
         worst_ms += wm;
     }
     printf("total verify_ms %.1f (wall %.1f) localize_ms %.1f (fraction %.3f) worst_ms %.1f "
            "(fraction %.3f)\n",
            verify_ms, r.wall_ms, loc_ms, loc_ms / verify_ms, worst_ms, worst_ms / verify_ms);
+    /* the decode-path check every verify makes, within the wall time */
+    printf("decode check ms %.1f (fraction of the prompts' prefill + decode %.3f, of the verify's "
+           "wall %.3f)\n", dc_ms, dc_ms / verify_ms, dc_ms / r.wall_ms);
     nb_trace_free(tr);
     nb_prompts_free(&ps);
     nb_verify_result_free(&r);

@@ -33,6 +33,15 @@ static json_object *gate_json(const Npubench__GateRecord *g)
             json_object_object_add(o, "localization", lj);
         nb_localize_free(&l);
     }
+    nb_decode_check dc;
+    if (g->decode_check &&
+        nb_jobpb_decode_check_from_pb(g->decode_check, "GateRecord", &dc, &e) == NB_OK) {
+        json_object *dj = nb_decode_check_json(&dc);
+        if (dj)
+            json_object_object_add(o, "decode_check", dj);
+    }
+    if (g->decode_strict_fail)
+        json_object_object_add(o, "decode_strict_fail", json_object_new_boolean(1));
     return o;
 }
 
