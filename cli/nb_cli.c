@@ -21,6 +21,7 @@ static const command COMMANDS[] = {
     {"verify-full", nb_cmd_verify_full, "the gate on every prompt of the set"},
     {"diagnosis", nb_cmd_diagnosis, "per-layer cosine vs HF (informational)"},
     {"profile", nb_cmd_profile, "per-phase and per-kernel milliseconds"},
+    {"tokenize", nb_cmd_tokenize, "the ids and pieces the tokenizer gives a text or prompt file"},
     {"coordinator", nb_cmd_coordinator, "serve the job queue and history: --listen URL --db PATH"},
     {"submit", nb_cmd_submit, "submit a job to a coordinator (--wait: progress + result)"},
     {"jobs", nb_cmd_jobs, "list jobs (state, target, worker, why queued)"},

@@ -87,6 +87,26 @@ static nb_code open_tokenizer(nb_deploy *d, nb_err *err)
     return nb_tokenizer_from_hf_json(p, &d->tok, err);
 }
 
+nb_code nb_deploy_open_tokenizer(const char *sel, nb_model **model, nb_tokenizer **tok,
+                                 nb_err *err)
+{
+    nb_deploy d;
+    memset(&d, 0, sizeof d);
+    *model = NULL;
+    *tok = NULL;
+    nb_code rc = nb_deploy_resolve_model(sel, d.model_path, sizeof d.model_path, d.preset,
+                                          sizeof d.preset, err);
+    if (!rc)
+        rc = nb_model_open(d.model_path, &d.model, err);
+    if (!rc && (rc = open_tokenizer(&d, err)) != NB_OK) {
+        nb_model_close(d.model);
+        d.model = NULL;
+    }
+    *model = d.model;
+    *tok = d.tok;
+    return rc;
+}
+
 nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
 {
     *out = NULL;

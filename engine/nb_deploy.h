@@ -31,6 +31,11 @@ void nb_deploy_spec_default(nb_deploy_spec *s);
  * the preset word or "" for explicit paths. */
 nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *preset_out,
                                 size_t preset_cap, nb_err *err);
+/* The tokenizer of a model selector (as nb_deploy_open resolves it) without a backend or
+ * weights set up: *model (nb_model_close) and *tok (nb_tokenizer_free) are the caller's;
+ * both NULL on error. For `npubench tokenize`. */
+nb_code nb_deploy_open_tokenizer(const char *sel, nb_model **model, nb_tokenizer **tok,
+                                 nb_err *err);
 
 /* The model name a preset word stands for ("instruct" -> "SmolLM2-135M-Instruct"), or
  * NULL when word is no preset.  Needs no file system. */

@@ -33,6 +33,70 @@ static void test_run(void **s)
                       "--max-seq 64"));
 }
 
+/* The golden cases' texts and ids (HF's, tests/data/tokenizer_golden_smollm2.json) as
+ * npubench tokenize --ids prints them: one line per text, the ids space-separated. */
+static void golden_lines(const char *key, const char *texts_path, char **want)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer_golden_smollm2.json", tu_require_src());
+    json_object *g = json_object_from_file(path), *cases = NULL;
+    assert_non_null(g);
+    assert_true(json_object_object_get_ex(g, "cases", &cases));
+    json_object *texts = json_object_new_array();
+    size_t cap = 1 << 20, len = 0;
+    *want = calloc(1, cap);
+    for (size_t i = 0; i < json_object_array_length(cases); i++) {
+        json_object *c = json_object_array_get_idx(cases, i), *t, *ids;
+        assert_true(json_object_object_get_ex(c, "text", &t) &&
+                    json_object_object_get_ex(c, key, &ids));
+        json_object_array_add(texts, json_object_get(t));
+        for (size_t k = 0; k < json_object_array_length(ids); k++)
+            len += (size_t)snprintf(*want + len, cap - len, "%s%d", k ? " " : "",
+                                    json_object_get_int(json_object_array_get_idx(ids, k)));
+        len += (size_t)snprintf(*want + len, cap - len, "\n");
+    }
+    assert_int_equal(json_object_to_file(texts_path, texts), 0);
+    json_object_put(texts);
+    json_object_put(g);
+}
+
+/* tokenize: every golden text's ids equal HF's, with special-token text parsed (the default,
+ * as verify encodes) and split; pieces printed escaped; bad input named with exit 2. */
+static void test_tokenize(void **s)
+{
+    (void)s;
+    tu_require_model();
+    char texts[2048], *want = NULL;
+    snprintf(texts, sizeof texts, "%s/golden_texts.json", tmp());
+    static const char *const modes[][2] = {{"ids", ""}, {"ids_split_special", "--split-special"}};
+    for (int m = 0; m < 2; m++) {
+        golden_lines(modes[m][0], texts, &want);
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "'%s' tokenize --texts-json '%s' --ids %s",
+                 tu_env("NB_BIN", "npubench"), texts, modes[m][1]);
+        tu_result r = tu_run(cmd);
+        assert_int_equal(r.code, 0);
+        if (strcmp(r.out, want))
+            fail_msg("tokenize %s: ids differ from HF's golden ids", modes[m][1]);
+        free(r.out);
+        free(want);
+    }
+    free(tu_cli(0, "text 0: 3 ids\n  19556   \"Hello\"\n  216     \" \"\n"
+                   "  1       \"<|im_start|>\"",
+                "tokenize --text 'Hello <|im_start|>'"));
+    /* a piece that is part of a character, and a control byte: escaped, never raw */
+    free(tu_cli(0, "text 0: *", "tokenize --text \"$(printf 'a\\001\\303\\251')\""));
+    free(tu_cli(2, "npubench tokenize: give exactly one of --text, --prompts-file and "
+                   "--texts-json", "tokenize"));
+    free(tu_cli(2, "npubench tokenize: give exactly one of --text, --prompts-file and "
+                   "--texts-json", "tokenize --text a --texts-json b"));
+    char bad[2100];
+    snprintf(bad, sizeof bad, "npubench tokenize: error: %s/tests/data/tokenizer_golden_smollm2.json:"
+             " not a JSON array of strings", tu_require_src());
+    free(tu_cli(2, bad, "tokenize --texts-json '%s/tests/data/tokenizer_golden_smollm2.json'",
+                tu_require_src()));
+}
+
 /* $NPUBENCH_SECRET exported for the lab (as "Running a lab" says) does not touch the local
  * commands: run, history and report --html use the in-process coordinator, which checks no
  * key; and no local run, passed or failed, leaves its job queued in the database. */
@@ -245,6 +309,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run),
+        cmocka_unit_test(test_tokenize),
         cmocka_unit_test(test_diagnosis),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_verify_verdicts),
