@@ -99,6 +99,22 @@ static int margin(Npubench__TopToken *const *top, size_t n, double *m)
     return 1;
 }
 
+/* "diverged at step S: device D 'text' (ref rank R) vs reference F 'text' (device rank R)"
+ * after lead into buf; returns its length (snprintf's: may exceed cap). */
+static size_t divergence_text(const Npubench__GateRecord *g, const char *lead, char *buf,
+                              size_t cap)
+{
+    char dr[32] = "", rr[32] = "";
+    if (g->device_token_ref_rank >= 0)
+        snprintf(dr, sizeof dr, " (ref rank %d)", g->device_token_ref_rank);
+    if (g->reference_token_dev_rank >= 0)
+        snprintf(rr, sizeof rr, " (device rank %d)", g->reference_token_dev_rank);
+    int n = snprintf(buf, cap, "%sdiverged at step %d: device %d '%.200s'%s vs reference %d "
+                     "'%.200s'%s", lead, g->divergence_step, g->device_token, g->device_text,
+                     dr, g->reference_token, g->reference_text, rr);
+    return n < 0 ? 0 : (size_t)n;
+}
+
 static void gate_case(FILE *f, const char *cls, const Npubench__GateRecord *g)
 {
     char name[64];
@@ -127,19 +143,9 @@ static void gate_case(FILE *f, const char *cls, const Npubench__GateRecord *g)
                      ? (size_t)snprintf(msg, sizeof msg, "%s (--strict; the top-k gate passed)",
                                         dmsg)
                      : 0;
+    /* a strict run's decode-path FAIL without a divergence: the defect is the whole message */
     if (!g->decode_strict_fail || g->divergence_step >= 0)
-        len += (size_t)snprintf(msg + len, sizeof msg - len, "%sdiverged at step %d: device %d "
-                                "'%.200s'", len ? "; " : "", g->divergence_step,
-                                g->device_token, g->device_text);
-    if (g->device_token_ref_rank >= 0)
-        len += (size_t)snprintf(msg + len, sizeof msg - len, " (ref rank %d)",
-                                g->device_token_ref_rank);
-    len += (size_t)snprintf(msg + len, sizeof msg > len ? sizeof msg - len : 0,
-                            " vs reference %d '%.200s'", g->reference_token,
-                            g->reference_text);
-    if (g->reference_token_dev_rank >= 0 && len < sizeof msg)
-        len += (size_t)snprintf(msg + len, sizeof msg - len, " (device rank %d)",
-                                g->reference_token_dev_rank);
+        len += divergence_text(g, len ? "; " : "", msg + len, sizeof msg - len);
     double m;
     if (margin(g->reference_top, g->n_reference_top, &m) && len < sizeof msg)
         len += (size_t)snprintf(msg + len, sizeof msg - len, ", reference margin %.3f", m);

@@ -502,6 +502,62 @@ static void test_junit_pending_matrix(void **s)
     free(out);
 }
 
+/* A verify's records with the decode-path check: a flagged PASS stays a passing testcase with
+ * the defect in its system-out; a strict run's FAIL opens its message with the defect; every
+ * byte of the message, `"` `<` `&`, line breaks and control characters, escaped as an
+ * attribute value (a newline kept raw would be normalized to a space by XML parsers, a `"`
+ * would end the attribute). The document validates against tests/junit.xsd. */
+static void test_junit_decode_path_and_attributes(void **s)
+{
+    (void)s;
+    build_fixture();
+    Npubench__DecodeCheck dc = NPUBENCH__DECODE_CHECK__INIT;
+    dc.status = "fault", dc.steps = 4, dc.first_bad_step = 1, dc.max_diff = 2.125;
+    dc.tolerance = 0.25, dc.note = "";
+    fx.g_pass.decode_check = &dc;
+    Npubench__GateRecord strict = NPUBENCH__GATE_RECORD__INIT;
+    strict.index = 3, strict.status = NPUBENCH__OUTCOME__FAIL, strict.divergence_step = -1;
+    strict.decode_strict_fail = 1, strict.decode_check = &dc;
+    strict.fail_reason = "decode-path defect";
+    strict.device_token_ref_rank = -1, strict.reference_token_dev_rank = -1;
+    /* a FAIL whose texts carry every character an attribute must escape */
+    fx.g_fail.device_text = "q\"<&>\n\t\x01z";
+    Npubench__GateRecord *gates[] = {&fx.g_pass, &fx.g_fail, &strict};
+    fx.vres.gates = gates, fx.vres.n_gates = 3;
+    const Npubench__Job *jobs[] = {&fx.verify};
+    capture c;
+    nb_junit_print(cap_open(&c), jobs, 1);
+    char *out = cap_close(&c);
+    print_message("%s", strstr(out, "name=\"prompt 3\"") ? strstr(out, "name=\"prompt 3\"") : out);
+    assert_non_null(strstr(out, "name=\"prompt 0\" time=\"1.500\">\n      <system-out>PASS "
+                                "(decode-path defect): decode-path defect: decode step 1 differs "
+                                "from a cache-free prefill of the same tokens by 2.12 logits "
+                                "(tolerance 0.25)</system-out>\n    </testcase>"));
+    assert_non_null(strstr(out, "<failure type=\"gate\" message=\"decode-path defect: decode step "
+                                "1 differs from a cache-free prefill of the same tokens by 2.12 "
+                                "logits (tolerance 0.25) (--strict; the top-k gate passed)\">"));
+    assert_non_null(strstr(out, "device 12 &apos;q&quot;&lt;&amp;&gt;&#10;&#9;?z&apos;"));
+    assert_null(strstr(out, "q\"<")); /* never raw */
+    char path[4400], cmd[9000];
+    snprintf(path, sizeof path, "%s/jd.xml", tu_group_tmp());
+    nb_err err;
+    assert_int_equal(nb_junit_write(path, jobs, 1, &err), NB_OK);
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s'",
+             tu_require_src(), path);
+    tu_result r = tu_run(cmd);
+    if (r.code)
+        fail_msg("%s does not validate:\n%s", path, r.out ? r.out : "");
+    free(r.out);
+    /* the parsed attribute is the text itself: the newline and tab survive, not as spaces */
+    snprintf(cmd, sizeof cmd, "xmllint --xpath 'string(//testcase[@name=\"prompt 1\"]/failure/@message)' '%s'",
+             path);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "'q\"<&>\n\t?z'"));
+    free(r.out);
+    free(out);
+}
+
 static void test_junit_write(void **s)
 {
     (void)s;
@@ -715,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_args_parse),       cmocka_unit_test(test_args_usage),
         cmocka_unit_test(test_args_duration),    cmocka_unit_test(test_junit_escape),
         cmocka_unit_test(test_junit_print),      cmocka_unit_test(test_junit_write),
+        cmocka_unit_test(test_junit_decode_path_and_attributes),
         cmocka_unit_test(test_junit_pending_matrix),
         cmocka_unit_test(test_print_job_errors), cmocka_unit_test(test_print_matrix),
     };
