@@ -1509,6 +1509,107 @@ static void test_mann_whitney_known_values(void **state)
     assert_close(nb_stats_median(x2, 6), 2.5, 0);
 }
 
+/* 10 samples at v (a hair of spread) against 10 at 100: complete separation, p ~ 1e-5. */
+static int flagged(double v, const nb_stats_regression_params *p, int *improvement)
+{
+    double cur[10], base[10];
+    for (int i = 0; i < 10; i++) {
+        base[i] = 100.0 + (i - 4.5) * 1e-9; /* median exactly 100 */
+        cur[i] = v + (i - 4.5) * 1e-9;      /* median exactly v */
+    }
+    nb_stats_regression_result r;
+    assert_ok(nb_stats_regression(cur, 10, base, 10, p, &r, &e_));
+    assert_true(r.p < 0.001);
+    if (improvement)
+        *improvement = r.improvement;
+    return r.regression;
+}
+
+/* The threshold exactly: a change of exactly min_rel_change is not flagged (strictly more
+ * is), just under is not, just over is, and so is 1.5x the minimum; for throughput (down is
+ * worse) and latency (up is worse) alike, and the same boundary for an improvement. Then the
+ * same through the database's check with the configured minimum. */
+static void test_regression_threshold_boundaries(void **state)
+{
+    (void)state;
+    nb_stats_regression_params tps = {0.05, 0.05, 1}, lat = {0.05, 0.05, 0};
+    int imp;
+    assert_false(flagged(95.0, &tps, &imp));    /* exactly -5% */
+    assert_false(imp);
+    assert_false(flagged(95.01, &tps, NULL));   /* just under */
+    assert_true(flagged(94.99, &tps, NULL));    /* just over */
+    assert_true(flagged(92.5, &tps, NULL));     /* 1.5x the minimum */
+    assert_false(flagged(105.0, &lat, &imp));   /* exactly +5% on a latency */
+    assert_false(flagged(104.99, &lat, NULL));
+    assert_true(flagged(105.01, &lat, NULL));
+    assert_true(flagged(107.5, &lat, NULL));
+    /* improvements: the same boundary the other way */
+    flagged(105.0, &tps, &imp);
+    assert_false(imp);
+    flagged(105.01, &tps, &imp);
+    assert_true(imp);
+    flagged(94.99, &lat, &imp);
+    assert_true(imp);
+    /* another minimum moves the boundary with it */
+    nb_stats_regression_params ten = {0.10, 0.05, 1};
+    assert_false(flagged(90.0, &ten, NULL));
+    assert_true(flagged(89.99, &ten, NULL));
+    assert_false(flagged(92.5, &ten, NULL));
+
+    /* Through the database: a bench deployment's baseline at 100, new runs around it. */
+    nb_db *db = fresh_db("regress-bound");
+    int64_t dep = add_deployment(db, "llama", "npu", "bf16", "edge-01");
+    const int64_t t0 = 1735689600000LL;
+    for (int k = 0; k < 3; k++) {
+        nb_db_sample smp[4];
+        for (int i = 0; i < 4; i++) {
+            smp[i].rep = i;
+            for (int m = 0; m < NB_METRIC_N; m++)
+                smp[i].v[m] = NAN;
+            smp[i].v[NB_METRIC_TPS] = 100.0 + (k * 4 + i - 5.5) * 1e-9;
+        }
+        nb_db_run r0;
+        nb_db_run_init(&r0);
+        r0.deployment_id = dep;
+        r0.kind = "bench";
+        r0.outcome = NB_OUTCOME_PASS;
+        r0.started_ms = t0 + k * 1000;
+        r0.value[NB_METRIC_TPS] = 100.0;
+        r0.samples = smp;
+        r0.n_samples = 4;
+        int64_t id;
+        assert_ok(nb_db_run_insert(db, &r0, &id, &e_));
+    }
+    static const struct {
+        double v;
+        int want;
+    } cases[] = {{95.0, 0}, {95.01, 0}, {94.99, 1}, {92.5, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        nb_db_sample cur[6];
+        for (int i = 0; i < 6; i++) {
+            cur[i].rep = i;
+            for (int m = 0; m < NB_METRIC_N; m++)
+                cur[i].v[m] = NAN;
+            cur[i].v[NB_METRIC_TPS] = cases[c].v + (i - 2.5) * 1e-9;
+        }
+        nb_db_run nr;
+        nb_db_run_init(&nr);
+        nr.deployment_id = dep;
+        nr.kind = "bench";
+        nr.started_ms = t0 + 9000;
+        nr.samples = cur;
+        nr.n_samples = 6;
+        nb_db_regression_report rep;
+        nb_db_regression_opts opts = NB_DB_REGRESSION_OPTS_DEFAULT;
+        assert_ok(nb_db_run_check_regression(db, &nr, &opts, &rep, &e_));
+        if (rep.regression != cases[c].want)
+            fail_msg("TPS %g against 100 (min %.2f): regression %d, expected %d (%s)",
+                     cases[c].v, opts.min_rel_change, rep.regression, cases[c].want,
+                     rep.detail);
+    }
+    nb_db_close(db);
+}
+
 static void test_regression_needs_both(void **state)
 {
     (void)state;
@@ -2313,6 +2414,7 @@ int main(void)
         cmocka_unit_test(test_history_filters),
         cmocka_unit_test(test_mann_whitney_known_values),
         cmocka_unit_test(test_regression_needs_both),
+        cmocka_unit_test(test_regression_threshold_boundaries),
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_canonical_id),
         cmocka_unit_test(test_import_mlir_air),

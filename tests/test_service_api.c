@@ -1891,6 +1891,28 @@ static void test_compare_verdicts(void **s)
                "compare 3 1");
     expect_cli(db, 2, "", "compare 4 2 --against nothing");
     expect_cli(db, 2, "", "compare 0 2");
+    /* The default band is the coordinator's minimum change, 5 (percent): significant changes
+     * of 4% on both metrics are inside it (exit 0), of 6% beyond it (exit 1). */
+    static const double pct[2] = {4, 6};
+    for (int i = 0; i < 2; i++) {
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "DELETE FROM samples WHERE run_id = 4; UPDATE runs SET ttft_ms = %.6f, tps = "
+                 "%.6f WHERE id = 4",
+                 415.9 * (1 + pct[i] / 100), 18.3 * (1 - pct[i] / 100));
+        db_exec(db, sql);
+        for (int rep = 0; rep < 5; rep++) {
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO samples (run_id, rep, ttft_ms, tps) VALUES (4, %d, %.6f, %.6f)",
+                     rep, 415.9 * (1 + pct[i] / 100) + rep * 0.1,
+                     18.3 * (1 - pct[i] / 100) + rep * 0.01);
+            db_exec(db, sql);
+        }
+        expect_cli(db, i,
+                   i ? "TTFT (ms)          | 415.90         | 440.85         | 1.06× / +6.0%    | p=0.0079 (5 vs 5)  REGRESSION"
+                     : "TTFT (ms)          | 415.90         | 432.54         | 1.04× / +4.0%    | p=0.0079 (5 vs 5)",
+                   "compare 2 4");
+    }
 }
 
 /* `npubench ARGS --db db`: asserts the exit code and that each of the NULL-ended needles is
