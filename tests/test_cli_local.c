@@ -229,6 +229,55 @@ static void test_verify_verdicts(void **s)
     free(r.out);
 }
 
+/* A decode-path defect the gate does not see (NPUBENCH_FAULT=kv_short: decode attends one KV
+ * position fewer; divergence at step 6, inside the top-5): through the embedded service the
+ * run stays the production gate's PASS (exit 0), flagged on the prompt, the summary, the
+ * report JSON and Markdown; --strict makes it a FAIL (exit 1). */
+static void test_verify_decode_defect(void **s)
+{
+    (void)s;
+    tu_require_model();
+    setenv("NPUBENCH_FAULT", "kv_short", 1);
+    char *out = tu_cli(0, "  prompt 0: PASS (decode-path defect)  diverge at step 6: *\n"
+                          "    decode-path defect: decode step 1 differs from a cache-free "
+                          "prefill of the same tokens by 2.12 logits (tolerance 0.25)\n"
+                          "[verify] PASS (1 decode-path defect) (1/1 prompts pass)",
+                       "verify --max-prompts 1 --n-tokens 8 --threads 1 --reports '%s/vd0' "
+                       "--db '%s/vd.db'", tmp(), tmp());
+    free(out);
+    free(tu_cli(1, "  prompt 0: FAIL (decode-path defect, --strict)  diverge at step 6: *\n"
+                   "[verify] FAIL (0/1 prompts pass)",
+                "verify --strict --max-prompts 1 --n-tokens 8 --threads 1 --reports '%s/vd1' "
+                "--db '%s/vd.db'", tmp(), tmp()));
+    unsetenv("NPUBENCH_FAULT");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cat '%s'/vd0/verify_topk_token_*.json", tmp());
+    tu_result r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    json_object *root = json_tokener_parse(r.out), *recs, *sum, *x;
+    free(r.out);
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "records", &recs));
+    json_object *rec = json_object_array_get_idx(recs, 0);
+    assert_true(json_object_object_get_ex(rec, "status", &x));
+    assert_string_equal(json_object_get_string(x), "PASS"); /* the production gate's */
+    assert_true(json_object_object_get_ex(rec, "outcome", &x));
+    assert_string_equal(json_object_get_string(x), "PASS (decode-path defect)");
+    assert_true(json_object_object_get_ex(rec, "decode_check", &x) &&
+                json_object_object_get_ex(x, "first_bad_step", &x));
+    assert_int_equal(json_object_get_int(x), 1);
+    assert_true(json_object_object_get_ex(root, "summary", &sum) &&
+                json_object_object_get_ex(sum, "decode_path_defects", &x));
+    assert_int_equal(json_object_get_int(x), 1);
+    json_object_put(root);
+    snprintf(cmd, sizeof cmd, "cat '%s'/vd0/verify_topk_token_*.md", tmp());
+    r = tu_run(cmd);
+    assert_non_null(strstr(r.out, "# npubench verify — PASS (1 decode-path defect)\n"));
+    assert_non_null(strstr(r.out, "| 0 | PASS (decode-path defect) | step 6 |"));
+    assert_non_null(strstr(r.out, "| 0 | **decode-path defect: decode step 1 differs"));
+    free(r.out);
+}
+
 /* compare / reference / history over tests/data/db/history.ndjson (runs 1..5 with known
  * TTFT and TPS): every output format and the verdict's exit code */
 static void test_compare_formats_and_reference(void **s)
@@ -310,6 +359,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run),
         cmocka_unit_test(test_tokenize),
+        cmocka_unit_test(test_verify_decode_defect),
         cmocka_unit_test(test_diagnosis),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_verify_verdicts),

@@ -196,6 +196,16 @@ static void seed_db(void)
         "\"layers\":[],\"ms\":80}";
     gc[3].localization_verdict = "layer";
     gc[3].localization_json = "{\"verdict\": \"lay";
+    /* prompt 0: the production gate's PASS with a decode-path defect (the summary hostile) */
+    gc[0].decode_status = "fault";
+    gc[0].decode_check_json =
+        "{\"status\":\"fault\",\"steps\":4,\"first_bad_step\":1,\"max_diff\":2.125,"
+        "\"tolerance\":0.25,\"ms\":90,\"summary\":\"decode-path defect: decode step 1 "
+        "differs " HOSTILE "\",\"note\":\"\"}";
+    gc[1].decode_status = "clean";
+    gc[1].decode_check_json = "{\"status\":\"clean\",\"summary\":\"decode path clean\"}";
+    gc[2].decode_status = "fault";
+    gc[2].decode_check_json = "{\"summary\": \"dam";
     const struct {
         int64_t dep;
         nb_db_outcome o;
@@ -263,6 +273,14 @@ static void expect_localization(const char *p)
     assert_non_null(strstr(p, "0.125 logits (near-tie band 0.25): a near tie"));
     assert_non_null(strstr(p, "the trace has no hidden states"));
     assert_non_null(strstr(p, "decode step 1 gives NaN logits &lt;script&gt;"));
+    /* the decode-path column: a flagged PASS (yellow, said in the status), a clean one, a
+     * damaged record said so, one never checked */
+    assert_int_equal(count(p, "<td class=\"warn\">PASS (decode-path defect)</td>"), 1);
+    assert_non_null(strstr(p, "<td class=\"decode-fault\">decode-path defect: decode step 1 "
+                              "differs &lt;script&gt;"));
+    assert_int_equal(count(p, "<td class=\"decode-ok\">decode path clean</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"decode-fault\">unreadable decode-path check</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"decode-ok\">not checked</td>"), 1);
     /* the damaged one */
     assert_int_equal(count(p, "<p class=\"loc-unreadable\">gate_checks.localization: "), 1);
     assert_non_null(strstr(p, "<h3>Prompt 3: <span class=\"loc-verdict\">a layer (not named"));
