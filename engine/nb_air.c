@@ -960,7 +960,13 @@ nb_code nb_air_raw(nb_air *h, const void *bytes, size_t len, char *answer, size_
         return host_lost(h, "RAW", rc, e.msg, err);
     }
     j[jl] = '\0';
-    snprintf(answer, cap, "%u %s", (unsigned)(hd[6] | hd[7] << 8), j);
+    unsigned type = (unsigned)(hd[6] | hd[7] << 8);
+    snprintf(answer, cap, "%u %s", type, j);
     free(j);
+    if (type == T_ERROR && (strstr(answer, "\"kind\":\"frame\"") ||
+                            strstr(answer, "\"kind\":\"version\""))) {
+        nb_err e2;
+        host_lost(h, "RAW", NB_EIO, "it refused the frame", &e2); /* it exits: reap it */
+    }
     return NB_OK;
 }
