@@ -163,7 +163,9 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
         else if (!strcmp(key, "dtype"))
             rc = copy_str(v, w, d->dtype, sizeof d->dtype, err);
         else if (!strcmp(key, "threads") || !strcmp(key, "max_seq") || !strcmp(key, "device")) {
-            long hi = key[0] == 't' ? 1024 : key[0] == 'm' ? 1 << 20 : 255;
+            long hi = key[0] == 't'   ? NB_JOB_THREADS_MAX
+                      : key[0] == 'm' ? NB_JOB_MAX_SEQ_MAX
+                                      : NB_JOB_DEVICE_MAX;
             if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
                 json_object_get_int64(v) > hi)
                 rc = nb_err_set(err, NB_EINVAL, "%s: must be an integer 0..%ld", w, hi);
