@@ -16,6 +16,7 @@
 #include "nb_trace.h"
 #include "nb_localize.h"
 #include "nb_verify.h"
+#include "nb_verify_run.h"
 
 #define GEMMA_FILE "models/gemma-3-270m-q4_k_m.gguf"
 #define GEMMA_PROMPTS "verify/prompts/gemma3.txt"
@@ -82,9 +83,14 @@ static int gate_prompts(nb_dtype dtype, int max)
     nb_err err = {0};
     nb_deploy d;
     memset(&d, 0, sizeof d);
-    nb_code rc = nb_engine_setup(fx.m, &eo, &d.engine, &err);
+    nb_engine *e = NULL;
+    nb_code rc = nb_engine_setup(fx.m, &eo, &e, &err);
     if (rc)
         fail_msg("engine setup: %s", err.msg);
+    /* the cpu backend's table over this engine, as nb_deploy_open would set it up */
+    d.ops = nb_backend_find("cpu");
+    d.be = e;
+    d.model = fx.m;
     int fails = 0;
     for (int i = 0; i < fx.tr->n_prompts && i < max; i++) {
         const nb_trace_prompt *p = &fx.tr->prompts[i];
@@ -100,7 +106,7 @@ static int gate_prompts(nb_dtype dtype, int max)
         fails += r.status != NB_GATE_PASS;
         nb_gen_free(&g);
     }
-    nb_engine_free(d.engine);
+    nb_engine_free(e);
     return fails;
 }
 
