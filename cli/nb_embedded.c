@@ -48,8 +48,20 @@ static int session_pid(const char *tag, long *pid)
     return *pid > 0 && *end == '-';
 }
 
-/* Cancels unfinished jobs whose session process no longer exists. */
-static void cancel_orphans(nb_embedded *e)
+/* Whether tag is this session's own (own) or that of a session process no longer alive. */
+static int session_ended(const nb_embedded *e, const char *tag, int own)
+{
+    if (own)
+        return !strcmp(tag, e->tag);
+    long pid;
+    return session_pid(tag, &pid) && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 &&
+           errno == ESRCH;
+}
+
+/* Cancels the unfinished jobs of sessions that ended: whose process no longer exists, or
+ * (own) this one's as it stops, so a local command that failed or was interrupted before
+ * its job finished never leaves that job queued in the local database. */
+static void cancel_orphans(nb_embedded *e, int own)
 {
     nb_svc *s;
     nb_err err;
@@ -68,13 +80,12 @@ static void cancel_orphans(nb_embedded *e)
             const Npubench__Job *j = resp->jobs[i];
             const Npubench__DeploymentSelector *sel = j->spec ? j->spec->selector : NULL;
             for (size_t t = 0; sel && t < sel->n_tags; t++) {
-                long pid;
-                if (!session_pid(sel->tags[t], &pid) || pid == (long)getpid() ||
-                    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                if (!session_ended(e, sel->tags[t], own))
                     continue;
                 Npubench__CancelJobRequest c = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
                 c.job_id = j->job_id;
-                c.reason = "its embedded session (process) ended";
+                c.reason = own ? "its local command ended before the job did"
+                               : "its embedded session (process) ended";
                 Npubench__CancelJobResponse *cr;
                 if (nb_svc_call(s, "CancelJob", &c, &npubench__cancel_job_response__descriptor,
                                 &cr, &err) == NB_OK)
@@ -184,7 +195,7 @@ nb_code nb_embedded_start(const nb_embedded_opts *o, nb_embedded **out, nb_err *
     if (!rc)
         rc = nb_coord_start(&co, &e->coord, err);
     if (!rc && o->with_worker) {
-        cancel_orphans(e);
+        cancel_orphans(e, 0);
         rc = start_worker(e, o, err);
     }
     if (rc) {
@@ -214,6 +225,8 @@ void nb_embedded_stop(nb_embedded *e)
 {
     if (!e)
         return;
+    if (e->worker) /* a session that ran jobs (a history-only one submits none) */
+        cancel_orphans(e, 1);
     nb_daemon_stop(e->worker, 0);
     nb_coord_stop(e->coord);
     free(e);

@@ -187,8 +187,10 @@ static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n
         return rc;
     Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
     pthread_mutex_lock(&d->mu);
-    char wid[128];
+    char wid[128], lease[128];
     snprintf(wid, sizeof wid, "%s", d->worker_id);
+    snprintf(lease, sizeof lease, "%s", d->lease_id);
+    int64_t job = d->job_id;
     pthread_mutex_unlock(&d->mu);
     info.worker_id = wid;
     info.board_name = d->board;
@@ -214,6 +216,8 @@ static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n
     info.toolchain = pr.toolchain;
     Npubench__RegisterRequest req = NPUBENCH__REGISTER_REQUEST__INIT;
     req.info = &info;
+    req.current_job_id = job; /* a restarted coordinator keeps the job running */
+    req.lease_id = lease;
     rc = pack(&req, buf, len, err);
     for (size_t i = 0; i < *n_deps; i++)
         nb_jobpb_free(deps[i]);
@@ -696,6 +700,14 @@ static void heartbeat_once(nb_daemon *d)
     prog.message = msg;
     if (send_heartbeat(d, wid, lease, job, &prog) == NB_OK && job)
         report_progress(d, wid, lease, job, &prog);
+    /* The coordinator restarted while the job runs: the lease loop is busy with the job, so
+     * this thread registers again at once, with the lease, and the job carries on. */
+    pthread_mutex_lock(&d->mu);
+    int again = d->need_register && d->job_id && !d->stopping;
+    pthread_mutex_unlock(&d->mu);
+    nb_err err;
+    if (again && do_register(d, &err))
+        dlog(d, "registering again while job %lld runs: %s", (long long)job, err.msg);
 }
 
 static void *hb_main(void *u)

@@ -867,6 +867,11 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     if (fresh)
         job_log(j, "set up %s %s/%s in %.1f ms (resident from now on; %d resident)",
                 d->model_name, ds.backend, nb_dtype_name(ds.dtype), d->setup_ms, resident_count(j->ctx));
+    /* The kernel pool is one per process and a setup sizes it: a resident deployment reused
+     * after another job's `threads` resized it must get its own count back, or one job's
+     * parameters would leak into every later job on this worker. */
+    else if ((rc = nb_kernels_init(ds.threads, err)))
+        return rc;
     if ((rc = fill_env_deploy(j, d, dep, res, err)))
         return rc;
     switch (s->kind) {
