@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nb_benchpb.h"
 #include "nb_exec.h"
 #include "nb_exec_report.h"
 #include "nb_exec_out.h"
@@ -31,6 +32,7 @@
 #include "nb_verify.h"
 #include "nb_bench.h"
 #include "nb_diagnosis.h"
+#include "nb_verifypb.h"
 #include "testutil.h"
 
 static char fixture[1024];
@@ -441,7 +443,7 @@ static void test_air_pass(void **state)
         assert_int_equal(res->metrics->context_len, 2048);
         assert_int_equal(res->metrics->generated_tokens, 20);
         nb_run_result rr;
-        assert_int_equal(nb_jobpb_run_from_pb(res->metrics, &rr, &err), NB_OK);
+        assert_int_equal(nb_benchpb_run_from_pb(res->metrics, &rr, &err), NB_OK);
         nb_run_result_free(&rr);
         nb_jobpb_free(res);
         /* profile */
@@ -450,7 +452,7 @@ static void test_air_pass(void **state)
         assert_true(res->metrics->ttft_ms == F->prof_ttft);
         assert_true(res->metrics->tps == F->prof_tps);
         nb_profile_result pr;
-        assert_int_equal(nb_jobpb_profile_from_pb(res, &pr, &err), NB_OK);
+        assert_int_equal(nb_benchpb_profile_from_pb(res, &pr, &err), NB_OK);
         nb_profile_result_free(&pr);
         nb_jobpb_free(res);
         /* verify: 2 prompts, the report's records as gates + the verify summary */
@@ -474,7 +476,7 @@ static void test_air_pass(void **state)
         assert_int_equal(res->gates[1]->reference_top[0]->token, 220);
         assert_string_equal(res->gates[1]->prompt, "The capital of France is");
         nb_verify_result vr;
-        assert_int_equal(nb_jobpb_verify_from_pb(res, &vr, &err), NB_OK); /* the CLI's read */
+        assert_int_equal(nb_verifypb_verify_from_pb(res, &vr, &err), NB_OK); /* the CLI's read */
         assert_int_equal(vr.n, 2);
         assert_int_equal(vr.status, NB_GATE_PASS);
         nb_verify_result_free(&vr);
@@ -497,7 +499,7 @@ static void test_air_pass(void **state)
         assert_true(res->cosines[F->n_layers - 1]->post_norm);
         assert_string_equal(res->diagnosis->prompt, "The capital of France is");
         nb_diagnosis_result dr;
-        assert_int_equal(nb_jobpb_diagnosis_from_pb(res, &dr, &err), NB_OK);
+        assert_int_equal(nb_verifypb_diagnosis_from_pb(res, &dr, &err), NB_OK);
         nb_diagnosis_result_free(&dr);
         nb_jobpb_free(res);
     }
