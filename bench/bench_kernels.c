@@ -372,9 +372,10 @@ static void quant_section(nb_isa best, int nt, double bwn)
     static const double bits[] = {8.5, 5.0, 5.5, 4.5, 6.5625}; /* bits per weight */
     printf("block-keeping weights, 2048x2048 matrices (~128 MB per set), decode n=1 and "
            "prefill n=128;\nratio x: against the best existing type (q8_0, q4_1) on the same "
-           "path, GB/s and weights/s\n");
-    printf("%-12s %-6s %10s %10s %10s %10s %12s %10s\n", "path", "type", "GB/s", "Gw/s",
-           "xGB/s", "xGw/s", "prefill GF/s", "xGF/s");
+           "path, GB/s and weights/s; of bw: decode GB/s against the %d-thread read bandwidth "
+           "above\n", nt);
+    printf("%-12s %-6s %10s %10s %10s %10s %12s %10s %8s\n", "path", "type", "GB/s", "Gw/s",
+           "xGB/s", "xGw/s", "prefill GF/s", "xGF/s", "of bw");
     /* A path with the prefill GEMM runs a second time without it (its per-row kernels), in the
      * same run: the new/old ratio the GEMM is judged by. */
     static nb_kernel_table rows_only;
@@ -402,8 +403,8 @@ static void quant_section(nb_isa best, int nt, double bwn)
                 best_gws = gws > best_gws ? gws : best_gws;
                 best_gf = gf > best_gf ? gf : best_gf;
             }
-            printf("%-12s %-6s %10.2f %10.2f %10s %10s %12.1f %10s\n", label,
-                   nb_wtype_name(ts[k]), gbs, gws, "", "", gf, "");
+            printf("%-12s %-6s %10.2f %10.2f %10s %10s %12.1f %10s %7.0f%%\n", label,
+                   nb_wtype_name(ts[k]), gbs, gws, "", "", gf, "", 100 * gbs / bwn);
             if (k >= 2)
                 printf("%-12s %-6s %10s %10s %10.2f %10.2f %12s %10.2f\n", "", "", "", "",
                        gbs / best_gbs, gws / best_gws, "", gf / best_gf);

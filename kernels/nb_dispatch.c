@@ -131,6 +131,7 @@ static void detect(void)
     if (cpu_vnni) {
         avx512bf16_table.kquant_expanded = nb_avx512_kquant_gemv8_expanded;
         avx512bf16_table.q8_0_gemv8 = nb_avx512_q8_0_gemv8;
+        avx512bf16_table.q4_1_gemv8 = nb_avx512_q4_1_gemv8;
         avx512bf16_table.kq_gemm = &nb_avx512_kq_gemm;
     }
     amxbf16_table = avx512bf16_table;
