@@ -22,6 +22,8 @@ void nb_avx512_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *
 nb_code nb_avx512_emu_wmat_finish(nb_wmat *w, nb_err *err);
 void nb_amx_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                             int j0, int j1);
+void nb_amx_emu_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                            int j0, int j1);
 float nb_amx_emu_dot_pair(float c0, const nb_bf16 a[2], const nb_bf16 b[2]);
 /* nb_avx512_kquant.c over the emulated intrinsics (kernels_emu.c). */
 void nb_avx512_emu_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
@@ -275,6 +277,63 @@ static void test_amx_linear_emulated(void **state)
     run("amx-bf16", nb_amx_emu_linear_bf16, 200, 1536, 32);
 }
 
+/* Q4_1 prefill on the emulated int8 tiles (tdpbsud), behind the public linear (a table with
+ * the AMX-INT8 linear swapped in, the thread pool's 16-row chunks on 2 threads, and 1 thread):
+ * the reference's bits, f32 and bf16 outputs, for partial A tiles (17, 33, 37 rows), a partial
+ * column tile and a missing second group (rows 40, 200, 24), decode sizes handed over (n = 1, 15),
+ * and a bf16 matrix on the same table still on the bf16 tiles' results. */
+static void test_amx_int8_q4_1_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    static const int shapes[][3] = {/* rows, cols, n */
+                                    {40, 64, 16},  {40, 576, 17}, {200, 512, 33}, {24, 1536, 37},
+                                    {40, 64, 1},   {40, 576, 15}, {200, 576, 64}};
+    nb_err err = {0};
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (int t = 1; t <= 2; t++) {
+            int rows = shapes[k][0], cols = shapes[k][1], n = shapes[k][2];
+            assert_int_equal(nb_kernels_init(t, &err), NB_OK);
+            uint8_t *data = kt_rows(NB_W_Q4_1, rows, cols);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+            nb_wmat *W = kt_wmat_from(NB_W_Q4_1, rows, cols, data);
+            assert_non_null(W);
+            nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
+            kt_fill_bf16(X, (size_t)n * cols, 1.0f);
+            size_t out = (size_t)n * rows;
+            float *ref = malloc(out * 4), *got = malloc(out * 4);
+            nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
+            nb_linear_bf16_f32out(W, X, n, ref);
+            nb_linear_bf16(W, X, n, ref16);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+            nb_wmat *Wp = kt_wmat_from(NB_W_Q4_1, rows, cols, data);
+            assert_non_null(Wp);
+            assert_int_equal(Wp->layout, NB_LAYOUT_PACK8);
+            emu = *nb_kernels_active();
+            emu.linear_bf16 = nb_amx_emu_linear_int8;
+            nb_kernels_use_table(&emu);
+            memset(got, 0xff, out * 4);
+            memset(got16, 0xff, out * 2);
+            nb_linear_bf16_f32out(Wp, X, n, got);
+            nb_linear_bf16(Wp, X, n, got16);
+            nb_kernels_use_table(NULL);
+            if (memcmp(ref, got, out * 4) || memcmp(ref16, got16, out * 2))
+                fail_msg("q4_1 %dx%d n=%d, %d threads: the emulated int8 tiles differ from "
+                         "portable", rows, cols, n, t);
+            nb_wmat_free(W);
+            nb_wmat_free(Wp);
+            free(X);
+            free(ref);
+            free(got);
+            free(ref16);
+            free(got16);
+            free(data);
+        }
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+}
+
 /* Behind the public calls: the thread pool's row chunks on 2 threads, a
  * batch sharing X (the per-call activation copy is made once per thread
  * and reused across chunks and matrices) and calls in a row on one buffer
@@ -445,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_avx512_linear_emulated),
         cmocka_unit_test(test_avx512_quantized_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
+        cmocka_unit_test(test_amx_int8_q4_1_emulated),
         cmocka_unit_test(test_avx512_kquant_emulated),
         cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
