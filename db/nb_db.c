@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_db_int.h"
+#include "nb_db_series.h"
 #include "nb_time.h"
 
 /* PRAGMA application_id of npubench databases: "NPBH". Lets open() refuse
@@ -497,6 +498,7 @@ static nb_code configure(nb_db *db, const nb_db_opts *opts, nb_err *err)
                           "%s: cannot switch to WAL journal (got '%s'); is the file on a "
                           "filesystem without shared memory support, or read-only?",
                           db->path, mode[0] ? mode : sqlite3_errmsg(db->h));
+    db->sync_full = opts && opts->sync_full;
     rc = nb_db_exec(db,
                     opts && opts->sync_full ? "PRAGMA synchronous = FULL"
                                             : "PRAGMA synchronous = NORMAL",
@@ -545,6 +547,12 @@ nb_code nb_db_open(const char *path, const nb_db_opts *opts, nb_db **out, nb_err
         return code;
     }
     sqlite3_extended_result_codes(db->h, 1);
+    if ((rc = nb_db_series_register(db->h)) != SQLITE_OK) {
+        code = nb_err_set(err, NB_EIO, "%s: cannot register the series function: %s", path,
+                          sqlite3_errstr(rc));
+        nb_db_close(db);
+        return code;
+    }
     code = configure(db, opts, err);
     if (code) {
         nb_db_close(db);
