@@ -104,11 +104,13 @@ void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q4_1_BYTES) {
         const int8_t *xb = x->q + b * 32;
         const uint8_t *q = p + 8 * NB_QUANT_Q4_1_QS;
-        __m256i lo = _mm256_setzero_si256(), hi = lo;
+        __m256i lo = _mm256_setzero_si256(), hi = lo, lo2 = lo, hi2 = lo;
         q4_1_dots(q, xb, 0, &lo, &hi);
-        q4_1_dots(q, xb, 1, &lo, &hi);
+        q4_1_dots(q, xb, 1, &lo2, &hi2);
         q4_1_dots(q, xb, 2, &lo, &hi);
-        q4_1_dots(q, xb, 3, &lo, &hi);
+        q4_1_dots(q, xb, 3, &lo2, &hi2);
+        lo = _mm256_add_epi32(lo, lo2);
+        hi = _mm256_add_epi32(hi, hi2);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
         __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
