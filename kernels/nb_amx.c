@@ -271,7 +271,8 @@ static void expand_b(const nb_wmat *W, int j, uint8_t *bt)
     }
 }
 
-/* The call's activations as Q8 rows (nb_q8_quantize_row, the reference's), rows padded with
+/* The call's activations as Q8 rows (nb_avx2_q8_quantize_row: the reference's bits, 8 lanes at
+ * a time; a CPU with AMX has AVX2, and the emulated build runs where AVX2 is), rows padded with
  * zero quants to a multiple of 32, once per thread per call as pack_x does. The scratch also
  * holds the B tiles of two column tiles, returned in *bt. */
 typedef struct q8_rows {
@@ -302,8 +303,8 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
     for (int i = 0; i < n; i++) {
         for (int t = 0; t < K; t++)
             row[t] = nb_bf16_to_f32(X[(size_t)i * K + t]);
-        nb_q8_quantize_row(row, K, (int8_t *)base + (size_t)i * K, (float *)x.d + (size_t)i * nb,
-                           (float *)x.s + (size_t)i * nb);
+        nb_avx2_q8_quantize_row(row, K, (int8_t *)base + (size_t)i * K,
+                                (float *)x.d + (size_t)i * nb, (float *)x.s + (size_t)i * nb);
     }
     memset(base + (size_t)n * K, 0, (size_t)(np - n) * K);
     last.id = nb_call_id;
