@@ -26,24 +26,25 @@ static double min_seconds = 1.0;
  * several threads both are then per CPU-second, so their ratio still holds. */
 static int cpu_time;
 
-static double clock_ms(void)
+static double time_ms(clockid_t cpu_clock)
 {
     if (!cpu_time)
         return nb_now_ms();
     struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    clock_gettime(cpu_clock, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static double clock_ms(void)
+{
+    return time_ms(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 /* The same for one thread's own loops (the clock and the peak loops): its CPU time alone, so the
  * pool's spinning workers do not count. */
 static double thread_ms(void)
 {
-    if (!cpu_time)
-        return nb_now_ms();
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    return time_ms(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* ---- read bandwidth ------------------------------------------------------------- */

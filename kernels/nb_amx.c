@@ -76,16 +76,24 @@ typedef struct tilecfg {
 } tilecfg;
 _Static_assert(sizeof(tilecfg) == 64, "LDTILECFG takes 64 bytes");
 
-static void tiles_configure(void)
+/* Palette 1 with C0-C3 16 rows x 64 bytes, A0/A1 16 rows x a_colsb, B0/B1 b_rows x 64 bytes. */
+static void tiles_configure_shapes(int a_colsb, int b_rows)
 {
     tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = T_C0; t <= T_B1; t++) {
-        c.colsb[t] = TB;
-        c.rows[t] = TM;
+        int a = t == T_A0 || t == T_A1, b = t == T_B0 || t == T_B1;
+        c.colsb[t] = (uint16_t)(a ? a_colsb : TB);
+        c.rows[t] = (uint8_t)(b ? b_rows : TM);
     }
     _tile_loadconfig(&c);
+}
+
+/* bf16: every tile 16 rows x 64 bytes. */
+static void tiles_configure(void)
+{
+    tiles_configure_shapes(TB, TM);
 }
 
 /* X as A-tile rows: n rounded up to 32 rows of kp columns, zero-padded
@@ -218,22 +226,7 @@ typedef int32_t v16i __attribute__((vector_size(64)));
 /* C: 16 x 16 int32, A: 16 rows x 32 bytes, B: 8 rows x 64 bytes. */
 static void tiles_configure_int8(void)
 {
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = T_C0; t <= T_C3; t++) {
-        c.colsb[t] = TB;
-        c.rows[t] = TM;
-    }
-    for (int t = T_A0; t <= T_A1; t++) {
-        c.colsb[t] = NB_QUANT_QK;
-        c.rows[t] = TM;
-    }
-    for (int t = T_B0; t <= T_B1; t++) {
-        c.colsb[t] = TB;
-        c.rows[t] = QB_ROWS;
-    }
-    _tile_loadconfig(&c);
+    tiles_configure_shapes(NB_QUANT_QK, QB_ROWS);
 }
 
 /* Weight rows j..j+15 (two PACK8 groups; a group past the matrix reads as zeros) as per-block B

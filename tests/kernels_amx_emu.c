@@ -101,7 +101,9 @@ static float emu_bf16(const uint8_t *row, int idx)
     return emu_flush(nb_bf16_to_f32(h));
 }
 
-static void emu_tile_dpbf16ps(int c, int a, int b)
+/* The shapes a tile dot product needs (the SDM's #UD checks): C rows = A rows, C and B as wide,
+ * A's 4-byte groups = B's rows, three distinct tiles. */
+static void emu_dot_shapes(int c, int a, int b)
 {
     emu_tile_used(c);
     emu_tile_used(a);
@@ -109,6 +111,11 @@ static void emu_tile_dpbf16ps(int c, int a, int b)
     emu_check(emu_t.rows[c] == emu_t.rows[a] && emu_t.colsb[c] == emu_t.colsb[b] &&
               emu_t.colsb[a] / 4 == emu_t.rows[b] && emu_t.colsb[a] % 4 == 0 &&
               emu_t.colsb[c] % 4 == 0 && c != a && c != b && a != b);
+}
+
+static void emu_tile_dpbf16ps(int c, int a, int b)
+{
+    emu_dot_shapes(c, a, b);
     for (int m = 0; m < emu_t.rows[c]; m++) {
         float tmp[EMU_COLSB / 4];
         memcpy(tmp, emu_t.data[c][m], sizeof tmp);
@@ -128,12 +135,7 @@ static void emu_tile_dpbf16ps(int c, int a, int b)
  * the 4 products of signed bytes A[m][4k+e] and unsigned bytes B[k][4n+e], wrapping. */
 static void emu_tile_dpbsud(int c, int a, int b)
 {
-    emu_tile_used(c);
-    emu_tile_used(a);
-    emu_tile_used(b);
-    emu_check(emu_t.rows[c] == emu_t.rows[a] && emu_t.colsb[c] == emu_t.colsb[b] &&
-              emu_t.colsb[a] / 4 == emu_t.rows[b] && emu_t.colsb[a] % 4 == 0 &&
-              emu_t.colsb[c] % 4 == 0 && c != a && c != b && a != b);
+    emu_dot_shapes(c, a, b);
     for (int m = 0; m < emu_t.rows[c]; m++) {
         int32_t tmp[EMU_COLSB / 4];
         memcpy(tmp, emu_t.data[c][m], sizeof tmp);
