@@ -96,6 +96,22 @@ static void tiles_configure(void)
     tiles_configure_shapes(TB, TM);
 }
 
+/* A thread's memo of the activations it converted in the current call (nb_call_id): 1 when X
+ * (n x K) is already in buf; otherwise records them (the caller converts now) and gives 0. */
+typedef struct x_memo {
+    uint64_t id;
+    const void *X, *buf;
+    int n, K;
+} x_memo;
+
+static int x_memo_hit(x_memo *m, const void *X, const void *buf, int n, int K)
+{
+    if (nb_call_id && m->id == nb_call_id && m->X == X && m->buf == buf && m->n == n && m->K == K)
+        return 1;
+    *m = (x_memo){nb_call_id, X, buf, n, K};
+    return 0;
+}
+
 /* X as A-tile rows: n rounded up to 32 rows of kp columns, zero-padded
  * (padding rows and columns multiply zero weights and are never stored;
  * zeros rather than whatever follows X, since 0 * Inf would be NaN), once
@@ -104,13 +120,8 @@ static const nb_bf16 *pack_x(const nb_bf16 *X, int n, int K, int kp)
 {
     int np = (n + 2 * TM - 1) / (2 * TM) * 2 * TM;
     nb_bf16 *xp = nb_scratch_or_die((size_t)np * kp * 2);
-    static _Thread_local struct {
-        uint64_t id;
-        const void *X, *xp;
-        int n, K;
-    } last;
-    if (nb_call_id && last.id == nb_call_id && last.X == X && last.xp == xp && last.n == n &&
-        last.K == K)
+    static _Thread_local x_memo last;
+    if (x_memo_hit(&last, X, xp, n, K))
         return xp;
     for (int i = 0; i < np; i++) {
         nb_bf16 *row = xp + (size_t)i * kp;
@@ -119,11 +130,6 @@ static const nb_bf16 *pack_x(const nb_bf16 *X, int n, int K, int kp)
             memcpy(row, X + (size_t)i * K, (size_t)K * 2);
         memset(row + have, 0, (size_t)(kp - have) * 2);
     }
-    last.id = nb_call_id;
-    last.X = X;
-    last.xp = xp;
-    last.n = n;
-    last.K = K;
     return xp;
 }
 
@@ -284,13 +290,8 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
     q8_rows x = {(const int8_t *)base, (const float *)(base + qb),
                  (const float *)(base + qb) + (size_t)n * nb};
     *bt = base + qb + fb + xf;
-    static _Thread_local struct {
-        uint64_t id;
-        const void *X, *base;
-        int n, K;
-    } last;
-    if (nb_call_id && last.id == nb_call_id && last.X == X && last.base == base && last.n == n &&
-        last.K == K)
+    static _Thread_local x_memo last;
+    if (x_memo_hit(&last, X, base, n, K))
         return x;
     float *row = (float *)(base + qb + fb);
     for (int i = 0; i < n; i++) {
@@ -300,11 +301,6 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
                                 (float *)x.d + (size_t)i * nb, (float *)x.s + (size_t)i * nb);
     }
     memset(base + (size_t)n * K, 0, (size_t)(np - n) * K);
-    last.id = nb_call_id;
-    last.X = X;
-    last.base = base;
-    last.n = n;
-    last.K = K;
     return x;
 }
 
