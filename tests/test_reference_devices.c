@@ -6,7 +6,7 @@
 
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
-#include "nb_verify.h"
+#include "nb_verify_run.h"
 
 /* nb_avx512.c and nb_amx.c over emulated instructions (kernels_emu.c, kernels_amx_emu.c). */
 void nb_avx512_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,

@@ -6,7 +6,6 @@
 #include <json-c/json.h>
 #include <stdint.h>
 
-#include "nb_deploy.h"
 #include "nb_gate.h"
 #include "nb_trace.h"
 
@@ -85,12 +84,6 @@ typedef struct nb_decode_check {
     char note[160];     /* why it is unchecked, "" otherwise */
 } nb_decode_check;
 
-/* Runs the check on d for a generation dev[0..n_dev) of prompt_ids (top-k k), comparing
- * min(steps, n_dev - 1) steps; out is overwritten. An engine error is returned (out then
- * UNCHECKED with the reason in note). */
-nb_code nb_decode_check_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
-                            const nb_gate_step *dev, int n_dev, int k, int steps,
-                            nb_decode_check *out, nb_err *err);
 /* One line for people: "decode path clean (steps 1..4, max 0 logits)" or "decode-path defect:
  * decode step 1 differs from a cache-free prefill of the same tokens by 13.9 logits
  * (tolerance 0.25)". */
@@ -104,14 +97,8 @@ json_object *nb_decode_check_json(const nb_decode_check *c);
 void nb_decode_check_from_json(json_object *o, nb_decode_check *out);
 void nb_decode_check_init(nb_decode_check *c);
 
-/* Localizes one record's divergence with the deployment that produced it: one cache-free
- * prefill of the prompt plus the agreed prefix, whose per-position logits are compared with
- * the decode steps' top-k logits (dev[1..divergence], k of them) and whose hidden states at the latest
- * reference position at or before the divergence are compared with ref's (ref may be NULL
- * or carry no states: the result says so). g must have a divergence. out is overwritten. */
-nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
-                        const nb_gate_step *dev, int k, const nb_gate_result *g,
-                        const nb_trace_prompt *ref, nb_localization *out, nb_err *err);
+/* A localization with nothing in it (present 0, every number unknown). */
+void nb_localize_init(nb_localization *out);
 
 /* From l->layers (and final_cos, NaN = not reported) sets first_layer, sub_block and
  * layers_status: the first state below NB_LOC_COS_THRESHOLD, attention before MLP in a layer
