@@ -785,6 +785,32 @@ out:
 
 /* ---- one run: its report ---- */
 
+/* A toolchain entry of the run, NULL when absent. */
+static const char *toolchain_of(const nb_db_run *r, const char *key)
+{
+    for (size_t i = 0; i < r->n_toolchain; i++)
+        if (r->toolchain[i].key && !strcmp(r->toolchain[i].key, key))
+            return r->toolchain[i].value;
+    return NULL;
+}
+
+/* The reference a verify compared against, as its trace says it was made ("bfloat16 on cuda
+ * (NVIDIA H200)"), with the warning a reference not in bf16 gets (docs/numerics.md). */
+static void reference_row(FILE *f, const nb_db_run *r)
+{
+    const char *dt = toolchain_of(r, "reference_dtype"), *dev = toolchain_of(r, "reference_device");
+    if (!dt && !dev)
+        return;
+    int warn = dt && strcmp(dt, "bfloat16");
+    fprintf(f, "<tr><th>Reference</th><td class=\"%s\">", warn ? "warn" : "");
+    esc(f, dt ? dt : "dtype not recorded");
+    fputs(" on ", f);
+    esc(f, dev ? dev : "a device not recorded");
+    if (warn)
+        fputs(": not bfloat16, its margins and near ties are not the bf16 gate's", f);
+    fputs("</td></tr>\n", f);
+}
+
 static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, nb_err *err)
 {
     nb_db_run r;
@@ -810,8 +836,15 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     }
     fprintf(f, "</td></tr>\n<tr><th>Kind</th><td>");
     esc(f, r.kind);
-    fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s", outcome_class(r.outcome),
+    size_t n_defect = 0;
+    for (size_t i = 0; i < r.n_gate_checks; i++)
+        n_defect += r.gate_checks[i].decode_status && !strcmp(r.gate_checks[i].decode_status,
+                                                              "fault");
+    fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s",
+            r.outcome == NB_OUTCOME_PASS && n_defect ? "warn" : outcome_class(r.outcome),
             nb_db_outcome_name(r.outcome));
+    if (n_defect) /* a PASS of the production gate, flagged; or a strict run's FAIL */
+        fprintf(f, " (%zu decode-path defect%s)", n_defect, n_defect == 1 ? "" : "s");
     if (r.error && *r.error) {
         fputs(": ", f);
         esc(f, r.error);
@@ -822,7 +855,9 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     cell(f, r.env.npubench_commit);
     fputs("</tr>\n<tr><th>Worker</th>", f);
     cell(f, r.worker_id);
-    fprintf(f, "</tr>\n<tr><th>Regression</th><td class=\"%s\">", r.regression ? "regression" : "");
+    fputs("</tr>\n", f);
+    reference_row(f, &r);
+    fprintf(f, "<tr><th>Regression</th><td class=\"%s\">", r.regression ? "regression" : "");
     esc(f, r.regression ? (r.regression_detail && *r.regression_detail ? r.regression_detail
                                                                        : "REGRESSION")
                         : "none");

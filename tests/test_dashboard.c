@@ -222,6 +222,15 @@ static void seed_db(void)
         r.outcome = v[i].o;
         r.started_ms = v[i].at;
         r.report_json = "{\"verdict\": \"<b>x</b>\"}";
+        /* B's runs name their reference as the coordinator stores it (a float32 one on
+         * the GPU for the failing run: flagged); A's none */
+        nb_db_kv ref[2][2] = {{{"reference_dtype", "bfloat16"}, {"reference_device", "cpu"}},
+                              {{"reference_dtype", "float32"},
+                               {"reference_device", "cuda (NVIDIA H200) " HOSTILE}}};
+        if (i < 2) {
+            r.toolchain = ref[i];
+            r.n_toolchain = 2;
+        }
         if (i == 1) {
             r.gate_checks = gc;
             r.n_gate_checks = 4;
@@ -386,6 +395,11 @@ static void test_pages(void **s)
     assert_null(strstr(p, "<b>x</b>"));
     assert_non_null(strstr(p, "&lt;b&gt;x&lt;/b&gt;"));
     expect_localization(p);
+    /* the run's outcome counts its decode-path defects; the reference as its trace says */
+    assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">FAIL (2 decode-path defects)"));
+    assert_non_null(strstr(p, "<tr><th>Reference</th><td class=\"warn\">float32 on cuda "
+                              "(NVIDIA H200) &lt;script&gt;"));
+    assert_non_null(strstr(p, "not bfloat16, its margins and near ties are not the bf16 gate's"));
     free(p);
     /* a run without localizations has no such section */
     snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_old_b);
