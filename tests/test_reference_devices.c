@@ -83,9 +83,9 @@ typedef struct tally {
 } tally;
 
 /* The engine on path p, bf16, over the set's first n_prompts prompts (0: all) and n_tokens
- * steps (0: the traces'): generated once (against the bf16-sdpa trace), then gated against
- * each H200 trace. Every record must PASS, every divergence must be a near tie, and every
- * decode-path check clean. */
+ * steps (0: the traces'): generated once (against the bf16-sdpa trace, every divergence
+ * localized), then gated against each H200 trace. Every record must PASS, every divergence
+ * must be a near tie (and localized as one), and every decode-path check exactly clean. */
 static int check_set(const refset *rs, int p, int n_prompts, int n_tokens, tally *t)
 {
     tu_require_model();
@@ -107,6 +107,7 @@ static int check_set(const refset *rs, int p, int n_prompts, int n_tokens, tally
     o.max_prompts = n_prompts;
     o.n_tokens = n_tokens;
     o.strict = 1;
+    o.localize = NB_LOCALIZE_DIVERGENCE; /* every divergence localized, PASS or not */
     nb_verify_result r;
     if (nb_verify_run(d, &o, &r, &err))
         fail_msg("%s on %s: %s", rs->preset, path_name(p), err.msg);
@@ -117,6 +118,11 @@ static int check_set(const refset *rs, int p, int n_prompts, int n_tokens, tally
         if (v->dcheck.status != NB_LOC_KV_CLEAN || v->dcheck.max_diff != 0.0)
             fail_msg("%s prompt %d on %s: %s", rs->preset, v->index, path_name(p), sum);
         t->decode_checks++;
+        /* against the trace it ran with, each divergence is localized: a near tie, the
+         * decode path clean (the H200 traces keep no hidden states: layers not compared) */
+        if (v->gate.divergence >= 0 && (!v->loc.present || strcmp(v->loc.verdict, "near_tie")))
+            fail_msg("%s prompt %d on %s: divergence at step %d localized '%s': %s", rs->preset,
+                     v->index, path_name(p), v->gate.divergence, v->loc.verdict, v->loc.summary);
     }
     for (int k = 0; k < N_KINDS; k++) {
         trace_path(rs->h200, kinds[k], path, sizeof path);
