@@ -434,12 +434,13 @@ static void test_row_exact_on_every_path(void **state)
     kt_fill_bf16(X, (size_t)N * COLS, 1.0f);
     static const nb_wtype types[] = {NB_W_BF16, NB_W_Q4_1, NB_W_Q8_0};
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
-    /* 0 portable, 1 avx2, 2 avx512bf16 (real), 3 avx512 (emulated), 4 amx (emulated) */
-    for (int p = 0; p < 5; p++) {
+    /* 0 portable, 1 avx2, 2 avx512bf16 (real), 3 avx512 (emulated), 4 amx (emulated),
+     * 5 amx with the int8 tiles for Q4_1 (emulated) */
+    for (int p = 0; p < 6; p++) {
         if (p == 2 && nb_kernels_cpu_isa() < NB_ISA_AVX512BF16)
             continue;
         for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-            if (p >= 2 && types[t] != NB_W_BF16)
+            if ((p >= 2 && p < 5 && types[t] != NB_W_BF16) || (p == 5 && types[t] != NB_W_Q4_1))
                 continue; /* the block types run on the AVX2 kernels there */
             if (p < 3) {
                 assert_int_equal(nb_kernels_set_isa(p == 0   ? NB_ISA_PORTABLE
@@ -449,7 +450,9 @@ static void test_row_exact_on_every_path(void **state)
                                  NB_OK);
             } else {
                 emu = nb_kernels_avx2;
-                emu.linear_bf16 = p == 3 ? nb_avx512_emu_linear_bf16 : nb_amx_emu_linear_bf16;
+                emu.linear_bf16 = p == 3   ? nb_avx512_emu_linear_bf16
+                                  : p == 4 ? nb_amx_emu_linear_bf16
+                                           : nb_amx_emu_linear_int8;
                 emu.linear_bf16_rows = p == 3 ? NULL : nb_avx512_emu_linear_bf16;
                 emu.wmat_finish = nb_avx512_emu_wmat_finish;
                 nb_kernels_use_table(&emu);
@@ -466,7 +469,7 @@ static void test_row_exact_on_every_path(void **state)
             if (exact)
                 fail_msg("path %d %s: row-exact rows differ from the decode step's", p,
                          nb_wtype_name(types[t]));
-            if (p == 4 && !plain)
+            if (p == 4 && !plain) /* (the int8 tiles' integer sums may well agree) */
                 fail_msg("the AMX tile kernel's rows equal its decode kernel's: the premise of "
                          "linear_bf16_rows is gone");
             nb_wmat_free(W);
