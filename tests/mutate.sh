@@ -14,10 +14,37 @@ filter=${1:-}
 jobs=${NB_MUT_JOBS:-2}
 log=$bld/mutate.log
 
-build() { cmake --build "$bld" -j"$jobs" >>"$log" 2>&1; }
+# NB_MUT_TARGETS=named: each mutation rebuilds only npubench and the executables of the tests
+# its line names (what ctest runs for them), not the whole tree: minutes less per line where a
+# library every binary links changes. Default: everything.
+targets_for() {
+    (cd "$bld" && ctest -N -V -R "$1") | sed -n 's/^.*Test command: \([^ ]*\).*$/\1/p' |
+        while IFS= read -r exe; do basename "$exe"; done | grep -v '^sh$' | sort -u
+}
+build() {
+    if [ "${NB_MUT_TARGETS:-}" = named ] && [ -n "${1:-}" ]; then
+        # shellcheck disable=SC2046
+        cmake --build "$bld" -j"$jobs" --target npubench $(targets_for "$1") >>"$log" 2>&1
+    else
+        cmake --build "$bld" -j"$jobs" >>"$log" 2>&1
+    fi
+}
 cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 2
 : >"$log"
-build || { echo "mutate: the unmutated tree does not build (see $log)"; exit 2; }
+# every line's tests (filtered), or everything
+build_initial() {
+    if [ "${NB_MUT_TARGETS:-}" = named ]; then
+        t=$(grep -v '^#' "$list" | { [ -n "$filter" ] && grep -- "$filter" || cat; } |
+            awk -F ' @@ ' 'NF == 5 {print $4}' | sort -u | while IFS= read -r re; do
+                targets_for "$re"
+            done | sort -u)
+        # shellcheck disable=SC2046,SC2086
+        cmake --build "$bld" -j"$jobs" --target npubench $t >>"$log" 2>&1
+    else
+        build
+    fi
+}
+build_initial || { echo "mutate: the unmutated tree does not build (see $log)"; exit 2; }
 
 backup=
 restore() {
@@ -73,7 +100,7 @@ PY
         exit 2
     fi
     t0=$(date +%s)
-    if ! build && ! build; then # twice: a build killed from outside is not a verdict
+    if ! build "$tests" && ! build "$tests"; then # twice: a build killed from outside is not a verdict
         verdict="stillborn (does not build)"
         stillborn=$((stillborn + 1))
     elif (cd "$bld" && CI=true ctest -R "$tests" --no-tests=error -FA '.*' --timeout 600 >>"$log" 2>&1); then
@@ -87,7 +114,7 @@ PY
     secs=$(($(date +%s) - t0))
     printf '%-9s %4ss  %-30s %s\n' "$verdict" "$secs" "$file" "$what"
 done <"$list"
-build || echo "mutate: the restored tree does not build (see $log)"
+build_initial || echo "mutate: the restored tree does not build (see $log)"
 live=$((killed + survived))
 [ $live -gt 0 ] || { echo "mutate: no mutation matched '$filter'"; exit 2; }
 echo "killed $killed of $live mutations ($((100 * killed / live))%); $stillborn stillborn"
