@@ -502,6 +502,18 @@ static void test_junit_pending_matrix(void **s)
     free(out);
 }
 
+/* The file validates against the schema CI dashboards read (tests/junit.xsd). */
+static void expect_schema_valid(const char *path)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s'",
+             tu_require_src(), path);
+    tu_result r = tu_run(cmd);
+    if (r.code)
+        fail_msg("%s does not validate:\n%s", path, r.out ? r.out : "");
+    free(r.out);
+}
+
 /* A verify's records with the decode-path check: a flagged PASS stays a passing testcase with
  * the defect in its system-out; a strict run's FAIL opens its message with the defect; every
  * byte of the message, `"` `<` `&`, line breaks and control characters, escaped as an
@@ -542,16 +554,11 @@ static void test_junit_decode_path_and_attributes(void **s)
     snprintf(path, sizeof path, "%s/jd.xml", tu_group_tmp());
     nb_err err;
     assert_int_equal(nb_junit_write(path, jobs, 1, &err), NB_OK);
-    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s'",
-             tu_require_src(), path);
-    tu_result r = tu_run(cmd);
-    if (r.code)
-        fail_msg("%s does not validate:\n%s", path, r.out ? r.out : "");
-    free(r.out);
+    expect_schema_valid(path);
     /* the parsed attribute is the text itself: the newline and tab survive, not as spaces */
     snprintf(cmd, sizeof cmd, "xmllint --xpath 'string(//testcase[@name=\"prompt 1\"]/failure/@message)' '%s'",
              path);
-    r = tu_run(cmd);
+    tu_result r = tu_run(cmd);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "'q\"<&>\n\t?z'"));
     free(r.out);
@@ -574,13 +581,7 @@ static void test_junit_write(void **s)
     snprintf(want, sizeof want, "%s.tmp", path);
     assert_int_equal(access(want, F_OK), -1);
     /* every variant validates against the schema CI dashboards read (tests/junit.xsd) */
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s/tests/junit.xsd' '%s'",
-             tu_require_src(), path);
-    tu_result r = tu_run(cmd);
-    if (r.code)
-        fail_msg("%s does not validate:\n%s", path, r.out ? r.out : "");
-    free(r.out);
+    expect_schema_valid(path);
     /* a directory that is not there */
     snprintf(path, sizeof path, "%s/no/j.xml", tu_group_tmp());
     assert_int_equal(nb_junit_write(path, jobs, 3, &err), NB_EIO);
