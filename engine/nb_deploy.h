@@ -21,6 +21,9 @@ typedef struct nb_deploy_spec {
     /* "" = setup hashes the model file; else the caller's digest of that very file, taken
      * after its last change (a worker hashes its models once, to advertise them). */
     char model_sha256[65];
+    /* The backend's own configuration where its table takes one (NB_BACKEND_ADAPTER: an
+     * nb_air_cfg), the caller's, read only while opening; NULL otherwise. */
+    const void *backend_cfg;
 } nb_deploy_spec;
 
 void nb_deploy_spec_default(nb_deploy_spec *s);

@@ -823,7 +823,7 @@ static void test_deployments_file(void **state)
     expect_file_error("{\"deployments\": []}", "0 deployments");
     expect_file_error("[{\"backend\": \"cpu\"}]", "deployments[0].model: required");
     expect_file_error("[{\"model\": \"m\", \"backend\": \"gpu\"}]",
-                      "deployments[0].backend 'gpu': expected cpu, xrt or exec");
+                      "deployments[0].backend 'gpu': expected cpu, xrt, exec or air");
     expect_file_error("[{\"model\": \"m\", \"dtype\": \"fp8\"}]", "deployments[0].dtype");
     expect_file_error("[{\"model\": \"m\", \"backend\": \"exec\"}]", "deployments[0].exec: required");
     expect_file_error("[{\"model\": \"m\", \"exec\": {\"run\": \"x\"}}]", "only for backend");
@@ -877,7 +877,7 @@ static void test_deploy_specs(void **state)
     expect_spec_error("a:b:c:d", "--deploy 1: more than 3 fields, expected "
                                  "MODEL[:DTYPE[:BACKEND]]");
     expect_spec_error("m:q9", "--deploy 1: dtype: dtype 'q9': expected bf16, f32, q4_1 or native");
-    expect_spec_error("m::gpu", "--deploy 1: backend 'gpu': expected cpu, xrt or exec");
+    expect_spec_error("m::gpu", "--deploy 1: backend 'gpu': expected cpu, xrt, exec or air");
     expect_spec_error("m::exec", "--deploy 1: exec: required for backend \"exec\" (only a "
                                  "deployments file can give its commands)");
     expect_spec_error("m:bf16bf16bf16bf16", "--deploy 1: DTYPE is 16 bytes, the limit is 15");

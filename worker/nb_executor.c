@@ -85,6 +85,7 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
     for (int i = 0; i < c->n_deps; i++) {
         c->deps[i] = o->deployments[i];
         c->deps[i].exec = NULL;
+        c->deps[i].air = NULL;
         nb_deployment *d = &c->deps[i];
         if (!d->backend[0]) /* filled in code (embedded mode) rather than from a file */
             snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
@@ -92,12 +93,20 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
             snprintf(d->dtype, sizeof d->dtype, "bf16");
         if (!d->name[0])
             snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
-        if (o->deployments[i].exec) {
-            nb_code rc = nb_exec_deploy_dup(o->deployments[i].exec, &c->deps[i].exec, err);
-            if (rc) {
-                nb_executor_free(c);
-                return rc;
+        nb_code rc = NB_OK;
+        if (o->deployments[i].exec)
+            rc = nb_exec_deploy_dup(o->deployments[i].exec, &c->deps[i].exec, err);
+        if (!rc && o->deployments[i].air) {
+            if (!(d->air = malloc(sizeof *d->air)))
+                rc = nb_err_set(err, NB_ENOMEM, "out of memory");
+            else if ((rc = nb_air_cfg_copy(d->air, o->deployments[i].air, err))) {
+                free(d->air);
+                d->air = NULL;
             }
+        }
+        if (rc) {
+            nb_executor_free(c);
+            return rc;
         }
     }
     snprintf(c->board, sizeof c->board, "%s", o->board && *o->board ? o->board : "local");
@@ -117,8 +126,10 @@ void nb_executor_free(nb_executor *c)
     if (!c)
         return;
     nb_lru_free(c->cache);
-    for (int i = 0; i < c->n_deps; i++)
+    for (int i = 0; i < c->n_deps; i++) {
         nb_exec_deploy_free(c->deps[i].exec);
+        nb_deployment_air_free(&c->deps[i]);
+    }
     free(c->deps);
     free(c->adv);
     free(c);
@@ -293,7 +304,7 @@ static int spec_equal(const nb_deploy_spec *a, const nb_deploy_spec *b)
 {
     return !strcmp(a->model, b->model) && !strcmp(a->backend, b->backend) &&
            a->dtype == b->dtype && a->threads == b->threads && a->max_seq == b->max_seq &&
-           a->device == b->device;
+           a->device == b->device && a->backend_cfg == b->backend_cfg;
 }
 
 static uint64_t spec_hash(const nb_deploy_spec *s)
@@ -861,6 +872,7 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
                                                                              : j->ctx->threads));
     ds.max_seq = (int)nb_job_param_or(jp.max_seq, dep->max_seq);
     ds.device = (unsigned)nb_job_param_or(jp.device, dep->device);
+    ds.backend_cfg = dep->air; /* the deployment's own: one resident host per entry */
     nb_deploy *d = NULL;
     int fresh = 0;
     if ((rc = cache_get(j->ctx, &ds, &d, &fresh, err)))
