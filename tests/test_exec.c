@@ -120,6 +120,19 @@ static void test_out_precedence(void **state)
     assert_true(o.tps == 10.83);
     assert_true(fabs(o.decode_ms_per_token - 92.34) < 1e-9);
     assert_int_equal(o.generated_tokens, 20);
+    /* gemma3_4b_q4nx / qwen25_7b_q4nx / qwen3_8b_q4nx: "[inference] decode: N tokens in"
+     * gives the count; "Y tok/s (Z ms/token)" is no "(Y tok/s)", "Tokens/second:" is read */
+    o = parsed("[inference] prefill prompt_len=14...\n"
+               "Time to first token (TTFT): 0.893s\n"
+               "[inference] decode: 61 tokens in 3.21s 19.00 tok/s (52.6 ms/token)\n"
+               "[inference] Inference: prompt_len=14, n_tokens=61\n"
+               "Tokens/second: 19.00\n");
+    assert_int_equal(o.generated_tokens, 61);
+    assert_int_equal(o.context_len, 14);
+    assert_int_equal(o.tps_fmt, NB_EXEC_OUT_TPS_LABEL);
+    assert_true(o.has_tps && o.tps == 19.0);
+    o = parsed("[inference] decode: x tokens in 1s\n");
+    assert_int_equal(o.generated_tokens, -1);
     /* only the profile table: TTFT from the prefill row */
     o = parsed("  End-to-end (prefill, per query)     412.50 ms\n");
     assert_int_equal(o.ttft_fmt, NB_EXEC_OUT_TTFT_PREFILL);

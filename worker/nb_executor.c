@@ -248,6 +248,24 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
     return NB_OK;
 }
 
+/* How well sel names d, its declared names (deployments file "aliases", "canonical")
+ * included, as the coordinator matched it (coordinator/nb_sched.c). */
+static int dep_match(const char *sel, const nb_deployment *d)
+{
+    nb_job_alias al[NB_JOB_MODEL_ALIASES_MAX + 2];
+    char canon[128];
+    if (d->canonical[0])
+        snprintf(canon, sizeof canon, "%s", d->canonical);
+    else
+        nb_job_model_canon(d->model, canon, sizeof canon);
+    size_t n = 0;
+    al[n++] = (nb_job_alias){d->model, canon};
+    al[n++] = (nb_job_alias){canon, canon};
+    for (int i = 0; i < d->n_aliases && n < sizeof al / sizeof al[0]; i++)
+        al[n++] = (nb_job_alias){d->aliases[i], canon};
+    return nb_job_model_match_aliased(sel, d->model, d->name, al, n);
+}
+
 static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_deployment **out,
                        nb_err *err)
 {
@@ -260,7 +278,7 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
             continue;
         if (sel && sel->dtype && *sel->dtype && strcasecmp(sel->dtype, d->dtype))
             continue;
-        int m = nb_job_model_match(sel ? sel->model : NULL, d->model, d->name);
+        int m = dep_match(sel ? sel->model : NULL, d);
         if (m > best) {
             best = m;
             *out = d;
