@@ -112,24 +112,6 @@ static void served_list(const Npubench__WorkerInfo *w, char *buf, size_t cap)
         snprintf(buf, cap, "nothing");
 }
 
-/* How well sel names deployment d, its declared names included: a deployments file's
- * "aliases" (mlir-air's model keys) and "canonical" name d's model as well as its model does. */
-static int dep_match(const char *sel, const Npubench__Deployment *d)
-{
-    nb_job_alias al[NB_JOB_MODEL_ALIASES_MAX + 2];
-    char canon[NB_DB_NAME_MAX];
-    if (d->canonical && *d->canonical)
-        snprintf(canon, sizeof canon, "%s", d->canonical);
-    else
-        nb_job_model_canon(d->model, canon, sizeof canon);
-    size_t n = 0;
-    al[n++] = (nb_job_alias){d->model, canon};
-    al[n++] = (nb_job_alias){canon, canon};
-    for (size_t i = 0; i < d->n_aliases && n < sizeof al / sizeof al[0]; i++)
-        al[n++] = (nb_job_alias){d->aliases[i], canon};
-    return nb_job_model_match_aliased(sel, d->model, NULL, al, n);
-}
-
 int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
                            const char *backend, const char *board, const char *deployment,
                            const char *tags, const char *pin, char *why, size_t why_cap,
@@ -169,7 +151,8 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
     split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
     for (size_t i = 0; i < w->n_deployments; i++) {
         const Npubench__Deployment *d = w->deployments[i];
-        if (!dep_match(model, d))
+        if (!nb_job_model_match_declared(model, d->model, NULL, d->canonical,
+                                         (const char *const *)d->aliases, d->n_aliases))
             continue;
         if (backend && *backend && !dep_field_any(d->backend) && strcmp(backend, d->backend))
             continue;

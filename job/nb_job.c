@@ -274,6 +274,23 @@ int nb_job_model_match_aliased(const char *sel, const char *model, const char *n
     return nb_job_model_match(a, b, NULL) >= 2 ? 2 : 0;
 }
 
+int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
+                                const char *canonical, const char *const *aliases, size_t n)
+{
+    nb_job_alias al[NB_JOB_MODEL_ALIASES_MAX + 2];
+    char canon[256];
+    if (canonical && *canonical)
+        snprintf(canon, sizeof canon, "%s", canonical);
+    else
+        nb_job_model_canon(model ? model : "", canon, sizeof canon);
+    size_t k = 0;
+    al[k++] = (nb_job_alias){model ? model : "", canon};
+    al[k++] = (nb_job_alias){canon, canon};
+    for (size_t i = 0; i < n && k < sizeof al / sizeof al[0]; i++)
+        al[k++] = (nb_job_alias){aliases[i], canon};
+    return nb_job_model_match_aliased(sel, model, name, al, k);
+}
+
 int nb_job_model_match(const char *sel, const char *model, const char *name)
 {
     if (!sel || !*sel || !strcmp(sel, "*") || !model || !*model || !strcmp(model, "*"))

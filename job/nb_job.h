@@ -117,4 +117,11 @@ const char *nb_job_model_resolve(const char *name, const nb_job_alias *aliases, 
 int nb_job_model_match_aliased(const char *sel, const char *model, const char *name,
                                const nb_job_alias *aliases, size_t n);
 
+/* How well sel names a deployment of model (its name: NULL ok) that declares canonical (NULL
+ * or "": nb_job_model_canon(model)) and aliases[0..n) (a deployments file's "canonical" and
+ * "aliases"): nb_job_model_match, or 2 where sel is one of the declared names. The one rule
+ * the coordinator (lease, submit) and the worker (which entry runs the job) match by. */
+int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
+                                const char *canonical, const char *const *aliases, size_t n);
+
 #endif

@@ -248,22 +248,14 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
     return NB_OK;
 }
 
-/* How well sel names d, its declared names (deployments file "aliases", "canonical")
- * included, as the coordinator matched it (coordinator/nb_sched.c). */
+/* How well sel names d, its declared names ("aliases", "canonical") included. */
 static int dep_match(const char *sel, const nb_deployment *d)
 {
-    nb_job_alias al[NB_JOB_MODEL_ALIASES_MAX + 2];
-    char canon[128];
-    if (d->canonical[0])
-        snprintf(canon, sizeof canon, "%s", d->canonical);
-    else
-        nb_job_model_canon(d->model, canon, sizeof canon);
+    const char *al[NB_JOB_MODEL_ALIASES_MAX];
     size_t n = 0;
-    al[n++] = (nb_job_alias){d->model, canon};
-    al[n++] = (nb_job_alias){canon, canon};
-    for (int i = 0; i < d->n_aliases && n < sizeof al / sizeof al[0]; i++)
-        al[n++] = (nb_job_alias){d->aliases[i], canon};
-    return nb_job_model_match_aliased(sel, d->model, d->name, al, n);
+    for (int i = 0; i < d->n_aliases && n < NB_JOB_MODEL_ALIASES_MAX; i++)
+        al[n++] = d->aliases[i];
+    return nb_job_model_match_declared(sel, d->model, d->name, d->canonical, al, n);
 }
 
 static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_deployment **out,
