@@ -518,6 +518,19 @@ static void print_prompt_changes(const Npubench__CompareResponse *resp)
     }
 }
 
+/* The noise band (%) and significance level the coordinator judged by (its report says). */
+static void compare_rule(const Npubench__CompareResponse *resp, double *tol, double *alpha)
+{
+    *tol = 5;
+    *alpha = 0.05;
+    json_object *doc = resp->report_json ? json_tokener_parse(resp->report_json) : NULL, *v;
+    if (doc && json_object_object_get_ex(doc, "tolerance_pct", &v))
+        *tol = json_object_get_double(v);
+    if (doc && json_object_object_get_ex(doc, "alpha", &v))
+        *alpha = json_object_get_double(v);
+    json_object_put(doc);
+}
+
 /* The two runs named, then one row per compared metric (base, new, change, the U test's p),
  * then the verify prompts that changed. */
 static void print_compare_table(const Npubench__CompareResponse *resp, int against)
@@ -556,8 +569,16 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
         else
             snprintf(d, sizeof d, "-");
         fmt_p(p, sizeof p, r);
+        /* "~" as benchstat: the samples cannot tell this change from noise */
         printf("%-18s | %-14s | %-14s | %-*s | %s%s\n", metric_label(r->metric), b, v,
-               strstr(d, "×") ? 17 : 16, d, p, r->regression ? "  REGRESSION" : "");
+               strstr(d, "×") ? 17 : 16, d, p,
+               r->regression ? "  REGRESSION" : r->significant ? "" : "  ~");
+    }
+    if (resp->n_rows && !resp->cross_model) {
+        double tol, alpha;
+        compare_rule(resp, &tol, &alpha);
+        printf("REGRESSION = worse beyond the noise band (±%g%%) and Mann-Whitney p < %g; "
+               "~ = not significant\n", tol, alpha);
     }
     /* Prompt i of one model's set is not prompt i of the other's: no per-prompt diff. */
     if (!resp->cross_model && (resp->prompts_compared || resp->n_prompt_changes))
@@ -573,6 +594,13 @@ static json_object *compare_json(const Npubench__CompareResponse *resp, int exit
     nb_out_i64(doc, "base_job_id", resp->base_job_id);
     nb_out_str(doc, "outcome", resp->outcome == NPUBENCH__OUTCOME__FAIL ? "fail" : "pass");
     nb_out_i64(doc, "exit_code", exit_code);
+    double tol, alpha;
+    compare_rule(resp, &tol, &alpha);
+    nb_out_num(doc, "noise_band_pct", tol);
+    nb_out_str(doc, "test", "mann-whitney-u two-sided");
+    char a[32];
+    snprintf(a, sizeof a, "%g", alpha); /* 0.05, not 0.050000000000000003 */
+    json_object_object_add(doc, "alpha", json_object_new_double_s(alpha, a));
     nb_out_str(doc, "gate", resp->gate);
     nb_out_str(doc, "base_gate", resp->base_gate);
     nb_out_str(doc, "scope", resp->cross_model   ? "cross-model"
@@ -653,7 +681,8 @@ static int compare_ids(const char *against, const char *const *pos, int np, long
     if (against && strcmp(against, "reference"))
         return nb_cmd_usage_error("compare", "--against '%s': only 'reference' is known", against);
     if ((against && np != 1) || (!against && np != 2))
-        return nb_cmd_usage_error("compare", "expected RUN_A RUN_B, or RUN --against reference%s",
+        return nb_cmd_usage_error("compare", "expected OLD NEW (two run ids, the base first), or RUN --against "
+                                  "reference%s",
                                   "");
     for (int i = 0; i < np; i++) {
         char *end;
@@ -674,7 +703,9 @@ int nb_cmd_compare(int argc, char **argv)
         NB_SVC_OPTS(sf),
         {"against", NB_OPT_STR, &against, 0, 0, "'reference': the model's reference deployment"},
         {"jobs", NB_OPT_FLAG, &jobs, 0, 0, "the ids are job ids, not run ids"},
-        {"tolerance", NB_OPT_INT, &tol, 0, 1000, "% change counted as a regression (default 5)"},
+        {"tolerance", NB_OPT_INT, &tol, 0, 1000,
+         "noise band in %: a regression is a change beyond it with Mann-Whitney p < 0.05 "
+         "(default 5)"},
         NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
@@ -682,7 +713,7 @@ int nb_cmd_compare(int argc, char **argv)
     const char *pos[2];
     int np = 0;
     int rc =
-        nb_cmd_parse("compare", "npubench compare RUN_A RUN_B | compare RUN --against reference",
+        nb_cmd_parse("compare", "npubench compare OLD NEW | compare RUN --against reference",
                      argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -694,12 +725,15 @@ int nb_cmd_compare(int argc, char **argv)
     if (nb_out_format_of(&of, &fmt, &err))
         return nb_cmd_usage_error("compare", "%s", err.msg);
     Npubench__CompareRequest req = NPUBENCH__COMPARE_REQUEST__INIT;
+    /* OLD NEW, as git diff and benchstat: the first is the base; with --against the one
+     * id is the new run */
+    long long nw = against ? ids[0] : ids[1], old = against ? 0 : ids[0];
     if (jobs) {
-        req.job_id = ids[0];
-        req.base_job_id = ids[1];
+        req.job_id = nw;
+        req.base_job_id = old;
     } else {
-        req.run_id = ids[0];
-        req.base_run_id = ids[1];
+        req.run_id = nw;
+        req.base_run_id = old;
     }
     req.tolerance_pct = tol;
     nb_cmd_conn c;

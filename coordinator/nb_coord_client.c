@@ -121,9 +121,10 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
                 m->child_job_ids[m->n_child_job_ids++] = kids[i].id;
         }
     }
-    if (nb_job_state_terminal(j->state)) {
-        /* A matrix shows every board's result; a sharded verify-full its merge. */
-        int matrix = j->is_group && !strcmp(j->kind, "matrix");
+    int matrix = j->is_group && !strcmp(j->kind, "matrix");
+    /* A matrix shows every board's result, those already in while others still run (a CI
+     * that stops waiting keeps them); a sharded verify-full its merge, once there. */
+    if (nb_job_state_terminal(j->state) || matrix) {
         size_t want = matrix ? nk : 1;
         m->results = nb_arena_calloc(a, want ? want : 1, sizeof *m->results);
         for (size_t i = 0; m->results && i < want; i++) {

@@ -1158,6 +1158,47 @@ static void test_job_limits(void **state)
     tu_rmrf(tmp);
 }
 
+/* One job's params threads=1 does not stick to the worker: the next job on the same
+ * resident deployment, without threads, runs (and is stored) with the deployment's count. */
+static void test_job_threads_no_leak(void **state)
+{
+    (void)state;
+    tu_require_model();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online < 2)
+        tu_skip("one core: 1 thread is also all cores");
+    const char *json = "[{\"name\": \"a\", \"model\": \"instruct\", \"dtype\": \"q4_1\"}]";
+    nb_deployment *deps;
+    int n;
+    nb_err err;
+    assert_int_equal(nb_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
+    char *tmp = tu_tmpdir();
+    nb_executor_opts o = {.deployments = deps, .n_deployments = n, .rundir = tmp,
+                         .mem_budget_bytes = (size_t)800 << 20};
+    nb_executor *c;
+    assert_int_equal(nb_executor_new(&o, &c, &err), NB_OK);
+    nb_deployments_free(deps, n);
+    tiny_run t;
+    const int want[3] = {(int)online, 1, (int)online};
+    for (int i = 0; i < 3; i++) {
+        tiny_run_init(&t, "instruct");
+        if (i == 1) {
+            t.kv[1].key = (char *)"threads";
+            t.kv[1].value = (char *)"1";
+            t.s.n_params = 2;
+        }
+        Npubench__JobResult *res;
+        if (nb_executor_run(c, &t.s, i + 1, NULL, &res, &err))
+            fail_msg("job %d: %s", i + 1, err.msg);
+        if (res->environment->threads != want[i])
+            fail_msg("job %d ran with %d threads, want %d", i + 1, (int)res->environment->threads,
+                     want[i]);
+        nb_jobpb_free(res);
+    }
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
 static void test_job_cache(void **state)
 {
     (void)state;
@@ -1257,6 +1298,7 @@ int main(void)
         cmocka_unit_test(test_deploy_specs),
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),       cmocka_unit_test(test_job_limits),
+        cmocka_unit_test(test_job_threads_no_leak),
         cmocka_unit_test(test_job_digest_reuse),
     };
     return tu_run_group(tests, NULL, NULL);
