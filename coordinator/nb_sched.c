@@ -135,7 +135,7 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
         return 0;
     char model[NB_DB_NAME_MAX], dtype[32];
     split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
-    nb_job_dep want = {model, backend, dtype, NULL}, deps[256];
+    nb_job_dep want = {.model = model, .backend = backend, .dtype = dtype}, deps[256];
     size_t n = w->n_deployments < 256 ? w->n_deployments : 256; /* Register's limit */
     for (size_t i = 0; i < n; i++)
         deps[i] = (nb_job_dep){w->deployments[i]->model,

@@ -272,8 +272,9 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
 {
     const Npubench__DeploymentSelector *sel = s->selector;
     *out = NULL;
-    nb_job_dep want = {sel ? sel->model : NULL, sel ? sel->backend : NULL,
-                       sel ? sel->dtype : NULL, NULL};
+    nb_job_dep want = {.model = sel ? sel->model : NULL,
+                       .backend = sel ? sel->backend : NULL,
+                       .dtype = sel ? sel->dtype : NULL};
     size_t nd = (size_t)(c->n_deps ? c->n_deps : 1);
     nb_job_dep *deps = calloc(nd, sizeof *deps);
     /* each entry's declared names ("aliases") as the pointers matching takes */
