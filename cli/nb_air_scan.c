@@ -191,7 +191,8 @@ static int script_of(const makefile *mk, const mk_rule *r, char *out, size_t cap
         }
         snprintf(text, sizeof text, "%s", next);
     }
-    for (char *w = strtok(text, " \t\"'"); w; w = strtok(NULL, " \t\"'")) {
+    char *save = NULL;
+    for (char *w = strtok_r(text, " \t\"'", &save); w; w = strtok_r(NULL, " \t\"'", &save)) {
         size_t n = strlen(w);
         if (n > 3 && !strcmp(w + n - 3, ".py")) {
             const char *base = strrchr(w, '/');
