@@ -369,6 +369,67 @@ static void verify_cmd(nb_air_model *m, const mk_rule *r)
     }
 }
 
+/* The string literal after `name = ` at a line's start in text, into out; 0 when none. */
+static int py_assign_str(const char *text, const char *name, char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, name, nl))
+            continue;
+        const char *q = p + nl;
+        q += strspn(q, " \t");
+        if (*q != '=')
+            continue;
+        q++;
+        q += strspn(q, " \t");
+        if (*q != '"' && *q != '\'')
+            return 0;
+        const char *e = strchr(q + 1, *q);
+        if (!e || (size_t)(e - q - 1) >= cap)
+            return 0;
+        snprintf(out, cap, "%.*s", (int)(e - q - 1), q + 1);
+        return 1;
+    }
+    return 0;
+}
+
+/* What an air entry needs from verify_adapter.py: build_runner, DEFAULT_MODEL and the HF id
+ * MODEL_CHOICES gives it (a string literal: a name bound elsewhere cannot be read here). */
+static void air_facts(const char *adapter, nb_air_model *m)
+{
+    if (!adapter) {
+        snprintf(m->air_why, sizeof m->air_why, "no readable verify_adapter.py");
+        return;
+    }
+    if (!strstr(adapter, "def build_runner(")) {
+        snprintf(m->air_why, sizeof m->air_why,
+                 "verify_adapter.py has no build_runner (no runner the air host can drive)");
+        return;
+    }
+    if (!py_assign_str(adapter, "DEFAULT_MODEL", m->air_choice, sizeof m->air_choice))
+        snprintf(m->air_choice, sizeof m->air_choice, "instruct");
+    const char *mc = strstr(adapter, "\nMODEL_CHOICES");
+    const char *end = mc ? strchr(mc, '}') : NULL;
+    char key[80];
+    snprintf(key, sizeof key, "\"%s\"", m->air_choice);
+    const char *k = mc ? strstr(mc, key) : NULL;
+    if (!k || k > end) {
+        snprintf(m->air_why, sizeof m->air_why, "MODEL_CHOICES names no '%s' (its DEFAULT_MODEL)",
+                 m->air_choice);
+        return;
+    }
+    const char *v = k + strlen(key);
+    v += strspn(v, " \t:");
+    const char *e = *v == '"' ? strchr(v + 1, '"') : NULL;
+    if (!e || e > end || (size_t)(e - v - 1) >= sizeof m->air_hf_id) {
+        snprintf(m->air_why, sizeof m->air_why,
+                 "MODEL_CHOICES['%s'] is no HF id literal (a name bound elsewhere)",
+                 m->air_choice);
+        return;
+    }
+    snprintf(m->air_hf_id, sizeof m->air_hf_id, "%.*s", (int)(e - v - 1), v + 1);
+}
+
 static void scan_model(const char *dir, const char *name, nb_air_model *m)
 {
     memset(m, 0, sizeof *m);
@@ -492,6 +553,7 @@ static void scan_model(const char *dir, const char *name, nb_air_model *m)
     if (!m->run[0] && !m->profile[0] && !m->verify[0] && !m->verify_full[0] && !m->diagnosis[0])
         snprintf(m->why, sizeof m->why, "no target npubench can read: %.400s",
                  m->notes[0] ? m->notes : "no run, profile or verify target");
+    air_facts(adapter, m);
     free(adapter);
     free(mk);
 }
@@ -551,7 +613,34 @@ static void add_cmd(json_object *exec, const char *key, const char *cmd)
         json_object_object_add(exec, key, json_object_new_string(cmd));
 }
 
-json_object *nb_air_scan_json(const nb_air_model *m, size_t n)
+/* "<model>-air": the adapter kept resident by the air host; the model named by the HF
+ * checkout its MODEL_CHOICES names, the nightly's key as its alias. */
+static json_object *air_entry(const nb_air_model *m, const char *llms_dir,
+                              const nb_air_scan_air *air)
+{
+    char name[160], model[1400], adapter[200];
+    const char *base = strrchr(m->air_hf_id, '/');
+    snprintf(name, sizeof name, "%s-air", m->name);
+    snprintf(model, sizeof model, "%s/%s", air->models_dir, base ? base + 1 : m->air_hf_id);
+    snprintf(adapter, sizeof adapter, "%s.verify_adapter", m->name);
+    json_object *o = json_object_new_object(), *a = json_object_new_object(),
+                *al = json_object_new_array();
+    json_object_object_add(o, "name", json_object_new_string(name));
+    json_object_object_add(o, "model", json_object_new_string(model));
+    json_object_object_add(o, "backend", json_object_new_string("air"));
+    json_object_array_add(al, json_object_new_string(m->name));
+    json_object_object_add(o, "aliases", al);
+    json_object_object_add(a, "llms_dir", json_object_new_string(llms_dir));
+    json_object_object_add(a, "adapter", json_object_new_string(adapter));
+    json_object_object_add(a, "model", json_object_new_string(m->air_choice));
+    if (air->python)
+        json_object_object_add(a, "python", json_object_new_string(air->python));
+    json_object_object_add(o, "air", a);
+    return o;
+}
+
+json_object *nb_air_scan_json(const nb_air_model *m, size_t n, const char *llms_dir,
+                              const nb_air_scan_air *air)
 {
     json_object *doc = json_object_new_object(), *deps = json_object_new_array(),
                 *unmapped = json_object_new_array(), *notes = json_object_new_object();
@@ -584,6 +673,18 @@ json_object *nb_air_scan_json(const nb_air_model *m, size_t n)
             json_object_object_add(ex, "verify_report", json_object_new_boolean(0));
         json_object_object_add(o, "exec", ex);
         json_object_array_add(deps, o);
+    }
+    for (size_t i = 0; air && air->models_dir && i < n; i++) {
+        if (!m[i].air_why[0]) {
+            json_object_array_add(deps, air_entry(&m[i], llms_dir, air));
+            continue;
+        }
+        json_object *u = json_object_new_object();
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s-air", m[i].name);
+        json_object_object_add(u, "model", json_object_new_string(nm));
+        json_object_object_add(u, "why", json_object_new_string(m[i].air_why));
+        json_object_array_add(unmapped, u);
     }
     json_object_object_add(doc, "deployments", deps);
     json_object_object_add(doc, "unmapped", unmapped);

@@ -2,6 +2,7 @@
  * deployments file (cli/nb_air_scan.h), with what could not be mapped and why. */
 #include "nb_cmd.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +11,18 @@
 #include "nb_args.h"
 #include "nb_file.h"
 
-static const char usage[] = "npubench air scan LLMS_DIR [--out FILE]  (mlir-air's "
-                            "programming_examples/llms)";
+static const char usage[] = "npubench air scan LLMS_DIR [--out FILE] [--air MODELS_DIR "
+                            "[--python PY]]  (mlir-air's programming_examples/llms)";
 
 int nb_cmd_air(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *air_dir = NULL, *python = NULL;
     int help = 0;
     nb_opt opts[] = {
         {"out", NB_OPT_STR, &out, 0, 0, "write the deployments file here (default: stdout)"},
+        {"air", NB_OPT_STR, &air_dir, 0, 0,
+         "also an air entry per model, its HF checkout under this directory"},
+        {"python", NB_OPT_STR, &python, 0, 0, "the air entries' interpreter (mlir-air's env)"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     const char *pos[2];
@@ -31,9 +35,15 @@ int nb_cmd_air(int argc, char **argv)
     nb_err err;
     nb_air_model *m = NULL;
     size_t n = 0;
-    if (nb_air_scan(pos[1], &m, &n, &err))
+    /* the entries' directories are the board's: absolute, whatever the worker's cwd */
+    char abs[4096];
+    const char *dir = realpath(pos[1], abs) ? abs : pos[1];
+    if (nb_air_scan(dir, &m, &n, &err))
         return nb_cmd_fail("air", &err);
-    json_object *doc = nb_air_scan_json(m, n);
+    if (python && !air_dir)
+        return nb_cmd_usage_error("air", "--python: only with --air MODELS_DIR%s", "");
+    nb_air_scan_air air = {air_dir, python};
+    json_object *doc = nb_air_scan_json(m, n, dir, &air);
     const char *text =
         json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -54,6 +64,8 @@ int nb_cmd_air(int argc, char **argv)
             fprintf(stderr, "  %s: not mapped: %s\n", m[i].name, m[i].why);
         else if (m[i].notes[0])
             fprintf(stderr, "  %s: %s\n", m[i].name, m[i].notes);
+        if (air_dir && m[i].air_why[0])
+            fprintf(stderr, "  %s-air: not mapped: %s\n", m[i].name, m[i].air_why);
     }
     json_object_put(doc);
     free(m);

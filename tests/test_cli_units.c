@@ -786,18 +786,35 @@ static void test_air_scan(void **state)
     assert_non_null(strstr(m[3].notes, "`make run` runs llama32_1b_int4_prefill.py"));
     assert_non_null(strstr(m[2].notes, "fixes --max-prompts 2"));
     assert_non_null(strstr(m[18].notes, "regression gate"));
-    /* what the worker reads: every entry is a valid exec deployment */
-    json_object *doc = nb_air_scan_json(m, n);
-    const char *text = json_object_to_json_string(doc);
-    nb_deployment *deps = NULL;
-    int nd = 0;
-    if (nb_deployments_parse(text, strlen(text), "scan", &deps, &nd, &err))
-        fail_msg("the scan's deployments file does not load: %s", err.msg);
-    assert_int_equal(nd, 19);
-    assert_true(deps[18].exec->no_throughput && deps[18].exec->verdict_only);
-    assert_int_equal(deps[0].exec->timeout_ms, 3600000);
-    nb_deployments_free(deps, nd);
-    json_object_put(doc);
+    /* the air backend: an entry per model whose adapter builds a runner and names its HF
+     * checkout (not smolvla's gate, not int4's AWQ id bound to a name) */
+    assert_string_equal(m[2].air_hf_id, "meta-llama/Llama-3.2-1B-Instruct");
+    assert_string_equal(m[17].air_choice, "base");
+    assert_string_equal(m[17].air_hf_id, "HuggingFaceTB/SmolLM2-1.7B");
+    assert_non_null(strstr(m[18].air_why, "no build_runner"));
+    assert_non_null(strstr(m[3].air_why, "is no HF id literal"));
+    /* what the worker reads: every entry is a valid exec (and air) deployment */
+    for (int with_air = 0; with_air < 2; with_air++) {
+        nb_air_scan_air air = {with_air ? "/data/hf" : NULL, with_air ? "/opt/air/bin/python3" : NULL};
+        json_object *doc = nb_air_scan_json(m, n, dir, &air);
+        const char *text = json_object_to_json_string(doc);
+        nb_deployment *deps = NULL;
+        int nd = 0;
+        if (nb_deployments_parse(text, strlen(text), "scan", &deps, &nd, &err))
+            fail_msg("the scan's deployments file does not load: %s", err.msg);
+        assert_int_equal(nd, with_air ? 19 + 17 : 19);
+        assert_true(deps[18].exec->no_throughput && deps[18].exec->verdict_only);
+        assert_int_equal(deps[0].exec->timeout_ms, 3600000);
+        if (with_air) {
+            assert_string_equal(deps[21].name, "llama32_1b-air");
+            assert_string_equal(deps[21].backend, "air");
+            assert_string_equal(deps[21].model, "/data/hf/Llama-3.2-1B-Instruct");
+            assert_string_equal(deps[21].aliases[0], "llama32_1b");
+            assert_non_null(strstr(text, "\"model\": \"smolvla-air\""));
+        }
+        nb_deployments_free(deps, nd);
+        json_object_put(doc);
+    }
     free(m);
 
     /* a model directory nothing maps: listed with why; no model at all: an error */
@@ -817,7 +834,7 @@ static void test_air_scan(void **state)
     assert_int_equal(nb_air_scan(tmp, &m, &n, &err), NB_OK);
     assert_int_equal(n, 1);
     assert_string_equal(m[0].why, "no target npubench can read: no run, profile or verify target");
-    doc = nb_air_scan_json(m, n);
+    json_object *doc = nb_air_scan_json(m, n, tmp, NULL);
     assert_non_null(strstr(json_object_to_json_string(doc), "\"unmapped\""));
     json_object_put(doc);
     free(m);
