@@ -400,16 +400,21 @@ static void test_reference_dtype_device_reported(void **state)
     /* a committed H200 trace: dtype and device from its provenance */
     char path[2048];
     const char *src = getenv("NB_SRC");
-    snprintf(path, sizeof path, "%s/../shared/data/references-h200/smollm2-instruct-fp32-sdpa.json",
+    snprintf(path, sizeof path, "%s/verify/references-h200/smollm2-instruct-fp32-sdpa.json",
              src && *src ? src : NB_SOURCE_DIR);
     nb_trace *t;
     nb_err err;
-    if (access(path, R_OK) == 0) {
-        assert_int_equal(nb_trace_load(path, &t, &err), NB_OK);
-        assert_string_equal(t->dtype, "float32");
-        assert_string_equal(t->device, "cuda (NVIDIA H200)");
-        nb_trace_free(t);
-    }
+    assert_int_equal(nb_trace_load(path, &t, &err), NB_OK);
+    assert_string_equal(t->dtype, "float32");
+    assert_string_equal(t->device, "cuda (NVIDIA H200)");
+    nb_trace_free(t);
+    /* a committed CPU trace: its provenance says cpu */
+    snprintf(path, sizeof path, "%s/verify/references/b179c9523d0e6a0f-f31be4262e898413.json",
+             src && *src ? src : NB_SOURCE_DIR);
+    assert_int_equal(nb_trace_load(path, &t, &err), NB_OK);
+    assert_string_equal(t->device, "cpu");
+    assert_string_equal(t->dtype, "bfloat16");
+    nb_trace_free(t);
 }
 
 /* A trace records the CPU it was made on; the committed ones predate that and still load. */
