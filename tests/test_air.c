@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -236,42 +235,7 @@ typedef struct job_ctx {
 /* The pid of this process's air host child (python running air_host.py), 0 when none. */
 static pid_t host_pid(void)
 {
-    DIR *dir = opendir("/proc");
-    pid_t found = 0;
-    struct dirent *e;
-    while (dir && (e = readdir(dir))) {
-        char path[300], buf[4096];
-        pid_t p = (pid_t)atoi(e->d_name);
-        if (p <= 0)
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
-        FILE *f = fopen(path, "r");
-        int ppid = 0;
-        if (f) {
-            if (fgets(buf, sizeof buf, f)) {
-                char *rp = strrchr(buf, ')');
-                if (rp)
-                    sscanf(rp + 2, "%*c %d", &ppid);
-            }
-            fclose(f);
-        }
-        if (ppid != getpid())
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p);
-        f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        for (size_t i = 0; i < n; i++)
-            if (!buf[i])
-                buf[i] = ' ';
-        buf[n] = '\0';
-        if (strstr(buf, "air_host.py"))
-            found = p;
-    }
-    if (dir)
-        closedir(dir);
-    return found;
+    return tu_child_running(getpid(), "air_host.py");
 }
 
 static void on_progress(void *u, int done, int total, const char *msg)
