@@ -400,6 +400,32 @@ static void test_faults_localize(void **state)
     tu_rmrf(tmp);
 }
 
+/* The adapter's own tokenizer must give the trace's prompt ids: the same ids pass, a
+ * tokenizer one id off stops the verify before any step, naming it. */
+static void test_adapter_tokenizer(void **state)
+{
+    (void)state;
+    require_python();
+    tu_require_model();
+    char *tmp = tu_tmpdir(), trace[1200];
+    snprintf(trace, sizeof trace, "SMOLLM2_TOKENIZER_TRACE=%s/verify/references/"
+             "b179c9523d0e6a0f-f31be4262e898413.json", tu_env("NB_SRC", "."));
+    const char *same[] = {trace, NULL}, *off[] = {trace, "SMOLLM2_TOKENIZER_SHIFT=1", NULL};
+    nb_executor *c = air_executor(same, lockpath, tmp);
+    Npubench__JobResult *r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 2, NULL, NB_OK);
+    assert_int_equal(r->outcome, NPUBENCH__OUTCOME__PASS);
+    nb_jobpb_free(r);
+    nb_executor_free(c);
+    c = air_executor(off, lockpath, tmp);
+    r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 2, NULL, NB_EMISMATCH);
+    if (!strstr(r->status_message, "prompt 0: the backend's tokenizer gives 7 ids, the "
+                                   "reference used 7 (first difference at position 6)"))
+        fail_msg("%s", r->status_message);
+    nb_jobpb_free(r);
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
 /* A host killed mid-job (kill -9, and the adapter's own crash switch): the job errors with the
  * host's output tail, the next job restarts it and passes; cancel stops between steps. */
 static void test_crash_restart_cancel(void **state)
@@ -504,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_pipe_bounds_and_lock),
         cmocka_unit_test(test_jobs_on_one_host),
         cmocka_unit_test(test_faults_localize),
+        cmocka_unit_test(test_adapter_tokenizer),
         cmocka_unit_test(test_crash_restart_cancel),
         cmocka_unit_test(test_shards_equal_whole),
     };
