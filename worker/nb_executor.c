@@ -690,9 +690,10 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
-    vo.max_prompts = s->max_prompts ? s->max_prompts : full ? 0 : NB_JOB_VERIFY_PROMPTS;
-    vo.n_tokens = s->n_tokens ? s->n_tokens : full ? 0 : NB_JOB_VERIFY_N_TOKENS;
-    vo.k = s->k ? s->k : full ? 0 : NB_JOB_VERIFY_K;
+    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
+    vo.max_prompts = s->max_prompts ? s->max_prompts : kd->max_prompts;
+    vo.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
+    vo.k = s->k ? s->k : kd->k;
     if (s->shard) {
         vo.first = s->shard->prompt_begin;
         vo.count = s->shard->prompt_end - s->shard->prompt_begin;
@@ -717,7 +718,7 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     if (!rc) {
         nb_report_env env;
         nb_runenv_report(d, j->ctx->board, &env);
-        rc = attach_report(j, &vr, NULL, &env, full ? "verify-full" : "verify", res, err);
+        rc = attach_report(j, &vr, NULL, &env, nb_job_kind_name(s->kind), res, err);
     }
     nb_verify_result_free(&vr);
     return rc;
@@ -758,9 +759,9 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     nb_run_opts ro;
     nb_run_opts_default(&ro);
     ro.prompt = s->prompt && *s->prompt ? s->prompt : NULL;
-    ro.n_tokens = s->n_tokens ? s->n_tokens
-                              : profile ? NB_JOB_PROFILE_N_TOKENS_DEFAULT : NB_JOB_RUN_N_TOKENS_DEFAULT;
-    ro.reps = s->reps ? s->reps : NB_JOB_RUN_REPS_DEFAULT;
+    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
+    ro.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
+    ro.reps = s->reps ? s->reps : kd->reps;
     nb_job_params jp;
     nb_job_params_read(s, &jp);
     ro.warmup = (int)nb_job_param_or(jp.warmup, 1);
