@@ -439,6 +439,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
     }
     int64_t until = nb_coord_poll_until(c, req, r->wait_ms);
     uint64_t gen = nb_coord_qgen(c);
+    int drained = 0;
     for (;;) {
         /* A worker asking for work is alive. */
         if (nb_db_worker_touch(c->db, r->worker_id, &err)) {
@@ -452,8 +453,10 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
         pthread_mutex_unlock(&c->mu);
         int board_none = 0;
         nb_db_job_pred pred = nb_coord_health_pred(c, info->board_name, &board_none);
-        if (draining || board_none) /* no work while drained; the worker polls again */
+        if (draining || board_none) { /* no work while drained; the worker polls again */
+            drained = 1;
             break;
+        }
         nb_db_worker w;
         nb_sched_db_worker(info, &w);
         w.state = NB_WORKER_ALIVE;
@@ -472,6 +475,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
             break;
     }
     Npubench__LeaseJobResponse none = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
+    none.drained = drained;
     st = nb_rpc_reply_pack(reply, &none);
 out:
     nb_wire_free(info);

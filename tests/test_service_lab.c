@@ -1054,6 +1054,14 @@ static void test_lab_air_backend(void **s)
     assert_true(tu_poll(10000, kill(h0, 0) != 0));
     assert_true(tu_poll(10000, system(cmd) == 0)); /* the lock is free again */
     tu_stop(&w0);
+    /* draining the other board stops its host and frees its lock; the worker stays */
+    tu_result r = cli("workers drain air-b --coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "flock -n '%s' true", lock[1]);
+    assert_true(tu_poll(20000, system(cmd) == 0));
+    assert_true(tu_poll(10000, kill(h1, 0) != 0));
+    assert_false(tu_exited(w1));
     kill9(w1);
     kill9(c);
     logs_clean();

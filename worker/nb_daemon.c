@@ -538,6 +538,12 @@ static step lease_step(nb_daemon *d, char *wid, int *failures)
     if (rc)
         return lease_failed(d, status, &err, failures);
     *failures = 0;
+    if (!resp->lease && resp->drained) {
+        int n = nb_executor_release_devices(d->ctx);
+        if (n)
+            dlog(d, "board drained: %d resident deployment%s closed, devices released", n,
+                 n == 1 ? "" : "s");
+    }
     if (resp->lease)
         run_lease(d, resp->lease);
     else if (nb_now_ms() - t0 < 50) /* a coordinator that does not long-poll */

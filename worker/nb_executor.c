@@ -135,6 +135,20 @@ void nb_executor_free(nb_executor *c)
     free(c);
 }
 
+int nb_executor_release_devices(nb_executor *c)
+{
+    int holds = 0;
+    for (int i = 0; i < c->n_deps && !holds; i++)
+        holds = nb_backend_can(nb_backend_find(c->deps[i].backend), NB_BACKEND_ADAPTER);
+    if (!holds || !c->cache)
+        return 0;
+    nb_executor_cache_stats st;
+    nb_executor_stats(c, &st);
+    nb_lru_free(c->cache); /* closes each deployment: an air host stops, its lock is freed */
+    c->cache = NULL;       /* made again by the next setup */
+    return st.resident;
+}
+
 void nb_executor_stats(const nb_executor *c, nb_executor_cache_stats *out)
 {
     nb_lru_stats ls = {0};
