@@ -258,7 +258,17 @@ static int is_cancelled(void *u)
 }
 
 /* An executor over one air deployment of the numpy SmolLM2 with env (NULL-terminated). */
+static nb_executor *air_executor_with(const char *const *env, const char *lock, const char *keys,
+                                      char *tmp);
+
 static nb_executor *air_executor(const char *const *env, const char *lock, char *tmp)
+{
+    return air_executor_with(env, lock, "\"step_timeout_s\": 60", tmp);
+}
+
+/* The same with other keys of the "air" object (keys: "k": v, ...). */
+static nb_executor *air_executor_with(const char *const *env, const char *lock, const char *keys,
+                                      char *tmp)
 {
     char json[4096], envs[1024] = "";
     for (int i = 0; env && env[i]; i++) {
@@ -270,9 +280,9 @@ static nb_executor *air_executor(const char *const *env, const char *lock, char 
     snprintf(json, sizeof json,
              "[{\"name\": \"smol-air\", \"model\": \"%s\", \"backend\": \"air\", \"air\": {"
              "\"llms_dir\": \"%s\", \"adapter\": \"smollm2_numpy.verify_adapter\", \"host\": "
-             "\"%s/engine/air_host.py\", \"lock\": \"%s\", \"grace_s\": 2, \"step_timeout_s\": 60, \"lock_wait_s\": 20, "
+             "\"%s/engine/air_host.py\", \"lock\": \"%s\", \"grace_s\": 2, %s, \"lock_wait_s\": 20, "
              "\"env\": {\"OMP_NUM_THREADS\": \"1\", \"OPENBLAS_NUM_THREADS\": \"1\"%s%s}}}]",
-             tu_model(), llms, tu_env("NB_SRC", "."), lock, envs[0] ? ", " : "", envs);
+             tu_model(), llms, tu_env("NB_SRC", "."), lock, keys, envs[0] ? ", " : "", envs);
     nb_deployment *deps;
     int n;
     nb_err err;
@@ -469,6 +479,38 @@ static void test_crash_restart_cancel(void **state)
     tu_rmrf(tmp);
 }
 
+/* A slow setup stays out of the timed region; a step that hangs past step_timeout_s is a
+ * DEADLINE error with the host's tail, and the next job runs on a new host. */
+static void test_slow_setup_and_hang(void **state)
+{
+    (void)state;
+    require_python();
+    tu_require_model();
+    char *tmp = tu_tmpdir(), once[1300];
+    snprintf(once, sizeof once, "SMOLLM2_FAULT_ONCE=%s/hung", tmp);
+    const char *env[] = {"SMOLLM2_SLOW_SETUP_S=1.5", "SMOLLM2_HANG_AT_STEP=2", once, NULL};
+    nb_executor *c = air_executor_with(env, lockpath, "\"step_timeout_s\": 3", tmp);
+    Npubench__JobResult *r = run_job(c, NPUBENCH__JOB_KIND__RUN, 1, 1, NULL, NB_OK);
+    assert_true(r->metrics->ttft_ms > 0 && r->metrics->ttft_ms < 1500);
+    const char *set = strstr(r->log, "set up ");
+    assert_non_null(set);
+    double ms = atof(strstr(set, " in ") + 4);
+    if (!(ms >= 1500))
+        fail_msg("setup %.1f ms, the adapter slept 1500: %s", ms, r->log);
+    nb_jobpb_free(r);
+    double t0 = tu_now_ms();
+    r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 4, NULL, NB_ETIMEOUT);
+    assert_true(tu_now_ms() - t0 < 30000);
+    if (!strstr(r->status_message, "hang switch at decode step 2"))
+        fail_msg("no tail in: %s", r->status_message);
+    nb_jobpb_free(r);
+    r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 4, NULL, NB_OK);
+    assert_int_equal(r->outcome, NPUBENCH__OUTCOME__PASS);
+    nb_jobpb_free(r);
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
 /* verify-full over two prompt ranges on two air hosts gives the records of one run. */
 static void test_shards_equal_whole(void **state)
 {
@@ -532,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_faults_localize),
         cmocka_unit_test(test_adapter_tokenizer),
         cmocka_unit_test(test_crash_restart_cancel),
+        cmocka_unit_test(test_slow_setup_and_hang),
         cmocka_unit_test(test_shards_equal_whole),
     };
     return tu_run_group(tests, group_setup, NULL);
