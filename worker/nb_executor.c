@@ -59,6 +59,7 @@ typedef struct adv_cache {
 
 struct nb_executor {
     nb_deployment *deps;
+    nb_dtype *dtypes; /* deps[i]'s dtype, parsed once here (the label stays in deps[i].dtype) */
     adv_cache *adv;
     int n_deps;
     char board[128], board_type[64], refdir[1024], rundir[1024], reports_dir[1024];
@@ -78,7 +79,8 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
     c->n_deps = o->n_deployments > 0 ? o->n_deployments : 0;
     c->deps = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->deps);
     c->adv = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->adv);
-    if (!c->deps || !c->adv) {
+    c->dtypes = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->dtypes);
+    if (!c->deps || !c->adv || !c->dtypes) {
         nb_executor_free(c);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
@@ -104,6 +106,12 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
                 d->air = NULL;
             }
         }
+        /* An engine dtype is parsed once, here: jobs take the enum (a whole-job backend's
+         * dtype is its commands' label, and an unknown backend fails at setup as before). */
+        const nb_backend_ops *ops = nb_backend_find(d->backend);
+        if (!rc && ops && !nb_backend_can(ops, NB_BACKEND_WHOLE_JOB) &&
+            (rc = nb_dtype_parse(d->dtype, &c->dtypes[i], err)))
+            nb_err_prefix(err, "deployment %s: ", d->name);
         if (rc) {
             nb_executor_free(c);
             return rc;
@@ -132,6 +140,7 @@ void nb_executor_free(nb_executor *c)
     }
     free(c->deps);
     free(c->adv);
+    free(c->dtypes);
     free(c);
 }
 
@@ -878,8 +887,7 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         model = selm;
     snprintf(ds.model, sizeof ds.model, "%s", model);
     snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
-    if ((rc = nb_dtype_parse(dep->dtype, &ds.dtype, err)))
-        return rc;
+    ds.dtype = j->ctx->dtypes[dep - j->ctx->deps];
     nb_job_params jp;
     nb_job_params_read(s, &jp);
     ds.threads = cap_threads(j, (int)nb_job_param_or(jp.threads, dep->threads ? dep->threads
