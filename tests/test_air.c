@@ -453,6 +453,8 @@ static void test_crash_restart_cancel(void **state)
     if (!strstr(r->status_message, "crash switch at decode step 3") ||
         !strstr(r->status_message, "killed by signal 9"))
         fail_msg("no stderr tail in: %s", r->status_message);
+    /* what the host printed is in the job's log too */
+    assert_non_null(strstr(r->log, "| smollm2_numpy: crash switch at decode step 3"));
     nb_jobpb_free(r);
     r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 8, NULL, NB_OK);
     assert_int_equal(r->outcome, NPUBENCH__OUTCOME__PASS);

@@ -909,14 +909,18 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         return rc;
     if ((rc = fill_env_deploy(j, d, dep, res, err)))
         return rc;
+    /* a backend's own process (an air host) prints into this job's log while it runs */
+    nb_deploy_set_job_hooks(d, exec_line, exec_cancelled, j);
     switch (s->kind) {
-    case NPUBENCH__JOB_KIND__RUN: return run_bench(j, d, s, 0, res, err);
-    case NPUBENCH__JOB_KIND__PROFILE: return run_bench(j, d, s, 1, res, err);
-    case NPUBENCH__JOB_KIND__VERIFY: return run_verify(j, d, s, 0, res, err);
-    case NPUBENCH__JOB_KIND__VERIFY_FULL: return run_verify(j, d, s, 1, res, err);
-    case NPUBENCH__JOB_KIND__DIAGNOSIS: return run_diagnosis(j, d, s, res, err);
-    default: return nb_err_set(err, NB_EINTERNAL, "kind %d passed validation", (int)s->kind);
+    case NPUBENCH__JOB_KIND__RUN: rc = run_bench(j, d, s, 0, res, err); break;
+    case NPUBENCH__JOB_KIND__PROFILE: rc = run_bench(j, d, s, 1, res, err); break;
+    case NPUBENCH__JOB_KIND__VERIFY: rc = run_verify(j, d, s, 0, res, err); break;
+    case NPUBENCH__JOB_KIND__VERIFY_FULL: rc = run_verify(j, d, s, 1, res, err); break;
+    case NPUBENCH__JOB_KIND__DIAGNOSIS: rc = run_diagnosis(j, d, s, res, err); break;
+    default: rc = nb_err_set(err, NB_EINTERNAL, "kind %d passed validation", (int)s->kind);
     }
+    nb_deploy_set_job_hooks(d, NULL, NULL, NULL);
+    return rc;
 }
 
 nb_code nb_executor_run(nb_executor *c, const Npubench__JobSpec *spec, int64_t job_id,
