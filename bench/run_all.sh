@@ -48,7 +48,7 @@ sizes() {
     bench_rpc)
         ARGS="" LINES='ratio|[0-9]x( |$)' ;;
     bench_sched)
-        ARGS="--quick --verify-tokens 1 --verify-prompts 2" LINES='jobs/s|speed-up' NEEDS_MODEL=1 ;;
+        ARGS="--quick --verify-tokens 1 --verify-prompts 2" LINES='jobs/s|submits/s|speed-up' NEEDS_MODEL=1 ;;
     bench_tokenizer)
         ARGS="$MODEL tests/data/tokenizer_texts.json" LINES='encode_ms' NEEDS_MODEL=1 ;;
     *)
