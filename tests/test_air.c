@@ -224,6 +224,35 @@ static void test_cfg_parse(void **state)
     }
 }
 
+/* `npubench air scan --air DIR` (issue 25) writes air entries this parser takes: every entry
+ * of its output over the mlir-air stand-in tree parses, and its air entries carry an adapter. */
+static void test_scan_output_parses(void **state)
+{
+    (void)state;
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "'%s' air scan '%s/tests/fixtures/mlir-air/llms' --air /data/hf "
+             "--python /opt/mlir-air/bin/python3 2>/dev/null",
+             tu_env("NB_BIN", "npubench"), tu_env("NB_SRC", "."));
+    tu_result r = tu_run(cmd);
+    tu_require(r.code == 0 && r.out, "npubench air scan (NB_BIN=%s)", tu_env("NB_BIN", "npubench"));
+    nb_deployment *d;
+    int n;
+    nb_err err;
+    if (nb_deployments_parse(r.out, strlen(r.out), "air scan", &d, &n, &err))
+        fail_msg("%s", err.msg);
+    int airs = 0;
+    for (int i = 0; i < n; i++)
+        if (d[i].air) {
+            airs++;
+            assert_non_null(strstr(d[i].air->adapter, ".verify_adapter"));
+            assert_string_equal(d[i].air->python, "/opt/mlir-air/bin/python3");
+            assert_int_equal(strncmp(d[i].model, "/data/hf/", 9), 0);
+        }
+    assert_true(airs > 0);
+    nb_deployments_free(d, n);
+    free(r.out);
+}
+
 /* ---- jobs through the executor -------------------------------------------------------------- */
 
 typedef struct job_ctx {
@@ -570,6 +599,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cfg_parse),
+        cmocka_unit_test(test_scan_output_parses),
         cmocka_unit_test(test_pipe_steps),
         cmocka_unit_test(test_pipe_bounds_and_lock),
         cmocka_unit_test(test_jobs_on_one_host),
