@@ -53,6 +53,9 @@ typedef struct nb_coord_opts {
     int health_errors;
     const char *http_url;     /* the read-only web dashboard: http://host:port (":0" picks a
                                  port); NULL = none. Loopback only without keys, as listen */
+    int http_max_conns;       /* dashboard connections open at once; more get 503 [64] */
+    int http_request_timeout_ms; /* a dashboard request (headers and body) must arrive
+                                 within this from its connect, else it is closed [10000] */
     int sync_normal;          /* 1: commits are not fsync()ed (synchronous=NORMAL): an
                                  acknowledged job or result survives kill -9 but not a power
                                  loss; for benchmarks. 0 (default): synchronous=FULL, every

@@ -90,9 +90,8 @@ struct nb_coord {
     coord_logkey log_keys[COORD_LOG_KEYS];
     int draining;             /* admin Drain: no new leases */
     char *http_url;            /* the dashboard (nb_coord_http.c); NULL = none */
-    void *http;                /* its nng_http_server */
+    void *http;                /* its nb_httpd */
     char http_bound[300];      /* http://host:port/ really bound */
-    int http_inflight;         /* dashboard requests running (under mu) */
 };
 
 /* ---- nb_coord.c ---- */

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -19,6 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utime.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "nb_coord.h"
@@ -2523,6 +2527,104 @@ static void test_second_coordinator_other_name_refused(void **s)
     nb_coord_stop(second);
 }
 
+/* A TCP connection to 127.0.0.1:port (receive timeout ms), or -1. */
+static int tcp_to(int port, int ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads until EOF or the receive timeout: 1 when the server closed the connection. */
+static int closed_by_server(int fd)
+{
+    char buf[512];
+    for (;;) {
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        if (r == 0)
+            return 1;
+        if (r < 0)
+            return errno == ECONNRESET;
+    }
+}
+
+/* Slowloris (keys on): 200 connections to the dashboard that never finish their headers.
+ * Past the cap (32 here) they are answered 503 and closed at once; the rest are closed at
+ * the request deadline (600 ms here); the RPC port answers all along, and afterwards the
+ * dashboard serves a whole request again. Bounded and on loopback only. */
+static void test_dashboard_slowloris(void **s)
+{
+    (void)s;
+    env e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.db, sizeof e.db, "%s/slowloris.sqlite", tu_group_tmp());
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "tcp://127.0.0.1:0";
+    o.http_url = "http://127.0.0.1:0";
+    o.db_path = e.db;
+    o.quiet = 1;
+    o.secret = "slowloris-key-0123456789";
+    o.http_max_conns = 32;
+    o.http_request_timeout_ms = 600;
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    nb_rpc_opts co;
+    memset(&co, 0, sizeof co);
+    co.secret = o.secret;
+    co.timeout_ms = 5000;
+    assert_int_equal(nb_rpc_client_open(nb_coord_url(e.coord), &co, &e.cli, &err), NB_OK);
+    int port = 0;
+    assert_int_equal(sscanf(nb_coord_http_url(e.coord), "http://127.0.0.1:%d", &port), 1);
+    enum { N = 200 };
+    int fds[N];
+    double t0 = nb_now_ms();
+    for (int i = 0; i < N; i++) {
+        fds[i] = tcp_to(port, 3000);
+        assert_true(fds[i] >= 0);
+        const char *part = "GET /index.html HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        assert_true(send(fds[i], part, strlen(part), MSG_NOSIGNAL) > 0);
+    }
+    /* the RPC port serves while the dashboard is flooded */
+    Npubench__ListJobsRequest lr = NPUBENCH__LIST_JOBS_REQUEST__INIT;
+    char msg[512];
+    assert_int_equal(call(&e, "npubench.Client/ListJobs", &lr, NULL, NULL, msg, sizeof msg), 0);
+    /* every one of them is closed by the server, none held past the deadline */
+    int closed = 0;
+    for (int i = 0; i < N; i++) {
+        closed += closed_by_server(fds[i]);
+        close(fds[i]);
+    }
+    double took = nb_now_ms() - t0;
+    print_message("%d of %d half-open dashboard connections closed by the server in %.0f ms\n",
+                  closed, N, took);
+    assert_int_equal(closed, N);
+    assert_true(took < 3000);
+    assert_int_equal(call(&e, "npubench.Client/ListJobs", &lr, NULL, NULL, msg, sizeof msg), 0);
+    /* a whole request is answered again */
+    int fd = tcp_to(port, 5000);
+    assert_true(fd >= 0);
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET /index.html HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n",
+                     o.secret);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[64] = "";
+    assert_true(recv(fd, buf, sizeof buf - 1, 0) > 12);
+    assert_int_equal(strncmp(buf, "HTTP/1.1 200", 12), 0);
+    close(fd);
+    stop(&e);
+}
+
 /* Empty Import content (a NULL buffer of 0 bytes) imports nothing and says so. */
 static void test_empty_import(void **s)
 {
@@ -2822,6 +2924,7 @@ int main(void)
         cmocka_unit_test(test_acknowledged_is_durable),
         cmocka_unit_test(test_second_coordinator_refused),
         cmocka_unit_test(test_second_coordinator_other_name_refused),
+        cmocka_unit_test(test_dashboard_slowloris),
         cmocka_unit_test(test_empty_import),
         cmocka_unit_test(test_retention_at_start),
         cmocka_unit_test(test_log_escaped_and_rate_limited),
