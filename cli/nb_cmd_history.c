@@ -33,15 +33,24 @@ static const char *outcome_word(int o)
                                                                                 : "ERROR";
 }
 
-/* The GATE column: a verdict only where there is a gate (verify, verify-full); an imported
- * run's own verify status when it was no verdict. */
+/* Whether a row carries a gate verdict: a verify run's, or an imported row's verify status
+ * (the nightly's `make verify` of that model that night). */
+static int has_verdict(const Npubench__HistoryRow *r)
+{
+    return !strncmp(r->kind_name, "verify", 6) || *r->verify_status;
+}
+
+/* The GATE column: PASS / FAIL (ERROR) where there is a gate; an imported run shows the
+ * nightly's status as it was: pass, fail, skip (SKIP), error, unknown (?); "-" elsewhere. */
 static const char *gate_word(const Npubench__HistoryRow *r)
 {
-    if (!strcmp(r->verify_status, "skip"))
-        return "SKIP";
-    if (!strcmp(r->verify_status, "unknown"))
-        return "?";
-    return strncmp(r->kind_name, "verify", 6) ? "-" : outcome_word(r->outcome);
+    static const char *const imported[][2] = {
+        {"pass", "PASS"}, {"fail", "FAIL"}, {"error", "ERROR"}, {"skip", "SKIP"},
+        {"unknown", "?"}};
+    for (size_t i = 0; i < sizeof imported / sizeof imported[0]; i++)
+        if (!strcmp(r->verify_status, imported[i][0]))
+            return imported[i][1];
+    return has_verdict(r) ? outcome_word(r->outcome) : "-";
 }
 
 static void fmt_metric(char *buf, size_t cap, const Npubench__HistoryRow *r)
@@ -71,6 +80,13 @@ static json_object *hist_json(const hist_run *h)
     json_object_object_add(o, "board", json_object_new_string(r->board));
     json_object_object_add(o, "deployment_id", json_object_new_int64(r->deployment_id));
     json_object_object_add(o, "kind", json_object_new_string(r->kind_name));
+    nb_out_str(o, "series", r->series);
+    nb_out_str(o, "series_label", r->series_label);
+    json_object_object_add(o, "context_len",
+                           r->context_len ? json_object_new_int64(r->context_len) : NULL);
+    json_object_object_add(o, "generated_tokens", r->generated_tokens
+                                                      ? json_object_new_int64(r->generated_tokens)
+                                                      : NULL);
     json_object_object_add(o, "source", json_object_new_string(r->source));
     nb_out_str(o, "outcome", nb_outcome_name(nb_outcome_of_verdict(r->outcome)));
     nb_out_str(o, "gate", gate_word(h->m[2] ? h->m[2] : r)); /* as the GATE column */
@@ -150,11 +166,17 @@ static hist_run *hist_runs(const Npubench__HistoryResponse *resp, size_t *n)
     return runs;
 }
 
-/* The deployment a run belongs to, as --latest groups: model, board, backend, dtype. */
+/* The deployment a run belongs to: model, board, backend, dtype. */
 static int same_deployment(const Npubench__HistoryRow *a, const Npubench__HistoryRow *b)
 {
     return !strcmp(a->model, b->model) && !strcmp(a->board, b->board) &&
            !strcmp(a->backend, b->backend) && !strcmp(a->dtype, b->dtype);
+}
+
+/* A run measured with a gate and nothing else (verify, verify-full, diagnosis). */
+static int gate_only(const Npubench__HistoryRow *r)
+{
+    return !strncmp(r->kind_name, "verify", 6) || !strcmp(r->kind_name, "diagnosis");
 }
 
 static int latest_cmp(const void *a, const void *b)
@@ -165,33 +187,72 @@ static int latest_cmp(const void *a, const void *b)
         c = strcmp(x->board, y->board);
     if (!c)
         c = strcmp(x->backend, y->backend);
-    return c ? c : strcmp(x->dtype, y->dtype);
+    if (!c)
+        c = strcmp(x->dtype, y->dtype);
+    if (!c)
+        c = strcmp(x->kind_name, y->kind_name);
+    if (!c)
+        c = x->context_len < y->context_len ? -1 : x->context_len > y->context_len;
+    return c ? c : strcmp(x->series, y->series);
 }
 
-/* --latest: runs[0..*n) (newest first) cut to one row per deployment, each metric from the
- * newest run that measured it (a verify run has the gate, a run or profile TTFT and TPS),
- * ordered by model, board, backend, dtype so the models of a board (and the boards of a
- * model) stand side by side. */
+/* --latest: runs[0..*n) (newest first) cut to one row per series (db/nb_db_series.h: the
+ * deployment and what was measured: kind, context, tokens, prompt, threads), TTFT and TPS
+ * from the newest run of that series measuring them, so a sweep's 131072-context point or a
+ * cold `run` never stands for a warm `profile`. Each row carries its deployment's newest
+ * gate verdict (a verify run's, or an imported row's nightly verify status); a deployment
+ * with gate runs only has one row for them. Ordered by model, board, backend, dtype, kind,
+ * context, so the models of a board (and the boards of a model) stand side by side. */
+typedef struct latest_dep {
+    const Npubench__HistoryRow *any, *gate; /* a run of it; its newest verdict */
+    int perf;                               /* it has runs that are not gate runs */
+} latest_dep;
+
 static void keep_latest(hist_run *runs, size_t *n)
 {
-    size_t kept = 0;
-    for (size_t i = 0; i < *n; i++) {
+    size_t kept = 0, total = *n, nd = 0;
+    latest_dep *deps = calloc(total ? total : 1, sizeof *deps);
+    size_t *di = calloc(total ? total : 1, sizeof *di);
+    if (!deps || !di) {
+        free(deps);
+        free(di);
+        *n = 0;
+        return;
+    }
+    /* per deployment (few): the newest verdict, and whether it measured more than a gate */
+    for (size_t i = 0; i < total; i++) {
+        const Npubench__HistoryRow *r = runs[i].any, *g = runs[i].m[2];
+        size_t d = 0;
+        while (d < nd && !same_deployment(deps[d].any, r))
+            d++;
+        if (d == nd)
+            deps[nd++].any = r;
+        di[i] = d;
+        if (!deps[d].gate && g && has_verdict(g))
+            deps[d].gate = g;
+        deps[d].perf |= !gate_only(r);
+    }
+    for (size_t i = 0; i < total; i++) {
+        const Npubench__HistoryRow *r = runs[i].any;
+        const latest_dep *d = &deps[di[i]];
+        if (gate_only(r) && d->perf)
+            continue; /* its verdict rides on the deployment's measured rows */
         size_t k = 0;
-        while (k < kept && !same_deployment(runs[k].any, runs[i].any))
+        while (k < kept && !(gate_only(r) ? gate_only(runs[k].any) &&
+                                                same_deployment(runs[k].any, r)
+                                          : !strcmp(runs[k].any->series, r->series)))
             k++;
-        /* a gate value outside verify is no verdict (the GATE column says "-"): the
-         * deployment's gate is that of its newest verify run */
-        const Npubench__HistoryRow *g = runs[i].m[2];
-        if (g && strncmp(g->kind_name, "verify", 6))
-            runs[i].m[2] = NULL;
         if (k == kept) {
-            runs[kept++] = runs[i];
+            runs[kept] = runs[i];
+            runs[kept++].m[2] = d->gate;
             continue;
         }
-        for (int m = 0; m < 3; m++)
+        for (int m = 0; m < 2; m++)
             if (!runs[k].m[m])
                 runs[k].m[m] = runs[i].m[m];
     }
+    free(deps);
+    free(di);
     qsort(runs, kept, sizeof *runs, latest_cmp);
     *n = kept;
 }
@@ -214,9 +275,14 @@ static void row_sources(const hist_run *h, char *ids, size_t icap, char *kinds, 
         if (!seen && il < icap)
             il += (size_t)snprintf(ids + il, icap - il, "%s%lld", il ? "," : "",
                                    (long long)src[i]->run_id);
-        if (!kseen && kl < kcap)
+        if (!kseen && kl < kcap) {
             kl += (size_t)snprintf(kinds + kl, kcap - kl, "%s%s", kl ? "," : "",
                                    src[i]->kind_name);
+            /* a sweep's rows differ by their context alone: say which */
+            if (!strcmp(src[i]->kind_name, "sweep") && src[i]->context_len > 0 && kl < kcap)
+                kl += (size_t)snprintf(kinds + kl, kcap - kl, "@%lld",
+                                       (long long)src[i]->context_len);
+        }
     }
 }
 
@@ -272,10 +338,19 @@ static int history_filters(const char *metric, const char *since, const char *ki
     }
     if (since && nb_svc_parse_date("--since", since, &req->since_unix_ms, &err))
         return nb_cmd_usage_error("history", "%s", err.msg);
-    if (kind && !(req->kind = nb_job_kind_parse(kind)))
-        return nb_cmd_usage_error("history", "--kind '%s': expected run, verify, verify-full, "
-                                                    "diagnosis or profile",
-                                         kind);
+    if (kind) {
+        /* a job's kind, or one only imports store: a nightly's profile row (bench) or one
+         * context of its decode sweep (sweep) */
+        static const char *const stored[] = {"bench", "sweep"};
+        int known = (req->kind = nb_job_kind_parse(kind)) != 0;
+        for (size_t i = 0; !known && i < sizeof stored / sizeof stored[0]; i++)
+            known = !strcmp(kind, stored[i]);
+        if (!known)
+            return nb_cmd_usage_error("history", "--kind '%s': expected run, profile, verify, "
+                                                 "verify-full, diagnosis, bench or sweep",
+                                      kind);
+        req->kind_name = (char *)kind;
+    }
     return NB_EXIT_OK;
 }
 
@@ -304,14 +379,17 @@ int nb_cmd_history(int argc, char **argv)
                *backend = NULL, *dtype = NULL, *kind = NULL, *air_sha = NULL,
                *aie_hash = NULL, *peano = NULL, *until = NULL, *commit = NULL, *toolchain = NULL;
     nb_out_flags of = {0};
-    int limit = 50, help = 0, latest = 0;
+    int limit = 50, help = 0, latest = 0, context = 0;
     nb_opt opts[] = {
         NB_SVC_OPTS(sf),
         {"model", NB_OPT_STR, &model, 0, 0, "model (instruct, a name or a path)"},
         {"board", NB_OPT_STR, &board, 0, 0, "only this board"},
         {"backend", NB_OPT_STR, &backend, 0, 0, "only this backend"},
         {"dtype", NB_OPT_STR, &dtype, 0, 0, "only this dtype"},
-        {"kind", NB_OPT_STR, &kind, 0, 0, "only runs of this kind (run, verify, ...)"},
+        {"kind", NB_OPT_STR, &kind, 0, 0,
+         "only runs of this kind (run, profile, verify, ..., bench, sweep)"},
+        {"context", NB_OPT_INT, &context, 1, 1 << 30,
+         "only runs at this context length (a sweep's points)"},
         {"air-sha", NB_OPT_STR, &air_sha, 0, 0, "only imported runs of this mlir-air SHA (prefix)"},
         {"aie-hash", NB_OPT_STR, &aie_hash, 0, 0, "only imported runs of this mlir-aie hash (prefix)"},
         {"peano", NB_OPT_STR, &peano, 0, 0, "only imported runs of this Peano version (prefix)"},
@@ -323,7 +401,7 @@ int nb_cmd_history(int argc, char **argv)
          "only runs with this toolchain entry: KEY=VALUE or VALUE (prefix)"},
         {"limit", NB_OPT_INT, &limit, 1, 100000, "newest N runs (default 50)"},
         {"latest", NB_OPT_FLAG, &latest, 0, 0,
-         "the newest run of each deployment (model, board, backend, dtype), side by side"},
+         "the newest run of each series (deployment, kind, context, tokens), side by side"},
         NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
@@ -355,6 +433,7 @@ int nb_cmd_history(int argc, char **argv)
     req.air_sha = (char *)(air_sha ? air_sha : "");
     req.aie_hash = (char *)(aie_hash ? aie_hash : "");
     req.peano = (char *)(peano ? peano : "");
+    req.context_len = context;
     /* --latest looks at every run the filters keep, then cuts: a deployment whose newest
      * run is older than the others' last 50 still has its row. */
     req.limit = latest ? NB_DB_HISTORY_MAX : limit;
@@ -439,6 +518,19 @@ static void print_prompt_changes(const Npubench__CompareResponse *resp)
     }
 }
 
+/* The noise band (%) and significance level the coordinator judged by (its report says). */
+static void compare_rule(const Npubench__CompareResponse *resp, double *tol, double *alpha)
+{
+    *tol = 5;
+    *alpha = 0.05;
+    json_object *doc = resp->report_json ? json_tokener_parse(resp->report_json) : NULL, *v;
+    if (doc && json_object_object_get_ex(doc, "tolerance_pct", &v))
+        *tol = json_object_get_double(v);
+    if (doc && json_object_object_get_ex(doc, "alpha", &v))
+        *alpha = json_object_get_double(v);
+    json_object_put(doc);
+}
+
 /* The two runs named, then one row per compared metric (base, new, change, the U test's p),
  * then the verify prompts that changed. */
 static void print_compare_table(const Npubench__CompareResponse *resp, int against)
@@ -477,8 +569,16 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
         else
             snprintf(d, sizeof d, "-");
         fmt_p(p, sizeof p, r);
+        /* "~" as benchstat: the samples cannot tell this change from noise */
         printf("%-18s | %-14s | %-14s | %-*s | %s%s\n", metric_label(r->metric), b, v,
-               strstr(d, "×") ? 17 : 16, d, p, r->regression ? "  REGRESSION" : "");
+               strstr(d, "×") ? 17 : 16, d, p,
+               r->regression ? "  REGRESSION" : r->significant ? "" : "  ~");
+    }
+    if (resp->n_rows && !resp->cross_model) {
+        double tol, alpha;
+        compare_rule(resp, &tol, &alpha);
+        printf("REGRESSION = worse beyond the noise band (±%g%%) and Mann-Whitney p < %g; "
+               "~ = not significant\n", tol, alpha);
     }
     /* Prompt i of one model's set is not prompt i of the other's: no per-prompt diff. */
     if (!resp->cross_model && (resp->prompts_compared || resp->n_prompt_changes))
@@ -494,6 +594,13 @@ static json_object *compare_json(const Npubench__CompareResponse *resp, int exit
     nb_out_i64(doc, "base_job_id", resp->base_job_id);
     nb_out_str(doc, "outcome", resp->outcome == NPUBENCH__OUTCOME__FAIL ? "fail" : "pass");
     nb_out_i64(doc, "exit_code", exit_code);
+    double tol, alpha;
+    compare_rule(resp, &tol, &alpha);
+    nb_out_num(doc, "noise_band_pct", tol);
+    nb_out_str(doc, "test", "mann-whitney-u two-sided");
+    char a[32];
+    snprintf(a, sizeof a, "%g", alpha); /* 0.05, not 0.050000000000000003 */
+    json_object_object_add(doc, "alpha", json_object_new_double_s(alpha, a));
     nb_out_str(doc, "gate", resp->gate);
     nb_out_str(doc, "base_gate", resp->base_gate);
     nb_out_str(doc, "scope", resp->cross_model   ? "cross-model"
@@ -574,7 +681,8 @@ static int compare_ids(const char *against, const char *const *pos, int np, long
     if (against && strcmp(against, "reference"))
         return nb_cmd_usage_error("compare", "--against '%s': only 'reference' is known", against);
     if ((against && np != 1) || (!against && np != 2))
-        return nb_cmd_usage_error("compare", "expected RUN_A RUN_B, or RUN --against reference%s",
+        return nb_cmd_usage_error("compare", "expected OLD NEW (two run ids, the base first), or RUN --against "
+                                  "reference%s",
                                   "");
     for (int i = 0; i < np; i++) {
         char *end;
@@ -595,7 +703,9 @@ int nb_cmd_compare(int argc, char **argv)
         NB_SVC_OPTS(sf),
         {"against", NB_OPT_STR, &against, 0, 0, "'reference': the model's reference deployment"},
         {"jobs", NB_OPT_FLAG, &jobs, 0, 0, "the ids are job ids, not run ids"},
-        {"tolerance", NB_OPT_INT, &tol, 0, 1000, "% change counted as a regression (default 5)"},
+        {"tolerance", NB_OPT_INT, &tol, 0, 1000,
+         "noise band in %: a regression is a change beyond it with Mann-Whitney p < 0.05 "
+         "(default 5)"},
         NB_OUT_OPTS(of),
         {"db", NB_OPT_STR, &db, 0, 0, "local database (default " NB_CMD_DEFAULT_DB ")"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
@@ -603,7 +713,7 @@ int nb_cmd_compare(int argc, char **argv)
     const char *pos[2];
     int np = 0;
     int rc =
-        nb_cmd_parse("compare", "npubench compare RUN_A RUN_B | compare RUN --against reference",
+        nb_cmd_parse("compare", "npubench compare OLD NEW | compare RUN --against reference",
                      argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -615,12 +725,15 @@ int nb_cmd_compare(int argc, char **argv)
     if (nb_out_format_of(&of, &fmt, &err))
         return nb_cmd_usage_error("compare", "%s", err.msg);
     Npubench__CompareRequest req = NPUBENCH__COMPARE_REQUEST__INIT;
+    /* OLD NEW, as git diff and benchstat: the first is the base; with --against the one
+     * id is the new run */
+    long long nw = against ? ids[0] : ids[1], old = against ? 0 : ids[0];
     if (jobs) {
-        req.job_id = ids[0];
-        req.base_job_id = ids[1];
+        req.job_id = nw;
+        req.base_job_id = old;
     } else {
-        req.run_id = ids[0];
-        req.base_run_id = ids[1];
+        req.run_id = nw;
+        req.base_run_id = old;
     }
     req.tolerance_pct = tol;
     nb_cmd_conn c;

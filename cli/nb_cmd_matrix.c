@@ -99,13 +99,25 @@ static void take_result(mx_row *r, int kind, const Npubench__JobResult *res)
         add_flag(r, "REGRESSION %s%s", res->regression_detail, "");
 }
 
-/* A job without results (still queued or running, cancelled, expired): a row per board its
- * children are pinned to, saying so; one row "-" when it has none. */
+static int has_result_of(const Npubench__Job *j, int64_t id)
+{
+    for (size_t i = 0; i < j->n_results; i++)
+        if (j->results[i]->job_id == id)
+            return 1;
+    return 0;
+}
+
+/* The children of j whose result j does not carry (still queued or running, cancelled,
+ * expired, or finished since j was read): a row per board they are pinned to, from the
+ * child's own result when it has one (GATE and FLAGS then agree), else saying what it is;
+ * one row "-" when j has neither results nor children. */
 static void unfinished(nb_cmd_conn *c, mx_row *rows, size_t *nr, int model, int kind,
                        const Npubench__Job *j)
 {
-    int any = 0;
+    int any = j->n_results > 0;
     for (size_t k = 0; k < j->n_child_job_ids; k++) {
+        if (has_result_of(j, j->child_job_ids[k]))
+            continue;
         Npubench__Job *kid = NULL;
         nb_err err;
         if (nb_svc_get_job(c->svc, j->child_job_ids[k], 0, &kid, &err))
@@ -115,9 +127,13 @@ static void unfinished(nb_cmd_conn *c, mx_row *rows, size_t *nr, int model, int 
                                 : "?";
         mx_row *r = row_for(rows, nr, model, board);
         if (r) {
-            add_job(r, kid->job_id);
-            add_flag(r, "%s: %s", nb_job_kind_name(kind),
-                     nb_outcome_name(nb_outcome_of_job(kid)));
+            for (size_t i = 0; i < kid->n_results; i++)
+                take_result(r, kind, kid->results[i]);
+            if (!kid->n_results) {
+                add_job(r, kid->job_id);
+                add_flag(r, "%s: %s", nb_job_kind_name(kind),
+                         nb_outcome_name(nb_outcome_of_job(kid)));
+            }
             any = 1;
         }
         nb_wire_free(kid);
@@ -204,8 +220,12 @@ static int submit_all(nb_cmd_conn *c, const mx_flags *f, const char *const *mode
                 return nb_cmd_usage_error("submit matrix", "%s", err.msg);
             int64_t *ids = NULL;
             size_t n = 0;
-            if (nb_svc_submit(c->svc, &spec, 0, &ids, &n, &err))
-                return nb_cmd_fail("submit matrix", &err);
+            if (nb_svc_submit(c->svc, &spec, 0, &ids, &n, &err)) {
+                int code = nb_cmd_fail("submit matrix", &err);
+                /* NOT_FOUND here is "no board can take it now" (none live, or every one
+                 * drained or quarantined): unavailable, as a device would be */
+                return err.code == NB_ENOTFOUND ? NB_EXIT_UNAVAILABLE : code;
+            }
             jobs[*nj] = ids[0];
             kind_of[*nj] = kinds[k];
             model_of[*nj] = m;
@@ -228,7 +248,7 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         {"boards", NB_OPT_STR, &f.tag, 0, 0, "the boards with this tag (required)"},
         {"kinds", NB_OPT_STR, &f.kinds, 0, 0, "job kinds, comma-separated (default verify,profile)"},
         {"n-tokens", NB_OPT_INT, &f.n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
-        {"reps", NB_OPT_INT, &f.reps, 0, 1000, "measured repetitions (run, profile)"},
+        {"reps", NB_OPT_INT, &f.reps, 0, NB_JOB_REPS_MAX, "measured repetitions (run, profile)"},
         {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400, "give up after S seconds (exit 5)"},
         {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave unfinished jobs queued"},
@@ -296,8 +316,7 @@ int nb_cmd_submit_matrix(int argc, char **argv)
             if (r)
                 take_result(r, kind_of[i], res);
         }
-        if (!j->n_results)
-            unfinished(&c, rows, &nr, model_of[i], kind_of[i], j);
+        unfinished(&c, rows, &nr, model_of[i], kind_of[i], j);
     }
     qsort(rows, nr, sizeof *rows, row_cmp);
     nb_cmd_report rep = {.cmd = "submit matrix", .junit = f.junit, .list = 1};

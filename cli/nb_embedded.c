@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nb_backend.h"
 #include "nb_coord.h"
 #include "nb_daemon.h"
 #include "nb_executor.h"
@@ -47,8 +48,20 @@ static int session_pid(const char *tag, long *pid)
     return *pid > 0 && *end == '-';
 }
 
-/* Cancels unfinished jobs whose session process no longer exists. */
-static void cancel_orphans(nb_embedded *e)
+/* Whether tag is this session's own (own) or that of a session process no longer alive. */
+static int session_ended(const nb_embedded *e, const char *tag, int own)
+{
+    if (own)
+        return !strcmp(tag, e->tag);
+    long pid;
+    return session_pid(tag, &pid) && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 &&
+           errno == ESRCH;
+}
+
+/* Cancels the unfinished jobs of sessions that ended: whose process no longer exists, or
+ * (own) this one's as it stops, so a local command that failed or was interrupted before
+ * its job finished never leaves that job queued in the local database. */
+static void cancel_orphans(nb_embedded *e, int own)
 {
     nb_svc *s;
     nb_err err;
@@ -67,13 +80,12 @@ static void cancel_orphans(nb_embedded *e)
             const Npubench__Job *j = resp->jobs[i];
             const Npubench__DeploymentSelector *sel = j->spec ? j->spec->selector : NULL;
             for (size_t t = 0; sel && t < sel->n_tags; t++) {
-                long pid;
-                if (!session_pid(sel->tags[t], &pid) || pid == (long)getpid() ||
-                    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                if (!session_ended(e, sel->tags[t], own))
                     continue;
                 Npubench__CancelJobRequest c = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
                 c.job_id = j->job_id;
-                c.reason = "its embedded session (process) ended";
+                c.reason = own ? "its local command ended before the job did"
+                               : "its embedded session (process) ended";
                 Npubench__CancelJobResponse *cr;
                 if (nb_svc_call(s, "CancelJob", &c, &npubench__cancel_job_response__descriptor,
                                 &cr, &err) == NB_OK)
@@ -91,7 +103,7 @@ static void session_deployment(const nb_embedded_opts *o, nb_deployment *dep)
     memset(dep, 0, sizeof *dep);
     snprintf(dep->model, sizeof dep->model, "%s", o->model && *o->model ? o->model : "instruct");
     snprintf(dep->backend, sizeof dep->backend, "%s",
-             o->backend && *o->backend ? o->backend : "cpu");
+             o->backend && *o->backend ? o->backend : nb_backend_default()->name);
     snprintf(dep->dtype, sizeof dep->dtype, "%s", o->dtype && *o->dtype ? o->dtype : "bf16");
     snprintf(dep->name, sizeof dep->name, "local");
     dep->threads = o->threads;
@@ -116,19 +128,21 @@ static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *e
     d.threads = o->threads;
     d.quiet = 1;
     d.client_paths = 1; /* inproc: every client is this process and its user */
-    /* An xrt deployment claims its real device. A CPU session takes the
-     * highest free cpu:N, leaving the low numbers to lab workers; a taken
-     * one (another session, a worker) is NB_EUNAVAIL from the device lock. */
+    /* A deployment whose backend probes a device of its own (xrt) claims that device. A
+     * CPU session takes the highest free cpu:N, leaving the low numbers to lab workers; a
+     * taken one (another session, a worker) is NB_EUNAVAIL from the device lock. */
+    const nb_backend_ops *ops = nb_backend_find(dep.backend);
+    int own_device = nb_backend_can(ops, NB_BACKEND_DEVICE) && ops->probe;
     char device[32];
     nb_code rc = NB_EUNAVAIL;
     for (int n = 255; n >= 192 && rc == NB_EUNAVAIL; n--) {
-        if (!strcmp(dep.backend, "xrt"))
-            snprintf(device, sizeof device, "xrt:%d", o->device);
+        if (own_device)
+            snprintf(device, sizeof device, "%s:%d", ops->name, o->device);
         else
-            snprintf(device, sizeof device, "cpu:%d", n);
+            snprintf(device, sizeof device, "%s:%d", nb_backend_default()->name, n);
         d.device = device;
         rc = nb_daemon_start(&d, &e->worker, err);
-        if (!strcmp(dep.backend, "xrt"))
+        if (own_device)
             break;
     }
     if (rc)
@@ -181,7 +195,7 @@ nb_code nb_embedded_start(const nb_embedded_opts *o, nb_embedded **out, nb_err *
     if (!rc)
         rc = nb_coord_start(&co, &e->coord, err);
     if (!rc && o->with_worker) {
-        cancel_orphans(e);
+        cancel_orphans(e, 0);
         rc = start_worker(e, o, err);
     }
     if (rc) {
@@ -211,6 +225,8 @@ void nb_embedded_stop(nb_embedded *e)
 {
     if (!e)
         return;
+    if (e->worker) /* a session that ran jobs (a history-only one submits none) */
+        cancel_orphans(e, 1);
     nb_daemon_stop(e->worker, 0);
     nb_coord_stop(e->coord);
     free(e);

@@ -184,8 +184,21 @@ typedef struct counts {
     int tests, failures, errors;
 } counts;
 
+/* A group still running: how many of its children have no result yet (0 otherwise). */
+static size_t unfinished_children(const Npubench__Job *j)
+{
+    if (nb_outcome_of_job(j) != NB_OC_PENDING || !j->n_results ||
+        j->n_child_job_ids <= j->n_results)
+        return 0;
+    return j->n_child_job_ids - j->n_results;
+}
+
 static void count_job(const Npubench__Job *j, int kind, counts *c)
 {
+    if (unfinished_children(j)) {
+        c->tests++;
+        c->errors++;
+    }
     if (!j->n_results) {
         c->tests = 1;
         c->errors = nb_outcome_of_job(j) != NB_OC_PASS;
@@ -233,6 +246,19 @@ static void job_suite(FILE *f, const Npubench__Job *j)
                 gate_case(f, cls, r->gates[g]);
         else
             result_case(f, cls, kind, r);
+    }
+    size_t left = unfinished_children(j);
+    if (left) {
+        /* the finished boards keep their cases above; the rest is one pending error */
+        char name[64], msg[256];
+        snprintf(name, sizeof name, "job %lld: %zu unfinished", (long long)j->job_id, left);
+        snprintf(cls, sizeof cls, "npubench.%s", nb_job_kind_name(kind));
+        open_case(f, cls, name, secs);
+        fputs(">\n", f);
+        snprintf(msg, sizeof msg, "pending: %zu of %zu board jobs had not finished", left,
+                 j->n_child_job_ids);
+        verdict(f, "error", "pending", msg, j->queued_reason);
+        fputs("    </testcase>\n", f);
     }
     if (!j->n_results) {
         nb_outcome o = nb_outcome_of_job(j);

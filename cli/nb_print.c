@@ -137,6 +137,27 @@ static int print_diagnosis(FILE *f, const nb_print_opts *o, const Npubench__JobR
     return NB_EXIT_OK; /* informational: never fails on numbers */
 }
 
+/* A health check: the device probe its log recorded, then the short verify it ran through
+ * the board's first deployment (or, without one to run, the probe alone as the verdict). */
+static int print_health(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res)
+{
+    const char *probe = res->log ? strstr(res->log, "health check: device probe: ") : NULL;
+    if (probe)
+        fprintf(f, "[health] %.*s\n", (int)strcspn(probe, "\n"), probe);
+    if (res->n_gates) {
+        nb_print_opts q = *o;
+        q.reports_dir = NULL; /* a check writes no report, as it writes no history run */
+        int code = print_verify(f, &q, res, "health");
+        fprintf(f, "[health] %s\n", code == NB_EXIT_OK ? "PASS: the board is healthy"
+                                                      : "FAIL: the board is quarantined");
+        return code;
+    }
+    int pass = res->outcome == NPUBENCH__OUTCOME__PASS;
+    fprintf(f, "[health] %s (the device probe is the check: no verify command)\n",
+            pass ? "PASS" : "FAIL");
+    return pass ? NB_EXIT_OK : NB_EXIT_FAIL;
+}
+
 int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__JobResult *res)
 {
     if (res->status != NPUBENCH__STATUS_CODE__OK) {
@@ -160,6 +181,9 @@ int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__J
         break;
     case NPUBENCH__JOB_KIND__DIAGNOSIS:
         code = print_diagnosis(f, o, res);
+        break;
+    case NPUBENCH__JOB_KIND__HEALTH:
+        code = print_health(f, o, res);
         break;
     default:
         fprintf(stderr, "npubench %s: error: job of unknown kind %d\n", o->cmd, kind);

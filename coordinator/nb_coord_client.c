@@ -121,9 +121,10 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
                 m->child_job_ids[m->n_child_job_ids++] = kids[i].id;
         }
     }
-    if (nb_job_state_terminal(j->state)) {
-        /* A matrix shows every board's result; a sharded verify-full its merge. */
-        int matrix = j->is_group && !strcmp(j->kind, "matrix");
+    int matrix = j->is_group && !strcmp(j->kind, "matrix");
+    /* A matrix shows every board's result, those already in while others still run (a CI
+     * that stops waiting keeps them); a sharded verify-full its merge, once there. */
+    if (nb_job_state_terminal(j->state) || matrix) {
         size_t want = matrix ? nk : 1;
         m->results = nb_arena_calloc(a, want ? want : 1, sizeof *m->results);
         for (size_t i = 0; m->results && i < want; i++) {
@@ -539,6 +540,9 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                                      .toolchain = r->toolchain};
             if (r->kind)
                 q.kind = nb_job_kind_name(r->kind);
+            if (*r->kind_name)
+                q.kind = r->kind_name;
+            q.context_len = r->context_len;
             if (nb_db_history(c->db, &q, &rows, &n, &err)) {
                 st = nb_rpc_reply_err(reply, &err);
                 goto out;
@@ -584,6 +588,13 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                 h->deployment_id = x->deployment_id;
                 h->source = (char *)nb_db_source_name(x->source);
                 h->verify_status = nb_arena_strdup(&a, x->verify_status);
+                nb_db_series se = nb_db_history_row_series(x);
+                char key[NB_DB_SERIES_MAX], label[NB_DB_SERIES_MAX];
+                h->series = nb_arena_strdup(&a, nb_db_series_key(&se, key, sizeof key));
+                h->series_label =
+                    nb_arena_strdup(&a, nb_db_series_label(&se, label, sizeof label));
+                h->context_len = x->context_len > 0 ? x->context_len : 0;
+                h->generated_tokens = x->generated_tokens > 0 ? x->generated_tokens : 0;
                 resp.rows[resp.n_rows++] = h;
             }
             free(rows);
@@ -600,6 +611,9 @@ out:
 }
 
 /* ---- Import ---- */
+
+/* Model-suffix dtype rules an import request may carry. */
+#define NB_COORD_IMPORT_DTYPES_MAX 64
 
 /* Error messages name the uploaded file, not our temporary copy. */
 static void strip_prefix(char *msg, const char *prefix)
@@ -639,8 +653,14 @@ static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_repl
     memset(&rep, 0, sizeof rep);
     nb_code rc = nb_file_write(path, r->content.data, r->content.len, &err);
     if (!rc) {
+        nb_db_dtype_rule rules[NB_COORD_IMPORT_DTYPES_MAX];
+        size_t nr = 0;
+        for (size_t i = 0; i < r->n_dtypes && nr < NB_COORD_IMPORT_DTYPES_MAX; i++)
+            if (r->dtypes[i] && *r->dtypes[i]->key && *r->dtypes[i]->value)
+                rules[nr++] = (nb_db_dtype_rule){r->dtypes[i]->key, r->dtypes[i]->value};
         nb_db_import_opts io = {*r->backend ? r->backend : NULL, *r->dtype ? r->dtype : NULL,
-                                *r->board ? r->board : NULL};
+                                *r->board ? r->board : NULL, *r->runner ? r->runner : NULL,
+                                rules, nr};
         rc = nb_db_import_file_ex(c->db, path, &io, &rep, &err);
     }
     unlink(path);
@@ -655,6 +675,8 @@ static nb_rpc_status h_import(void *user, const nb_rpc_request *req, nb_rpc_repl
         resp.imported = (int32_t)rep.n_imported;
         resp.skipped = (int32_t)rep.n_skipped;
         resp.bad = (int32_t)rep.n_bad;
+        resp.runner_assumed = (int32_t)rep.n_runner_assumed;
+        resp.runner = rep.runner_assumed;
         char *msgs[NB_DB_IMPORT_BAD_KEEP];
         for (size_t i = 0; i < rep.n_bad_kept && i < NB_DB_IMPORT_BAD_KEEP; i++) {
             strip_prefix(rep.bad[i].msg, prefix);

@@ -147,7 +147,10 @@ static const char *unlike(const nb_db_run_brief *run, const nb_db_run_brief *can
         return "self";
     if (duplicate_of(run, cand))
         return "duplicate";
-    if (strcmp(family(run->kind), family(cand->kind)))
+    /* a performance run's kind is part of what it measured (db/nb_db_series.h): a cold `run`,
+     * a warm `profile`, a nightly's row, one context of a sweep are not like each other */
+    if (strcmp(family(run->kind), family(cand->kind)) ||
+        (!strcmp(family(run->kind), "performance") && strcmp(run->kind, cand->kind)))
         return "kind";
     if (!strcmp(family(run->kind), "verify"))
         return run->gate_prompts != cand->gate_prompts || run->gate_steps != cand->gate_steps
@@ -297,7 +300,10 @@ static int metric_row(nb_coord *c, const nb_db_run *ra, const nb_db_run *rb, int
     x->base_value = isnan(b) ? 0 : b;
     x->delta_pct = !isnan(v) && !isnan(b) && b != 0 ? (v - b) / fabs(b) * 100 : 0;
     int hib = nb_db_metric_higher_is_better((nb_db_metric)m);
-    x->regression = !isnan(v) && !isnan(b) && (hib ? x->delta_pct < -tol : x->delta_pct > tol);
+    /* Beyond the noise band (tol) in the bad direction; a verdict also needs significance
+     * below, as benchstat: a change the samples cannot tell from noise is no regression. */
+    int beyond = !isnan(v) && !isnan(b) && (hib ? x->delta_pct < -tol : x->delta_pct > tol);
+    x->regression = 0;
     x->p_value = -1;
     size_t na, nb;
     double *sa = samples_of(ra, m, &na), *sb = samples_of(rb, m, &nb);
@@ -309,6 +315,7 @@ static int metric_row(nb_coord *c, const nb_db_run *ra, const nb_db_run *rb, int
     if (sa && sb && na && nb && nb_stats_regression(sa, na, sb, nb, &p, &res, &e) == NB_OK) {
         x->p_value = res.p;
         x->significant = res.p < c->o.regression_alpha;
+        x->regression = beyond && x->significant;
     }
     free(sa);
     free(sb);
@@ -368,7 +375,7 @@ static void prompt_changes(nb_arena *ar, const nb_db_run *a, const nb_db_run *b,
 }
 
 /* The report_json of the comparison (the same numbers as the rows). */
-static json_object *report_doc(const Npubench__CompareResponse *resp, double tol)
+static json_object *report_doc(const Npubench__CompareResponse *resp, double tol, double alpha)
 {
     json_object *doc = json_object_new_object(), *arr = json_object_new_array();
     for (size_t i = 0; i < resp->n_rows; i++) {
@@ -385,6 +392,8 @@ static json_object *report_doc(const Npubench__CompareResponse *resp, double tol
     json_object_object_add(doc, "run", json_object_new_string(resp->label));
     json_object_object_add(doc, "base", json_object_new_string(resp->base_label));
     json_object_object_add(doc, "tolerance_pct", json_object_new_double(tol));
+    json_object_object_add(doc, "test", json_object_new_string("mann-whitney-u two-sided"));
+    json_object_object_add(doc, "alpha", json_object_new_double(alpha));
     json_object_object_add(doc, "rows", arr);
     json_object_object_add(doc, "prompts_compared", json_object_new_int(resp->prompts_compared));
     json_object_object_add(doc, "prompts_changed",
@@ -490,7 +499,7 @@ nb_rpc_status nb_coord_compare_rpc(void *user, const nb_rpc_request *req, nb_rpc
         resp.matched = matched;
         resp.kind = (char *)ra.kind;
         resp.base_kind = (char *)rb.kind;
-        json_object *doc = report_doc(&resp, tol);
+        json_object *doc = report_doc(&resp, tol, c->o.regression_alpha);
         resp.report_json = (char *)json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY);
         st = nb_coord_reply_built(reply, &resp, !ar.failed, "Compare");
         json_object_put(doc);

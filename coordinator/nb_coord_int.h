@@ -225,9 +225,18 @@ nb_code nb_coord_result_to_run(nb_arena *a, const Npubench__JobResult *res, cons
 /* Merges the stored results of group's children (this_res standing in for
  * child this_id, not stored yet or just stored) into one JobResult owned by
  * a, as a single-worker VERIFY_FULL run would have reported it. */
+#define NB_COORD_MERGE_BOARDS 64
+/* The distinct boards a group's shards ran on, in shard order (the merged result's
+ * environment names the first): the merged run is stored on each of them. */
+typedef struct nb_coord_boards {
+    char name[NB_COORD_MERGE_BOARDS][NB_DB_NAME_MAX];
+    size_t n;
+} nb_coord_boards;
+
 nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
                                     const Npubench__JobResult *this_res, nb_arena *a,
-                                    Npubench__JobResult **out, nb_err *err);
+                                    Npubench__JobResult **out, nb_coord_boards *boards,
+                                    nb_err *err);
 
 /* ---- nb_coord_store.c: committed JobResults, whole ---- */
 

@@ -25,9 +25,11 @@ static Npubench__Environment *env_copy(const Npubench__Environment *e, nb_err *e
 
 nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t this_id,
                                     const Npubench__JobResult *this_res, nb_arena *a,
-                                    Npubench__JobResult **out, nb_err *err)
+                                    Npubench__JobResult **out, nb_coord_boards *boards,
+                                    nb_err *err)
 {
     *out = NULL;
+    boards->n = 0;
     nb_db_job *kids = NULL;
     size_t nk = 0;
     nb_db_job_filter f = {.parent_id = group->id, .limit = 10000, .oldest_first = 1};
@@ -98,27 +100,16 @@ nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t
         rc = nb_jobpb_verify_to_pb(&all, m, err);
     if (!rc && first->environment && !(m->environment = env_copy(first->environment, err)))
         rc = err->code ? err->code : NB_ENOMEM;
-    /* Shards on several boards: the merged run belongs to all of them. */
-    char boards[NB_DB_NAME_MAX] = "";
-    for (size_t i = 0; i < nk && !rc && m->environment; i++) {
+    /* Shards on several boards: the merged run belongs to each of them (stored once per
+     * board by the caller), never to a board made of their names joined. */
+    for (size_t i = 0; i < nk && !rc; i++) {
         const Npubench__JobResult *r = kids[i].id == this_id ? this_res : parts[i];
         const char *b = r->environment ? r->environment->board : "";
-        size_t len = strlen(boards), bl = strlen(b);
         int dup = 0;
-        for (const char *p = boards; *b && (p = strstr(p, b)); p += bl)
-            dup |= (p == boards || p[-1] == '+') && (p[bl] == '+' || !p[bl]);
-        if (*b && !dup && len + bl + 2 < sizeof boards)
-            snprintf(boards + len, sizeof boards - len, "%s%s", len ? "+" : "", b);
-    }
-    if (!rc && m->environment && strchr(boards, '+')) {
-        char *nbrd = nb_jobpb_strdup(boards);
-        if (!nbrd) {
-            rc = nb_err_set(err, NB_ENOMEM, "merge: out of memory");
-        } else {
-            if (m->environment->board != protobuf_c_empty_string)
-                free(m->environment->board);
-            m->environment->board = nbrd;
-        }
+        for (size_t k = 0; k < boards->n; k++)
+            dup |= !strcmp(boards->name[k], b);
+        if (*b && !dup && boards->n < NB_COORD_MERGE_BOARDS)
+            snprintf(boards->name[boards->n++], sizeof boards->name[0], "%s", b);
     }
     if (!rc) {
         m->job_id = group->id;

@@ -433,26 +433,43 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
     nb_db_job g;
     memset(&g, 0, sizeof g);
     int merged = 0;
-    int64_t run_id = 0;
+    int64_t run_ids[NB_COORD_MERGE_BOARDS], run_id = 0;
+    size_t n_runs = 0;
     nb_arena a = {0};
     Npubench__JobResult *m = NULL;
+    nb_coord_boards *boards = NULL;
     if (!rc && !dup && (rc = nb_db_job_get(c->db, group->id, &g, err)) == NB_OK &&
         g.state == NB_JOB_DONE) {
-        rc = nb_coord_merge_verify_group(c, &g, j->id, res, &a, &m, err);
-        nb_db_run run;
-        nb_db_deployment dep;
+        if (!(boards = nb_arena_calloc(&a, 1, sizeof *boards)))
+            rc = nb_err_set(err, NB_ENOMEM, "merge: out of memory");
         if (!rc)
+            rc = nb_coord_merge_verify_group(c, &g, j->id, res, &a, &m, boards, err);
+        /* One run per real board the shards ran on (each board's latest gate is this one);
+         * a merge whose shards named no board is stored once, on the worker's. */
+        size_t want = !rc && boards->n ? boards->n : 1;
+        for (size_t i = 0; !rc && i < want; i++) {
+            nb_db_run run;
+            nb_db_deployment dep;
+            char *orig = m->environment ? m->environment->board : NULL;
+            if (m->environment && boards->n)
+                m->environment->board = boards->name[i];
             rc = nb_coord_result_to_run(&a, m, "verify-full", default_board,
                                         c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE,
                                         &run, &dep, err);
-        if (!rc)
-            rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
-        if (!rc) {
-            run.job_id = g.id;
-            run.job_seq = 0;
-            rc = nb_db_run_insert(c->db, &run, &run_id, err);
+            if (m->environment)
+                m->environment->board = orig;
+            if (!rc)
+                rc = nb_db_deployment_upsert(c->db, &dep, &run.deployment_id, err);
+            if (!rc) {
+                run.job_id = g.id;
+                run.job_seq = (int)i;
+                rc = nb_db_run_insert(c->db, &run, &run_ids[n_runs], err);
+            }
+            if (!rc)
+                n_runs++;
         }
-        if (!rc && !(rc = store_with(c, g.id, m, &run_id, 1, 0, NULL, err)))
+        run_id = n_runs ? run_ids[0] : 0;
+        if (!rc && !(rc = store_with(c, g.id, m, run_ids, n_runs, 0, NULL, err)))
             merged = 1;
     }
     nb_db_job_free(&g);
@@ -461,8 +478,9 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
         *accepted = 1;
         if (merged) {
             nb_coord_stat_add(c, &c->stats.merged, 1);
-            nb_coord_log(c, "job %lld: shards merged into run %lld (%s)", (long long)group->id,
-                         (long long)run_id,
+            nb_coord_log(c, "job %lld: shards merged into run %lld%s (%s)",
+                         (long long)group->id, (long long)run_id,
+                         n_runs > 1 ? ", stored on each of its boards" : "",
                          m && m->outcome == NPUBENCH__OUTCOME__PASS ? "PASS" : "FAIL");
         }
     }

@@ -425,16 +425,6 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
     }
     /* One job at a time per worker process (its one slot): a second lease would sit
      * queued behind the first on the board while another board idles. */
-    pthread_mutex_lock(&c->mu);
-    int draining = c->draining;
-    pthread_mutex_unlock(&c->mu);
-    int board_none = 0;
-    nb_db_job_pred pred = nb_coord_health_pred(c, info->board_name, &board_none);
-    if (draining || board_none) { /* no work while drained; the worker polls again */
-        Npubench__LeaseJobResponse none = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
-        st = nb_rpc_reply_pack(reply, &none);
-        goto out;
-    }
     int64_t held = 0, held_job = 0;
     if (nb_db_jobs_held(c->db, r->worker_id, &held, &held_job, &err)) {
         st = nb_rpc_reply_err(reply, &err);
@@ -455,6 +445,15 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
             st = nb_rpc_reply_err(reply, &err);
             goto out;
         }
+        /* Drain and quarantine are read on every pass, not once before the long poll: a
+         * board drained while this request waits must not lease the job that wakes it. */
+        pthread_mutex_lock(&c->mu);
+        int draining = c->draining;
+        pthread_mutex_unlock(&c->mu);
+        int board_none = 0;
+        nb_db_job_pred pred = nb_coord_health_pred(c, info->board_name, &board_none);
+        if (draining || board_none) /* no work while drained; the worker polls again */
+            break;
         nb_db_worker w;
         nb_sched_db_worker(info, &w);
         w.state = NB_WORKER_ALIVE;

@@ -353,14 +353,29 @@ static nb_code existing_ids(nb_coord *c, int64_t id, int64_t **ids, size_t *n, n
     return NB_OK;
 }
 
-/* Matrix: one child per board among the live workers that serve spec. */
+/* A board a matrix left out, and why ("drained", "quarantined (...)"). */
+typedef struct left_out {
+    char board[NB_DB_NAME_MAX];
+    char why[64];
+} left_out;
+
+/* Matrix: one child per board among the live workers that serve spec; boards that take no
+ * work now (drained, quarantined) into left (room for as many as workers), not planned. */
 static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sched_sel *ss,
-                           child_plan **plans, size_t *np, nb_err *err)
+                           child_plan **plans, size_t *np, left_out **left_out_p,
+                           size_t *n_left, nb_err *err)
 {
     pool p;
+    *n_left = 0;
+    *left_out_p = NULL;
     nb_code rc = pool_load(c, &p, err);
     if (rc)
         return rc;
+    left_out *left = *left_out_p = calloc(p.n ? p.n : 1, sizeof *left);
+    if (!left) {
+        pool_free(&p);
+        return nb_err_set(err, NB_ENOMEM, "submit: out of memory");
+    }
     *plans = calloc(p.n ? p.n : 1, sizeof **plans);
     *np = 0;
     if (!*plans) {
@@ -387,8 +402,22 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
         int dup = 0;
         for (size_t k = 0; k < *np; k++)
             dup |= !strcmp((*plans)[k].board, w->info->board_name);
+        for (size_t k = 0; k < *n_left; k++)
+            dup |= !strcmp(left[k].board, w->info->board_name);
         if (dup)
             continue;
+        if (w->held) {
+            /* A drained or quarantined board takes nothing but its health check: its cell
+             * would wait out the caller's --timeout and hide the other boards' results. It
+             * is left out, and the group's log says which and why. */
+            if (*n_left < p.n) {
+                snprintf(left[*n_left].board, sizeof left[*n_left].board, "%s",
+                         w->info->board_name);
+                snprintf(left[*n_left].why, sizeof left[*n_left].why, "%s", w->held);
+                (*n_left)++;
+            }
+            continue;
+        }
         child_plan *cp = &(*plans)[(*np)++];
         snprintf(cp->board, sizeof cp->board, "%s", w->info->board_name);
         sel.board = cp->board;
@@ -396,7 +425,11 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
         rc = pack_spec(&child, &cp->spec, &cp->len, err);
     }
     pool_free(&p);
-    if (!rc && *np == 0)
+    if (!rc && *np == 0 && *n_left) /* the boards that would serve it, not the others */
+        rc = nb_err_set(err, NB_ENOTFOUND,
+                        "matrix: no board can take it now: board %s is %s%s", left[0].board,
+                        left[0].why, *n_left > 1 ? " (and others held likewise)" : "");
+    else if (!rc && *np == 0)
         rc = nb_err_set(err, NB_ENOTFOUND, "matrix: no live worker matches the selector (%s)",
                         why);
     return rc;
@@ -511,10 +544,11 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
     }
 
     child_plan *plans = NULL;
-    size_t np = 0;
+    size_t np = 0, n_left = 0;
+    left_out *left = NULL;
     const char *group_kind = NULL;
     if (spec->matrix) {
-        if ((rc = plan_matrix(c, spec, &ss, &plans, &np, err)))
+        if ((rc = plan_matrix(c, spec, &ss, &plans, &np, &left, &n_left, err)))
             goto out;
         group_kind = "matrix";
     } else if (spec->kind == NPUBENCH__JOB_KIND__VERIFY_FULL && !spec->shard) {
@@ -593,10 +627,19 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
                  spec->matrix ? "board jobs" : "prompt-range shards");
     nb_coord_log(c, "job %lld submitted: %s %s%s", (long long)(*ids)[0],
                  nb_job_kind_name(spec->kind), ss.deployment, extra);
+    for (size_t i = 0; i < n_left; i++) {
+        char line[NB_DB_MSG_MAX];
+        nb_err le;
+        snprintf(line, sizeof line, "matrix: board %s left out: %s (no cell; undrain it or let "
+                 "its health check pass)", left[i].board, left[i].why);
+        nb_db_job_append_log(c->db, (*ids)[0], line, &le);
+        nb_coord_log(c, "job %lld: %s", (long long)(*ids)[0], line);
+    }
     nb_coord_changed(c, (*ids)[0], 0);
     nb_coord_queue_changed(c);
 out:
     plans_free(plans, np);
+    free(left);
     return rc;
 }
 

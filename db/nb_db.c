@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_db_int.h"
+#include "nb_db_series.h"
 #include "nb_time.h"
 
 /* PRAGMA application_id of npubench databases: "NPBH". Lets open() refuse
@@ -546,6 +547,12 @@ nb_code nb_db_open(const char *path, const nb_db_opts *opts, nb_db **out, nb_err
         return code;
     }
     sqlite3_extended_result_codes(db->h, 1);
+    if ((rc = nb_db_series_register(db->h)) != SQLITE_OK) {
+        code = nb_err_set(err, NB_EIO, "%s: cannot register the series function: %s", path,
+                          sqlite3_errstr(rc));
+        nb_db_close(db);
+        return code;
+    }
     code = configure(db, opts, err);
     if (code) {
         nb_db_close(db);

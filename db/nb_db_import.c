@@ -304,6 +304,37 @@ static int parse_time(const char *s, int64_t *ms)
 
 /* ---- one object -> one run ---- */
 
+/* mlir-air's example directories name their weight format last (llama32_1b_q4nx,
+ * llama32_1b_int4, qwen25_3b_q4); the rest are bf16. "_q4nx" is before "_q4" only for
+ * clarity: a name ends in one of them at most. */
+static const nb_db_dtype_rule builtin_dtypes[] = {
+    {"_q4nx", "q4nx"},
+    {"_int4", "int4"},
+    {"_q4", "q4"},
+};
+
+static const char *dtype_by_rules(const char *model, const nb_db_dtype_rule *r, size_t n)
+{
+    size_t len = strlen(model);
+    for (size_t i = 0; i < n; i++) {
+        size_t sl = r[i].suffix ? strlen(r[i].suffix) : 0;
+        if (sl && sl <= len && !strcasecmp(model + len - sl, r[i].suffix) && r[i].dtype &&
+            *r[i].dtype)
+            return r[i].dtype;
+    }
+    return NULL;
+}
+
+const char *nb_db_dtype_of_model(const char *model, const nb_db_dtype_rule *extra,
+                                 size_t n_extra)
+{
+    if (!model)
+        return NULL;
+    const char *d = dtype_by_rules(model, extra, n_extra);
+    return d ? d : dtype_by_rules(model, builtin_dtypes,
+                                  sizeof builtin_dtypes / sizeof builtin_dtypes[0]);
+}
+
 /* verify_status as mlir-air's nightly writes it (pass, fail, skip, or "" when verify did
  * not run or was not reported), plus the spellings other tools use. Only pass and fail
  * are gate verdicts; the rest are stored as ERROR with the status kept beside it. */
@@ -393,6 +424,8 @@ typedef struct mapped {
     char ext[NB_DB_NAME_MAX];     /* external id: the row key, or a content digest */
     char mkey[2 * NB_DB_NAME_MAX]; /* measurement key */
     int keyed;                    /* ext is (run_id, model, runner), not a digest */
+    int assumed;                  /* the row named no runner: the board is assumed */
+    const char *board;            /* the board it is filed under */
 } mapped;
 
 static int map_run_id(json_object *obj, const char *model, const char *runner, int sweep,
@@ -462,18 +495,26 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
         BAD("field 'model': longer than %d bytes", NB_DB_NAME_MAX - 1);
     if (runner && strlen(runner) >= NB_DB_NAME_MAX)
         BAD("field 'runner': longer than %d bytes", NB_DB_NAME_MAX - 1);
-    /* extract_perf's per-model perf.json has "runner": ""; the nightly fills it in when
-     * it combines them. Such a row waits on board "unknown" until a copy naming the
-     * runner arrives (see merge_measurement). */
-    const char *board = im->opts->board           ? im->opts->board
-                        : runner && *runner       ? runner
-                                                  : NB_DB_IMPORT_UNKNOWN_BOARD;
+    /* A row naming no runner (extract_perf's per-model perf.json says ""; history rows
+     * written before mlir-air #1867 have no key) ran on the nightly's runner, which the
+     * options may name otherwise; the report counts them. A copy naming its runner later
+     * moves the run (see merge_measurement). */
+    mp->assumed = !im->opts->board && !(runner && *runner);
+    const char *board = im->opts->board ? im->opts->board
+                        : runner && *runner
+                            ? runner
+                            : (im->opts->runner && *im->opts->runner ? im->opts->runner
+                                                                     : NB_DB_IMPORT_NIGHTLY_RUNNER);
     if (strlen(board) >= NB_DB_NAME_MAX)
         BAD("board '%.40s': longer than %d bytes", board, NB_DB_NAME_MAX - 1);
     if (!backend)
         backend = im->opts->backend ? im->opts->backend : "npu";
     if (!dtype)
-        dtype = im->opts->dtype ? im->opts->dtype : "bf16";
+        dtype = im->opts->dtype;
+    if (!dtype)
+        dtype = nb_db_dtype_of_model(model, im->opts->dtypes, im->opts->n_dtypes);
+    if (!dtype)
+        dtype = "bf16";
     if (!*backend || strlen(backend) >= NB_DB_NAME_MAX)
         BAD("field 'backend': empty or longer than %d bytes", NB_DB_NAME_MAX - 1);
     if (!*dtype || strlen(dtype) >= NB_DB_NAME_MAX)
@@ -579,6 +620,7 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
     nb_db_copy(dep->backend, sizeof dep->backend, backend);
     nb_db_copy(dep->dtype, sizeof dep->dtype, dtype);
     nb_db_copy(dep->board, sizeof dep->board, board);
+    mp->board = board;
 
     nb_db_run *run = &mp->run;
     nb_db_run_init(run);
@@ -728,6 +770,11 @@ static nb_code import_object(importer *im, json_object *obj, size_t line, nb_err
         record_bad(im, line, msg);
         free(mp);
         return NB_OK;
+    }
+    if (mp->assumed) {
+        nb_db_import_report *r = im->rep;
+        r->n_runner_assumed++;
+        nb_db_copy(r->runner_assumed, sizeof r->runner_assumed, mp->board);
     }
     int64_t existing = 0;
     nb_err e;
@@ -979,7 +1026,7 @@ static nb_code import_data(importer *im, const char *data, size_t len, json_toke
 nb_code nb_db_import_file_ex(nb_db *db, const char *path, const nb_db_import_opts *opts,
                              nb_db_import_report *rep, nb_err *err)
 {
-    static const nb_db_import_opts dflt = {NULL, NULL, NULL};
+    static const nb_db_import_opts dflt = {0};
     memset(rep, 0, sizeof *rep);
     if (!path || !*path)
         return nb_err_set(err, NB_EINVAL, "import: path is empty");

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "nb_db_int.h"
+#include "nb_db_series.h"
 
 static const char *const outcome_names[] = {"PASS", "FAIL", "ERROR"};
 static const char *const source_names[] = {"local", "service", "import"};
@@ -736,6 +737,8 @@ static void filter_sql(char *buf, size_t size, const nb_db_history_query *q)
         ADD(" AND r.deployment_id = ?");
     if (q->kind && *q->kind)
         ADD(" AND r.kind = ?");
+    if (q->context_len > 0)
+        ADD(" AND r.context_len = ?");
     if (q->since_ms > 0)
         ADD(" AND r.started_ms >= ?");
     if (q->until_ms > 0)
@@ -782,6 +785,8 @@ static int bind_filters(sqlite3_stmt *st, const nb_db_history_query *q)
         sqlite3_bind_int64(st, i++, q->deployment_id);
     if (q->kind && *q->kind)
         nb_db_bind_str(st, i++, q->kind);
+    if (q->context_len > 0)
+        sqlite3_bind_int64(st, i++, q->context_len);
     if (q->since_ms > 0)
         sqlite3_bind_int64(st, i++, q->since_ms);
     if (q->until_ms > 0)
@@ -830,6 +835,7 @@ static void bind_board(sqlite3_stmt *st, const void *ud) { bind_filters(st, ud);
 typedef struct baseline_args {
     int64_t deployment_id, exclude_id;
     size_t n;
+    const char *shape; /* NULL = any series */
 } baseline_args;
 
 static void bind_baseline(sqlite3_stmt *st, const void *ud)
@@ -838,6 +844,7 @@ static void bind_baseline(sqlite3_stmt *st, const void *ud)
     sqlite3_bind_int64(st, 1, a->deployment_id);
     sqlite3_bind_int64(st, 2, a->exclude_id);
     sqlite3_bind_int64(st, 3, (int64_t)a->n);
+    nb_db_bind_opt_str(st, 4, a->shape);
 }
 
 static void history_row(sqlite3_stmt *st, void *slot, void *ud)
@@ -865,6 +872,18 @@ static void history_row(sqlite3_stmt *st, void *slot, void *ud)
     h->reps = (int)nb_db_col_int(st, 16, 0);
     h->regression = sqlite3_column_int(st, 17);
     nb_db_col_copy(st, 18, h->verify_status, sizeof h->verify_status);
+    h->context_len = nb_db_col_int(st, 19, -1);
+    h->generated_tokens = nb_db_col_int(st, 20, -1);
+    h->prompt_tokens = nb_db_col_int(st, 21, -1);
+    h->threads = (int)nb_db_col_int(st, 22, 0);
+}
+
+nb_db_series nb_db_history_row_series(const nb_db_history_row *h)
+{
+    nb_db_series s = {h->model,          h->backend,          h->dtype,
+                      h->board,          h->kind,             h->context_len,
+                      h->generated_tokens, h->prompt_tokens, h->threads};
+    return s;
 }
 
 static void board_row(sqlite3_stmt *st, void *slot, void *ud)
@@ -900,7 +919,8 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
     snprintf(sql, sizeof sql,
              "SELECT r.id, r.job_id, r.deployment_id, d.model, d.board, d.backend, d.dtype, "
              "d.weights_digest, r.kind, r.npubench_commit, r.outcome, r.source, r.started_ms, "
-             "%s, %s, %s, r.reps, r.regression, r.verify_status FROM runs r "
+             "%s, %s, %s, r.reps, r.regression, r.verify_status, r.context_len, "
+             "r.generated_tokens, r.prompt_tokens, r.threads FROM runs r "
              "JOIN deployments d ON d.id = r.deployment_id",
              gate ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END" : value_cols[q->metric],
              gate ? "NULL" : mean_cols[q->metric], gate ? "NULL" : stddev_cols[q->metric]);
@@ -1010,6 +1030,14 @@ nb_code nb_db_history_by_board(nb_db *db, const nb_db_history_query *q,
 nb_code nb_db_runs_baseline(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
                             int64_t exclude_id, double **out, size_t *count, nb_err *err)
 {
+    return nb_db_runs_baseline_series(db, deployment_id, NULL, metric, n, exclude_id, out,
+                                      count, err);
+}
+
+nb_code nb_db_runs_baseline_series(nb_db *db, int64_t deployment_id, const char *shape,
+                                   nb_db_metric metric, size_t n, int64_t exclude_id,
+                                   double **out, size_t *count, nb_err *err)
+{
     *out = NULL;
     *count = 0;
     if ((unsigned)metric >= NB_METRIC_N)
@@ -1019,18 +1047,19 @@ nb_code nb_db_runs_baseline(nb_db *db, int64_t deployment_id, nb_db_metric metri
         return nb_err_set(err, NB_EINVAL, "baseline: run count %zu not in 1..%d", n,
                           NB_DB_HISTORY_MAX);
     const char *col = value_cols[metric];
-    char sql[768];
+    char sql[1024];
     /* The LEFT JOIN yields one NULL-sample row for a run without samples,
-     * which then contributes its headline value. */
+     * which then contributes its headline value. ?4 NULL: any series. */
     snprintf(sql, sizeof sql,
              "WITH last AS (SELECT id, started_ms, %s AS v FROM runs "
-             "WHERE deployment_id = ?1 AND id <> ?2 AND %s IS NOT NULL "
+             "WHERE deployment_id = ?1 AND id <> ?2 AND %s IS NOT NULL AND (?4 IS NULL OR "
+             "nb_series_shape(kind, context_len, generated_tokens, prompt_tokens, threads) = ?4) "
              "ORDER BY started_ms DESC, id DESC LIMIT ?3) "
              "SELECT last.v, s.%s FROM last LEFT JOIN samples s "
              "ON s.run_id = last.id AND s.%s IS NOT NULL "
              "ORDER BY last.started_ms DESC, last.id DESC, s.rep",
              col, col, col, col);
-    baseline_args args = {deployment_id, exclude_id, n};
+    baseline_args args = {deployment_id, exclude_id, n, shape};
     void *arr = NULL;
     nb_code rc = nb_db_select_all(db, sql, bind_baseline, &args, sizeof **out, baseline_row,
                                   &arr, count, err, "baseline samples");
@@ -1056,6 +1085,15 @@ nb_code nb_db_run_check_regression(nb_db *db, const nb_db_run *run,
         return nb_err_set(err, NB_ENOMEM, "regression check: out of memory");
     size_t dl = 0;
     nb_code rc = NB_OK;
+    /* Like with like: a cold `run` is no baseline for a warm `profile`, nor one context of a
+     * sweep for another. */
+    nb_db_series se = {.kind = run->kind,
+                       .context_len = run->context_len,
+                       .generated_tokens = run->generated_tokens,
+                       .prompt_tokens = run->prompt_tokens,
+                       .threads = run->env.threads};
+    char shape[NB_DB_SERIES_MAX];
+    nb_db_series_shape(&se, shape, sizeof shape);
     for (int m = 0; m < NB_METRIC_N && !rc; m++) {
         size_t nc = 0;
         for (size_t i = 0; i < run->n_samples; i++)
@@ -1067,8 +1105,8 @@ nb_code nb_db_run_check_regression(nb_db *db, const nb_db_run *run,
             continue;
         double *base = NULL;
         size_t nb = 0;
-        rc = nb_db_runs_baseline(db, run->deployment_id, (nb_db_metric)m, opts->last_n,
-                                 run->id, &base, &nb, err);
+        rc = nb_db_runs_baseline_series(db, run->deployment_id, shape, (nb_db_metric)m,
+                                        opts->last_n, run->id, &base, &nb, err);
         if (rc)
             break;
         if (nb) {

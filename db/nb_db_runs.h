@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "nb_db.h"
+#include "nb_db_series.h"
 #include "nb_stats.h"
 
 typedef enum nb_db_outcome { NB_OUTCOME_PASS = 0, NB_OUTCOME_FAIL, NB_OUTCOME_ERROR } nb_db_outcome;
@@ -154,6 +155,7 @@ typedef struct nb_db_history_query {
     const char *model, *board, *backend, *dtype; /* NULL or "" = any */
     int64_t deployment_id;                       /* 0 = any */
     const char *kind;                            /* NULL or "" = any */
+    int64_t context_len;                         /* 0 = any (a sweep's context axis) */
     /* Toolchain filters (NULL or "" = any): runs whose toolchain entry air_sha,
      * aie_hash or peano starts with the given text, so a short SHA selects. */
     const char *air_sha, *aie_hash, *peano;
@@ -183,7 +185,12 @@ typedef struct nb_db_history_row {
     int reps;
     int regression;
     char verify_status[16]; /* see nb_db_run.verify_status; "" when not imported */
+    int64_t context_len, generated_tokens, prompt_tokens; /* -1 = unknown */
+    int threads;                                          /* 0 = unknown */
 } nb_db_history_row;
+
+/* The row's run as a series (strings point into h). */
+nb_db_series nb_db_history_row_series(const nb_db_history_row *h);
 
 /* Runs matching q, newest first (started_ms, then id). *rows malloc'ed
  * (free()), NULL when *n == 0. */
@@ -235,6 +242,11 @@ typedef struct nb_db_regression_opts {
  * samples contributes its headline value. *out malloc'ed (free()). */
 nb_code nb_db_runs_baseline(nb_db *db, int64_t deployment_id, nb_db_metric metric, size_t n,
                             int64_t exclude_id, double **out, size_t *count, nb_err *err);
+/* The same over the deployment's runs of one series only: shape is nb_db_series_shape's
+ * text (NULL = every run, as nb_db_runs_baseline). */
+nb_code nb_db_runs_baseline_series(nb_db *db, int64_t deployment_id, const char *shape,
+                                   nb_db_metric metric, size_t n, int64_t exclude_id,
+                                   double **out, size_t *count, nb_err *err);
 
 typedef struct nb_db_regression_report {
     int regression; /* any metric regressed */
@@ -244,7 +256,8 @@ typedef struct nb_db_regression_report {
 } nb_db_regression_report;
 
 /* Compares run (its samples, or its headline values) with the baseline of
- * its deployment for TTFT, TPS, decode and TPOT; run->id (if set) is
+ * its deployment's runs of the same series (kind, context, tokens, prompt length, threads:
+ * nb_db_series_shape) for TTFT, TPS, decode and TPOT; run->id (if set) is
  * excluded from the baseline. Reads only: store the verdict in the run
  * (regression, regression_detail) before inserting, or with
  * nb_db_run_set_regression. opts NULL = defaults. */

@@ -137,6 +137,13 @@ static void test_usage_errors(void **s)
     expect("run --n-tokens 0", 2, "--n-tokens: 0 is outside the allowed range 1..4096");
     expect("run --n-tokens abc", 2, "--n-tokens: 'abc' is not an integer");
     expect("verify --k 99", 2, "--k: 99 is outside the allowed range");
+    /* the CLI's ranges are the job's (job/nb_limits.h), refused before any dial */
+    expect("submit run --reps 101", 2, "--reps: 101 is outside the allowed range 0..100");
+    expect("submit verify --k 21", 2, "--k: 21 is outside the allowed range 0..20");
+    expect("submit run --priority 1001", 2,
+           "--priority: 1001 is outside the allowed range -1000..1000");
+    expect("run --reps 101", 2, "--reps: 101 is outside the allowed range 1..100");
+    expect("run --threads 1025", 2, "--threads: 1025 is outside the allowed range 0..1024");
     expect("run --bogus", 2, "unknown option '--bogus'");
     /* worker --deploy: the SPEC, its field and limit named, before any dial */
     expect("worker --coordinator ipc:///x --board b --deploy gemma3:q9", 2,

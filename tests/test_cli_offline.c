@@ -48,6 +48,68 @@ static void test_import(void **s)
              "import /nonexistent.json --db '%s'", db));
 }
 
+/* mlir-air's history before its PR #1867 (no runner key): the board said, the dtype from the
+ * model's name, a verify fail shown as FAIL and an unreported status as ? */
+static void test_import_nightly(void **s)
+{
+    (void)s;
+    tu_require_src();
+    char ndb[1200];
+    snprintf(ndb, sizeof ndb, "%s/nightly.db", tu_group_tmp());
+    free(tu_cli(0, "tests/data/db/mlir-air/history_pre1867.ndjson: 6 runs imported, 0 already "
+                "stored, 0 bad\n"
+                "tests/data/db/mlir-air/history_pre1867.ndjson: 6 rows named no runner: filed "
+                "under board amdryzenai5pro340 (the nightly's runner; --runner to change)",
+             "import tests/data/db/mlir-air/history_pre1867.ndjson --db '%s'", ndb));
+    free(tu_cli(0, "6,2026-08-12T07:40:05Z,qwen25_7b_q4nx npu/q4nx @amdryzenai5pro340,bench,?,"
+                "2310.50,19.44,-,imported\n"
+                "5,2026-08-12T07:02:48Z,qwen25_3b_q4 npu/q4 @amdryzenai5pro340,bench,SKIP,"
+                "1544.90,11.37,-,imported\n"
+                "4,2026-08-12T06:33:20Z,llama32_3b npu/bf16 @amdryzenai5pro340,bench,FAIL,-,-,-,"
+                "imported\n"
+                "2,2026-08-12T05:51:12Z,llama32_1b_int4 npu/int4 @amdryzenai5pro340,bench,PASS,"
+                "702.40,7.93,-,imported",
+             "history --format csv --db '%s'", ndb));
+    /* Series: the nightly's profile row and each context of its sweep apart; --latest never
+     * shows a sweep point as the model's throughput. */
+    free(tu_cli(0, "tests/data/db/mlir-air/sweep_history_pre1867.ndjson: 3 runs imported, 0 "
+                "already stored, 0 bad*",
+             "import tests/data/db/mlir-air/sweep_history_pre1867.ndjson --db '%s'", ndb));
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+                "3,2026-08-12T06:09:55Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,bench,PASS,"
+                "893.31,62.86,-,imported\n"
+                "\"7,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
+                "\"sweep@1024,bench\",PASS,-,61.20,-,imported\n"
+                "\"8,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
+                "\"sweep@131072,bench\",PASS,-,5.77,-,imported",
+             "history --latest --model llama32_1b_q4nx --format csv --db '%s'", ndb));
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+                "8,2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
+                "sweep@131072,?,-,5.77,-,imported",
+             "history --kind sweep --context 131072 --format csv --db '%s'", ndb));
+    char *out = tu_cli(0, "      \"kind\":\"bench\",\n"
+                       "      \"series\":\"llama32_1b_q4nx|npu|q4nx|amdryzenai5pro340|bench|"
+                       "ctx=6|gen=-|prompt=-|threads=-\",",
+                       "history --kind bench --model llama32_1b_q4nx --json --db '%s'", ndb);
+    assert_null(strstr(out, "sweep"));
+    free(out);
+
+    /* A deployments file's dtypes table, and another runner. */
+    char dep[1300];
+    snprintf(dep, sizeof dep, "%s/dtypes.json", tu_group_tmp());
+    FILE *f = fopen(dep, "w");
+    assert_non_null(f);
+    fputs("{\"deployments\": [], \"dtypes\": {\"_q4\": \"q4_k\"}}", f);
+    fclose(f);
+    snprintf(ndb, sizeof ndb, "%s/nightly2.db", tu_group_tmp());
+    free(tu_cli(0, "tests/data/db/mlir-air/history_pre1867.ndjson: 6 rows named no runner: filed "
+                "under board hx370 (--runner)",
+             "import tests/data/db/mlir-air/history_pre1867.ndjson --runner hx370 "
+             "--deployments '%s' --db '%s'", dep, ndb));
+    free(tu_cli(0, "5,2026-08-12T07:02:48Z,qwen25_3b_q4 npu/q4_k @hx370,bench,SKIP,*",
+             "history --format csv --db '%s'", ndb));
+}
+
 /* history: newest first in every format, the filters (board, dates, toolchain, metric),
  * none found said in words, and each bad filter refused naming the option at fault */
 static void test_history(void **s)
@@ -59,7 +121,7 @@ static void test_history(void **s)
                        "5   2025-03-13T00:00:00Z Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01   "
                        "bench ?    199.70  34.10 -      imported\n"
                        "3   2025-03-11T02:10:31Z Llama-3.2-1B-Instruct npu/bf16 @npu-phoenix-02 "
-                       "bench -    661.40  11.00 -      imported",
+                       "bench PASS 661.40  11.00 -      imported",
                     "history --db '%s'", db);
     /* newest first: run 4 (03-12) above run 3 (03-11) */
     assert_true(strstr(out, "\n4   2025-03-12") < strstr(out, "\n3   2025-03-11"));
@@ -76,18 +138,18 @@ static void test_history(void **s)
     free(tu_cli(0, "no runs in the history", "history --kind run --db '%s'", db));
     free(tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | FLAG |\n"
                 "| 3 | 2025-03-11T02:10:31Z | Llama-3.2-1B-Instruct npu/bf16 @npu-phoenix-02 | "
-                "bench | - | - | - | - | imported |",
+                "bench | PASS | - | - | - | imported |",
              "history --metric gate --board npu-phoenix-02 --since 2025-03-11 --until 2025-03-12 "
              "--format md --db '%s'", db));
     free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
-                "4,2025-03-12T02:00:05Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,-,"
+                "4,2025-03-12T02:00:05Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,FAIL,"
                 "471.00,16.20,-,imported",
              "history --toolchain peano=19.0.0.2025031101 --until 2025-03-13 --format csv "
              "--db '%s'", db));
     free(tu_cli(2, "npubench history: --metric 'decode': expected tps, ttft or gate",
              "history --metric decode --db '%s'", db));
-    free(tu_cli(2, "npubench history: --kind 'nap': expected run, verify, verify-full, diagnosis or "
-                "profile",
+    free(tu_cli(2, "npubench history: --kind 'nap': expected run, profile, verify, verify-full, "
+                "diagnosis, bench or sweep",
              "history --kind nap --db '%s'", db));
     free(tu_cli(2, "npubench history: --since 'yesterday': expected YYYY-MM-DD, "
                 "YYYY-MM-DDTHH:MM:SSZ or unix ms",
@@ -115,28 +177,30 @@ static void test_history(void **s)
              "history --db='%s' --limit=1 --model=Qwen2.5-0.5B-Instruct --format=csv", db));
 }
 
-/* compare as text: the two runs named, one row per metric, REGRESSION only past the
- * tolerance (exit 1), none otherwise (exit 0); --against names only 'reference' */
+/* compare OLD NEW as text: the two runs named, one row per metric; one value a side is no
+ * verdict ("~", exit 0) however large the change; --against names only 'reference' */
 static void test_compare_text(void **s)
 {
     (void)s;
     need_history();
-    free(tu_cli(1, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
+    free(tu_cli(0, "run 4: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-12T02:00:05Z)\n"
                 "vs run 2: Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01 (bench, "
                 "2025-03-11T02:00:07Z)\n"
                 "Metric             | Base (run 2)   | New (run 4)    | Change (× / %)   | "
                 "Mann-Whitney\n"
                 "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 "
-                "vs 1)  REGRESSION\n"
+                "vs 1)  ~\n"
                 "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 "
-                "vs 1)  REGRESSION",
-             "compare 4 2 --db '%s'", db));
+                "vs 1)  ~\n"
+                "REGRESSION = worse beyond the noise band (±5%) and Mann-Whitney p < 0.05; ~ = "
+                "not significant",
+             "compare 2 4 --db '%s'", db));
     free(tu_cli(0, "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 "
-                "vs 1)\n"
+                "vs 1)  ~\n"
                 "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 "
-                "vs 1)",
-             "compare 2 1 --db '%s'", db));
+                "vs 1)  ~",
+             "compare 1 2 --db '%s'", db));
     free(tu_cli(2, "npubench compare: --against 'yesterday': only 'reference' is known",
              "compare 4 --against yesterday --db '%s'", db));
 }
@@ -303,6 +367,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_import),         cmocka_unit_test(test_history),
+        cmocka_unit_test(test_import_nightly),
         cmocka_unit_test(test_compare_text),   cmocka_unit_test(test_reference),
         cmocka_unit_test(test_report_html),    cmocka_unit_test(test_matrix_usage),
         cmocka_unit_test(test_report_errors),  cmocka_unit_test(test_usage_and_options),

@@ -458,6 +458,50 @@ static void test_junit_print(void **s)
     free(out);
 }
 
+/* A matrix the caller stopped waiting for (a quarantined board's cell once held it): the
+ * board that finished keeps its case; the rest is one pending error, counted. */
+static void test_junit_pending_matrix(void **s)
+{
+    (void)s;
+    build_fixture();
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__VERIFY;
+    spec.matrix = 1;
+    Npubench__JobResult done = NPUBENCH__JOB_RESULT__INIT;
+    done.job_id = 41;
+    done.outcome = NPUBENCH__OUTCOME__PASS;
+    done.environment = &fx.env;
+    Npubench__GateRecord g = NPUBENCH__GATE_RECORD__INIT;
+    g.status = NPUBENCH__OUTCOME__PASS;
+    Npubench__GateRecord *gp[1] = {&g};
+    done.gates = gp;
+    done.n_gates = 1;
+    Npubench__JobResult *rp[1] = {&done};
+    int64_t kids[3] = {41, 42, 43};
+    Npubench__Job j = NPUBENCH__JOB__INIT;
+    j.job_id = 40;
+    j.spec = &spec;
+    j.is_group = 1;
+    j.state = NPUBENCH__JOB_STATE__JOB_RUNNING;
+    j.results = rp;
+    j.n_results = 1;
+    j.child_job_ids = kids;
+    j.n_child_job_ids = 3;
+    const Npubench__Job *jobs[] = {&j};
+    capture c;
+    nb_junit_print(cap_open(&c), jobs, 1);
+    char *out = cap_close(&c);
+    print_message("%s", out);
+    assert_non_null(strstr(out, "<testsuites name=\"npubench\" tests=\"2\" failures=\"0\" "
+                                "errors=\"1\">"));
+    assert_non_null(strstr(out, "<testcase classname=\"npubench.verify.m&lt;1&gt;.cpu/bf16@b1\" "
+                                "name=\"prompt 0\" time=\"0.000\"/>"));
+    assert_non_null(strstr(out, "name=\"job 40: 2 unfinished\""));
+    assert_non_null(strstr(out, "<error type=\"pending\" message=\"pending: 2 of 3 board jobs "
+                                "had not finished\">"));
+    free(out);
+}
+
 static void test_junit_write(void **s)
 {
     (void)s;
@@ -588,8 +632,22 @@ static void test_print_job_errors(void **s)
     expect_printed(&j, 0, 2, "",
                    "npubench job: error: result unreadable: JobResult.verify: absent (not a "
                    "verify result)\n");
+    /* a health check prints (it was "job of unknown kind 6", exit 2): the probe its log
+     * recorded, and the probe-only verdict of a board without a verify command */
     spec.kind = NPUBENCH__JOB_KIND__HEALTH;
-    expect_printed(&j, 0, 2, "", "npubench job: error: job of unknown kind 6\n");
+    r.outcome = NPUBENCH__OUTCOME__PASS;
+    r.log = "20:00:00.000 health check: device probe: driver 2.19, kernels avx2\n"
+            "20:00:00.100 done\n";
+    expect_printed(&j, 0, 0,
+                   "[health] health check: device probe: driver 2.19, kernels avx2\n"
+                   "[health] PASS (the device probe is the check: no verify command)\n",
+                   "");
+    r.outcome = NPUBENCH__OUTCOME__FAIL;
+    r.log = "";
+    expect_printed(&j, 0, 1,
+                   "[health] FAIL (the device probe is the check: no verify command)\n", "");
+    spec.kind = 99;
+    expect_printed(&j, 0, 2, "", "npubench job: error: job of unknown kind 99\n");
     j.spec = NULL;
     expect_printed(&j, 0, 2, "", "npubench job: error: job of unknown kind 0\n");
 }
@@ -657,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_args_parse),       cmocka_unit_test(test_args_usage),
         cmocka_unit_test(test_args_duration),    cmocka_unit_test(test_junit_escape),
         cmocka_unit_test(test_junit_print),      cmocka_unit_test(test_junit_write),
+        cmocka_unit_test(test_junit_pending_matrix),
         cmocka_unit_test(test_print_job_errors), cmocka_unit_test(test_print_matrix),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);

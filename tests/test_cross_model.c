@@ -204,24 +204,24 @@ static void test_cross_model(void **s)
     assert_non_null(strstr(out, "," GEMMA " cpu/native @lab-a,\"run,verify\",PASS,"));
     free(out);
 
-    /* two models: both sides and ratios, no regression verdict, exit 0 */
+    /* two models: both sides and ratios, no regression verdict, exit 0; OLD NEW order */
     snprintf(want, sizeof want,
              "run %lld: " GEMMA " cpu/native on lab-a (run, *\n"
              "vs run %lld: " SMOL " cpu/bf16 on lab-a (run, *\n"
              "cross-model comparison: side by side (TTFT, TPS, gate, ratios), no regression "
              "verdict\nTTFT (ms)          | *\nTPS (tokens/s)     | *",
              gemma_perf, smol_perf);
-    out = tu_cli(0, want, "compare %lld %lld --coordinator '%s'", gemma_perf, smol_perf, url);
+    out = tu_cli(0, want, "compare %lld %lld --coordinator '%s'", smol_perf, gemma_perf, url);
     assert_null(strstr(out, "REGRESSION"));
     free(out);
-    doc = json_cli(0, "compare %lld %lld --json --coordinator '%s'", gemma_perf, smol_perf, url);
+    doc = json_cli(0, "compare %lld %lld --json --coordinator '%s'", smol_perf, gemma_perf, url);
     expect_compare(doc, "cross-model", gemma_perf, smol_perf);
     json_object_put(doc);
     snprintf(want, sizeof want,
              "cross-model comparison: side by side (TTFT, TPS, gate, ratios), no regression "
              "verdict\ngate: run %lld PASS (1/1 prompts pass), run %lld PASS (1/1 prompts pass)",
              gemma_gate, smol_gate);
-    out = tu_cli(0, want, "compare %lld %lld --coordinator '%s'", gemma_gate, smol_gate, url);
+    out = tu_cli(0, want, "compare %lld %lld --coordinator '%s'", smol_gate, gemma_gate, url);
     assert_null(strstr(out, "Verify: ")); /* prompt i of one set is not prompt i of the other */
     free(out);
 
@@ -248,11 +248,11 @@ static void test_cross_model(void **s)
     snprintf(want, sizeof want,
              "same model across boards: compared as usual\n"
              "Verify: 1 prompt in both runs, 0 changed outcome or divergence step");
-    free(tu_cli(0, want, "compare %lld %lld --coordinator '%s'", b_gate, smol_gate, url));
+    free(tu_cli(0, want, "compare %lld %lld --coordinator '%s'", smol_gate, b_gate, url));
     /* timings of two boards sharing this machine's cores differ by chance: a tolerance
      * wider than any such difference keeps the verdict exact */
-    doc = json_cli(0, "compare %lld %lld --tolerance 1000 --json --coordinator '%s'", b_perf,
-                   smol_perf, url);
+    doc = json_cli(0, "compare %lld %lld --tolerance 1000 --json --coordinator '%s'", smol_perf,
+                   b_perf, url);
     expect_compare(doc, "cross-board", b_perf, smol_perf);
     json_object_put(doc);
 

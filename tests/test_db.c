@@ -27,6 +27,7 @@
 #include "nb_db_jobs.h"
 #include "nb_db_results.h"
 #include "nb_db_runs.h"
+#include "nb_db_series.h"
 #include "nb_db_schema.h"
 #include "nb_db_traces.h"
 #include "nb_db_workers.h"
@@ -1579,6 +1580,40 @@ static void test_regression_needs_both(void **state)
     assert_close(base[1], 20.15, 1e-12);
     free(base);
 
+    /* Other series of the same deployment, newer: a cold `run` and one context of a decode
+     * sweep. Never the baseline of a bench run (nor of each other). */
+    static const char *const other_kind[] = {"run", "sweep"};
+    for (int k = 0; k < 2; k++) {
+        nb_db_run o;
+        nb_db_run_init(&o);
+        o.deployment_id = dep;
+        o.kind = other_kind[k];
+        o.outcome = NB_OUTCOME_PASS;
+        o.started_ms = t0 + 8000 + k;
+        o.value[NB_METRIC_TPS] = k ? 5.77 : 10.82;
+        o.context_len = k ? 131072 : -1;
+        int64_t id;
+        assert_ok(nb_db_run_insert(db, &o, &id, &e_));
+    }
+    nb_db_series bench = {.kind = "bench"};
+    char shape[NB_DB_SERIES_MAX];
+    nb_db_series_shape(&bench, shape, sizeof shape);
+    assert_string_equal(shape, "bench|ctx=-|gen=-|prompt=-|threads=-");
+    assert_ok(nb_db_runs_baseline_series(db, dep, shape, NB_METRIC_TPS, 3, 0, &base, &nb, &e_));
+    assert_int_equal(nb, 1 + 3 + 3);
+    assert_close(base[0], 20.5, 0);
+    free(base);
+    nb_db_series sweep = {"llama32_1b_q4nx", "npu", "q4nx", "b", "sweep", 131072, -1, 0, 0};
+    char key[NB_DB_SERIES_MAX];
+    assert_string_equal(nb_db_series_key(&sweep, key, sizeof key),
+                        "llama32_1b_q4nx|npu|q4nx|b|sweep|ctx=131072|gen=-|prompt=-|threads=-");
+    nb_db_series_shape(&sweep, shape, sizeof shape);
+    assert_ok(nb_db_runs_baseline_series(db, dep, shape, NB_METRIC_TPS, 10, 0, &base, &nb, &e_));
+    assert_int_equal(nb, 1);
+    assert_close(base[0], 5.77, 0);
+    free(base);
+    assert_string_equal(nb_db_series_label(&sweep, key, sizeof key), "sweep, context 131072");
+
     nb_db_sample cur[5];
     for (int i = 0; i < 5; i++) {
         cur[i].rep = i;
@@ -1609,6 +1644,10 @@ static void test_regression_needs_both(void **state)
     assert_true(rep.m[NB_METRIC_TPS].p < 0.001);
     assert_false(rep.regression);
     assert_string_equal(rep.detail, "");
+    /* A warm profile has no baseline here: no profile ran on this deployment before. */
+    nr.kind = "profile";
+    assert_ok(nb_db_run_check_regression(db, &nr, NULL, &rep, &e_));
+    assert_false(rep.checked[NB_METRIC_TPS]);
     close_db(db);
 }
 
@@ -1839,12 +1878,16 @@ static void test_import_mlir_air(void **state)
     mlir_air_path(p, sizeof p, "llama32_1b_q4nx.perf.json");
     assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
     assert_int_equal(rep.n_imported, 1);
+    /* No runner named: filed under the nightly's runner, and said so. */
+    assert_int_equal(rep.n_runner_assumed, 1);
+    assert_string_equal(rep.runner_assumed, NB_DB_IMPORT_NIGHTLY_RUNNER);
     nb_db_import_report_free(&rep);
     int64_t q4 = sql_int(path, "SELECT id FROM runs");
     nb_db_run run;
     assert_ok(nb_db_run_get(db, q4, &run, &e_));
     assert_null(run.runner);
-    assert_string_equal(run.env.board, "unknown");
+    assert_string_equal(run.env.board, "amdryzenai5pro340");
+    assert_string_equal(run.env.dtype, "q4nx");
     assert_string_equal(run.verify_status, "unknown");
     assert_int_equal(run.outcome, NB_OUTCOME_ERROR);
     assert_int_equal(run.n_toolchain, 0);
@@ -1988,6 +2031,87 @@ static void test_import_mlir_air(void **state)
                                    "context_len = 65536 AND tps IS NULL"),
                      1);
     assert_int_equal(sql_int(path, "SELECT count(*) FROM runs"), 10);
+    close_db(db);
+}
+
+/* The nightly's history before mlir-air #1867 (no runner key; verify_status pass, fail,
+ * skip or "", never null; sweep rows without verify_status) and after it (runner named):
+ * one board, the dtype each model name says, every status kept. */
+static void test_import_mlir_air_pre1867(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("mlir_air_old");
+    const char *path = nb_db_path(db);
+    char p[1024];
+    nb_db_import_report rep;
+    mlir_air_path(p, sizeof p, "history_pre1867.ndjson");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 6);
+    assert_int_equal(rep.n_runner_assumed, 6);
+    assert_string_equal(rep.runner_assumed, "amdryzenai5pro340");
+    nb_db_import_report_free(&rep);
+    mlir_air_path(p, sizeof p, "sweep_history_pre1867.ndjson");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_imported, 3);
+    assert_int_equal(rep.n_runner_assumed, 3);
+    nb_db_import_report_free(&rep);
+    /* The newer rows name the runner: the same boards, no phantom "unknown". */
+    mlir_air_path(p, sizeof p, "history.ndjson");
+    assert_ok(nb_db_import_file_ex(db, p, NULL, &rep, &e_));
+    assert_int_equal(rep.n_runner_assumed, 0);
+    nb_db_import_report_free(&rep);
+    assert_int_equal(sql_int(path, "SELECT count(DISTINCT board) FROM deployments"), 1);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM deployments WHERE board = "
+                                   "'amdryzenai5pro340'"),
+                     sql_int(path, "SELECT count(*) FROM deployments"));
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM deployments WHERE model = "
+                                   "'llama32_1b_q4nx'"),
+                     1);
+    /* The dtype from the model's name. */
+    static const char *const dt[][2] = {{"llama32_1b", "bf16"},     {"llama32_1b_int4", "int4"},
+                                        {"llama32_1b_q4nx", "q4nx"}, {"qwen25_3b_q4", "q4"},
+                                        {"qwen25_7b_q4nx", "q4nx"},  {"llama32_3b", "bf16"}};
+    for (size_t i = 0; i < sizeof dt / sizeof dt[0]; i++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT count(*) FROM deployments WHERE model = '%s' AND "
+                 "dtype = '%s'", dt[i][0], dt[i][1]);
+        assert_int_equal(sql_int(path, q), 1);
+    }
+    /* Every verify status kept as the nightly wrote it. */
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs r JOIN deployments d ON d.id = "
+                                   "r.deployment_id WHERE d.model = 'llama32_3b' AND "
+                                   "r.verify_status = 'fail' AND r.outcome = 'FAIL' AND r.external_id LIKE '31842207719/%'"),
+                     1);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs r JOIN deployments d ON d.id = "
+                                   "r.deployment_id WHERE d.model = 'qwen25_3b_q4' AND "
+                                   "r.kind = 'bench' AND r.verify_status = 'skip'"),
+                     1);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs r JOIN deployments d ON d.id = "
+                                   "r.deployment_id WHERE d.model = 'qwen25_7b_q4nx' AND "
+                                   "r.verify_status = 'unknown'"),
+                     1);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs WHERE kind = 'sweep' AND "
+                                   "verify_status = 'unknown'"),
+                     3);
+    close_db(db);
+
+    /* A lab's own runner name, and a deployments file's dtype rule before the built-ins. */
+    db = fresh_db("mlir_air_old2");
+    path = nb_db_path(db);
+    nb_db_dtype_rule rules[] = {{"_q4", "q4_k"}};
+    nb_db_import_opts o = {.runner = "hx370-lab", .dtypes = rules, .n_dtypes = 1};
+    mlir_air_path(p, sizeof p, "history_pre1867.ndjson");
+    assert_ok(nb_db_import_file_ex(db, p, &o, &rep, &e_));
+    assert_string_equal(rep.runner_assumed, "hx370-lab");
+    nb_db_import_report_free(&rep);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM deployments WHERE board <> "
+                                   "'hx370-lab'"),
+                     0);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM deployments WHERE model = "
+                                   "'qwen25_3b_q4' AND dtype = 'q4_k'"),
+                     1);
+    assert_string_equal(nb_db_dtype_of_model("Qwen25_7B_Q4NX", NULL, 0), "q4nx");
+    assert_null(nb_db_dtype_of_model("smolvla", NULL, 0));
     close_db(db);
 }
 
@@ -2185,6 +2309,7 @@ int main(void)
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_canonical_id),
         cmocka_unit_test(test_import_mlir_air),
+        cmocka_unit_test(test_import_mlir_air_pre1867),
         cmocka_unit_test(test_model_aliases),
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_durability_kill9),

@@ -504,6 +504,58 @@ static void test_air_pass(void **state)
     tu_rmrf(tmp);
 }
 
+/* An exec run records the commit of the checkout it ran in (`git rev-parse HEAD` in exec.cwd)
+ * as toolchain air_sha, as mlir-air's nightly rows name theirs; outside a checkout, none. */
+static void test_exec_air_sha(void **state)
+{
+    (void)state;
+    char *tmp = tu_tmpdir();
+    char cmd[2048], sha[64] = "";
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && git init -q . && git -c user.email=t@t -c user.name=t commit -q "
+             "--allow-empty -m air && git rev-parse HEAD",
+             tmp);
+    FILE *p = popen(cmd, "r");
+    tu_require(p && fgets(sha, sizeof sha, p) && strlen(sha) >= 40, "git is not available");
+    pclose(p);
+    sha[40] = '\0';
+    for (int inside = 1; inside >= 0; inside--) {
+        char json[8192], extra[1200], dir[1100];
+        snprintf(dir, sizeof dir, "%s%s", tmp, inside ? "" : "/elsewhere");
+        if (!inside) {
+            snprintf(cmd, sizeof cmd, "mkdir -p '%s' && rm -rf '%s/.git'", dir, tmp);
+            assert_int_equal(system(cmd), 0);
+        }
+        snprintf(extra, sizeof extra, ", \"cwd\": \"%s\"", dir);
+        air_deploy_json(json, sizeof json, "mlir-air/llama32_1b.py", "pass", dir, extra);
+        nb_exec_deploy *d = deploy_of(json);
+        Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
+        s.kind = NPUBENCH__JOB_KIND__PROFILE;
+        s.n_tokens = 20;
+        Npubench__JobResult *res = nb_jobpb_result_new();
+        res->environment = malloc(sizeof *res->environment);
+        assert_non_null(res->environment);
+        npubench__environment__init(res->environment);
+        lines L = {0};
+        nb_exec_job_hooks h = {NULL, on_line, &L};
+        nb_err err;
+        assert_int_equal(nb_exec_job(d, "llama32_1b", "bf16", &s, &h, res, &err), NB_OK);
+        const char *got = NULL;
+        for (size_t i = 0; i < res->environment->n_extra; i++)
+            if (!strcmp(res->environment->extra[i]->key, "air_sha"))
+                got = res->environment->extra[i]->value;
+        if (inside) {
+            assert_non_null(got);
+            assert_string_equal(got, sha);
+        } else {
+            assert_null(got);
+        }
+        nb_jobpb_free(res);
+        nb_exec_deploy_free(d);
+    }
+    tu_rmrf(tmp);
+}
+
 /* A verify report's per-layer records map into the localization's layers (each layer's output
  * only: no sub-block), and npubench's own report brings its localization back as written. */
 static void test_report_localization(void **state)
@@ -1016,6 +1068,47 @@ static void test_job_limits(void **state)
     tu_rmrf(tmp);
 }
 
+/* One job's params threads=1 does not stick to the worker: the next job on the same
+ * resident deployment, without threads, runs (and is stored) with the deployment's count. */
+static void test_job_threads_no_leak(void **state)
+{
+    (void)state;
+    tu_require_model();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online < 2)
+        tu_skip("one core: 1 thread is also all cores");
+    const char *json = "[{\"name\": \"a\", \"model\": \"instruct\", \"dtype\": \"q4_1\"}]";
+    nb_deployment *deps;
+    int n;
+    nb_err err;
+    assert_int_equal(nb_deployments_parse(json, strlen(json), "t", &deps, &n, &err), NB_OK);
+    char *tmp = tu_tmpdir();
+    nb_executor_opts o = {.deployments = deps, .n_deployments = n, .rundir = tmp,
+                         .mem_budget_bytes = (size_t)800 << 20};
+    nb_executor *c;
+    assert_int_equal(nb_executor_new(&o, &c, &err), NB_OK);
+    nb_deployments_free(deps, n);
+    tiny_run t;
+    const int want[3] = {(int)online, 1, (int)online};
+    for (int i = 0; i < 3; i++) {
+        tiny_run_init(&t, "instruct");
+        if (i == 1) {
+            t.kv[1].key = (char *)"threads";
+            t.kv[1].value = (char *)"1";
+            t.s.n_params = 2;
+        }
+        Npubench__JobResult *res;
+        if (nb_executor_run(c, &t.s, i + 1, NULL, &res, &err))
+            fail_msg("job %d: %s", i + 1, err.msg);
+        if (res->environment->threads != want[i])
+            fail_msg("job %d ran with %d threads, want %d", i + 1, (int)res->environment->threads,
+                     want[i]);
+        nb_jobpb_free(res);
+    }
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
 static void test_job_cache(void **state)
 {
     (void)state;
@@ -1109,11 +1202,13 @@ int main(void)
         cmocka_unit_test(test_split),           cmocka_unit_test(test_out_precedence),
         cmocka_unit_test(test_proc),            cmocka_unit_test(test_deploy_parse),
         cmocka_unit_test(test_air_pass),        cmocka_unit_test(test_report_localization),
+        cmocka_unit_test(test_exec_air_sha),
         cmocka_unit_test(test_air_faults),
         cmocka_unit_test(test_exec_placeholders), cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_deploy_specs),
         cmocka_unit_test(test_job_execute_exec), cmocka_unit_test(test_exec_npubench),
         cmocka_unit_test(test_job_cache),       cmocka_unit_test(test_job_limits),
+        cmocka_unit_test(test_job_threads_no_leak),
         cmocka_unit_test(test_job_digest_reuse),
     };
     return tu_run_group(tests, NULL, NULL);

@@ -1486,6 +1486,52 @@ static void test_shards_merge_like_one_worker(void **s)
     stop(&e);
 }
 
+/* A verify-full sharded over two boards is stored on each real board (each one's latest
+ * gate is the merged verdict), never on a board named "b1+b2" of its own. */
+static void test_shards_stored_on_real_boards(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int st;
+    char *a = reg(&e, "sb1", "cpu:0", "inst-sa", NULL, &st);
+    char *b = reg(&e, "sb2", "cpu:1", "inst-sb", NULL, &st);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__VERIFY_FULL, "instruct", 0, 0, 2, 0, NULL,
+                            ids, &n, msg, sizeof msg), 0);
+    assert_int_equal(n, 3);
+    Npubench__Lease *ls[2] = {lease(&e, a, 2000), lease(&e, b, 2000)};
+    const char *ws[2] = {a, b}, *boards[2] = {"sb1", "sb2"};
+    for (int i = 0; i < 2; i++) {
+        assert_non_null(ls[i]);
+        Npubench__Shard *sh = ls[i]->spec->shard;
+        Npubench__JobResult *r = verify_result(ls[i]->job_id, sh->prompt_begin, sh->prompt_end, -1);
+        r->shard = NULL;
+        nb_wire_free(r->environment);
+        r->environment = test_env(boards[i]);
+        int acc;
+        assert_int_equal(report(&e, ws[i], ls[i], r, &acc), 0);
+        assert_true(acc);
+        nb_jobpb_free(r);
+        nb_wire_free(ls[i]);
+    }
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 2);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM deployments WHERE board LIKE '%%+%%' "
+                                  "AND %lld", 1), 0);
+    assert_int_equal(db_count(&e, "SELECT count(DISTINCT d.board) FROM runs r JOIN deployments d "
+                                  "ON d.id = r.deployment_id WHERE r.job_id = %lld AND d.board "
+                                  "IN ('sb1', 'sb2')", ids[0]), 2);
+    Npubench__Job *g = get_job(&e, ids[0]);
+    assert_int_equal(g->results[0]->n_run_ids, 2);
+    assert_string_equal(g->results[0]->environment->board, "sb1");
+    nb_wire_free(g);
+    free(a);
+    free(b);
+    stop(&e);
+}
+
 /* A deployment that cannot run a prompt range keeps verify-full whole; a shard whose
  * result carries no verify summary fails at once, saying so (no lease-expiry retries). */
 static void test_shards_need_prompt_ranges(void **s)
@@ -1623,6 +1669,28 @@ static void test_matrix_and_history_regression(void **s)
                      0);
     assert_string_equal(srr->model, "SmolLM2-135M-Instruct");
     nb_wire_free(srr);
+    /* b2 ran only the matrix's profile: no base for a cold `run` (another series) */
+    assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
+                          &npubench__compare_response__descriptor, &cmp, msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "1 is another kind"));
+    /* a profile on b1, later: b2's profile is its base */
+    Npubench__Lease *lp;
+    int64_t one[4];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 0, "strix",
+                            one, &n, msg, sizeof msg),
+                     0);
+    assert_non_null(lp = lease(&e, a, 2000));
+    r = run_result(lp->job_id, "b1", 99);
+    assert_int_equal(report(&e, a, lp, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(lp);
+    nb_wire_free(h);
+    assert_int_equal(call(&e, "npubench.Client/History", &hr,
+                          &npubench__history_response__descriptor, &h, NULL, 0),
+                     0);
+    assert_string_equal(h->rows[0]->kind_name, "profile");
+    cr.run_id = h->rows[0]->run_id;
     assert_int_equal(call(&e, "npubench.Client/Compare", &cr,
                           &npubench__compare_response__descriptor, &cmp, NULL, 0),
                      0);
@@ -1756,8 +1824,21 @@ static void expect_cli(const char *db, int code, const char *want, const char *a
     free(r.out);
 }
 
-/* compare's verdict on imported runs with known numbers: exit 1 on a regression beyond the
- * tolerance (default 5%), 0 within it, each row marked. */
+static void db_exec(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg ? msg : "?");
+    sqlite3_close(h);
+}
+
+/* compare OLD NEW (git diff / benchstat order): a verdict needs a change beyond the noise
+ * band (--tolerance, default 5%) AND Mann-Whitney p < 0.05. Imported rows have one value
+ * each (p = 1): side by side, "~", exit 0; with five samples a side the same change is a
+ * REGRESSION (exit 1), and the other order an improvement (exit 0). Overlapping samples
+ * whose means differ by 6% (p = 0.7) are noise. */
 static void test_compare_verdicts(void **s)
 {
     (void)s;
@@ -1766,28 +1847,52 @@ static void test_compare_verdicts(void **s)
     snprintf(args, sizeof args, "import '%s/tests/data/db/history.ndjson'",
              tu_env("NB_SRC", "."));
     expect_cli(db, 0, "", args);
-    /* run 2 vs run 1, both strix-01: within 5%; base and new side by side, the U test's p */
+    /* run 1 then run 2, both strix-01: within 5%; base and new side by side, the U test's p */
     expect_cli(db, 0,
-               "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 vs 1)\n"
-               "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 vs 1)",
-               "compare 2 1");
-    /* run 4 vs run 2: TTFT +13.2%, TPS -11.5% */
+               "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 vs 1)  ~\n"
+               "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 vs 1)  ~\n"
+               "REGRESSION = worse beyond the noise band (±5%) and Mann-Whitney p < 0.05; ~ = not significant",
+               "compare 1 2");
+    /* run 2 then run 4: TTFT +13.2%, TPS -11.5%, but one value a side: no verdict */
+    expect_cli(db, 0,
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  ~\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)  ~",
+               "compare 2 4");
+    /* five repetitions a side, apart: significant (p = 0.0079) */
+    for (int rep = 0; rep < 5; rep++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO samples (run_id, rep, ttft_ms, tps) VALUES (2, %d, %g, %g), "
+                 "(4, %d, %g, %g)",
+                 rep, 415.9 + rep * 0.1, 18.3 + rep * 0.01, rep, 471.0 + rep * 0.1,
+                 16.2 + rep * 0.01);
+        db_exec(db, sql);
+    }
     expect_cli(db, 1,
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)  REGRESSION",
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=0.0079 (5 vs 5)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=0.0079 (5 vs 5)  REGRESSION",
+               "compare 2 4");
+    /* the other order: 4 is the base, 2 is better on both */
+    expect_cli(db, 0,
+               "Metric             | Base (run 4)   | New (run 2)    | Change (× / %)   | Mann-Whitney\n"
+               "TPS (tokens/s)     | 16.20          | 18.30          | 1.13× / +13.0%   | p=0.0079 (5 vs 5)",
                "compare 4 2");
     expect_cli(db, 1,
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
-               "compare 4 2 --tolerance 12");
-    expect_cli(db, 1, /* 13.2% is beyond 13% */
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
-               "compare 4 2 --tolerance 13");
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=0.0079 (5 vs 5)  REGRESSION\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=0.0079 (5 vs 5)\n"
+               "REGRESSION = worse beyond the noise band (±12%) and Mann-Whitney p < 0.05; ~ = not significant",
+               "compare 2 4 --tolerance 12");
     expect_cli(db, 0,
-               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=1 (1 vs 1)\n"
-               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 vs 1)",
-               "compare 4 2 --tolerance 14");
+               "TTFT (ms)          | 415.90         | 471.00         | 1.13× / +13.2%   | p=0.0079 (5 vs 5)\n"
+               "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=0.0079 (5 vs 5)",
+               "compare 2 4 --tolerance 14");
+    /* beyond the band but noise: -6.1% on the means, samples that overlap (p = 0.7) */
+    db_exec(db, "UPDATE runs SET tps = 17.0 WHERE id = 1");
+    db_exec(db, "INSERT INTO samples (run_id, rep, tps) VALUES (3, 0, 14), (3, 1, 18.1), "
+                "(3, 2, 22.2), (1, 0, 13), (1, 1, 17), (1, 2, 21)");
+    db_exec(db, "UPDATE runs SET tps = 18.1 WHERE id = 3");
+    expect_cli(db, 0, "TPS (tokens/s)     | 18.10          | 17.00          | 0.94× / -6.1%    | p=0.7 (3 vs 3)  ~",
+               "compare 3 1");
     expect_cli(db, 2, "", "compare 4 2 --against nothing");
     expect_cli(db, 2, "", "compare 0 2");
 }
@@ -1812,15 +1917,6 @@ static void expect_cli_has(const char *db, int code, const char *args, const cha
     free(r.out);
 }
 
-static void db_exec(const char *db, const char *sql)
-{
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    char *msg = NULL;
-    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
-        fail_msg("%s: %s", sql, msg ? msg : "?");
-    sqlite3_close(h);
-}
 
 /* --against reference compares like with like: the reference deployment's newest run of
  * the same kind and shape (context, prompt, tokens), never the same measurement stored
@@ -1854,10 +1950,10 @@ static void test_compare_reference_cli(void **s)
         "matched: run 2, the newest of 2 like runs of the reference deployment 1",
         "performance, context 2048; left out: 0 of another kind, 1 of another shape, "
         "1 duplicate of this run",
-        "| 1.13× / +13.2%   | p=1 (1 vs 1)  REGRESSION", NULL};
-    expect_cli_has(db, 1, "compare 4 --against reference", matched);
+        "| 1.13× / +13.2%   | p=1 (1 vs 1)  ~", NULL};
+    expect_cli_has(db, 0, "compare 4 --against reference", matched);
     const char *json[] = {"\"base_run_id\":2,", "\"p_value\":1", "\"matched\":\"run 2,", NULL};
-    expect_cli_has(db, 1, "compare 4 --against reference --json", json);
+    expect_cli_has(db, 0, "compare 4 --against reference --json", json);
     const char *shown[] = {"Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 "
                            "on npu-strix-01), set ",
                            ", 5 runs, latest run 7", NULL};
@@ -2118,6 +2214,131 @@ static void test_board_health(void **s)
                            NULL};
     expect_cli_has(e.db, 0, "workers --all --json", shown);
     expect_cli(e.db, 2, "", "workers drain");
+}
+
+/* A worker already in LeaseJob's long poll when its board is drained (or quarantined): the
+ * job submitted next wakes the poll but is not leased there. The drain was read once, before
+ * the poll, and the job ran on the drained board 3 of 3 times. */
+static int open_client(env *e, nb_rpc_client **cli);
+
+typedef struct poller {
+    env *e;
+    const char *worker;
+    int status, got;
+    int64_t job;
+    pthread_t th;
+} poller;
+
+static void *poll_lease(void *arg)
+{
+    poller *P = arg;
+    env t = *P->e;
+    P->status = -1;
+    if (open_client(P->e, &t.cli))
+        return NULL;
+    Npubench__LeaseJobRequest r = NPUBENCH__LEASE_JOB_REQUEST__INIT;
+    r.worker_id = (char *)P->worker;
+    r.instance_id = (char *)instance_of(P->worker);
+    r.wait_ms = 3000;
+    Npubench__LeaseJobResponse *resp = NULL;
+    P->status = call(&t, "npubench.Worker/LeaseJob", &r, &npubench__lease_job_response__descriptor,
+                     &resp, NULL, 0);
+    if (!P->status && resp) {
+        P->got = resp->lease != NULL;
+        P->job = resp->lease ? resp->lease->job_id : 0;
+        nb_wire_free(resp);
+    }
+    nb_rpc_client_close(t.cli);
+    return NULL;
+}
+
+static void test_drain_takes_effect_in_long_poll(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int st;
+    char *w = reg(&e, "dr1", "cpu:0", "inst-dr", NULL, &st);
+    assert_non_null(w);
+    char msg[512];
+    int64_t ids[4];
+    size_t n;
+    for (int round = 0; round < 3; round++) {
+        poller P = {.e = &e, .worker = w};
+        assert_int_equal(pthread_create(&P.th, NULL, poll_lease, &P), 0);
+        usleep(300 * 1000); /* the poll is waiting on the empty queue */
+        assert_int_equal(drain_board(&e, "dr1", 1, msg, sizeof msg), 0);
+        assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 4, 0, 0, 0, NULL, ids,
+                                &n, msg, sizeof msg), 0);
+        pthread_join(P.th, NULL);
+        assert_int_equal(P.status, 0);
+        if (P.got)
+            fail_msg("round %d: job %lld leased on the drained board", round, (long long)P.job);
+        assert_int_equal(drain_board(&e, "dr1", 0, msg, sizeof msg), 0);
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        assert_int_equal(l->job_id, ids[0]);
+        Npubench__JobResult *r = run_result(l->job_id, "dr1", 100);
+        int acc;
+        assert_int_equal(report(&e, w, l, r, &acc), 0);
+        nb_jobpb_free(r);
+        nb_wire_free(l);
+    }
+    free(w);
+    stop(&e);
+}
+
+/* A matrix over a tag with a drained (or quarantined) board leaves that board out, saying so
+ * in the group's log, instead of a cell that waits out the caller's --timeout; while the
+ * other cells run, the group carries the results already in. */
+static void test_matrix_leaves_held_board_out(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int st;
+    char *a = reg(&e, "mq1", "cpu:0", "inst-mq1", "night", &st);
+    char *b = reg(&e, "mq2", "cpu:1", "inst-mq2", "night", &st);
+    char *q = reg(&e, "mq3", "cpu:2", "inst-mq3", "night", &st);
+    assert_true(a && b && q);
+    char msg[512];
+    assert_int_equal(drain_board(&e, "mq3", 1, msg, sizeof msg), 0);
+    int64_t ids[8];
+    size_t n;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 1, "night",
+                            ids, &n, msg, sizeof msg), 0);
+    assert_int_equal(n, 3); /* the group, mq1 and mq2 */
+    Npubench__GetJobRequest gr = NPUBENCH__GET_JOB_REQUEST__INIT;
+    gr.job_id = ids[0];
+    gr.include_log = 1;
+    Npubench__GetJobResponse *gresp;
+    assert_int_equal(call(&e, "npubench.Client/GetJob", &gr,
+                          &npubench__get_job_response__descriptor, &gresp, NULL, 0), 0);
+    assert_int_equal(gresp->job->n_child_job_ids, 2);
+    assert_non_null(strstr(gresp->job->log, "matrix: board mq3 left out: drained"));
+    nb_wire_free(gresp);
+    Npubench__Job *g;
+    Npubench__Lease *la = lease(&e, a, 2000);
+    assert_non_null(la);
+    int acc;
+    Npubench__JobResult *r = run_result(la->job_id, "mq1", 100);
+    assert_int_equal(report(&e, a, la, r, &acc), 0);
+    nb_jobpb_free(r);
+    nb_wire_free(la);
+    g = get_job(&e, ids[0]);
+    assert_int_equal(g->state, NPUBENCH__JOB_STATE__JOB_RUNNING);
+    assert_int_equal(g->n_results, 1); /* mq1's, while mq2's runs */
+    nb_wire_free(g);
+    /* every board held: nothing to run, said at submission */
+    assert_int_equal(drain_board(&e, "mq1", 1, msg, sizeof msg), 0);
+    assert_int_equal(drain_board(&e, "mq2", 1, msg, sizeof msg), 0);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__PROFILE, "instruct", 4, 0, 0, 1, "night",
+                            ids, &n, msg, sizeof msg), NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "is drained"));
+    free(a);
+    free(b);
+    free(q);
+    stop(&e);
 }
 
 /* Queue expiry: a job nobody serves expires in the queue (cancelled, "expired: ...", which
@@ -2916,6 +3137,7 @@ int main(void)
         cmocka_unit_test(test_lease_sweep_requeues_while_holder_lives),
         cmocka_unit_test(test_duplicate_request_id_short_circuits),
         cmocka_unit_test(test_shards_merge_like_one_worker),
+        cmocka_unit_test(test_shards_stored_on_real_boards),
         cmocka_unit_test(test_shards_need_prompt_ranges),
         cmocka_unit_test(test_matrix_and_history_regression),
         cmocka_unit_test(test_import_and_history_cli),
@@ -2933,6 +3155,8 @@ int main(void)
         cmocka_unit_test(test_compare_verdicts),
         cmocka_unit_test(test_queue_expiry),
         cmocka_unit_test(test_board_health),
+        cmocka_unit_test(test_drain_takes_effect_in_long_poll),
+        cmocka_unit_test(test_matrix_leaves_held_board_out),
         cmocka_unit_test(test_compare_reference_cli),
         cmocka_unit_test(test_compare_verify_prompts),
     };

@@ -274,6 +274,65 @@ static nb_code run_once(const nb_exec_deploy *d, const Npubench__JobSpec *spec,
     return rc;
 }
 
+/* ---- the mlir-air commit the job ran ---------------------------------------------------------- */
+
+/* `git rev-parse HEAD` in the deployment's directory, so an exec run lines up with mlir-air's
+ * nightly rows (toolchain air_sha, `history --air-sha`). 1 with sha filled (40 hex digits),
+ * 0 when the directory is no git checkout (or git is missing): noted, nothing recorded. */
+static int checkout_sha(const nb_exec_deploy *d, const nb_exec_job_hooks *hooks, char *sha,
+                        size_t cap)
+{
+    char *const argv[] = {"git", "rev-parse", "HEAD", NULL};
+    nb_exec_proc_opts po = {.argv = argv, .cwd = d->cwd, .env = d->env, .timeout_ms = 10000,
+                            .max_output = 4096};
+    nb_exec_proc_result pr;
+    nb_err e;
+    if (nb_exec_proc_run(&po, &pr, &e)) {
+        note(hooks, "npubench: no mlir-air commit recorded (git rev-parse HEAD in %s: %s)",
+             d->cwd ? d->cwd : ".", e.msg);
+        return 0;
+    }
+    size_t n = 0;
+    while (n < pr.len && ((pr.output[n] >= '0' && pr.output[n] <= '9') ||
+                          (pr.output[n] >= 'a' && pr.output[n] <= 'f')))
+        n++;
+    int ok = pr.exit_code == 0 && (n == 40 || n == 64) && n < cap;
+    if (ok)
+        snprintf(sha, cap, "%.*s", (int)n, pr.output);
+    else
+        note(hooks, "npubench: no mlir-air commit recorded (%s is not a git checkout: git "
+                    "rev-parse HEAD exited %d)",
+             d->cwd ? d->cwd : ".", pr.exit_code);
+    nb_exec_proc_result_free(&pr);
+    return ok;
+}
+
+/* Adds key=value to the result's environment extras (toolchain entries in the history). */
+static nb_code env_extra(Npubench__JobResult *res, const char *key, const char *value)
+{
+    Npubench__Environment *e = res->environment;
+    if (!e)
+        return NB_OK;
+    Npubench__KeyValue **v = realloc(e->extra, sizeof *v * (e->n_extra + 1));
+    if (!v)
+        return NB_ENOMEM;
+    e->extra = v;
+    Npubench__KeyValue *kv = malloc(sizeof *kv);
+    if (!kv)
+        return NB_ENOMEM;
+    npubench__key_value__init(kv);
+    kv->key = strdup(key);
+    kv->value = strdup(value);
+    if (!kv->key || !kv->value) {
+        free(kv->key);
+        free(kv->value);
+        free(kv);
+        return NB_ENOMEM;
+    }
+    v[e->n_extra++] = kv;
+    return NB_OK;
+}
+
 nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtype,
                     const Npubench__JobSpec *spec, const nb_exec_job_hooks *hooks,
                     Npubench__JobResult *res, nb_err *err)
@@ -312,6 +371,9 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
     int64_t started_ms = nb_wall_ms();
     double wall_ms = 0;
     nb_exec_out o;
+    char sha[72];
+    if (checkout_sha(d, hooks, sha, sizeof sha) && env_extra(res, "air_sha", sha))
+        rc = nb_err_set(err, NB_ENOMEM, "out of memory");
     for (int r = 0; r < runs && !rc; r++)
         rc = run_once(d, spec, argv, what, hooks, &o, m, &wall_ms, err);
     nb_exec_deploy_argv_free(argv);
