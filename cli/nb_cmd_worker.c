@@ -78,6 +78,7 @@ int nb_cmd_worker(int argc, char **argv)
                                       &key, &err);
     if (!krc && !key) /* one shared key serves workers too */
         krc = nb_secret_get("--secret-file", NULL, "NPUBENCH_SECRET", &key, &err);
+    nb_secret_env_clear(); /* read: no job this worker starts inherits it */
     if (krc) {
         nb_deployments_free(deps, n_deps);
         return nb_cmd_fail("worker", &err);

@@ -123,3 +123,21 @@ void nb_secret_free(char *s)
         *v++ = 0;
     free(s);
 }
+
+const char *const nb_secret_env_names[] = {"NPUBENCH_SECRET", "NPUBENCH_WORKER_SECRET",
+                                           "NPUBENCH_ADMIN_SECRET", NULL};
+
+int nb_secret_env_entry(const char *entry)
+{
+    size_t n = strcspn(entry, "=");
+    for (size_t i = 0; nb_secret_env_names[i]; i++)
+        if (strlen(nb_secret_env_names[i]) == n && !strncmp(entry, nb_secret_env_names[i], n))
+            return 1;
+    return 0;
+}
+
+void nb_secret_env_clear(void)
+{
+    for (size_t i = 0; nb_secret_env_names[i]; i++)
+        unsetenv(nb_secret_env_names[i]);
+}

@@ -33,6 +33,17 @@ nb_code nb_secret_get(const char *flag, const char *path, const char *env_name, 
 nb_code nb_secret_refuse_argv(const char *flag, const char *file_flag, const char *env_name,
                               nb_err *err);
 
+/* The environment variables keys come from ($NPUBENCH_SECRET, $NPUBENCH_WORKER_SECRET,
+ * $NPUBENCH_ADMIN_SECRET), NULL-terminated. */
+extern const char *const nb_secret_env_names[];
+
+/* 1 when the environment entry "NAME=value" (or a bare NAME) is one of them: a child
+ * process (an exec job) must not inherit it. */
+int nb_secret_env_entry(const char *entry);
+
+/* Unsets them in this process once the key is read, so nothing it starts inherits a key. */
+void nb_secret_env_clear(void);
+
 /* Overwrites and frees a key; NULL ok. */
 void nb_secret_free(char *s);
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nb_secret.h"
 #include "nb_time.h"
 
 extern char **environ;
@@ -21,7 +22,9 @@ extern char **environ;
 #define KILL_GRACE_MS 2000
 #define DEFAULT_MAX_OUTPUT ((size_t)1 << 20)
 
-/* environ with overrides applied: a malloc'ed table pointing into both. */
+/* environ with overrides applied, without the key variables (a job that prints its
+ * environment must not put the worker's key in its log): a malloc'ed table pointing into
+ * both. */
 static char **merged_env(char *const *over)
 {
     size_t n0 = 0, n1 = 0;
@@ -39,7 +42,7 @@ static char **merged_env(char *const *over)
         int overridden = 0;
         for (size_t j = 0; j < n1 && !overridden; j++)
             overridden = !strncmp(over[j], environ[i], kl) && over[j][kl] == '=';
-        if (!overridden)
+        if (!overridden && !nb_secret_env_entry(environ[i]))
             e[k++] = environ[i];
     }
     for (size_t j = 0; j < n1; j++)
