@@ -17,7 +17,7 @@
 #define TOKEN_LABEL "npubench dashboard viewer/1"
 #define KEY_MAX 4096
 
-typedef enum auth { AUTH_OK, AUTH_SET_COOKIE, AUTH_MISSING, AUTH_WRONG_ROLE } auth;
+typedef enum auth { AUTH_OK, AUTH_MISSING, AUTH_WRONG_ROLE } auth;
 
 static void view_token(const char *key, char hex[2 * NB_HMAC_SHA256_LEN + 1])
 {
@@ -78,10 +78,10 @@ static long query_param(const char *query, const char *name, char *out, size_t c
     return -1;
 }
 
-/* The browser's credential: "Authorization: Bearer KEY", the cookie a first "?key=KEY"
- * set, or that "?key=KEY" itself (answered with the cookie and a redirect that drops the
- * key from the address bar and history). */
-static auth check_auth(nb_coord *c, const nb_httpd_req *req, const char *query, char token[65])
+/* The browser's credential: "Authorization: Bearer KEY" or the cookie that signing in
+ * (POST /signin, a form) set. A key in the URL is never taken: browsers keep URLs in their
+ * history, session and sync files. */
+static auth check_auth(nb_coord *c, const nb_httpd_req *req, char token[65])
 {
     int keyed = c->secret || c->admin_secret || c->worker_secret;
     if (!keyed)
@@ -111,20 +111,7 @@ static auth check_auth(nb_coord *c, const nb_httpd_req *req, const char *query, 
                 return AUTH_OK;
         }
     }
-    char *k = malloc(KEY_MAX);
-    long n = k ? query_param(query, "key", k, KEY_MAX) : -1;
-    auth a = AUTH_MISSING;
-    if (n >= 0 && viewer_key(c, k, (size_t)n)) {
-        view_token(k, token);
-        a = AUTH_SET_COOKIE;
-    } else if (n >= 0 && key_equal(k, (size_t)n, c->worker_secret)) {
-        wrong_role = 1;
-    }
-    if (k) {
-        memset(k, 0, KEY_MAX);
-        free(k);
-    }
-    return a == AUTH_MISSING && wrong_role ? AUTH_WRONG_ROLE : a;
+    return wrong_role ? AUTH_WRONG_ROLE : AUTH_MISSING;
 }
 
 /* res answers status with a copy of body (the security headers every answer carries);
@@ -156,8 +143,18 @@ static int make_res(nb_httpd_res *res, int status, const char *ctype, const char
     return 0;
 }
 
+static void page_res(nb_httpd_res *res, int status, const char *title, const char *msg,
+                     const char *signin_next);
+
 /* A short HTML page for an error, the message escaped. */
 static void error_res(nb_httpd_res *res, int status, const char *title, const char *msg)
+{
+    page_res(res, status, title, msg, NULL);
+}
+
+/* The error page; with signin_next, a sign-in form that comes back to that page. */
+static void page_res(nb_httpd_res *res, int status, const char *title, const char *msg,
+                     const char *signin_next)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -173,7 +170,17 @@ static void error_res(nb_httpd_res *res, int status, const char *title, const ch
     nb_svg_escape(f, title);
     fputs("</h1><p>", f);
     nb_svg_escape(f, msg);
-    fputs("</p><p><a href=\"index.html\">npubench dashboard</a></p></body></html>\n", f);
+    fputs("</p>", f);
+    if (signin_next) {
+        fputs("<form method=\"post\" action=\"/signin\"><input type=\"hidden\" name=\"next\" "
+              "value=\"",
+              f);
+        nb_svg_escape(f, signin_next);
+        fputs("\"><label>Client key <input type=\"password\" name=\"key\" "
+              "autocomplete=\"current-password\"></label> <button>Sign in</button></form>",
+              f);
+    }
+    fputs("<p><a href=\"index.html\">npubench dashboard</a></p></body></html>\n", f);
     if (fclose(f) == 0 && buf)
         make_res(res, status, "text/html; charset=utf-8", buf, len);
     else
@@ -190,11 +197,56 @@ static int http_status(nb_code rc)
     }
 }
 
+/* next as a path of this server, else "/": "//host/x" and "/\\host" are other sites to a
+ * browser, and CR/LF would split the header. */
+static void local_path(const char *next, char *out, size_t cap)
+{
+    int local = next[0] == '/' && next[1] != '/' && next[1] != '\\' &&
+                !strpbrk(next, "\\\r\n") && strlen(next) < cap;
+    snprintf(out, cap, "%s", local ? next : "/");
+}
+
+/* POST /signin, a form (key, next): a valid viewer key sets the cookie (a token derived
+ * from the key, never the key) and goes back to next, a local path. */
+static void sign_in(nb_coord *c, const nb_httpd_req *req, nb_httpd_res *res)
+{
+    char *k = malloc(KEY_MAX), next[NB_DASH_NAME_MAX + 2], raw_next[NB_DASH_NAME_MAX + 2];
+    long n = k ? query_param(req->body, "key", k, KEY_MAX) : -1;
+    if (query_param(req->body, "next", raw_next, sizeof raw_next) < 0)
+        snprintf(raw_next, sizeof raw_next, "/");
+    local_path(raw_next, next, sizeof next);
+    char token[65];
+    int ok = n >= 0 && viewer_key(c, k, (size_t)n);
+    int worker = !ok && n >= 0 && key_equal(k, (size_t)n, c->worker_secret);
+    if (ok)
+        view_token(k, token);
+    if (k) {
+        memset(k, 0, KEY_MAX);
+        free(k);
+    }
+    if (worker)
+        return error_res(res, 403, "Forbidden",
+                         "the dashboard needs the client or admin credential; this is the "
+                         "worker key");
+    if (!ok)
+        return page_res(res, 401, "Unauthorized", "that is not a client or admin key", next);
+    char cookie[200], body[NB_DASH_NAME_MAX + 16];
+    snprintf(cookie, sizeof cookie,
+             COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=28800", token);
+    int blen = snprintf(body, sizeof body, "see %s\n", next);
+    if (make_res(res, 303, "text/plain", body, (size_t)blen) == 0 &&
+        (nb_httpd_header(res, "Set-Cookie", cookie) || nb_httpd_header(res, "Location", next)))
+        res->status = 500;
+}
+
 static void serve(nb_coord *c, const nb_httpd_req *req, nb_httpd_res *res)
 {
     const char *uri = req->target;
+    if (!strcmp(req->method, "POST") && !strcmp(uri, "/signin"))
+        return sign_in(c, req, res);
     if (strcmp(req->method, "GET") && strcmp(req->method, "HEAD"))
-        return error_res(res, 405, "Method not allowed", "the dashboard is read-only: GET");
+        return error_res(res, 405, "Method not allowed",
+                         "the dashboard is read-only: GET (and POST /signin)");
     if (uri[0] != '/')
         return error_res(res, 400, "Bad request", "the path must start with /");
     const char *q = strchr(uri, '?');
@@ -206,29 +258,23 @@ static void serve(nb_coord *c, const nb_httpd_req *req, nb_httpd_res *res)
     name[plen - 1] = '\0';
 
     char token[65];
-    switch (check_auth(c, req, q ? q + 1 : NULL, token)) {
+    switch (check_auth(c, req, token)) {
     case AUTH_OK: break;
-    case AUTH_SET_COOKIE: {
-        char cookie[160], loc[NB_DASH_NAME_MAX + 2], body[NB_DASH_NAME_MAX + 16];
-        snprintf(cookie, sizeof cookie, COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", token);
-        /* only to a page of this server: "//host/x" and "/\\host" are other sites */
-        int local = name[0] != '/' && name[0] != '\\' && !strpbrk(name, "\\\r\n");
-        snprintf(loc, sizeof loc, "/%s", local ? name : "");
-        int blen = snprintf(body, sizeof body, "see %s\n", loc);
-        if (make_res(res, 303, "text/plain", body, (size_t)blen) == 0 &&
-            (nb_httpd_header(res, "Set-Cookie", cookie) || nb_httpd_header(res, "Location", loc)))
-            res->status = 500;
-        return;
-    }
     case AUTH_WRONG_ROLE:
         return error_res(res, 403, "Forbidden",
                          "the dashboard needs the client or admin credential; this is the "
                          "worker key");
-    case AUTH_MISSING:
-        return error_res(res, 401, "Unauthorized",
-                         "this coordinator has keys: open /?key=CLIENT_KEY once (a cookie "
-                         "keeps you signed in; the key is not stored), or send "
-                         "'Authorization: Bearer CLIENT_KEY'");
+    case AUTH_MISSING: {
+        char back[NB_DASH_NAME_MAX + 2];
+        snprintf(back, sizeof back, "/%s", name);
+        char next[NB_DASH_NAME_MAX + 2];
+        local_path(back, next, sizeof next);
+        return page_res(res, 401, "Unauthorized",
+                        "this coordinator has keys: sign in with the client key (a cookie "
+                        "keeps you signed in; the key is not stored), or send "
+                        "'Authorization: Bearer CLIENT_KEY'",
+                        next);
+    }
     }
 
     nb_dash_opts o;
