@@ -32,6 +32,11 @@ nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *da
 
 /* Frees a message from nb_wire_unpack (any generated struct pointer); NULL ok. */
 void nb_wire_free(void *msg);
+/* Replaces every string field of msg (nested and repeated included) that is not UTF-8 by a
+ * copy with U+FFFD for each bad byte, so the message passes nb_wire_unpack's check: for a
+ * message built with malloc'ed strings (freed by free), e.g. a worker's result holding a
+ * program's raw output. 0, or -1 when out of memory (that string left as it was). */
+int nb_wire_sanitize_utf8(void *msg);
 
 /* Packs a generated message into a malloc'ed buffer (*out, *len; caller
  * frees; an empty message gives *out non-NULL and *len = 0). */

@@ -887,6 +887,51 @@ static void test_coordinator_clock_and_submit_ids(void **s)
 
 /* Prompt sets are names inside the prompts directory: paths are refused, a FIFO there does
  * not hang the coordinator, and a NUL inside a prompt is refused naming the field. */
+/* Every string field is UTF-8 at the boundary: selector.model with a lone continuation
+ * byte or an overlong sequence is refused naming the field, nothing enqueued, and what is
+ * listed stays valid JSON for every parser. */
+static void test_invalid_utf8_refused(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, "utf8-key-0123456789", "utf8-key-0123456789");
+    const char *bad[] = {"Smol\x80LM", "Smol\xc0\xafLM", "\xed\xa0\x80", "ok\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int64_t ids[8];
+        size_t n;
+        char msg[512];
+        assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, bad[i], 8, 0, 0, 0, NULL, ids, &n,
+                                msg, sizeof msg),
+                         NB_RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(msg, "DeploymentSelector.model: invalid UTF-8 at byte"));
+    }
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 0);
+    /* a worker's result with a program's raw bytes goes in sanitized, not lost */
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-u", NULL, &st);
+    assert_non_null(w);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    res->log = strdup("raw \xff\xfe bytes");
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), NB_RPC_INVALID_ARGUMENT);
+    assert_int_equal(nb_wire_sanitize_utf8(res), 0);
+    assert_string_equal(res->log, "raw \xef\xbf\xbd\xef\xbf\xbd bytes");
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
 static void test_client_paths_and_nul(void **s)
 {
     (void)s;
@@ -3130,6 +3175,7 @@ int main(void)
         cmocka_unit_test(test_replay_after_restart),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
+        cmocka_unit_test(test_invalid_utf8_refused),
         cmocka_unit_test(test_log_lines_escaped),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),

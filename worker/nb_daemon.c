@@ -411,6 +411,9 @@ static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobR
             free(res->worker_id);
         res->worker_id = w;
     }
+    /* a program's raw output may not be UTF-8: the coordinator refuses such a string, so
+     * it goes with U+FFFD for each bad byte rather than not at all */
+    nb_wire_sanitize_utf8(res);
     Npubench__ReportResultRequest req = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
     req.worker_id = wid;
     req.instance_id = d->instance_id;
