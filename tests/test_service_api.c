@@ -932,6 +932,35 @@ static void test_invalid_utf8_refused(void **s)
     stop(&e);
 }
 
+/* An idempotency key (SubmitJobRequest.request_id) names one submission: the same spec
+ * again is the same job (duplicate), another spec under it is refused naming the key. */
+static void test_request_id_other_spec_refused(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int64_t ids[8], again[8];
+    size_t n;
+    int dup = -1;
+    char msg[512];
+    assert_int_equal(submit_as(&e, "idem-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0,
+                               0, NULL, ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(dup, 0);
+    assert_int_equal(submit_as(&e, "idem-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0,
+                               0, NULL, again, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(dup, 1);
+    assert_int_equal(again[0], ids[0]);
+    assert_int_equal(submit_as(&e, "idem-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 16, 0,
+                               0, 0, NULL, again, &n, msg, sizeof msg),
+                     NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "SubmitJobRequest.request_id: 'idem-1' was already used for job"));
+    assert_non_null(strstr(msg, "with a different spec"));
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 1);
+    stop(&e);
+}
+
 static void test_client_paths_and_nul(void **s)
 {
     (void)s;
@@ -3176,6 +3205,7 @@ int main(void)
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
         cmocka_unit_test(test_invalid_utf8_refused),
+        cmocka_unit_test(test_request_id_other_spec_refused),
         cmocka_unit_test(test_log_lines_escaped),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
