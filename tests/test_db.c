@@ -1700,6 +1700,34 @@ static void test_import(void **state)
     assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
     assert_int_equal(ni, 0);
     assert_int_equal(ns, 1);
+    /* nb_db_clear: every row gone, the schema kept, ids start over (the fuzz harness's
+     * fresh database per input) */
+    int64_t first_run = 0;
+    {
+        nb_db_history_row *r0;
+        size_t n0;
+        assert_ok(nb_db_history(db, &q, &r0, &n0, &e_));
+        first_run = r0[0].run_id;
+        free(r0);
+    }
+    assert_ok(nb_db_clear(db, &e_));
+    {
+        nb_db_history_row *r0;
+        size_t n0;
+        assert_ok(nb_db_history(db, &q, &r0, &n0, &e_));
+        assert_int_equal(n0, 0);
+        free(r0);
+    }
+    assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
+    assert_int_equal(ni, 1);
+    {
+        nb_db_history_row *r0;
+        size_t n0;
+        assert_ok(nb_db_history(db, &q, &r0, &n0, &e_));
+        assert_int_equal(n0, 1);
+        assert_int_equal(r0[0].run_id, first_run);
+        free(r0);
+    }
 
     data_path(p, sizeof p, "perf_list.json");
     assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
