@@ -164,6 +164,8 @@ void nb_coord_reg_free_all(nb_coord *c);
 void nb_coord_reg_set_clock(nb_coord *c, const char *id, int64_t offset_ms);
 /* Forgets id's registration if instance made it (a clean stop); 1 when removed. */
 int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance);
+/* The registration of id (without its WorkerInfo) into *out; 0 when none. */
+int nb_coord_reg_get(nb_coord *c, const char *id, coord_worker *out);
 /* Looks for another live registration of host + device; fills holder. */
 int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
                              const char *except_id, coord_worker *holder);

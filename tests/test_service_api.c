@@ -1156,6 +1156,49 @@ static int heartbeat_rereg(env *e, const char *worker, int64_t job, const char *
     return rr;
 }
 
+/* A worker id is taken over only by the holder of its device claim (keys on): a process with
+ * the worker key registering under a live worker's id from another host, or on its device
+ * without the lock, is refused; the real worker's heartbeats and result go on. */
+static void test_worker_id_takeover_needs_device_claim(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_keyed_with_lease(&e, "takeover-key-0123", &w, ids);
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.worker_id = w;
+    info.board_name = "b1";
+    info.device_id = "cpu:0";
+    info.instance_id = "inst-evil";
+    info.version = "test";
+    Npubench__RegisterRequest rr = NPUBENCH__REGISTER_REQUEST__INIT;
+    rr.info = &info;
+    char msg[512];
+    const char *hosts[] = {"otherhost", "testhost"};
+    for (int i = 0; i < 2; i++) {
+        info.host = (char *)hosts[i];
+        info.holds_device_lock = i == 0; /* elsewhere with "the lock"; here without it */
+        assert_int_equal(call(&e, "npubench.Worker/Register", &rr, NULL, NULL, msg, sizeof msg),
+                         NB_RPC_ALREADY_EXISTS);
+        assert_non_null(strstr(msg, i == 0 ? "only a process holding that device's claim may "
+                                             "take it over"
+                                           : "is already served by worker"));
+    }
+    Npubench__HeartbeatResponse *hb = heartbeat(&e, w, l->job_id, l->lease_id);
+    assert_int_equal(hb->reregister, 0);
+    assert_int_equal(hb->n_cancels, 0);
+    nb_wire_free(hb);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
 /* A coordinator restart is invisible to a running job (keys on): the worker's heartbeats
  * keep it alive past gone-ms before it registers again, and its registration with the lease
  * keeps the job; nothing is requeued (attempts stay 0), the result is accepted. */
@@ -3224,6 +3267,7 @@ int main(void)
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_restart_keeps_running_jobs),
+        cmocka_unit_test(test_worker_id_takeover_needs_device_claim),
         cmocka_unit_test(test_replay_after_restart),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
