@@ -162,7 +162,13 @@ static nb_rpc_status h_submit(void *user, const nb_rpc_request *req, nb_rpc_repl
         snprintf(rid, sizeof rid, "rpc-%016llx", (unsigned long long)req->request_id);
         r->request_id = rid; /* borrowed until nb_wire_free(r) */
     }
-    if (nb_coord_disk_room(c, &err) || nb_sched_submit(c, r, &ids, &n, &dup, &err)) {
+    /* jumping the whole queue is the admin's: a client key alone gets up to the limit */
+    if (r->spec && r->spec->priority > NB_JOB_PRIORITY_CLIENT_MAX &&
+        !(req->roles & NB_WIRE_ROLE_ADMIN)) {
+        st = nb_rpc_reply_status(reply, NB_RPC_PERMISSION_DENIED,
+                                 "JobSpec.priority %d: above %d needs the admin credential",
+                                 r->spec->priority, NB_JOB_PRIORITY_CLIENT_MAX);
+    } else if (nb_coord_disk_room(c, &err) || nb_sched_submit(c, r, &ids, &n, &dup, &err)) {
         st = nb_rpc_reply_err(reply, &err);
     } else {
         Npubench__SubmitJobResponse resp = NPUBENCH__SUBMIT_JOB_RESPONSE__INIT;

@@ -661,6 +661,46 @@ static void test_roles(void **s)
     stop(&e);
 }
 
+/* Priority above the client limit (100) needs the admin credential: the client key is
+ * refused naming the limit, the admin key and priorities up to the limit are taken. */
+static void test_priority_above_limit_needs_admin(void **s)
+{
+    (void)s;
+    env e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.db, sizeof e.db, "%s/priority.sqlite", tu_group_tmp());
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "inproc://svc-api-priority";
+    o.db_path = e.db;
+    o.quiet = 1;
+    o.secret = "client-key-0123456789";
+    o.worker_secret = "worker-key-0123456789";
+    o.admin_secret = "admin-key-0123456789";
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    nb_rpc_client *client = open_as(&e, o.secret), *admin = open_as(&e, o.admin_secret);
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.n_tokens = 8;
+    Npubench__SubmitJobRequest r = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    r.spec = &spec;
+    char msg[512];
+    spec.priority = 101;
+    assert_int_equal(call_as(&e, client, "npubench.Client/SubmitJob", &r, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "JobSpec.priority 101: above 100 needs the admin credential"));
+    assert_int_equal(call_as(&e, admin, "npubench.Client/SubmitJob", &r, msg, sizeof msg),
+                     NB_RPC_OK);
+    spec.priority = 100;
+    assert_int_equal(call_as(&e, client, "npubench.Client/SubmitJob", &r, msg, sizeof msg),
+                     NB_RPC_OK);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 2);
+    nb_rpc_client_close(client);
+    nb_rpc_client_close(admin);
+    nb_coord_stop(e.coord);
+}
+
 /* A second secret holder knows a worker's id and (it used to leak) its lease: it can
  * neither report, release nor renew for it, and ListWorkers shows no lease. */
 static void test_forged_result_refused(void **s)
@@ -3264,6 +3304,7 @@ int main(void)
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_roles),
+        cmocka_unit_test(test_priority_above_limit_needs_admin),
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_restart_keeps_running_jobs),
