@@ -693,9 +693,9 @@ static char *browse(const char *browser, const char *name, int with_key, const c
 
 /* One raw HTTP/1.1 request to the dashboard (extra header lines as given); the status code
  * of the answer, 0 when none came (the connection closed). */
-static int http_status(const char *target, const char *headers)
+/* A connection to the dashboard (10 s receive timeout); host gets its address. */
+static int dash_connect(char host[256])
 {
-    char host[256];
     int port = 0;
     if (sscanf(lab.http, "http://%255[^:]:%d", host, &port) != 2)
         fail_msg("cannot read %s", lab.http);
@@ -706,6 +706,13 @@ static int http_status(const char *target, const char *headers)
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+static int http_status(const char *target, const char *headers)
+{
+    char host[256];
+    int fd = dash_connect(host);
     static char req[70000];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n",
                      target, host, headers);
@@ -730,16 +737,7 @@ static char *http_raw(const char *method, const char *target, const char *header
                       const char *body)
 {
     char host[256];
-    int port = 0;
-    if (sscanf(lab.http, "http://%255[^:]:%d", host, &port) != 2)
-        fail_msg("cannot read %s", lab.http);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, host, &sa.sin_addr);
-    struct timeval tv = {10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = dash_connect(host);
     char req[8192];
     int n = snprintf(req, sizeof req,
                      "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %zu\r\n"
