@@ -275,6 +275,14 @@ void nb_coord_unlock_db(nb_coord *c);
  * the clock window, and a request id an earlier process answered gets that answer. */
 nb_code nb_coord_replay_attach(nb_coord *c, nb_err *err);
 
+/* ---- nb_coord_boardkeys.c: per-board worker credentials ---- */
+
+/* The table and npubench.Client/BoardKey (admin). */
+nb_code nb_coord_boardkeys_start(nb_coord *c, nb_err *err);
+/* A registration of board presenting key: NB_OK when the board has no keys or key is one
+ * of them, else NB_EAUTH naming the board. */
+nb_code nb_coord_boardkey_admit(nb_coord *c, const char *board, const char *key, nb_err *err);
+
 /* ---- nb_coord_traces.c: the reference trace cache ---- */
 
 /* For a lease of spec to a worker serving model digest model_sha: the

@@ -214,6 +214,14 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
         info.device_id = "cpu";
     if (!*info.board_name)
         info.board_name = *info.host ? info.host : "board";
+    /* a board with keys is only its key's holder; the key is never stored or listed */
+    nb_code krc = nb_coord_boardkey_admit(c, info.board_name, info.board_key, &err);
+    if (krc) {
+        st = krc == NB_EAUTH ? nb_rpc_reply_status(reply, NB_RPC_PERMISSION_DENIED, "%s", err.msg)
+                             : nb_rpc_reply_err(reply, &err);
+        goto out;
+    }
+    info.board_key = (char *)"";
 
     /* One worker per device: a live registration of the same host and
      * device by another process is refused while it keeps heartbeating. */

@@ -1196,6 +1196,91 @@ static int heartbeat_rereg(env *e, const char *worker, int64_t job, const char *
     return rr;
 }
 
+/* BoardKey as the admin: the key issued, or the list; status returned. */
+static int board_key(env *e, const char *op, const char *board, const char *key_id,
+                     char *key, size_t cap, size_t *n_keys)
+{
+    Npubench__BoardKeyRequest r = NPUBENCH__BOARD_KEY_REQUEST__INIT;
+    r.op = (char *)op;
+    r.board = (char *)(board ? board : "");
+    r.key_id = (char *)(key_id ? key_id : "");
+    Npubench__BoardKeyResponse *resp;
+    int st = call(e, "npubench.Client/BoardKey", &r, &npubench__board_key_response__descriptor,
+                  &resp, NULL, 0);
+    if (!st) {
+        if (key)
+            snprintf(key, cap, "%s", resp->key);
+        if (n_keys)
+            *n_keys = resp->n_keys;
+        nb_wire_free(resp);
+    }
+    return st;
+}
+
+/* Registers board on device with board key bk (may be ""); the status, msg the message. */
+static int reg_with_key(env *e, const char *board, const char *device, const char *bk,
+                        char *msg, size_t cap)
+{
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.board_name = (char *)board;
+    info.host = "testhost";
+    info.device_id = (char *)device;
+    info.instance_id = (char *)device;
+    info.version = "test";
+    info.board_key = (char *)bk;
+    Npubench__RegisterRequest rr = NPUBENCH__REGISTER_REQUEST__INIT;
+    rr.info = &info;
+    return call(e, "npubench.Worker/Register", &rr, NULL, NULL, msg, cap);
+}
+
+/* Worker identity per board (keys on): an admin issues keys bound to a board, several valid
+ * at once (rotation); once a board has keys, only a registration with one of its own is that
+ * board — none, another board's or a revoked key is PERMISSION_DENIED; a board without keys
+ * registers as before; the key is never listed. */
+static void test_board_keys(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, "board-keys-key-0123", "board-keys-key-0123");
+    char a[128], b[128], c2[128], msg[512];
+    assert_int_equal(board_key(&e, "issue", "b1", NULL, a, sizeof a, NULL), 0);
+    assert_int_equal(board_key(&e, "issue", "b1", NULL, b, sizeof b, NULL), 0);
+    assert_int_equal(board_key(&e, "issue", "b2", NULL, c2, sizeof c2, NULL), 0);
+    assert_int_equal(strlen(a), 16 + 1 + 64);
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:0", "", msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "board b1 registers only with one of its own keys"));
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:0", c2, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:0", a, msg, sizeof msg), 0);
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:1", b, msg, sizeof msg), 0); /* rotation */
+    assert_int_equal(reg_with_key(&e, "b2", "cpu:2", c2, msg, sizeof msg), 0);
+    assert_int_equal(reg_with_key(&e, "b3", "cpu:3", "", msg, sizeof msg), 0); /* no keys */
+    char id[17];
+    snprintf(id, sizeof id, "%.16s", a);
+    size_t n = 0;
+    assert_int_equal(board_key(&e, "revoke", NULL, id, NULL, 0, &n), 0);
+    assert_int_equal(n, 2); /* b1's keys, one revoked */
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:4", a, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "not one of them, or was revoked"));
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:4", b, msg, sizeof msg), 0);
+    assert_int_equal(board_key(&e, "list", "", NULL, NULL, 0, &n), 0);
+    assert_int_equal(n, 3);
+    /* the key is never listed with the worker */
+    Npubench__ListWorkersRequest lr = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    Npubench__ListWorkersResponse *lw;
+    assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lr,
+                          &npubench__list_workers_response__descriptor, &lw, NULL, 0),
+                     0);
+    for (size_t i = 0; i < lw->n_workers; i++)
+        if (lw->workers[i]->info)
+            assert_string_equal(lw->workers[i]->info->board_key, "");
+    nb_wire_free(lw);
+    assert_int_equal(board_key(&e, "forge", "b1", NULL, NULL, 0, NULL), NB_RPC_INVALID_ARGUMENT);
+    stop(&e);
+}
+
 /* A worker id is taken over only by the holder of its device claim (keys on): a process with
  * the worker key registering under a live worker's id from another host, or on its device
  * without the lock, is refused; the real worker's heartbeats and result go on. */
@@ -3309,6 +3394,7 @@ int main(void)
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_restart_keeps_running_jobs),
         cmocka_unit_test(test_worker_id_takeover_needs_device_claim),
+        cmocka_unit_test(test_board_keys),
         cmocka_unit_test(test_replay_after_restart),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
