@@ -493,6 +493,9 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     ro.secret = c->secret;
     ro.worker_secret = c->worker_secret;
     ro.admin_secret = c->admin_secret;
+    ro.client_names = o->client_names;
+    ro.client_keys = o->client_keys;
+    ro.n_client_keys = o->n_client_keys;
     ro.threads = c->o.handler_threads;
     ro.contexts = c->o.handler_threads * 2;
     ro.tls_cert_key_file = c->tls_cert;

@@ -364,7 +364,8 @@ static void run_handler(nb_rpc_server *s, const handler *h, const Npubench__Requ
                         const char *name, answer *a)
 {
     nb_rpc_request req = {env->method,       env->request_id, a->deadline,
-                          env->payload.data, env->payload.len, a->roles};
+                          env->payload.data, env->payload.len, a->roles,
+                          nb_wire_keys_client(&s->keys, a->key)};
     nb_rpc_reply rep;
     memset(&rep, 0, sizeof rep);
     STAT(s, handled);
@@ -669,6 +670,9 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
 
     if ((c = nb_wire_keys_init(&s->keys, o->secret, o->worker_secret, o->admin_secret, err)))
         goto fail;
+    for (int i = 0; i < o->n_client_keys; i++)
+        if ((c = nb_wire_keys_add_client(&s->keys, o->client_names[i], o->client_keys[i], err)))
+            goto fail;
     if (s->keys.n && (c = nb_replay_open(NB_RPC_REPLAY_IDS, 2 * NB_WIRE_SKEW_MAX_MS, &s->replay,
                                          err)))
         goto fail;

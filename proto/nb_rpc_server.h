@@ -50,6 +50,8 @@ typedef struct nb_rpc_request {
     const uint8_t *payload;    /* the method's request message, still packed */
     size_t len;
     unsigned roles;            /* NB_WIRE_ROLE_* of the key the request was signed with */
+    const char *client;        /* the named client key's name (opts.client_keys); NULL for
+                                  the role keys and without keys */
 } nb_rpc_request;
 
 /* Request ids an authenticated server remembers for the clock window (2 x

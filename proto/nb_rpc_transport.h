@@ -45,6 +45,10 @@ typedef struct nb_rpc_opts {
     /* server: keys of the other roles (nb_wire_keys_init); NULL/"" = none */
     const char *worker_secret;
     const char *admin_secret;
+    /* server: named client keys (client identities), n_client_keys of them */
+    const char *const *client_names;
+    const char *const *client_keys;
+    int n_client_keys;
 } nb_rpc_opts;
 
 enum {

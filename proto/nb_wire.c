@@ -373,10 +373,47 @@ nb_code nb_wire_keys_init(nb_wire_keys *k, const char *client, const char *worke
     return rc;
 }
 
+nb_code nb_wire_keys_add_client(nb_wire_keys *k, const char *name, const char *key,
+                                nb_err *err)
+{
+    if (!k->n)
+        return nb_err_set(err, NB_EINVAL, "client key '%s': named clients need the lab keys "
+                          "set (--secret-file)", name);
+    if (!name || !*name || !has_secret(key))
+        return nb_err_set(err, NB_EINVAL, "a named client key needs a name and a key");
+    if (k->n >= NB_WIRE_KEYS_MAX)
+        return nb_err_set(err, NB_EINVAL, "client key '%s': at most %d named clients", name,
+                          NB_WIRE_CLIENTS_MAX);
+    for (int i = 0; i < k->n; i++)
+        if (k->client[i] && !strcmp(k->client[i], name))
+            return nb_err_set(err, NB_EINVAL, "client key '%s': the name is given twice", name);
+    char *nm = strdup(name);
+    if (!nm)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    int at = k->n;
+    nb_code rc = keys_add(k, nm, key, NB_WIRE_ROLE_CLIENT, err);
+    if (rc || k->n == at) {
+        free(nm);
+        return rc;
+    }
+    k->client[at] = nm;
+    return NB_OK;
+}
+
+const char *nb_wire_keys_client(const nb_wire_keys *k, const char *key)
+{
+    for (int i = 0; key && i < k->n; i++)
+        if (k->key[i] == key)
+            return k->client[i];
+    return NULL;
+}
+
 void nb_wire_keys_free(nb_wire_keys *k)
 {
-    for (int i = 0; i < k->n; i++)
+    for (int i = 0; i < k->n; i++) {
         nb_secret_free(k->key[i]);
+        free(k->client[i]);
+    }
     memset(k, 0, sizeof *k);
 }
 

@@ -701,6 +701,70 @@ static void test_priority_above_limit_needs_admin(void **s)
     nb_coord_stop(e.coord);
 }
 
+/* Client identities own their jobs: with named client keys (alice, bob), a job alice
+ * submitted is cancelled by alice or by the admin key, not by bob (PERMISSION_DENIED naming
+ * the owner); a job of the shared client key stays anyone's. */
+static void test_client_identities_own_jobs(void **s)
+{
+    (void)s;
+    env e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.db, sizeof e.db, "%s/owners.sqlite", tu_group_tmp());
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "inproc://svc-api-owners";
+    o.db_path = e.db;
+    o.quiet = 1;
+    o.secret = "shared-client-key-0123";
+    o.worker_secret = "worker-key-0123456789";
+    o.admin_secret = "admin-key-0123456789";
+    const char *names[] = {"alice", "bob"};
+    const char *keys[] = {"alice-key-0123456789", "bob-key-0123456789ab"};
+    o.client_names = names;
+    o.client_keys = keys;
+    o.n_client_keys = 2;
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    nb_rpc_client *alice = open_as(&e, keys[0]), *bob = open_as(&e, keys[1]),
+                  *admin = open_as(&e, o.admin_secret), *shared = open_as(&e, o.secret);
+    int64_t ids[4];
+    size_t n;
+    char msg[512];
+    e.cli = alice;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids + 1,
+                            &n, msg, sizeof msg),
+                     0);
+    e.cli = shared;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids + 2,
+                            &n, msg, sizeof msg),
+                     0);
+    Npubench__CancelJobRequest cr = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
+    cr.job_id = ids[0];
+    assert_int_equal(call_as(&e, bob, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "belongs to client alice; cancelling another client's job needs "
+                                "the admin credential"));
+    assert_int_equal(call_as(&e, shared, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(call_as(&e, alice, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_OK);
+    cr.job_id = ids[1];
+    assert_int_equal(call_as(&e, admin, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_OK);
+    cr.job_id = ids[2]; /* the shared key's job: anyone's */
+    assert_int_equal(call_as(&e, bob, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_OK);
+    e.cli = NULL;
+    nb_rpc_client_close(alice);
+    nb_rpc_client_close(bob);
+    nb_rpc_client_close(admin);
+    nb_rpc_client_close(shared);
+    nb_coord_stop(e.coord);
+}
+
 /* A second secret holder knows a worker's id and (it used to leak) its lease: it can
  * neither report, release nor renew for it, and ListWorkers shows no lease. */
 static void test_forged_result_refused(void **s)
@@ -3390,6 +3454,7 @@ int main(void)
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_roles),
         cmocka_unit_test(test_priority_above_limit_needs_admin),
+        cmocka_unit_test(test_client_identities_own_jobs),
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_restart_keeps_running_jobs),
