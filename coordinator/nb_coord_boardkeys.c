@@ -8,7 +8,6 @@
 
 #include "nb_coord_int.h"
 #include "nb_db_boardkeys.h"
-#include "nb_db_owners.h"
 #include "nb_sha256.h"
 
 static int random_hex(char *out, size_t bytes)
@@ -99,8 +98,6 @@ static nb_rpc_status h_board_key(void *user, const nb_rpc_request *req, nb_rpc_r
 nb_code nb_coord_boardkeys_start(nb_coord *c, nb_err *err)
 {
     nb_code rc = nb_db_boardkey_open(c->db, err);
-    if (!rc)
-        rc = nb_db_owner_open(c->db, err); /* the client identities' jobs */
     if (rc)
         return rc;
     return nb_rpc_server_handle(c->srv, "npubench.Client/BoardKey", h_board_key, c,

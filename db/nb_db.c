@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_db_int.h"
+#include "nb_db_owners.h"
 #include "nb_db_series.h"
 #include "nb_time.h"
 
@@ -513,7 +514,9 @@ static nb_code configure(nb_db *db, const nb_db_opts *opts, nb_err *err)
                     err);
     if (rc)
         return rc;
-    return nb_db_schema_migrate(db, err);
+    rc = nb_db_schema_migrate(db, err);
+    /* who owns which job (client identities): the lease order reads it on every database */
+    return rc ? rc : nb_db_owner_open(db, err);
 }
 
 nb_code nb_db_open(const char *path, const nb_db_opts *opts, nb_db **out, nb_err *err)

@@ -7,9 +7,13 @@
 nb_code nb_db_owner_open(nb_db *db, nb_err *err)
 {
     nb_db_lock(db);
+    /* owner_turns: when each owner ('' = jobs of no named client) was last served a lease,
+     * as a sequence number: the lease order's fair share (nb_db_jobs) */
     nb_code rc = nb_db_exec(db,
                             "CREATE TABLE IF NOT EXISTS job_owners (job_id INTEGER PRIMARY KEY, "
-                            "owner TEXT NOT NULL)",
+                            "owner TEXT NOT NULL);"
+                            "CREATE TABLE IF NOT EXISTS owner_turns (owner TEXT PRIMARY KEY, "
+                            "served INTEGER NOT NULL)",
                             err);
     nb_db_unlock(db);
     return rc;

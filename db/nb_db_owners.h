@@ -7,7 +7,8 @@
 
 #include "nb_db.h"
 
-/* Creates the table if missing. */
+/* Creates the tables if missing (job_owners, and owner_turns: the lease order's fair
+ * share between owners, nb_db_jobs). */
 nb_code nb_db_owner_open(nb_db *db, nb_err *err);
 /* Records owner as job_id's (1..NB_DB_NAME_MAX-1 bytes). */
 nb_code nb_db_owner_set(nb_db *db, int64_t job_id, const char *owner, nb_err *err);

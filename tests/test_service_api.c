@@ -705,7 +705,8 @@ static void test_priority_above_limit_needs_admin(void **s)
 
 /* Client identities own their jobs: with named client keys (alice, bob), a job alice
  * submitted is cancelled by alice or by the admin key, not by bob (PERMISSION_DENIED naming
- * the owner); a job of the shared client key stays anyone's. */
+ * the owner); a job of the shared client key stays anyone's. Fair share: bob's one job is
+ * leased before alice's second. */
 static void test_client_identities_own_jobs(void **s)
 {
     (void)s;
@@ -759,6 +760,39 @@ static void test_client_identities_own_jobs(void **s)
     cr.job_id = ids[2]; /* the shared key's job: anyone's */
     assert_int_equal(call_as(&e, bob, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
                      NB_RPC_OK);
+    /* fair share: alice queues 6 jobs, then bob 1; the worker's second lease is bob's, not
+     * alice's second */
+    int64_t fa[6], fb;
+    e.cli = alice;
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL,
+                                fa + i, &n, msg, sizeof msg),
+                         0);
+    e.cli = bob;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, &fb, &n,
+                            msg, sizeof msg),
+                     0);
+    nb_rpc_client *worker = open_as(&e, o.worker_secret);
+    e.cli = worker;
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-fair", NULL, &st);
+    assert_non_null(w);
+    int64_t order[3];
+    for (int i = 0; i < 3; i++) {
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        order[i] = l->job_id;
+        Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+        int acc = 0;
+        assert_int_equal(report(&e, w, l, res, &acc), 0);
+        nb_jobpb_free(res);
+        nb_wire_free(l);
+    }
+    assert_int_equal(order[0], fa[0]);
+    assert_int_equal(order[1], fb);
+    assert_int_equal(order[2], fa[1]);
+    free(w);
+    nb_rpc_client_close(worker);
     e.cli = NULL;
     nb_rpc_client_close(alice);
     nb_rpc_client_close(bob);
