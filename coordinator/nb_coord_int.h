@@ -94,12 +94,16 @@ struct nb_coord {
     char http_bound[300];      /* http://host:port/ really bound */
 };
 
-/* ---- nb_coord.c ---- */
+/* ---- nb_coord_state.c: the state the APIs share (nb_coord.c only starts and stops them) ---- */
 
 /* Log line on stderr ("npubench coordinator: ..."), unless quiet. Control characters are
  * escaped (client strings cannot forge lines); each format string prints at most
  * COORD_LOG_BURST lines per COORD_LOG_WINDOW_MS, then one line counting the suppressed. */
 void nb_coord_log(nb_coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reports the lines suppressed in windows that ended by now (all of them when all): a flood
+ * that stops is counted once its window ends, not only when a line of its kind comes again.
+ * The sweeper calls it every tick, the stop once more with all set. */
+void nb_coord_log_flush(nb_coord *c, int64_t now, int all);
 /* Something changed about job (0 = the queue in general; parent too if
  * non-zero): bumps its change counter and wakes every long poll. */
 void nb_coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id);
@@ -122,6 +126,8 @@ void nb_coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n);
 
 /* 1 when url cannot be reached from another host (loopback, ipc, inproc). */
 int nb_coord_url_is_local(const char *url);
+/* The host of a tcp/tls URL into host ("" for ipc and inproc, which never leave the host). */
+void nb_coord_url_host(const char *url, char *host, size_t cap);
 
 /* ---- nb_coord_http.c: the read-only web dashboard ---- */
 

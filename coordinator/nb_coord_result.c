@@ -115,8 +115,9 @@ static nb_code result_metrics(nb_arena *a, const Npubench__Metrics *m, nb_db_run
     /* 0 is "not printed" (an exec deployment's script without a TTFT line), never a
      * measurement: stored as unknown so it neither plots nor gates. */
     run->value[NB_METRIC_TTFT] = dv(m->ttft_ms, m->ttft_ms > 0);
-    run->value[NB_METRIC_TPS] = m->tps;
-    run->value[NB_METRIC_DECODE] = m->decode_ms_per_token;
+    /* likewise a throughput of 0: a deployment reporting a latency only (smolvla) */
+    run->value[NB_METRIC_TPS] = dv(m->tps, m->tps > 0);
+    run->value[NB_METRIC_DECODE] = dv(m->decode_ms_per_token, m->decode_ms_per_token > 0);
     run->value[NB_METRIC_TPOT] = dv(m->tpot_ms, m->tpot_ms > 0);
     run->prompt_tokens = m->prompt_tokens > 0 ? m->prompt_tokens : -1;
     run->context_len = m->context_len > 0 ? m->context_len : -1;
@@ -130,8 +131,8 @@ static nb_code result_metrics(nb_arena *a, const Npubench__Metrics *m, nb_db_run
         const Npubench__Sample *x = m->samples[i];
         s[i].rep = (int)i;
         s[i].v[NB_METRIC_TTFT] = dv(x->ttft_ms, x->ttft_ms > 0);
-        s[i].v[NB_METRIC_TPS] = x->tps;
-        s[i].v[NB_METRIC_DECODE] = x->decode_ms_per_token;
+        s[i].v[NB_METRIC_TPS] = dv(x->tps, x->tps > 0);
+        s[i].v[NB_METRIC_DECODE] = dv(x->decode_ms_per_token, x->decode_ms_per_token > 0);
         s[i].v[NB_METRIC_TPOT] = dv(x->tpot_ms, x->generated_tokens >= 2);
     }
     for (int k = 0; k < NB_METRIC_N; k++) {
@@ -327,7 +328,8 @@ static nb_code end_tx(nb_coord *c, nb_code rc, nb_err *err)
 
 static int wants_regression(int kind)
 {
-    return kind == NPUBENCH__JOB_KIND__RUN || kind == NPUBENCH__JOB_KIND__PROFILE;
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(kind);
+    return d && d->regression;
 }
 
 static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__JobSpec *spec,
@@ -454,7 +456,7 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
             char *orig = m->environment ? m->environment->board : NULL;
             if (m->environment && boards->n)
                 m->environment->board = boards->name[i];
-            rc = nb_coord_result_to_run(&a, m, "verify-full", default_board,
+            rc = nb_coord_result_to_run(&a, m, nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL), default_board,
                                         c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE,
                                         &run, &dep, err);
             if (m->environment)
@@ -505,7 +507,7 @@ nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *l
         goto out;
     Npubench__WorkerInfo *info = nb_coord_reg_info(c, worker_id);
     const char *board = info ? info->board_name : "";
-    int is_shard = j.parent_id && !strcmp(parent.kind, "verify-full");
+    int is_shard = j.parent_id && nb_job_kind_parse(parent.kind) == NPUBENCH__JOB_KIND__VERIFY_FULL;
     if (res->status != NPUBENCH__STATUS_CODE__OK)
         rc = commit_failed(c, &j, lease_id, res, accepted, err);
     else if (is_shard && !res->verify)

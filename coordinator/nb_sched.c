@@ -135,11 +135,16 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
         return 0;
     char model[NB_DB_NAME_MAX], dtype[32];
     split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
-    nb_job_dep want = {model, backend, dtype, NULL}, deps[256];
+    nb_job_dep want = {.model = model, .backend = backend, .dtype = dtype}, deps[256];
     size_t n = w->n_deployments < 256 ? w->n_deployments : 256; /* Register's limit */
     for (size_t i = 0; i < n; i++)
-        deps[i] = (nb_job_dep){w->deployments[i]->model, w->deployments[i]->backend,
-                               w->deployments[i]->dtype, NULL};
+        deps[i] = (nb_job_dep){w->deployments[i]->model,
+                               w->deployments[i]->backend,
+                               w->deployments[i]->dtype,
+                               NULL,
+                               w->deployments[i]->canonical,
+                               (const char *const *)w->deployments[i]->aliases,
+                               w->deployments[i]->n_aliases};
     int i = nb_job_dep_pick(&want, deps, n, NULL);
     if (i >= 0) {
         if (dep_out)
@@ -163,7 +168,7 @@ int nb_sched_pred(const nb_db_job *job, void *ud)
                              job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0, &dep))
         return 0;
     /* A prompt-range shard run whole would verify every prompt under a shard's name. */
-    return strcmp(job->kind, "verify-full-shard") || dep < 0 ||
+    return !nb_job_kind_is_shard(job->kind) || dep < 0 ||
            !w->deployments[dep]->no_prompt_range;
 }
 
@@ -300,6 +305,52 @@ static nb_code pool_load(nb_coord *c, pool *p, nb_err *err)
 }
 
 /* ---- submission ---- */
+
+/* A selector no registered deployment can ever serve (by model, backend and dtype, whatever
+ * the workers' liveness, boards or tags) is refused now, naming what is served, instead of
+ * waiting in the queue until it expires. Nothing is refused before any worker registered. */
+static nb_code check_servable(nb_coord *c, const sched_sel *ss, nb_err *err)
+{
+    pool p;
+    nb_code rc = pool_load(c, &p, err);
+    if (rc)
+        return rc;
+    char known[NB_DB_MSG_MAX] = "";
+    size_t kl = 0;
+    int registered = 0, served = 0;
+    for (size_t i = 0; i < p.n && !served; i++) {
+        const Npubench__WorkerInfo *w = p.w[i].info;
+        if (!w)
+            continue;
+        registered = 1;
+        served = nb_sched_worker_serves(w, p.w[i].db.id, ss->sel.backend, NULL,
+                                        ss->sel.deployment, NULL, NULL, NULL, 0, NULL);
+        for (size_t k = 0; k < w->n_deployments && kl + 1 < sizeof known; k++) {
+            const Npubench__Deployment *d = w->deployments[k];
+            char one[NB_DB_NAME_MAX * 2];
+            snprintf(one, sizeof one, "%s %s/%s", d->model, d->backend, d->dtype);
+            if (strstr(known, one))
+                continue;
+            kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", kl ? ", " : "", one);
+            for (size_t a = 0; a < d->n_aliases && kl + 1 < sizeof known; a++)
+                kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", a ? ", " : " (also ",
+                                       d->aliases[a]);
+            if (d->n_aliases && kl + 1 < sizeof known)
+                kl += (size_t)snprintf(known + kl, sizeof known - kl, ")");
+        }
+    }
+    pool_free(&p);
+    if (!registered || served)
+        return NB_OK;
+    char model[NB_DB_NAME_MAX], dtype[32];
+    split_pattern(ss->sel.deployment, model, sizeof model, dtype, sizeof dtype);
+    return nb_err_set(err, NB_ENOTFOUND,
+                      "selector model '%s'%s%s%s%s: no registered worker serves it, so it "
+                      "would wait until it expires; served: %s",
+                      model, strcmp(dtype, "*") ? " dtype " : "", strcmp(dtype, "*") ? dtype : "",
+                      ss->sel.backend && *ss->sel.backend ? " backend " : "",
+                      ss->sel.backend ? ss->sel.backend : "", known);
+}
 
 static nb_code pack_spec(const Npubench__JobSpec *spec, uint8_t **pb, size_t *len, nb_err *err)
 {
@@ -499,7 +550,7 @@ static nb_code plan_shards(nb_coord *c, const Npubench__JobSpec *spec, int want,
         sh.prompt_begin = (int)((long)P * i / S);
         sh.prompt_end = (int)((long)P * (i + 1) / S);
         child_plan *cp = &(*plans)[(*np)++];
-        cp->kind = "verify-full-shard";
+        cp->kind = nb_job_kind_desc_of(spec->kind)->shard;
         rc = pack_spec(&child, &cp->spec, &cp->len, err);
     }
     return rc;
@@ -541,7 +592,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
                           "shards: only an unsharded VERIFY_FULL job can be split (kind %s)",
                           nb_job_kind_name(spec->kind));
     sched_sel ss;
-    if ((rc = nb_sched_selector(spec, &ss, err)))
+    if ((rc = nb_sched_selector(spec, &ss, err)) || (rc = check_servable(c, &ss, err)))
         return rc;
     if (*req->request_id) {
         int64_t id;
@@ -560,14 +611,14 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
     if (spec->matrix) {
         if ((rc = plan_matrix(c, spec, &ss, &plans, &np, &left, &n_left, err)))
             goto out;
-        group_kind = "matrix";
+        group_kind = NB_JOB_GROUP_MATRIX;
     } else if (spec->kind == NPUBENCH__JOB_KIND__VERIFY_FULL && !spec->shard) {
         int ranges_ok;
         int idle = idle_matching(c, &ss, &ranges_ok);
         int want = !ranges_ok ? 1 : req->shards > 0 ? req->shards : idle;
         if ((rc = plan_shards(c, spec, want, &plans, &np, err)))
             goto out;
-        group_kind = "verify-full";
+        group_kind = nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL);
     }
     uint8_t *pb;
     size_t len;
@@ -711,7 +762,8 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
             continue;
         }
         /* Health checks run on a quarantined board; nothing runs on a drained one. */
-        if (w->held && (strcmp(j->kind, "health") || !strcmp(w->held, "drained"))) {
+        if (w->held && (nb_job_kind_parse(j->kind) != NPUBENCH__JOB_KIND__HEALTH ||
+                        !strcmp(w->held, "drained"))) {
             snprintf(dead, sizeof dead, "board %s could run it but is %s", w->db.board_name,
                      w->held);
             continue;

@@ -15,27 +15,62 @@
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
-static const char *const kind_names[] = {"", "run", "verify", "verify-full", "diagnosis",
-                                         "profile", "health"};
-#define KIND_MAX NPUBENCH__JOB_KIND__HEALTH
+static const nb_job_kind_desc kinds[] = {
+    {NPUBENCH__JOB_KIND__RUN, "run", "run", "performance", NULL, NB_JOB_RUN_N_TOKENS_DEFAULT, 0,
+     NB_JOB_RUN_REPS_DEFAULT, 0, 1},
+    {NPUBENCH__JOB_KIND__VERIFY, "verify", "verify", "verify", NULL, NB_JOB_VERIFY_N_TOKENS,
+     NB_JOB_VERIFY_K, 0, NB_JOB_VERIFY_PROMPTS, 0},
+    {NPUBENCH__JOB_KIND__VERIFY_FULL, "verify-full", "verify_full", "verify",
+     "verify-full-shard", 0, 0, 0, 0, 0},
+    {NPUBENCH__JOB_KIND__DIAGNOSIS, "diagnosis", "diagnosis", "diagnosis", NULL, 0, 0, 0, 0, 0},
+    {NPUBENCH__JOB_KIND__PROFILE, "profile", "profile", "performance", NULL,
+     NB_JOB_PROFILE_N_TOKENS_DEFAULT, 0, NB_JOB_RUN_REPS_DEFAULT, 0, 1},
+    {NPUBENCH__JOB_KIND__HEALTH, "health", "health", "health", NULL, 0, 0, 0, 0, 0},
+};
+#define N_KINDS (sizeof kinds / sizeof *kinds)
+
+const nb_job_kind_desc *nb_job_kind_desc_of(int kind)
+{
+    for (size_t i = 0; i < N_KINDS; i++)
+        if (kinds[i].kind == kind)
+            return &kinds[i];
+    return NULL;
+}
 
 const char *nb_job_kind_name(int kind)
 {
-    return kind >= 1 && kind <= KIND_MAX ? kind_names[kind] : "unknown";
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(kind);
+    return d ? d->name : "unknown";
 }
 
 int nb_job_kind_parse(const char *name)
 {
-    if (!name)
-        return 0;
-    for (int k = 1; k <= KIND_MAX; k++) {
-        const char *a = kind_names[k], *b = name;
-        while (*a && (*a == *b || (*a == '-' && *b == '_')))
-            a++, b++;
-        if (!*a && !*b)
-            return k;
-    }
+    for (size_t i = 0; name && i < N_KINDS; i++)
+        if (!strcmp(name, kinds[i].name) || !strcmp(name, kinds[i].exec_key))
+            return kinds[i].kind;
     return 0;
+}
+
+int nb_job_kind_is_shard(const char *name)
+{
+    for (size_t i = 0; name && i < N_KINDS; i++)
+        if (kinds[i].shard && !strcmp(name, kinds[i].shard))
+            return 1;
+    return 0;
+}
+
+int nb_job_kind_parse_queued(const char *name)
+{
+    for (size_t i = 0; name && i < N_KINDS; i++)
+        if (kinds[i].shard && !strcmp(name, kinds[i].shard))
+            return kinds[i].kind;
+    return nb_job_kind_parse(name);
+}
+
+const char *nb_job_kind_family(const char *name)
+{
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(nb_job_kind_parse_queued(name));
+    return d ? d->family : "performance";
 }
 
 /* ---- states ----------------------------------------------------------------------------- */
@@ -317,6 +352,23 @@ int nb_job_model_match_aliased(const char *sel, const char *model, const char *n
     return nb_job_model_match(a, b, NULL) >= 2 ? 2 : 0;
 }
 
+int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
+                                const char *canonical, const char *const *aliases, size_t n)
+{
+    nb_job_alias al[NB_JOB_MODEL_ALIASES_MAX + 2];
+    char canon[256];
+    if (canonical && *canonical)
+        snprintf(canon, sizeof canon, "%s", canonical);
+    else
+        nb_job_model_canon(model ? model : "", canon, sizeof canon);
+    size_t k = 0;
+    al[k++] = (nb_job_alias){model ? model : "", canon};
+    al[k++] = (nb_job_alias){canon, canon};
+    for (size_t i = 0; i < n && k < sizeof al / sizeof al[0]; i++)
+        al[k++] = (nb_job_alias){aliases[i], canon};
+    return nb_job_model_match_aliased(sel, model, name, al, k);
+}
+
 int nb_job_model_match(const char *sel, const char *model, const char *name)
 {
     if (!sel || !*sel || !strcmp(sel, "*") || !model || !*model || !strcmp(model, "*"))
@@ -342,7 +394,8 @@ int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d)
         return 0;
     if (!any(want->dtype) && !any(d->dtype) && strcasecmp(want->dtype, d->dtype))
         return 0;
-    return nb_job_model_match(want->model, d->model, d->name);
+    return nb_job_model_match_declared(want->model, d->model, d->name, d->canonical, d->aliases,
+                                       d->n_aliases);
 }
 
 int nb_job_dep_pick(const nb_job_dep *want, const nb_job_dep *deps, size_t n, int *score)

@@ -14,12 +14,39 @@
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
-/* npubench.JobKind -> "run", "verify", "verify-full", "diagnosis", "profile"; "unknown"
- * otherwise.  These are the names the CLI takes, the history stores and logs print. */
+/* One descriptor per job kind: everything the layers know about a kind is read here, so a new
+ * kind is one descriptor plus one executor function. */
+typedef struct nb_job_kind_desc {
+    int kind;             /* npubench.JobKind */
+    const char *name;     /* "verify-full": the CLI word, the queue's and history's kind, logs */
+    const char *exec_key; /* "verify_full": its command's key in a deployments file's exec */
+    const char *family;   /* what its runs store and are compared as: "verify" (gate records),
+                           * "diagnosis" (layer cosines), "performance" (metrics), "health" */
+    const char *shard;    /* the queue's kind of its prompt-range shards; NULL: never split */
+    /* defaults the worker applies to a 0 field (0: the trace's, or all prompts) */
+    int n_tokens, k, reps, max_prompts;
+    int regression;       /* the regression check applies to its runs */
+} nb_job_kind_desc;
+
+/* The descriptor of npubench.JobKind kind, NULL when there is none. */
+const nb_job_kind_desc *nb_job_kind_desc_of(int kind);
+/* npubench.JobKind -> "run", "verify", "verify-full", "diagnosis", "profile", "health";
+ * "unknown" otherwise.  These are the names the CLI takes, the history stores and logs print. */
 const char *nb_job_kind_name(int kind);
-/* The inverse, also accepting the underscore spelling ("verify_full", as deployments files
- * key their commands); 0 (JOB_KIND_UNSPECIFIED) when unknown. */
+/* The inverse, also accepting the exec key ("verify_full", as deployments files key their
+ * commands); 0 (JOB_KIND_UNSPECIFIED) when unknown. */
 int nb_job_kind_parse(const char *name);
+/* The kind of a queued job's kind column: a kind's name or its shards' ("verify-full-shard"
+ * is VERIFY_FULL); 0 when neither. */
+int nb_job_kind_parse_queued(const char *name);
+/* 1 when name is the queue's kind of some kind's shards. */
+int nb_job_kind_is_shard(const char *name);
+/* The family of a run's kind as stored (a kind's name or shard name, or an imported kind such
+ * as "bench" or "sweep", which measure performance). */
+const char *nb_job_kind_family(const char *name);
+
+/* The queue's kind of a group made by `submit --matrix` (one child job per board). */
+#define NB_JOB_GROUP_MATRIX "matrix"
 
 /* ---- states ----------------------------------------------------------------------------- */
 
@@ -132,6 +159,13 @@ const char *nb_job_model_resolve(const char *name, const nb_job_alias *aliases, 
 int nb_job_model_match_aliased(const char *sel, const char *model, const char *name,
                                const nb_job_alias *aliases, size_t n);
 
+/* How well sel names a deployment of model (its name: NULL ok) that declares canonical (NULL
+ * or "": nb_job_model_canon(model)) and aliases[0..n) (a deployments file's "canonical" and
+ * "aliases"): nb_job_model_match, or 2 where sel is one of the declared names. The one rule
+ * the coordinator (lease, submit) and the worker (which entry runs the job) match by. */
+int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
+                                const char *canonical, const char *const *aliases, size_t n);
+
 /* ---- worker matching: the one rule the queue's lease (db/), the scheduler (coordinator/)
  * and the worker's choice of deployment (worker/) apply ------------------------------------ */
 
@@ -140,9 +174,15 @@ int nb_job_model_match_aliased(const char *sel, const char *model, const char *n
 typedef struct nb_job_dep {
     const char *model, *backend, *dtype;
     const char *name; /* the deployment's label (a selector may name it); NULL: none */
+    /* its declared names (a deployments file's "canonical" and "aliases"): a selector naming
+     * one of them names it (nb_job_model_match_declared); NULL / 0: none */
+    const char *canonical;
+    const char *const *aliases;
+    size_t n_aliases;
 } nb_job_dep;
 
-/* How well deployment d serves a job asking for want: 0 no, else nb_job_model_match's 1..3.
+/* How well deployment d serves a job asking for want: 0 no, else nb_job_model_match_declared's
+ * 1..3 (d's declared names included).
  * The backend is compared exactly (a backend table's name), the dtype case-insensitively;
  * a field that is empty or "*" on either side matches anything. */
 int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d);
