@@ -663,24 +663,39 @@ static void test_roles(void **s)
     stop(&e);
 }
 
+/* A coordinator (db tmp/NAME.sqlite, e->cli unset) with a client, a worker and an admin key
+ * in *o, and n named client keys; o keeps pointing at static strings. */
+static void start_three_keys(env *e, nb_coord_opts *o, const char *name,
+                             const char *const *client_names, const char *const *client_keys,
+                             int n)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->db, sizeof e->db, "%s/%s.sqlite", tu_group_tmp(), name);
+    static char url[128];
+    snprintf(url, sizeof url, "inproc://svc-api-%s", name);
+    memset(o, 0, sizeof *o);
+    o->listen_url = url;
+    o->db_path = e->db;
+    o->quiet = 1;
+    o->secret = "client-key-0123456789";
+    o->worker_secret = "worker-key-0123456789";
+    o->admin_secret = "admin-key-0123456789";
+    o->client_names = client_names;
+    o->client_keys = client_keys;
+    o->n_client_keys = n;
+    nb_err err = {0};
+    if (nb_coord_start(o, &e->coord, &err))
+        fail_msg("coordinator: %s", err.msg);
+}
+
 /* Priority above the client limit (100) needs the admin credential: the client key is
  * refused naming the limit, the admin key and priorities up to the limit are taken. */
 static void test_priority_above_limit_needs_admin(void **s)
 {
     (void)s;
     env e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.db, sizeof e.db, "%s/priority.sqlite", tu_group_tmp());
     nb_coord_opts o;
-    memset(&o, 0, sizeof o);
-    o.listen_url = "inproc://svc-api-priority";
-    o.db_path = e.db;
-    o.quiet = 1;
-    o.secret = "client-key-0123456789";
-    o.worker_secret = "worker-key-0123456789";
-    o.admin_secret = "admin-key-0123456789";
-    nb_err err = {0};
-    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    start_three_keys(&e, &o, "priority", NULL, NULL, 0);
     nb_rpc_client *client = open_as(&e, o.secret), *admin = open_as(&e, o.admin_secret);
     Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
     spec.kind = NPUBENCH__JOB_KIND__RUN;
@@ -711,23 +726,10 @@ static void test_client_identities_own_jobs(void **s)
 {
     (void)s;
     env e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.db, sizeof e.db, "%s/owners.sqlite", tu_group_tmp());
     nb_coord_opts o;
-    memset(&o, 0, sizeof o);
-    o.listen_url = "inproc://svc-api-owners";
-    o.db_path = e.db;
-    o.quiet = 1;
-    o.secret = "shared-client-key-0123";
-    o.worker_secret = "worker-key-0123456789";
-    o.admin_secret = "admin-key-0123456789";
     const char *names[] = {"alice", "bob"};
     const char *keys[] = {"alice-key-0123456789", "bob-key-0123456789ab"};
-    o.client_names = names;
-    o.client_keys = keys;
-    o.n_client_keys = 2;
-    nb_err err = {0};
-    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    start_three_keys(&e, &o, "owners", names, keys, 2);
     nb_rpc_client *alice = open_as(&e, keys[0]), *bob = open_as(&e, keys[1]),
                   *admin = open_as(&e, o.admin_secret), *shared = open_as(&e, o.secret);
     int64_t ids[4];
