@@ -310,6 +310,10 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         job_param(&b, "reference", reference);
     if (localize)
         job_param(&b, "localize", localize);
+    /* the file's digest: its trace is found (and recorded) by it, not by the comment-free
+     * copy the worker writes */
+    if (prompts_file)
+        job_param(&b, "prompts_sha256", ps.sha256);
     nb_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
     int code = run_job(cmd, &c, &ds, &b, &po);
     nb_prompts_free(&ps);

@@ -81,6 +81,48 @@ static void test_local_ignores_lab_secret(void **s)
     free(r.out);
 }
 
+/* verify --prompts-file FILE --reference TRACE with the project's own prompt file and its
+ * committed trace: the prompts travel without the file's comments, and the worker's copy
+ * has another digest; the trace is still the one for them (and recorded with the file's
+ * digest). The same file with one prompt changed is refused. */
+static void test_verify_own_prompts_file(void **s)
+{
+    (void)s;
+    tu_require_model();
+    const char *src = tu_require_src();
+    char ref[4096], pf[4096], bad[1200];
+    snprintf(ref, sizeof ref, "%s/verify/references/b179c9523d0e6a0f-310f18e97323f258.json", src);
+    snprintf(pf, sizeof pf, "%s/verify/prompts/base.txt", src);
+    char *out = tu_cli(0, "  prompt 0: PASS  (all 4 steps agree)\n[verify] PASS (1/1 prompts pass)",
+                       "verify --model base --prompts-file '%s' --reference '%s' --max-prompts 1 "
+                       "--n-tokens 4 --threads 1 --reports '%s/vp' --db '%s/v.db'",
+                       pf, ref, tmp(), tmp());
+    free(out);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "grep -h '\"prompts_sha256\"' '%s'/vp/*.json", tmp());
+    tu_result r = tu_run(cmd);
+    assert_non_null(strstr(r.out, "310f18e97323f258"));
+    free(r.out);
+    /* without --reference: found by the file's digest */
+    free(tu_cli(0, "[verify] PASS (1/1 prompts pass)",
+                "verify --model base --prompts-file '%s' --max-prompts 1 --n-tokens 4 --threads 1 "
+                "--reports '%s/vp' --db '%s/v.db'", pf, tmp(), tmp()));
+    snprintf(bad, sizeof bad, "%s/base-changed.txt", tmp());
+    snprintf(cmd, sizeof cmd, "sed 's/^The capital of France is$/The capital of Spain is/' '%s' > '%s'",
+             pf, bad);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' verify --model base --prompts-file '%s' --reference '%s' "
+             "--max-prompts 1 --n-tokens 4 --threads 1 --db '%s/v.db' 2>&1",
+             tu_env("NB_BIN", "npubench"), bad, ref, tmp());
+    r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "made for prompt set 310f18e97323f258 (8 prompts)"));
+    free(r.out);
+}
+
 /* diagnosis: every layer against the committed HF hidden states, a report written */
 static void test_diagnosis(void **s)
 {
@@ -250,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_verify_verdicts),
         cmocka_unit_test(test_compare_formats_and_reference),
         cmocka_unit_test(test_local_ignores_lab_secret),
+        cmocka_unit_test(test_verify_own_prompts_file),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

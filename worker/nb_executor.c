@@ -676,6 +676,7 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     nb_verify_opts vo = {0};
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
+    vo.prompts_sha256 = s->n_prompts ? nb_job_param(s, "prompts_sha256") : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
     vo.max_prompts = s->max_prompts ? s->max_prompts : full ? 0 : NB_JOB_VERIFY_PROMPTS;
     vo.n_tokens = s->n_tokens ? s->n_tokens : full ? 0 : NB_JOB_VERIFY_N_TOKENS;
