@@ -32,9 +32,9 @@ typedef struct common_flags {
     {"model", NB_OPT_STR, &(c).model, 0, 0, "instruct (default), base, a .gguf or an HF dir"},   \
         {"dtype", NB_OPT_STR, &(c).dtype, 0, 0, "bf16 (default), f32, q4_1 or native"},                  \
         {"backend", NB_OPT_STR, &(c).backend, 0, 0, "cpu (default) or xrt"},                     \
-        {"threads", NB_OPT_INT, &(c).threads, 0, 1024, "kernel threads, 0 = all cores"},         \
-        {"max-seq", NB_OPT_INT, &(c).max_seq, 0, 1 << 20, "KV cache length (default 2048)"},     \
-        {"device", NB_OPT_INT, &(c).device, 0, 255, "XRT device index"},                         \
+        {"threads", NB_OPT_INT, &(c).threads, 0, NB_JOB_THREADS_MAX, "kernel threads, 0 = all cores"}, \
+        {"max-seq", NB_OPT_INT, &(c).max_seq, 0, NB_JOB_MAX_SEQ_MAX, "KV cache length (default 2048)"}, \
+        {"device", NB_OPT_INT, &(c).device, 0, NB_JOB_DEVICE_MAX, "XRT device index"},          \
         {"db", NB_OPT_STR, &(c).db, 0, 0, "history database (default var/npubench.db)"},         \
         {"direct", NB_OPT_FLAG, &(c).direct, 0, 0, "run in this process, without the service"}, \
         NB_SVC_OPTS((c).svc)
@@ -242,8 +242,8 @@ int nb_cmd_run(int argc, char **argv)
         COMMON_OPTS(c),
         {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt text"},
         {"n-tokens", NB_OPT_INT, &n_tokens, 1, NB_JOB_N_TOKENS_MAX, "tokens to generate (default 100)"},
-        {"reps", NB_OPT_INT, &reps, 1, 1000, "timed repetitions (default 3)"},
-        {"warmup", NB_OPT_INT, &warmup, 0, 100, "untimed warm-up runs (default 1)"},
+        {"reps", NB_OPT_INT, &reps, 1, NB_JOB_REPS_MAX, "timed repetitions (default 3)"},
+        {"warmup", NB_OPT_INT, &warmup, 0, NB_JOB_WARMUP_MAX, "untimed warm-up runs (default 1)"},
         {"chat", NB_OPT_FLAG, &chat, 1, 0, "apply the chat template"},
         {"no-chat", NB_OPT_FLAG, &chat, 2, 0, "feed the raw prompt"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
@@ -278,7 +278,7 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         {"max-prompts", NB_OPT_INT, &max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts (0 = all)"},
         {"reference", NB_OPT_STR, &reference, 0, 0, "HF trace to use instead of the lookup"},
         {"n-tokens", NB_OPT_INT, &n_tokens, 0, NB_JOB_N_TOKENS_MAX, "steps per prompt (default: the trace's)"},
-        {"k", NB_OPT_INT, &k, 0, NB_GATE_K_MAX, "top-k set size (default: the trace's)"},
+        {"k", NB_OPT_INT, &k, 0, NB_JOB_K_MAX, "top-k set size (default: the trace's)"},
         {"reports", NB_OPT_STR, &reports, 0, 0, "report directory (default reports/)"},
         {"localize", NB_OPT_STR, &localize, 0, 0,
          "fail (default: every FAIL), divergence (a PASS that diverges too) or off"},
@@ -371,8 +371,8 @@ int nb_cmd_profile(int argc, char **argv)
         COMMON_OPTS(c),
         {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt text"},
         {"n-tokens", NB_OPT_INT, &n_tokens, 1, NB_JOB_N_TOKENS_MAX, "tokens to generate (default 20)"},
-        {"reps", NB_OPT_INT, &reps, 1, 1000, "timed repetitions (default 3)"},
-        {"warmup", NB_OPT_INT, &warmup, 0, 100, "untimed warm-up runs (default 1)"},
+        {"reps", NB_OPT_INT, &reps, 1, NB_JOB_REPS_MAX, "timed repetitions (default 3)"},
+        {"warmup", NB_OPT_INT, &warmup, 0, NB_JOB_WARMUP_MAX, "untimed warm-up runs (default 1)"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     nb_deploy_spec ds;

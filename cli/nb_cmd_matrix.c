@@ -248,7 +248,7 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         {"boards", NB_OPT_STR, &f.tag, 0, 0, "the boards with this tag (required)"},
         {"kinds", NB_OPT_STR, &f.kinds, 0, 0, "job kinds, comma-separated (default verify,profile)"},
         {"n-tokens", NB_OPT_INT, &f.n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
-        {"reps", NB_OPT_INT, &f.reps, 0, 1000, "measured repetitions (run, profile)"},
+        {"reps", NB_OPT_INT, &f.reps, 0, NB_JOB_REPS_MAX, "measured repetitions (run, profile)"},
         {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400, "give up after S seconds (exit 5)"},
         {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave unfinished jobs queued"},

@@ -10,6 +10,7 @@
 #include "nb_daemon.h"
 #include "nb_deployments.h"
 #include "nb_file.h"
+#include "nb_limits.h"
 #include "nb_out.h"
 #include "nb_secret.h"
 #include "nb_svc.h"
@@ -32,7 +33,7 @@ int nb_cmd_worker(int argc, char **argv)
         {"secret", NB_OPT_STR, &secret, 0, 0, "refused: use --secret-file"},
         {"secret-file", NB_OPT_STR, &secret_file, 0, 0,
          "worker key, mode 0600 (default $NPUBENCH_WORKER_SECRET, else $NPUBENCH_SECRET)"},
-        {"threads", NB_OPT_INT, &o.threads, 0, 1024, "cpu threads, 0 = all cores"},
+        {"threads", NB_OPT_INT, &o.threads, 0, NB_JOB_THREADS_MAX, "cpu threads, 0 = all cores"},
         {"heartbeat-ms", NB_OPT_INT, &o.heartbeat_ms, 0, 600000, "heartbeat interval (default 1000)"},
         {"mem-budget-mb", NB_OPT_INT, &mem_mb, 0, 1 << 24, "resident deployments (default 4096)"},
         {"lease-wait-ms", NB_OPT_INT, &o.lease_wait_ms, 0, 600000, "LeaseJob long poll (default 2000)"},

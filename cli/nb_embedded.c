@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nb_backend.h"
 #include "nb_coord.h"
 #include "nb_daemon.h"
 #include "nb_executor.h"
@@ -102,7 +103,7 @@ static void session_deployment(const nb_embedded_opts *o, nb_deployment *dep)
     memset(dep, 0, sizeof *dep);
     snprintf(dep->model, sizeof dep->model, "%s", o->model && *o->model ? o->model : "instruct");
     snprintf(dep->backend, sizeof dep->backend, "%s",
-             o->backend && *o->backend ? o->backend : "cpu");
+             o->backend && *o->backend ? o->backend : nb_backend_default()->name);
     snprintf(dep->dtype, sizeof dep->dtype, "%s", o->dtype && *o->dtype ? o->dtype : "bf16");
     snprintf(dep->name, sizeof dep->name, "local");
     dep->threads = o->threads;
@@ -127,19 +128,21 @@ static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *e
     d.threads = o->threads;
     d.quiet = 1;
     d.client_paths = 1; /* inproc: every client is this process and its user */
-    /* An xrt deployment claims its real device. A CPU session takes the
-     * highest free cpu:N, leaving the low numbers to lab workers; a taken
-     * one (another session, a worker) is NB_EUNAVAIL from the device lock. */
+    /* A deployment whose backend probes a device of its own (xrt) claims that device. A
+     * CPU session takes the highest free cpu:N, leaving the low numbers to lab workers; a
+     * taken one (another session, a worker) is NB_EUNAVAIL from the device lock. */
+    const nb_backend_ops *ops = nb_backend_find(dep.backend);
+    int own_device = nb_backend_can(ops, NB_BACKEND_DEVICE) && ops->probe;
     char device[32];
     nb_code rc = NB_EUNAVAIL;
     for (int n = 255; n >= 192 && rc == NB_EUNAVAIL; n--) {
-        if (!strcmp(dep.backend, "xrt"))
-            snprintf(device, sizeof device, "xrt:%d", o->device);
+        if (own_device)
+            snprintf(device, sizeof device, "%s:%d", ops->name, o->device);
         else
-            snprintf(device, sizeof device, "cpu:%d", n);
+            snprintf(device, sizeof device, "%s:%d", nb_backend_default()->name, n);
         d.device = device;
         rc = nb_daemon_start(&d, &e->worker, err);
-        if (!strcmp(dep.backend, "xrt"))
+        if (own_device)
             break;
     }
     if (rc)

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,11 +48,40 @@ nb_code nb_secret_read_file(const char *path, char **out, nb_err *err)
         buf[--len] = '\0';
     if (!rc && !len)
         rc = nb_err_set(err, NB_EINVAL, "%s: the key file is empty", path);
+    if (!rc)
+        rc = nb_secret_check(path, buf, len, err);
     if (rc) {
         nb_secret_free(buf);
         return rc;
     }
     *out = buf;
+    return NB_OK;
+}
+
+nb_code nb_secret_check(const char *where, const char *key, size_t len, nb_err *err)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        if (ch == 0)
+            return nb_err_set(err, NB_EINVAL,
+                              "%s: a NUL byte at offset %zu: a key is text (a raw binary key "
+                              "would be cut there); encode it, e.g. `head -c 32 /dev/urandom "
+                              "| base64`",
+                              where, i);
+        if (ch < 0x20 || ch > 0x7e)
+            return nb_err_set(err, NB_EINVAL,
+                              "%s: byte 0x%02x at offset %zu: a key is printable ASCII "
+                              "(0x20..0x7e); encode it, e.g. with base64",
+                              where, ch, i);
+    }
+    if (len < NB_SECRET_MIN)
+        return nb_err_set(err, NB_EINVAL, "%s: a key of %zu bytes; the minimum is %d", where,
+                          len, NB_SECRET_MIN);
+    if (len > NB_SECRET_FILE_MAX)
+        return nb_err_set(err, NB_EINVAL, "%s: a key of %zu bytes; the limit is %d", where, len,
+                          NB_SECRET_FILE_MAX);
+    if (key[0] == ' ')
+        return nb_err_set(err, NB_EINVAL, "%s: the key starts with a space", where);
     return NB_OK;
 }
 
@@ -66,6 +96,11 @@ nb_code nb_secret_get(const char *flag, const char *path, const char *env_name, 
     const char *e = env_name ? getenv(env_name) : NULL;
     if (!e || !*e)
         return NB_OK;
+    char where[128];
+    snprintf(where, sizeof where, "$%s", env_name);
+    nb_code rc = nb_secret_check(where, e, strlen(e), err);
+    if (rc)
+        return rc;
     *out = strdup(e);
     return *out ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
 }

@@ -429,6 +429,7 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     pthread_mutex_init(&c->log_mu, NULL);
     c->gen = 1;
     c->lock_fd = -1;
+    c->db_lock_fd = -1;
     nb_code rc = copy_opts(c, o, err);
     if (rc)
         goto fail;
@@ -436,7 +437,10 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
         goto fail;
     if ((rc = nb_coord_lock_db(c, err)))
         goto fail;
-    if ((rc = nb_db_open(c->db_path, NULL, &c->db, err)))
+    /* An answer acknowledges a commit: it must be on disk first (WAL fsync per commit), or a
+     * power loss drops jobs and results their senders were told are stored. */
+    nb_db_opts dbo = {.sync_full = !o->sync_normal};
+    if ((rc = nb_db_open(c->db_path, &dbo, &c->db, err)))
         goto fail;
     /* A damaged page found now is a clear refusal; found mid-commit it would fail jobs. */
     if ((rc = nb_db_check(c->db, err)))
@@ -462,7 +466,7 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     if ((rc = nb_rpc_server_open(c->listen_url, &ro, &c->srv, err)))
         goto fail;
     if ((rc = nb_coord_register_client_api(c, err)) || (rc = nb_coord_register_worker_api(c, err)) ||
-        (rc = nb_coord_register_dash_api(c, err)))
+        (rc = nb_coord_register_dash_api(c, err)) || (rc = nb_coord_replay_attach(c, err)))
         goto fail;
     if (pthread_create(&c->sweeper, NULL, sweeper_main, c) != 0) {
         rc = nb_err_set(err, NB_EINTERNAL, "coordinator: cannot start the sweeper thread");

@@ -53,6 +53,10 @@ typedef struct nb_coord_opts {
     int health_errors;
     const char *http_url;     /* the read-only web dashboard: http://host:port (":0" picks a
                                  port); NULL = none. Loopback only without keys, as listen */
+    int sync_normal;          /* 1: commits are not fsync()ed (synchronous=NORMAL): an
+                                 acknowledged job or result survives kill -9 but not a power
+                                 loss; for benchmarks. 0 (default): synchronous=FULL, every
+                                 acknowledged commit is on disk before the answer */
 } nb_coord_opts;
 
 typedef struct nb_coord nb_coord;

@@ -84,6 +84,8 @@ struct nb_coord {
     int64_t next_reasons_ms, next_gone_scan_ms, next_expire_ms, next_health_ms;
     int64_t next_retention_ms; /* sweeper thread only */
     int lock_fd;               /* flock on <db>.lock; -1 when not held */
+    int db_lock_fd;            /* flock on the database file itself (its inode, whatever
+                                  name reaches it); -1 when not held */
     pthread_mutex_t log_mu;   /* log_keys */
     coord_logkey log_keys[COORD_LOG_KEYS];
     int draining;             /* admin Drain: no new leases */
@@ -259,9 +261,18 @@ void nb_coord_retention(nb_coord *c);
 /* ---- nb_coord_lock.c: one coordinator per database ---- */
 
 /* flock on <db_path>.lock (exclusive; shared for embedded coordinators), pid written
- * in it; NB_EUNAVAIL naming the holder's pid when taken. */
+ * in it; NB_EUNAVAIL naming the holder's pid when taken. Then the same flock on the
+ * database file itself, so another name for the file (a hard link, a symlink) cannot start
+ * a second coordinator on it either; released after the database is closed (closing that
+ * descriptor earlier would drop SQLite's POSIX locks on the file). */
 nb_code nb_coord_lock_db(nb_coord *c, nb_err *err);
 void nb_coord_unlock_db(nb_coord *c);
+
+/* ---- nb_coord_replay.c: answers kept across restarts ---- */
+
+/* With keys on: the server's answers to mutating requests are kept in the database for
+ * the clock window, and a request id an earlier process answered gets that answer. */
+nb_code nb_coord_replay_attach(nb_coord *c, nb_err *err);
 
 /* ---- nb_coord_traces.c: the reference trace cache ---- */
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nb_coord_int.h"
@@ -36,11 +37,32 @@ nb_code nb_coord_lock_db(nb_coord *c, nb_err *err)
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
         nb_coord_log(c, "%s: cannot record the pid: %s", path, strerror(errno));
     c->lock_fd = fd;
+    /* The lock file goes by the name given; the database's inode is the same through every
+     * name: a hard link or a symlink to a served file finds it taken here. */
+    int dfd = open(c->db_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+    if (dfd < 0)
+        return nb_err_set(err, NB_EIO, "%s: cannot open the database: %s", c->db_path,
+                          strerror(errno));
+    if (flock(dfd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+        struct stat st;
+        int known = fstat(dfd, &st) == 0;
+        close(dfd);
+        return nb_err_set(err, NB_EUNAVAIL,
+                          "%s is in use by another coordinator under another name (a hard link "
+                          "or symlink to the same file: device %llu, inode %llu); stop it first "
+                          "or give this one another --db",
+                          c->db_path, known ? (unsigned long long)st.st_dev : 0ULL,
+                          known ? (unsigned long long)st.st_ino : 0ULL);
+    }
+    c->db_lock_fd = dfd;
     return NB_OK;
 }
 
 void nb_coord_unlock_db(nb_coord *c)
 {
+    if (c->db_lock_fd >= 0)
+        close(c->db_lock_fd); /* after nb_db_close: see nb_coord_int.h */
+    c->db_lock_fd = -1;
     if (c->lock_fd > 0)
         close(c->lock_fd); /* releases the flock */
     c->lock_fd = -1;

@@ -74,6 +74,19 @@ static nb_rpc_status check_holder(nb_coord *c, const char *what, const char *wor
     return NB_RPC_OK;
 }
 
+/* 1 when the database has job leased to worker under lease (the lease a coordinator that
+ * restarted since granted): such a worker is alive and keeps its job, registered here yet
+ * or not. */
+static int holds_lease_in_db(nb_coord *c, const char *worker, int64_t job, const char *lease)
+{
+    nb_db_job j;
+    nb_err err;
+    if (job <= 0 || !lease || !*lease || nb_db_job_peek(c->db, job, &j, &err) != NB_OK)
+        return 0;
+    return (j.state == NB_JOB_LEASED || j.state == NB_JOB_RUNNING) &&
+           !strcmp(j.lease_id, lease) && !strcmp(j.leased_worker, worker);
+}
+
 /* ---- Register ---- */
 
 static nb_code check_field(const char *field, const char *s, nb_err *err)
@@ -246,6 +259,15 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
     }
     nb_coord_log(c, "worker %s registered (board %s, %zu deployment%s, %s)", id, info.board_name,
                  info.n_deployments, info.n_deployments == 1 ? "" : "s", info.version);
+    if (r->current_job_id > 0 && holds_lease_in_db(c, id, r->current_job_id, r->lease_id)) {
+        /* a restart of ours while the worker ran the job: it keeps running */
+        nb_db_job j;
+        int64_t parent = nb_db_job_peek(c->db, r->current_job_id, &j, &err) ? 0 : j.parent_id;
+        nb_coord_reg_set_job(c, id, r->current_job_id, r->lease_id, parent);
+        nb_db_job_renew(c->db, r->current_job_id, r->lease_id, c->o.lease_ms, NULL, &err);
+        nb_coord_log(c, "worker %s holds the lease of job %lld: it keeps running", id,
+                     (long long)r->current_job_id);
+    }
     nb_coord_health_on_register(c, &info);
     Npubench__RegisterResponse resp = NPUBENCH__REGISTER_RESPONSE__INIT;
     resp.worker_id = id;
@@ -322,11 +344,12 @@ static nb_rpc_status h_heartbeat(void *user, const nb_rpc_request *req, nb_rpc_r
                                        p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
     if (r->unix_ms > 0)
         nb_coord_reg_set_clock(c, r->worker_id, r->unix_ms - nb_wall_ms());
-    if (!known || nb_db_worker_touch(c->db, r->worker_id, &err) != NB_OK) {
-        /* Registered with a coordinator that restarted, or never: the worker
-         * registers again and carries on (its leases are still in the db). */
+    /* Registered with a coordinator that restarted, or never: the worker registers again
+     * and carries on. One that holds a lease in the db is alive meanwhile: its row is
+     * touched, so the sweep does not call it gone and requeue the job it runs. */
+    int alive = known || holds_lease_in_db(c, r->worker_id, r->current_job_id, r->lease_id);
+    if (!alive || nb_db_worker_touch(c->db, r->worker_id, &err) != NB_OK || !known)
         resp.reregister = 1;
-    }
     if (r->current_job_id > 0 && *r->lease_id)
         renew_current(c, r->worker_id, r->current_job_id, r->lease_id, p, known == 2, &a,
                       &resp);

@@ -498,6 +498,7 @@ static nb_code configure(nb_db *db, const nb_db_opts *opts, nb_err *err)
                           "%s: cannot switch to WAL journal (got '%s'); is the file on a "
                           "filesystem without shared memory support, or read-only?",
                           db->path, mode[0] ? mode : sqlite3_errmsg(db->h));
+    db->sync_full = opts && opts->sync_full;
     rc = nb_db_exec(db,
                     opts && opts->sync_full ? "PRAGMA synchronous = FULL"
                                             : "PRAGMA synchronous = NORMAL",

@@ -20,6 +20,7 @@ struct nb_db {
     char *path;
     pthread_mutex_t mu; /* recursive: public calls nest inside nb_db_begin */
     int user_tx;        /* 1 while an nb_db_begin transaction is open */
+    int sync_full;      /* opened with nb_db_opts.sync_full */
     nb_db_clock_fn clock;
     void *clock_ud;
     nb_db_stmt_slot *stmts;

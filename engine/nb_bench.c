@@ -188,13 +188,13 @@ nb_code nb_bench_profile(nb_deploy *d, const nb_run_opts *o, nb_profile_result *
         nb_run_result_free(&warm);
     }
     po.warmup = 0;
-    nb_engine_profile_reset(d->engine);
-    nb_engine_profile(d->engine, 1);
+    if ((rc = nb_deploy_profile(d, 1, err)))
+        return rc;
     rc = run_reps(d, &po, &out->run, err);
-    nb_engine_profile(d->engine, 0);
+    nb_deploy_profile(d, 0, NULL);
     if (rc)
         return rc;
-    memcpy(out->ops, nb_engine_profile_stats(d->engine), sizeof out->ops);
+    memcpy(out->ops, nb_deploy_profile_stats(d), sizeof out->ops);
     out->setup_ms = d->setup_ms;
     out->reps = out->run.n;
     out->n_tokens = o->n_tokens;

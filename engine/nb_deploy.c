@@ -9,7 +9,6 @@
 #include "nb_file.h"
 #include "nb_sha256.h"
 #include "nb_time.h"
-#include "nb_xrt.h"
 
 /* The preset words a selector may use instead of a path: the file each names under the
  * models directory, the model's name (what the history and matching know it by; for Gemma the
@@ -46,7 +45,7 @@ void nb_deploy_spec_default(nb_deploy_spec *s)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->model, sizeof s->model, "instruct");
-    snprintf(s->backend, sizeof s->backend, "cpu");
+    snprintf(s->backend, sizeof s->backend, "%s", nb_backend_default()->name);
     s->dtype = NB_DTYPE_BF16;
 }
 
@@ -96,23 +95,13 @@ nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     d->spec = *spec;
     double t0 = nb_now_ms();
-    nb_code rc;
-    if (!strcmp(spec->backend, "xrt")) {
-        char info[256];
-        if ((rc = nb_xrt_probe(spec->device, info, sizeof info, err)))
-            goto fail;
-        /* A device exists, but the NPU kernels for this model family are
-         * built by the deployment's own toolchain: run it through `exec`. */
-        rc = nb_err_set(err, NB_EUNSUPPORTED,
-                        "xrt backend: %s, but no in-process NPU kernels are available for %s; "
-                        "use an exec deployment",
-                        info, spec->model);
+    nb_code rc = nb_backend_lookup(spec->backend, 0, NB_BACKEND_WHOLE_JOB, NULL, &d->ops, err);
+    if (rc)
         goto fail;
-    }
-    if (strcmp(spec->backend, "cpu")) {
-        rc = nb_err_set(err, NB_EINVAL, "backend '%s': expected cpu or xrt", spec->backend);
+    /* The device before the model: no device is the answer, however the model is given. */
+    if (d->ops->probe &&
+        (rc = d->ops->probe(spec->device, d->device_info, sizeof d->device_info, err)))
         goto fail;
-    }
     if ((rc = nb_deploy_resolve_model(spec->model, d->model_path, sizeof d->model_path,
                                       d->preset, sizeof d->preset, err)))
         goto fail;
@@ -132,12 +121,7 @@ nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
     if (rc)
         goto fail;
     snprintf(d->model_name, sizeof d->model_name, "%s", nb_model_cfg(d->model)->name);
-    nb_engine_opts eo;
-    nb_engine_opts_default(&eo);
-    eo.dtype = spec->dtype;
-    eo.threads = spec->threads;
-    eo.max_seq = spec->max_seq;
-    if ((rc = nb_engine_setup(d->model, &eo, &d->engine, err)))
+    if ((rc = d->ops->open(d, &d->be, err)))
         goto fail;
     d->setup_ms = nb_now_ms() - t0;
     *out = d;
@@ -151,7 +135,8 @@ void nb_deploy_close(nb_deploy *d)
 {
     if (!d)
         return;
-    nb_engine_free(d->engine);
+    if (d->be && d->ops->close)
+        d->ops->close(d->be);
     nb_tokenizer_free(d->tok);
     nb_model_close(d->model);
     free(d);
@@ -159,5 +144,94 @@ void nb_deploy_close(nb_deploy *d)
 
 void nb_deploy_describe(const nb_deploy *d, char *buf, size_t cap)
 {
+    if (d->ops && d->ops->describe) {
+        d->ops->describe(d, buf, cap);
+        return;
+    }
     snprintf(buf, cap, "%s %s/%s", d->model_name, d->spec.backend, nb_dtype_name(d->spec.dtype));
+}
+
+/* The refusal of an operation the backend's table does not offer. */
+static nb_code lacks(const nb_deploy *d, unsigned cap, nb_err *err)
+{
+    const char *what = cap == NB_BACKEND_STEPS          ? "in-process prefill and decode steps"
+                       : cap == NB_BACKEND_LAYER_STATES ? "per-layer states"
+                       : cap == NB_BACKEND_REPREFILL    ? "cache-free re-prefill"
+                                                        : "per-op timings";
+    return nb_err_set(err, NB_EUNSUPPORTED, "backend '%s' has no %s", d->ops->name, what);
+}
+
+nb_code nb_deploy_prefill(nb_deploy *d, const int32_t *ids, int n, const float **logits,
+                          nb_err *err)
+{
+    if (!nb_backend_can(d->ops, NB_BACKEND_STEPS))
+        return lacks(d, NB_BACKEND_STEPS, err);
+    return d->ops->prefill(d->be, ids, n, logits, err);
+}
+
+nb_code nb_deploy_decode_step(nb_deploy *d, int32_t token, int pos, const float **logits,
+                              nb_err *err)
+{
+    if (!nb_backend_can(d->ops, NB_BACKEND_STEPS))
+        return lacks(d, NB_BACKEND_STEPS, err);
+    return d->ops->decode_step(d->be, token, pos, logits, err);
+}
+
+nb_code nb_deploy_prefill_logits(nb_deploy *d, const int32_t *ids, int n, int first,
+                                 float *out, nb_err *err)
+{
+    if (!nb_backend_can(d->ops, NB_BACKEND_REPREFILL))
+        return lacks(d, NB_BACKEND_REPREFILL, err);
+    return d->ops->prefill_logits(d->be, ids, n, first, out, err);
+}
+
+nb_code nb_deploy_set_layer_hook(nb_deploy *d, nb_layer_hook hook, void *user, nb_err *err)
+{
+    if (!nb_backend_can(d->ops, NB_BACKEND_LAYER_STATES))
+        return hook ? lacks(d, NB_BACKEND_LAYER_STATES, err) : NB_OK;
+    d->ops->set_layer_hook(d->be, hook, user);
+    return NB_OK;
+}
+
+nb_code nb_deploy_set_stage_hook(nb_deploy *d, nb_stage_hook hook, void *user, nb_err *err)
+{
+    if (!nb_backend_can(d->ops, NB_BACKEND_LAYER_STATES))
+        return hook ? lacks(d, NB_BACKEND_LAYER_STATES, err) : NB_OK;
+    d->ops->set_stage_hook(d->be, hook, user);
+    return NB_OK;
+}
+
+nb_code nb_deploy_profile(nb_deploy *d, int on, nb_err *err)
+{
+    if (!nb_backend_can(d->ops, NB_BACKEND_PROFILE))
+        return on ? lacks(d, NB_BACKEND_PROFILE, err) : NB_OK;
+    if (on)
+        d->ops->profile_reset(d->be);
+    d->ops->profile(d->be, on);
+    return NB_OK;
+}
+
+const nb_op_stats *nb_deploy_profile_stats(const nb_deploy *d)
+{
+    return nb_backend_can(d->ops, NB_BACKEND_PROFILE) ? d->ops->profile_stats(d->be) : NULL;
+}
+
+const nb_model_config *nb_deploy_cfg(const nb_deploy *d)
+{
+    return nb_model_cfg(d->model);
+}
+
+int nb_deploy_vocab(const nb_deploy *d)
+{
+    return nb_model_cfg(d->model)->vocab;
+}
+
+int nb_deploy_max_seq(const nb_deploy *d)
+{
+    return d->ops->max_seq ? d->ops->max_seq(d->be) : 0;
+}
+
+size_t nb_deploy_resident_bytes(const nb_deploy *d)
+{
+    return d->ops->resident_bytes ? d->ops->resident_bytes(d->be) : 0;
 }

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "nb_backend.h"
 #include "nb_engine.h"
 #include "nb_err.h"
 #include "nb_model.h"
@@ -12,7 +13,7 @@
 
 typedef struct nb_deploy_spec {
     char model[1024];   /* "instruct", "base", a .gguf path or an HF directory */
-    char backend[16];   /* "cpu" (default) or "xrt" */
+    char backend[16];   /* a backend table's name (nb_backend_find); "" or default: cpu */
     nb_dtype dtype;
     int threads;        /* 0 = all cores */
     int max_seq;        /* 0 = 2048 */
@@ -45,16 +46,40 @@ typedef struct nb_deploy {
     char model_name[128];
     nb_model *model;
     nb_tokenizer *tok;
-    nb_engine *engine;
+    const nb_backend_ops *ops; /* the backend's table */
+    void *be;                  /* its state (ops->open's) */
+    char device_info[256];     /* the backend's probe line, "" when it has no probe */
     double setup_ms;        /* load + digest + weight layout, never in a timed region */
 } nb_deploy;
 
-/* Opens and sets up a deployment. The xrt backend probes the device in a
- * child process and fails with NB_EUNAVAIL when there is none. */
+/* Opens and sets up a deployment through its backend's table: probe (the xrt backend's runs
+ * in a child process and fails with NB_EUNAVAIL when there is no device), model and
+ * tokenizer, digest, then the backend's open.  Whole-job backends (exec) are refused. */
 nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err);
 void nb_deploy_close(nb_deploy *d);
 
 /* "<name> <backend>/<dtype>" for reports and history. */
 void nb_deploy_describe(const nb_deploy *d, char *buf, size_t cap);
+
+/* The operations run, verify, profile, diagnosis and localization use: the backend's table,
+ * refused with NB_EUNSUPPORTED ("backend 'x' has no per-layer states") where its
+ * capabilities lack the operation.  Arguments and results as nb_backend_ops says. */
+nb_code nb_deploy_prefill(nb_deploy *d, const int32_t *ids, int n, const float **logits,
+                          nb_err *err);
+nb_code nb_deploy_decode_step(nb_deploy *d, int32_t token, int pos, const float **logits,
+                              nb_err *err);
+nb_code nb_deploy_prefill_logits(nb_deploy *d, const int32_t *ids, int n, int first,
+                                 float *out, nb_err *err);
+/* Hooks: NULL hook detaches (always allowed). */
+nb_code nb_deploy_set_layer_hook(nb_deploy *d, nb_layer_hook hook, void *user, nb_err *err);
+nb_code nb_deploy_set_stage_hook(nb_deploy *d, nb_stage_hook hook, void *user, nb_err *err);
+/* Profile: on/off and reset; stats NULL where the backend keeps none. */
+nb_code nb_deploy_profile(nb_deploy *d, int on, nb_err *err);
+const nb_op_stats *nb_deploy_profile_stats(const nb_deploy *d);
+/* The model's configuration (from the model file, whatever the backend). */
+const nb_model_config *nb_deploy_cfg(const nb_deploy *d);
+int nb_deploy_vocab(const nb_deploy *d);
+int nb_deploy_max_seq(const nb_deploy *d);
+size_t nb_deploy_resident_bytes(const nb_deploy *d);
 
 #endif

@@ -33,7 +33,7 @@ nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_op
         return nb_err_set(err, NB_EINVAL, "n_tokens %d: must be 1..65536", o->n_tokens);
     if (o->k < 1 || o->k > NB_GATE_K_MAX)
         return nb_err_set(err, NB_EINVAL, "k %d: must be 1..%d", o->k, NB_GATE_K_MAX);
-    int max_seq = nb_engine_max_seq(d->engine);
+    int max_seq = nb_deploy_max_seq(d);
     if (n_ids + o->n_tokens - 1 > max_seq)
         return nb_err_set(err, NB_EINVAL,
                           "prompt of %d tokens + n_tokens %d exceeds max_seq %d", n_ids,
@@ -45,12 +45,12 @@ nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_op
         return nb_err_set(err, NB_ENOMEM, "out of memory for %d steps", o->n_tokens);
     }
     out->n_prompt = n_ids;
-    int vocab = nb_engine_vocab(d->engine);
+    int vocab = nb_deploy_vocab(d);
     const float *logits;
     if (nb_cancel_requested(&o->cancel))
         return cancelled(out, 0, err);
     double t0 = nb_now_ms();
-    nb_code rc = nb_engine_prefill(d->engine, ids, n_ids, &logits, err);
+    nb_code rc = nb_deploy_prefill(d, ids, n_ids, &logits, err);
     if (rc) {
         nb_gen_free(out);
         return rc;
@@ -68,7 +68,7 @@ nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_op
         if (nb_cancel_requested(&o->cancel))
             return cancelled(out, i, err);
         double ts = nb_now_ms();
-        if ((rc = nb_engine_decode_step(d->engine, prev, n_ids + i - 1, &logits, err))) {
+        if ((rc = nb_deploy_decode_step(d, prev, n_ids + i - 1, &logits, err))) {
             nb_gen_free(out);
             return rc;
         }

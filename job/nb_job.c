@@ -85,8 +85,9 @@ static const struct {
     const char *key;
     long lo, hi;
 } int_params[] = {
-    {"threads", 0, 1024}, {"max_seq", 0, 1 << 20}, {"warmup", 0, NB_JOB_WARMUP_MAX},
-    {"chat", 0, 1},       {"ignore_eos", 0, 1},    {"device", 0, 255},
+    {"threads", 0, NB_JOB_THREADS_MAX}, {"max_seq", 0, NB_JOB_MAX_SEQ_MAX},
+    {"warmup", 0, NB_JOB_WARMUP_MAX},   {"chat", 0, 1},
+    {"ignore_eos", 0, 1},               {"device", 0, NB_JOB_DEVICE_MAX},
 };
 
 static int parse_long(const char *s, long *out)
@@ -123,9 +124,9 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
     if (s->n_tokens < 0 || s->n_tokens > NB_JOB_N_TOKENS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.n_tokens %d: must be 0..%d (0 = default)",
                           s->n_tokens, NB_JOB_N_TOKENS_MAX);
-    if (s->k < 0 || s->k > NB_GATE_K_MAX)
+    if (s->k < 0 || s->k > NB_JOB_K_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.k %d: must be 0..%d (0 = default)", s->k,
-                          NB_GATE_K_MAX);
+                          NB_JOB_K_MAX);
     if (s->reps < 0 || s->reps > NB_JOB_REPS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.reps %d: must be 0..%d (0 = default)",
                           s->reps, NB_JOB_REPS_MAX);

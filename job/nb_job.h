@@ -7,32 +7,10 @@
 #include <stddef.h>
 
 #include "nb_err.h"
+#include "nb_limits.h"
 #include "npubench.pb-c.h"
 
-/* ---- limits and defaults -------------------------------------------------------------- */
-
-/* Spec limits (nb_job_validate_spec; the coordinator refuses submits past them, and the
- * CLI's options use the same bounds). */
-#define NB_JOB_N_TOKENS_MAX 4096
-#define NB_JOB_REPS_MAX 100
-#define NB_JOB_WARMUP_MAX 100
-#define NB_JOB_PROMPT_MAX_BYTES 65536
-#define NB_JOB_PROMPTS_MAX 4096
-#define NB_JOB_PARAMS_MAX 64
-#define NB_JOB_PARAM_KEY_MAX 64
-#define NB_JOB_PARAM_VALUE_MAX 4096
-#define NB_JOB_PRIORITY_MAX 1000
-#define NB_JOB_TIMEOUT_MS_MAX (7LL * 24 * 3600 * 1000)
-#define NB_JOB_EXPIRE_MS_MAX (30LL * 24 * 3600 * 1000) /* a queued job's expiry, 30 days */
-#define NB_JOB_SHARDS_MAX 4096
-
-/* Defaults the worker applies to a 0 field. */
-#define NB_JOB_RUN_REPS_DEFAULT 3       /* RUN / PROFILE, after one warm-up */
-#define NB_JOB_RUN_N_TOKENS_DEFAULT 100 /* RUN */
-#define NB_JOB_PROFILE_N_TOKENS_DEFAULT 20
-#define NB_JOB_VERIFY_PROMPTS 2         /* VERIFY: the first 2 prompts */
-#define NB_JOB_VERIFY_K 5               /* VERIFY: top-5 */
-#define NB_JOB_VERIFY_N_TOKENS 32       /* VERIFY: 32 tokens per prompt */
+/* ---- limits and defaults: nb_limits.h ----------------------------------------------- */
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 

@@ -11,6 +11,7 @@ typedef struct slot {
     uint64_t id, mh;
     int64_t expires;
     uint32_t next; /* bucket chain */
+    int forgotten; /* nb_replay_forget: kept in ring and chain until expiry, never matches */
 } slot;
 
 struct nb_replay {
@@ -68,6 +69,15 @@ static void pop_head(nb_replay *r)
     r->count--;
 }
 
+/* Appends an entry at the ring's tail and chains it into bucket b; the ring has room. */
+static void push(nb_replay *r, size_t b, uint64_t id, uint64_t mh, int64_t expires)
+{
+    size_t at = (r->head + r->count) % r->cap;
+    r->ring[at] = (slot){id, mh, expires, r->buckets[b], 0};
+    r->buckets[b] = (uint32_t)at;
+    r->count++;
+}
+
 nb_replay_res nb_replay_check(nb_replay *r, uint64_t id, uint64_t method_hash, int64_t now_ms)
 {
     pthread_mutex_lock(&r->mu);
@@ -76,20 +86,28 @@ nb_replay_res nb_replay_check(nb_replay *r, uint64_t id, uint64_t method_hash, i
     size_t b = bucket_of(r, id, method_hash);
     nb_replay_res res = NB_REPLAY_NEW;
     for (uint32_t i = r->buckets[b]; i != NIL; i = r->ring[i].next)
-        if (r->ring[i].id == id && r->ring[i].mh == method_hash) {
+        if (r->ring[i].id == id && r->ring[i].mh == method_hash && !r->ring[i].forgotten) {
             res = NB_REPLAY_SEEN;
             break;
         }
     if (res == NB_REPLAY_NEW && r->count == r->cap)
         res = NB_REPLAY_FULL;
-    if (res == NB_REPLAY_NEW) {
-        size_t at = (r->head + r->count) % r->cap;
-        r->ring[at] = (slot){id, method_hash, now_ms + r->window, r->buckets[b]};
-        r->buckets[b] = (uint32_t)at;
-        r->count++;
-    }
+    if (res == NB_REPLAY_NEW)
+        push(r, b, id, method_hash, now_ms + r->window);
     pthread_mutex_unlock(&r->mu);
     return res;
+}
+
+
+void nb_replay_forget(nb_replay *r, uint64_t id, uint64_t method_hash)
+{
+    pthread_mutex_lock(&r->mu);
+    for (uint32_t i = r->buckets[bucket_of(r, id, method_hash)]; i != NIL; i = r->ring[i].next)
+        if (r->ring[i].id == id && r->ring[i].mh == method_hash && !r->ring[i].forgotten) {
+            r->ring[i].forgotten = 1;
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
 }
 
 void nb_replay_close(nb_replay *r)

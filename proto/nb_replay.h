@@ -21,6 +21,10 @@ typedef enum nb_replay_res { NB_REPLAY_NEW, NB_REPLAY_SEEN, NB_REPLAY_FULL } nb_
  * Thread-safe. */
 nb_replay_res nb_replay_check(nb_replay *r, uint64_t id, uint64_t method_hash, int64_t now_ms);
 
+/* Forgets (id, method_hash): the request it recorded failed without effect (a transient
+ * status), so its retry under the same id is not a replay. Thread-safe; no-op if absent. */
+void nb_replay_forget(nb_replay *r, uint64_t id, uint64_t method_hash);
+
 void nb_replay_close(nb_replay *r); /* NULL ok */
 
 #endif

@@ -183,7 +183,7 @@ void nb_rpc_cache_finish(nb_rpc_cache *s, nb_rpc_cache_entry *e, int status,
     nb_lru_pin(e->node, -1);
     /* A transient failure (e.g. a result that could not be stored yet) is not the answer
      * for good: the client's retry under the same id must run again. */
-    int transient = status == NB_RPC_UNAVAILABLE || status == NB_RPC_ABORTED;
+    int transient = nb_rpc_status_transient(status);
     if ((!kept || transient) && !nb_lru_pinned(e->node))
         nb_lru_remove(s->lru, e->node);
     else

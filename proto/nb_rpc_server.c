@@ -98,6 +98,7 @@ struct nb_rpc_server {
     char *url;
     nb_wire_keys keys;
     nb_replay *replay; /* ids seen within the clock window (authenticated servers) */
+    nb_rpc_replay_store store; /* answers kept across restarts (record NULL: none) */
     size_t max_msg;
 
     handler *handlers;
@@ -400,16 +401,28 @@ static int check_role(unsigned flags, answer *a, const char *name)
 
 /* A mutating request id seen within the clock window again, after the response cache let
  * it go: a replay, refused (a resend the cache still holds never gets here). */
+static uint64_t replay_key(const Npubench__RequestEnvelope *env)
+{
+    return nb_hash_bytes(env->method, strlen(env->method),
+                         NB_HASH_SEED ^ (env->request_id * 0x9e3779b97f4a7c15ull));
+}
+
 static int check_replay(nb_rpc_server *s, const Npubench__RequestEnvelope *env,
                         const char *name, answer *a)
 {
     if (!s->replay)
         return 0;
     uint64_t id = env->request_id;
-    uint64_t kh = nb_hash_bytes(env->method, strlen(env->method),
-                                NB_HASH_SEED ^ (id * 0x9e3779b97f4a7c15ull));
+    uint64_t kh = replay_key(env);
     switch (nb_replay_check(s->replay, id, kh, nb_wall_ms())) {
-    case NB_REPLAY_NEW: return 0;
+    case NB_REPLAY_NEW:
+        /* new to this process; an earlier one may have answered it (a restart since) */
+        if (s->store.lookup && s->store.lookup(s->store.user, id, kh, &a->st, a->msg,
+                                               sizeof a->msg, &a->pl, &a->len)) {
+            STAT(s, replayed);
+            return 1;
+        }
+        return 0;
     case NB_REPLAY_SEEN:
         return answer_with(a, NB_RPC_ALREADY_EXISTS,
                            "%s: request id %llu was already used within the last %lld s", name,
@@ -419,6 +432,12 @@ static int check_replay(nb_rpc_server *s, const Npubench__RequestEnvelope *env,
     return answer_with(a, NB_RPC_RESOURCE_EXHAUSTED,
                        "%s: more than %d requests within %lld s; try again later", name,
                        NB_RPC_REPLAY_IDS, 2 * NB_WIRE_SKEW_MAX_MS / 1000);
+}
+
+void nb_rpc_server_replay_store(nb_rpc_server *srv, const nb_rpc_replay_store *store)
+{
+    if (srv->replay && store)
+        srv->store = *store;
 }
 
 /* Decodes, checks and runs one request; consumes in; returns the reply. */
@@ -447,10 +466,19 @@ static nng_msg *serve(nb_rpc_server *s, nng_msg *in)
         goto reply;
     if (!(h->flags & NB_RPC_READONLY) && check_replay(s, env, name, &a)) {
         if (ent)
-            nb_rpc_cache_finish(s->cache, ent, a.st, a.msg, NULL, 0);
+            nb_rpc_cache_finish(s->cache, ent, a.st, a.msg, a.pl, a.len);
         goto reply;
     }
     run_handler(s, h, env, name, &a);
+    /* nothing was done (e.g. a result not stored on a full disk): the client's retry under
+     * this id is executed, not refused as a replay */
+    if (s->replay && !(h->flags & NB_RPC_READONLY)) {
+        if (nb_rpc_status_transient(a.st))
+            nb_replay_forget(s->replay, env->request_id, replay_key(env));
+        else if (s->store.record)
+            s->store.record(s->store.user, env->request_id, replay_key(env),
+                            nb_wall_ms() + 2 * NB_WIRE_SKEW_MAX_MS, a.st, a.msg, a.pl, a.len);
+    }
     if (ent)
         nb_rpc_cache_finish(s->cache, ent, a.st, a.msg, a.pl, a.len);
 reply:;

@@ -97,6 +97,24 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
 nb_code nb_rpc_server_handle(nb_rpc_server *srv, const char *method, nb_rpc_handler fn,
                              void *user, unsigned flags, nb_err *err);
 
+/* Where an authenticated server keeps the answers of the mutating requests it ran, beyond
+ * its memory, so a captured request replayed after a restart gets the first answer again
+ * instead of running again (and a worker's resend across the restart gets its answer).
+ * record: the request (id, key) ran and answered status/message/payload (transient failures
+ * are not recorded: their retry runs); keep it until expires_ms. lookup: 1 with the stored
+ * answer (*payload malloc'ed), 0 when none. */
+typedef struct nb_rpc_replay_store {
+    void *user;
+    void (*record)(void *user, uint64_t id, uint64_t key, int64_t expires_ms, int status,
+                   const char *message, const uint8_t *payload, size_t len);
+    int (*lookup)(void *user, uint64_t id, uint64_t key, int *status, char *message,
+                  size_t message_cap, uint8_t **payload, size_t *len);
+} nb_rpc_replay_store;
+
+/* Before start: store (copied) is asked and told as above. No-op on a server without keys
+ * (it refuses no replay). */
+void nb_rpc_server_replay_store(nb_rpc_server *srv, const nb_rpc_replay_store *store);
+
 /* Starts serving; handlers are fixed from here on. */
 nb_code nb_rpc_server_start(nb_rpc_server *srv, nb_err *err);
 

@@ -82,3 +82,9 @@ nb_code nb_rpc_code_from_status(int status)
     default: return NB_EINTERNAL; /* UNKNOWN, INTERNAL, out of range */
     }
 }
+
+bool nb_rpc_status_transient(int status)
+{
+    return status == NB_RPC_UNAVAILABLE || status == NB_RPC_ABORTED ||
+           status == NB_RPC_RESOURCE_EXHAUSTED;
+}

@@ -39,5 +39,9 @@ nb_rpc_status nb_rpc_status_from_code(nb_code code);
 nb_code nb_rpc_code_from_status(int status);
 /* Whether status is one of the codes above (0..16). */
 bool nb_rpc_status_valid(int status);
+/* Whether a handler's status says "nothing done, try again" (UNAVAILABLE, ABORTED,
+ * RESOURCE_EXHAUSTED): not the answer for good, so a retry under the same request id must
+ * run again (the response cache and the replay set both let it through). */
+bool nb_rpc_status_transient(int status);
 
 #endif

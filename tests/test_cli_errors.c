@@ -83,6 +83,24 @@ static void test_keys_and_exposure(void **s)
                 "--secret: a key on the command line is visible to every user in ps");
     snprintf(args, sizeof args, "worker --coordinator ipc:///x --board b --secret-file %s", key);
     expect_with(noenv, args, 2, "mode 0644 lets other users read or change the key");
+    /* a key file with a leading NUL (a raw random key) is refused, naming the file: it used
+     * to read as an empty key, which started the coordinator without authentication */
+    char nulkey[4096];
+    snprintf(nulkey, sizeof nulkey, "%s/nul.key", tu_group_tmp());
+    f = fopen(nulkey, "wb");
+    assert_non_null(f);
+    fwrite("\0raw-random-bytes-0123456789", 1, 28, f);
+    fclose(f);
+    assert_int_equal(chmod(nulkey, 0600), 0);
+    snprintf(args, sizeof args,
+             "coordinator --listen ipc://%s/nul.sock --db %s/nul.db --secret-file %s",
+             tu_group_tmp(), tu_group_tmp(), nulkey);
+    char want[4200];
+    snprintf(want, sizeof want, "%s: a NUL byte at offset 0", nulkey);
+    expect_with(noenv, args, 2, want);
+    snprintf(args, sizeof args, "jobs --coordinator ipc://%s/nul.sock --secret-file %s",
+             tu_group_tmp(), nulkey);
+    expect_with(noenv, args, 2, want);
     snprintf(args, sizeof args, "coordinator --listen tcp://0.0.0.0:0 --db %s/k.db",
              tu_group_tmp());
     expect_with(noenv, args, 2, "reaches beyond this host, and no key is set");
@@ -119,6 +137,13 @@ static void test_usage_errors(void **s)
     expect("run --n-tokens 0", 2, "--n-tokens: 0 is outside the allowed range 1..4096");
     expect("run --n-tokens abc", 2, "--n-tokens: 'abc' is not an integer");
     expect("verify --k 99", 2, "--k: 99 is outside the allowed range");
+    /* the CLI's ranges are the job's (job/nb_limits.h), refused before any dial */
+    expect("submit run --reps 101", 2, "--reps: 101 is outside the allowed range 0..100");
+    expect("submit verify --k 21", 2, "--k: 21 is outside the allowed range 0..20");
+    expect("submit run --priority 1001", 2,
+           "--priority: 1001 is outside the allowed range -1000..1000");
+    expect("run --reps 101", 2, "--reps: 101 is outside the allowed range 1..100");
+    expect("run --threads 1025", 2, "--threads: 1025 is outside the allowed range 0..1024");
     expect("run --bogus", 2, "unknown option '--bogus'");
     /* worker --deploy: the SPEC, its field and limit named, before any dial */
     expect("worker --coordinator ipc:///x --board b --deploy gemma3:q9", 2,

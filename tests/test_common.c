@@ -193,9 +193,9 @@ static void test_secret_files(void **s)
     (void)s;
     nb_err err;
     char *k = (char *)1, msg[8192];
-    const char *p = key_file("ok.key", "s3cret \n\n", 0600);
+    const char *p = key_file("ok.key", "s3cret-0123456789 \n\n", 0600);
     assert_int_equal(nb_secret_read_file(p, &k, &err), NB_OK);
-    assert_string_equal(k, "s3cret"); /* trailing whitespace is not part of the key */
+    assert_string_equal(k, "s3cret-0123456789"); /* trailing whitespace is not part of the key */
     nb_secret_free(k);
     p = key_file("open.key", "s3cret", 0640);
     assert_int_equal(nb_secret_read_file(p, &k, &err), NB_EAUTH);
@@ -227,10 +227,14 @@ static void test_secret_files(void **s)
     assert_int_equal(nb_secret_get("--secret-file", fifo, "NB_TEST_KEY", &k, &err),
                      NB_ENOTFOUND);
     assert_true(strncmp(err.msg, "--secret-file: ", 15) == 0);
-    setenv("NB_TEST_KEY", "from-env", 1);
+    setenv("NB_TEST_KEY", "from-env-0123456789", 1);
     assert_int_equal(nb_secret_get("--secret-file", NULL, "NB_TEST_KEY", &k, &err), NB_OK);
-    assert_string_equal(k, "from-env");
+    assert_string_equal(k, "from-env-0123456789");
     nb_secret_free(k);
+    setenv("NB_TEST_KEY", "short", 1); /* the variable is checked as a file is */
+    assert_int_equal(nb_secret_get("--secret-file", NULL, "NB_TEST_KEY", &k, &err), NB_EINVAL);
+    assert_null(k);
+    assert_string_equal(err.msg, "$NB_TEST_KEY: a key of 5 bytes; the minimum is 16");
     unsetenv("NB_TEST_KEY");
     assert_int_equal(nb_secret_get("--secret-file", "", "NB_TEST_KEY", &k, &err), NB_OK);
     assert_null(k);
@@ -239,6 +243,56 @@ static void test_secret_files(void **s)
     assert_string_equal(err.msg, "--secret: a key on the command line is visible to every user "
                                  "in ps; use --secret-file FILE (mode 0600) or $NPUBENCH_SECRET");
     nb_secret_free(NULL);
+}
+
+/* Writes n raw bytes to tmp/name with mode 0600. */
+static const char *key_file_bytes(const char *name, const void *bytes, size_t n)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/%s", tu_group_tmp(), name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+    assert_int_equal(chmod(path, 0600), 0);
+    return path;
+}
+
+/* Key files are text of 16..4096 printable bytes: a NUL byte (leading, as 1 raw key from
+ * /dev/urandom in 256 has, or inside), a control or non-ASCII byte, or a short key is
+ * refused naming the file and the offset; a leading NUL used to leave an empty key, which
+ * turned authentication off. */
+static void test_secret_file_content(void **s)
+{
+    (void)s;
+    nb_err err;
+    char *k = (char *)1, msg[8192];
+    static const char lead_nul[] = "\0abcdefghijklmnopqrstuvwxyz0123456789";
+    const char *p = key_file_bytes("nul0.key", lead_nul, sizeof lead_nul - 1);
+    assert_int_equal(nb_secret_read_file(p, &k, &err), NB_EINVAL);
+    assert_null(k);
+    snprintf(msg, sizeof msg, "%s: a NUL byte at offset 0", p);
+    assert_true(strncmp(err.msg, msg, strlen(msg)) == 0);
+    static const char mid_nul[] = "abcdefghijklmnopqr\0stuvwxyz";
+    p = key_file_bytes("nul18.key", mid_nul, sizeof mid_nul - 1);
+    assert_int_equal(nb_secret_read_file(p, &k, &err), NB_EINVAL);
+    snprintf(msg, sizeof msg, "%s: a NUL byte at offset 18", p);
+    assert_true(strncmp(err.msg, msg, strlen(msg)) == 0);
+    static const unsigned char raw[] = {0x41, 0x42, 0xff, 0x10, 0x43, 0x44, 0x45, 0x46, 0x47,
+                                        0x48, 0x49, 0x4a, 0x4b, 0x4c, 0x4d, 0x4e, 0x4f, 0x50};
+    p = key_file_bytes("raw.key", raw, sizeof raw);
+    assert_int_equal(nb_secret_read_file(p, &k, &err), NB_EINVAL);
+    snprintf(msg, sizeof msg, "%s: byte 0xff at offset 2: a key is printable ASCII", p);
+    assert_true(strncmp(err.msg, msg, strlen(msg)) == 0);
+    p = key_file("short.key", "k3y\n", 0600);
+    assert_int_equal(nb_secret_read_file(p, &k, &err), NB_EINVAL);
+    snprintf(msg, sizeof msg, "%s: a key of 3 bytes; the minimum is 16", p);
+    assert_string_equal(err.msg, msg);
+    /* base64 of 32 random bytes, as the docs advise: accepted */
+    p = key_file("b64.key", "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=\n", 0600);
+    assert_int_equal(nb_secret_read_file(p, &k, &err), NB_OK);
+    assert_int_equal(strlen(k), 44);
+    nb_secret_free(k);
 }
 
 /* Each unit up to just below the next one's threshold; the future reads 0 s. */
@@ -264,7 +318,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arena),   cmocka_unit_test(test_base64),
         cmocka_unit_test(test_err),     cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_secret_files), cmocka_unit_test(test_age),
+        cmocka_unit_test(test_secret_files),
+        cmocka_unit_test(test_secret_file_content), cmocka_unit_test(test_age),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -63,6 +63,8 @@ typedef struct fake {
     int release_retry[MAX_SEEN];
     char release_reason[MAX_SEEN][128];
     int registered; /* the worker id is known (lost on a "restart") */
+    int64_t reg_job; /* the lease the last Register said it holds */
+    char reg_lease[32];
 } fake;
 
 static void sleep_ms(int ms)
@@ -84,6 +86,8 @@ static nb_rpc_status h_register(void *u, const nb_rpc_request *req, nb_rpc_reply
     UNPACK(Npubench__RegisterRequest, npubench__register_request__descriptor, r);
     pthread_mutex_lock(&f->mu);
     f->registers++;
+    f->reg_job = r->current_job_id;
+    snprintf(f->reg_lease, sizeof f->reg_lease, "%s", r->lease_id);
     const Npubench__WorkerInfo *i = r->info;
     if (i) {
         snprintf(f->board, sizeof f->board, "%s", i->board_name);
@@ -574,6 +578,38 @@ static void test_backoff_and_reregister(void **state)
     teardown(&e, &f);
 }
 
+/* The coordinator restarts while a job runs: the worker registers again at once, holding
+ * its lease (not once the job ends), and the job's one result is reported. */
+static void test_reregister_while_running(void **state)
+{
+    (void)state;
+    env e;
+    exec_env(&e, "sleep 3; echo 'Tokens/second: 5'");
+    fake f = {0};
+    char url[128];
+    nb_daemon_opts o;
+    serve_fake(&f, url, sizeof url, 1, &e, "cpu:13", &o);
+    nb_daemon *d = start_daemon(&o);
+    assert_int_equal(wait_for(&f, &f.leases_given, 1, 8000), 1);
+    assert_int_equal(wait_for(&f, &f.registers, 1, 1000), 1);
+    fake_close(&f);
+    fake_start(&f, url);
+    double t0 = nb_now_ms();
+    assert_int_equal(wait_for(&f, &f.registers, 2, 1500), 2);
+    assert_true(nb_now_ms() - t0 < 1500);
+    assert_int_equal(fake_get(&f, &f.n_results), 0); /* the job still runs */
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.reg_job, 100);
+    assert_string_equal(f.reg_lease, "L1");
+    assert_string_equal(f.worker_id_sent, "w-1");
+    pthread_mutex_unlock(&f.mu);
+    assert_int_equal(wait_for(&f, &f.n_results, 1, 10000), 1);
+    nb_daemon_stop(d, 1);
+    assert_int_equal(f.releases, 0);
+    assert_int_equal(f.leases_given, 1);
+    teardown(&e, &f);
+}
+
 /* A job that takes ~1 s: a stop that lets it finish reports it; heartbeats keep coming
  * while it runs (their own thread). */
 static void test_stop_finishes_current(void **state)
@@ -891,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_register_lease_result),
         cmocka_unit_test(test_result_retry_same_id),
         cmocka_unit_test(test_backoff_and_reregister),
+        cmocka_unit_test(test_reregister_while_running),
         cmocka_unit_test(test_stop_finishes_current),
         cmocka_unit_test(test_stop_hands_back),
         cmocka_unit_test(test_cancel_from_coordinator),

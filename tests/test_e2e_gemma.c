@@ -75,22 +75,23 @@ static void require_gemma(void)
  * tokenizer is tested on its own); returns how many failed. */
 static int gate_prompts(nb_dtype dtype, int max)
 {
-    nb_engine_opts eo;
-    nb_engine_opts_default(&eo);
-    eo.dtype = dtype;
-    eo.max_seq = 256;
+    nb_deploy_spec spec;
+    nb_deploy_spec_default(&spec);
+    assert_true(strlen(fx.model) < sizeof spec.model);
+    memcpy(spec.model, fx.model, strlen(fx.model) + 1);
+    spec.dtype = dtype;
+    spec.max_seq = 256;
     nb_err err = {0};
-    nb_deploy d;
-    memset(&d, 0, sizeof d);
-    nb_code rc = nb_engine_setup(fx.m, &eo, &d.engine, &err);
+    nb_deploy *d = NULL;
+    nb_code rc = nb_deploy_open(&spec, &d, &err);
     if (rc)
-        fail_msg("engine setup: %s", err.msg);
+        fail_msg("deployment setup: %s", err.msg);
     int fails = 0;
     for (int i = 0; i < fx.tr->n_prompts && i < max; i++) {
         const nb_trace_prompt *p = &fx.tr->prompts[i];
         nb_gen_opts go = {.n_tokens = p->n_steps, .k = fx.tr->k};
         nb_gen g;
-        if ((rc = nb_generate(&d, p->ids, p->n_ids, &go, &g, &err)))
+        if ((rc = nb_generate(d, p->ids, p->n_ids, &go, &g, &err)))
             fail_msg("prompt %d: %s", i, err.msg);
         nb_gate_result r;
         nb_gate_check(g.steps, g.n_steps, p->steps, p->n_steps, fx.tr->k, &r);
@@ -100,7 +101,7 @@ static int gate_prompts(nb_dtype dtype, int max)
         fails += r.status != NB_GATE_PASS;
         nb_gen_free(&g);
     }
-    nb_engine_free(d.engine);
+    nb_deploy_close(d);
     return fails;
 }
 

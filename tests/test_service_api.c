@@ -37,6 +37,7 @@ static int64_t submit_expire_ms;      /* submit(): JobSpec.expire_after_ms */
 static int64_t start_health_ms;       /* start(): health checks every (0 = off) */
 static int64_t start_health_retry_ms; /* start(): quarantined boards re-checked every */
 static int64_t start_lease_ms;        /* start(): lease and gone times (0 = 400 / 600 ms) */
+static int start_sync_normal;         /* start(): synchronous=NORMAL (not fsync per commit) */
 
 typedef struct env {
     nb_coord *coord;
@@ -68,6 +69,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.health_interval_ms = start_health_ms;
     o.health_retry_ms = start_health_retry_ms;
     o.health_errors = 2;
+    o.sync_normal = start_sync_normal;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -1019,9 +1021,10 @@ static void test_queued_reason_and_device_claim(void **s)
 
 /* A fresh coordinator with worker *w (board b1, cpu:0) holding the lease of one RUN of 8
  * tokens, ids[0]. */
-static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
+static Npubench__Lease *start_keyed_with_lease(env *e, const char *key, char **w,
+                                               int64_t ids[8])
 {
-    start(e, NULL, NULL);
+    start(e, key, key);
     int st;
     *w = reg(e, "b1", "cpu:0", "inst-a", NULL, &st);
     assert_non_null(*w);
@@ -1033,6 +1036,175 @@ static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
     Npubench__Lease *l = lease(e, *w, 2000);
     assert_non_null(l);
     return l;
+}
+
+static Npubench__Lease *start_with_lease(env *e, char **w, int64_t ids[8])
+{
+    return start_keyed_with_lease(e, NULL, w, ids);
+}
+
+static void dump_jobs(const char *db)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(h, "SELECT id, kind, state, attempts, leased_worker, lease_expiry_ms, "
+                              "queued_reason, error FROM jobs ORDER BY id", -1, &st,
+                           NULL) != SQLITE_OK) {
+        print_message("jobs of %s: %s\n", db, sqlite3_errmsg(h));
+        sqlite3_close(h);
+        return;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        print_message("job");
+        for (int i = 0; i < sqlite3_column_count(st); i++)
+            print_message(" %s=%s", sqlite3_column_name(st, i),
+                          sqlite3_column_text(st, i) ? (const char *)sqlite3_column_text(st, i)
+                                                     : "NULL");
+        print_message(" (now %lld)\n", (long long)nb_wall_ms());
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+/* Heartbeat of worker for job under lease; returns its reregister flag (-1: refused). */
+static int heartbeat_rereg(env *e, const char *worker, int64_t job, const char *lease_id)
+{
+    Npubench__HeartbeatResponse *r = heartbeat(e, worker, job, lease_id);
+    int rr = r->reregister;
+    nb_wire_free(r);
+    return rr;
+}
+
+/* A coordinator restart is invisible to a running job (keys on): the worker's heartbeats
+ * keep it alive past gone-ms before it registers again, and its registration with the lease
+ * keeps the job; nothing is requeued (attempts stay 0), the result is accepted. */
+static void test_restart_keeps_running_jobs(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_keyed_with_lease(&e, "restart-key", &w, ids);
+    assert_int_equal(heartbeat_rereg(&e, w, l->job_id, l->lease_id), 0);
+    stop(&e);
+    char db[sizeof e.db];
+    snprintf(db, sizeof db, "%s", e.db);
+    start_db = db;
+    start(&e, "restart-key", "restart-key");
+    start_db = NULL;
+    /* 3 x gone-ms (600 ms) of heartbeats from a worker the new process does not know */
+    double end = nb_now_ms() + 1800;
+    while (nb_now_ms() < end) {
+        assert_int_equal(heartbeat_rereg(&e, w, l->job_id, l->lease_id), 1);
+        usleep(50 * 1000);
+    }
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND state IN "
+                                  "('leased','running') AND attempts = 0", ids[0]), 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM workers WHERE state = 'alive' AND "
+                                  "%lld = 0", 0), 1);
+    /* it registers again holding the lease: known, and the job is its own */
+    Npubench__Deployment d = NPUBENCH__DEPLOYMENT__INIT, *dp = &d;
+    d.model = "SmolLM2-135M-Instruct";
+    d.backend = "cpu";
+    d.dtype = "bf16";
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.worker_id = w;
+    info.board_name = "b1";
+    info.host = "testhost";
+    info.device_id = "cpu:0";
+    info.instance_id = "inst-a";
+    info.holds_device_lock = 1;
+    info.deployments = &dp;
+    info.n_deployments = 1;
+    Npubench__RegisterRequest rr = NPUBENCH__REGISTER_REQUEST__INIT;
+    rr.info = &info;
+    rr.current_job_id = l->job_id;
+    rr.lease_id = l->lease_id;
+    assert_int_equal(call(&e, "npubench.Worker/Register", &rr, NULL, NULL, NULL, 0), 0);
+    assert_int_equal(heartbeat_rereg(&e, w, l->job_id, l->lease_id), 0);
+    Npubench__WorkerStatus *ws = NULL;
+    Npubench__ListWorkersRequest lr = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    Npubench__ListWorkersResponse *lw;
+    assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lr,
+                          &npubench__list_workers_response__descriptor, &lw, NULL, 0),
+                     0);
+    assert_int_equal(lw->n_workers, 1);
+    ws = lw->workers[0];
+    assert_int_equal(ws->current_job_id, l->job_id);
+    nb_wire_free(lw);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    Npubench__Job *j = get_job(&e, ids[0]);
+    assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_DONE);
+    nb_wire_free(j);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
+/* Replay memory survives a restart (keys on): a captured Drain(on) replayed after the
+ * coordinator restarted gets its first answer and drains nothing; a worker's result resent
+ * under its request id across the restart gets its answer (accepted) and stores nothing
+ * twice. */
+static void test_replay_after_restart(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_keyed_with_lease(&e, "replay-key", &w, ids);
+    char msg[512];
+    Npubench__DrainRequest dr = NPUBENCH__DRAIN_REQUEST__INIT;
+    dr.drain = 1;
+    uint64_t drain_id = nb_rpc_client_new_id(e.cli);
+    assert_int_equal(call_id(&e, drain_id, "npubench.Client/Drain", &dr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_OK);
+    dr.drain = 0;
+    assert_int_equal(call(&e, "npubench.Client/Drain", &dr, NULL, NULL, msg, sizeof msg),
+                     NB_RPC_OK);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    uint64_t result_id = nb_rpc_client_new_id(e.cli);
+    int acc = 0;
+    assert_int_equal(report_id(&e, result_id, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    stop(&e);
+    char db[sizeof e.db];
+    snprintf(db, sizeof db, "%s", e.db);
+    start_db = db;
+    start(&e, "replay-key", "replay-key");
+    start_db = NULL;
+    dr.drain = 1;
+    assert_int_equal(call_id(&e, drain_id, "npubench.Client/Drain", &dr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_OK);
+    /* not drained: a queued job is leased */
+    int st;
+    char *w2 = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+    assert_non_null(w2);
+    size_t n;
+    int64_t more[8];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, more, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l2 = lease(&e, w2, 2000);
+    assert_non_null(l2);
+    assert_int_equal(l2->job_id, more[0]);
+    /* the resent result: the first answer, one run */
+    acc = 0;
+    assert_int_equal(report_id(&e, result_id, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
+    nb_wire_free(l2);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    free(w2);
+    stop(&e);
 }
 
 static void test_lease_result_idempotent_and_cancel(void **s)
@@ -1725,29 +1897,6 @@ static void test_compare_verdicts(void **s)
  * in the output. */
 /* The jobs table as the CLI's coordinator left it: a failed expectation about a job's state
  * (health "checking" once flaked under ASan) then says which transition happened. */
-static void dump_jobs(const char *db)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(h, "SELECT id, kind, state, attempts, leased_worker, lease_expiry_ms, "
-                              "queued_reason, error FROM jobs ORDER BY id", -1, &st,
-                           NULL) != SQLITE_OK) {
-        print_message("jobs of %s: %s\n", db, sqlite3_errmsg(h));
-        sqlite3_close(h);
-        return;
-    }
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        print_message("job");
-        for (int i = 0; i < sqlite3_column_count(st); i++)
-            print_message(" %s=%s", sqlite3_column_name(st, i),
-                          sqlite3_column_text(st, i) ? (const char *)sqlite3_column_text(st, i)
-                                                     : "NULL");
-        print_message(" (now %lld)\n", (long long)nb_wall_ms());
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-}
 
 static void expect_cli_has(const char *db, int code, const char *args, const char *const *needles)
 {
@@ -2332,13 +2481,12 @@ static void test_import_and_history_cli(void **s)
 /* A result that cannot be stored fails ReportResult as UNAVAILABLE (the worker retries under
  * the same request id, which is not answered from the cache) and writes nothing; the retry
  * once the disk has room is accepted and `job ID` shows the whole result. */
-static void test_result_store_failure_retried(void **s)
+static void result_store_failure_retried(const char *key)
 {
-    (void)s;
     env e;
     int64_t ids[8];
     char *w;
-    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    Npubench__Lease *l = start_keyed_with_lease(&e, key, &w, ids);
     Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
     uint64_t rid = nb_rpc_client_new_id(e.cli);
     int acc = -1;
@@ -2365,6 +2513,124 @@ static void test_result_store_failure_retried(void **s)
     stop(&e);
 }
 
+/* Without keys and with them (issue 24: the signed retry was refused as a replay,
+ * ALREADY_EXISTS, and the result lost). */
+static void test_result_store_failure_retried(void **s)
+{
+    (void)s;
+    result_store_failure_retried(NULL);
+    result_store_failure_retried("store-key");
+}
+
+/* ---- a SQLite VFS that counts syncs: the default VFS with xSync wrapped ---- */
+
+static sqlite3_vfs *real_vfs, count_vfs;
+/* each set of real methods (the unix VFS has one for the database, another for its WAL)
+ * and its copy whose xSync counts */
+static struct {
+    const sqlite3_io_methods *real;
+    sqlite3_io_methods counting;
+} methods[8];
+static int n_methods, n_syncs;
+
+static int count_sync(sqlite3_file *f, int flags)
+{
+    __atomic_fetch_add(&n_syncs, 1, __ATOMIC_RELAXED);
+    int n = __atomic_load_n(&n_methods, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (f->pMethods == &methods[i].counting)
+            return methods[i].real->xSync(f, flags);
+    return SQLITE_IOERR_FSYNC;
+}
+
+/* The real VFS opens the file in place; its methods are swapped for the counting copy. */
+static int count_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)v;
+    int rc = real_vfs->xOpen(real_vfs, name, f, flags, out);
+    if (rc != SQLITE_OK || !f->pMethods)
+        return rc;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    int i = 0;
+    while (i < n_methods && methods[i].real != f->pMethods)
+        i++;
+    if (i == n_methods && n_methods < 8) {
+        methods[i].real = f->pMethods;
+        methods[i].counting = *f->pMethods;
+        methods[i].counting.xSync = count_sync;
+        __atomic_store_n(&n_methods, n_methods + 1, __ATOMIC_RELEASE);
+    }
+    if (i < n_methods)
+        f->pMethods = &methods[i].counting;
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static void count_syncs_install(void)
+{
+    real_vfs = sqlite3_vfs_find(NULL);
+    assert_non_null(real_vfs);
+    count_vfs = *real_vfs;
+    count_vfs.zName = "nbtest-count";
+    count_vfs.xOpen = count_open;
+    assert_int_equal(sqlite3_vfs_register(&count_vfs, 1), SQLITE_OK);
+}
+
+static void count_syncs_remove(void)
+{
+    sqlite3_vfs_unregister(&count_vfs);
+    sqlite3_vfs_register(real_vfs, 1);
+}
+
+/* Acknowledged is durable (keys on): every acknowledged submit and result was fsync()ed
+ * before its answer (synchronous=FULL: >= 1 sync each); the benchmark setting
+ * (sync_normal) shows the test can tell: 20 submits make next to no syncs there. */
+static void test_acknowledged_is_durable(void **s)
+{
+    (void)s;
+    count_syncs_install();
+    for (int normal = 0; normal < 2; normal++) {
+        env e;
+        start_sync_normal = normal;
+        start(&e, "durable-key", "durable-key");
+        start_sync_normal = 0;
+        int st;
+        char *w = reg(&e, "b1", "cpu:0", "inst-a", NULL, &st);
+        assert_non_null(w);
+        int64_t ids[8];
+        size_t n;
+        char msg[512];
+        int before = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED);
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL,
+                                    ids, &n, msg, sizeof msg),
+                             0);
+        int submits = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED) - before;
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+        int acc = 0;
+        before = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED);
+        assert_int_equal(report(&e, w, l, res, &acc), 0);
+        assert_int_equal(acc, 1);
+        int results = __atomic_load_n(&n_syncs, __ATOMIC_RELAXED) - before;
+        print_message("synchronous=%s: 20 submits made %d syncs, 1 result %d\n",
+                      normal ? "NORMAL" : "FULL", submits, results);
+        if (normal) {
+            assert_true(submits < 10);
+        } else {
+            assert_true(submits >= 20);
+            assert_true(results >= 1);
+        }
+        nb_jobpb_free(res);
+        nb_wire_free(l);
+        free(w);
+        stop(&e);
+    }
+    count_syncs_remove();
+}
+
 /* A full disk refuses new work with RESOURCE_EXHAUSTED naming the free space, while the
  * result of a job already accepted still commits. */
 static void test_disk_full_refuses_new_work(void **s)
@@ -2375,7 +2641,7 @@ static void test_disk_full_refuses_new_work(void **s)
     size_t n;
     char msg[512];
     char *w;
-    Npubench__Lease *l = start_with_lease(&e, &w, ids);
+    Npubench__Lease *l = start_keyed_with_lease(&e, "disk-key", &w, ids);
     setenv("NPUBENCH_FAULT", "disk_full", 1);
     int64_t more[8];
     assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, more, &n,
@@ -2391,8 +2657,24 @@ static void test_disk_full_refuses_new_work(void **s)
     int acc = 0;
     assert_int_equal(report(&e, w, l, res, &acc), 0);
     assert_int_equal(acc, 1);
+    /* a submit refused for the full disk, resent under the same request id once there is
+     * room, is executed (keys on: not refused as a replay) */
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.n_tokens = 8;
+    Npubench__SubmitJobRequest sr = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    sr.request_id = "disk-full-retry";
+    sr.spec = &spec;
+    uint64_t rid = nb_rpc_client_new_id(e.cli);
+    assert_int_equal(call_id(&e, rid, "npubench.Client/SubmitJob", &sr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_RESOURCE_EXHAUSTED);
     unsetenv("NPUBENCH_FAULT");
     assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 1);
+    assert_int_equal(call_id(&e, rid, "npubench.Client/SubmitJob", &sr, NULL, NULL, msg,
+                             sizeof msg),
+                     NB_RPC_OK);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 2);
     assert_int_equal(db_count(&e, "SELECT count(*) FROM runs WHERE job_id = %lld", ids[0]), 1);
     nb_jobpb_free(res);
     nb_wire_free(l);
@@ -2420,6 +2702,44 @@ static void test_second_coordinator_refused(void **s)
     assert_non_null(strstr(err.msg, want));
     stop(&e);
     /* once the first stopped, the file is free again */
+    assert_int_equal(nb_coord_start(&o, &second, &err), NB_OK);
+    nb_coord_stop(second);
+}
+
+/* A hard link or a symlink to a served database is the same file: a second coordinator on
+ * it is refused (the lock is the file's, not its name's); once the first stops, the other
+ * name serves. */
+static void test_second_coordinator_other_name_refused(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, NULL, NULL);
+    char hard[1300], soft[1300];
+    snprintf(hard, sizeof hard, "%s.hardlink", e.db);
+    snprintf(soft, sizeof soft, "%s.symlink", e.db);
+    assert_int_equal(link(e.db, hard), 0);
+    assert_int_equal(symlink(e.db, soft), 0);
+    const char *names[] = {hard, soft};
+    for (int i = 0; i < 2; i++) {
+        nb_coord_opts o;
+        memset(&o, 0, sizeof o);
+        o.listen_url = "inproc://svc-api-second-name";
+        o.db_path = names[i];
+        o.quiet = 1;
+        nb_coord *second = NULL;
+        nb_err err = {0};
+        assert_int_equal(nb_coord_start(&o, &second, &err), NB_EUNAVAIL);
+        assert_null(second);
+        assert_non_null(strstr(err.msg, "is in use by another coordinator under another name"));
+    }
+    stop(&e);
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "inproc://svc-api-second-name";
+    o.db_path = hard;
+    o.quiet = 1;
+    nb_coord *second = NULL;
+    nb_err err = {0};
     assert_int_equal(nb_coord_start(&o, &second, &err), NB_OK);
     nb_coord_stop(second);
 }
@@ -2704,6 +3024,8 @@ int main(void)
         cmocka_unit_test(test_roles),
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
+        cmocka_unit_test(test_restart_keeps_running_jobs),
+        cmocka_unit_test(test_replay_after_restart),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
         cmocka_unit_test(test_log_lines_escaped),
@@ -2719,7 +3041,9 @@ int main(void)
         cmocka_unit_test(test_import_and_history_cli),
         cmocka_unit_test(test_result_store_failure_retried),
         cmocka_unit_test(test_disk_full_refuses_new_work),
+        cmocka_unit_test(test_acknowledged_is_durable),
         cmocka_unit_test(test_second_coordinator_refused),
+        cmocka_unit_test(test_second_coordinator_other_name_refused),
         cmocka_unit_test(test_empty_import),
         cmocka_unit_test(test_retention_at_start),
         cmocka_unit_test(test_log_escaped_and_rate_limited),

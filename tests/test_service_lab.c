@@ -513,8 +513,8 @@ static void test_wrong_secret(void **s)
     char url[128], db[1200], log[1300], right[1300], wrong[1300];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
     snprintf(db, sizeof db, "%s/auth.db", tu_group_tmp());
-    key_file(right, sizeof right, "right.key", "right");
-    key_file(wrong, sizeof wrong, "wrong.key", "wrong");
+    key_file(right, sizeof right, "right.key", "right-0123456789abcdef");
+    key_file(wrong, sizeof wrong, "wrong.key", "wrong-0123456789abcdef");
     pid_t c = tu_spawn("coord-auth.log", COORD_ARGS " --secret-file '%s'", url, db, right);
     snprintf(log, sizeof log, "%s/coord-auth.log", tu_group_tmp());
     for (int i = 0; i < 100; i++) {

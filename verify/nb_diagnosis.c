@@ -109,13 +109,14 @@ static nb_code compare_prefill(nb_deploy *d, const nb_trace *tr, const char *tex
         free(cap.rows);
         return nb_err_set(err, NB_ENOMEM, "out of memory for hidden states");
     }
-    nb_engine_set_layer_hook(d->engine, on_layer, &cap);
     const float *logits;
-    nb_code rc = nb_engine_prefill(d->engine, ids, (int)n_ids, &logits, err);
-    nb_engine_set_layer_hook(d->engine, NULL, NULL);
+    nb_code rc = nb_deploy_set_layer_hook(d, on_layer, &cap, err);
+    if (!rc)
+        rc = nb_deploy_prefill(d, ids, (int)n_ids, &logits, err);
+    nb_deploy_set_layer_hook(d, NULL, NULL, NULL);
     if (!rc) {
         out->k = tr->k;
-        nb_topk_f32(logits, nb_engine_vocab(d->engine), tr->k, out->dev_final.topk,
+        nb_topk_f32(logits, nb_deploy_vocab(d), tr->k, out->dev_final.topk,
                     out->dev_final.logits);
         out->dev_final.token = out->dev_final.topk[0];
         out->ref_final = h->final;
@@ -151,7 +152,7 @@ nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_pat
         return rc;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if (!(rc = check_hidden(tr, text, nb_engine_cfg(d->engine), err)) &&
+    if (!(rc = check_hidden(tr, text, nb_deploy_cfg(d), err)) &&
         !(rc = encode_as_reference(d, text, tr->hidden, &ids, &n_ids, err))) {
         if (nb_cancel_requested(cancel)) /* the one forward pass is the unit of work */
             rc = nb_err_set(err, NB_ECANCELED, "diagnosis cancelled before the forward pass");

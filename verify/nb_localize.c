@@ -156,8 +156,8 @@ nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
     if (div < 0 || n_prompt < 1)
         return nb_err_set(err, NB_EINVAL, "localize: no divergence to localize");
     double t0 = nb_now_ms();
-    const nb_model_config *cfg = nb_engine_cfg(d->engine);
-    int vocab = nb_engine_vocab(d->engine), n = n_prompt + div;
+    const nb_model_config *cfg = nb_deploy_cfg(d);
+    int vocab = nb_deploy_vocab(d), n = n_prompt + div;
     int pick = pick_states(ref, div);
     const char *missing = states_missing(ref, pick, cfg);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
@@ -178,10 +178,11 @@ nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
     if (!missing) {
         out->step = ref->states[pick].step;
         c.pos = n_prompt - 1 + out->step;
-        nb_engine_set_stage_hook(d->engine, on_stage, &c);
+        rc = nb_deploy_set_stage_hook(d, on_stage, &c, err);
     }
-    rc = nb_engine_prefill_logits(d->engine, ids, n, n_prompt - 1, rows, err);
-    nb_engine_set_stage_hook(d->engine, NULL, NULL);
+    if (!rc)
+        rc = nb_deploy_prefill_logits(d, ids, n, n_prompt - 1, rows, err);
+    nb_deploy_set_stage_hook(d, NULL, NULL, NULL);
     if (rc) {
         nb_err_prefix(err, "localize: ");
         goto done;

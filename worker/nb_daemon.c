@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nb_backend.h"
 #include "nb_devlock.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
@@ -20,7 +21,6 @@
 #include "nb_rpc.h"
 #include "nb_time.h"
 #include "nb_wire.h"
-#include "nb_xrt.h"
 #include "nb_version.h"
 
 #define M_REGISTER "npubench.Worker/Register"
@@ -32,6 +32,7 @@
 #define M_DEREGISTER "npubench.Worker/Deregister"
 
 #define MAX_TAGS 64
+#define NB_DAEMON_BACKENDS_MAX 8 /* registered backends a worker lists */
 
 struct nb_daemon {
     /* configuration (immutable after start) */
@@ -42,7 +43,7 @@ struct nb_daemon {
     int hb_ms, wait_ms, rpc_ms, bmin, bmax, grace_ms, quiet;
     void (*log)(void *, const char *);
     void *log_user;
-    const char *backends[4];
+    const char *backends[NB_DAEMON_BACKENDS_MAX];
     size_t n_backends;
     nb_devlock *lock;
     nb_executor *ctx;
@@ -186,8 +187,10 @@ static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n
         return rc;
     Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
     pthread_mutex_lock(&d->mu);
-    char wid[128];
+    char wid[128], lease[128];
     snprintf(wid, sizeof wid, "%s", d->worker_id);
+    snprintf(lease, sizeof lease, "%s", d->lease_id);
+    int64_t job = d->job_id;
     pthread_mutex_unlock(&d->mu);
     info.worker_id = wid;
     info.board_name = d->board;
@@ -213,6 +216,8 @@ static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n
     info.toolchain = pr.toolchain;
     Npubench__RegisterRequest req = NPUBENCH__REGISTER_REQUEST__INIT;
     req.info = &info;
+    req.current_job_id = job; /* a restarted coordinator keeps the job running */
+    req.lease_id = lease;
     rc = pack(&req, buf, len, err);
     for (size_t i = 0; i < *n_deps; i++)
         nb_jobpb_free(deps[i]);
@@ -695,6 +700,14 @@ static void heartbeat_once(nb_daemon *d)
     prog.message = msg;
     if (send_heartbeat(d, wid, lease, job, &prog) == NB_OK && job)
         report_progress(d, wid, lease, job, &prog);
+    /* The coordinator restarted while the job runs: the lease loop is busy with the job, so
+     * this thread registers again at once, with the lease, and the job carries on. */
+    pthread_mutex_lock(&d->mu);
+    int again = d->need_register && d->job_id && !d->stopping;
+    pthread_mutex_unlock(&d->mu);
+    nb_err err;
+    if (again && do_register(d, &err))
+        dlog(d, "registering again while job %lld runs: %s", (long long)job, err.msg);
 }
 
 static void *hb_main(void *u)
@@ -728,16 +741,23 @@ static void free_daemon(nb_daemon *d)
     free(d);
 }
 
-static nb_code parse_device(const char *dev, char *kind, unsigned *index, nb_err *err)
+/* KIND:N where KIND is a backend that names a device (NB_BACKEND_DEVICE). */
+static nb_code parse_device(const char *dev, const nb_backend_ops **kind, unsigned *index,
+                            nb_err *err)
 {
-    char k[8];
+    char k[16];
     unsigned idx;
     char extra;
-    if (sscanf(dev, "%7[a-z]:%u%c", k, &idx, &extra) != 2 || (strcmp(k, "cpu") && strcmp(k, "xrt")) ||
-        idx > 255)
-        return nb_err_set(err, NB_EINVAL, "--device '%s': expected cpu:N or xrt:N (N 0..255)",
-                          dev);
-    snprintf(kind, 8, "%s", k);
+    const nb_backend_ops *ops = NULL;
+    if (sscanf(dev, "%15[a-z]:%u%c", k, &idx, &extra) == 2 && idx <= NB_JOB_DEVICE_MAX)
+        ops = nb_backend_find(k);
+    if (!nb_backend_can(ops, NB_BACKEND_DEVICE)) {
+        char names[128];
+        nb_backend_names(NB_BACKEND_DEVICE, 0, ":N", names, sizeof names);
+        return nb_err_set(err, NB_EINVAL, "--device '%s': expected %s (N 0..%d)", dev, names,
+                          NB_JOB_DEVICE_MAX);
+    }
+    *kind = ops;
     *index = idx;
     return NB_OK;
 }
@@ -758,9 +778,11 @@ static void random_hex(char *out, size_t bytes)
 }
 
 /* The options nb_daemon_start can refuse before it holds anything: the coordinator, the
- * number of tags, and the device (an xrt one must be built in and answer a probe). */
-static nb_code check_opts(const nb_daemon_opts *o, const char *device, char *dkind,
-                          unsigned *didx, char *xrt_info, size_t info_cap, nb_err *err)
+ * number of tags, and the device (one whose backend has a probe, xrt, must be built in and
+ * answer it). */
+static nb_code check_opts(const nb_daemon_opts *o, const char *device,
+                          const nb_backend_ops **dkind, unsigned *didx, char *dev_info,
+                          size_t info_cap, nb_err *err)
 {
     if (!o->coordinator_url || !*o->coordinator_url)
         return nb_err_set(err, NB_EINVAL, "--coordinator: required (tcp://host:port, ipc://path, "
@@ -770,12 +792,13 @@ static nb_code check_opts(const nb_daemon_opts *o, const char *device, char *dki
     nb_code rc = parse_device(device, dkind, didx, err);
     if (rc)
         return rc;
-    if (strcmp(dkind, "xrt"))
+    const nb_backend_ops *k = *dkind;
+    if (!k->probe)
         return NB_OK;
-    if (!nb_xrt_built())
+    if (k->built && !k->built())
         return nb_err_set(err, NB_EUNAVAIL, "--device %s: this npubench was built without "
-                          "XRT support", device);
-    if ((rc = nb_xrt_probe(*didx, xrt_info, info_cap, err)))
+                          "%s support", device, k->name);
+    if ((rc = k->probe(*didx, dev_info, info_cap, err)))
         return nb_err_prefix(err, "--device %s: ", device);
     return NB_OK;
 }
@@ -822,11 +845,12 @@ static nb_code copy_tags(nb_daemon *d, const nb_daemon_opts *o, nb_err *err)
 }
 
 /* The deployments this worker serves, as a copy in *out (free): the deployments file, else
- * those given, else the instruct model in bf16 on the device's backend. Those on an xrt
- * device address its index. */
+ * those given, else the instruct model in bf16 on the device's backend. Those on the
+ * device's backend, where it probes a device of its own (xrt), address its index. */
 /* *out copies the entries shallowly: their exec commands stay owned by *file (free with
  * nb_deployments_free after the executor has copied them). */
-static nb_code own_deployments(const nb_daemon_opts *o, int is_xrt, unsigned didx,
+static nb_code own_deployments(const nb_daemon_opts *o, const nb_backend_ops *dkind,
+                               unsigned didx,
                                nb_deployment **out, int *n_out, nb_deployment **file,
                                int *n_file_out, nb_err *err)
 {
@@ -845,7 +869,7 @@ static nb_code own_deployments(const nb_daemon_opts *o, int is_xrt, unsigned did
     } else if (!deps || n_deps <= 0) {
         memset(&def, 0, sizeof def);
         snprintf(def.model, sizeof def.model, "instruct");
-        snprintf(def.backend, sizeof def.backend, "%s", is_xrt ? "xrt" : "cpu");
+        snprintf(def.backend, sizeof def.backend, "%s", dkind->name);
         snprintf(def.dtype, sizeof def.dtype, "bf16");
         snprintf(def.name, sizeof def.name, "instruct-%s-bf16", def.backend);
         def.device = didx;
@@ -855,7 +879,7 @@ static nb_code own_deployments(const nb_daemon_opts *o, int is_xrt, unsigned did
     nb_deployment *mine = calloc((size_t)n_deps, sizeof *mine);
     for (int i = 0; mine && i < n_deps; i++) {
         mine[i] = deps[i];
-        if (is_xrt && !strcmp(mine[i].backend, "xrt"))
+        if (dkind->probe && nb_backend_find(mine[i].backend) == dkind)
             mine[i].device = didx;
     }
     if (!mine) {
@@ -871,8 +895,8 @@ static nb_code own_deployments(const nb_daemon_opts *o, int is_xrt, unsigned did
 
 /* The executor over this worker's deployments; runs go next to the device lock unless
  * --rundir says otherwise. */
-static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o, int is_xrt, unsigned didx,
-                             nb_err *err)
+static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o,
+                             const nb_backend_ops *dkind, unsigned didx, nb_err *err)
 {
     char lockdir[1024];
     snprintf(lockdir, sizeof lockdir, "%s", nb_devlock_path(d->lock));
@@ -881,7 +905,7 @@ static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o, int is_xrt, 
         *slash = '\0';
     nb_deployment *mine = NULL, *file = NULL;
     int n_mine = 0, n_file = 0;
-    nb_code rc = own_deployments(o, is_xrt, didx, &mine, &n_mine, &file, &n_file, err);
+    nb_code rc = own_deployments(o, dkind, didx, &mine, &n_mine, &file, &n_file, err);
     if (rc)
         return rc;
     nb_executor_opts co = {.deployments = mine, .n_deployments = n_mine, .board = d->board,
@@ -895,18 +919,22 @@ static nb_code open_executor(nb_daemon *d, const nb_daemon_opts *o, int is_xrt, 
     return rc;
 }
 
-/* The backends registered with the coordinator: the executor's, plus xrt where one answers. */
-static void list_backends(nb_daemon *d, int is_xrt, unsigned didx)
+/* The backends registered with the coordinator: the executor's, plus each probing backend
+ * (xrt) built in whose device answers (the worker's own device kind answered already). */
+static void list_backends(nb_daemon *d, const nb_backend_ops *dkind, unsigned didx)
 {
-    nb_executor_backends(d->ctx, d->backends, 3, &d->n_backends);
-    int has_xrt = 0;
-    for (size_t i = 0; i < d->n_backends; i++)
-        has_xrt |= !strcmp(d->backends[i], "xrt");
-    if (!has_xrt && nb_xrt_built()) {
+    nb_executor_backends(d->ctx, d->backends, NB_DAEMON_BACKENDS_MAX, &d->n_backends);
+    const nb_backend_ops *ops;
+    for (size_t b = 0; (ops = nb_backend_at(b)) && d->n_backends < NB_DAEMON_BACKENDS_MAX; b++) {
+        int has = 0;
+        for (size_t i = 0; i < d->n_backends; i++)
+            has |= d->backends[i] == ops->name;
+        if (has || !ops->probe || (ops->built && !ops->built()))
+            continue;
         char info[256];
         nb_err e2;
-        if (is_xrt || nb_xrt_probe(didx, info, sizeof info, &e2) == NB_OK)
-            d->backends[d->n_backends++] = "xrt";
+        if (ops == dkind || ops->probe(didx, info, sizeof info, &e2) == NB_OK)
+            d->backends[d->n_backends++] = ops->name;
     }
 }
 
@@ -943,12 +971,12 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
 {
     *out = NULL;
     const char *device = o->device && *o->device ? o->device : "cpu:0";
-    char dkind[8] = "", xrt_info[256] = "";
+    const nb_backend_ops *dkind = NULL;
+    char dev_info[256] = "";
     unsigned didx = 0;
-    nb_code rc = check_opts(o, device, dkind, &didx, xrt_info, sizeof xrt_info, err);
+    nb_code rc = check_opts(o, device, &dkind, &didx, dev_info, sizeof dev_info, err);
     if (rc)
         return rc;
-    int is_xrt = !strcmp(dkind, "xrt");
     nb_daemon *d = calloc(1, sizeof *d);
     if (!d)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
@@ -960,9 +988,9 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
     if (!rc)
         rc = nb_devlock_acquire(device, o->lockdir, &d->lock, err);
     if (!rc)
-        rc = open_executor(d, o, is_xrt, didx, err);
+        rc = open_executor(d, o, dkind, didx, err);
     if (!rc) {
-        list_backends(d, is_xrt, didx);
+        list_backends(d, dkind, didx);
         rc = open_client(d, o, err);
     }
     if (!rc)
@@ -972,7 +1000,7 @@ nb_code nb_daemon_start(const nb_daemon_opts *o, nb_daemon **out, nb_err *err)
         return rc;
     }
     dlog(d, "worker on device %s (lock %s)%s%s; coordinator %s", device, nb_devlock_path(d->lock),
-         xrt_info[0] ? ", " : "", xrt_info, d->url);
+         dev_info[0] ? ", " : "", dev_info, d->url);
     *out = d;
     return NB_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_backend.h"
 #include "nb_engine.h"
 #include "nb_json.h"
 #include "nb_file.h"
@@ -58,11 +59,14 @@ static nb_code parse_aliases(json_object *v, const char *what, nb_deployment *d,
 static nb_code check_one(nb_deployment *d, json_object *exec, const char *what,
                          const char *sep, nb_err *err)
 {
-    nb_code rc;
-    int is_exec = !strcmp(d->backend, "exec");
-    if (!is_exec && strcmp(d->backend, "cpu") && strcmp(d->backend, "xrt"))
-        return nb_err_set(err, NB_EINVAL, "%s%sbackend '%s': expected cpu, xrt or exec", what,
-                          sep, d->backend);
+    char field[200];
+    const nb_backend_ops *ops;
+    snprintf(field, sizeof field, "%s%s", what, sep);
+    nb_code rc = nb_backend_lookup(d->backend, 0, 0, field, &ops, err);
+    if (rc)
+        return rc;
+    /* A whole-job backend's commands come with it; the others run the engine's dtypes. */
+    int is_exec = nb_backend_can(ops, NB_BACKEND_WHOLE_JOB);
     if (!is_exec) {
         nb_dtype dt;
         nb_err e2;
@@ -85,7 +89,7 @@ static nb_code check_one(nb_deployment *d, json_object *exec, const char *what,
 static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_err *err)
 {
     memset(d, 0, sizeof *d);
-    snprintf(d->backend, sizeof d->backend, "cpu");
+    snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
     snprintf(d->dtype, sizeof d->dtype, "bf16");
     if (!json_object_is_type(o, json_type_object))
         return nb_err_set(err, NB_EINVAL, "%s: must be an object", what);
@@ -106,7 +110,9 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
         else if (!strcmp(key, "dtype"))
             rc = copy_str(v, w, d->dtype, sizeof d->dtype, err);
         else if (!strcmp(key, "threads") || !strcmp(key, "max_seq") || !strcmp(key, "device")) {
-            long hi = key[0] == 't' ? 1024 : key[0] == 'm' ? 1 << 20 : 255;
+            long hi = key[0] == 't'   ? NB_JOB_THREADS_MAX
+                      : key[0] == 'm' ? NB_JOB_MAX_SEQ_MAX
+                                      : NB_JOB_DEVICE_MAX;
             if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
                 json_object_get_int64(v) > hi)
                 rc = nb_err_set(err, NB_EINVAL, "%s: must be an integer 0..%ld", w, hi);
@@ -212,7 +218,7 @@ nb_code nb_deployment_parse_spec(const char *spec, const char *what, nb_deployme
                                  nb_err *err)
 {
     memset(d, 0, sizeof *d);
-    snprintf(d->backend, sizeof d->backend, "cpu");
+    snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
     snprintf(d->dtype, sizeof d->dtype, "bf16");
     const char *part[3] = {spec, NULL, NULL};
     size_t len[3] = {0, 0, 0};

@@ -59,7 +59,7 @@ struct nb_executor {
     int client_paths; /* params reference may be a path: the client is this process */
     int threads;
     size_t budget;
-    nb_lru *cache; /* of cache_entry, cost = deploy_bytes; created on the first setup */
+    nb_lru *cache; /* of cache_entry, cost = nb_deploy_resident_bytes; created on the first setup */
     int setups;
 };
 
@@ -81,7 +81,7 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
         c->deps[i].exec = NULL;
         nb_deployment *d = &c->deps[i];
         if (!d->backend[0]) /* filled in code (embedded mode) rather than from a file */
-            snprintf(d->backend, sizeof d->backend, "cpu");
+            snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
         if (!d->dtype[0])
             snprintf(d->dtype, sizeof d->dtype, "bf16");
         if (!d->name[0])
@@ -131,14 +131,14 @@ void nb_executor_stats(const nb_executor *c, nb_executor_cache_stats *out)
 
 void nb_executor_backends(const nb_executor *c, const char **out, size_t cap, size_t *n)
 {
-    static const char *const names[] = {"cpu", "xrt", "exec"};
+    const nb_backend_ops *ops;
     *n = 0;
-    for (size_t b = 0; b < 3; b++) {
+    for (size_t b = 0; (ops = nb_backend_at(b)); b++) {
         int used = 0;
         for (int i = 0; i < c->n_deps && !used; i++)
-            used = !strcmp(c->deps[i].backend, names[b]);
+            used = nb_backend_find(c->deps[i].backend) == ops;
         if (used && *n < cap)
-            out[(*n)++] = names[b];
+            out[(*n)++] = ops->name;
     }
 }
 
@@ -215,7 +215,8 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
         const nb_deployment *d = &c->deps[i];
         /* The digest lets the coordinator find (and ship) the HF trace; hashing a
          * model takes a moment, so it is done once per process. */
-        if (!c->adv[i].tried && strcmp(d->backend, "exec")) {
+        const nb_backend_ops *ops = nb_backend_find(d->backend);
+        if (!c->adv[i].tried && nb_backend_can(ops, NB_BACKEND_READS_MODEL)) {
             char path[1024], preset[16];
             nb_err e2;
             c->adv[i].tried = 1;
@@ -232,7 +233,8 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
         }
         npubench__deployment__init(p);
         v[i] = p;
-        p->no_prompt_range = d->exec && !nb_exec_deploy_takes_range(d->exec);
+        p->no_prompt_range = !nb_backend_can(ops, NB_BACKEND_PROMPT_RANGES) ||
+                             (d->exec && !nb_exec_deploy_takes_range(d->exec));
         if (!(p->model = nb_jobpb_strdup(d->model)) || !(p->backend = nb_jobpb_strdup(d->backend)) ||
             !(p->dtype = nb_jobpb_strdup(d->dtype)) ||
             !(p->digest = nb_jobpb_strdup(c->adv[i].digest)) ||
@@ -281,13 +283,6 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
                       sel && sel->dtype ? sel->dtype : "", c->n_deps ? have : "nothing");
 }
 
-static size_t deploy_bytes(const nb_deploy *d)
-{
-    const nb_model_config *cfg = nb_engine_cfg(d->engine);
-    size_t kv = (size_t)2 * (size_t)cfg->n_layers * (size_t)nb_engine_max_seq(d->engine) *
-                (size_t)cfg->n_kv_heads * (size_t)cfg->head_dim * sizeof(float);
-    return nb_engine_weight_bytes(d->engine) + kv;
-}
 
 static int spec_equal(const nb_deploy_spec *a, const nb_deploy_spec *b)
 {
@@ -346,7 +341,7 @@ static nb_code cache_get(nb_executor *c, const nb_deploy_spec *spec, nb_deploy *
     rc = nb_deploy_open(&e->spec, &e->d, err);
     c->setups++;
     /* Buffers are allocated but not touched yet: refusing now costs no resident memory. */
-    size_t need = rc == NB_OK ? deploy_bytes(e->d) : 0;
+    size_t need = rc == NB_OK ? nb_deploy_resident_bytes(e->d) : 0;
     if (rc == NB_OK && need > c->budget) {
         rc = nb_err_set(err, NB_ENOMEM,
                         "deployment %s: needs %zu MiB (weights + KV cache for max_seq %d), "

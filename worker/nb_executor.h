@@ -41,8 +41,8 @@ void nb_executor_free(nb_executor *c);
  * each with nb_jobpb_free, then the array). */
 nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_t *n,
                              nb_err *err);
-/* Backends of the configured deployments, deduplicated ("cpu", "exec"), as static
- * strings in out[0..*n). */
+/* Backends of the configured deployments, deduplicated, in registry order (nb_backend_at),
+ * as their tables' names in out[0..*n). */
 void nb_executor_backends(const nb_executor *c, const char **out, size_t cap, size_t *n);
 
 /* Per-job hooks (all optional).  progress is called from the executing thread after

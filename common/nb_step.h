@@ -1,5 +1,5 @@
 /* nb_step: one greedy decoding step with its top-k, the unit both sides of the gate record.
- * Lives with generation (worker/) because the engine produces it; verify/ compares it. */
+ * A plain type below both the engine, which produces it, and the records that compare it. */
 #ifndef NB_STEP_H
 #define NB_STEP_H
 
