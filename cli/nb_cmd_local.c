@@ -29,7 +29,7 @@ typedef struct common_flags {
 } common_flags;
 
 #define COMMON_OPTS(c)                                                                           \
-    {"model", NB_OPT_STR, &(c).model, 0, 0, "instruct (default), base, a .gguf or an HF dir"},   \
+    {"model", NB_OPT_STR, &(c).model, 0, 0, "instruct (default), base, gemma3, a .gguf or an HF dir"},   \
         {"dtype", NB_OPT_STR, &(c).dtype, 0, 0, "bf16 (default), f32, q4_1 or native"},                  \
         {"backend", NB_OPT_STR, &(c).backend, 0, 0, "cpu (default) or xrt"},                     \
         {"threads", NB_OPT_INT, &(c).threads, 0, NB_JOB_THREADS_MAX, "kernel threads, 0 = all cores"}, \

@@ -268,16 +268,16 @@ static void test_compare_formats_and_reference(void **s)
     free(tu_cli(0, "Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 on "
                 "npu-strix-01), set *",
              "reference show --db '%s'", db));
-    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
                 "5,2025-03-13T00:00:00Z,Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01,bench,?,"
-                "199.70,34.10,-,imported\n"
+                "199.70,,34.10,,-,imported\n"
                 "2,2025-03-11T02:00:07Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,PASS,"
-                "415.90,18.30,-,imported",
+                "415.90,,18.30,,-,imported",
              "history --format csv --db '%s'", db));
-    char *out = tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | "
-                       "FLAG |\n|---|---|---|---|---|---|---|---|---|\n"
+    char *out = tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TTFT sd | TPS | TPS sd "
+                       "| COMMIT | FLAG |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
                        "| 5 | 2025-03-13T00:00:00Z | Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01 "
-                       "| bench | ? | 199.70 | 34.10 | - | imported |",
+                       "| bench | ? | 199.70 |  | 34.10 |  | - | imported |",
                     "history --format md --limit 2 --db '%s'", db);
     assert_null(strstr(out, "| 3 |")); /* --limit 2: runs 5 and 4 */
     free(out);

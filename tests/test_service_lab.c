@@ -937,7 +937,7 @@ static void test_lab_outputs(void **s)
     /* jobs: the outcome column, --state failed (did not pass), --outcome, CSV, JSON */
     snprintf(args, sizeof args, "jobs --state failed --format csv");
     out = expect_out(url, 0, args, NULL);
-    assert_non_null(strstr(out, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"));
+    assert_non_null(strstr(out, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE s,NOTE\n"));
     char want[64];
     snprintf(want, sizeof want, "\n%lld,verify,done,fail,air-fail,", fail_id);
     assert_non_null(strstr(out, want));
