@@ -148,12 +148,20 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
     if (!doc && job->n_results) {
         nb_print_opts po = {.cmd = "submit", .reports_dir = f->reports, .quiet = f->quiet};
         rc = nb_print_job(stdout, &po, job);
-        for (size_t i = 0; i < job->n_results; i++)
-            for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
-                printf("History: run %lld%s%s%s\n", (long long)job->results[i]->run_ids[r],
-                       job->results[i]->environment ? " on " : "",
-                       job->results[i]->environment ? job->results[i]->environment->board : "",
-                       job->results[i]->regression ? " (REGRESSION)" : "");
+        for (size_t i = 0; i < job->n_results; i++) {
+            const Npubench__JobResult *res = job->results[i];
+            if (res->n_run_ids > 1) { /* a sharded verify-full: stored on each of its boards */
+                printf("History: runs");
+                for (size_t r = 0; r < res->n_run_ids; r++)
+                    printf("%s %lld", r ? "," : "", (long long)res->run_ids[r]);
+                printf(" (one per board its shards ran on)\n");
+                continue;
+            }
+            for (size_t r = 0; r < res->n_run_ids; r++)
+                printf("History: run %lld%s%s%s\n", (long long)res->run_ids[r],
+                       res->environment ? " on " : "", res->environment ? res->environment->board : "",
+                       res->regression ? " (REGRESSION)" : "");
+        }
     }
     nb_outcome o = nb_outcome_of_job(job);
     if (!doc)

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "testutil.h"
 
 static char db[1200];
@@ -135,6 +137,13 @@ static void test_history(void **s)
     free(out);
     free(tu_cli(0, "no runs of nothing-such in the history",
              "history --model nothing-such --db '%s'", db));
+    /* a --db that names no file: refused, and not created empty (it was, silently) */
+    char typo[1200];
+    snprintf(typo, sizeof typo, "%s/typo.db", tu_group_tmp());
+    free(tu_cli(2, "npubench history: --db *", "history --db '%s'", typo));
+    assert_int_equal(access(typo, F_OK), -1);
+    free(tu_cli(2, "npubench jobs: --db *", "jobs --db '%s'", typo));
+    assert_int_equal(access(typo, F_OK), -1);
     free(tu_cli(0, "no runs in the history", "history --kind run --db '%s'", db));
     free(tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TTFT sd | TPS | TPS sd | COMMIT | FLAG |\n"
                 "| 3 | 2025-03-11T02:10:31Z | Llama-3.2-1B-Instruct npu/bf16 @npu-phoenix-02 | "
@@ -267,9 +276,9 @@ static void test_report_errors(void **s)
     free(tu_cli(2, "npubench report: error: /dev/null/site: cannot create directory: Not a "
                 "directory",
              "report --html /dev/null/site --db '%s'", db));
-    /* a database the embedded coordinator cannot open beside its artifacts */
-    free(tu_cli(2, "npubench report: error: /dev/null/h.db.d: cannot create directory: Not a "
-                "directory",
+    /* a database that is not there: named, never created empty */
+    free(tu_cli(2, "npubench report: --db /dev/null/h.db: no such database (a local run or "
+                "`npubench import FILE --db` creates one)",
              "report --html '%s/site-db' --db /dev/null/h.db", tu_group_tmp()));
     char want[2600];
     snprintf(want, sizeof want, "npubench report: error: ipc://%s/none.sock: cannot connect: "
