@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nb_args.h"
 #include "nb_deploy.h"
@@ -156,12 +157,27 @@ static nb_code check_prompt(const char *prompt, nb_err *err)
     return rc;
 }
 
-/* Stops waiting when the embedded worker died. */
+/* What a local command watches: its embedded worker, and progress to show (on a TTY, or
+ * NPUBENCH_PROGRESS=1: a 24 s verify-full printed nothing until its end). */
+typedef struct local_watch {
+    nb_embedded *emb;
+    int show;
+    nb_svc_progress pr;
+} local_watch;
+
+/* Prints progress when asked; stops waiting when the embedded worker died. */
 static int watch_embedded(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
 {
-    (void)job_id;
-    (void)w;
-    return ud && nb_embedded_worker_error(ud, NULL) != NB_OK;
+    local_watch *lw = ud;
+    if (lw->show)
+        nb_svc_print_progress(&lw->pr, job_id, w);
+    return lw->emb && nb_embedded_worker_error(lw->emb, NULL) != NB_OK;
+}
+
+static int progress_wanted(void)
+{
+    const char *e = getenv("NPUBENCH_PROGRESS");
+    return e && *e ? strcmp(e, "0") != 0 : isatty(STDERR_FILENO);
 }
 
 /* --direct: b's job on the executor in this process, printed as the service's result is. */
@@ -214,8 +230,9 @@ static int run_job(const char *cmd, const common_flags *c, const nb_deploy_spec 
     int64_t *ids = NULL;
     size_t n = 0;
     Npubench__Job *job = NULL;
+    local_watch lw = {.emb = emb, .show = progress_wanted(), .pr = {.f = stderr}};
     if (nb_svc_submit(svc, &b->spec, 0, &ids, &n, &err) ||
-        nb_svc_wait(svc, ids[0], 0, emb ? watch_embedded : NULL, emb, &job, &err)) {
+        nb_svc_wait(svc, ids[0], 0, watch_embedded, &lw, &job, &err)) {
         nb_err werr;
         if (emb && nb_embedded_worker_error(emb, &werr))
             err = werr;

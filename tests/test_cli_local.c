@@ -123,6 +123,34 @@ static void test_verify_own_prompts_file(void **s)
     free(r.out);
 }
 
+/* Progress of a local command (on a TTY, or NPUBENCH_PROGRESS=1): per prompt, its total
+ * fixed from the start, then done; silent otherwise (NPUBENCH_PROGRESS=0). It printed
+ * nothing until the end. */
+static void test_local_progress(void **s)
+{
+    (void)s;
+    tu_require_model();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=1 '%s' verify --max-prompts 2 --n-tokens 4 "
+             "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());
+    tu_result r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    /* a fast job may finish between two reports: the end is said either way */
+    assert_non_null(strstr(r.out, "[job "));
+    assert_non_null(strstr(r.out, "] done"));
+    for (const char *p = r.out; (p = strstr(p, "/")); p++) /* no other total ever shown */
+        if (p > r.out && p[-1] >= '0' && p[-1] <= '9')
+            assert_int_equal(p[1], '2');
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=0 '%s' verify --max-prompts 1 --n-tokens 4 "
+             "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "[job "));
+    free(r.out);
+}
+
 /* diagnosis: every layer against the committed HF hidden states, a report written */
 static void test_diagnosis(void **s)
 {
@@ -293,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_compare_formats_and_reference),
         cmocka_unit_test(test_local_ignores_lab_secret),
         cmocka_unit_test(test_verify_own_prompts_file),
+        cmocka_unit_test(test_local_progress),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }
