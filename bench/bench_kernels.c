@@ -26,13 +26,25 @@ static double min_seconds = 1.0;
  * several threads both are then per CPU-second, so their ratio still holds. */
 static int cpu_time;
 
-static double clock_ms(void)
+static double time_ms(clockid_t cpu_clock)
 {
     if (!cpu_time)
         return nb_now_ms();
     struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    clock_gettime(cpu_clock, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static double clock_ms(void)
+{
+    return time_ms(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+/* The same for one thread's own loops (the clock and the peak loops): its CPU time alone, so the
+ * pool's spinning workers do not count. */
+static double thread_ms(void)
+{
+    return time_ms(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* ---- read bandwidth ------------------------------------------------------------- */
@@ -111,23 +123,26 @@ static double read_bandwidth(int nt)
 
 /* ---- compute peak ------------------------------------------------------------------ */
 
-/* The core clock in GHz as it runs now (turbo included): a chain of
- * dependent adds retires one per cycle (1-cycle latency on every x86 core);
- * 8 per loop trip hide the branch. Load from other processes reads as a
- * lower clock. 0 where it cannot be measured. */
+/* The core clock in GHz as it runs now (turbo included): a chain of dependent 64-bit imuls,
+ * 3 cycles each on every x86 core since Nehalem and Zen. Not adds: Golden Cove and later fold
+ * chains of add-immediate in the renamer (several per cycle), which read a 2.4 GHz Sapphire
+ * Rapids core as 18.8 GHz and put every "of peak" off by ~8x. Load from other processes reads
+ * as a lower clock in wall time (--cpu-time times this and the loops below in the thread's CPU time). 0
+ * where it cannot be measured. */
 static double core_ghz(void)
 {
 #if defined(__x86_64__)
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        uint64_t n = 25000000, acc = 0;
-        double t0 = nb_now_ms();
+        uint64_t n = 10000000, acc = 3, m = 5;
+        double t0 = thread_ms();
         __asm__ volatile("1:\n\t"
-                         "add $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\t"
-                         "add $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\tadd $1, %1\n\t"
+                         "imul %2, %1\n\timul %2, %1\n\timul %2, %1\n\timul %2, %1\n\t"
+                         "imul %2, %1\n\timul %2, %1\n\timul %2, %1\n\timul %2, %1\n\t"
                          "dec %0\n\tjnz 1b"
-                         : "+r"(n), "+r"(acc));
-        double ghz = 2e8 / ((nb_now_ms() - t0) * 1e6);
+                         : "+r"(n), "+r"(acc)
+                         : "r"(m));
+        double ghz = 3 * 8e7 / ((thread_ms() - t0) * 1e6);
         best = ghz > best ? ghz : best;
     }
     return best;
@@ -150,6 +165,114 @@ static double flop_per_cycle(nb_isa isa)
     case NB_ISA_AMXBF16: return 1024;
     }
     return 0;
+}
+
+/* ---- timed loops of the paths' inner instructions: FLOP per second of one core ------------
+ * 12 independent accumulators (2 ports x up to 6 cycles of latency), 12 instructions a trip; the
+ * sums leave through a volatile store so nothing is folded away. */
+#define PEAK_TRIPS 4000000L
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+static volatile float peak_sink;
+
+#define PEAK_BODY(OP)                                                                          \
+    OP(a0); OP(a1); OP(a2); OP(a3); OP(a4); OP(a5); OP(a6); OP(a7); OP(a8); OP(a9); OP(a10);   \
+    OP(a11)
+
+static double loop_sse(void) /* mulps + addps: 4 lanes x 2 FLOP per pair */
+{
+    __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,
+           a8 = a0, a9 = a0, a10 = a0, a11 = a0, x = _mm_set1_ps(1e-9f), y = _mm_set1_ps(0.5f);
+    double t0 = thread_ms();
+    for (long i = 0; i < PEAK_TRIPS; i++) {
+#define SSE_OP(a) a = _mm_add_ps(a, _mm_mul_ps(x, y)); __asm__ volatile("" : "+x"(a))
+        PEAK_BODY(SSE_OP);
+#undef SSE_OP
+    }
+    double ms = thread_ms() - t0;
+    a0 = _mm_add_ps(_mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)),
+                    _mm_add_ps(_mm_add_ps(a4, a5), _mm_add_ps(a6, a7)));
+    peak_sink = _mm_cvtss_f32(_mm_add_ps(a0, _mm_add_ps(_mm_add_ps(a8, a9), _mm_add_ps(a10, a11))));
+    return 12.0 * 8 * PEAK_TRIPS / (ms * 1e6);
+}
+
+__attribute__((target("avx2,fma"))) static double loop_fma(void) /* 8 lanes x 2 FLOP */
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+           a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, x = _mm256_set1_ps(1e-9f),
+           y = _mm256_set1_ps(0.5f);
+    double t0 = thread_ms();
+    for (long i = 0; i < PEAK_TRIPS; i++) {
+#define FMA_OP(a) a = _mm256_fmadd_ps(x, y, a); __asm__ volatile("" : "+x"(a))
+        PEAK_BODY(FMA_OP);
+#undef FMA_OP
+    }
+    double ms = thread_ms() - t0;
+    float o[8];
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                                      _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7))));
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o),
+                                      _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11))));
+    peak_sink = o[0];
+    _mm256_zeroupper();
+    return 12.0 * 16 * PEAK_TRIPS / (ms * 1e6);
+}
+
+/* vdpbf16ps zmm: 16 lanes x 2 products x 2 FLOP */
+__attribute__((target("avx512f,avx512bf16"))) static double loop_dpbf16(void)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+           a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x30003000);
+    double t0 = thread_ms();
+    for (long i = 0; i < PEAK_TRIPS; i++) {
+#define BF_OP(a) a = _mm512_dpbf16_ps(a, x, y); __asm__ volatile("" : "+v"(a))
+        PEAK_BODY(BF_OP);
+#undef BF_OP
+    }
+    double ms = thread_ms() - t0;
+    a0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                       _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    a0 = _mm512_add_ps(a0, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    peak_sink = _mm512_reduce_add_ps(a0);
+    _mm256_zeroupper();
+    return 12.0 * 64 * PEAK_TRIPS / (ms * 1e6);
+}
+#endif
+
+typedef struct peak_info {
+    double gflops_core; /* one core */
+    double per_cycle;   /* FLOP per cycle at the measured clock */
+    const char *how;
+} peak_info;
+
+/* One core's peak on a path: a timed loop of its inner instruction, best of 3, where this binary
+ * has one (tdpbf16ps needs tile state set up: the AMX row is the measured clock x the
+ * instruction's documented 1024 FLOP/cycle). */
+static peak_info path_peak(nb_isa isa, double ghz)
+{
+    peak_info pk = {ghz * flop_per_cycle(isa), flop_per_cycle(isa), "clock x documented rate"};
+#if defined(__x86_64__)
+    double (*loop)(void) = isa == NB_ISA_PORTABLE     ? loop_sse
+                           : isa == NB_ISA_AVX2       ? loop_fma
+                           : isa == NB_ISA_AVX512BF16 ? loop_dpbf16
+                                                      : NULL;
+    if (!loop || nb_kernels_cpu_isa() < isa)
+        return pk;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double g = loop();
+        best = g > best ? g : best;
+    }
+    pk.gflops_core = best;
+    pk.per_cycle = ghz > 0 ? best / ghz : 0;
+    pk.how = isa == NB_ISA_PORTABLE ? "timed mulps+addps loop"
+             : isa == NB_ISA_AVX2   ? "timed vfmadd231ps loop"
+                                    : "timed vdpbf16ps loop";
+#endif
+    return pk;
 }
 
 /* ---- a model's worth of weights ---------------------------------------------------- */
@@ -372,9 +495,10 @@ static void quant_section(nb_isa best, int nt, double bwn)
     static const double bits[] = {8.5, 5.0, 5.5, 4.5, 6.5625}; /* bits per weight */
     printf("block-keeping weights, 2048x2048 matrices (~128 MB per set), decode n=1 and "
            "prefill n=128;\nratio x: against the best existing type (q8_0, q4_1) on the same "
-           "path, GB/s and weights/s\n");
-    printf("%-12s %-6s %10s %10s %10s %10s %12s %10s\n", "path", "type", "GB/s", "Gw/s",
-           "xGB/s", "xGw/s", "prefill GF/s", "xGF/s");
+           "path, GB/s and weights/s; of bw: decode GB/s against the %d-thread read bandwidth "
+           "above\n", nt);
+    printf("%-12s %-6s %10s %10s %10s %10s %12s %10s %8s\n", "path", "type", "GB/s", "Gw/s",
+           "xGB/s", "xGw/s", "prefill GF/s", "xGF/s", "of bw");
     /* A path with the prefill GEMM runs a second time without it (its per-row kernels), in the
      * same run: the new/old ratio the GEMM is judged by. */
     static nb_kernel_table rows_only;
@@ -402,8 +526,8 @@ static void quant_section(nb_isa best, int nt, double bwn)
                 best_gws = gws > best_gws ? gws : best_gws;
                 best_gf = gf > best_gf ? gf : best_gf;
             }
-            printf("%-12s %-6s %10.2f %10.2f %10s %10s %12.1f %10s\n", label,
-                   nb_wtype_name(ts[k]), gbs, gws, "", "", gf, "");
+            printf("%-12s %-6s %10.2f %10.2f %10s %10s %12.1f %10s %7.0f%%\n", label,
+                   nb_wtype_name(ts[k]), gbs, gws, "", "", gf, "", 100 * gbs / bwn);
             if (k >= 2)
                 printf("%-12s %-6s %10s %10s %10.2f %10.2f %12s %10.2f\n", "", "", "", "",
                        gbs / best_gbs, gws / best_gws, "", gf / best_gf);
@@ -453,8 +577,9 @@ int main(int argc, char **argv)
     double bw1 = read_bandwidth(1), bwn = read_bandwidth(nt), ghz = core_ghz();
     printf("read bandwidth (512 MiB, huge-page slab): 1 thread %.2f GB/s, %d threads %.2f GB/s\n",
            bw1, nt, bwn);
-    printf("compute peak: %s %.0f GFLOP/s (%d threads x %.2f GHz x %.0f FLOP/cycle)\n\n",
-           nb_isa_name(best), ghz * flop_per_cycle(best) * nt, nt, ghz, flop_per_cycle(best));
+    peak_info pk = path_peak(best, ghz);
+    printf("compute peak: %s %.0f GFLOP/s (%d threads x %.2f GHz x %.0f FLOP/cycle, %s)\n\n",
+           nb_isa_name(best), pk.gflops_core * nt, nt, ghz, pk.per_cycle, pk.how);
     if (bw_only) {
         nb_kernels_shutdown();
         return 0;
@@ -484,7 +609,7 @@ int main(int argc, char **argv)
             model_build(&mw, kinds[k].t, kinds[k].lm);
             double s = decode_step_linears(&mw, x, y);
             double gf = prefill_gflops(&mw, 128, x, y);
-            double peak = ghz * flop_per_cycle((nb_isa)isa) * nt;
+            double peak = path_peak((nb_isa)isa, ghz).gflops_core * nt;
             printf("%-12s %-18s %10.1f %12.2f %10.2f %14.1f %7.0f%%\n", nb_isa_name((nb_isa)isa),
                    kinds[k].name, mw.bytes / 1e6, s * 1e3, mw.bytes / s / 1e9, gf,
                    peak > 0 ? 100 * gf / peak : 0);

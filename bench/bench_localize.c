@@ -6,8 +6,10 @@
 
 #include "nb_generate.h"
 #include "nb_localize.h"
+#include "nb_localize_run.h"
 #include "nb_time.h"
 #include "nb_verify.h"
+#include "nb_verify_run.h"
 
 static void usage(void)
 {

@@ -14,6 +14,7 @@
 #include "nb_daemon.h"
 #include "nb_jobpb.h"
 #include "nb_rpc.h"
+#include "nb_runenv.h"
 #include "nb_svc.h"
 #include "nb_time.h"
 
@@ -78,7 +79,7 @@ static Npubench__JobResult *canned(int64_t job)
     nb_err e;
     r->job_id = job;
     r->outcome = NPUBENCH__OUTCOME__PASS;
-    if (nb_jobpb_env_new(NULL, "bench", "cpu", &r->environment, &e))
+    if (nb_runenv_pb_new(NULL, "bench", "cpu", &r->environment, &e))
         die("env", &e);
     r->environment->model = nb_jobpb_strdup("SmolLM2-135M-Instruct");
     r->environment->backend = nb_jobpb_strdup("cpu");

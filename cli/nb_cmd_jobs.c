@@ -101,7 +101,7 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
     if (f->threads) {
         npubench__key_value__init(&j->kv);
         snprintf(j->threads, sizeof j->threads, "%d", f->threads);
-        j->kv.key = "threads";
+        j->kv.key = NB_JOB_PARAM_THREADS;
         j->kv.value = j->threads;
         j->kvp = &j->kv;
         spec->params = &j->kvp;

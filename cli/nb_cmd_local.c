@@ -128,11 +128,11 @@ static void job_param_int(job_build *b, const char *key, int v)
 static void job_common_params(job_build *b, const common_flags *c)
 {
     if (c->threads)
-        job_param_int(b, "threads", c->threads);
+        job_param_int(b, NB_JOB_PARAM_THREADS, c->threads);
     if (c->max_seq)
-        job_param_int(b, "max_seq", c->max_seq);
+        job_param_int(b, NB_JOB_PARAM_MAX_SEQ, c->max_seq);
     if (c->device)
-        job_param_int(b, "device", c->device);
+        job_param_int(b, NB_JOB_PARAM_DEVICE, c->device);
 }
 
 /* The job fields and parameters run and profile share. */
@@ -141,7 +141,7 @@ static void job_timed(job_build *b, const common_flags *c, int n_tokens, int rep
     b->spec.n_tokens = n_tokens;
     b->spec.reps = reps;
     job_common_params(b, c);
-    job_param_int(b, "warmup", warmup);
+    job_param_int(b, NB_JOB_PARAM_WARMUP, warmup);
 }
 
 /* The prompt as the flag gave it: the same check (and message) the engine
@@ -275,9 +275,9 @@ int nb_cmd_run(int argc, char **argv)
     b.spec.prompt = (char *)(prompt ? prompt : "");
     job_timed(&b, &c, n_tokens, reps, warmup);
     if (chat > 0)
-        job_param_int(&b, "chat", chat == 1);
+        job_param_int(&b, NB_JOB_PARAM_CHAT, chat == 1);
     if (ignore_eos)
-        job_param_int(&b, "ignore_eos", 1);
+        job_param_int(&b, NB_JOB_PARAM_IGNORE_EOS, 1);
     nb_print_opts po = {.cmd = "run", .show_text = 1};
     return run_job("run", &c, &ds, &b, &po);
 }
@@ -324,13 +324,13 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
     b.spec.k = k;
     job_common_params(&b, &c);
     if (reference)
-        job_param(&b, "reference", reference);
+        job_param(&b, NB_JOB_PARAM_REFERENCE, reference);
     if (localize)
-        job_param(&b, "localize", localize);
+        job_param(&b, NB_JOB_PARAM_LOCALIZE, localize);
     /* the file's digest: its trace is found (and recorded) by it, not by the comment-free
      * copy the worker writes */
     if (prompts_file)
-        job_param(&b, "prompts_sha256", ps.sha256);
+        job_param(&b, NB_JOB_PARAM_PROMPTS_SHA256, ps.sha256);
     nb_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
     int code = run_job(cmd, &c, &ds, &b, &po);
     nb_prompts_free(&ps);
@@ -372,7 +372,7 @@ int nb_cmd_diagnosis(int argc, char **argv)
         b.spec.prompt = (char *)prompt;
     job_common_params(&b, &c);
     if (reference)
-        job_param(&b, "reference", reference);
+        job_param(&b, NB_JOB_PARAM_REFERENCE, reference);
     nb_print_opts po = {.cmd = "diagnosis", .reports_dir = reports};
     return run_job("diagnosis", &c, &ds, &b, &po);
 }

@@ -8,6 +8,7 @@
 #include "nb_outcome.h"
 #include "nb_out.h"
 #include "nb_rpc.h"
+#include "nb_verifypb.h"
 
 static json_object *gate_json(const Npubench__GateRecord *g)
 {
@@ -27,7 +28,7 @@ static json_object *gate_json(const Npubench__GateRecord *g)
     nb_localization l;
     nb_err e;
     if (g->localization &&
-        nb_jobpb_localization_from_pb(g->localization, "GateRecord", &l, &e) == NB_OK) {
+        nb_verifypb_localization_from_pb(g->localization, "GateRecord", &l, &e) == NB_OK) {
         json_object *lj = nb_localize_json(&l);
         if (lj)
             json_object_object_add(o, "localization", lj);

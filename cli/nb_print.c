@@ -4,12 +4,14 @@
 
 #include <string.h>
 
+#include "nb_benchpb.h"
 #include "nb_cmd.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_outcome.h"
 #include "nb_report.h"
 #include "nb_rpc.h"
+#include "nb_verifypb.h"
 
 void nb_print_run(FILE *f, const nb_run_result *r)
 {
@@ -48,14 +50,14 @@ static int print_verify(FILE *f, const nb_print_opts *o, const Npubench__JobResu
 {
     nb_err err;
     nb_verify_result r;
-    if (nb_jobpb_verify_from_pb(res, &r, &err)) {
+    if (nb_verifypb_verify_from_pb(res, &r, &err)) {
         fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
         return NB_EXIT_USAGE;
     }
     nb_report_env env;
     memset(&env, 0, sizeof env);
     if (res->environment)
-        nb_jobpb_env_to_report(res->environment, &env);
+        nb_verifypb_env_to_report(res->environment, &env);
     if (!o->quiet)
         nb_report_print_verify(f, &r, &env);
     else
@@ -85,7 +87,7 @@ static int print_run(FILE *f, const nb_print_opts *o, const Npubench__JobResult 
 {
     nb_err err;
     nb_run_result r;
-    if (!res->metrics || nb_jobpb_run_from_pb(res->metrics, &r, &err)) {
+    if (!res->metrics || nb_benchpb_run_from_pb(res->metrics, &r, &err)) {
         fprintf(stderr, "npubench %s: error: result has no readable metrics%s%s\n", o->cmd,
                 res->metrics ? ": " : "", res->metrics ? err.msg : "");
         return NB_EXIT_USAGE;
@@ -102,7 +104,7 @@ static int print_profile(FILE *f, const nb_print_opts *o, const Npubench__JobRes
 {
     nb_err err;
     nb_profile_result p;
-    if (nb_jobpb_profile_from_pb(res, &p, &err)) {
+    if (nb_benchpb_profile_from_pb(res, &p, &err)) {
         fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
         return NB_EXIT_USAGE;
     }
@@ -117,7 +119,7 @@ static int print_diagnosis(FILE *f, const nb_print_opts *o, const Npubench__JobR
 {
     nb_err err;
     nb_diagnosis_result r;
-    if (nb_jobpb_diagnosis_from_pb(res, &r, &err)) {
+    if (nb_verifypb_diagnosis_from_pb(res, &r, &err)) {
         fprintf(stderr, "npubench %s: error: result unreadable: %s\n", o->cmd, err.msg);
         return NB_EXIT_USAGE;
     }
@@ -126,7 +128,7 @@ static int print_diagnosis(FILE *f, const nb_print_opts *o, const Npubench__JobR
         nb_report_env env;
         memset(&env, 0, sizeof env);
         if (res->environment)
-            nb_jobpb_env_to_report(res->environment, &env);
+            nb_verifypb_env_to_report(res->environment, &env);
         char path[1200];
         if (nb_report_write_diagnosis(o->reports_dir, &r, &env, path, sizeof path, &err))
             fprintf(stderr, "npubench %s: warning: report not written: %s\n", o->cmd, err.msg);

@@ -8,6 +8,7 @@
 #include "nb_coord_int.h"
 #include "nb_jobpb.h"
 #include "nb_report.h"
+#include "nb_verifypb.h"
 
 /* A deep copy made of malloc blocks (the merged result frees it). */
 static Npubench__Environment *env_copy(const Npubench__Environment *e, nb_err *err)
@@ -79,7 +80,7 @@ nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t
         if (r->finished_unix_ms > t1)
             t1 = r->finished_unix_ms;
         nb_verify_result part;
-        if ((rc = nb_jobpb_verify_from_pb(r, &part, err))) {
+        if ((rc = nb_verifypb_verify_from_pb(r, &part, err))) {
             nb_err_prefix(err, "shard job %lld: ", (long long)kids[i].id);
             break;
         }
@@ -97,7 +98,7 @@ nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t
             rc = nb_err_set(err, NB_ENOMEM, "merge: out of memory");
     }
     if (!rc)
-        rc = nb_jobpb_verify_to_pb(&all, m, err);
+        rc = nb_verifypb_verify_to_pb(&all, m, err);
     if (!rc && first->environment && !(m->environment = env_copy(first->environment, err)))
         rc = err->code ? err->code : NB_ENOMEM;
     /* Shards on several boards: the merged run belongs to each of them (stored once per
@@ -120,7 +121,7 @@ nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t
         nb_report_env env;
         memset(&env, 0, sizeof env);
         if (m->environment)
-            nb_jobpb_env_to_report(m->environment, &env);
+            nb_verifypb_env_to_report(m->environment, &env);
         json_object *doc = nb_report_verify_json(&all, &env, "verify-full");
         m->report_json = doc ? nb_jobpb_strdup(json_object_to_json_string_ext(
                                    doc, JSON_C_TO_STRING_PRETTY))

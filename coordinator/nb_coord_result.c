@@ -13,6 +13,7 @@
 #include "nb_localize.h"
 #include "nb_stats.h"
 #include "nb_time.h"
+#include "nb_verifypb.h"
 
 static const char *nz(const char *s)
 {
@@ -49,7 +50,7 @@ static const char *loc_json(nb_arena *a, const Npubench__GateRecord *r, const ch
     nb_err e;
     *verdict = NULL;
     if (!r->localization ||
-        nb_jobpb_localization_from_pb(r->localization, "GateRecord", &l, &e) != NB_OK)
+        nb_verifypb_localization_from_pb(r->localization, "GateRecord", &l, &e) != NB_OK)
         return NULL;
     json_object *o = nb_localize_json(&l);
     const char *s = o ? nb_arena_strdup(a, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN))

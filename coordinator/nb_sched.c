@@ -112,6 +112,11 @@ static void served_list(const Npubench__WorkerInfo *w, char *buf, size_t cap)
         snprintf(buf, cap, "nothing");
 }
 
+static int info_has_tag(const void *user, const char *tag)
+{
+    return has_tag(user, tag);
+}
+
 int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
                            const char *backend, const char *board, const char *deployment,
                            const char *tags, const char *pin, char *why, size_t why_cap,
@@ -124,41 +129,21 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
     }
     if (dep_out)
         *dep_out = -1;
-    if (pin && *pin && strcmp(pin, worker_id)) {
-        snprintf(why, why_cap, "pinned to worker '%s'", pin);
+    const nb_job_place p = {pin, board, NULL, tags};
+    const nb_job_host h = {worker_id, w->board_name, w->board_type, info_has_tag, w};
+    if (!nb_job_place_fits(&p, &h, why, why_cap))
         return 0;
-    }
-    if (board && *board && strcmp(board, w->board_name)) {
-        snprintf(why, why_cap, "needs board '%s'; worker %s is on '%s'", board, worker_id,
-                 w->board_name);
-        return 0;
-    }
-    for (const char *p = tags ? tags : ""; *p;) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        char tag[128];
-        snprintf(tag, sizeof tag, "%.*s", (int)(n < sizeof tag ? n : sizeof tag - 1), p);
-        if (tag[0] && !has_tag(w, tag)) {
-            snprintf(why, why_cap, "needs tag '%s'; worker %s is not tagged so", tag,
-                     worker_id);
-            return 0;
-        }
-        p += n;
-        if (*p == ',')
-            p++;
-    }
     char model[NB_DB_NAME_MAX], dtype[32];
     split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
-    for (size_t i = 0; i < w->n_deployments; i++) {
-        const Npubench__Deployment *d = w->deployments[i];
-        if (!nb_job_model_match(model, d->model, NULL))
-            continue;
-        if (backend && *backend && !dep_field_any(d->backend) && strcmp(backend, d->backend))
-            continue;
-        if (strcmp(dtype, "*") && !dep_field_any(d->dtype) && strcasecmp(dtype, d->dtype))
-            continue;
+    nb_job_dep want = {model, backend, dtype, NULL}, deps[256];
+    size_t n = w->n_deployments < 256 ? w->n_deployments : 256; /* Register's limit */
+    for (size_t i = 0; i < n; i++)
+        deps[i] = (nb_job_dep){w->deployments[i]->model, w->deployments[i]->backend,
+                               w->deployments[i]->dtype, NULL};
+    int i = nb_job_dep_pick(&want, deps, n, NULL);
+    if (i >= 0) {
         if (dep_out)
-            *dep_out = (int)i;
+            *dep_out = i;
         return 1;
     }
     char served[256];

@@ -494,6 +494,11 @@ nb_code nb_db_job_enqueue(nb_db *db, const nb_db_job_new *job, int64_t *id, int 
 
 /* ---- matching and leasing ---- */
 
+static int row_has_tag(const void *user, const char *tag)
+{
+    return nb_db_list_has(user, tag);
+}
+
 int nb_db_job_matches(const nb_db_job *job, const nb_db_worker *w, char *why, size_t why_size)
 {
     char dummy[1];
@@ -501,23 +506,14 @@ int nb_db_job_matches(const nb_db_job *job, const nb_db_worker *w, char *why, si
         why = dummy;
         why_size = sizeof dummy;
     }
-    if (job->sel_worker[0] && strcmp(job->sel_worker, w->id) != 0) {
-        snprintf(why, why_size, "pinned to worker '%s'", job->sel_worker);
+    const nb_job_place p = {job->sel_worker, job->sel_board, job->sel_board_type, job->sel_tags};
+    const nb_job_host h = {w->id, w->board_name, w->board_type, row_has_tag, w->tags};
+    if (!nb_job_place_fits(&p, &h, why, why_size))
         return 0;
-    }
+    /* The row's coarse lists; the advertised deployments are the scheduler's to match. */
     if (job->sel_backend[0] && !nb_db_list_has(w->backends, job->sel_backend)) {
         snprintf(why, why_size, "needs backend '%s'; worker '%s' has '%s'", job->sel_backend,
                  w->id, w->backends);
-        return 0;
-    }
-    if (job->sel_board[0] && strcmp(job->sel_board, w->board_name) != 0) {
-        snprintf(why, why_size, "needs board '%s'; worker '%s' is on '%s'", job->sel_board,
-                 w->id, w->board_name);
-        return 0;
-    }
-    if (job->sel_board_type[0] && strcmp(job->sel_board_type, w->board_type) != 0) {
-        snprintf(why, why_size, "needs board type '%s'; worker '%s' is '%s'",
-                 job->sel_board_type, w->id, w->board_type);
         return 0;
     }
     if (job->sel_deployment[0] && !nb_db_list_has(w->deployments, job->sel_deployment) &&
@@ -525,28 +521,6 @@ int nb_db_job_matches(const nb_db_job *job, const nb_db_worker *w, char *why, si
         snprintf(why, why_size, "needs deployment '%s'; worker '%s' serves '%s'",
                  job->sel_deployment, w->id, w->deployments);
         return 0;
-    }
-    const char *p = job->sel_tags;
-    while (*p) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        const char *s = p;
-        while (*p && *p != ',')
-            p++;
-        const char *e = p;
-        while (e > s && e[-1] == ' ')
-            e--;
-        if (e > s) {
-            char tag[NB_DB_LIST_MAX];
-            size_t n = (size_t)(e - s) < sizeof tag ? (size_t)(e - s) : sizeof tag - 1;
-            memcpy(tag, s, n);
-            tag[n] = '\0';
-            if (!nb_db_list_has(w->tags, tag)) {
-                snprintf(why, why_size, "needs tag '%s'; worker '%s' has '%s'", tag, w->id,
-                         w->tags);
-                return 0;
-            }
-        }
     }
     if (why_size)
         why[0] = '\0';

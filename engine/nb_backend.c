@@ -7,7 +7,7 @@
 
 /* The registered backends, the default first.  A new backend: one X(name) here and its file
  * engine/nb_backend_<name>.c defining nb_backend_<name> (see nb_backend.h). */
-#define NB_BACKEND_LIST X(cpu) X(xrt) X(exec)
+#define NB_BACKEND_LIST X(cpu) X(xrt) X(exec) X(air)
 
 #define X(n) extern const nb_backend_ops nb_backend_##n;
 NB_BACKEND_LIST

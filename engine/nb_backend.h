@@ -26,6 +26,9 @@ enum {
                                         * no open, no steps; the worker's executor runs it */
     NB_BACKEND_DEVICE = 1u << 6,       /* names a device kind: a worker's --device KIND:N */
     NB_BACKEND_READS_MODEL = 1u << 7,  /* its model is a file here: the worker digests it */
+    NB_BACKEND_ADAPTER = 1u << 8,      /* steps run by a deployment's mlir-air verify adapter in
+                                        * a resident host process: the deployments file's
+                                        * "air" object configures it (spec.backend_cfg) */
 };
 
 /* The table.  name is the one place a backend's name is written; every other module finds

@@ -196,13 +196,18 @@ nb_code nb_bench_profile(nb_deploy *d, const nb_run_opts *o, nb_profile_result *
         nb_run_result_free(&warm);
     }
     po.warmup = 0;
-    if ((rc = nb_deploy_profile(d, 1, err)))
+    /* A backend without per-op timings (air: the steps run in the adapter's process) still
+     * profiles its phases: TTFT, decode ms/token; its op table stays empty. */
+    int per_op = nb_backend_can(d->ops, NB_BACKEND_PROFILE);
+    if (per_op && (rc = nb_deploy_profile(d, 1, err)))
         return rc;
     rc = run_reps(d, &po, &out->run, err);
-    nb_deploy_profile(d, 0, NULL);
+    if (per_op)
+        nb_deploy_profile(d, 0, NULL);
     if (rc)
         return rc;
-    memcpy(out->ops, nb_deploy_profile_stats(d), sizeof out->ops);
+    if (per_op)
+        memcpy(out->ops, nb_deploy_profile_stats(d), sizeof out->ops);
     out->setup_ms = d->setup_ms;
     out->reps = out->run.n;
     out->n_tokens = o->n_tokens;

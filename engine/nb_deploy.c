@@ -7,39 +7,9 @@
 #include <string.h>
 
 #include "nb_file.h"
+#include "nb_preset.h"
 #include "nb_sha256.h"
 #include "nb_time.h"
-
-/* The preset words a selector may use instead of a path: the file each names under the
- * models directory, the model's name (what the history and matching know it by; for Gemma the
- * file's stem, which is what a path to it canonicalizes to) and its prompt set. */
-static const struct {
-    const char *word, *file, *model, *prompts;
-} presets[] = {
-    {"instruct", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct", "instruct"},
-    {"base", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct", "base"},
-    {"gemma3", "gemma-3-270m-q4_k_m.gguf", "gemma-3-270m-q4_k_m", "gemma3"},
-};
-
-static int preset_index(const char *word)
-{
-    for (size_t i = 0; word && i < sizeof presets / sizeof *presets; i++)
-        if (!strcmp(word, presets[i].word))
-            return (int)i;
-    return -1;
-}
-
-const char *nb_deploy_preset_model(const char *word)
-{
-    int i = preset_index(word);
-    return i < 0 ? NULL : presets[i].model;
-}
-
-const char *nb_deploy_preset_prompts(const char *word)
-{
-    int i = preset_index(word);
-    return presets[i < 0 ? 0 : i].prompts;
-}
 
 void nb_deploy_spec_default(nb_deploy_spec *s)
 {
@@ -54,8 +24,8 @@ nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *p
 {
     if (preset_cap)
         preset_out[0] = '\0';
-    int p = preset_index(sel);
-    if (p < 0) {
+    const nb_preset *p = nb_preset_find(sel);
+    if (!p) {
         if (!nb_file_exists(sel))
             return nb_err_set(err, NB_ENOTFOUND, "--model %s: no such file or directory", sel);
         snprintf(path, cap, "%s", sel);
@@ -67,14 +37,14 @@ nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *p
     for (int i = 0; i < 3; i++) {
         if (!dirs[i] || !*dirs[i])
             continue;
-        snprintf(path, cap, "%s/%s", dirs[i], presets[p].file);
+        snprintf(path, cap, "%s/%s", dirs[i], p->file);
         if (nb_file_exists(path))
             return NB_OK;
     }
     return nb_err_set(err, NB_ENOTFOUND,
                       "--model %s: %s not found in $NPUBENCH_MODELS, ./models or %s/models; run "
                       "scripts/fetch_model.sh",
-                      sel, presets[p].file, NB_SOURCE_DIR);
+                      sel, p->file, NB_SOURCE_DIR);
 }
 
 static nb_code open_tokenizer(nb_deploy *d, nb_err *err)

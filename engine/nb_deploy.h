@@ -21,22 +21,20 @@ typedef struct nb_deploy_spec {
     /* "" = setup hashes the model file; else the caller's digest of that very file, taken
      * after its last change (a worker hashes its models once, to advertise them). */
     char model_sha256[65];
+    /* The backend's own configuration where its table takes one (NB_BACKEND_ADAPTER: an
+     * nb_air_cfg), the caller's, read only while opening; NULL otherwise. */
+    const void *backend_cfg;
 } nb_deploy_spec;
 
 void nb_deploy_spec_default(nb_deploy_spec *s);
 
-/* Resolves a model selector: "instruct" and "base" name the default
- * SmolLM2-135M-Instruct GGUF, "gemma3" Gemma 3 270M, under the models directory
+/* Resolves a model selector: a preset word (job/nb_preset: "instruct" and "base" name the
+ * default SmolLM2-135M-Instruct GGUF, "gemma3" Gemma 3 270M) names its file under the models directory
  * ($NPUBENCH_MODELS, else ./models, else the source tree's models/). preset_out gets
  * the preset word or "" for explicit paths. */
 nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *preset_out,
                                 size_t preset_cap, nb_err *err);
 
-/* The model name a preset word stands for ("instruct" -> "SmolLM2-135M-Instruct"), or
- * NULL when word is no preset.  Needs no file system. */
-const char *nb_deploy_preset_model(const char *word);
-/* The prompt set (verify/prompts/<set>.txt) of a preset word; "instruct" for anything else. */
-const char *nb_deploy_preset_prompts(const char *word);
 
 typedef struct nb_deploy {
     nb_deploy_spec spec;

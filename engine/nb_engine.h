@@ -5,20 +5,10 @@
 
 #include <stdint.h>
 
+#include "nb_dtype.h"
 #include "nb_err.h"
 #include "nb_model.h"
 
-typedef enum nb_dtype {
-    NB_DTYPE_BF16 = 0, /* HF-faithful: bf16 weights and activations, fp32 accumulation */
-    NB_DTYPE_F32,      /* fp32 everywhere */
-    NB_DTYPE_Q4_1,     /* GGUF Q4_1/Q8_0 weights kept quantized, bf16 activations (SmolLM2's name) */
-    NB_DTYPE_NATIVE    /* every GGUF block type with a native linear kept as stored (Q4_1, Q8_0,
-                        * Q5_0, Q4_K, Q6_K), bf16 activations: the same engine path as q4_1,
-                        * under a name that is true of any model (Gemma 3 has no Q4_1) */
-} nb_dtype;
-
-const char *nb_dtype_name(nb_dtype d);
-nb_code nb_dtype_parse(const char *s, nb_dtype *out, nb_err *err);
 
 typedef struct nb_engine_opts {
     nb_dtype dtype;

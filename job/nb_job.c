@@ -9,10 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "nb_deploy.h"
-#include "nb_gate.h"
+#include "nb_preset.h"
+#include "nb_file.h"
 #include "nb_utf8.h"
-#include "nb_verify.h"
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
@@ -85,9 +84,12 @@ static const struct {
     const char *key;
     long lo, hi;
 } int_params[] = {
-    {"threads", 0, NB_JOB_THREADS_MAX}, {"max_seq", 0, NB_JOB_MAX_SEQ_MAX},
-    {"warmup", 0, NB_JOB_WARMUP_MAX},   {"chat", 0, 1},
-    {"ignore_eos", 0, 1},               {"device", 0, NB_JOB_DEVICE_MAX},
+    {NB_JOB_PARAM_THREADS, 0, NB_JOB_THREADS_MAX},
+    {NB_JOB_PARAM_MAX_SEQ, 0, NB_JOB_MAX_SEQ_MAX},
+    {NB_JOB_PARAM_WARMUP, 0, NB_JOB_WARMUP_MAX},
+    {NB_JOB_PARAM_CHAT, 0, 1},
+    {NB_JOB_PARAM_IGNORE_EOS, 0, 1},
+    {NB_JOB_PARAM_DEVICE, 0, NB_JOB_DEVICE_MAX},
 };
 
 static int parse_long(const char *s, long *out)
@@ -162,9 +164,7 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
     nb_code rc;
     if (s->prompt && (rc = check_text(s->prompt, "JobSpec.prompt", err)))
         return rc;
-    char set_path[1200];
-    if (s->prompt_set && *s->prompt_set &&
-        (rc = nb_verify_prompt_set_path(NULL, s->prompt_set, set_path, sizeof set_path, err)))
+    if (s->prompt_set && *s->prompt_set && (rc = nb_job_prompt_set_check(s->prompt_set, err)))
         return rc;
     if (s->n_prompts > NB_JOB_PROMPTS_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.prompts: %zu, at most %d", s->n_prompts,
@@ -193,8 +193,8 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
                 return nb_err_set(err, NB_EINVAL, "JobSpec.params %s: duplicate key", kv->key);
         nb_localize_when when;
         nb_code lrc;
-        if (!strcmp(kv->key, "localize") &&
-            (lrc = nb_verify_localize_parse(kv->value, "JobSpec.params localize", &when, err)))
+        if (!strcmp(kv->key, NB_JOB_PARAM_LOCALIZE) &&
+            (lrc = nb_job_localize_parse(kv->value, "JobSpec.params localize", &when, err)))
             return lrc;
         for (size_t p = 0; p < sizeof int_params / sizeof *int_params; p++) {
             long v;
@@ -209,8 +209,30 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
     return NB_OK;
 }
 
-/* The value of params[key], or NULL. */
-const char *nb_job_param(const Npubench__JobSpec *s, const char *key)
+nb_code nb_job_localize_parse(const char *s, const char *field, nb_localize_when *out,
+                              nb_err *err)
+{
+    static const char *const names[] = {"fail", "divergence", "off"};
+    for (int i = 0; i < 3; i++)
+        if (s && !strcmp(s, names[i])) {
+            *out = (nb_localize_when)i;
+            return NB_OK;
+        }
+    return nb_err_set(err, NB_EINVAL, "%s '%.32s': expected fail, divergence or off", field,
+                      s ? s : "");
+}
+
+nb_code nb_job_prompt_set_check(const char *name, nb_err *err)
+{
+    if (!nb_file_plain_name(name))
+        return nb_err_set(err, NB_EINVAL,
+                          "JobSpec.prompt_set: '%.64s' is not a prompt set name (letters, "
+                          "digits, '.', '_', '-'); a file's prompts travel as JobSpec.prompts",
+                          name);
+    return NB_OK;
+}
+
+static const char *param(const Npubench__JobSpec *s, const char *key)
 {
     for (size_t i = 0; i < s->n_params; i++)
         if (!strcmp(s->params[i]->key, key))
@@ -218,10 +240,30 @@ const char *nb_job_param(const Npubench__JobSpec *s, const char *key)
     return NULL;
 }
 
-long nb_job_param_int(const Npubench__JobSpec *s, const char *key, long dflt)
+static long param_int(const Npubench__JobSpec *s, const char *key)
 {
     long v;
-    return parse_long(nb_job_param(s, key), &v) ? v : dflt;
+    return parse_long(param(s, key), &v) && v >= 0 ? v : -1;
+}
+
+void nb_job_params_read(const Npubench__JobSpec *s, nb_job_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->threads = param_int(s, NB_JOB_PARAM_THREADS);
+    p->max_seq = param_int(s, NB_JOB_PARAM_MAX_SEQ);
+    p->device = param_int(s, NB_JOB_PARAM_DEVICE);
+    p->warmup = param_int(s, NB_JOB_PARAM_WARMUP);
+    p->chat = param_int(s, NB_JOB_PARAM_CHAT);
+    p->ignore_eos = param_int(s, NB_JOB_PARAM_IGNORE_EOS);
+    const char *when = param(s, NB_JOB_PARAM_LOCALIZE);
+    p->has_localize = when && nb_job_localize_parse(when, NB_JOB_PARAM_LOCALIZE, &p->localize,
+                                                    NULL) == NB_OK;
+    p->reference = param(s, NB_JOB_PARAM_REFERENCE);
+}
+
+long nb_job_param_or(long v, long dflt)
+{
+    return v >= 0 ? v : dflt;
 }
 
 
@@ -231,7 +273,7 @@ void nb_job_model_canon(const char *model, char *out, size_t cap)
 {
     if (!model)
         model = "";
-    const char *preset = nb_deploy_preset_model(model);
+    const char *preset = nb_preset_model(model);
     if (preset)
         model = preset;
     const char *base = strrchr(model, '/');
@@ -285,4 +327,79 @@ int nb_job_model_match(const char *sel, const char *model, const char *name)
     nb_job_model_canon(sel, a, sizeof a);
     nb_job_model_canon(model, b, sizeof b);
     return a[0] && !strcasecmp(a, b) ? 2 : 0;
+}
+
+/* ---- worker matching ---------------------------------------------------------------- */
+
+static int any(const char *s)
+{
+    return !s || !*s || !strcmp(s, "*");
+}
+
+int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d)
+{
+    if (!any(want->backend) && !any(d->backend) && strcmp(want->backend, d->backend))
+        return 0;
+    if (!any(want->dtype) && !any(d->dtype) && strcasecmp(want->dtype, d->dtype))
+        return 0;
+    return nb_job_model_match(want->model, d->model, d->name);
+}
+
+int nb_job_dep_pick(const nb_job_dep *want, const nb_job_dep *deps, size_t n, int *score)
+{
+    int best = -1, top = 0;
+    for (size_t i = 0; i < n; i++) {
+        int m = nb_job_dep_match(want, &deps[i]);
+        if (m > top) {
+            top = m;
+            best = (int)i;
+        }
+    }
+    if (score)
+        *score = top;
+    return best;
+}
+
+int nb_job_place_fits(const nb_job_place *p, const nb_job_host *h, char *why, size_t cap)
+{
+    char dummy[1];
+    if (!why) {
+        why = dummy;
+        cap = sizeof dummy;
+    }
+    if (p->worker && *p->worker && strcmp(p->worker, h->id)) {
+        snprintf(why, cap, "pinned to worker '%s'", p->worker);
+        return 0;
+    }
+    if (p->board && *p->board && strcmp(p->board, h->board ? h->board : "")) {
+        snprintf(why, cap, "needs board '%s'; worker '%s' is on '%s'", p->board, h->id,
+                 h->board ? h->board : "");
+        return 0;
+    }
+    if (p->board_type && *p->board_type && strcmp(p->board_type, h->board_type ? h->board_type : "")) {
+        snprintf(why, cap, "needs board type '%s'; worker '%s' is '%s'", p->board_type, h->id,
+                 h->board_type ? h->board_type : "");
+        return 0;
+    }
+    for (const char *q = p->tags ? p->tags : ""; *q;) {
+        while (*q == ' ' || *q == ',')
+            q++;
+        const char *s = q;
+        while (*q && *q != ',')
+            q++;
+        const char *e = q;
+        while (e > s && e[-1] == ' ')
+            e--;
+        if (e == s)
+            continue;
+        char tag[128];
+        snprintf(tag, sizeof tag, "%.*s", (int)(e - s < (long)sizeof tag ? e - s : (long)sizeof tag - 1), s);
+        if (!h->has_tag(h->user, tag)) {
+            snprintf(why, cap, "needs tag '%s'; worker '%s' is not tagged so", tag, h->id);
+            return 0;
+        }
+    }
+    if (cap)
+        why[0] = '\0';
+    return 1;
 }

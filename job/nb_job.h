@@ -56,10 +56,49 @@ const char *nb_job_pb_state_name(int pb_state);
  * (threads, max_seq, warmup, chat, ignore_eos, device: integers in range).  Pure. */
 nb_code nb_job_validate_spec(const Npubench__JobSpec *spec, nb_err *err);
 
-/* params[key] of a spec, or NULL. */
-const char *nb_job_param(const Npubench__JobSpec *s, const char *key);
-/* params[key] as an integer (validated by nb_job_validate_spec), else dflt. */
-long nb_job_param_int(const Npubench__JobSpec *s, const char *key, long dflt);
+/* When a verify record gets a localization: on every FAIL with a divergence (the default),
+ * also on a PASS with a divergence (--localize), or never. */
+typedef enum nb_localize_when {
+    NB_LOCALIZE_FAIL = 0,
+    NB_LOCALIZE_DIVERGENCE,
+    NB_LOCALIZE_OFF
+} nb_localize_when;
+
+/* "fail", "divergence" or "off" (the `localize` job param and --localize); NB_EINVAL naming
+ * field otherwise. */
+nb_code nb_job_localize_parse(const char *s, const char *field, nb_localize_when *out,
+                              nb_err *err);
+
+/* A prompt set is named, never a path: NB_EINVAL naming JobSpec.prompt_set for a name that
+ * is not a plain file name (nb_file_plain_name) and so could reach outside the sets' root. */
+nb_code nb_job_prompt_set_check(const char *name, nb_err *err);
+
+/* ---- typed params: the keys the worker reads, written here once ----------------------- */
+
+#define NB_JOB_PARAM_THREADS "threads"       /* kernel threads, 0..NB_JOB_THREADS_MAX */
+#define NB_JOB_PARAM_MAX_SEQ "max_seq"       /* KV cache length, 0..NB_JOB_MAX_SEQ_MAX */
+#define NB_JOB_PARAM_DEVICE "device"         /* device index, 0..NB_JOB_DEVICE_MAX */
+#define NB_JOB_PARAM_WARMUP "warmup"         /* RUN / PROFILE: untimed runs, 0..MAX */
+#define NB_JOB_PARAM_CHAT "chat"             /* RUN / PROFILE: 0 raw prompt, 1 chat template */
+#define NB_JOB_PARAM_IGNORE_EOS "ignore_eos" /* RUN: 1 generates every token */
+#define NB_JOB_PARAM_LOCALIZE "localize"     /* VERIFY*: fail, divergence or off */
+#define NB_JOB_PARAM_REFERENCE "reference"   /* VERIFY*, DIAGNOSIS: a trace (embedded client) */
+/* VERIFY* with explicit prompts: the sha256 of the file they came from (it names the trace) */
+#define NB_JOB_PARAM_PROMPTS_SHA256 "prompts_sha256"
+
+/* A spec's params, read once (after nb_job_validate_spec); -1 (or NULL) where unset. */
+typedef struct nb_job_params {
+    long threads, max_seq, device, warmup, chat, ignore_eos;
+    int has_localize;
+    nb_localize_when localize;
+    const char *reference; /* borrowed from the spec */
+} nb_job_params;
+
+/* Fills p from s's params; a value that does not parse counts as unset (validation refuses
+ * it before any worker reads it). */
+void nb_job_params_read(const Npubench__JobSpec *s, nb_job_params *p);
+/* v when set (>= 0), else dflt. */
+long nb_job_param_or(long v, long dflt);
 
 /* ---- model matching ------------------------------------------------------------------- */
 
@@ -94,5 +133,42 @@ const char *nb_job_model_resolve(const char *name, const nb_job_alias *aliases, 
  * deployments file says so.  With n == 0 it is nb_job_model_match. */
 int nb_job_model_match_aliased(const char *sel, const char *model, const char *name,
                                const nb_job_alias *aliases, size_t n);
+
+/* ---- worker matching: the one rule the queue's lease (db/), the scheduler (coordinator/)
+ * and the worker's choice of deployment (worker/) apply ------------------------------------ */
+
+/* A deployment as matching sees it: advertised by a worker, configured in one, or asked for.
+ * NULL, "" or "*" in a field: anything. */
+typedef struct nb_job_dep {
+    const char *model, *backend, *dtype;
+    const char *name; /* the deployment's label (a selector may name it); NULL: none */
+} nb_job_dep;
+
+/* How well deployment d serves a job asking for want: 0 no, else nb_job_model_match's 1..3.
+ * The backend is compared exactly (a backend table's name), the dtype case-insensitively;
+ * a field that is empty or "*" on either side matches anything. */
+int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d);
+/* The index of the deployment of deps[0..n) that serves want best (the first of equals), -1
+ * when none does; *score (may be NULL) gets its nb_job_dep_match. */
+int nb_job_dep_pick(const nb_job_dep *want, const nb_job_dep *deps, size_t n, int *score);
+
+/* Where a job asks to run (its selector's worker-level part); NULL or "": anywhere. */
+typedef struct nb_job_place {
+    const char *worker;     /* pinned to this worker id */
+    const char *board, *board_type;
+    const char *tags;       /* comma list, every one needed (spaces around items ignored) */
+} nb_job_place;
+
+/* A worker as a place: its id, board and board type, and whether it carries a tag. */
+typedef struct nb_job_host {
+    const char *id, *board, *board_type;
+    int (*has_tag)(const void *user, const char *tag);
+    const void *user;
+} nb_job_host;
+
+/* 1 when h is a place p allows; else 0 and why ("pinned to worker 'w'", "needs board 'b';
+ * worker 'w' is on 'c'", "needs board type ...", "needs tag 't'; worker 'w' is not tagged
+ * so"); why may be NULL. */
+int nb_job_place_fits(const nb_job_place *p, const nb_job_host *h, char *why, size_t cap);
 
 #endif

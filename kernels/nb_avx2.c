@@ -176,17 +176,6 @@ static inline __m256 q8_lane_add(__m256 acc, __m256i prod16, const float *dd)
     return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_broadcast_ss(dd)));
 }
 
-/* Q4_1 row r of a PACK8 block (16 quant bytes): unsigned nibbles in weight
- * order (nb_quant_nibbles: byte j holds q[j] low, q[j+16] high) times the
- * signed activation quants, pairwise summed (|pair| <= 2*15*127: no saturation). */
-static inline __m256i q4_1_prod(const uint8_t *qs, __m256i xq)
-{
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw),
-                                 _mm256_set1_epi8(15));
-    return _mm256_maddubs_epi16(w, xq);
-}
-
 /* Q8_0 row (32 signed quant bytes): maddubs wants its first operand
  * unsigned, so |w| against x carrying w's sign. */
 static inline __m256i q8_0_prod(const uint8_t *qs, __m256i xq)
@@ -197,46 +186,78 @@ static inline __m256i q8_0_prod(const uint8_t *qs, __m256i xq)
 
 typedef nb_q8_act q8_act;
 
-/* A PACK8 group's eight quantized rows against one Q8 activation row.
- * Block b: 8 scale sets (d,m or d as fp16), then 8 quant runs (QB bytes). */
-#define GEMV8_Q8(NAME, Q41, SB, QB, PROD)                                                      \
-    static void NAME(const q8_act *x, const uint8_t *grp, int K, float out[8])                 \
-    {                                                                                          \
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,          \
-               a6 = a0, a7 = a0, mt = a0;                                                      \
-        float dd[8];                                                                           \
-        const uint8_t *p = grp;                                                                \
-        for (int b = 0; b < K / 32; b++, p += 8 * ((SB) + (QB))) {                             \
-            __m256 dw;                                                                         \
-            if (Q41) {                                                                         \
-                /* d0 m0 d1 m1 .. as 32-bit lanes -> d0..d7 | m0..m7 */                       \
-                __m256i r = _mm256_loadu_si256((const __m256i *)p);                            \
-                __m256i dm = _mm256_packus_epi32(_mm256_and_si256(r, _mm256_set1_epi32(0xffff)), \
-                                                 _mm256_srli_epi32(r, 16));                    \
-                dm = _mm256_permute4x64_epi64(dm, 0xd8);                                       \
-                dw = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));                              \
-                __m256 mw = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));                  \
-                mt = _mm256_add_ps(mt, _mm256_mul_ps(mw, _mm256_broadcast_ss(x->s + b)));      \
-            } else {                                                                           \
-                dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));                     \
-            }                                                                                  \
-            _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b)));            \
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));                 \
-            const uint8_t *q = p + 8 * (SB);                                                   \
-            a0 = q8_lane_add(a0, PROD(q, xq), dd + 0);                                         \
-            a1 = q8_lane_add(a1, PROD(q + (QB), xq), dd + 1);                                  \
-            a2 = q8_lane_add(a2, PROD(q + 2 * (QB), xq), dd + 2);                              \
-            a3 = q8_lane_add(a3, PROD(q + 3 * (QB), xq), dd + 3);                              \
-            a4 = q8_lane_add(a4, PROD(q + 4 * (QB), xq), dd + 4);                              \
-            a5 = q8_lane_add(a5, PROD(q + 5 * (QB), xq), dd + 5);                              \
-            a6 = q8_lane_add(a6, PROD(q + 6 * (QB), xq), dd + 6);                              \
-            a7 = q8_lane_add(a7, PROD(q + 7 * (QB), xq), dd + 7);                              \
-        }                                                                                      \
-        _mm256_storeu_ps(out, _mm256_add_ps(nb_reduce8(a0, a1, a2, a3, a4, a5, a6, a7), mt));  \
+/* A PACK8 group's eight Q8_0 rows against one Q8 activation row, a row per accumulator.
+ * Block b: the 8 rows' d as fp16, then their 32 quant bytes each. */
+static void gemv8_q8_0(const q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    float dd[8];
+    const uint8_t *p = grp;
+    enum { QB = NB_QUANT_QK };
+    for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q8_0_BYTES) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b)));
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
+        const uint8_t *q = p + 8 * NB_QUANT_Q8_0_QS;
+        a0 = q8_lane_add(a0, q8_0_prod(q, xq), dd + 0);
+        a1 = q8_lane_add(a1, q8_0_prod(q + QB, xq), dd + 1);
+        a2 = q8_lane_add(a2, q8_0_prod(q + 2 * QB, xq), dd + 2);
+        a3 = q8_lane_add(a3, q8_0_prod(q + 3 * QB, xq), dd + 3);
+        a4 = q8_lane_add(a4, q8_0_prod(q + 4 * QB, xq), dd + 4);
+        a5 = q8_lane_add(a5, q8_0_prod(q + 5 * QB, xq), dd + 5);
+        a6 = q8_lane_add(a6, q8_0_prod(q + 6 * QB, xq), dd + 6);
+        a7 = q8_lane_add(a7, q8_0_prod(q + 7 * QB, xq), dd + 7);
     }
+    /* + 0: a -0 row becomes +0, as in the reference (dot_q8_0) */
+    _mm256_storeu_ps(out, _mm256_add_ps(nb_reduce8(a0, a1, a2, a3, a4, a5, a6, a7),
+                                        _mm256_setzero_ps()));
+}
 
-GEMV8_Q8(gemv8_q4_1, 1, NB_QUANT_Q4_1_QS, NB_QUANT_QK / 2, q4_1_prod)
-GEMV8_Q8(gemv8_q8_0, 0, NB_QUANT_Q8_0_QS, NB_QUANT_QK, q8_0_prod)
+/* The 4 activation quants x[4k..4k+3] of block b in every 32-bit lane. */
+static inline __m256i x4_bcast(const int8_t *xb, int k)
+{
+    int32_t v;
+    memcpy(&v, xb + 4 * k, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Q4_1, 8 rows in the 8 lanes (PACK8 chunks it so, nb_kernels.c): per block, d0..d7, m0..m7,
+ * then 4 loads of 32 bytes, load k holding quant bytes 4k..4k+3 of row r in lane r, whose low
+ * nibbles are weights 4k..4k+3 and high nibbles weights 16+4k.. (nb_quant_nibbles). maddubs of
+ * each nibble half with the broadcast x quants gives pair sums (|pair| <= 2 * 15 * 127); the 8 of
+ * a block sum in int16 without overflow (8 * 3810 < 32767), madd with 1 makes each lane the
+ * row's exact block dot. Then the float steps of dot_q4_1 (nb_portable.c) once for 8 rows:
+ * ~40 instructions per 8 x 32 weights, where the per-row lane form took ~90. */
+/* Quant bytes 4k..4k+3 of the 8 rows (32 bytes at q) against x's quants of those weights:
+ * pair sums of the low nibbles with x[4k..], plus those of the high nibbles with x[16+4k..]. */
+static inline __m256i q4_1_pairs(const uint8_t *q, const int8_t *xb, int k)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+    __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, x4_bcast(xb, k)),
+                            _mm256_maddubs_epi16(hi, x4_bcast(xb, k + 4)));
+}
+
+void nb_avx2_q4_1_gemv8(const q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps(), mt = acc;
+    const uint8_t *p = grp;
+    for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q4_1_BYTES) {
+        const int8_t *xb = x->q + b * 32;
+        const uint8_t *q = p + 8 * NB_QUANT_Q4_1_QS;
+        __m256i s01 = _mm256_add_epi16(q4_1_pairs(q, xb, 0), q4_1_pairs(q, xb, 1));
+        __m256i s23 = _mm256_add_epi16(q4_1_pairs(q, xb, 2), q4_1_pairs(q, xb, 3));
+        __m256i is = _mm256_madd_epi16(_mm256_add_epi16(s01, s23), ones);
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
+        mt = _mm256_add_ps(mt, _mm256_mul_ps(mw, _mm256_broadcast_ss(x->s + b)));
+    }
+    _mm256_storeu_ps(out, _mm256_add_ps(acc, mt));
+}
 
 /* ---- drivers ------------------------------------------------------------------ */
 
@@ -365,7 +386,7 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
 {
     int K = W->cols, nb = K / 32;
     const nb_kernel_table *kt = nb_kernels_active();
-    nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? gemv8_q4_1
+    nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? (kt->q4_1_gemv8 ? kt->q4_1_gemv8 : nb_avx2_q4_1_gemv8)
                         : W->type == NB_W_Q8_0 ? (kt->q8_0_gemv8 ? kt->q8_0_gemv8 : gemv8_q8_0)
                                                : nb_avx2_kquant_gemv8(W->type);
     nb_kq_expanded_fn ex = kt->kquant_expanded;

@@ -24,10 +24,12 @@
 #include <immintrin.h>
 #define NB_AVX512_KQ_EXPANDED nb_avx512_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_q8_0_gemv8
+#define NB_AVX512_Q4_1_GEMV8 nb_avx512_q4_1_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_kq_gemm
 #else
 #define NB_AVX512_KQ_EXPANDED nb_avx512_emu_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_emu_q8_0_gemv8
+#define NB_AVX512_Q4_1_GEMV8 nb_avx512_emu_q4_1_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_emu_kq_gemm
 #endif
 
@@ -39,6 +41,7 @@
 void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                            float out[8]);
 void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 
 /* Lanes 0-7 of a zmm of d = d_w * d_x take row 2p's d, lanes 8-15 row 2p+1's. */
 static const int32_t pair_idx[4][16] = {
@@ -76,9 +79,51 @@ static inline __m256 reduce_pairs(const __m512 acc[4])
                       _mm256_loadu_ps(a[3]), _mm256_loadu_ps(a[3] + 8));
 }
 
+/* Decode's Q4_1 (PACK8 in 4-byte chunks, nb_kernels.c): nb_avx2_q4_1_gemv8 bit for bit, with
+ * vpdpbusd (unsigned nibbles times signed x quants, 4 products into each row's int32 lane) in
+ * place of maddubs + add + madd: the integer block dot is exact either way. Two sums, low and
+ * high nibbles, so consecutive vpdpbusd do not wait on each other. */
+/* vpdpbusd of quant bytes 4k..4k+3 of the 8 rows (32 bytes at q), low nibbles against
+ * x[4k..4k+3] into lo, high nibbles against x[16+4k..] into hi. */
+static inline void q4_1_dots(const uint8_t *q, const int8_t *xb, int k, __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+    int32_t xl, xh;
+    memcpy(&xl, xb + 4 * k, 4);
+    memcpy(&xh, xb + 16 + 4 * k, 4);
+    *lo = _mm256_dpbusd_epi32(*lo, _mm256_and_si256(raw, m4), _mm256_set1_epi32(xl));
+    *hi = _mm256_dpbusd_epi32(*hi, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                              _mm256_set1_epi32(xh));
+}
+
+void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    __m256 acc = _mm256_setzero_ps(), mt = acc;
+    const uint8_t *p = grp;
+    for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q4_1_BYTES) {
+        const int8_t *xb = x->q + b * 32;
+        const uint8_t *q = p + 8 * NB_QUANT_Q4_1_QS;
+        __m256i lo = _mm256_setzero_si256(), hi = lo, lo2 = lo, hi2 = lo;
+        q4_1_dots(q, xb, 0, &lo, &hi);
+        q4_1_dots(q, xb, 1, &lo2, &hi2);
+        q4_1_dots(q, xb, 2, &lo, &hi);
+        q4_1_dots(q, xb, 3, &lo2, &hi2);
+        lo = _mm256_add_epi32(lo, lo2);
+        hi = _mm256_add_epi32(hi, hi2);
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
+        __m256 is = _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(is, dd));
+        mt = _mm256_add_ps(mt, _mm256_mul_ps(mw, _mm256_broadcast_ss(x->s + b)));
+    }
+    _mm256_storeu_ps(out, _mm256_add_ps(acc, mt));
+}
+
 /* Decode's Q8_0 (PACK8: per block the 8 rows' fp16 d, then their 32 quants each): the AVX2
  * gemv8_q8_0 bit for bit. Its lane sums are plain (no scale), and it adds a zero vector at the
- * end (Q4_1's min term), which turns a -0 row into +0: done here too. */
+ * end, which turns a -0 row into +0: done here too. */
 void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
     enum { SB = NB_QUANT_Q8_0_QS, QB = NB_QUANT_QK };

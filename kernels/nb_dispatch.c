@@ -73,8 +73,9 @@ static int amx_permitted(void)
 }
 
 /* AVX-512 VNNI, probed with the ISA: it picks the quantized prefill kernel of the AVX-512 and
- * AMX paths (nb_avx512_kquant.c), not a path of its own. */
-static int cpu_vnni;
+ * AMX paths (nb_avx512_kquant.c), not a path of its own; AMX-INT8 likewise adds Q4_1 prefill
+ * on the int8 tiles to the AMX path (same tile state and permission as AMX-BF16). */
+static int cpu_vnni, cpu_amx_int8;
 
 static nb_isa probe_cpu(void)
 {
@@ -107,6 +108,7 @@ static nb_isa probe_cpu(void)
     cpu_vnni = vnni;
     __cpuid_count(7, 0, a, b, c, d);
     int amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
+    cpu_amx_int8 = (d >> 25) & 1;
     int tile_state = (xcr0 & 0x60000) == 0x60000; /* XTILECFG, XTILEDATA */
     if (amx_bf16 && amx_tile && tile_state && amx_permitted())
         return NB_ISA_AMXBF16;
@@ -131,11 +133,12 @@ static void detect(void)
     if (cpu_vnni) {
         avx512bf16_table.kquant_expanded = nb_avx512_kquant_gemv8_expanded;
         avx512bf16_table.q8_0_gemv8 = nb_avx512_q8_0_gemv8;
+        avx512bf16_table.q4_1_gemv8 = nb_avx512_q4_1_gemv8;
         avx512bf16_table.kq_gemm = &nb_avx512_kq_gemm;
     }
     amxbf16_table = avx512bf16_table;
     amxbf16_table.isa = NB_ISA_AMXBF16;
-    amxbf16_table.linear_bf16 = nb_amx_linear_bf16;
+    amxbf16_table.linear_bf16 = cpu_amx_int8 ? nb_amx_linear_int8 : nb_amx_linear_bf16;
     env_best = cpu_best;
     const char *cap = getenv("NPUBENCH_ISA");
     if (cap && *cap) {

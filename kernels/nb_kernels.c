@@ -79,6 +79,42 @@ static size_t block_scale_bytes(nb_wtype t)
     }
 }
 
+/* Within those two parts, each row's bytes go in chunks: chunk c of row `lane` at
+ * c * 8 * chunk + lane * chunk. Q4_1 chunks both finely: d0..d7 then m0..m7 (one F16C op
+ * each), and its quants in 4-byte chunks, so one 32-byte load holds the same 4 quant bytes of 8
+ * rows, a lane per row (nb_avx2.c's gemv8_q4_1). The others keep each part of a row whole. */
+static size_t block_scale_chunk(nb_wtype t)
+{
+    return t == NB_W_Q4_1 ? 2 : block_scale_bytes(t);
+}
+static size_t block_rest_chunk(nb_wtype t, size_t rest)
+{
+    return t == NB_W_Q4_1 ? 4 : rest;
+}
+
+/* Row `lane`'s n bytes at src into (to_grp) or out of a part of a group at g, in chunks of c. */
+static void chunk_copy(uint8_t *g, uint8_t *row, size_t n, size_t c, int lane, int to_grp)
+{
+    for (size_t k = 0; c && k < n / c; k++) {
+        uint8_t *at = g + k * NB_PACK * c + (size_t)lane * c;
+        if (to_grp)
+            memcpy(at, row + k * c, c);
+        else
+            memcpy(row + k * c, at, c);
+    }
+}
+
+/* Block b of row `lane` into or out of a quantized PACK8 group. */
+static void pack_block(const nb_wmat *w, uint8_t *grp, int b, int lane, uint8_t *blk, int to_grp)
+{
+    nb_quant_fmt f = wtype_fmt(w->type);
+    size_t bb = (size_t)nb_quant_block_bytes(f), sb = block_scale_bytes(w->type);
+    uint8_t *g = grp + (size_t)b * NB_PACK * bb;
+    chunk_copy(g, blk, sb, block_scale_chunk(w->type), lane, to_grp);
+    chunk_copy(g + NB_PACK * sb, blk + sb, bb - sb, block_rest_chunk(w->type, bb - sb), lane,
+               to_grp);
+}
+
 /* Weights live in slabs of 2 MiB-aligned memory that ask for transparent
  * huge pages: decode streams every weight once per token, and with 4 KiB
  * pages TLB misses cost ~20% of the read bandwidth. Matrices are carved
@@ -199,13 +235,8 @@ static void pack_row(const nb_wmat *w, uint8_t *dst, int r, const uint8_t *src)
     if (nb_wtype_quantized(w->type)) {
         nb_quant_fmt f = wtype_fmt(w->type);
         size_t bb = (size_t)nb_quant_block_bytes(f);
-        size_t sb = block_scale_bytes(w->type);
-        for (int b = 0; b < w->cols / nb_quant_block_elems(f); b++) {
-            uint8_t *g = grp + (size_t)b * NB_PACK * bb;
-            const uint8_t *blk = src + (size_t)b * bb;
-            memcpy(g + lane * sb, blk, sb);
-            memcpy(g + NB_PACK * sb + lane * (bb - sb), blk + sb, bb - sb);
-        }
+        for (int b = 0; b < w->cols / nb_quant_block_elems(f); b++)
+            pack_block(w, grp, b, lane, (uint8_t *)src + (size_t)b * bb, 1);
         return;
     }
     size_t es = w->type == NB_W_BF16 ? 2 : 4;
@@ -248,13 +279,8 @@ static void unpack_row(const nb_wmat *w, int r, uint8_t *dst)
     if (nb_wtype_quantized(w->type)) {
         nb_quant_fmt f = wtype_fmt(w->type);
         size_t bb = (size_t)nb_quant_block_bytes(f);
-        size_t sb = block_scale_bytes(w->type);
-        for (int b = 0; b < w->cols / nb_quant_block_elems(f); b++) {
-            const uint8_t *g = grp + (size_t)b * NB_PACK * bb;
-            uint8_t *blk = dst + (size_t)b * bb;
-            memcpy(blk, g + lane * sb, sb);
-            memcpy(blk + sb, g + NB_PACK * sb + lane * (bb - sb), bb - sb);
-        }
+        for (int b = 0; b < w->cols / nb_quant_block_elems(f); b++)
+            pack_block(w, (uint8_t *)grp, b, lane, dst + (size_t)b * bb, 0);
         return;
     }
     size_t es = w->type == NB_W_BF16 ? 2 : 4;

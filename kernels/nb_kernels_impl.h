@@ -127,6 +127,8 @@ typedef struct nb_kernel_table {
      * Q8_0 kernel (NULL: the AVX2 one). */
     nb_kq_expanded_fn kquant_expanded;
     void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+    /* The Q4_1 kernel of 8 PACK8 rows (NULL: nb_avx2_q4_1_gemv8). */
+    void (*q4_1_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
     /* The quantized prefill GEMM (NULL: the kernels above, one activation row at a time). */
     const nb_kq_gemm_ops *kq_gemm;
     /* The inner loops of nb_avx2.c's attention (NULL: its AVX2 ones): the scores of 4 query
@@ -168,6 +170,10 @@ void nb_avx512_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, i
 nb_code nb_avx512_wmat_finish(nb_wmat *w, nb_err *err);
 void nb_amx_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1);
+/* The AMX table's linear where the CPU also has AMX-INT8 (nb_amx.c): Q4_1 prefill (n >= 16) on
+ * the int8 tiles, the same bits as the reference; everything else nb_amx_linear_bf16's. */
+void nb_amx_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
+                        int j1);
 
 /* Frees the weight slab kept for reuse once every matrix is gone. */
 void nb_wmat_release_slabs(void);
@@ -199,6 +205,10 @@ void nb_avx2_kquant_mins8(const nb_q8_act *x, const float *mins0, int K, float m
  * (nb_avx512_kquant.c): two rows per zmm, vpdpbusd for the four-weight lane sums. */
 void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                      float out[8]);
+/* Q4_1's kernel of 8 PACK8 rows (rows in the lanes, nb_avx2.c), and the same function bit for
+ * bit on AVX-512 VNNI (nb_avx512_kquant.c: vpdpbusd for maddubs + madd). */
+void nb_avx2_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 /* The AVX2 Q8_0 kernel of 8 PACK8 rows, bit for bit, on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx512_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 

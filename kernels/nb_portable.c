@@ -42,9 +42,10 @@ static float dot_f32(const float *x, const float *w, int k)
  * reproduces it bit for bit). Each activation row is quantized per 32-block
  * as llama.cpp's q8_1: d = amax/127, q = rint(x / d) in [-127, 127] (as
  * x * (1/d), clamped, so NaN and inf stay bounded), s = d * sum(q). A weight
- * block then meets it in exact integer arithmetic: lane l (weights 4l..4l+3)
- * of acc gains float(sum w_q x_q) * (d_w d), Q4_1's offset adds m_w s to a
- * separate sum, and the output is tree(acc) + that sum. */
+ * block then meets it in exact integer arithmetic: for Q8_0, lane l (weights
+ * 4l..4l+3) of acc gains float(sum w_q x_q) * (d_w d) and the output is
+ * tree(acc); for Q4_1 the block's whole integer dot goes into one sum
+ * (dot_q4_1), its offset m_w s into another, and the output is their sum. */
 
 void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s)
 {
@@ -82,34 +83,44 @@ static void put_out(void *Y, int f32out, size_t idx, float s)
         ((nb_bf16 *)Y)[idx] = nb_f32_to_bf16(s);
 }
 
-static float dot_q8(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xs,
-                    const uint8_t *row)
+/* Q8_0: lane l of acc gains float(sum of the lane's 4 products) * (d_w d); tree(acc) + 0 (the
+ * + 0, once Q4_1's zero offset sum, turns a -0 row into +0; the SIMD kernels do the same). */
+static float dot_q8_0(const nb_wmat *W, const int8_t *xq, const float *xd, const uint8_t *row)
 {
-    float acc[8] = {0}, mt = 0.0f;
-    int q41 = W->type == NB_W_Q4_1;
-    size_t bb = q41 ? NB_QUANT_Q4_1_BYTES : NB_QUANT_Q8_0_BYTES;
+    float acc[8] = {0};
     for (int b = 0; b < W->cols / NB_QUANT_QK; b++) {
-        const uint8_t *blk = row + (size_t)b * bb;
+        const uint8_t *blk = row + (size_t)b * NB_QUANT_Q8_0_BYTES;
         const int8_t *xb = xq + b * NB_QUANT_QK;
-        float dd = nb_quant_f16_at(blk + (q41 ? NB_QUANT_Q4_1_D : NB_QUANT_Q8_0_D)) * xd[b];
-        int w[NB_QUANT_QK];
-        if (q41) {
-            nb_quant_nibbles(blk + NB_QUANT_Q4_1_QS, w);
-        } else {
-            for (int t = 0; t < NB_QUANT_QK; t++)
-                w[t] = (int8_t)blk[NB_QUANT_Q8_0_QS + t];
-        }
+        float dd = nb_quant_f16_at(blk + NB_QUANT_Q8_0_D) * xd[b];
         for (int l = 0; l < 8; l++) {
             int is = 0;
             for (int t = 4 * l; t < 4 * l + 4; t++)
-                is += w[t] * xb[t];
+                is += (int8_t)blk[NB_QUANT_Q8_0_QS + t] * xb[t];
             acc[l] += (float)is * dd;
         }
-        if (q41)
-            mt += nb_quant_f16_at(blk + NB_QUANT_Q4_1_M) * xs[b];
     }
     return (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
-           mt;
+           0.0f;
+}
+
+/* Q4_1: the whole block's integer dot, acc += float(isum) * (d_w d) and mt += m_w s in block
+ * order, acc + mt. One float step per block and row (not per 4 weights): the SIMD kernels keep 8
+ * rows in the lanes of one register and pay the float work once per 8 rows. */
+static float dot_q4_1(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xs,
+                      const uint8_t *row)
+{
+    float acc = 0.0f, mt = 0.0f;
+    for (int b = 0; b < W->cols / NB_QUANT_QK; b++) {
+        const uint8_t *blk = row + (size_t)b * NB_QUANT_Q4_1_BYTES;
+        const int8_t *xb = xq + b * NB_QUANT_QK;
+        int w[NB_QUANT_QK], is = 0;
+        nb_quant_nibbles(blk + NB_QUANT_Q4_1_QS, w);
+        for (int t = 0; t < NB_QUANT_QK; t++)
+            is += w[t] * xb[t];
+        acc += (float)is * (nb_quant_f16_at(blk + NB_QUANT_Q4_1_D) * xd[b]);
+        mt += nb_quant_f16_at(blk + NB_QUANT_Q4_1_M) * xs[b];
+    }
+    return acc + mt;
 }
 
 static void portable_linear_q8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
@@ -129,8 +140,11 @@ static void portable_linear_q8(const nb_wmat *W, const nb_bf16 *X, int n, void *
         const uint8_t *row = nb_wmat_row(W, j, W->layout == NB_LAYOUT_ROWS ? NULL : tmp);
         for (int i = 0; i < n; i++) {
             float s;
-            if (W->type == NB_W_Q4_1 || W->type == NB_W_Q8_0) {
-                s = dot_q8(W, xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb, row);
+            if (W->type == NB_W_Q4_1) {
+                s = dot_q4_1(W, xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb,
+                             row);
+            } else if (W->type == NB_W_Q8_0) {
+                s = dot_q8_0(W, xq + (size_t)i * K, xd + (size_t)i * nb, row);
             } else {
                 nb_q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb};
                 s = nb_kquant_dot_ref(W->type, row, K, &a);

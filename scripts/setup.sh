@@ -22,4 +22,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The air backend's test adapter (tests/fixtures/llms/smollm2_numpy) runs SmolLM2 in numpy
+# with weights read by the gguf package, in the python3 the tests start.
+if ! python3 -c 'import numpy, gguf' 2>/dev/null; then
+  echo "setup: pip installing numpy and gguf for python3"
+  python3 -m pip install --quiet numpy gguf 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages numpy gguf
+fi
+
 scripts/fetch_model.sh

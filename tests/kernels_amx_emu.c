@@ -12,8 +12,8 @@
  * each step the exact product (bf16 x bf16 fits fp32) added with one
  * round-to-nearest-even, denormal bf16 inputs read as zero and denormal
  * fp32 results flushed to zero (the SDM's DAZ/FTZ note: MXCSR is neither
- * read nor written). Tile instructions without a configuration fault, as
- * they would (#UD): abort. */
+ * read nor written). TDPBSUD (Q4_1 prefill) likewise, in int32. Tile
+ * instructions without a configuration fault, as they would (#UD): abort. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -101,7 +101,9 @@ static float emu_bf16(const uint8_t *row, int idx)
     return emu_flush(nb_bf16_to_f32(h));
 }
 
-static void emu_tile_dpbf16ps(int c, int a, int b)
+/* The shapes a tile dot product needs (the SDM's #UD checks): C rows = A rows, C and B as wide,
+ * A's 4-byte groups = B's rows, three distinct tiles. */
+static void emu_dot_shapes(int c, int a, int b)
 {
     emu_tile_used(c);
     emu_tile_used(a);
@@ -109,6 +111,11 @@ static void emu_tile_dpbf16ps(int c, int a, int b)
     emu_check(emu_t.rows[c] == emu_t.rows[a] && emu_t.colsb[c] == emu_t.colsb[b] &&
               emu_t.colsb[a] / 4 == emu_t.rows[b] && emu_t.colsb[a] % 4 == 0 &&
               emu_t.colsb[c] % 4 == 0 && c != a && c != b && a != b);
+}
+
+static void emu_tile_dpbf16ps(int c, int a, int b)
+{
+    emu_dot_shapes(c, a, b);
     for (int m = 0; m < emu_t.rows[c]; m++) {
         float tmp[EMU_COLSB / 4];
         memcpy(tmp, emu_t.data[c][m], sizeof tmp);
@@ -124,12 +131,33 @@ static void emu_tile_dpbf16ps(int c, int a, int b)
     }
 }
 
+/* TDPBSUD: the same shape checks; per row m, column n, k-group k, C[m][n] (int32) += the sum of
+ * the 4 products of signed bytes A[m][4k+e] and unsigned bytes B[k][4n+e], wrapping. */
+static void emu_tile_dpbsud(int c, int a, int b)
+{
+    emu_dot_shapes(c, a, b);
+    for (int m = 0; m < emu_t.rows[c]; m++) {
+        int32_t tmp[EMU_COLSB / 4];
+        memcpy(tmp, emu_t.data[c][m], sizeof tmp);
+        for (int k = 0; k < emu_t.colsb[a] / 4; k++)
+            for (int n = 0; n < emu_t.colsb[c] / 4; n++) {
+                int32_t s = 0;
+                for (int e = 0; e < 4; e++)
+                    s += (int8_t)emu_t.data[a][m][4 * k + e] * emu_t.data[b][k][4 * n + e];
+                tmp[n] = (int32_t)((uint32_t)tmp[n] + (uint32_t)s);
+            }
+        memset(emu_t.data[c][m], 0, EMU_COLSB);
+        memcpy(emu_t.data[c][m], tmp, emu_t.colsb[c]);
+    }
+}
+
 #define _tile_loadconfig emu_tile_loadconfig
 #define _tile_release emu_tile_release
 #define _tile_loadd emu_tile_loadd
 #define _tile_stored emu_tile_stored
 #define _tile_zero emu_tile_zero
 #define _tile_dpbf16ps emu_tile_dpbf16ps
+#define _tile_dpbsud emu_tile_dpbsud
 
 #define NB_AMX_EMULATE 1
 #include "nb_amx.c"

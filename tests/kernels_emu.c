@@ -304,5 +304,30 @@ static inline emu_m512 emu_castsi512_ps(emu_m512i a)
 #undef _mm512_castsi512_ps
 #define _mm512_castsi512_ps emu_castsi512_ps
 
+/* ---- and the 256-bit VPDPBUSD of Q4_1's decode kernel (AVX512VL + VNNI): per 32-bit lane,
+ * acc + the sum of its 4 products of an unsigned byte of a and a signed byte of b, no
+ * saturation (wrapping, which no kernel reaches) ---- */
+
+static inline __m256i emu_dpbusd256(__m256i acc, __m256i a, __m256i b)
+{
+    uint8_t ua[32];
+    int8_t sb[32];
+    int32_t r[8];
+    memcpy(ua, &a, 32);
+    memcpy(sb, &b, 32);
+    memcpy(r, &acc, 32);
+    for (int j = 0; j < 8; j++) {
+        int64_t s = r[j];
+        for (int k = 0; k < 4; k++)
+            s += (int32_t)ua[4 * j + k] * sb[4 * j + k];
+        r[j] = (int32_t)(uint32_t)s;
+    }
+    memcpy(&acc, r, 32);
+    return acc;
+}
+
+#undef _mm256_dpbusd_epi32
+#define _mm256_dpbusd_epi32 emu_dpbusd256
+
 #define NB_AVX512_KQ_EMULATE 1
 #include "nb_avx512_kquant.c"

@@ -61,11 +61,11 @@ static void test_names_and_lookup(void **state)
     (void)state;
     char buf[128];
     nb_backend_names(0, 0, NULL, buf, sizeof buf);
-    assert_string_equal(buf, "cpu, xrt or exec");
+    assert_string_equal(buf, "cpu, xrt, exec or air");
     nb_backend_names(NB_BACKEND_DEVICE, 0, ":N", buf, sizeof buf);
     assert_string_equal(buf, "cpu:N or xrt:N");
     nb_backend_names(0, NB_BACKEND_WHOLE_JOB, NULL, buf, sizeof buf);
-    assert_string_equal(buf, "cpu or xrt");
+    assert_string_equal(buf, "cpu, xrt or air");
     nb_backend_names(NB_BACKEND_STEPS, 0, NULL, buf, 2); /* truncated, still terminated */
     assert_string_equal(buf, "c");
 
@@ -75,10 +75,10 @@ static void test_names_and_lookup(void **state)
     assert_ptr_equal(ops, nb_backend_find("xrt"));
     assert_int_equal(nb_backend_lookup("gpu", 0, 0, "deployments[0].", &ops, &err), NB_EINVAL);
     assert_null(ops);
-    assert_string_equal(err.msg, "deployments[0].backend 'gpu': expected cpu, xrt or exec");
+    assert_string_equal(err.msg, "deployments[0].backend 'gpu': expected cpu, xrt, exec or air");
     assert_int_equal(nb_backend_lookup("exec", 0, NB_BACKEND_WHOLE_JOB, NULL, &ops, &err),
                      NB_EINVAL);
-    assert_string_equal(err.msg, "backend 'exec': expected cpu or xrt");
+    assert_string_equal(err.msg, "backend 'exec': expected cpu, xrt or air");
 }
 
 /* exec runs whole jobs: nb_deploy_open refuses it as it refuses an unknown name; xrt without
@@ -94,10 +94,10 @@ static void test_open_refusals(void **state)
     snprintf(s.backend, sizeof s.backend, "exec");
     assert_int_equal(nb_deploy_open(&s, &d, &err), NB_EINVAL);
     assert_null(d);
-    assert_string_equal(err.msg, "backend 'exec': expected cpu or xrt");
+    assert_string_equal(err.msg, "backend 'exec': expected cpu, xrt or air");
     snprintf(s.backend, sizeof s.backend, "gpu");
     assert_int_equal(nb_deploy_open(&s, &d, &err), NB_EINVAL);
-    assert_string_equal(err.msg, "backend 'gpu': expected cpu or xrt");
+    assert_string_equal(err.msg, "backend 'gpu': expected cpu, xrt or air");
     unsetenv("XILINX_XRT");
     snprintf(s.backend, sizeof s.backend, "xrt");
     snprintf(s.model, sizeof s.model, "/nonexistent/model.gguf");

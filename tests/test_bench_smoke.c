@@ -127,6 +127,21 @@ static void test_bench_rpc(void **s)
     free(out);
 }
 
+/* the air pipe: 20 round trips to the echo adapter with a small vocabulary; the share line */
+static void test_bench_air_pipe(void **s)
+{
+    (void)s;
+    tu_result py = tu_run("python3 -c 'import numpy'");
+    int ok = py.code == 0;
+    free(py.out);
+    tu_require(ok, "python3 with numpy (scripts/setup.sh installs it)");
+    free(bench("bench_air_pipe", "--calls 20 --vocab 1000", 0,
+               "bench_air_pipe: 20 decode_step calls, 1000 float32 logits (3.9 KiB) per answer\n"
+               "pipe overhead mean \nshare of a 15.91 ms decode step (llama32_1b_q4nx, 62.86 "
+               "tok/s): "));
+    free(bench("bench_air_pipe", "--calls 0", 2, "usage: bench_air_pipe"));
+}
+
 /* the protocol part and the real-worker part (the default model, 2 prompts x 1 token) */
 static void test_bench_sched(void **s)
 {
@@ -292,6 +307,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_engine), cmocka_unit_test(test_bench_history),
         cmocka_unit_test(test_bench_kernels), cmocka_unit_test(test_bench_rpc),
+        cmocka_unit_test(test_bench_air_pipe),
         cmocka_unit_test(test_bench_sched), cmocka_unit_test(test_bench_localize),
         cmocka_unit_test(test_bench_tokenizer), cmocka_unit_test(test_bench_options),
         cmocka_unit_test(test_run_all),

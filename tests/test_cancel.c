@@ -14,8 +14,10 @@
 
 #include "nb_bench.h"
 #include "nb_diagnosis.h"
+#include "nb_diagnosis_run.h"
 #include "nb_time.h"
 #include "nb_verify.h"
+#include "nb_verify_run.h"
 #include "testutil.h"
 
 static nb_deploy *dep;

@@ -16,6 +16,7 @@
 #include "nb_trace.h"
 #include "nb_localize.h"
 #include "nb_verify.h"
+#include "nb_verify_run.h"
 
 #define GEMMA_FILE "models/gemma-3-270m-q4_k_m.gguf"
 #define GEMMA_PROMPTS "verify/prompts/gemma3.txt"

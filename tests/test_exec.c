@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nb_benchpb.h"
 #include "nb_exec.h"
 #include "nb_exec_report.h"
 #include "nb_exec_out.h"
@@ -31,6 +32,7 @@
 #include "nb_verify.h"
 #include "nb_bench.h"
 #include "nb_diagnosis.h"
+#include "nb_verifypb.h"
 #include "testutil.h"
 
 static char fixture[1024];
@@ -441,7 +443,7 @@ static void test_air_pass(void **state)
         assert_int_equal(res->metrics->context_len, 2048);
         assert_int_equal(res->metrics->generated_tokens, 20);
         nb_run_result rr;
-        assert_int_equal(nb_jobpb_run_from_pb(res->metrics, &rr, &err), NB_OK);
+        assert_int_equal(nb_benchpb_run_from_pb(res->metrics, &rr, &err), NB_OK);
         nb_run_result_free(&rr);
         nb_jobpb_free(res);
         /* profile */
@@ -450,7 +452,7 @@ static void test_air_pass(void **state)
         assert_true(res->metrics->ttft_ms == F->prof_ttft);
         assert_true(res->metrics->tps == F->prof_tps);
         nb_profile_result pr;
-        assert_int_equal(nb_jobpb_profile_from_pb(res, &pr, &err), NB_OK);
+        assert_int_equal(nb_benchpb_profile_from_pb(res, &pr, &err), NB_OK);
         nb_profile_result_free(&pr);
         nb_jobpb_free(res);
         /* verify: 2 prompts, the report's records as gates + the verify summary */
@@ -474,7 +476,7 @@ static void test_air_pass(void **state)
         assert_int_equal(res->gates[1]->reference_top[0]->token, 220);
         assert_string_equal(res->gates[1]->prompt, "The capital of France is");
         nb_verify_result vr;
-        assert_int_equal(nb_jobpb_verify_from_pb(res, &vr, &err), NB_OK); /* the CLI's read */
+        assert_int_equal(nb_verifypb_verify_from_pb(res, &vr, &err), NB_OK); /* the CLI's read */
         assert_int_equal(vr.n, 2);
         assert_int_equal(vr.status, NB_GATE_PASS);
         nb_verify_result_free(&vr);
@@ -497,7 +499,7 @@ static void test_air_pass(void **state)
         assert_true(res->cosines[F->n_layers - 1]->post_norm);
         assert_string_equal(res->diagnosis->prompt, "The capital of France is");
         nb_diagnosis_result dr;
-        assert_int_equal(nb_jobpb_diagnosis_from_pb(res, &dr, &err), NB_OK);
+        assert_int_equal(nb_verifypb_diagnosis_from_pb(res, &dr, &err), NB_OK);
         nb_diagnosis_result_free(&dr);
         nb_jobpb_free(res);
     }
@@ -821,7 +823,7 @@ static void test_deployments_file(void **state)
     expect_file_error("{\"deployments\": []}", "0 deployments");
     expect_file_error("[{\"backend\": \"cpu\"}]", "deployments[0].model: required");
     expect_file_error("[{\"model\": \"m\", \"backend\": \"gpu\"}]",
-                      "deployments[0].backend 'gpu': expected cpu, xrt or exec");
+                      "deployments[0].backend 'gpu': expected cpu, xrt, exec or air");
     expect_file_error("[{\"model\": \"m\", \"dtype\": \"fp8\"}]", "deployments[0].dtype");
     expect_file_error("[{\"model\": \"m\", \"backend\": \"exec\"}]", "deployments[0].exec: required");
     expect_file_error("[{\"model\": \"m\", \"exec\": {\"run\": \"x\"}}]", "only for backend");
@@ -875,7 +877,7 @@ static void test_deploy_specs(void **state)
     expect_spec_error("a:b:c:d", "--deploy 1: more than 3 fields, expected "
                                  "MODEL[:DTYPE[:BACKEND]]");
     expect_spec_error("m:q9", "--deploy 1: dtype: dtype 'q9': expected bf16, f32, q4_1 or native");
-    expect_spec_error("m::gpu", "--deploy 1: backend 'gpu': expected cpu, xrt or exec");
+    expect_spec_error("m::gpu", "--deploy 1: backend 'gpu': expected cpu, xrt, exec or air");
     expect_spec_error("m::exec", "--deploy 1: exec: required for backend \"exec\" (only a "
                                  "deployments file can give its commands)");
     expect_spec_error("m:bf16bf16bf16bf16", "--deploy 1: DTYPE is 16 bytes, the limit is 15");

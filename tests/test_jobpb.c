@@ -13,9 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_benchpb.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_report.h"
+#include "nb_runenv.h"
+#include "nb_verifypb.h"
 #include "nb_wire.h"
 #include "nb_version.h"
 
@@ -136,7 +139,7 @@ static void test_verify_round_trip(void **state)
     Npubench__JobResult *res = nb_jobpb_result_new();
     assert_non_null(res);
     nb_err err;
-    assert_int_equal(nb_jobpb_verify_to_pb(&r, res, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_to_pb(&r, res, &err), NB_OK);
     assert_int_equal(res->outcome, NPUBENCH__OUTCOME__FAIL);
     assert_int_equal(res->n_gates, 3);
     /* the proto carries the chosen tokens of every step and k top entries */
@@ -149,7 +152,7 @@ static void test_verify_round_trip(void **state)
 
     Npubench__JobResult *back = wire_trip(res);
     nb_verify_result r2;
-    assert_int_equal(nb_jobpb_verify_from_pb(back, &r2, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_from_pb(back, &r2, &err), NB_OK);
     assert_int_equal(r2.n, 3);
     assert_int_equal(r2.n_pass, r.n_pass);
     assert_int_equal(r2.n_fail, r.n_fail);
@@ -187,7 +190,7 @@ static void test_verify_round_trip(void **state)
     free(j2);
     /* and a result rebuilt from the message round-trips again to the same message */
     Npubench__JobResult *res2 = nb_jobpb_result_new();
-    assert_int_equal(nb_jobpb_verify_to_pb(&r2, res2, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_to_pb(&r2, res2, &err), NB_OK);
     uint8_t *p1, *p2;
     size_t l1, l2;
     assert_int_equal(nb_wire_pack(res, &p1, &l1, &err), NB_OK);
@@ -214,13 +217,13 @@ static void test_verify_shard_merge(void **state)
     make_verify(&b, 2, 2, 5, 5, div + 2, 0);
     nb_err err;
     Npubench__JobResult *ra = nb_jobpb_result_new(), *rb = nb_jobpb_result_new();
-    assert_int_equal(nb_jobpb_verify_to_pb(&a, ra, &err), NB_OK);
-    assert_int_equal(nb_jobpb_verify_to_pb(&b, rb, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_to_pb(&a, ra, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_to_pb(&b, rb, &err), NB_OK);
     Npubench__JobResult *ua = wire_trip(ra), *ub = wire_trip(rb);
     nb_verify_result m, mb;
     /* arrive out of order */
-    assert_int_equal(nb_jobpb_verify_from_pb(ub, &m, &err), NB_OK);
-    assert_int_equal(nb_jobpb_verify_from_pb(ua, &mb, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_from_pb(ub, &m, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_from_pb(ua, &mb, &err), NB_OK);
     assert_int_equal(nb_verify_merge(&m, &mb, &err), NB_OK);
     m.wall_ms = whole.wall_ms;
     assert_int_equal(m.status, whole.status);
@@ -244,7 +247,7 @@ static void expect_from_pb_error(Npubench__JobResult *res, const char *needle)
     nb_verify_result r;
     nb_err err;
     nb_err_clear(&err);
-    assert_int_equal(nb_jobpb_verify_from_pb(res, &r, &err), NB_EINVAL);
+    assert_int_equal(nb_verifypb_verify_from_pb(res, &r, &err), NB_EINVAL);
     if (!strstr(err.msg, needle))
         fail_msg("expected '%s' in: %s", needle, err.msg);
 }
@@ -257,7 +260,7 @@ static void test_verify_hostile(void **state)
     make_verify(&r, 0, 1, 4, 5, div, 0);
     Npubench__JobResult *res = nb_jobpb_result_new();
     nb_err err;
-    assert_int_equal(nb_jobpb_verify_to_pb(&r, res, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_to_pb(&r, res, &err), NB_OK);
     Npubench__GateRecord *g = res->gates[0];
 
     g->steps = 9; /* more steps than tokens carried */
@@ -293,7 +296,7 @@ static void test_verify_hostile(void **state)
     free(big);
     /* still fine after restoring */
     nb_verify_result ok;
-    assert_int_equal(nb_jobpb_verify_from_pb(res, &ok, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_from_pb(res, &ok, &err), NB_OK);
     nb_verify_result_free(&ok);
     /* no summary: not a verify result */
     Npubench__VerifySummary *vs = res->verify;
@@ -341,12 +344,12 @@ static void test_run_round_trip(void **state)
     make_run(&r, 3);
     nb_err err;
     Npubench__JobResult *res = nb_jobpb_result_new();
-    assert_int_equal(nb_jobpb_run_to_pb(&r, 1, &res->metrics, &err), NB_OK);
+    assert_int_equal(nb_benchpb_run_to_pb(&r, 1, &res->metrics, &err), NB_OK);
     assert_int_equal(res->metrics->n_samples, 3); /* every sample, not only the mean */
     assert_int_equal(res->metrics->warmup, 1);
     Npubench__JobResult *back = wire_trip(res);
     nb_run_result r2;
-    assert_int_equal(nb_jobpb_run_from_pb(back->metrics, &r2, &err), NB_OK);
+    assert_int_equal(nb_benchpb_run_from_pb(back->metrics, &r2, &err), NB_OK);
     assert_int_equal(r2.n, 3);
     assert_memory_equal(r.samples, r2.samples, sizeof *r.samples * 3);
     assert_memory_equal(&r.ttft_ms, &r2.ttft_ms, sizeof r.ttft_ms);
@@ -359,7 +362,7 @@ static void test_run_round_trip(void **state)
     nb_run_result r3;
     size_t n = back->metrics->n_samples;
     back->metrics->n_samples = 0;
-    assert_int_equal(nb_jobpb_run_from_pb(back->metrics, &r3, &err), NB_EINVAL);
+    assert_int_equal(nb_benchpb_run_from_pb(back->metrics, &r3, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "Metrics.samples"));
     back->metrics->n_samples = n;
     nb_run_result_free(&r);
@@ -385,7 +388,7 @@ static void test_profile_round_trip(void **state)
     p.lm_head_ms = 2.0;
     nb_err err;
     Npubench__JobResult *res = nb_jobpb_result_new();
-    assert_int_equal(nb_jobpb_profile_to_pb(&p, 1, res, &err), NB_OK);
+    assert_int_equal(nb_benchpb_profile_to_pb(&p, 1, res, &err), NB_OK);
     assert_int_equal(res->n_phases, 4);
     assert_int_equal(res->n_kernels, 2);
     assert_string_equal(res->phases[2]->name, "decode");
@@ -393,7 +396,7 @@ static void test_profile_round_trip(void **state)
     assert_string_equal(res->kernels[0]->device, "cpu");
     Npubench__JobResult *back = wire_trip(res);
     nb_profile_result q;
-    assert_int_equal(nb_jobpb_profile_from_pb(back, &q, &err), NB_OK);
+    assert_int_equal(nb_benchpb_profile_from_pb(back, &q, &err), NB_OK);
     assert_true(q.setup_ms == p.setup_ms && q.lm_head_ms == p.lm_head_ms);
     assert_int_equal(q.prompt_tokens, 17);
     assert_int_equal(q.n_tokens, 4);
@@ -405,7 +408,7 @@ static void test_profile_round_trip(void **state)
     /* a kernel name no cpu op has */
     char *old = back->kernels[0]->name;
     back->kernels[0]->name = (char *)"warp_shuffle";
-    assert_int_equal(nb_jobpb_profile_from_pb(back, &q, &err), NB_EINVAL);
+    assert_int_equal(nb_benchpb_profile_from_pb(back, &q, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "kernels[0].name 'warp_shuffle'"));
     back->kernels[0]->name = old;
     nb_profile_result_free(&p);
@@ -435,13 +438,13 @@ static void test_diagnosis_round_trip(void **state)
     snprintf(d.trace_path, sizeof d.trace_path, "verify/references/x-diag-y.json");
     nb_err err;
     Npubench__JobResult *res = nb_jobpb_result_new();
-    assert_int_equal(nb_jobpb_diagnosis_to_pb(&d, res, &err), NB_OK);
+    assert_int_equal(nb_verifypb_diagnosis_to_pb(&d, res, &err), NB_OK);
     assert_int_equal(res->n_cosines, 3);
     assert_string_equal(res->cosines[1]->name, "L1");
     assert_true(res->cosines[2]->post_norm);
     Npubench__JobResult *back = wire_trip(res);
     nb_diagnosis_result e;
-    assert_int_equal(nb_jobpb_diagnosis_from_pb(back, &e, &err), NB_OK);
+    assert_int_equal(nb_verifypb_diagnosis_from_pb(back, &e, &err), NB_OK);
     nb_report_env env;
     test_env(&env);
     json_object *j1 = nb_report_diagnosis_json(&d, &env), *j2 = nb_report_diagnosis_json(&e, &env);
@@ -455,7 +458,7 @@ static void test_diagnosis_round_trip(void **state)
     nb_diagnosis_result_free(&e);
     Npubench__DiagnosisSummary *ds = back->diagnosis;
     back->diagnosis = NULL;
-    assert_int_equal(nb_jobpb_diagnosis_from_pb(back, &e, &err), NB_EINVAL);
+    assert_int_equal(nb_verifypb_diagnosis_from_pb(back, &e, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "JobResult.diagnosis"));
     back->diagnosis = ds;
     nb_diagnosis_result_free(&d);
@@ -470,7 +473,7 @@ static void test_environment(void **state)
     (void)state;
     Npubench__Environment *e;
     nb_err err;
-    assert_int_equal(nb_jobpb_env_new(NULL, "lab-7", "strix", &e, &err), NB_OK);
+    assert_int_equal(nb_runenv_pb_new(NULL, "lab-7", "strix", &e, &err), NB_OK);
     assert_string_equal(e->board, "lab-7");
     assert_string_equal(e->board_type, "strix");
     assert_string_equal(e->npubench_version, NB_VERSION);
@@ -481,13 +484,13 @@ static void test_environment(void **state)
     res->environment = e;
     Npubench__JobResult *back = wire_trip(res);
     nb_report_env env;
-    nb_jobpb_env_to_report(back->environment, &env);
+    nb_verifypb_env_to_report(back->environment, &env);
     assert_string_equal(env.board, "lab-7");
     assert_string_equal(env.isa, e->kernels_isa);
     nb_jobpb_free(res);
     nb_jobpb_free(back);
     char cpu[128];
-    nb_jobpb_cpu_model(cpu, sizeof cpu);
+    nb_runenv_cpu_model(cpu, sizeof cpu);
     assert_true(cpu[0] != '\0');
 }
 
@@ -566,6 +569,95 @@ static void test_validate_spec(void **state)
     assert_int_equal(nb_job_validate_spec(&s, &err), NB_OK);
 }
 
+/* The one matching rule: wildcards on either side, backend exact, dtype case-insensitive, the
+ * best deployment (first of equals); places by pin, board, board type and every tag. */
+static int csv_has(const void *user, const char *tag)
+{
+    const char *l = user;
+    size_t n = strlen(tag);
+    for (const char *p = l; (p = strstr(p, tag)); p += n)
+        if ((p == l || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
+}
+
+static void test_matching(void **state)
+{
+    (void)state;
+    const nb_job_dep deps[] = {
+        {"base", "cpu", "bf16", "b16"},
+        {"instruct", "cpu", "q4_1", "smol-q4"},
+        {"models/SmolLM2-135M-Instruct.Q4_1.gguf", "exec", "*", NULL},
+    };
+    nb_job_dep want = {"instruct", NULL, NULL, NULL};
+    int score;
+    assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 1); /* 3 (exact) beats 2 */
+    assert_int_equal(score, 3);
+    want = (nb_job_dep){"instruct", "cpu", "BF16", NULL};
+    assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 0); /* the same model, bf16 */
+    assert_int_equal(score, 2);
+    want = (nb_job_dep){"instruct", "CPU", NULL, NULL}; /* backend names are exact */
+    assert_int_equal(nb_job_dep_pick(&want, deps, 3, NULL), -1);
+    want = (nb_job_dep){"smol-q4", "*", "*", NULL}; /* a deployment's name */
+    assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 1);
+    want = (nb_job_dep){"SmolLM2-135M-Instruct", "exec", "native", NULL};
+    assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 2); /* "*" serves any dtype */
+    assert_int_equal(nb_job_dep_pick(&want, deps, 0, &score), -1);
+    assert_int_equal(score, 0);
+
+    const nb_job_host h = {"w1", "board-a", "npu4", csv_has, "lab,nightly"};
+    char why[128];
+    nb_job_place p = {NULL, NULL, NULL, NULL};
+    assert_true(nb_job_place_fits(&p, &h, why, sizeof why));
+    assert_string_equal(why, "");
+    p = (nb_job_place){"w2", NULL, NULL, NULL};
+    assert_false(nb_job_place_fits(&p, &h, why, sizeof why));
+    assert_string_equal(why, "pinned to worker 'w2'");
+    p = (nb_job_place){"w1", "board-b", NULL, NULL};
+    assert_false(nb_job_place_fits(&p, &h, why, sizeof why));
+    assert_string_equal(why, "needs board 'board-b'; worker 'w1' is on 'board-a'");
+    p = (nb_job_place){NULL, "board-a", "npu6", NULL};
+    assert_false(nb_job_place_fits(&p, &h, NULL, 0));
+    p = (nb_job_place){NULL, NULL, "npu4", " nightly , lab"};
+    assert_true(nb_job_place_fits(&p, &h, why, sizeof why));
+    p = (nb_job_place){NULL, NULL, NULL, "nightly,perf"};
+    assert_false(nb_job_place_fits(&p, &h, why, sizeof why));
+    assert_string_equal(why, "needs tag 'perf'; worker 'w1' is not tagged so");
+}
+
+/* Typed params: read once, unset as -1, the keys from nb_job.h. */
+static void test_params(void **state)
+{
+    (void)state;
+    Npubench__KeyValue kv[3], *pkv[3] = {&kv[0], &kv[1], &kv[2]};
+    for (int i = 0; i < 3; i++)
+        npubench__key_value__init(&kv[i]);
+    kv[0].key = NB_JOB_PARAM_THREADS, kv[0].value = "4";
+    kv[1].key = NB_JOB_PARAM_LOCALIZE, kv[1].value = "divergence";
+    kv[2].key = NB_JOB_PARAM_CHAT, kv[2].value = "0";
+    Npubench__JobSpec s;
+    npubench__job_spec__init(&s);
+    s.kind = NPUBENCH__JOB_KIND__VERIFY;
+    s.params = pkv;
+    s.n_params = 3;
+    nb_err err;
+    assert_int_equal(nb_job_validate_spec(&s, &err), NB_OK);
+    nb_job_params p;
+    nb_job_params_read(&s, &p);
+    assert_int_equal(p.threads, 4);
+    assert_int_equal(p.chat, 0);
+    assert_int_equal(p.max_seq, -1);
+    assert_int_equal(p.warmup, -1);
+    assert_int_equal(nb_job_param_or(p.warmup, 1), 1);
+    assert_int_equal(nb_job_param_or(p.threads, 8), 4);
+    assert_true(p.has_localize);
+    assert_int_equal(p.localize, NB_LOCALIZE_DIVERGENCE);
+    assert_null(p.reference);
+    kv[0].value = "1025"; /* the limit is nb_limits.h's */
+    assert_int_equal(nb_job_validate_spec(&s, &err), NB_EINVAL);
+    assert_string_equal(err.msg, "JobSpec.params threads '1025': must be an integer 0..1024");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -573,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_verify_hostile),     cmocka_unit_test(test_run_round_trip),
         cmocka_unit_test(test_profile_round_trip), cmocka_unit_test(test_diagnosis_round_trip),
         cmocka_unit_test(test_environment),        cmocka_unit_test(test_validate_spec),
+        cmocka_unit_test(test_matching),           cmocka_unit_test(test_params),
     };
     return tu_run_group(tests, NULL, NULL);
 }

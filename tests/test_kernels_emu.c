@@ -22,11 +22,14 @@ void nb_avx512_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *
 nb_code nb_avx512_emu_wmat_finish(nb_wmat *w, nb_err *err);
 void nb_amx_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                             int j0, int j1);
+void nb_amx_emu_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                            int j0, int j1);
 float nb_amx_emu_dot_pair(float c0, const nb_bf16 a[2], const nb_bf16 b[2]);
 /* nb_avx512_kquant.c over the emulated intrinsics (kernels_emu.c). */
 void nb_avx512_emu_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                          float out[8]);
 void nb_avx512_emu_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_emu_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 extern const nb_kq_gemm_ops nb_avx512_emu_kq_gemm;
 /* nb_avx512.c's attention loops over the emulated intrinsics. */
 void nb_avx512_emu_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
@@ -161,8 +164,8 @@ static void test_avx512_quantized_emulated(void **state)
 /* The AVX-512 VNNI kernels of the block-keeping types: the k-quant / Q5_0 per-row prefill kernel
  * and the prefill GEMM alone (against the AVX2 kernel, the portable dot and fp64), then behind
  * the public linear: a table with them swapped in, decode (n = 1, Q8_0's kernel) and prefill
- * sizes (the GEMM; and the per-row kernel on expanded groups, in a table without the GEMM), two
- * threads, against portable bit for bit. */
+ * sizes (the GEMM; and the per-row kernel on expanded groups, in a table without the GEMM; Q4_1's
+ * decode kernel at every n), two threads, against portable bit for bit. */
 static void test_avx512_kquant_emulated(void **state)
 {
     (void)state;
@@ -170,7 +173,7 @@ static void test_avx512_kquant_emulated(void **state)
     assert_int_equal(kt_check_kq_expanded("avx512vnni-emu", nb_avx512_emu_kquant_gemv8_expanded),
                      0);
     assert_int_equal(kt_check_kq_gemm("avx512vnni-emu", &nb_avx512_emu_kq_gemm), 0);
-    static const nb_wtype ts[] = {NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
     static const int ns[] = {1, 37, -37}; /* -37: 37 rows, the table without the GEMM */
     enum { ROWS = 40, COLS = 512, N = 37 };
     nb_err err = {0};
@@ -193,6 +196,7 @@ static void test_avx512_kquant_emulated(void **state)
             emu = *nb_kernels_active();
             emu.kquant_expanded = nb_avx512_emu_kquant_gemv8_expanded;
             emu.q8_0_gemv8 = nb_avx512_emu_q8_0_gemv8;
+            emu.q4_1_gemv8 = nb_avx512_emu_q4_1_gemv8;
             emu.kq_gemm = ns[i] < 0 ? NULL : &nb_avx512_emu_kq_gemm;
             nb_kernels_use_table(&emu);
             nb_linear_bf16_f32out(Wp, X, n, got);
@@ -271,6 +275,63 @@ static void test_amx_linear_emulated(void **state)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
             run("amx-bf16", nb_amx_emu_linear_bf16, 37, cols[c], ns[k]);
     run("amx-bf16", nb_amx_emu_linear_bf16, 200, 1536, 32);
+}
+
+/* Q4_1 prefill on the emulated int8 tiles (tdpbsud), behind the public linear (a table with
+ * the AMX-INT8 linear swapped in, the thread pool's 16-row chunks on 2 threads, and 1 thread):
+ * the reference's bits, f32 and bf16 outputs, for partial A tiles (17, 33, 37 rows), a partial
+ * column tile and a missing second group (rows 40, 200, 24), decode sizes handed over (n = 1, 15),
+ * and a bf16 matrix on the same table still on the bf16 tiles' results. */
+static void test_amx_int8_q4_1_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    static const int shapes[][3] = {/* rows, cols, n */
+                                    {40, 64, 16},  {40, 576, 17}, {200, 512, 33}, {24, 1536, 37},
+                                    {40, 64, 1},   {40, 576, 15}, {200, 576, 64}};
+    nb_err err = {0};
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (int t = 1; t <= 2; t++) {
+            int rows = shapes[k][0], cols = shapes[k][1], n = shapes[k][2];
+            assert_int_equal(nb_kernels_init(t, &err), NB_OK);
+            uint8_t *data = kt_rows(NB_W_Q4_1, rows, cols);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+            nb_wmat *W = kt_wmat_from(NB_W_Q4_1, rows, cols, data);
+            assert_non_null(W);
+            nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
+            kt_fill_bf16(X, (size_t)n * cols, 1.0f);
+            size_t out = (size_t)n * rows;
+            float *ref = malloc(out * 4), *got = malloc(out * 4);
+            nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
+            nb_linear_bf16_f32out(W, X, n, ref);
+            nb_linear_bf16(W, X, n, ref16);
+            assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+            nb_wmat *Wp = kt_wmat_from(NB_W_Q4_1, rows, cols, data);
+            assert_non_null(Wp);
+            assert_int_equal(Wp->layout, NB_LAYOUT_PACK8);
+            emu = *nb_kernels_active();
+            emu.linear_bf16 = nb_amx_emu_linear_int8;
+            nb_kernels_use_table(&emu);
+            memset(got, 0xff, out * 4);
+            memset(got16, 0xff, out * 2);
+            nb_linear_bf16_f32out(Wp, X, n, got);
+            nb_linear_bf16(Wp, X, n, got16);
+            nb_kernels_use_table(NULL);
+            if (memcmp(ref, got, out * 4) || memcmp(ref16, got16, out * 2))
+                fail_msg("q4_1 %dx%d n=%d, %d threads: the emulated int8 tiles differ from "
+                         "portable", rows, cols, n, t);
+            nb_wmat_free(W);
+            nb_wmat_free(Wp);
+            free(X);
+            free(ref);
+            free(got);
+            free(ref16);
+            free(got16);
+            free(data);
+        }
+    assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
 }
 
 /* Behind the public calls: the thread pool's row chunks on 2 threads, a
@@ -443,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_avx512_linear_emulated),
         cmocka_unit_test(test_avx512_quantized_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
+        cmocka_unit_test(test_amx_int8_q4_1_emulated),
         cmocka_unit_test(test_avx512_kquant_emulated),
         cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),

@@ -5,12 +5,16 @@
 #include <math.h>
 
 #include "nb_diagnosis.h"
+#include "nb_diagnosis_run.h"
 #include "nb_fault.h"
 #include "nb_generate.h"
 #include "nb_jobpb.h"
 #include "nb_localize.h"
+#include "nb_localize_run.h"
 #include "nb_trace.h"
 #include "nb_verify.h"
+#include "nb_verify_run.h"
+#include "nb_verifypb.h"
 
 /* The layer the mlp_layer fault corrupts here: one in the middle, so layers on both sides
  * of it are checked. */
@@ -316,9 +320,9 @@ static void test_localization_round_trips(void **s)
                           .n_tokens = 4};
     Npubench__JobResult *res = nb_jobpb_result_new();
     nb_err err = {0};
-    assert_int_equal(nb_jobpb_verify_to_pb(&r, res, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_to_pb(&r, res, &err), NB_OK);
     nb_verify_result back;
-    assert_int_equal(nb_jobpb_verify_from_pb(res, &back, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_from_pb(res, &back, &err), NB_OK);
     const nb_localization *b = &back.recs[0].loc;
     assert_true(b->present);
     assert_string_equal(b->verdict, "layer");
@@ -343,11 +347,11 @@ static void test_localization_round_trips(void **s)
     json_object_put(o);
 
     res->gates[0]->localization->kv = 7;
-    assert_int_equal(nb_jobpb_verify_from_pb(res, &back, &err), NB_EINVAL);
+    assert_int_equal(nb_verifypb_verify_from_pb(res, &back, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "localization"));
     res->gates[0]->localization->kv = 1;
     res->gates[0]->localization->first_layer = -5;
-    assert_int_equal(nb_jobpb_verify_from_pb(res, &back, &err), NB_EINVAL);
+    assert_int_equal(nb_verifypb_verify_from_pb(res, &back, &err), NB_EINVAL);
     nb_jobpb_free(res);
 }
 

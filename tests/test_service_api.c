@@ -24,7 +24,9 @@
 #include "nb_coord.h"
 #include "nb_jobpb.h"
 #include "nb_rpc.h"
+#include "nb_runenv.h"
 #include "nb_time.h"
+#include "nb_verifypb.h"
 #include "nb_wire.h"
 #include "testutil.h"
 
@@ -259,7 +261,7 @@ static Npubench__Environment *test_env(const char *board)
 {
     Npubench__Environment *env;
     nb_err err;
-    assert_int_equal(nb_jobpb_env_new(NULL, board, "cpu", &env, &err), NB_OK);
+    assert_int_equal(nb_runenv_pb_new(NULL, board, "cpu", &env, &err), NB_OK);
     env->model = nb_jobpb_strdup("SmolLM2-135M-Instruct");
     env->backend = nb_jobpb_strdup("cpu");
     env->dtype = nb_jobpb_strdup("bf16");
@@ -345,7 +347,7 @@ static Npubench__JobResult *verify_result(int64_t job, int first, int last, int 
     v.status = v.n_fail ? NB_GATE_FAIL : NB_GATE_PASS;
     Npubench__JobResult *r = nb_jobpb_result_new();
     nb_err err;
-    assert_int_equal(nb_jobpb_verify_to_pb(&v, r, &err), NB_OK);
+    assert_int_equal(nb_verifypb_verify_to_pb(&v, r, &err), NB_OK);
     nb_verify_result_free(&v);
     r->job_id = job;
     r->environment = test_env("b1");

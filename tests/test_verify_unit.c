@@ -12,6 +12,7 @@
 
 #include "nb_base64.h"
 #include "nb_diagnosis.h"
+#include "nb_diagnosis_run.h"
 #include "nb_sha256.h"
 #include "nb_trace.h"
 #include "nb_verify.h"

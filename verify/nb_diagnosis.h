@@ -1,11 +1,9 @@
-/* nb_diagnosis: per-layer cosine of our hidden states vs HF over prompt positions.
- * Informational only: it localises drift, it never fails a run. */
+/* nb_diagnosis: what a diagnosis records: per-layer cosine of our hidden states vs HF over
+ * prompt positions.  Informational only: it localises drift, it never fails a run. */
 #ifndef NB_DIAGNOSIS_H
 #define NB_DIAGNOSIS_H
 
-#include "nb_deploy.h"
 #include "nb_gate.h"
-#include "nb_generate.h"
 #include "nb_trace.h"
 
 typedef struct nb_cos_stats {
@@ -32,12 +30,6 @@ typedef struct nb_diagnosis_result {
     char trace_path[1024];
 } nb_diagnosis_result;
 
-/* prompt NULL: the trace's prompt (the default diagnosis prompt).
- * trace_path NULL: looked up by model digest + prompt digest.
- * cancel (may be NULL) is polled before the forward pass: NB_ECANCELED. */
-nb_code nb_diagnosis_run(nb_deploy *d, const char *prompt, const char *trace_path,
-                         const char *refdir, const nb_cancel *cancel, nb_diagnosis_result *out,
-                         nb_err *err);
 void nb_diagnosis_result_free(nb_diagnosis_result *r);
 
 #define NB_DIAGNOSIS_DEFAULT_PROMPT "The capital of France is"

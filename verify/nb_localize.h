@@ -6,7 +6,6 @@
 #include <json-c/json.h>
 #include <stdint.h>
 
-#include "nb_deploy.h"
 #include "nb_gate.h"
 #include "nb_trace.h"
 
@@ -68,14 +67,8 @@ typedef struct nb_localization {
     double ms;          /* time the localization took */
 } nb_localization;
 
-/* Localizes one record's divergence with the deployment that produced it: one cache-free
- * prefill of the prompt plus the agreed prefix, whose per-position logits are compared with
- * the decode steps' top-k logits (dev[1..divergence], k of them) and whose hidden states at the latest
- * reference position at or before the divergence are compared with ref's (ref may be NULL
- * or carry no states: the result says so). g must have a divergence. out is overwritten. */
-nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
-                        const nb_gate_step *dev, int k, const nb_gate_result *g,
-                        const nb_trace_prompt *ref, nb_localization *out, nb_err *err);
+/* A localization with nothing in it (present 0, every number unknown). */
+void nb_localize_init(nb_localization *out);
 
 /* From l->layers (and final_cos, NaN = not reported) sets first_layer, sub_block and
  * layers_status: the first state below NB_LOC_COS_THRESHOLD, attention before MLP in a layer

@@ -9,21 +9,8 @@
 
 #include "nb_file.h"
 #include "nb_json.h"
-#include "nb_kernels.h"
 #include "nb_time.h"
 #include "nb_version.h"
-
-void nb_report_env_from(const nb_deploy *d, const char *board, nb_report_env *env)
-{
-    memset(env, 0, sizeof *env);
-    snprintf(env->model, sizeof env->model, "%s", d->model_path);
-    snprintf(env->model_sha256, sizeof env->model_sha256, "%s", d->model_sha256);
-    snprintf(env->backend, sizeof env->backend, "%s", d->spec.backend);
-    snprintf(env->dtype, sizeof env->dtype, "%s", nb_dtype_name(d->spec.dtype));
-    snprintf(env->board, sizeof env->board, "%s", board ? board : "local");
-    env->threads = nb_kernels_threads();
-    snprintf(env->isa, sizeof env->isa, "%s", nb_isa_name(nb_kernels_isa()));
-}
 
 static json_object *ids_json(const nb_gate_step *s, int k)
 {

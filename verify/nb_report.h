@@ -6,7 +6,6 @@
 #include <json-c/json.h>
 #include <stdio.h>
 
-#include "nb_deploy.h"
 #include "nb_diagnosis.h"
 #include "nb_verify.h"
 
@@ -16,8 +15,6 @@ typedef struct nb_report_env {
     int threads;
     char isa[32];
 } nb_report_env;
-
-void nb_report_env_from(const nb_deploy *d, const char *board, nb_report_env *env);
 
 /* JSON documents (caller releases with json_object_put). */
 /* The opening every report shares: {"kind", "timestamp_utc": now}. */

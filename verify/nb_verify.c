@@ -1,5 +1,5 @@
-/* nb_verify: prompt set + trace + deployment -> per-prompt gate records.
- * Refuses to compare unless our tokenizer reproduces the reference's prompt ids exactly. */
+/* nb_verify: a verify's records and what the coordinator does with them (free, merge shards,
+ * summarise), the prompt sets' and references' places; the run is runner/nb_verify_run. */
 #include "nb_verify.h"
 
 #include <stdio.h>
@@ -7,18 +7,16 @@
 #include <string.h>
 
 #include "nb_file.h"
-#include "nb_generate.h"
-#include "nb_time.h"
-#include "nb_utf8.h"
+#include "nb_preset.h"
 
 const char *nb_verify_preset_set(const char *model)
 {
-    return nb_deploy_preset_prompts(model);
+    return nb_preset_prompts(model);
 }
 
 void nb_verify_default_prompts(const char *preset, char *buf, size_t cap)
 {
-    const char *set = nb_deploy_preset_prompts(preset);
+    const char *set = nb_preset_prompts(preset);
     snprintf(buf, cap, "verify/prompts/%s.txt", set);
     if (!nb_file_exists(buf))
         snprintf(buf, cap, "%s/verify/prompts/%s.txt", NB_SOURCE_DIR, set);
@@ -27,11 +25,9 @@ void nb_verify_default_prompts(const char *preset, char *buf, size_t cap)
 nb_code nb_verify_prompt_set_path(const char *root, const char *name, char *buf, size_t cap,
                                   nb_err *err)
 {
-    if (!nb_file_plain_name(name))
-        return nb_err_set(err, NB_EINVAL,
-                          "JobSpec.prompt_set: '%.64s' is not a prompt set name (letters, "
-                          "digits, '.', '_', '-'); a file's prompts travel as JobSpec.prompts",
-                          name);
+    nb_code rc = nb_job_prompt_set_check(name, err);
+    if (rc)
+        return rc;
     char dir[1024];
     if (root && *root) {
         snprintf(dir, sizeof dir, "%s", root);
@@ -45,50 +41,13 @@ nb_code nb_verify_prompt_set_path(const char *root, const char *name, char *buf,
     return NB_OK;
 }
 
-nb_code nb_verify_localize_parse(const char *s, const char *field, nb_localize_when *out,
-                                 nb_err *err)
-{
-    static const char *const names[] = {"fail", "divergence", "off"};
-    for (int i = 0; i < 3; i++)
-        if (s && !strcmp(s, names[i])) {
-            *out = (nb_localize_when)i;
-            return NB_OK;
-        }
-    return nb_err_set(err, NB_EINVAL, "%s '%.32s': expected fail, divergence or off", field,
-                      s ? s : "");
-}
-
 const char *nb_verify_default_refdir(void)
 {
     return nb_file_exists("verify/references") ? "verify/references"
                                                : NB_SOURCE_DIR "/verify/references";
 }
 
-static char *decode_ids(const nb_tokenizer *t, const int32_t *ids, size_t n)
-{
-    char *text = NULL;
-    size_t len = 0;
-    nb_err e;
-    if (nb_tokenizer_decode(t, ids, n, 0, &text, &len, &e) != NB_OK)
-        return strdup("<undecodable>");
-    char *clean = nb_utf8_sanitize(text, len);
-    free(text);
-    return clean;
-}
-
-static char *decode_steps(const nb_tokenizer *t, const nb_gate_step *s, int n)
-{
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-    if (!ids)
-        return NULL;
-    for (int i = 0; i < n; i++)
-        ids[i] = s[i].token;
-    char *r = decode_ids(t, ids, (size_t)n);
-    free(ids);
-    return r;
-}
-
-static void summarise(nb_verify_result *r)
+void nb_verify_summarise(nb_verify_result *r)
 {
     r->n_pass = r->n_fail = 0;
     for (int i = 0; i < r->n; i++) {
@@ -98,256 +57,6 @@ static void summarise(nb_verify_result *r)
             r->n_fail++;
     }
     r->status = r->n_fail ? NB_GATE_FAIL : NB_GATE_PASS;
-}
-
-static nb_code check_ids(const nb_trace_prompt *tp, const int32_t *ids, size_t n, int idx,
-                         nb_err *err)
-{
-    if ((int)n != tp->n_ids || memcmp(ids, tp->ids, n * sizeof *ids)) {
-        size_t at = 0;
-        while (at < n && (int)at < tp->n_ids && ids[at] == tp->ids[at])
-            at++;
-        return nb_err_set(err, NB_EMISMATCH,
-                          "prompt %d: our tokenizer gives %zu ids, the reference used %d (first "
-                          "difference at position %zu); both sides must decode from identical "
-                          "input — regenerate the trace with `make hf-reference` or fix the "
-                          "tokenizer",
-                          idx, n, tp->n_ids, at);
-    }
-    return NB_OK;
-}
-
-/* The localization of a record that asks for one; a localization that cannot be made says
- * why in its note and never costs the record its verdict. */
-static void localize_record(nb_deploy *d, const nb_trace_prompt *tp, const int32_t *ids,
-                            int n_ids, int k, nb_localize_when when, nb_verify_record *rec)
-{
-    const nb_gate_result *g = &rec->gate;
-    if (g->divergence < 0 || when == NB_LOCALIZE_OFF ||
-        (when == NB_LOCALIZE_FAIL && g->status == NB_GATE_PASS))
-        return;
-    nb_err e;
-    if (nb_localize_run(d, ids, n_ids, rec->dev, k, g, tp, &rec->loc, &e) == NB_OK)
-        return;
-    double ms = rec->loc.ms;
-    memset(&rec->loc, 0, sizeof rec->loc);
-    rec->loc.kv_first_bad = rec->loc.step = rec->loc.first_layer = -1;
-    rec->loc.present = 1;
-    rec->loc.ms = ms;
-    snprintf(rec->loc.note, sizeof rec->loc.note, "localization failed: %.200s", e.msg);
-    nb_localize_finish(&rec->loc, g);
-}
-
-static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, int n_tokens,
-                             int k, const nb_cancel *cancel, nb_localize_when when,
-                             nb_verify_record *rec, nb_err *err)
-{
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    nb_code rc = nb_tokenizer_encode(d->tok, tp->text, strlen(tp->text), 1, 1, &ids, &n_ids, err);
-    if (rc)
-        return nb_err_prefix(err, "prompt %d: ", idx);
-    if ((rc = check_ids(tp, ids, n_ids, idx, err))) {
-        free(ids);
-        return rc;
-    }
-    nb_gen g;
-    nb_gen_opts go = {.n_tokens = n_tokens, .k = k, .stop_eog = 0, .cancel = *cancel};
-    rc = nb_generate(d, ids, (int)n_ids, &go, &g, err);
-    if (rc) {
-        free(ids);
-        return nb_err_prefix(err, "prompt %d: ", idx);
-    }
-    rec->index = idx;
-    rec->prompt = strdup(tp->text);
-    rec->n_prompt_ids = (int)n_ids;
-    rec->n_steps = g.n_steps;
-    rec->dev = g.steps;
-    g.steps = NULL;
-    rec->ref = malloc(sizeof(nb_gate_step) * (size_t)n_tokens);
-    rec->prefill_ms = g.prefill_ms;
-    rec->decode_ms = g.decode_ms;
-    nb_gen_free(&g);
-    if (!rec->prompt || !rec->ref) {
-        free(ids);
-        return nb_err_set(err, NB_ENOMEM, "out of memory");
-    }
-    memcpy(rec->ref, tp->steps, sizeof(nb_gate_step) * (size_t)n_tokens);
-    nb_gate_check(rec->dev, rec->n_steps, rec->ref, n_tokens, k, &rec->gate);
-    localize_record(d, tp, ids, (int)n_ids, k, when, rec);
-    free(ids);
-    rec->agreed_text = decode_steps(d->tok, rec->dev, rec->gate.agreed);
-    rec->dev_text = decode_steps(d->tok, rec->dev, rec->n_steps);
-    rec->ref_text = decode_steps(d->tok, rec->ref, n_tokens);
-    if (rec->gate.divergence >= 0) {
-        rec->dev_token_text = decode_ids(d->tok, &rec->gate.dev_token, 1);
-        rec->ref_token_text = decode_ids(d->tok, &rec->gate.ref_token, 1);
-    } else {
-        rec->dev_token_text = strdup("");
-        rec->ref_token_text = strdup("");
-    }
-    if (!rec->agreed_text || !rec->dev_text || !rec->ref_text || !rec->dev_token_text ||
-        !rec->ref_token_text)
-        return nb_err_set(err, NB_ENOMEM, "out of memory");
-    return NB_OK;
-}
-
-/* What one run compares: steps per prompt, top-k, and the prompts [first, last). */
-typedef struct plan {
-    int n_tokens, k, first, last;
-} plan;
-
-/* Whether the trace's prompts are ps's, text for text: the same set in another file (its
- * comments and blank lines gone, as a job's prompts travel), whose digest differs. */
-static int same_texts(const nb_trace *tr, const nb_prompts *ps)
-{
-    if (tr->n_prompts != ps->n)
-        return 0;
-    for (int i = 0; i < ps->n; i++)
-        if (!tr->prompts[i].text || strcmp(tr->prompts[i].text, ps->items[i]))
-            return 0;
-    return 1;
-}
-
-/* The trace must be of this model and this very prompt set. */
-static nb_code check_trace(const nb_trace *tr, const nb_deploy *d, const nb_prompts *ps,
-                           const char *ppath, nb_err *err)
-{
-    if (strcmp(tr->model_sha256, d->model_sha256))
-        return nb_err_set(err, NB_EMISMATCH, "%s: made for model %.16s, deployment has %.16s",
-                          tr->path, tr->model_sha256, d->model_sha256);
-    if ((strcmp(tr->prompts_sha256, ps->sha256) && !same_texts(tr, ps)) ||
-        tr->n_prompts != ps->n)
-        return nb_err_set(err, NB_EMISMATCH,
-                          "%s: made for prompt set %.16s (%d prompts), %s is %.16s (%d prompts); "
-                          "regenerate with `make hf-reference`",
-                          tr->path, tr->prompts_sha256, tr->n_prompts, ppath, ps->sha256, ps->n);
-    return NB_OK;
-}
-
-/* The options against the trace: no more steps nor a wider top-k than it kept, a prompt
- * range within the set, each prompt of it the set's line with steps enough. */
-static nb_code make_plan(const nb_verify_opts *o, const nb_trace *tr, const nb_prompts *ps,
-                         const char *ppath, plan *p, nb_err *err)
-{
-    p->n_tokens = o->n_tokens ? o->n_tokens : tr->n_tokens;
-    p->k = o->k ? o->k : tr->k;
-    if (p->n_tokens < 1 || p->n_tokens > tr->n_tokens)
-        return nb_err_set(err, NB_EINVAL, "n_tokens %d: the reference has %d steps per prompt",
-                          p->n_tokens, tr->n_tokens);
-    if (p->k < 1 || p->k > tr->k)
-        return nb_err_set(err, NB_EINVAL, "k %d: the reference kept top-%d", p->k, tr->k);
-    int total = ps->n;
-    if (o->max_prompts < 0 || o->first < 0 || o->count < 0)
-        return nb_err_set(err, NB_EINVAL, "max_prompts/first/count must be >= 0");
-    if (o->max_prompts > 0 && o->max_prompts < total)
-        total = o->max_prompts;
-    p->first = o->first;
-    p->last = o->count ? o->first + o->count : total;
-    if (p->first >= total || p->last > total)
-        return nb_err_set(err, NB_EINVAL, "prompt range [%d, %d) outside the set's %d prompts",
-                          p->first, p->last, total);
-    for (int i = p->first; i < p->last; i++)
-        if (tr->prompts[i].n_steps < p->n_tokens || strcmp(tr->prompts[i].text, ps->items[i]))
-            return nb_err_set(err, NB_EMISMATCH, "%s: prompt %d differs from %s line or is short",
-                              tr->path, i, ppath);
-    return NB_OK;
-}
-
-/* The result's records and the provenance of what it compares against. */
-static nb_code start_result(nb_verify_result *out, const plan *p, const char *ppath,
-                            const nb_prompts *ps, const nb_trace *tr, nb_err *err)
-{
-    out->recs = calloc((size_t)(p->last - p->first), sizeof *out->recs);
-    if (!out->recs)
-        return nb_err_set(err, NB_ENOMEM, "out of memory");
-    out->k = p->k;
-    out->n_tokens = p->n_tokens;
-    snprintf(out->prompts_path, sizeof out->prompts_path, "%s", ppath);
-    snprintf(out->prompts_sha256, sizeof out->prompts_sha256, "%s", ps->sha256);
-    snprintf(out->trace_path, sizeof out->trace_path, "%s", tr->path);
-    snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s", tr->transformers);
-    snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
-    snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
-    out->trace_cpu = tr->cpu;
-    return NB_OK;
-}
-
-/* Each prompt of the plan in turn, until the first error or a cancel; progress after each. */
-static nb_code run_prompts(nb_deploy *d, const nb_verify_opts *o, const nb_trace *tr,
-                           const plan *p, nb_verify_result *out, nb_err *err)
-{
-    nb_code rc = NB_OK;
-    nb_cancel cancel = {o->cancelled, o->progress_user};
-    for (int i = p->first; i < p->last; i++) {
-        if (nb_cancel_requested(&cancel))
-            return nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts",
-                              out->n, p->last - p->first);
-        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &cancel, o->localize,
-                           &out->recs[out->n], err);
-        out->n++;
-        if (rc)
-            return rc;
-        if (o->progress) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "prompt %d: %s", i,
-                     out->recs[out->n - 1].gate.status == NB_GATE_PASS ? "PASS" : "FAIL");
-            o->progress(o->progress_user, out->n, p->last - p->first, msg);
-        }
-    }
-    return rc;
-}
-
-/* The prompt set's digest: its file's, or (a copy) the original's as the caller says, when
- * that is a digest at all (it names a trace file: hex only). */
-static const char *set_digest(const nb_verify_opts *o, const nb_prompts *ps)
-{
-    const char *h = o->prompts_sha256;
-    if (!h || strlen(h) != 64 || strspn(h, "0123456789abcdef") != 64)
-        return ps->sha256;
-    return h;
-}
-
-nb_code nb_verify_run(nb_deploy *d, const nb_verify_opts *o, nb_verify_result *out, nb_err *err)
-{
-    memset(out, 0, sizeof *out);
-    double t0 = nb_now_ms();
-    char ppath[1024];
-    if (o->prompts_file)
-        snprintf(ppath, sizeof ppath, "%s", o->prompts_file);
-    else
-        nb_verify_default_prompts(d->preset, ppath, sizeof ppath);
-    nb_prompts ps;
-    nb_code rc = nb_prompts_load(ppath, &ps, err);
-    if (rc)
-        return rc;
-    nb_trace *tr = NULL;
-    if (o->reference)
-        rc = nb_trace_load(o->reference, &tr, err);
-    else
-        rc = nb_trace_find(o->refdir ? o->refdir : nb_verify_default_refdir(), d->model_sha256,
-                           set_digest(o, &ps), 0, &tr, err);
-    plan p = {0};
-    if (!rc)
-        rc = check_trace(tr, d, &ps, ppath, err);
-    if (!rc)
-        rc = make_plan(o, tr, &ps, ppath, &p, err);
-    if (!rc) {
-        /* recorded as the set it is (the original file's digest), not as the copy's */
-        if (strcmp(set_digest(o, &ps), ps.sha256) && same_texts(tr, &ps))
-            snprintf(ps.sha256, sizeof ps.sha256, "%s", set_digest(o, &ps));
-        rc = start_result(out, &p, ppath, &ps, tr, err);
-    }
-    if (!rc) {
-        rc = run_prompts(d, o, tr, &p, out, err);
-        summarise(out);
-        out->wall_ms = nb_now_ms() - t0;
-    }
-    nb_trace_free(tr);
-    nb_prompts_free(&ps);
-    if (rc)
-        nb_verify_result_free(out);
-    return rc;
 }
 
 static void free_record(nb_verify_record *r)
@@ -398,6 +107,6 @@ nb_code nb_verify_merge(nb_verify_result *dst, nb_verify_result *src, nb_err *er
             dst->recs[j] = dst->recs[j - 1];
             dst->recs[j - 1] = t;
         }
-    summarise(dst);
+    nb_verify_summarise(dst);
     return NB_OK;
 }

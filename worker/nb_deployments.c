@@ -16,8 +16,10 @@
 
 void nb_deployments_free(nb_deployment *d, int n)
 {
-    for (int i = 0; d && i < n; i++)
+    for (int i = 0; d && i < n; i++) {
         nb_exec_deploy_free(d[i].exec);
+        nb_deployment_air_free(&d[i]);
+    }
     free(d);
 }
 
@@ -53,11 +55,57 @@ static nb_code parse_aliases(json_object *v, const char *what, nb_deployment *d,
     return NB_OK;
 }
 
+void nb_deployment_air_free(nb_deployment *d)
+{
+    if (d->air) {
+        nb_air_cfg_clear(d->air);
+        free(d->air);
+        d->air = NULL;
+    }
+}
+
+/* The name of the backend that takes an "air" object, for messages. */
+static const char *adapter_backend(void)
+{
+    for (size_t i = 0; nb_backend_at(i); i++)
+        if (nb_backend_can(nb_backend_at(i), NB_BACKEND_ADAPTER))
+            return nb_backend_at(i)->name;
+    return "?";
+}
+
+/* An adapter backend's "air" object: required with it, refused without it. */
+static nb_code check_air(nb_deployment *d, const nb_backend_ops *ops, json_object *air,
+                         const char *what, const char *sep, nb_err *err)
+{
+    if (!nb_backend_can(ops, NB_BACKEND_ADAPTER)) {
+        if (air)
+            return nb_err_set(err, NB_EINVAL, "%s%sair: only for backend \"%s\"", what, sep,
+                              adapter_backend());
+        return NB_OK;
+    }
+    if (!air)
+        return nb_err_set(err, NB_EINVAL, "%s%sair: required for backend \"%s\" (only a "
+                          "deployments file can name its adapter)", what, sep, ops->name);
+    char w[200];
+    snprintf(w, sizeof w, "%s%sair", what, sep);
+    if (!(d->air = malloc(sizeof *d->air)))
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    nb_code rc = nb_air_cfg_parse(air, w, d->air, err);
+    if (rc) {
+        free(d->air);
+        d->air = NULL;
+        return rc;
+    }
+    if (d->max_seq)
+        d->air->max_seq = d->max_seq;
+    return NB_OK;
+}
+
 /* What every entry must satisfy, however it was given (file entry or --deploy SPEC): a
  * known backend and dtype, exec commands exactly with backend "exec", and a name.  sep joins
  * what and the field in errors ("deployments[2].dtype", "--deploy 1 'x:q9': dtype"). */
-static nb_code check_one(nb_deployment *d, json_object *exec, const char *what,
-                         const char *sep, nb_err *err)
+static nb_code check_one(nb_deployment *d, json_object *exec, json_object *air,
+                         const char *what, const char *sep, nb_err *err)
 {
     char field[200];
     const nb_backend_ops *ops;
@@ -74,7 +122,12 @@ static nb_code check_one(nb_deployment *d, json_object *exec, const char *what,
             return nb_err_set(err, NB_EINVAL, "%s%sdtype: %s", what, sep, e2.msg);
         if (exec)
             return nb_err_set(err, NB_EINVAL, "%s%sexec: only for backend \"exec\"", what, sep);
+        if ((rc = check_air(d, ops, air, what, sep, err)))
+            return rc;
     } else {
+        if (air)
+            return nb_err_set(err, NB_EINVAL, "%s%sair: only for backend \"%s\"", what, sep,
+                              adapter_backend());
         if (!exec)
             return nb_err_set(err, NB_EINVAL, "%s%sexec: required for backend \"exec\" (only a "
                               "deployments file can give its commands)", what, sep);
@@ -93,7 +146,7 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
     snprintf(d->dtype, sizeof d->dtype, "bf16");
     if (!json_object_is_type(o, json_type_object))
         return nb_err_set(err, NB_EINVAL, "%s: must be an object", what);
-    json_object *exec = NULL;
+    json_object *exec = NULL, *air = NULL;
     nb_code rc = NB_OK;
     int have_model = 0;
     json_object_object_foreach(o, key, v)
@@ -124,19 +177,21 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
                 d->device = (unsigned)json_object_get_int(v);
         } else if (!strcmp(key, "exec"))
             exec = v;
+        else if (!strcmp(key, "air"))
+            air = v;
         else if (!strcmp(key, "canonical"))
             rc = copy_str(v, w, d->canonical, sizeof d->canonical, err);
         else if (!strcmp(key, "aliases"))
             rc = parse_aliases(v, w, d, err);
         else
             rc = nb_err_set(err, NB_EINVAL, "%s: unknown key (expected name, model, backend, "
-                            "dtype, threads, max_seq, device, exec, canonical, aliases)", w);
+                            "dtype, threads, max_seq, device, exec, air, canonical, aliases)", w);
         if (rc)
             return rc;
     }
     if (!have_model)
         return nb_err_set(err, NB_EINVAL, "%s.model: required", what);
-    return check_one(d, exec, what, ".", err);
+    return check_one(d, exec, air, what, ".", err);
 }
 
 nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
@@ -240,7 +295,7 @@ nb_code nb_deployment_parse_spec(const char *spec, const char *what, nb_deployme
         rc = spec_field(part[1], len[1], what, "DTYPE", d->dtype, sizeof d->dtype, err);
     if (!rc && n > 2)
         rc = spec_field(part[2], len[2], what, "BACKEND", d->backend, sizeof d->backend, err);
-    return rc ? rc : check_one(d, NULL, what, ": ", err);
+    return rc ? rc : check_one(d, NULL, NULL, what, ": ", err);
 }
 
 nb_code nb_deployments_from_specs(const char *const *specs, int n, nb_deployment **out,

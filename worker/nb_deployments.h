@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "nb_err.h"
+#include "nb_air.h"
 #include "nb_exec_deploy.h"
 #include "nb_job.h"
 
@@ -19,6 +20,7 @@ typedef struct nb_deployment {
     int max_seq;        /* 0 = the engine's default */
     unsigned device;    /* XRT device index */
     nb_exec_deploy *exec; /* backend "exec": its commands (owned) */
+    nb_air_cfg *air;      /* backend "air": its verify adapter and host (owned) */
     /* The model's one name in the history ("" = nb_job_model_canon(model)) and its other
      * names there (mlir-air's model key, a GGUF general.name...): "canonical", "aliases". */
     char canonical[128];
@@ -43,5 +45,7 @@ nb_code nb_deployment_parse_spec(const char *spec, const char *what, nb_deployme
 nb_code nb_deployments_from_specs(const char *const *specs, int n, nb_deployment **out,
                                   int *n_out, nb_err *err);
 void nb_deployments_free(nb_deployment *d, int n);
+/* Frees d->air (NULL ok) and clears it. */
+void nb_deployment_air_free(nb_deployment *d);
 
 #endif

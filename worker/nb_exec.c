@@ -19,6 +19,7 @@
 #include "nb_jobpb.h"
 #include "nb_json.h"
 #include "nb_time.h"
+#include "nb_verifypb.h"
 
 #define REPORT_MAX_BYTES ((size_t)64 << 20)
 #define TAIL_BYTES 300
@@ -207,7 +208,7 @@ static nb_code report_to_result(int kind, const char *text, size_t len, const ch
     if (kind == NPUBENCH__JOB_KIND__DIAGNOSIS) {
         nb_diagnosis_result dr;
         if (!(rc = nb_exec_report_diagnosis(root, path, &dr, err))) {
-            rc = nb_jobpb_diagnosis_to_pb(&dr, res, err);
+            rc = nb_verifypb_diagnosis_to_pb(&dr, res, err);
             nb_diagnosis_result_free(&dr);
         }
     } else {
@@ -220,7 +221,7 @@ static nb_code report_to_result(int kind, const char *text, size_t len, const ch
                 note(hooks, "npubench: the command printed [verify] %s but its report has "
                             "%d/%d prompts passing; the report decides",
                      o->gate ? "FAIL" : "PASS", vr.n_pass, vr.n);
-            rc = nb_jobpb_verify_to_pb(&vr, res, err);
+            rc = nb_verifypb_verify_to_pb(&vr, res, err);
             nb_verify_result_free(&vr);
         }
     }

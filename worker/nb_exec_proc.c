@@ -13,40 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nb_env.h"
 #include "nb_time.h"
-
-extern char **environ;
 
 #define LINE_MAX_BYTES 4096
 #define KILL_GRACE_MS 2000
 #define DEFAULT_MAX_OUTPUT ((size_t)1 << 20)
-
-/* environ with overrides applied: a malloc'ed table pointing into both. */
-static char **merged_env(char *const *over)
-{
-    size_t n0 = 0, n1 = 0;
-    while (environ && environ[n0])
-        n0++;
-    while (over && over[n1])
-        n1++;
-    char **e = malloc(sizeof *e * (n0 + n1 + 1));
-    if (!e)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n0; i++) {
-        const char *eq = strchr(environ[i], '=');
-        size_t kl = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-        int overridden = 0;
-        for (size_t j = 0; j < n1 && !overridden; j++)
-            overridden = !strncmp(over[j], environ[i], kl) && over[j][kl] == '=';
-        if (!overridden)
-            e[k++] = environ[i];
-    }
-    for (size_t j = 0; j < n1; j++)
-        e[k++] = over[j];
-    e[k] = NULL;
-    return e;
-}
 
 typedef struct capture {
     char *buf;
@@ -100,7 +72,7 @@ nb_code nb_exec_proc_run(const nb_exec_proc_opts *o, nb_exec_proc_result *out, n
     capture c = {.o = o};
     c.cap = o->max_output ? o->max_output : DEFAULT_MAX_OUTPUT;
     c.buf = malloc(c.cap + 1);
-    char **envp = merged_env(o->env);
+    char **envp = nb_env_merged(o->env, NULL);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (!c.buf || !envp || devnull < 0 || pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {

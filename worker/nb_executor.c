@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "nb_bench.h"
+#include "nb_benchpb.h"
 #include "nb_deploy.h"
 #include "nb_diagnosis.h"
+#include "nb_diagnosis_run.h"
 #include "nb_exec.h"
 #include "nb_exec_deploy.h"
 #include "nb_file.h"
@@ -24,13 +26,17 @@
 #include "nb_json.h"
 #include "nb_kernels.h"
 #include "nb_lru.h"
+#include "nb_preset.h"
 #include "nb_probe.h"
 #include "nb_report.h"
 #include "nb_rpc.h"
+#include "nb_runenv.h"
 #include "nb_sha256.h"
 #include "nb_time.h"
 #include "nb_utf8.h"
 #include "nb_verify.h"
+#include "nb_verify_run.h"
+#include "nb_verifypb.h"
 
 #define LOG_MAX_BYTES (64 * 1024)
 #define DEFAULT_BUDGET ((size_t)4 << 30)
@@ -79,6 +85,7 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
     for (int i = 0; i < c->n_deps; i++) {
         c->deps[i] = o->deployments[i];
         c->deps[i].exec = NULL;
+        c->deps[i].air = NULL;
         nb_deployment *d = &c->deps[i];
         if (!d->backend[0]) /* filled in code (embedded mode) rather than from a file */
             snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
@@ -86,12 +93,20 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
             snprintf(d->dtype, sizeof d->dtype, "bf16");
         if (!d->name[0])
             snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
-        if (o->deployments[i].exec) {
-            nb_code rc = nb_exec_deploy_dup(o->deployments[i].exec, &c->deps[i].exec, err);
-            if (rc) {
-                nb_executor_free(c);
-                return rc;
+        nb_code rc = NB_OK;
+        if (o->deployments[i].exec)
+            rc = nb_exec_deploy_dup(o->deployments[i].exec, &c->deps[i].exec, err);
+        if (!rc && o->deployments[i].air) {
+            if (!(d->air = malloc(sizeof *d->air)))
+                rc = nb_err_set(err, NB_ENOMEM, "out of memory");
+            else if ((rc = nb_air_cfg_copy(d->air, o->deployments[i].air, err))) {
+                free(d->air);
+                d->air = NULL;
             }
+        }
+        if (rc) {
+            nb_executor_free(c);
+            return rc;
         }
     }
     snprintf(c->board, sizeof c->board, "%s", o->board && *o->board ? o->board : "local");
@@ -111,8 +126,10 @@ void nb_executor_free(nb_executor *c)
     if (!c)
         return;
     nb_lru_free(c->cache);
-    for (int i = 0; i < c->n_deps; i++)
+    for (int i = 0; i < c->n_deps; i++) {
         nb_exec_deploy_free(c->deps[i].exec);
+        nb_deployment_air_free(&c->deps[i]);
+    }
     free(c->deps);
     free(c->adv);
     free(c);
@@ -254,22 +271,21 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
                        nb_err *err)
 {
     const Npubench__DeploymentSelector *sel = s->selector;
-    int best = 0;
     *out = NULL;
-    for (int i = 0; i < c->n_deps; i++) {
-        const nb_deployment *d = &c->deps[i];
-        if (sel && sel->backend && *sel->backend && strcasecmp(sel->backend, d->backend))
-            continue;
-        if (sel && sel->dtype && *sel->dtype && strcasecmp(sel->dtype, d->dtype))
-            continue;
-        int m = nb_job_model_match(sel ? sel->model : NULL, d->model, d->name);
-        if (m > best) {
-            best = m;
-            *out = d;
-        }
-    }
-    if (*out)
+    nb_job_dep want = {sel ? sel->model : NULL, sel ? sel->backend : NULL,
+                       sel ? sel->dtype : NULL, NULL};
+    nb_job_dep *deps = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *deps);
+    if (!deps)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    for (int i = 0; i < c->n_deps; i++)
+        deps[i] = (nb_job_dep){c->deps[i].model, c->deps[i].backend, c->deps[i].dtype,
+                               c->deps[i].name};
+    int best = nb_job_dep_pick(&want, deps, (size_t)c->n_deps, NULL);
+    free(deps);
+    if (best >= 0) {
+        *out = &c->deps[best];
         return NB_OK;
+    }
     char have[512] = "";
     size_t o = 0;
     for (int i = 0; i < c->n_deps && o < sizeof have - 1; i++)
@@ -288,7 +304,7 @@ static int spec_equal(const nb_deploy_spec *a, const nb_deploy_spec *b)
 {
     return !strcmp(a->model, b->model) && !strcmp(a->backend, b->backend) &&
            a->dtype == b->dtype && a->threads == b->threads && a->max_seq == b->max_seq &&
-           a->device == b->device;
+           a->device == b->device && a->backend_cfg == b->backend_cfg;
 }
 
 static uint64_t spec_hash(const nb_deploy_spec *s)
@@ -612,7 +628,9 @@ static nb_code reference_path(job_run *j, const Npubench__JobSpec *s, char *buf,
                               nb_err *err)
 {
     buf[0] = '\0';
-    const char *ref = nb_job_param(s, "reference");
+    nb_job_params jp;
+    nb_job_params_read(s, &jp);
+    const char *ref = jp.reference;
     if (!ref || !*ref)
         return NB_OK;
     if (j->ctx->client_paths) {
@@ -671,7 +689,7 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     nb_verify_opts vo = {0};
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
-    vo.prompts_sha256 = s->n_prompts ? nb_job_param(s, "prompts_sha256") : NULL;
+    vo.prompts_sha256 = s->n_prompts ? nb_job_param(s, NB_JOB_PARAM_PROMPTS_SHA256) : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
     vo.max_prompts = s->max_prompts ? s->max_prompts : full ? 0 : NB_JOB_VERIFY_PROMPTS;
     vo.n_tokens = s->n_tokens ? s->n_tokens : full ? 0 : NB_JOB_VERIFY_N_TOKENS;
@@ -681,9 +699,10 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
         vo.count = s->shard->prompt_end - s->shard->prompt_begin;
     }
     /* checked with the spec (nb_job): an unknown value never reaches here */
-    const char *when = nb_job_param(s, "localize");
-    if (when)
-        (void)nb_verify_localize_parse(when, "localize", &vo.localize, err);
+    nb_job_params jp;
+    nb_job_params_read(s, &jp);
+    if (jp.has_localize)
+        vo.localize = jp.localize;
     vo.progress = step_progress;
     vo.progress_user = j;
     vo.cancelled = exec_cancelled;
@@ -695,10 +714,10 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
         return rc;
     job_log(j, "[verify] %s (%d/%d prompts pass)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL",
             vr.n_pass, vr.n);
-    rc = nb_jobpb_verify_to_pb(&vr, res, err);
+    rc = nb_verifypb_verify_to_pb(&vr, res, err);
     if (!rc) {
         nb_report_env env;
-        nb_report_env_from(d, j->ctx->board, &env);
+        nb_runenv_report(d, j->ctx->board, &env);
         rc = attach_report(j, &vr, NULL, &env, full ? "verify-full" : "verify", res, err);
     }
     nb_verify_result_free(&vr);
@@ -724,10 +743,10 @@ static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *
         return rc;
     progress(j, 1, 1, "diagnosis done");
     job_log(j, "[diagnosis] %d layers over %d positions", dr.n_layers, dr.n_pos);
-    rc = nb_jobpb_diagnosis_to_pb(&dr, res, err);
+    rc = nb_verifypb_diagnosis_to_pb(&dr, res, err);
     if (!rc) {
         nb_report_env env;
-        nb_report_env_from(d, j->ctx->board, &env);
+        nb_runenv_report(d, j->ctx->board, &env);
         rc = attach_report(j, NULL, &dr, &env, "diagnosis", res, err);
     }
     nb_diagnosis_result_free(&dr);
@@ -743,10 +762,11 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     ro.n_tokens = s->n_tokens ? s->n_tokens
                               : profile ? NB_JOB_PROFILE_N_TOKENS_DEFAULT : NB_JOB_RUN_N_TOKENS_DEFAULT;
     ro.reps = s->reps ? s->reps : NB_JOB_RUN_REPS_DEFAULT;
-    ro.warmup = (int)nb_job_param_int(s, "warmup", 1);
-    long chat = nb_job_param_int(s, "chat", -1);
-    ro.chat = chat < 0 ? -1 : (int)chat;
-    ro.stop_eog = !nb_job_param_int(s, "ignore_eos", 0);
+    nb_job_params jp;
+    nb_job_params_read(s, &jp);
+    ro.warmup = (int)nb_job_param_or(jp.warmup, 1);
+    ro.chat = (int)jp.chat; /* -1: the model's default */
+    ro.stop_eog = !nb_job_param_or(jp.ignore_eos, 0);
     ro.cancel = (nb_cancel){exec_cancelled, j};
     ro.progress = step_progress; /* one step per timed repetition (it stayed at 0/N) */
     ro.progress_user = j;
@@ -758,13 +778,13 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
         nb_profile_result p;
         if ((rc = nb_bench_profile(d, &ro, &p, err)))
             return rc;
-        rc = nb_jobpb_profile_to_pb(&p, ro.warmup, res, err);
+        rc = nb_benchpb_profile_to_pb(&p, ro.warmup, res, err);
         nb_profile_result_free(&p);
     } else {
         nb_run_result r;
         if ((rc = nb_bench_run(d, &ro, &r, err)))
             return rc;
-        rc = nb_jobpb_run_to_pb(&r, ro.warmup, &res->metrics, err);
+        rc = nb_benchpb_run_to_pb(&r, ro.warmup, &res->metrics, err);
         if (!rc)
             res->outcome = NPUBENCH__OUTCOME__PASS;
         nb_run_result_free(&r);
@@ -776,14 +796,14 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
             res->metrics->ttft_ms, res->metrics->ttft_ms_stddev, res->metrics->tps,
             res->metrics->tps_stddev, res->metrics->n_samples, ro.warmup);
     nb_report_env env;
-    nb_report_env_from(d, j->ctx->board, &env);
+    nb_runenv_report(d, j->ctx->board, &env);
     return bench_report(res, profile ? "profile" : "run", &env, res, err);
 }
 
 static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_deployment *dep,
                                Npubench__JobResult *res, nb_err *err)
 {
-    nb_code rc = nb_jobpb_env_new(d, j->ctx->board, j->ctx->board_type, &res->environment, err);
+    nb_code rc = nb_runenv_pb_new(d, j->ctx->board, j->ctx->board_type, &res->environment, err);
     if (rc || d)
         return rc;
     Npubench__Environment *e = res->environment;
@@ -842,17 +862,19 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     /* "base" and "instruct" share the GGUF but not the prompt template or set. */
     const char *selm = s->selector ? s->selector->model : NULL;
     const char *model = dep->model;
-    if (nb_deploy_preset_model(selm) && nb_job_model_match(selm, dep->model, NULL) >= 2)
+    if (nb_preset_model(selm) && nb_job_model_match(selm, dep->model, NULL) >= 2)
         model = selm;
     snprintf(ds.model, sizeof ds.model, "%s", model);
     snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
     if ((rc = nb_dtype_parse(dep->dtype, &ds.dtype, err)))
         return rc;
-    ds.threads = cap_threads(j, (int)nb_job_param_int(s, "threads",
-                                                      dep->threads ? dep->threads
-                                                                   : j->ctx->threads));
-    ds.max_seq = (int)nb_job_param_int(s, "max_seq", dep->max_seq);
-    ds.device = (unsigned)nb_job_param_int(s, "device", dep->device);
+    nb_job_params jp;
+    nb_job_params_read(s, &jp);
+    ds.threads = cap_threads(j, (int)nb_job_param_or(jp.threads, dep->threads ? dep->threads
+                                                                             : j->ctx->threads));
+    ds.max_seq = (int)nb_job_param_or(jp.max_seq, dep->max_seq);
+    ds.device = (unsigned)nb_job_param_or(jp.device, dep->device);
+    ds.backend_cfg = dep->air; /* the deployment's own: one resident host per entry */
     nb_deploy *d = NULL;
     int fresh = 0;
     if ((rc = cache_get(j->ctx, &ds, &d, &fresh, err)))

@@ -8,6 +8,7 @@
 
 #include "nb_jobpb.h"
 #include "nb_kernels.h"
+#include "nb_runenv.h"
 #include "nb_version.h"
 
 /* The first line of a small file, trimmed; 0 when absent or empty. */
@@ -58,7 +59,7 @@ void nb_probe_read(nb_probe *p)
     if (!xrt_version(p->xrt, sizeof p->xrt))
         snprintf(p->xrt, sizeof p->xrt, "unknown");
     snprintf(p->kernel_path, sizeof p->kernel_path, "%s", nb_isa_name(nb_kernels_isa()));
-    nb_jobpb_cpu_model(p->cpu_model, sizeof p->cpu_model);
+    nb_runenv_cpu_model(p->cpu_model, sizeof p->cpu_model);
 #ifdef __clang__
     const char *cc = "clang " __clang_version__;
 #else

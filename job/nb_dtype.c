@@ -1,0 +1,32 @@
+/* nb_dtype: the names of the dtypes, both ways; the only place a dtype is spelled. */
+#include "nb_dtype.h"
+
+#include <string.h>
+
+const char *nb_dtype_name(nb_dtype d)
+{
+    switch (d) {
+    case NB_DTYPE_BF16: return "bf16";
+    case NB_DTYPE_F32: return "f32";
+    case NB_DTYPE_Q4_1: return "q4_1";
+    case NB_DTYPE_NATIVE: return "native";
+    }
+    return "?";
+}
+
+nb_code nb_dtype_parse(const char *s, nb_dtype *out, nb_err *err)
+{
+    if (!s)
+        s = "";
+    if (!strcmp(s, "bf16"))
+        *out = NB_DTYPE_BF16;
+    else if (!strcmp(s, "f32") || !strcmp(s, "fp32"))
+        *out = NB_DTYPE_F32;
+    else if (!strcmp(s, "q4_1"))
+        *out = NB_DTYPE_Q4_1;
+    else if (!strcmp(s, "native"))
+        *out = NB_DTYPE_NATIVE;
+    else
+        return nb_err_set(err, NB_EINVAL, "dtype '%s': expected bf16, f32, q4_1 or native", s);
+    return NB_OK;
+}

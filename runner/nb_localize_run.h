@@ -1,0 +1,18 @@
+/* nb_localize_run: the engine side of a localization: one cache-free re-prefill through the
+ * deployment's backend, its decode steps and hidden states compared (verify/nb_localize). */
+#ifndef NB_LOCALIZE_RUN_H
+#define NB_LOCALIZE_RUN_H
+
+#include "nb_deploy.h"
+#include "nb_localize.h"
+
+/* Localizes one record's divergence with the deployment that produced it: one cache-free
+ * prefill of the prompt plus the agreed prefix, whose per-position logits are compared with
+ * the decode steps' top-k logits (dev[1..divergence], k of them) and whose hidden states at the latest
+ * reference position at or before the divergence are compared with ref's (ref may be NULL
+ * or carry no states: the result says so). g must have a divergence. out is overwritten. */
+nb_code nb_localize_run(nb_deploy *d, const int32_t *prompt_ids, int n_prompt,
+                        const nb_gate_step *dev, int k, const nb_gate_result *g,
+                        const nb_trace_prompt *ref, nb_localization *out, nb_err *err);
+
+#endif
