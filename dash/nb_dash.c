@@ -554,6 +554,8 @@ static nb_code plot(FILE *f, const nb_dash_opts *o, const nb_db_history_row *r, 
         .band_runs = o->band_runs,
         .band_rel = o->band_rel,
         .link_prefix = 1,
+        .unit = metric == NB_METRIC_TTFT ? "ms" : "tokens/s",
+        .nonnegative = 1,
     };
     nb_code rc = nb_svg_plot_write(f, &p, err);
     free(pts);

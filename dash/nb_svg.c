@@ -74,6 +74,64 @@ static void y_range(const nb_svg_plot *p, double *ymin, double *ymax)
         span = fabs(hi) > 0 ? fabs(hi) * 0.1 : 1;
     *ymin = lo - span * 0.08;
     *ymax = hi + span * 0.08;
+    /* a time or a rate is never negative: a band or an error bar must not draw it so */
+    if (p->nonnegative && *ymin < 0)
+        *ymin = 0;
+}
+
+void nb_svg_ticks(double lo, double hi, double *ticks, size_t cap, size_t *n)
+{
+    *n = 0;
+    double span = hi - lo;
+    if (!(span > 0) || !isfinite(span))
+        return;
+    double raw = span / 5, mag = pow(10, floor(log10(raw))), step = mag;
+    for (int k = 0; k < 3; k++) {
+        static const double m[3] = {1, 2, 5};
+        if (raw <= m[k] * mag) {
+            step = m[k] * mag;
+            break;
+        }
+        step = 10 * mag;
+    }
+    for (double t = ceil(lo / step) * step; t <= hi + step * 1e-9 && *n < cap; t += step)
+        ticks[(*n)++] = fabs(t) < step * 1e-9 ? 0 : t;
+}
+
+/* Value ticks with gridlines, time ticks with gridlines, and the unit. */
+static void write_grid(FILE *f, const nb_svg_plot *p, double ymin, double ymax, size_t n,
+                       double (*pyf)(double ymin, double ymax, double v))
+{
+    double t[16];
+    size_t nt;
+    nb_svg_ticks(ymin, ymax, t, 16, &nt);
+    for (size_t i = 0; i < nt; i++) {
+        double y = pyf(ymin, ymax, t[i]);
+        fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                   "stroke=\"#ddd\"/><text class=\"ytick\" x=\"%d\" y=\"%.1f\" "
+                   "text-anchor=\"end\" fill=\"#444\">%.6g</text>\n",
+                PAD_L, y, NB_SVG_W - PAD_R, y, PAD_L - 4, y + 4, t[i]);
+    }
+    /* up to 5 time ticks at evenly spaced runs (the axis is by run, in order) */
+    size_t want = n < 5 ? n : 5;
+    for (size_t k = 0; k < want && n > 1; k++) {
+        size_t i = want > 1 ? k * (n - 1) / (want - 1) : 0;
+        double w = NB_SVG_W - PAD_L - PAD_R, x = PAD_L + w * (double)i / (double)(n - 1);
+        char iso[32];
+        nb_time_iso(iso, p->pts[i].when_ms);
+        fprintf(f, "<line class=\"xgrid\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                   "stroke=\"#eee\"/><text class=\"xtick\" x=\"%.1f\" y=\"%d\" "
+                   "text-anchor=\"middle\" fill=\"#444\" font-size=\"9\">%.5s %.5s</text>\n",
+                x, PAD_T, x, NB_SVG_H_PX - PAD_B, x, NB_SVG_H_PX - PAD_B + 13, iso + 5,
+                iso + 11);
+    }
+    if (p->unit && *p->unit) {
+        fprintf(f, "<text class=\"ylabel\" x=\"12\" y=\"%d\" text-anchor=\"middle\" "
+                   "transform=\"rotate(-90 12 %d)\" fill=\"#444\">",
+                NB_SVG_H_PX / 2, NB_SVG_H_PX / 2);
+        nb_svg_escape(f, p->unit);
+        fputs("</text>\n", f);
+    }
 }
 
 typedef struct frame {
@@ -87,10 +145,15 @@ static double px(const frame *fr, size_t i)
     return fr->n > 1 ? PAD_L + w * (double)i / (double)(fr->n - 1) : PAD_L + w / 2;
 }
 
-static double py(const frame *fr, double v)
+static double py_of(double ymin, double ymax, double v)
 {
     double h = NB_SVG_H_PX - PAD_T - PAD_B;
-    return PAD_T + h * (1.0 - (v - fr->ymin) / (fr->ymax - fr->ymin));
+    return PAD_T + h * (1.0 - (v - ymin) / (ymax - ymin));
+}
+
+static double py(const frame *fr, double v)
+{
+    return py_of(fr->ymin, fr->ymax, v);
 }
 
 static void write_band(FILE *f, const nb_svg_plot *p, const frame *fr)
@@ -155,19 +218,30 @@ nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err)
             py(&fr, fr.ymax) + 4, fr.ymax);
     fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n", PAD_L - 4,
             py(&fr, fr.ymin), fr.ymin);
+    /* the first and last runs' dates: the time ticks (write_grid) give month-day and time */
     char a[32], b[32];
     nb_time_iso(a, p->pts[0].when_ms);
     nb_time_iso(b, p->pts[p->n - 1].when_ms);
-    /* "YYYY-MM-DD HH:MM": a day's runs still read apart */
-    a[10] = b[10] = ' ';
-    fprintf(f, "<text x=\"%d\" y=\"%d\">%.16s</text>\n", PAD_L, NB_SVG_H_PX - PAD_B + 16, a);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.16s</text>\n", NB_SVG_W - PAD_R,
-            NB_SVG_H_PX - PAD_B + 16, b);
+    fprintf(f, "<text class=\"xrange\" x=\"%d\" y=\"%d\" fill=\"#666\" font-size=\"9\">%.10s"
+               "</text>\n", PAD_L, NB_SVG_H_PX - 6, a);
+    fprintf(f, "<text class=\"xrange\" x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#666\" "
+               "font-size=\"9\">%.10s</text>\n", NB_SVG_W - PAD_R, NB_SVG_H_PX - 6, b);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">%zu run%s (%s "
                "is better)</text>\n",
             (NB_SVG_W + PAD_L) / 2, NB_SVG_H_PX - 6, p->n, p->n == 1 ? "" : "s",
             p->higher_is_better ? "higher" : "lower");
+    write_grid(f, p, fr.ymin, fr.ymax, p->n, py_of);
     write_band(f, p, &fr);
+    /* error bars: mean +- stddev over the run's repetitions, clipped to the axis */
+    for (size_t i = 0; i < p->n; i++) {
+        const nb_svg_point *q = &p->pts[i];
+        if (!isfinite(q->value) || !isfinite(q->stddev) || !(q->stddev > 0))
+            continue;
+        double lo = fmax(q->value - q->stddev, fr.ymin), hi = fmin(q->value + q->stddev, fr.ymax);
+        fprintf(f, "<line class=\"errbar\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                   "stroke=\"#08519c\" stroke-opacity=\"0.6\"/>\n",
+                px(&fr, i), py(&fr, lo), px(&fr, i), py(&fr, hi));
+    }
     /* the series: one path through the finite points, in run order */
     fputs("<path class=\"series\" fill=\"none\" stroke=\"#08519c\" stroke-width=\"1.5\" d=\"", f);
     int started = 0;

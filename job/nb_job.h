@@ -92,6 +92,7 @@ typedef struct nb_job_params {
     int has_localize;
     nb_localize_when localize;
     const char *reference; /* borrowed from the spec */
+    const char *prompts_sha256; /* borrowed; the runner uses only a 64-hex-digit value */
 } nb_job_params;
 
 /* Fills p from s's params; a value that does not parse counts as unset (validation refuses

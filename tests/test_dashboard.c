@@ -428,6 +428,54 @@ static void test_band(void **s)
     assert_true(fabs(lo - 18.0) < 1e-9);
 }
 
+/* What a plot draws, asserted (not only that an <svg> exists): value ticks at round steps
+ * with a gridline each, time ticks, the unit, an error bar per run with a spread, and no
+ * axis below zero for a quantity that cannot be (it had min/max labels only, and a band or
+ * an error bar could push the axis negative). */
+static void test_plot_axes(void **s)
+{
+    (void)s;
+    double t[16];
+    size_t nt;
+    nb_svg_ticks(0, 10, t, 16, &nt);
+    assert_int_equal(nt, 6);
+    for (size_t i = 0; i < nt; i++)
+        assert_true(fabs(t[i] - 2.0 * (double)i) < 1e-9);
+    nb_svg_ticks(0.13, 0.91, t, 16, &nt);
+    assert_true(nt >= 3 && nt <= 8);
+    assert_true(fabs(t[0] - 0.2) < 1e-9 && fabs(t[1] - t[0] - 0.2) < 1e-9);
+
+    nb_svg_point pts[4];
+    const double v[4] = {1.0, 2.0, 1.5, 2.5};
+    for (int i = 0; i < 4; i++)
+        pts[i] = (nb_svg_point){.run_id = i + 1, .when_ms = 1764800000000LL + 3600000LL * i,
+                                .value = v[i], .stddev = 3.0};
+    nb_svg_plot p = {.title = "TPS", .pts = pts, .n = 4, .band_runs = 2, .band_rel = 0.05,
+                     .higher_is_better = 1, .unit = "tokens/s", .nonnegative = 1};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    nb_err err;
+    assert_int_equal(nb_svg_plot_write(f, &p, &err), NB_OK);
+    fclose(f);
+    print_message("%s", buf);
+    size_t ticks = count(buf, "<text class=\"ytick\"");
+    assert_true(ticks >= 3 && ticks <= 8);
+    assert_int_equal(count(buf, "<line class=\"grid\""), ticks);
+    assert_int_equal(count(buf, "<text class=\"xtick\""), 4);
+    assert_int_equal(count(buf, "<line class=\"xgrid\""), 4);
+    assert_int_equal(count(buf, "<line class=\"errbar\""), 4);
+    assert_non_null(strstr(buf, "class=\"ylabel\""));
+    assert_non_null(strstr(buf, ">tokens/s</text>"));
+    assert_non_null(strstr(buf, ">0</text>")); /* the axis starts at 0 ... */
+    for (const char *q = buf; (q = strstr(q, "<text class=\"ytick\"")); q++) {
+        const char *gt = strchr(q, '>');
+        assert_non_null(gt);
+        assert_true(gt[1] != '-'); /* ... and never below it */
+    }
+    free(buf);
+}
+
 /* ---- the export: every link of every page resolves inside the export ---- */
 
 typedef struct files {
@@ -789,6 +837,12 @@ static void test_browser(void **s)
     assert_int_equal(count(dom, "<path class=\"series\""), 2);
     assert_int_equal(count(dom, "<path class=\"band\""), 2);
     assert_int_equal(count(dom, "<circle class=\"pt regression\""), 2 * seed.n_flagged);
+    /* real axes, as the browser parsed them: ticks with gridlines and the units */
+    assert_true(count(dom, "<text class=\"ytick\"") >= 6);
+    assert_int_equal(count(dom, "<line class=\"grid\""), count(dom, "<text class=\"ytick\""));
+    assert_true(count(dom, "<text class=\"xtick\"") >= 2);
+    assert_non_null(strstr(dom, ">tokens/s</text>"));
+    assert_non_null(strstr(dom, ">ms</text>"));
     assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + 1);
     free(dom);
 
@@ -947,6 +1001,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest pages[] = {
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
+        cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
         cmocka_unit_test(test_browser),
@@ -959,6 +1014,7 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
+        cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_browser),
         cmocka_unit_test(test_stop_clean),

@@ -689,7 +689,6 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     nb_verify_opts vo = {0};
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
-    vo.prompts_sha256 = s->n_prompts ? nb_job_param(s, NB_JOB_PARAM_PROMPTS_SHA256) : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
     vo.max_prompts = s->max_prompts ? s->max_prompts : full ? 0 : NB_JOB_VERIFY_PROMPTS;
     vo.n_tokens = s->n_tokens ? s->n_tokens : full ? 0 : NB_JOB_VERIFY_N_TOKENS;
@@ -703,6 +702,7 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     nb_job_params_read(s, &jp);
     if (jp.has_localize)
         vo.localize = jp.localize;
+    vo.prompts_sha256 = s->n_prompts ? jp.prompts_sha256 : NULL;
     vo.progress = step_progress;
     vo.progress_user = j;
     vo.cancelled = exec_cancelled;
