@@ -294,21 +294,41 @@ static nb_code page_boards(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *er
 
 /* ---- queue ---- */
 
-static void job_rows(FILE *f, const nb_dash_opts *o, const nb_db_job *j, size_t n)
+/* A job's outcome, in the words `npubench jobs` and `job` use (pass, fail, error,
+ * unavailable, cancelled, expired, pending): from its state and its runs' verdicts (a run the
+ * regression check flagged fails), so a gate FAIL is never a green "done". A finished job
+ * without a run (a health check) says "-": its verdict is its board's health. */
+static const char *job_outcome(nb_db *db, const nb_db_job *j)
 {
-    fputs("<tr><th>Job</th><th>Kind</th><th>State</th><th>Target</th><th>Board / tags</th>"
-          "<th>Worker</th><th>Attempts</th><th>Created</th><th>Progress</th><th>Why queued / "
-          "error</th></tr>\n",
+    if (j->state == NB_JOB_CANCELLED)
+        return strstr(j->error, "expire") ? "expired" : "cancelled";
+    if (!nb_job_state_terminal(j->state))
+        return "pending";
+    size_t n = 0;
+    nb_db_outcome w = NB_OUTCOME_PASS;
+    nb_err e;
+    if (nb_db_job_runs_verdict(db, j->id, &n, &w, &e) || !n)
+        return j->state == NB_JOB_FAILED ? "unavailable" : "-";
+    return w == NB_OUTCOME_FAIL ? "fail" : w == NB_OUTCOME_ERROR ? "error" : "pass";
+}
+
+static void job_rows(FILE *f, nb_db *db, const nb_dash_opts *o, const nb_db_job *j, size_t n)
+{
+    fputs("<tr><th>Job</th><th>Kind</th><th>State</th><th>Outcome</th><th>Target</th>"
+          "<th>Board / tags</th><th>Worker</th><th>Attempts</th><th>Created</th><th>Progress</th>"
+          "<th>Why queued / error</th></tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
-        const char *st = nb_job_state_name(j[i].state);
+        const char *st = nb_job_state_name(j[i].state), *oc = job_outcome(db, &j[i]);
         fprintf(f, "<tr class=\"job\"><td>%" PRId64 "</td>", j[i].id);
         cell(f, j[i].kind);
-        fprintf(f, "<td class=\"%s\">%s</td>",
-                j[i].state == NB_JOB_DONE     ? "pass"
-                : j[i].state == NB_JOB_FAILED ? "fail"
-                                              : "",
-                st);
+        cell(f, st);
+        fprintf(f, "<td class=\"outcome %s\">%s</td>",
+                !strcmp(oc, "pass")                                    ? "pass"
+                : !strcmp(oc, "fail")                                  ? "fail"
+                : !strcmp(oc, "pending") || !strcmp(oc, "-")           ? "none"
+                                                                       : "error",
+                oc);
         fputs("<td>", f);
         esc(f, j[i].sel_deployment);
         if (j[i].sel_backend[0]) {
@@ -356,9 +376,9 @@ static nb_code page_queue(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
     if (!rc) {
         head(f, "Queue");
         fprintf(f, "<h2>Queued and running (%zu)</h2>\n<table id=\"active\">\n", na);
-        job_rows(f, o, a, na);
+        job_rows(f, db, o, a, na);
         fprintf(f, "</table>\n<h2>Recently finished (%zu)</h2>\n<table id=\"finished\">\n", nd);
-        job_rows(f, o, d, nd);
+        job_rows(f, db, o, d, nd);
         fputs("</table>\n", f);
         foot(f, o);
     }
@@ -811,8 +831,19 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     }
     fprintf(f, "</td></tr>\n<tr><th>Kind</th><td>");
     esc(f, r.kind);
-    fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s", outcome_class(r.outcome),
-            nb_db_outcome_name(r.outcome));
+    /* a run the regression check flagged fails, as `npubench job` and its exit code say */
+    nb_db_outcome shown = r.regression && r.outcome == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL
+                                                                       : r.outcome;
+    fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s", outcome_class(shown),
+            nb_db_outcome_name(shown));
+    if (r.regression) {
+        fputs(" (REGRESSION", f);
+        if (r.regression_detail && *r.regression_detail) {
+            fputs(": ", f);
+            esc(f, r.regression_detail);
+        }
+        fputs(")", f);
+    }
     if (r.error && *r.error) {
         fputs(": ", f);
         esc(f, r.error);

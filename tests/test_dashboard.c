@@ -321,6 +321,16 @@ static void test_pages(void **s)
 
     p = page(db, "queue.html");
     assert_int_equal(count(p, "<tr class=\"job\">"), seed.n_queued);
+    /* the outcome in the words `npubench jobs` uses, apart from the state */
+    assert_non_null(strstr(p, "<th>State</th><th>Outcome</th>"));
+    assert_int_equal(count(p, "<td class=\"outcome none\">pending</td>"), seed.n_queued);
+    free(p);
+    /* a run the regression check flagged fails on its page, as in `npubench job` (it was a
+     * green "Outcome PASS") */
+    char rname[64];
+    snprintf(rname, sizeof rname, "run-%" PRId64 ".html", seed.flagged[0]);
+    p = page(db, rname);
+    assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">FAIL (REGRESSION: tps -20.0%"));
     free(p);
 
     /* deployment A: one series and one band per plot, a point per run, the flagged red */
