@@ -23,7 +23,9 @@ static void test_run(void **s)
 {
     (void)s;
     tu_require_model();
-    const char *want = "Deployment: *\nSetup: *\n"
+    /* the model's one display name, not the GGUF's general.name */
+    const char *want = "Deployment: SmolLM2-135M-Instruct cpu/bf16, 1 threads, kernels *\n"
+                       "Setup: *\n"
                        "Prompt tokens: 31, generated tokens: 2, repetitions: 1\n"
                        "Time to first token (TTFT): *\nDecode: *\nTokens/second: *\n"
                        "Generated text:\nHello!";
