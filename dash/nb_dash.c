@@ -73,9 +73,14 @@ static void opts_fill(const nb_dash_opts *in, nb_dash_opts *o)
 
 #define esc nb_svg_escape
 
-static void head(FILE *f, const char *title)
+/* refresh_s > 0: the page reloads itself every refresh_s seconds (the live pages a lab lead
+ * leaves open: overview, queue, boards). */
+static void head_refresh(FILE *f, const char *title, int refresh_s)
 {
-    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>", f);
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n", f);
+    if (refresh_s > 0)
+        fprintf(f, "<meta http-equiv=\"refresh\" content=\"%d\">\n", refresh_s);
+    fputs("<title>", f);
     esc(f, title);
     fputs(" - npubench</title>\n<style>\n"
           "body{font-family:sans-serif;margin:1.5em;color:#222}\n"
@@ -97,6 +102,11 @@ static void head(FILE *f, const char *title)
           f);
     esc(f, title);
     fputs("</h1>\n", f);
+}
+
+static void head(FILE *f, const char *title)
+{
+    head_refresh(f, title, 0);
 }
 
 static void foot(FILE *f, const nb_dash_opts *o)
@@ -232,7 +242,7 @@ static nb_code page_boards(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *er
         free(w);
         return rc;
     }
-    head(f, "Boards");
+    head_refresh(f, "Boards", 30);
     fprintf(f, "<p>%zu worker%s registered. Coordinator drain: %s.</p>\n", n, n == 1 ? "" : "s",
             o->draining < 0 ? "<span class=\"unknown\">unknown</span>"
             : o->draining   ? "<b>on</b> (no new leases)"
@@ -374,7 +384,7 @@ static nb_code page_queue(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
     if (!rc)
         rc = nb_db_job_list(db, &fin, &d, &nd, err);
     if (!rc) {
-        head(f, "Queue");
+        head_refresh(f, "Queue", 10);
         fprintf(f, "<h2>Queued and running (%zu)</h2>\n<table id=\"active\">\n", na);
         job_rows(f, db, o, a, na);
         fprintf(f, "</table>\n<h2>Recently finished (%zu)</h2>\n<table id=\"finished\">\n", nd);
@@ -749,7 +759,7 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
         quarantined += b[i].health == NB_HEALTH_FAILED;
         drained += b[i].drained != 0;
     }
-    head(f, "npubench dashboard");
+    head_refresh(f, "npubench dashboard", 30);
     fprintf(f,
             "<ul id=\"summary\"><li><a href=\"boards.html\">Boards</a>: %zu alive, %zu stale, "
             "%zu gone; %zu quarantined, %zu drained</li><li><a href=\"queue.html\">Queue</a>: "
@@ -757,8 +767,8 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
             "verify per model and board</li></ul>\n",
             count[0], count[1], count[2], quarantined, drained, nj);
     fputs("<h2>Deployments</h2>\n<table id=\"deployments\"><tr><th>Model</th><th>Backend / "
-          "dtype</th><th>Board</th><th>Latest TTFT ms</th><th>Latest TPS</th><th>Latest "
-          "run</th></tr>\n",
+          "dtype</th><th>Board</th><th>Gate</th><th>Latest TTFT ms</th><th>Latest TPS</th>"
+          "<th>Latest run</th></tr>\n",
           f);
     for (size_t i = 0; i < nd; i++) {
         fprintf(f, "<tr class=\"deployment\"><td><a href=\"deployment-%" PRId64 ".html\">",
@@ -770,6 +780,24 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
         esc(f, d[i].dtype);
         fputs("</td>", f);
         cell(f, d[i].board);
+        /* the newest verify's verdict (a FAIL showed as "-": there was no gate column),
+         * with its kind: a 2-prompt verify is not a verify-full */
+        {
+            nb_db_history_row *g = NULL;
+            size_t ng = 0;
+            nb_err eg = {0};
+            if (nb_db_runs_last(db, d[i].id, NB_METRIC_GATE, 1, &g, &ng, &eg) || !ng) {
+                fputs("<td class=\"gate\">-</td>", f);
+            } else {
+                fprintf(f, "<td class=\"gate %s\"><a href=\"run-%" PRId64 ".html\">%s</a> "
+                           "<small>",
+                        outcome_class(g[0].outcome), g[0].run_id,
+                        nb_db_outcome_name(g[0].outcome));
+                esc(f, g[0].kind);
+                fputs("</small></td>", f);
+            }
+            free(g);
+        }
         const nb_db_metric ms[2] = {NB_METRIC_TTFT, NB_METRIC_TPS};
         int64_t last = 0;
         int flagged = 0;

@@ -309,6 +309,14 @@ static void test_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_non_null(strstr(p, "&lt;script&gt;alert(1)&lt;/script&gt;&amp;x"));
     assert_non_null(strstr(p, "1 quarantined, 1 drained"));
+    /* the gate column: B's newest verify FAILs (it showed as "-"), linked to its run; the
+     * page reloads itself */
+    assert_non_null(strstr(p, "<th>Board</th><th>Gate</th>"));
+    char gcell[160];
+    snprintf(gcell, sizeof gcell, "<td class=\"gate fail\"><a href=\"run-%" PRId64 ".html\">FAIL</a>",
+             seed.verify_new_b);
+    assert_non_null(strstr(p, gcell));
+    assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"30\">"));
     free(p);
 
     p = page(db, "boards.html");
@@ -321,6 +329,7 @@ static void test_pages(void **s)
 
     p = page(db, "queue.html");
     assert_int_equal(count(p, "<tr class=\"job\">"), seed.n_queued);
+    assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"10\">")); /* live */
     /* the outcome in the words `npubench jobs` uses, apart from the state */
     assert_non_null(strstr(p, "<th>State</th><th>Outcome</th>"));
     assert_int_equal(count(p, "<td class=\"outcome none\">pending</td>"), seed.n_queued);
