@@ -32,6 +32,7 @@ static const command COMMANDS[] = {
     {"compare", nb_cmd_compare, "compare two runs, or a run against the reference"},
     {"reference", nb_cmd_reference, "reference set DEPLOYMENT: the model's reference"},
     {"import", nb_cmd_import, "load perf.json / history.ndjson into the history"},
+    {"air", nb_cmd_air, "air scan LLMS_DIR: mlir-air's LLM examples as a deployments file"},
     {"report", nb_cmd_dash, "the dashboard as static files: report --html DIR"},
     {"worker", nb_cmd_worker, "serve a coordinator's jobs on this board's device (long-lived)"},
 };

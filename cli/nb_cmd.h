@@ -100,6 +100,7 @@ int nb_cmd_history(int argc, char **argv);     /* cli/nb_cmd_history.c */
 int nb_cmd_compare(int argc, char **argv);
 int nb_cmd_reference(int argc, char **argv);
 int nb_cmd_import(int argc, char **argv);      /* cli/nb_cmd_import.c */
+int nb_cmd_air(int argc, char **argv);         /* cli/nb_cmd_air.c */
 int nb_cmd_dash(int argc, char **argv);        /* cli/nb_cmd_dash.c: report --html */
 
 #endif

@@ -245,7 +245,9 @@ int nb_cmd_submit(int argc, char **argv)
     size_t n = 0;
     if (nb_svc_submit(c.svc, &j.spec, f.shards, &ids, &n, &err)) {
         nb_cmd_conn_close(&c);
-        return nb_cmd_fail("submit", &err);
+        int code = nb_cmd_fail("submit", &err);
+        /* no registered deployment serves the selector: the lab cannot run it (exit 3) */
+        return err.code == NB_ENOTFOUND ? NB_EXIT_UNAVAILABLE : code;
     }
     json_object *doc = NULL;
     if (f.of.json) {

@@ -115,8 +115,9 @@ static nb_code result_metrics(nb_arena *a, const Npubench__Metrics *m, nb_db_run
     /* 0 is "not printed" (an exec deployment's script without a TTFT line), never a
      * measurement: stored as unknown so it neither plots nor gates. */
     run->value[NB_METRIC_TTFT] = dv(m->ttft_ms, m->ttft_ms > 0);
-    run->value[NB_METRIC_TPS] = m->tps;
-    run->value[NB_METRIC_DECODE] = m->decode_ms_per_token;
+    /* likewise a throughput of 0: a deployment reporting a latency only (smolvla) */
+    run->value[NB_METRIC_TPS] = dv(m->tps, m->tps > 0);
+    run->value[NB_METRIC_DECODE] = dv(m->decode_ms_per_token, m->decode_ms_per_token > 0);
     run->value[NB_METRIC_TPOT] = dv(m->tpot_ms, m->tpot_ms > 0);
     run->prompt_tokens = m->prompt_tokens > 0 ? m->prompt_tokens : -1;
     run->context_len = m->context_len > 0 ? m->context_len : -1;
@@ -130,8 +131,8 @@ static nb_code result_metrics(nb_arena *a, const Npubench__Metrics *m, nb_db_run
         const Npubench__Sample *x = m->samples[i];
         s[i].rep = (int)i;
         s[i].v[NB_METRIC_TTFT] = dv(x->ttft_ms, x->ttft_ms > 0);
-        s[i].v[NB_METRIC_TPS] = x->tps;
-        s[i].v[NB_METRIC_DECODE] = x->decode_ms_per_token;
+        s[i].v[NB_METRIC_TPS] = dv(x->tps, x->tps > 0);
+        s[i].v[NB_METRIC_DECODE] = dv(x->decode_ms_per_token, x->decode_ms_per_token > 0);
         s[i].v[NB_METRIC_TPOT] = dv(x->tpot_ms, x->generated_tokens >= 2);
     }
     for (int k = 0; k < NB_METRIC_N; k++) {

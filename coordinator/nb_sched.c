@@ -135,11 +135,16 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
         return 0;
     char model[NB_DB_NAME_MAX], dtype[32];
     split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
-    nb_job_dep want = {model, backend, dtype, NULL}, deps[256];
+    nb_job_dep want = {.model = model, .backend = backend, .dtype = dtype}, deps[256];
     size_t n = w->n_deployments < 256 ? w->n_deployments : 256; /* Register's limit */
     for (size_t i = 0; i < n; i++)
-        deps[i] = (nb_job_dep){w->deployments[i]->model, w->deployments[i]->backend,
-                               w->deployments[i]->dtype, NULL};
+        deps[i] = (nb_job_dep){w->deployments[i]->model,
+                               w->deployments[i]->backend,
+                               w->deployments[i]->dtype,
+                               NULL,
+                               w->deployments[i]->canonical,
+                               (const char *const *)w->deployments[i]->aliases,
+                               w->deployments[i]->n_aliases};
     int i = nb_job_dep_pick(&want, deps, n, NULL);
     if (i >= 0) {
         if (dep_out)
@@ -300,6 +305,52 @@ static nb_code pool_load(nb_coord *c, pool *p, nb_err *err)
 }
 
 /* ---- submission ---- */
+
+/* A selector no registered deployment can ever serve (by model, backend and dtype, whatever
+ * the workers' liveness, boards or tags) is refused now, naming what is served, instead of
+ * waiting in the queue until it expires. Nothing is refused before any worker registered. */
+static nb_code check_servable(nb_coord *c, const sched_sel *ss, nb_err *err)
+{
+    pool p;
+    nb_code rc = pool_load(c, &p, err);
+    if (rc)
+        return rc;
+    char known[NB_DB_MSG_MAX] = "";
+    size_t kl = 0;
+    int registered = 0, served = 0;
+    for (size_t i = 0; i < p.n && !served; i++) {
+        const Npubench__WorkerInfo *w = p.w[i].info;
+        if (!w)
+            continue;
+        registered = 1;
+        served = nb_sched_worker_serves(w, p.w[i].db.id, ss->sel.backend, NULL,
+                                        ss->sel.deployment, NULL, NULL, NULL, 0, NULL);
+        for (size_t k = 0; k < w->n_deployments && kl + 1 < sizeof known; k++) {
+            const Npubench__Deployment *d = w->deployments[k];
+            char one[NB_DB_NAME_MAX * 2];
+            snprintf(one, sizeof one, "%s %s/%s", d->model, d->backend, d->dtype);
+            if (strstr(known, one))
+                continue;
+            kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", kl ? ", " : "", one);
+            for (size_t a = 0; a < d->n_aliases && kl + 1 < sizeof known; a++)
+                kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", a ? ", " : " (also ",
+                                       d->aliases[a]);
+            if (d->n_aliases && kl + 1 < sizeof known)
+                kl += (size_t)snprintf(known + kl, sizeof known - kl, ")");
+        }
+    }
+    pool_free(&p);
+    if (!registered || served)
+        return NB_OK;
+    char model[NB_DB_NAME_MAX], dtype[32];
+    split_pattern(ss->sel.deployment, model, sizeof model, dtype, sizeof dtype);
+    return nb_err_set(err, NB_ENOTFOUND,
+                      "selector model '%s'%s%s%s%s: no registered worker serves it, so it "
+                      "would wait until it expires; served: %s",
+                      model, strcmp(dtype, "*") ? " dtype " : "", strcmp(dtype, "*") ? dtype : "",
+                      ss->sel.backend && *ss->sel.backend ? " backend " : "",
+                      ss->sel.backend ? ss->sel.backend : "", known);
+}
 
 static nb_code pack_spec(const Npubench__JobSpec *spec, uint8_t **pb, size_t *len, nb_err *err)
 {
@@ -518,7 +569,7 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
                           "shards: only an unsharded VERIFY_FULL job can be split (kind %s)",
                           nb_job_kind_name(spec->kind));
     sched_sel ss;
-    if ((rc = nb_sched_selector(spec, &ss, err)))
+    if ((rc = nb_sched_selector(spec, &ss, err)) || (rc = check_servable(c, &ss, err)))
         return rc;
     if (*req->request_id) {
         int64_t id;

@@ -12,8 +12,9 @@
 #   OUT        artifact directory [ci-artifacts]: junit.xml, report/index.html, jobs.json
 #   NPUBENCH   the npubench binary [npubench]
 # Exit: the highest outcome code of the two jobs (0 pass, 1 gate FAIL or regression, 2 error,
-# 3 unavailable, 4 cancelled, 5 expired / still pending at TIMEOUT); 2 when the report could
-# not be written although the jobs passed. tests/test_dashboard.c runs this file.
+# 3 unavailable, 4 cancelled, 5 expired / still pending at TIMEOUT); a refused submit's code
+# (3: no registered worker serves MODEL); 2 when the report could not be written although the
+# jobs passed. tests/test_dashboard.c runs this file.
 set -u
 
 NPUBENCH=${NPUBENCH:-npubench}
@@ -31,8 +32,9 @@ submit() {
     printf '%s\n' "$doc" | tr -d ' \t\n' | sed -n 's/.*"job_ids":\[\([0-9][0-9]*\).*/\1/p'
 }
 
-verify_id=$(submit verify) || { echo "ci: submit verify failed" >&2; exit 2; }
-profile_id=$(submit profile) || { echo "ci: submit profile failed" >&2; exit 2; }
+# A refused submit exits by submit's own code: 3 when no registered worker serves the model.
+verify_id=$(submit verify) || { rc=$?; echo "ci: submit verify failed" >&2; exit "$rc"; }
+profile_id=$(submit profile) || { rc=$?; echo "ci: submit profile failed" >&2; exit "$rc"; }
 if [ -z "$verify_id" ] || [ -z "$profile_id" ]; then
     echo "ci: submit printed no job id" >&2
     exit 2

@@ -318,6 +318,23 @@ int nb_job_model_match_aliased(const char *sel, const char *model, const char *n
     return nb_job_model_match(a, b, NULL) >= 2 ? 2 : 0;
 }
 
+int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
+                                const char *canonical, const char *const *aliases, size_t n)
+{
+    nb_job_alias al[NB_JOB_MODEL_ALIASES_MAX + 2];
+    char canon[256];
+    if (canonical && *canonical)
+        snprintf(canon, sizeof canon, "%s", canonical);
+    else
+        nb_job_model_canon(model ? model : "", canon, sizeof canon);
+    size_t k = 0;
+    al[k++] = (nb_job_alias){model ? model : "", canon};
+    al[k++] = (nb_job_alias){canon, canon};
+    for (size_t i = 0; i < n && k < sizeof al / sizeof al[0]; i++)
+        al[k++] = (nb_job_alias){aliases[i], canon};
+    return nb_job_model_match_aliased(sel, model, name, al, k);
+}
+
 int nb_job_model_match(const char *sel, const char *model, const char *name)
 {
     if (!sel || !*sel || !strcmp(sel, "*") || !model || !*model || !strcmp(model, "*"))
@@ -343,7 +360,8 @@ int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d)
         return 0;
     if (!any(want->dtype) && !any(d->dtype) && strcasecmp(want->dtype, d->dtype))
         return 0;
-    return nb_job_model_match(want->model, d->model, d->name);
+    return nb_job_model_match_declared(want->model, d->model, d->name, d->canonical, d->aliases,
+                                       d->n_aliases);
 }
 
 int nb_job_dep_pick(const nb_job_dep *want, const nb_job_dep *deps, size_t n, int *score)

@@ -135,6 +135,13 @@ const char *nb_job_model_resolve(const char *name, const nb_job_alias *aliases, 
 int nb_job_model_match_aliased(const char *sel, const char *model, const char *name,
                                const nb_job_alias *aliases, size_t n);
 
+/* How well sel names a deployment of model (its name: NULL ok) that declares canonical (NULL
+ * or "": nb_job_model_canon(model)) and aliases[0..n) (a deployments file's "canonical" and
+ * "aliases"): nb_job_model_match, or 2 where sel is one of the declared names. The one rule
+ * the coordinator (lease, submit) and the worker (which entry runs the job) match by. */
+int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
+                                const char *canonical, const char *const *aliases, size_t n);
+
 /* ---- worker matching: the one rule the queue's lease (db/), the scheduler (coordinator/)
  * and the worker's choice of deployment (worker/) apply ------------------------------------ */
 
@@ -143,9 +150,15 @@ int nb_job_model_match_aliased(const char *sel, const char *model, const char *n
 typedef struct nb_job_dep {
     const char *model, *backend, *dtype;
     const char *name; /* the deployment's label (a selector may name it); NULL: none */
+    /* its declared names (a deployments file's "canonical" and "aliases"): a selector naming
+     * one of them names it (nb_job_model_match_declared); NULL / 0: none */
+    const char *canonical;
+    const char *const *aliases;
+    size_t n_aliases;
 } nb_job_dep;
 
-/* How well deployment d serves a job asking for want: 0 no, else nb_job_model_match's 1..3.
+/* How well deployment d serves a job asking for want: 0 no, else nb_job_model_match_declared's
+ * 1..3 (d's declared names included).
  * The backend is compared exactly (a backend table's name), the dtype case-insensitively;
  * a field that is empty or "*" on either side matches anything. */
 int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d);

@@ -14,7 +14,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "nb_air_scan.h"
 #include "nb_args.h"
+#include "nb_deployments.h"
 #include "nb_junit.h"
 #include "nb_print.h"
 #include "testutil.h"
@@ -709,6 +711,139 @@ static void test_print_matrix(void **s)
     expect_printed(&j, 0, 2, want, "npubench job: error: INTERNAL\n");
 }
 
+/* `npubench air scan` over the 19 models of mlir-air e972f294 (tests/fixtures/mlir-air/llms:
+ * each Makefile's targets and variables, verify_adapter.py, where each inference script
+ * prints extract_perf's lines): each job kind's entry point, and a loadable deployments file. */
+static void test_air_scan(void **state)
+{
+    (void)state;
+    const char *src = tu_require_src();
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/mlir-air/llms", src);
+    static const struct {
+        const char *model, *dtype, *run, *profile, *verify;
+        int full, no_tps, verdict_only;
+    } want[] = {
+        {"gemma3_4b_q4nx", "q4nx", "make ask N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify MAX_PROMPTS={max_prompts}", 1, 0, 0},
+        {"llama31_8b_q4nx", "q4nx", "make profile N_TOKENS={n_tokens}",
+         "make profile N_TOKENS={n_tokens}", "make verify", 1, 0, 0},
+        {"llama32_1b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"llama32_1b_int4", "int4", "make run-inference N_TOKENS={n_tokens}",
+         "make profile N_TOKENS={n_tokens}", "make verify", 1, 0, 0},
+        {"llama32_1b_q4nx", "q4nx", "make run N_TOKENS={n_tokens}",
+         "make profile N_TOKENS={n_tokens}", "make verify", 1, 0, 0},
+        {"llama32_3b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"llama32_3b_q4nx", "q4nx", "make profile N_TOKENS={n_tokens}",
+         "make profile N_TOKENS={n_tokens}", "make verify", 1, 0, 0},
+        {"phi4_mini_q4nx", "q4nx", "make profile N_TOKENS={n_tokens}",
+         "make profile N_TOKENS={n_tokens}", "make verify", 1, 0, 0},
+        {"qwen25_0_5b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"qwen25_1_5b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"qwen25_3b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"qwen25_3b_q4", "q4", "make profile", "make profile",
+         "make verify MAX_PROMPTS={max_prompts}", 1, 0, 0},
+        {"qwen25_7b_q4nx", "q4nx", "make ask N_TOKENS={n_tokens}",
+         "make profile N_TOKENS={n_tokens}", "make verify MAX_PROMPTS={max_prompts}", 1, 0, 0},
+        {"qwen3_0_6b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"qwen3_1_7b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"qwen3_4b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"qwen3_8b_q4nx", "q4nx", "make ask N_TOKENS={n_tokens}",
+         "make profile N_TOKENS={n_tokens}", "make verify MAX_PROMPTS={max_prompts}", 1, 0, 0},
+        {"smollm2_1_7b", "bf16", "make run N_TOKENS={n_tokens}", "make profile N_TOKENS={n_tokens}",
+         "make verify", 1, 0, 0},
+        {"smolvla", "bf16", "make profile", "make profile", "make verify", 0, 1, 1},
+    };
+    nb_air_model *m = NULL;
+    size_t n = 0;
+    nb_err err;
+    assert_int_equal(nb_air_scan(dir, &m, &n, &err), NB_OK);
+    assert_int_equal(n, sizeof want / sizeof want[0]); /* bench/ and verify/ are no models */
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(m[i].name, want[i].model) || strcmp(m[i].dtype, want[i].dtype) ||
+            strcmp(m[i].run, want[i].run) || strcmp(m[i].profile, want[i].profile) ||
+            strcmp(m[i].verify, want[i].verify) || !m[i].verify_full[0] != !want[i].full ||
+            !m[i].diagnosis[0] != !want[i].full || m[i].no_throughput != want[i].no_tps ||
+            m[i].verdict_only != want[i].verdict_only || m[i].why[0])
+            fail_msg("%s: run '%s', profile '%s', verify '%s', full %d, no tps %d, verdict "
+                     "%d, why '%s'; expected %s: '%s', '%s', '%s', %d, %d, %d",
+                     m[i].name, m[i].run, m[i].profile, m[i].verify, !!m[i].verify_full[0],
+                     m[i].no_throughput, m[i].verdict_only, m[i].why, want[i].model, want[i].run,
+                     want[i].profile, want[i].verify, want[i].full, want[i].no_tps,
+                     want[i].verdict_only);
+    }
+    /* why an entry point is not the obvious one */
+    assert_non_null(strstr(m[6].notes, "llama32_3b_q4nx_inference.py prints its metric lines "
+                                       "only with --profile"));
+    assert_non_null(strstr(m[3].notes, "`make run` runs llama32_1b_int4_prefill.py"));
+    assert_non_null(strstr(m[2].notes, "fixes --max-prompts 2"));
+    assert_non_null(strstr(m[18].notes, "regression gate"));
+    /* the air backend: an entry per model whose adapter builds a runner and names its HF
+     * checkout (not smolvla's gate, not int4's AWQ id bound to a name) */
+    assert_string_equal(m[2].air_hf_id, "meta-llama/Llama-3.2-1B-Instruct");
+    assert_string_equal(m[17].air_choice, "base");
+    assert_string_equal(m[17].air_hf_id, "HuggingFaceTB/SmolLM2-1.7B");
+    assert_non_null(strstr(m[18].air_why, "no build_runner"));
+    assert_non_null(strstr(m[3].air_why, "is no HF id literal"));
+    /* what the worker reads: every entry is a valid exec (and air) deployment */
+    for (int with_air = 0; with_air < 2; with_air++) {
+        nb_air_scan_air air = {with_air ? "/data/hf" : NULL, with_air ? "/opt/air/bin/python3" : NULL};
+        json_object *doc = nb_air_scan_json(m, n, dir, &air);
+        const char *text = json_object_to_json_string(doc);
+        nb_deployment *deps = NULL;
+        int nd = 0;
+        if (nb_deployments_parse(text, strlen(text), "scan", &deps, &nd, &err))
+            fail_msg("the scan's deployments file does not load: %s", err.msg);
+        assert_int_equal(nd, with_air ? 19 + 17 : 19);
+        assert_true(deps[18].exec->no_throughput && deps[18].exec->verdict_only);
+        assert_int_equal(deps[0].exec->timeout_ms, 3600000);
+        if (with_air) {
+            assert_string_equal(deps[21].name, "llama32_1b-air");
+            assert_string_equal(deps[21].backend, "air");
+            assert_string_equal(deps[21].model, "/data/hf/Llama-3.2-1B-Instruct");
+            assert_string_equal(deps[21].aliases[0], "llama32_1b");
+            assert_non_null(strstr(text, "\"model\": \"smolvla-air\""));
+        }
+        nb_deployments_free(deps, nd);
+        json_object_put(doc);
+    }
+    free(m);
+
+    /* a model directory nothing maps: listed with why; no model at all: an error */
+    char *tmp = tu_tmpdir();
+    char p[1400];
+    snprintf(p, sizeof p, "%s/oddball", tmp);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/oddball/Makefile", tmp);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("compile:\n\tpython3 build.py\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/oddball/verify_adapter.py", tmp);
+    f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(nb_air_scan(tmp, &m, &n, &err), NB_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(m[0].why, "no target npubench can read: no run, profile or verify target");
+    json_object *doc = nb_air_scan_json(m, n, tmp, NULL);
+    assert_non_null(strstr(json_object_to_json_string(doc), "\"unmapped\""));
+    json_object_put(doc);
+    free(m);
+    snprintf(p, sizeof p, "%s/nothing-here", tmp);
+    assert_int_equal(nb_air_scan(p, &m, &n, &err), NB_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "cannot read the directory"));
+    tu_rmrf(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -717,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_junit_print),      cmocka_unit_test(test_junit_write),
         cmocka_unit_test(test_junit_pending_matrix),
         cmocka_unit_test(test_print_job_errors), cmocka_unit_test(test_print_matrix),
+        cmocka_unit_test(test_air_scan),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -947,15 +947,21 @@ static void test_ci_example(void **s)
     assert_int_equal(count(index, "<tr class=\"deployment\">"), seed.n_deps + 1);
     free(index);
 
-    /* nobody serves the model: the job stays queued past TIMEOUT, exit 5, report still
-     * written */
+    /* nobody registered serves the model: refused at submit, exit 3 */
     snprintf(out, sizeof out, "%s/ci-nosuch", tu_group_tmp());
     r = ci_script(out, "MODEL=nosuch TIMEOUT=1");
+    assert_int_equal(r.code, 3);
+    assert_non_null(strstr(r.out, "no registered worker serves it"));
+    free(r.out);
+    /* served, but by no board of that name: the job stays queued past TIMEOUT, exit 5,
+     * report still written */
+    snprintf(out, sizeof out, "%s/ci-elsewhere", tu_group_tmp());
+    r = ci_script(out, "SELECT='--board elsewhere' TIMEOUT=1");
     assert_int_equal(r.code, 5);
     free(r.out);
     snprintf(path, sizeof path, "%s/report/queue.html", out);
     char *queue = tu_slurp(path);
-    assert_non_null(strstr(queue, "nosuch"));
+    assert_non_null(strstr(queue, "elsewhere"));
     free(queue);
 }
 

@@ -122,6 +122,19 @@ static void test_out_precedence(void **state)
     assert_true(o.tps == 10.83);
     assert_true(fabs(o.decode_ms_per_token - 92.34) < 1e-9);
     assert_int_equal(o.generated_tokens, 20);
+    /* gemma3_4b_q4nx / qwen25_7b_q4nx / qwen3_8b_q4nx: "[inference] decode: N tokens in"
+     * gives the count; "Y tok/s (Z ms/token)" is no "(Y tok/s)", "Tokens/second:" is read */
+    o = parsed("[inference] prefill prompt_len=14...\n"
+               "Time to first token (TTFT): 0.893s\n"
+               "[inference] decode: 61 tokens in 3.21s 19.00 tok/s (52.6 ms/token)\n"
+               "[inference] Inference: prompt_len=14, n_tokens=61\n"
+               "Tokens/second: 19.00\n");
+    assert_int_equal(o.generated_tokens, 61);
+    assert_int_equal(o.context_len, 14);
+    assert_int_equal(o.tps_fmt, NB_EXEC_OUT_TPS_LABEL);
+    assert_true(o.has_tps && o.tps == 19.0);
+    o = parsed("[inference] decode: x tokens in 1s\n");
+    assert_int_equal(o.generated_tokens, -1);
     /* only the profile table: TTFT from the prefill row */
     o = parsed("  End-to-end (prefill, per query)     412.50 ms\n");
     assert_int_equal(o.ttft_fmt, NB_EXEC_OUT_TTFT_PREFILL);
@@ -556,6 +569,83 @@ static void test_exec_air_sha(void **state)
         nb_exec_deploy_free(d);
     }
     tu_rmrf(tmp);
+}
+
+/* smolvla through exec: a latency-only profile ("throughput": false) and a verify whose
+ * printed verdict is the gate ("verify_report": false); a prompt set reaches a command only
+ * through {prompts_file}, and one without it refuses the job. */
+static void test_exec_latency_and_verdict(void **state)
+{
+    (void)state;
+    char json[4096];
+    for (int fail = 0; fail < 2; fail++) {
+        snprintf(json, sizeof json,
+                 "{\"profile\": [\"python3\", \"%s\", \"profile\"], \"verify\": "
+                 "[\"python3\", \"%s\", \"verify\"], \"env\": {\"NB_AIR_MODE\": \"%s\"}, "
+                 "\"throughput\": false, \"verify_report\": false}",
+                 fx("mlir-air/smolvla.py"), fx("mlir-air/smolvla.py"), fail ? "fail" : "pass");
+        nb_exec_deploy *d = deploy_of(json);
+        Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
+        nb_err err;
+        Npubench__JobResult *res = nb_jobpb_result_new();
+        s.kind = NPUBENCH__JOB_KIND__PROFILE;
+        if (nb_exec_job(d, "smolvla", "bf16", &s, NULL, res, &err))
+            fail_msg("smolvla profile: %s", err.msg);
+        assert_true(res->metrics->ttft_ms == 824.3);
+        assert_true(res->metrics->tps == 0.0); /* none: stored as unknown, never 0 tok/s */
+        nb_jobpb_free(res);
+        res = nb_jobpb_result_new();
+        s.kind = NPUBENCH__JOB_KIND__VERIFY;
+        if (nb_exec_job(d, "smolvla", "bf16", &s, NULL, res, &err))
+            fail_msg("smolvla verify: %s", err.msg);
+        assert_int_equal(res->outcome, fail ? NPUBENCH__OUTCOME__FAIL : NPUBENCH__OUTCOME__PASS);
+        assert_non_null(res->verify);
+        assert_int_equal(res->verify->passed, !fail);
+        assert_int_equal(res->verify->failed, fail);
+        nb_jobpb_free(res);
+        nb_exec_deploy_free(d);
+    }
+    /* without "throughput": false the latency alone is no result */
+    snprintf(json, sizeof json, "{\"profile\": [\"python3\", \"%s\", \"profile\"]}",
+             fx("mlir-air/smolvla.py"));
+    nb_exec_deploy *d = deploy_of(json);
+    Npubench__JobSpec s = NPUBENCH__JOB_SPEC__INIT;
+    s.kind = NPUBENCH__JOB_KIND__PROFILE;
+    nb_err err;
+    Npubench__JobResult *res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "smolvla", "bf16", &s, NULL, res, &err), NB_EFORMAT);
+    assert_non_null(strstr(err.msg, "printed no usable decode throughput"));
+    nb_jobpb_free(res);
+    /* a client's prompts: refused by a command that cannot take them */
+    char *prompts[] = {"What is 2+2?", "Name a colour."};
+    s.prompts = prompts;
+    s.n_prompts = 2;
+    res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "smolvla", "bf16", &s, NULL, res, &err), NB_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "the job names a prompt set (explicit prompts) but this "
+                                    "deployment's 'profile' command takes no {prompts_file}"));
+    nb_jobpb_free(res);
+    nb_exec_deploy_free(d);
+    /* ... and handed over, one prompt a line, by one that can */
+    d = deploy_of("{\"profile\": {\"shell\": \"tail -n 1 {prompts_file}; wc -l < "
+                  "{prompts_file}; echo 'Tokens/second: 5.00'\"}}");
+    lines L = {0};
+    nb_exec_job_hooks h = {NULL, on_line, &L};
+    res = nb_jobpb_result_new();
+    if (nb_exec_job(d, "m", "bf16", &s, &h, res, &err))
+        fail_msg("prompts file: %s", err.msg);
+    assert_true(res->metrics->tps == 5.0);
+    assert_true(L.n >= 3);
+    nb_jobpb_free(res);
+    /* a prompt holding a line break cannot be one line of the file */
+    char *bad[] = {"two\nlines"};
+    s.prompts = bad;
+    s.n_prompts = 1;
+    res = nb_jobpb_result_new();
+    assert_int_equal(nb_exec_job(d, "m", "bf16", &s, NULL, res, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "JobSpec.prompts[0]: holds a line break"));
+    nb_jobpb_free(res);
+    nb_exec_deploy_free(d);
 }
 
 /* A verify report's per-layer records map into the localization's layers (each layer's output
@@ -1204,7 +1294,7 @@ int main(void)
         cmocka_unit_test(test_split),           cmocka_unit_test(test_out_precedence),
         cmocka_unit_test(test_proc),            cmocka_unit_test(test_deploy_parse),
         cmocka_unit_test(test_air_pass),        cmocka_unit_test(test_report_localization),
-        cmocka_unit_test(test_exec_air_sha),
+        cmocka_unit_test(test_exec_air_sha),     cmocka_unit_test(test_exec_latency_and_verdict),
         cmocka_unit_test(test_air_faults),
         cmocka_unit_test(test_exec_placeholders), cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_deploy_specs),

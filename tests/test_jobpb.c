@@ -585,23 +585,34 @@ static void test_matching(void **state)
 {
     (void)state;
     const nb_job_dep deps[] = {
-        {"base", "cpu", "bf16", "b16"},
-        {"instruct", "cpu", "q4_1", "smol-q4"},
-        {"models/SmolLM2-135M-Instruct.Q4_1.gguf", "exec", "*", NULL},
+        {.model = "base", .backend = "cpu", .dtype = "bf16", .name = "b16"},
+        {.model = "instruct", .backend = "cpu", .dtype = "q4_1", .name = "smol-q4"},
+        {.model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", .backend = "exec", .dtype = "*"},
     };
-    nb_job_dep want = {"instruct", NULL, NULL, NULL};
+    nb_job_dep want = {.model = "instruct", .backend = NULL, .dtype = NULL, .name = NULL};
     int score;
     assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 1); /* 3 (exact) beats 2 */
     assert_int_equal(score, 3);
-    want = (nb_job_dep){"instruct", "cpu", "BF16", NULL};
+    want = (nb_job_dep){.model = "instruct", .backend = "cpu", .dtype = "BF16", .name = NULL};
     assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 0); /* the same model, bf16 */
     assert_int_equal(score, 2);
-    want = (nb_job_dep){"instruct", "CPU", NULL, NULL}; /* backend names are exact */
+    /* backend names are exact */
+    want = (nb_job_dep){.model = "instruct", .backend = "CPU", .dtype = NULL, .name = NULL};
     assert_int_equal(nb_job_dep_pick(&want, deps, 3, NULL), -1);
-    want = (nb_job_dep){"smol-q4", "*", "*", NULL}; /* a deployment's name */
+    /* a deployment's name */
+    want = (nb_job_dep){.model = "smol-q4", .backend = "*", .dtype = "*", .name = NULL};
     assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 1);
-    want = (nb_job_dep){"SmolLM2-135M-Instruct", "exec", "native", NULL};
+    want = (nb_job_dep){.model = "SmolLM2-135M-Instruct", .backend = "exec", .dtype = "native"};
     assert_int_equal(nb_job_dep_pick(&want, deps, 3, &score), 2); /* "*" serves any dtype */
+    /* a deployments file's declared names: mlir-air's model key names the entry */
+    const char *const al[] = {"llama32_1b", "llama32_1b_q4nx"};
+    const nb_job_dep air = {.model = "Llama-3.2-1B-Instruct", .backend = "exec", .dtype = "bf16",
+                            .aliases = al, .n_aliases = 2};
+    want = (nb_job_dep){.model = "LLAMA32_1B"};
+    assert_int_equal(nb_job_dep_match(&want, &air), 2);
+    want = (nb_job_dep){.model = "llama32_3b"};
+    assert_int_equal(nb_job_dep_match(&want, &air), 0);
+    want = (nb_job_dep){.model = "SmolLM2-135M-Instruct", .backend = "exec", .dtype = "native"};
     assert_int_equal(nb_job_dep_pick(&want, deps, 0, &score), -1);
     assert_int_equal(score, 0);
 

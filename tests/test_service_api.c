@@ -1744,6 +1744,24 @@ static void test_model_aliases_in_history(void **s)
                                   "'Llama-3.2-1B-Instruct' AND origin = 'deployments' AND %lld",
                               1LL),
                      2);
+    /* Submit takes the aliases too; a name nothing registered serves is refused at once,
+     * naming what is served, instead of waiting in the queue for a day. */
+    int64_t ids[4];
+    size_t n;
+    char msg[1024];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "llama32_1b", 0, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND state = "
+                                  "'queued'",
+                              (long long)ids[0]),
+                     1);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "qwen9_9b", 0, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "selector model 'qwen9_9b': no registered worker serves it"));
+    assert_non_null(strstr(msg, "served: Llama-3.2-1B-Instruct exec/bf16 (also llama32_1b, "
+                                "llama32_1b_q4nx)"));
 
     char path[2048];
     snprintf(path, sizeof path, "%s/tests/data/db/mlir-air/history.ndjson",

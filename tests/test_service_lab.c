@@ -207,12 +207,18 @@ static void test_lab_ipc(void **s)
     assert_non_null(strstr(r.out, "\"tps\""));
     free(r.out);
 
-    /* nobody serves this model: it waits, and says why */
+    /* no registered worker serves this model: refused at once (exit 3), naming what is */
     r = cli("submit verify --model nosuch.gguf --coordinator '%s'", url);
+    assert_int_equal(r.code, 3);
+    assert_non_null(strstr(r.out, "selector model 'nosuch.gguf': no registered worker serves "
+                                  "it, so it would wait until it expires; served: instruct"));
+    free(r.out);
+    /* served, but by no live worker of that board: it waits, and says why */
+    r = cli("submit verify --model instruct --board nowhere --coordinator '%s'", url);
     assert_int_equal(r.code, 0);
     long long q = submitted_id(r.out);
     free(r.out);
-    snprintf(cmd, sizeof cmd, "'%s' jobs --coordinator '%s' | grep 'nosuch.gguf' | "
+    snprintf(cmd, sizeof cmd, "'%s' jobs --coordinator '%s' | grep 'nowhere' | "
              "grep -q 'no live worker can run it'", bin(), url);
     assert_true(tu_poll(10000, system(cmd) == 0)); /* reasons are refreshed once a second */
     r = cli("cancel %lld --coordinator '%s'", q, url);
@@ -917,14 +923,24 @@ static void test_lab_outputs(void **s)
     assert_non_null(strstr(x, "<error type="));
     free(x);
 
-    /* nobody serves it: --timeout gives up, cancels it as expired, exit 5 (--keep keeps it) */
+    /* no registered deployment is called that: refused at submit, exit 3 */
+    const char *refused[] = {"no registered worker serves it", NULL};
+    free(expect_out(url, 3, "submit verify --model nosuch --wait --timeout 1", refused));
+    /* no live worker of that board: --timeout gives up, cancels it as expired, exit 5
+     * (--keep keeps it) */
     const char *expired[] = {"gave up after 1 s", NULL};
-    out = expect_out(url, 5, "submit verify --model nosuch --wait --timeout 1", expired);
+    out = expect_out(url, 5,
+                     "submit verify --model Llama-3.2-1B-Instruct --board nowhere --wait "
+                     "--timeout 1",
+                     expired);
     long long exp_id = submitted_id(out);
     free(out);
     snprintf(args, sizeof args, "job %lld", exp_id);
     free(expect_out(url, 5, args, NULL));
-    out = expect_out(url, 5, "submit verify --model nosuch --wait --timeout 1 --keep", NULL);
+    out = expect_out(url, 5,
+                     "submit verify --model Llama-3.2-1B-Instruct --board nowhere --wait "
+                     "--timeout 1 --keep",
+                     NULL);
     long long kept = submitted_id(out);
     free(out);
     snprintf(args, sizeof args, "wait %lld --timeout 1", kept);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "nb_exec_out.h"
 #include "nb_exec_proc.h"
@@ -19,6 +20,7 @@
 #include "nb_jobpb.h"
 #include "nb_json.h"
 #include "nb_time.h"
+#include "nb_verify.h"
 #include "nb_verifypb.h"
 
 #define REPORT_MAX_BYTES ((size_t)64 << 20)
@@ -100,8 +102,8 @@ static nb_code add_sample(Npubench__Metrics *m, double ttft, double tps)
     npubench__sample__init(s);
     s->rep = (int32_t)m->n_samples;
     s->ttft_ms = ttft; /* 0 when no TTFT line was printed: the coordinator stores unknown */
-    s->tps = tps;
-    s->decode_ms_per_token = 1000.0 / tps;
+    s->tps = tps; /* 0: a latency-only deployment (exec "throughput": false) */
+    s->decode_ms_per_token = tps > 0 ? 1000.0 / tps : 0;
     s->tpot_ms = s->decode_ms_per_token;
     v[m->n_samples++] = s;
     return NB_OK;
@@ -126,12 +128,23 @@ static void mean_sd(Npubench__Metrics *m, size_t off, double *mean, double *sd)
  * mlir-air's scripts).  No throughput is an error: a run stored as 0 tok/s reads as a
  * catastrophic regression, not as "the script printed nothing we know". */
 static nb_code bench_samples(const char *out, size_t len, const char *what, const char *tail,
-                             Npubench__Metrics *m, nb_err *err)
+                             int no_throughput, Npubench__Metrics *m, nb_err *err)
 {
     double *tt = NULL, *tp = NULL;
     int nt = 0, np = 0;
     nb_code rc = nb_exec_out_samples(out, len, &tt, &nt, &tp, &np, err);
-    if (!rc && !np)
+    if (!rc && no_throughput) {
+        /* a latency is the measurement (smolvla's action chunk): its TTFT formats */
+        np = 0;
+        if (!nt)
+            rc = nb_err_set(err, NB_EFORMAT,
+                            "`%s` printed no latency (none of '%s', '%s', '%s', '%s'; the "
+                            "deployment reports no throughput); output tail: %s",
+                            what, nb_exec_out_ttft_fmt_name(NB_EXEC_OUT_TTFT_WARM),
+                            nb_exec_out_ttft_fmt_name(NB_EXEC_OUT_TTFT_COLD),
+                            nb_exec_out_ttft_fmt_name(NB_EXEC_OUT_TTFT_PREFILL),
+                            nb_exec_out_ttft_fmt_name(NB_EXEC_OUT_TTFT_ACTION), tail);
+    } else if (!rc && !np)
         rc = nb_err_set(err, NB_EFORMAT,
                         "`%s` printed no usable decode throughput (none of '%s', '%s', '%s'); "
                         "output tail: %s",
@@ -140,7 +153,7 @@ static nb_code bench_samples(const char *out, size_t len, const char *what, cons
                         nb_exec_out_tps_fmt_name(NB_EXEC_OUT_TPS_LABEL), tail);
     int n = nt > np ? nt : np;
     for (int i = 0; !rc && i < n; i++)
-        if (add_sample(m, nt ? tt[i < nt ? i : nt - 1] : 0, tp[i < np ? i : np - 1]))
+        if (add_sample(m, nt ? tt[i < nt ? i : nt - 1] : 0, np ? tp[i < np ? i : np - 1] : 0))
             rc = nb_err_set(err, NB_ENOMEM, "out of memory");
     free(tt);
     free(tp);
@@ -270,7 +283,7 @@ static nb_code run_once(const nb_exec_deploy *d, const Npubench__JobSpec *spec,
         rc = nb_err_set(err, NB_EIO, "`%s` exited with status %d; output tail: %s", what,
                         pr.exit_code, tail);
     else if (m)
-        rc = bench_samples(pr.output, pr.len, what, tail, m, err);
+        rc = bench_samples(pr.output, pr.len, what, tail, d->no_throughput, m, err);
     nb_exec_proc_result_free(&pr);
     return rc;
 }
@@ -334,6 +347,86 @@ static nb_code env_extra(Npubench__JobResult *res, const char *key, const char *
     return NB_OK;
 }
 
+/* ---- the job's prompt set ------------------------------------------------------------------ */
+
+/* A client's prompt set reaches the script only through {prompts_file}: the named set's file
+ * (verify/nb_verify.h), or the job's explicit prompts written one a line to a file beside
+ * the reports. A command without the placeholder would silently run its own prompts:
+ * refused, naming why. *path "" when the job names no set. */
+static nb_code job_prompts(const nb_exec_deploy *d, const Npubench__JobSpec *spec, char *path,
+                           size_t cap, int *written, nb_err *err)
+{
+    path[0] = '\0';
+    *written = 0;
+    if (!spec->n_prompts && !*spec->prompt_set)
+        return NB_OK;
+    const char *what = spec->n_prompts ? "explicit prompts" : spec->prompt_set;
+    if (!nb_exec_deploy_uses(d, spec->kind, "{prompts_file}"))
+        return nb_err_set(err, NB_EUNSUPPORTED,
+                          "the job names a prompt set (%s) but this deployment's '%s' command "
+                          "takes no {prompts_file}, so it would run its own prompts instead "
+                          "(mlir-air's Makefile targets pass no prompts file; call "
+                          "verify_runner.py with --prompts-file {prompts_file})",
+                          what, nb_job_kind_name(spec->kind));
+    if (!spec->n_prompts) {
+        nb_code rc = nb_verify_prompt_set_path(NULL, spec->prompt_set, path, cap, err);
+        if (rc)
+            return rc;
+        if (!nb_file_readable(path))
+            return nb_err_set(err, NB_ENOTFOUND, "JobSpec.prompt_set '%s': %s is not readable",
+                              spec->prompt_set, path);
+        return NB_OK;
+    }
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, cap, "%s/npubench-prompts-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return nb_err_set(err, NB_EIO, "prompts file %s: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    int ok = f != NULL;
+    for (size_t i = 0; ok && i < spec->n_prompts; i++) {
+        /* one prompt a line: a line break inside one would make two */
+        if (strpbrk(spec->prompts[i], "\r\n\v\f")) {
+            fclose(f);
+            unlink(path);
+            return nb_err_set(err, NB_EINVAL,
+                              "JobSpec.prompts[%zu]: holds a line break; a prompts file has "
+                              "one prompt a line",
+                              i);
+        }
+        ok = fprintf(f, "%s\n", spec->prompts[i]) >= 0;
+    }
+    if (f && fclose(f))
+        ok = 0;
+    if (!ok) {
+        unlink(path);
+        return nb_err_set(err, NB_EIO, "prompts file %s: cannot write", path);
+    }
+    *written = 1;
+    return NB_OK;
+}
+
+/* verify with "verify_report": false: the printed verdict, one gate record for it. */
+static nb_code verdict_to_result(const nb_exec_out *o, const char *what, const char *tail,
+                                 double wall_ms, Npubench__JobResult *res, nb_err *err)
+{
+    if (o->gate < 0)
+        return nb_err_set(err, NB_EFORMAT,
+                          "`%s` printed no verdict ('[verify] PASS' or '[verify] FAIL'); output "
+                          "tail: %s",
+                          what, tail);
+    Npubench__VerifySummary *v = malloc(sizeof *v);
+    if (!v)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    npubench__verify_summary__init(v);
+    v->passed = o->gate == 0;
+    v->failed = o->gate == 1;
+    v->wall_ms = wall_ms;
+    res->verify = v;
+    res->outcome = o->gate ? NPUBENCH__OUTCOME__FAIL : NPUBENCH__OUTCOME__PASS;
+    return NB_OK;
+}
+
 nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtype,
                     const Npubench__JobSpec *spec, const nb_exec_job_hooks *hooks,
                     Npubench__JobResult *res, nb_err *err)
@@ -349,10 +442,18 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
                           spec->shard->prompt_end);
     nb_exec_deploy_vars v;
     vars_of(spec, model, dtype, &v);
-    char **argv;
-    nb_code rc = nb_exec_deploy_argv(d, spec->kind, &v, &argv, err);
+    char prompts[1100];
+    int prompts_tmp = 0;
+    nb_code rc = job_prompts(d, spec, prompts, sizeof prompts, &prompts_tmp, err);
     if (rc)
         return rc;
+    v.prompts_file = prompts;
+    char **argv;
+    if ((rc = nb_exec_deploy_argv(d, spec->kind, &v, &argv, err))) {
+        if (prompts_tmp)
+            unlink(prompts);
+        return rc;
+    }
     char what[512];
     describe(argv, what, sizeof what);
     int is_bench = spec->kind == NPUBENCH__JOB_KIND__RUN ||
@@ -385,6 +486,8 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
         res->outcome = NPUBENCH__OUTCOME__PASS;
         note(hooks, "npubench: TTFT from '%s', throughput from '%s'",
              nb_exec_out_ttft_fmt_name(o.ttft_fmt), nb_exec_out_tps_fmt_name(o.tps_fmt));
+    } else if (!rc && d->verdict_only) {
+        rc = verdict_to_result(&o, what, "(see the job's log)", wall_ms, res, err);
     } else if (!rc) {
         char *text = NULL, path[2048];
         size_t len = 0;
@@ -398,5 +501,7 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
     }
     if (m)
         protobuf_c_message_free_unpacked(&m->base, NULL);
+    if (prompts_tmp)
+        unlink(prompts);
     return rc;
 }

@@ -272,6 +272,16 @@ nb_code nb_exec_deploy_parse(json_object *o, const char *what, nb_exec_deploy **
                 d->timeout_ms = (int64_t)(v * 1000.0);
             else
                 d->max_output = (size_t)v * 1024;
+        } else if (!strcmp(key, "throughput") || !strcmp(key, "verify_report")) {
+            if (!json_object_is_type(val, json_type_boolean)) {
+                rc = nb_err_set(err, NB_EINVAL, "%s: must be true or false", w);
+                break;
+            }
+            int off = !json_object_get_boolean(val);
+            if (key[0] == 't')
+                d->no_throughput = off;
+            else
+                d->verdict_only = off;
         } else if (!strcmp(key, "env")) {
             if (!json_object_is_type(val, json_type_object)) {
                 rc = nb_err_set(err, NB_EINVAL, "%s: must be an object of strings", w);
@@ -302,7 +312,8 @@ nb_code nb_exec_deploy_parse(json_object *o, const char *what, nb_exec_deploy **
         } else {
             rc = nb_err_set(err, NB_EINVAL,
                             "%s: unknown key (expected run, verify, verify_full, diagnosis, "
-                            "profile, cwd, env, timeout_s, report, max_output_kb)",
+                            "profile, cwd, env, timeout_s, report, max_output_kb, throughput, "
+                            "verify_report)",
                             w);
             break;
         }
@@ -354,6 +365,8 @@ nb_code nb_exec_deploy_dup(const nb_exec_deploy *d, nb_exec_deploy **out, nb_err
     }
     c->timeout_ms = d->timeout_ms;
     c->max_output = d->max_output;
+    c->no_throughput = d->no_throughput;
+    c->verdict_only = d->verdict_only;
     if (!ok) {
         nb_exec_deploy_free(c);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
@@ -476,7 +489,8 @@ nb_code nb_exec_deploy_argv(const nb_exec_deploy *d, int kind, const nb_exec_dep
                 {"max_prompts", v->max_prompts, NULL}, {"reps", v->reps, NULL},
                 {"prompt", 0, v->prompt ? v->prompt : ""},
                 {"prompt_begin", v->prompt_begin, NULL}, {"prompt_end", v->prompt_end, NULL},
-                {"model", 0, v->model ? v->model : ""}, {"dtype", 0, v->dtype ? v->dtype : ""}};
+                {"model", 0, v->model ? v->model : ""}, {"dtype", 0, v->dtype ? v->dtype : ""},
+                {"prompts_file", 0, v->prompts_file ? v->prompts_file : ""}};
     enum { NV = sizeof vals / sizeof vals[0] };
     subst s[NV];
     for (int i = 0; i < NV; i++) {

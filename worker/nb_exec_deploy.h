@@ -38,11 +38,18 @@ typedef struct nb_exec_deploy {
     int64_t timeout_ms; /* per command run */
     size_t max_output;  /* bytes of output kept */
     char *report;       /* a report path the commands write (relative to cwd), or NULL */
+    /* "throughput": false: run/profile report a latency only (smolvla's action chunk, its
+     * TTFT formats); a TTFT line is then required instead of a throughput. */
+    int no_throughput;
+    /* "verify_report": false: verify's printed [verify] PASS / FAIL is the verdict (smolvla's
+     * regression gate writes no report); one gate record stands for it. */
+    int verdict_only;
 } nb_exec_deploy;
 
 /* From a deployments-file entry's "exec" object (format in docs/service.md):
  * {"run": CMD, "verify": CMD, "verify_full": CMD, "diagnosis": CMD, "profile": CMD,
- *  "cwd": DIR, "env": {K: V}, "timeout_s": N, "report": PATH, "max_output_kb": N}
+ *  "cwd": DIR, "env": {K: V}, "timeout_s": N, "report": PATH, "max_output_kb": N,
+ *  "throughput": BOOL, "verify_report": BOOL}
  * with CMD a string (split by nb_exec_deploy_split), an array of strings (argv), or
  * {"shell": "..."} (run by /bin/sh -c).  what names the entry in errors. */
 nb_code nb_exec_deploy_parse(json_object *o, const char *what, nb_exec_deploy **out,
@@ -61,10 +68,11 @@ int nb_exec_deploy_takes_range(const nb_exec_deploy *d);
 /* ---- one job's command ------------------------------------------------------------------ */
 
 /* The values of the placeholders {n_tokens} {k} {max_prompts} {reps} {prompt}
- * {prompt_begin} {prompt_end} {model} {dtype}. */
+ * {prompt_begin} {prompt_end} {model} {dtype} {prompts_file} (a file holding the job's
+ * prompt set, one prompt a line; "" when the job names none). */
 typedef struct nb_exec_deploy_vars {
     int n_tokens, k, max_prompts, reps, prompt_begin, prompt_end;
-    const char *prompt, *model, *dtype;
+    const char *prompt, *model, *dtype, *prompts_file;
 } nb_exec_deploy_vars;
 
 /* kind's command with the placeholders replaced (shell-quoted inside shell commands, so

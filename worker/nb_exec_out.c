@@ -186,15 +186,22 @@ static int context_len_of(const char *line)
     return -1;
 }
 
-/* "Generated N tokens in X.XXs": every inference script's decode summary. */
+/* The decode summary: "Generated N tokens in X.XXs" (most inference scripts) or
+ * "[inference] decode: N tokens in X.XXs ..." (gemma3_4b_q4nx, qwen25_7b_q4nx,
+ * qwen3_8b_q4nx, the fused-decode drivers). */
 static int generated_of(const char *line)
 {
+    static const char *const heads[] = {"Generated ", "[inference] decode: "};
     const char *p = blanks(line);
-    if (strncmp(p, "Generated ", 10))
-        return -1;
-    int n = count_after(p, "Generated ");
-    p += 10 + strspn(p + 10, "0123456789");
-    return n >= 0 && !strncmp(p, " tokens in ", 11) ? n : -1;
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        size_t hl = strlen(heads[i]);
+        if (strncmp(p, heads[i], hl))
+            continue;
+        int n = count_after(p, heads[i]);
+        const char *q = p + hl + strspn(p + hl, "0123456789");
+        return n >= 0 && !strncmp(q, " tokens in ", 11) ? n : -1;
+    }
+    return -1;
 }
 
 /* "[verify] PASS" / "[verify] FAIL — see report ..." / npubench's "[verify] PASS (2/2 ...)". */

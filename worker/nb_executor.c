@@ -272,16 +272,30 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
 {
     const Npubench__DeploymentSelector *sel = s->selector;
     *out = NULL;
-    nb_job_dep want = {sel ? sel->model : NULL, sel ? sel->backend : NULL,
-                       sel ? sel->dtype : NULL, NULL};
-    nb_job_dep *deps = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *deps);
-    if (!deps)
+    nb_job_dep want = {.model = sel ? sel->model : NULL,
+                       .backend = sel ? sel->backend : NULL,
+                       .dtype = sel ? sel->dtype : NULL};
+    size_t nd = (size_t)(c->n_deps ? c->n_deps : 1);
+    nb_job_dep *deps = calloc(nd, sizeof *deps);
+    /* each entry's declared names ("aliases") as the pointers matching takes */
+    const char **names = calloc(nd * NB_JOB_MODEL_ALIASES_MAX, sizeof *names);
+    if (!deps || !names) {
+        free(deps);
+        free(names);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
-    for (int i = 0; i < c->n_deps; i++)
-        deps[i] = (nb_job_dep){c->deps[i].model, c->deps[i].backend, c->deps[i].dtype,
-                               c->deps[i].name};
+    }
+    for (int i = 0; i < c->n_deps; i++) {
+        const nb_deployment *d = &c->deps[i];
+        const char **al = names + (size_t)i * NB_JOB_MODEL_ALIASES_MAX;
+        for (int a = 0; a < d->n_aliases && a < NB_JOB_MODEL_ALIASES_MAX; a++)
+            al[a] = d->aliases[a];
+        deps[i] = (nb_job_dep){d->model,     d->backend, d->dtype,
+                               d->name,      d->canonical, al,
+                               (size_t)d->n_aliases};
+    }
     int best = nb_job_dep_pick(&want, deps, (size_t)c->n_deps, NULL);
     free(deps);
+    free(names);
     if (best >= 0) {
         *out = &c->deps[best];
         return NB_OK;
