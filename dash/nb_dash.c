@@ -3,6 +3,7 @@
 #include "nb_dash.h"
 
 #include <inttypes.h>
+#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -832,6 +833,46 @@ out:
     return rc;
 }
 
+/* A profile's breakdown as bar charts (it was raw JSON only): its report's "phases" (average
+ * ms per call) and "kernels" (total ms over the repetitions). Nothing for other reports. */
+static void profile_bars(FILE *f, const char *report_json)
+{
+    json_object *root = json_tokener_parse(report_json);
+    static const char *const keys[2] = {"phases", "kernels"};
+    static const char *const fields[2] = {"avg_ms", "total_ms"};
+    static const char *const titles[2] = {"Phases (average per call)",
+                                          "Kernels (total over the repetitions)"};
+    for (int k = 0; root && k < 2; k++) {
+        json_object *arr, *o, *v;
+        if (!json_object_object_get_ex(root, keys[k], &arr) ||
+            !json_object_is_type(arr, json_type_array) || !json_object_array_length(arr))
+            continue;
+        size_t n = json_object_array_length(arr);
+        if (n > 64)
+            n = 64;
+        const char *names[64];
+        double values[64];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            o = json_object_array_get_idx(arr, i);
+            if (!json_object_is_type(o, json_type_object) ||
+                !json_object_object_get_ex(o, "name", &v))
+                continue;
+            names[m] = json_object_get_string(v);
+            values[m] = json_object_object_get_ex(o, fields[k], &v) ? json_object_get_double(v)
+                                                                   : NAN;
+            m++;
+        }
+        if (!m)
+            continue;
+        fprintf(f, "<div class=\"plot\" id=\"profile-%s\">\n", keys[k]);
+        nb_err e;
+        (void)nb_svg_bars_write(f, titles[k], "ms", names, values, m, &e);
+        fputs("</div>\n", f);
+    }
+    json_object_put(root);
+}
+
 /* ---- one run: its report ---- */
 
 static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, nb_err *err)
@@ -951,6 +992,8 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
                                   g->localization_verdict);
         }
     }
+    if (r.report_json && *r.report_json)
+        profile_bars(f, r.report_json);
     if (r.report_json && *r.report_json) {
         fputs("<h2>Report</h2>\n<pre id=\"report\">", f);
         esc(f, r.report_json);

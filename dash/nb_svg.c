@@ -274,3 +274,64 @@ nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err)
     fputs("</svg>\n", f);
     return ferror(f) ? nb_err_set(err, NB_EIO, "svg: write failed") : NB_OK;
 }
+
+nb_code nb_svg_bars_write(FILE *f, const char *title, const char *unit,
+                          const char *const *names, const double *values, size_t n,
+                          nb_err *err)
+{
+    const int left = 150, right = 70, top = 28, bar = 16, gap = 6, bottom = 34;
+    int h = top + (int)n * (bar + gap) + bottom;
+    double hi = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(values[i]) && values[i] > hi)
+            hi = values[i];
+    if (!(hi > 0))
+        hi = 1;
+    double t[16];
+    size_t nt;
+    nb_svg_ticks(0, hi, t, 16, &nt);
+    if (nt && t[nt - 1] < hi) /* the axis ends at a tick past the longest bar */
+        hi = t[nt - 1] + (nt > 1 ? t[1] - t[0] : hi);
+    nb_svg_ticks(0, hi, t, 16, &nt);
+    double w = NB_SVG_W - left - right;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"bars\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
+            "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
+            "<text x=\"%d\" y=\"16\" font-size=\"13\" font-weight=\"bold\">",
+            NB_SVG_W, h, NB_SVG_W, h, NB_SVG_W, h, left);
+    nb_svg_escape(f, title);
+    fputs("</text>\n", f);
+    for (size_t i = 0; i < nt; i++) {
+        double x = left + w * t[i] / hi;
+        fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                   "stroke=\"#ddd\"/><text class=\"ytick\" x=\"%.1f\" y=\"%d\" "
+                   "text-anchor=\"middle\" fill=\"#444\">%.6g</text>\n",
+                x, top, x, h - bottom, x, h - bottom + 14, t[i]);
+    }
+    if (unit && *unit) {
+        fprintf(f, "<text class=\"ylabel\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+                   "fill=\"#444\">",
+                left + w / 2, h - 6);
+        nb_svg_escape(f, unit);
+        fputs("</text>\n", f);
+    }
+    for (size_t i = 0; i < n; i++) {
+        double v = isfinite(values[i]) && values[i] > 0 ? values[i] : 0;
+        int y = top + (int)i * (bar + gap);
+        fprintf(f, "<text class=\"barname\" x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 6,
+                y + bar - 4);
+        nb_svg_escape(f, names[i]);
+        fprintf(f, "</text><rect class=\"bar\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+                   "fill=\"#08519c\"><title>",
+                left, y, w * v / hi, bar);
+        nb_svg_escape(f, names[i]);
+        fprintf(f, ": %.4g</title></rect><text class=\"barvalue\" x=\"%.1f\" y=\"%d\">%.4g"
+                   "</text>\n",
+                values[i], left + w * v / hi + 4, y + bar - 4, values[i]);
+    }
+    fprintf(f, "<path class=\"axis\" stroke=\"#444\" fill=\"none\" d=\"M%d,%d L%d,%d\"/>\n"
+               "</svg>\n",
+            left, top - 4, left, h - bottom);
+    return ferror(f) ? nb_err_set(err, NB_EIO, "svg: write failed") : NB_OK;
+}

@@ -42,6 +42,13 @@ typedef struct nb_svg_plot {
  * says "no data". NB_EIO when f fails. */
 nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err);
 
+/* A horizontal bar chart (a profile's per-phase or per-kernel milliseconds): one <rect
+ * class="bar"> per item with its name and value, a value axis from 0 with round ticks
+ * (<text class="ytick">, a <line class="grid"> each) and the unit. NB_EIO when f fails. */
+nb_code nb_svg_bars_write(FILE *f, const char *title, const char *unit,
+                          const char *const *names, const double *values, size_t n,
+                          nb_err *err);
+
 /* The value ticks of [lo, hi]: a round step (1, 2 or 5 times a power of ten) giving 3 to
  * 8 ticks, the first at or above lo; their count (at most cap) into *n. */
 void nb_svg_ticks(double lo, double hi, double *ticks, size_t cap, size_t *n);

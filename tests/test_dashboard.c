@@ -152,6 +152,13 @@ static void seed_db(void)
         r.reps = 3;
         r.regression = slow;
         r.regression_detail = slow ? "tps -20.0% (p=0.01, 3 vs 21 samples)" : NULL;
+        /* a profile's breakdown, as the worker's report carries it */
+        r.report_json = i == 7 ? "{\"phases\": [{\"name\": \"prefill\", \"avg_ms\": 12.5}, "
+                                 "{\"name\": \"decode\", \"avg_ms\": 3.25}], \"kernels\": "
+                                 "[{\"name\": \"qkv_proj\", \"total_ms\": 40}, {\"name\": "
+                                 "\"attention\", \"total_ms\": 25}, {\"name\": \"lm_head\", "
+                                 "\"total_ms\": 9.5}]}"
+                               : NULL;
         int64_t id = add_run(db, &r);
         if (slow)
             seed.flagged[seed.n_flagged++] = id;
@@ -340,6 +347,12 @@ static void test_pages(void **s)
     snprintf(rname, sizeof rname, "run-%" PRId64 ".html", seed.flagged[0]);
     p = page(db, rname);
     assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">FAIL (REGRESSION: tps -20.0%"));
+    /* its profile breakdown as bar charts with an axis, not only raw JSON */
+    assert_non_null(strstr(p, "<div class=\"plot\" id=\"profile-phases\">"));
+    assert_non_null(strstr(p, "<div class=\"plot\" id=\"profile-kernels\">"));
+    assert_int_equal(count(p, "<rect class=\"bar\""), 5);
+    assert_non_null(strstr(p, ">qkv_proj</text>"));
+    assert_true(count(p, "<text class=\"ytick\"") >= 6);
     free(p);
 
     /* deployment A: one series and one band per plot, a point per run, the flagged red */
