@@ -335,3 +335,87 @@ nb_code nb_svg_bars_write(FILE *f, const char *title, const char *unit,
             left, top - 4, left, h - bottom);
     return ferror(f) ? nb_err_set(err, NB_EIO, "svg: write failed") : NB_OK;
 }
+
+nb_code nb_svg_cosines_write(FILE *f, const long *layer, const double *attn, const double *mlp,
+                             size_t n, long first, double threshold, nb_err *err)
+{
+    double lo = isfinite(threshold) ? threshold : 1;
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(attn[i]))
+            lo = fmin(lo, attn[i]);
+        if (isfinite(mlp[i]))
+            lo = fmin(lo, mlp[i]);
+    }
+    double hi = 1.0;
+    lo -= (hi - lo) * 0.08 + 1e-6;
+    double w = NB_SVG_W - PAD_L - PAD_R, h = NB_SVG_H_PX - PAD_T - PAD_B;
+#define CX(i) (PAD_L + (n > 1 ? w * (double)(i) / (double)(n - 1) : w / 2))
+#define CY(v) (PAD_T + h * (1.0 - ((v) - lo) / (hi - lo)))
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"cosines\" width=\"%d\" "
+            "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
+            "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
+            "<text x=\"%d\" y=\"16\" font-size=\"13\" font-weight=\"bold\">Cosine to the "
+            "reference per layer (blue: after attention, green: after the MLP)</text>\n",
+            NB_SVG_W, NB_SVG_H_PX, NB_SVG_W, NB_SVG_H_PX, NB_SVG_W, NB_SVG_H_PX, PAD_L);
+    double t[16];
+    size_t nt;
+    nb_svg_ticks(lo, hi, t, 16, &nt);
+    for (size_t i = 0; i < nt; i++)
+        fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                   "stroke=\"#ddd\"/><text class=\"ytick\" x=\"%d\" y=\"%.1f\" "
+                   "text-anchor=\"end\" fill=\"#444\">%.6g</text>\n",
+                PAD_L, CY(t[i]), NB_SVG_W - PAD_R, CY(t[i]), PAD_L - 4, CY(t[i]) + 4, t[i]);
+    size_t every = n > 16 ? (n + 15) / 16 : 1;
+    for (size_t i = 0; i < n; i += every)
+        fprintf(f, "<text class=\"xtick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+                   "fill=\"#444\">%ld</text>\n",
+                CX(i), NB_SVG_H_PX - PAD_B + 14, layer[i]);
+    fprintf(f, "<text class=\"xlabel\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+               "fill=\"#444\">layer</text>\n",
+            PAD_L + w / 2, NB_SVG_H_PX - 6);
+    if (isfinite(threshold) && threshold >= lo && threshold <= hi)
+        fprintf(f, "<line class=\"threshold\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                   "stroke=\"#c00\" stroke-dasharray=\"4 3\"><title>threshold %.4g</title>"
+                   "</line>\n",
+                PAD_L, CY(threshold), NB_SVG_W - PAD_R, CY(threshold), threshold);
+    const double *ser[2] = {attn, mlp};
+    static const char *const cls[2] = {"cos-attn", "cos-mlp"}, *const col[2] = {"#08519c",
+                                                                               "#31a354"};
+    for (int s = 0; s < 2; s++) {
+        fprintf(f, "<path class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" d=\"",
+                cls[s], col[s]);
+        int pen = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!isfinite(ser[s][i])) {
+                pen = 0;
+                continue;
+            }
+            fprintf(f, "%c%.1f,%.1f ", pen ? 'L' : 'M', CX(i), CY(ser[s][i]));
+            pen = 1;
+        }
+        fputs("\"/>\n", f);
+        for (size_t i = 0; i < n; i++)
+            if (isfinite(ser[s][i]))
+                fprintf(f, "<circle class=\"cpt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\">"
+                           "<title>layer %ld: %.5f</title></circle>\n",
+                        CX(i), CY(ser[s][i]), col[s], layer[i], ser[s][i]);
+    }
+    if (first >= 0 && (size_t)first < n) {
+        double v = isfinite(mlp[first]) ? mlp[first] : attn[first];
+        fprintf(f, "<line class=\"drop\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                   "stroke=\"#c00\"/>\n",
+                CX(first), PAD_T, CX(first), NB_SVG_H_PX - PAD_B);
+        if (isfinite(v))
+            fprintf(f, "<circle class=\"drop\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"none\" "
+                       "stroke=\"#c00\" stroke-width=\"2\"><title>first drop: layer %ld, "
+                       "%.5f</title></circle>\n",
+                    CX(first), CY(v), layer[first], v);
+    }
+#undef CX
+#undef CY
+    fprintf(f, "<path class=\"axis\" stroke=\"#444\" fill=\"none\" d=\"M%d,%d L%d,%d L%d,%d\"/>"
+               "\n</svg>\n",
+            PAD_L, PAD_T, PAD_L, NB_SVG_H_PX - PAD_B, NB_SVG_W - PAD_R, NB_SVG_H_PX - PAD_B);
+    return ferror(f) ? nb_err_set(err, NB_EIO, "svg: write failed") : NB_OK;
+}

@@ -49,6 +49,14 @@ nb_code nb_svg_bars_write(FILE *f, const char *title, const char *unit,
                           const char *const *names, const double *values, size_t n,
                           nb_err *err);
 
+/* Per-layer cosines as a line chart: one <path class="cos-attn"> and one <path
+ * class="cos-mlp"> over the layers (layer[i] names entry i on the axis) (a <circle class="cpt"> per finite value), the threshold
+ * as a dashed <line class="threshold">, the first drop (layer index first, -1: none) as a
+ * <line class="drop"> with a <circle class="drop">, value ticks with gridlines, layer ticks.
+ * NaN values are gaps. NB_EIO when f fails. */
+nb_code nb_svg_cosines_write(FILE *f, const long *layer, const double *attn, const double *mlp,
+                             size_t n, long first, double threshold, nb_err *err);
+
 /* The value ticks of [lo, hi]: a round step (1, 2 or 5 times a power of ten) giving 3 to
  * 8 ticks, the first at or above lo; their count (at most cap) into *n. */
 void nb_svg_ticks(double lo, double hi, double *ticks, size_t cap, size_t *n);

@@ -262,6 +262,15 @@ static void expect_localization(const char *p)
     assert_non_null(strstr(p, "cosine 0.63490, max abs 41.5"));
     assert_int_equal(count(p, "<tr class=\"loc-drop\"><td>7</td>"), 1);
     assert_int_equal(count(p, "<tr class=\"loc-l\">"), 2);
+    /* the per-layer cosines as a line chart (it was a table only), the first drop marked */
+    assert_int_equal(count(p, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"cosines\""),
+                     1);
+    assert_int_equal(count(p, "<path class=\"cos-mlp\""), 1);
+    assert_int_equal(count(p, "<path class=\"cos-attn\""), 1);
+    assert_int_equal(count(p, "<line class=\"drop\""), 1);
+    assert_non_null(strstr(p, "<title>first drop: layer 7, 0.64373</title>"));
+    assert_non_null(strstr(p, "<line class=\"threshold\""));
+    assert_true(count(p, "<text class=\"ytick\"") >= 3);
     /* KV cache / decode path: the step, an unknown (NaN) difference; the near tie it outranks */
     assert_non_null(strstr(p, "<h3>Prompt 2: <span class=\"loc-verdict\">KV cache / decode "
                               "path</span>"));
