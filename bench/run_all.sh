@@ -34,6 +34,8 @@ OUT=${OUT:-$BUILD/bench/results}
 sizes() {
     NEEDS_MODEL=0
     case $1 in
+    bench_air_pipe)
+        ARGS="--calls 200" LINES='^pipe overhead|^share of' ;;
     bench_engine)
         ARGS="--model $MODEL --dtype q4_1 --pp 32 --tg 8 --reps 2 --threads $THREADS"
         LINES='^engine ' NEEDS_MODEL=1 ;;
@@ -46,7 +48,7 @@ sizes() {
     bench_rpc)
         ARGS="" LINES='ratio|[0-9]x( |$)' ;;
     bench_sched)
-        ARGS="--quick --verify-tokens 1 --verify-prompts 2" LINES='jobs/s|speed-up' NEEDS_MODEL=1 ;;
+        ARGS="--quick --verify-tokens 1 --verify-prompts 2" LINES='jobs/s|submits/s|speed-up' NEEDS_MODEL=1 ;;
     bench_tokenizer)
         ARGS="$MODEL tests/data/tokenizer_texts.json" LINES='encode_ms' NEEDS_MODEL=1 ;;
     *)

@@ -14,6 +14,7 @@
 #include "nb_outcome.h"
 #include "nb_svc.h"
 #include "nb_time.h"
+#include "nb_verifypb.h"
 
 /* ---------------------------------------------------------------- history */
 
@@ -37,7 +38,7 @@ static const char *outcome_word(int o)
  * (the nightly's `make verify` of that model that night). */
 static int has_verdict(const Npubench__HistoryRow *r)
 {
-    return !strncmp(r->kind_name, "verify", 6) || *r->verify_status;
+    return !strcmp(nb_job_kind_family(r->kind_name), "verify") || *r->verify_status;
 }
 
 /* The GATE column: PASS / FAIL (ERROR) where there is a gate; an imported run shows the
@@ -176,7 +177,8 @@ static int same_deployment(const Npubench__HistoryRow *a, const Npubench__Histor
 /* A run measured with a gate and nothing else (verify, verify-full, diagnosis). */
 static int gate_only(const Npubench__HistoryRow *r)
 {
-    return !strncmp(r->kind_name, "verify", 6) || !strcmp(r->kind_name, "diagnosis");
+    const char *f = nb_job_kind_family(r->kind_name);
+    return !strcmp(f, "verify") || !strcmp(f, "diagnosis");
 }
 
 static int latest_cmp(const void *a, const void *b)
@@ -617,7 +619,7 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
 /* npubench.compare/1: ids and raw values, one row per metric the coordinator compared. */
 static json_object *compare_json(const Npubench__CompareResponse *resp, int exit_code)
 {
-    json_object *doc = nb_out_doc("compare"), *rows = json_object_new_array();
+    json_object *doc = nb_out_doc("compare"), *rows = nb_verifypb_compare_rows_json(resp);
     nb_out_i64(doc, "run_id", resp->run_id);
     nb_out_i64(doc, "base_run_id", resp->base_run_id);
     nb_out_i64(doc, "base_job_id", resp->base_job_id);
@@ -635,21 +637,6 @@ static json_object *compare_json(const Npubench__CompareResponse *resp, int exit
     nb_out_str(doc, "scope", resp->cross_model   ? "cross-model"
                              : resp->cross_board ? "cross-board"
                                                  : "same");
-    for (size_t i = 0; i < resp->n_rows; i++) {
-        const Npubench__CompareRow *r = resp->rows[i];
-        json_object *o = json_object_new_object();
-        nb_out_str(o, "metric", r->metric);
-        nb_out_num(o, "base_value", r->base_value);
-        nb_out_num(o, "value", r->value);
-        nb_out_num(o, "delta_pct", r->delta_pct);
-        nb_out_bool(o, "regression", r->regression);
-        json_object_object_add(o, "p_value",
-                               r->p_value >= 0 ? json_object_new_double(r->p_value) : NULL);
-        nb_out_i64(o, "n", r->n);
-        nb_out_i64(o, "base_n", r->base_n);
-        nb_out_bool(o, "significant", r->significant);
-        json_object_array_add(rows, o);
-    }
     json_object_object_add(doc, "rows", rows);
     nb_out_str(doc, "kind", resp->kind);
     nb_out_str(doc, "base_kind", resp->base_kind);

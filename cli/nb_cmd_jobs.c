@@ -317,7 +317,7 @@ static nb_code jobs_row(nb_out_table *t, const Npubench__Job *j, int machine, nb
         snprintf(prog, sizeof prog, "%d/%d", j->progress->done, j->progress->total);
     const char *cells[] = {
         id,
-        j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
+        j->spec && j->spec->matrix ? NB_JOB_GROUP_MATRIX : nb_job_kind_name(j->spec ? j->spec->kind : 0),
         nb_job_pb_state_name(j->state),
         finished(j->state) ? nb_outcome_name(nb_outcome_of_job(j)) : "-",
         target,
@@ -532,7 +532,7 @@ static void print_job_head(const Npubench__Job *j)
     fmt_time(t2, sizeof t2, j->started_unix_ms);
     fmt_time(t3, sizeof t3, j->finished_unix_ms);
     printf("job %lld: %s %s\n", (long long)j->job_id,
-           j->spec && j->spec->matrix ? "matrix" : nb_job_kind_name(j->spec ? j->spec->kind : 0),
+           j->spec && j->spec->matrix ? NB_JOB_GROUP_MATRIX : nb_job_kind_name(j->spec ? j->spec->kind : 0),
            nb_job_pb_state_name(j->state));
     printf("  target:    %s\n", target);
     if (j->parent_job_id)

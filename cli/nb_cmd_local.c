@@ -344,7 +344,7 @@ int nb_cmd_verify(int argc, char **argv)
 
 int nb_cmd_verify_full(int argc, char **argv)
 {
-    return verify_common("verify-full", argc, argv, 1);
+    return verify_common(nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL), argc, argv, 1);
 }
 
 /* ---- diagnosis ------------------------------------------------------------- */

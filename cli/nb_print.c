@@ -153,7 +153,7 @@ static int print_health(FILE *f, const nb_print_opts *o, const Npubench__JobResu
     if (res->n_gates) {
         nb_print_opts q = *o;
         q.reports_dir = NULL; /* a check writes no report, as it writes no history run */
-        int code = print_verify(f, &q, res, "health");
+        int code = print_verify(f, &q, res, nb_job_kind_name(NPUBENCH__JOB_KIND__HEALTH));
         fprintf(f, "[health] %s\n", code == NB_EXIT_OK ? "PASS: the board is healthy"
                                                       : "FAIL: the board is quarantined");
         return code;
@@ -177,7 +177,7 @@ int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__J
         code = print_verify(f, o, res, "verify");
         break;
     case NPUBENCH__JOB_KIND__VERIFY_FULL:
-        code = print_verify(f, o, res, "verify-full");
+        code = print_verify(f, o, res, nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL));
         break;
     case NPUBENCH__JOB_KIND__RUN:
         code = print_run(f, o, res);

@@ -110,28 +110,21 @@ static nb_code call_t(nb_svc *s, const char *method, const void *req,
     *(void **)resp_out = NULL;
     char full[160];
     snprintf(full, sizeof full, "npubench.Client/%s", method);
-    uint8_t *pb;
-    size_t len;
-    nb_code rc = nb_wire_pack(req, &pb, &len, err);
-    if (rc)
-        return rc;
+    /* A retry after a timeout resends the same request under the same id: the server runs
+     * it at most once. */
     uint64_t id = nb_rpc_client_new_id(s->cli);
-    uint8_t *resp = NULL;
-    size_t rlen = 0;
     int status = 0;
     char *msg = NULL;
+    nb_code rc = NB_OK;
     for (int attempt = 0; attempt < 3; attempt++) {
-        free(resp);
         free(msg);
-        resp = NULL;
         msg = NULL;
-        rc = nb_rpc_call_id(s->cli, id, full, pb, len, timeout_ms, &status, &msg, &resp, &rlen,
-                            err);
+        rc = nb_rpc_call_pb_id(s->cli, id, full, req, desc, timeout_ms, resp_out, &status, &msg,
+                               err);
         if (rc == NB_OK ||
             (status != NB_RPC_DEADLINE_EXCEEDED && status != NB_RPC_UNAVAILABLE))
             break;
     }
-    free(pb);
     /* The server's refusal: its status and message are what a user acts on. */
     if (rc && msg && *msg) {
         if (s->embedded)
@@ -143,9 +136,6 @@ static nb_code call_t(nb_svc *s, const char *method, const void *req,
         nb_err_prefix(err, "%s: ", nb_rpc_status_name(status));
     }
     free(msg);
-    if (!rc)
-        rc = nb_wire_unpack(desc, resp, rlen, 0, resp_out, err);
-    free(resp);
     return rc;
 }
 

@@ -23,10 +23,7 @@
 
 static int kind_of_job(const nb_db_job *j)
 {
-    int k = nb_job_kind_parse(j->kind);
-    if (!k && !strcmp(j->kind, "verify-full-shard"))
-        k = NPUBENCH__JOB_KIND__VERIFY_FULL;
-    return k;
+    return nb_job_kind_parse_queued(j->kind);
 }
 
 /* A spec from the selector columns, for listings (which do not load specs). */
@@ -40,7 +37,7 @@ static Npubench__JobSpec *spec_from_sel(nb_arena *a, const nb_db_job *j)
     npubench__deployment_selector__init(sel);
     s->kind = kind_of_job(j);
     s->priority = j->priority;
-    s->matrix = !strcmp(j->kind, "matrix");
+    s->matrix = !strcmp(j->kind, NB_JOB_GROUP_MATRIX);
     const char *slash = strrchr(j->sel_deployment, '/');
     if (slash) {
         char *m = nb_arena_strndup(a, j->sel_deployment, (size_t)(slash - j->sel_deployment));
@@ -121,7 +118,7 @@ static Npubench__Job *job_pb(nb_coord *c, nb_arena *a, const nb_db_job *j, int d
                 m->child_job_ids[m->n_child_job_ids++] = kids[i].id;
         }
     }
-    int matrix = j->is_group && !strcmp(j->kind, "matrix");
+    int matrix = j->is_group && !strcmp(j->kind, NB_JOB_GROUP_MATRIX);
     /* A matrix shows every board's result, those already in while others still run (a CI
      * that stops waiting keeps them); a sharded verify-full its merge, once there. */
     if (nb_job_state_terminal(j->state) || matrix) {
@@ -428,7 +425,7 @@ static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64
         }
     }
     snprintf(msg, cap, "%zu of %zu %s finished, %zu running", fin, nk,
-             !strcmp(g->kind, "matrix") ? "boards" : "shards", running);
+             !strcmp(g->kind, NB_JOB_GROUP_MATRIX) ? "boards" : "shards", running);
     nb_db_job_list_free(kids, nk);
 }
 

@@ -11,6 +11,7 @@
 #include "nb_db_deploy.h"
 #include "nb_stats.h"
 #include "nb_time.h"
+#include "nb_verifypb.h"
 
 /* Candidate runs of the reference deployment looked at, newest first. */
 #define CMP_REF_SCAN 500
@@ -72,11 +73,8 @@ static nb_code ref_named(nb_coord *c, const char *name, nb_db_deployment *out, n
  * an imported bench or sweep) TTFT and throughput. */
 static const char *family(const char *kind)
 {
-    if (!strncmp(kind, "verify", 6))
-        return "verify";
-    if (!strcmp(kind, "diagnosis"))
-        return "diagnosis";
-    return "performance";
+    const char *f = nb_job_kind_family(kind);
+    return strcmp(f, "health") ? f : "performance";
 }
 
 /* Both known and different. */
@@ -377,18 +375,7 @@ static void prompt_changes(nb_arena *ar, const nb_db_run *a, const nb_db_run *b,
 /* The report_json of the comparison (the same numbers as the rows). */
 static json_object *report_doc(const Npubench__CompareResponse *resp, double tol, double alpha)
 {
-    json_object *doc = json_object_new_object(), *arr = json_object_new_array();
-    for (size_t i = 0; i < resp->n_rows; i++) {
-        const Npubench__CompareRow *x = resp->rows[i];
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "metric", json_object_new_string(x->metric));
-        json_object_object_add(o, "value", json_object_new_double(x->value));
-        json_object_object_add(o, "base", json_object_new_double(x->base_value));
-        json_object_object_add(o, "delta_pct", json_object_new_double(x->delta_pct));
-        json_object_object_add(o, "p_value", json_object_new_double(x->p_value));
-        json_object_object_add(o, "regression", json_object_new_boolean(x->regression));
-        json_object_array_add(arr, o);
-    }
+    json_object *doc = json_object_new_object(), *arr = nb_verifypb_compare_rows_json(resp);
     json_object_object_add(doc, "run", json_object_new_string(resp->label));
     json_object_object_add(doc, "base", json_object_new_string(resp->base_label));
     json_object_object_add(doc, "tolerance_pct", json_object_new_double(tol));

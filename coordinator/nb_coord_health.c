@@ -137,7 +137,7 @@ void nb_coord_health_sweep(nb_coord *c)
 
 static int health_only(const nb_db_job *job, void *ud)
 {
-    return !strcmp(job->kind, "health") && nb_sched_pred(job, ud);
+    return nb_job_kind_parse(job->kind) == NPUBENCH__JOB_KIND__HEALTH && nb_sched_pred(job, ud);
 }
 
 nb_db_job_pred nb_coord_health_pred(nb_coord *c, const char *board, int *none)

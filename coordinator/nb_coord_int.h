@@ -95,7 +95,7 @@ struct nb_coord {
     int http_inflight;         /* dashboard requests running (under mu) */
 };
 
-/* ---- nb_coord.c ---- */
+/* ---- nb_coord_state.c: the state the APIs share (nb_coord.c only starts and stops them) ---- */
 
 /* Log line on stderr ("npubench coordinator: ..."), unless quiet. Control characters are
  * escaped (client strings cannot forge lines); each format string prints at most
@@ -123,6 +123,8 @@ void nb_coord_stat_add(nb_coord *c, uint64_t *field, uint64_t n);
 
 /* 1 when url cannot be reached from another host (loopback, ipc, inproc). */
 int nb_coord_url_is_local(const char *url);
+/* The host of a tcp/tls URL into host ("" for ipc and inproc, which never leave the host). */
+void nb_coord_url_host(const char *url, char *host, size_t cap);
 
 /* ---- nb_coord_http.c: the read-only web dashboard ---- */
 

@@ -122,7 +122,7 @@ nb_code nb_coord_merge_verify_group(nb_coord *c, const nb_db_job *group, int64_t
         memset(&env, 0, sizeof env);
         if (m->environment)
             nb_verifypb_env_to_report(m->environment, &env);
-        json_object *doc = nb_report_verify_json(&all, &env, "verify-full");
+        json_object *doc = nb_report_verify_json(&all, &env, nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL));
         m->report_json = doc ? nb_jobpb_strdup(json_object_to_json_string_ext(
                                    doc, JSON_C_TO_STRING_PRETTY))
                              : NULL;

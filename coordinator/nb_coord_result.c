@@ -328,7 +328,8 @@ static nb_code end_tx(nb_coord *c, nb_code rc, nb_err *err)
 
 static int wants_regression(int kind)
 {
-    return kind == NPUBENCH__JOB_KIND__RUN || kind == NPUBENCH__JOB_KIND__PROFILE;
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(kind);
+    return d && d->regression;
 }
 
 static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__JobSpec *spec,
@@ -455,7 +456,7 @@ static nb_code commit_shard(nb_coord *c, const nb_db_job *j, const nb_db_job *gr
             char *orig = m->environment ? m->environment->board : NULL;
             if (m->environment && boards->n)
                 m->environment->board = boards->name[i];
-            rc = nb_coord_result_to_run(&a, m, "verify-full", default_board,
+            rc = nb_coord_result_to_run(&a, m, nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL), default_board,
                                         c->o.source_local ? NB_SOURCE_LOCAL : NB_SOURCE_SERVICE,
                                         &run, &dep, err);
             if (m->environment)
@@ -506,7 +507,7 @@ nb_code nb_coord_result_commit(nb_coord *c, const char *worker_id, const char *l
         goto out;
     Npubench__WorkerInfo *info = nb_coord_reg_info(c, worker_id);
     const char *board = info ? info->board_name : "";
-    int is_shard = j.parent_id && !strcmp(parent.kind, "verify-full");
+    int is_shard = j.parent_id && nb_job_kind_parse(parent.kind) == NPUBENCH__JOB_KIND__VERIFY_FULL;
     if (res->status != NPUBENCH__STATUS_CODE__OK)
         rc = commit_failed(c, &j, lease_id, res, accepted, err);
     else if (is_shard && !res->verify)

@@ -168,7 +168,7 @@ int nb_sched_pred(const nb_db_job *job, void *ud)
                              job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0, &dep))
         return 0;
     /* A prompt-range shard run whole would verify every prompt under a shard's name. */
-    return strcmp(job->kind, "verify-full-shard") || dep < 0 ||
+    return !nb_job_kind_is_shard(job->kind) || dep < 0 ||
            !w->deployments[dep]->no_prompt_range;
 }
 
@@ -527,7 +527,7 @@ static nb_code plan_shards(nb_coord *c, const Npubench__JobSpec *spec, int want,
         sh.prompt_begin = (int)((long)P * i / S);
         sh.prompt_end = (int)((long)P * (i + 1) / S);
         child_plan *cp = &(*plans)[(*np)++];
-        cp->kind = "verify-full-shard";
+        cp->kind = nb_job_kind_desc_of(spec->kind)->shard;
         rc = pack_spec(&child, &cp->spec, &cp->len, err);
     }
     return rc;
@@ -586,14 +586,14 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
     if (spec->matrix) {
         if ((rc = plan_matrix(c, spec, &ss, &plans, &np, &left, &n_left, err)))
             goto out;
-        group_kind = "matrix";
+        group_kind = NB_JOB_GROUP_MATRIX;
     } else if (spec->kind == NPUBENCH__JOB_KIND__VERIFY_FULL && !spec->shard) {
         int ranges_ok;
         int idle = idle_matching(c, &ss, &ranges_ok);
         int want = !ranges_ok ? 1 : req->shards > 0 ? req->shards : idle;
         if ((rc = plan_shards(c, spec, want, &plans, &np, err)))
             goto out;
-        group_kind = "verify-full";
+        group_kind = nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL);
     }
     uint8_t *pb;
     size_t len;
@@ -737,7 +737,8 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
             continue;
         }
         /* Health checks run on a quarantined board; nothing runs on a drained one. */
-        if (w->held && (strcmp(j->kind, "health") || !strcmp(w->held, "drained"))) {
+        if (w->held && (nb_job_kind_parse(j->kind) != NPUBENCH__JOB_KIND__HEALTH ||
+                        !strcmp(w->held, "drained"))) {
             snprintf(dead, sizeof dead, "board %s could run it but is %s", w->db.board_name,
                      w->held);
             continue;

@@ -418,7 +418,8 @@ static nb_code gate_rows(nb_db *db, nb_db_history_row **rows, size_t *n, nb_err 
 {
     *rows = NULL;
     *n = 0;
-    const char *kinds[] = {"verify", "verify-full"};
+    const char *kinds[] = {nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY),
+                           nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL)};
     for (size_t k = 0; k < 2; k++) {
         nb_db_history_query q = {.kind = kinds[k], .metric = NB_METRIC_GATE,
                                  .limit = MATRIX_RUNS};

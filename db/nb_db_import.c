@@ -14,6 +14,7 @@
 #include "nb_db_int.h"
 #include "nb_db_runs.h"
 #include "nb_file.h"
+#include "nb_json.h"
 #include "nb_sha256.h"
 
 #define MAX_TOOLCHAIN 256
@@ -168,7 +169,7 @@ static int get_string(json_object *obj, const char *key, const char *field, cons
 {
     json_object *v = NULL;
     *out = NULL;
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
+    if (!(v = nb_json_get(obj, key)))
         return 0;
     if (!json_object_is_type(v, json_type_string)) {
         snprintf(msg, msz, "field '%s': expected a string, got %s", field, type_name(v));
@@ -183,7 +184,7 @@ static int get_number(json_object *obj, const char *key, const char *field, doub
 {
     json_object *v = NULL;
     *out = NAN;
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
+    if (!(v = nb_json_get(obj, key)))
         return 0;
     if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) {
         if (json_object_is_type(v, json_type_string))
@@ -433,7 +434,7 @@ static int map_run_id(json_object *obj, const char *model, const char *runner, i
 {
     json_object *rid = NULL;
     char id[NB_DB_NAME_MAX];
-    if (!json_object_object_get_ex(obj, "run_id", &rid) || !rid) {
+    if (!(rid = nb_json_get(obj, "run_id"))) {
         buf b = {0};
         canon(&b, obj, 0);
         if (b.oom) {
@@ -545,7 +546,7 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
 
     json_object *metrics = obj, *mv = NULL;
     const char *mp_ = "";
-    if (json_object_object_get_ex(obj, "metrics", &mv) && mv) {
+    if ((mv = nb_json_get(obj, "metrics"))) {
         if (!json_object_is_type(mv, json_type_object))
             BAD("field 'metrics': expected an object, got %s", type_name(mv));
         metrics = mv;
@@ -571,7 +572,7 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
     if (sweep && ctx < 0)
         BAD("field 'context_len': missing (a sweep point is one context length)");
     json_object *rp = NULL;
-    if (json_object_object_get_ex(obj, "run_params", &rp) && rp) {
+    if ((rp = nb_json_get(obj, "run_params"))) {
         if (!json_object_is_type(rp, json_type_object))
             BAD("field 'run_params': expected an object, got %s", type_name(rp));
         if (get_count(rp, "n_tokens", "run_params.n_tokens", &ntok, msg, msz) < 0)
@@ -583,7 +584,7 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
 
     size_t ntc = 0;
     json_object *tco = NULL;
-    if (json_object_object_get_ex(obj, "toolchain", &tco) && tco) {
+    if ((tco = nb_json_get(obj, "toolchain"))) {
         if (!json_object_is_type(tco, json_type_object))
             BAD("field 'toolchain': expected an object, got %s", type_name(tco));
         json_object_object_foreach(tco, key, val)
@@ -595,7 +596,7 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
     static const char *const flat_tc[] = {"air_sha", "aie_hash", "peano"};
     for (size_t i = 0; i < sizeof flat_tc / sizeof flat_tc[0]; i++) {
         json_object *v = NULL;
-        if (!json_object_object_get_ex(obj, flat_tc[i], &v) || !v)
+        if (!(v = nb_json_get(obj, flat_tc[i])))
             continue;
         if (json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array))
             BAD("field '%s': expected a string, got %s", flat_tc[i], type_name(v));
@@ -860,7 +861,7 @@ static nb_code import_record(importer *im, json_object *obj, size_t line, nb_err
 {
     json_object *points = NULL;
     if (json_object_is_type(obj, json_type_object) &&
-        json_object_object_get_ex(obj, "points", &points) && points)
+        (points = nb_json_get(obj, "points")))
         return import_sweep(im, obj, points, line, err);
     return import_object(im, obj, line, err);
 }

@@ -15,27 +15,62 @@
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
-static const char *const kind_names[] = {"", "run", "verify", "verify-full", "diagnosis",
-                                         "profile", "health"};
-#define KIND_MAX NPUBENCH__JOB_KIND__HEALTH
+static const nb_job_kind_desc kinds[] = {
+    {NPUBENCH__JOB_KIND__RUN, "run", "run", "performance", NULL, NB_JOB_RUN_N_TOKENS_DEFAULT, 0,
+     NB_JOB_RUN_REPS_DEFAULT, 0, 1},
+    {NPUBENCH__JOB_KIND__VERIFY, "verify", "verify", "verify", NULL, NB_JOB_VERIFY_N_TOKENS,
+     NB_JOB_VERIFY_K, 0, NB_JOB_VERIFY_PROMPTS, 0},
+    {NPUBENCH__JOB_KIND__VERIFY_FULL, "verify-full", "verify_full", "verify",
+     "verify-full-shard", 0, 0, 0, 0, 0},
+    {NPUBENCH__JOB_KIND__DIAGNOSIS, "diagnosis", "diagnosis", "diagnosis", NULL, 0, 0, 0, 0, 0},
+    {NPUBENCH__JOB_KIND__PROFILE, "profile", "profile", "performance", NULL,
+     NB_JOB_PROFILE_N_TOKENS_DEFAULT, 0, NB_JOB_RUN_REPS_DEFAULT, 0, 1},
+    {NPUBENCH__JOB_KIND__HEALTH, "health", "health", "health", NULL, 0, 0, 0, 0, 0},
+};
+#define N_KINDS (sizeof kinds / sizeof *kinds)
+
+const nb_job_kind_desc *nb_job_kind_desc_of(int kind)
+{
+    for (size_t i = 0; i < N_KINDS; i++)
+        if (kinds[i].kind == kind)
+            return &kinds[i];
+    return NULL;
+}
 
 const char *nb_job_kind_name(int kind)
 {
-    return kind >= 1 && kind <= KIND_MAX ? kind_names[kind] : "unknown";
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(kind);
+    return d ? d->name : "unknown";
 }
 
 int nb_job_kind_parse(const char *name)
 {
-    if (!name)
-        return 0;
-    for (int k = 1; k <= KIND_MAX; k++) {
-        const char *a = kind_names[k], *b = name;
-        while (*a && (*a == *b || (*a == '-' && *b == '_')))
-            a++, b++;
-        if (!*a && !*b)
-            return k;
-    }
+    for (size_t i = 0; name && i < N_KINDS; i++)
+        if (!strcmp(name, kinds[i].name) || !strcmp(name, kinds[i].exec_key))
+            return kinds[i].kind;
     return 0;
+}
+
+int nb_job_kind_is_shard(const char *name)
+{
+    for (size_t i = 0; name && i < N_KINDS; i++)
+        if (kinds[i].shard && !strcmp(name, kinds[i].shard))
+            return 1;
+    return 0;
+}
+
+int nb_job_kind_parse_queued(const char *name)
+{
+    for (size_t i = 0; name && i < N_KINDS; i++)
+        if (kinds[i].shard && !strcmp(name, kinds[i].shard))
+            return kinds[i].kind;
+    return nb_job_kind_parse(name);
+}
+
+const char *nb_job_kind_family(const char *name)
+{
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(nb_job_kind_parse_queued(name));
+    return d ? d->family : "performance";
 }
 
 /* ---- states ----------------------------------------------------------------------------- */

@@ -14,12 +14,39 @@
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
-/* npubench.JobKind -> "run", "verify", "verify-full", "diagnosis", "profile"; "unknown"
- * otherwise.  These are the names the CLI takes, the history stores and logs print. */
+/* One descriptor per job kind: everything the layers know about a kind is read here, so a new
+ * kind is one descriptor plus one executor function. */
+typedef struct nb_job_kind_desc {
+    int kind;             /* npubench.JobKind */
+    const char *name;     /* "verify-full": the CLI word, the queue's and history's kind, logs */
+    const char *exec_key; /* "verify_full": its command's key in a deployments file's exec */
+    const char *family;   /* what its runs store and are compared as: "verify" (gate records),
+                           * "diagnosis" (layer cosines), "performance" (metrics), "health" */
+    const char *shard;    /* the queue's kind of its prompt-range shards; NULL: never split */
+    /* defaults the worker applies to a 0 field (0: the trace's, or all prompts) */
+    int n_tokens, k, reps, max_prompts;
+    int regression;       /* the regression check applies to its runs */
+} nb_job_kind_desc;
+
+/* The descriptor of npubench.JobKind kind, NULL when there is none. */
+const nb_job_kind_desc *nb_job_kind_desc_of(int kind);
+/* npubench.JobKind -> "run", "verify", "verify-full", "diagnosis", "profile", "health";
+ * "unknown" otherwise.  These are the names the CLI takes, the history stores and logs print. */
 const char *nb_job_kind_name(int kind);
-/* The inverse, also accepting the underscore spelling ("verify_full", as deployments files
- * key their commands); 0 (JOB_KIND_UNSPECIFIED) when unknown. */
+/* The inverse, also accepting the exec key ("verify_full", as deployments files key their
+ * commands); 0 (JOB_KIND_UNSPECIFIED) when unknown. */
 int nb_job_kind_parse(const char *name);
+/* The kind of a queued job's kind column: a kind's name or its shards' ("verify-full-shard"
+ * is VERIFY_FULL); 0 when neither. */
+int nb_job_kind_parse_queued(const char *name);
+/* 1 when name is the queue's kind of some kind's shards. */
+int nb_job_kind_is_shard(const char *name);
+/* The family of a run's kind as stored (a kind's name or shard name, or an imported kind such
+ * as "bench" or "sweep", which measure performance). */
+const char *nb_job_kind_family(const char *name);
+
+/* The queue's kind of a group made by `submit --matrix` (one child job per board). */
+#define NB_JOB_GROUP_MATRIX "matrix"
 
 /* ---- states ----------------------------------------------------------------------------- */
 

@@ -97,7 +97,8 @@ static void tiles_configure(void)
 }
 
 /* A thread's memo of the activations it converted in the current call (nb_call_id): 1 when X
- * (n x K) is already in buf; otherwise records them (the caller converts now) and gives 0. */
+ * (n x K) is already in buf and no other converter wrote the scratch since (nb_scratch_owner);
+ * otherwise records them (the caller converts now) and gives 0. */
 typedef struct x_memo {
     uint64_t id;
     const void *X, *buf;
@@ -106,9 +107,11 @@ typedef struct x_memo {
 
 static int x_memo_hit(x_memo *m, const void *X, const void *buf, int n, int K)
 {
-    if (nb_call_id && m->id == nb_call_id && m->X == X && m->buf == buf && m->n == n && m->K == K)
+    if (nb_call_id && nb_scratch_owner == m && m->id == nb_call_id && m->X == X && m->buf == buf &&
+        m->n == n && m->K == K)
         return 1;
     *m = (x_memo){nb_call_id, X, buf, n, K};
+    nb_scratch_owner = m;
     return 0;
 }
 

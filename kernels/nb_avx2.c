@@ -438,14 +438,15 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     float *xs = (float *)base;
     int8_t *xq = (int8_t *)(base + qoff);
     float *xd = (float *)(base + qoff + qn), *xsum = xd + (size_t)n * nb;
-    /* Later slices of the same call on this thread find X converted. */
+    /* Later slices of the same call on this thread find X converted, unless another converter
+     * (a batch's other matrix type) has written the scratch since. */
     static _Thread_local struct {
         uint64_t id;
         const void *X;
         int n, K, quant;
     } last;
-    if (!(nb_call_id && last.id == nb_call_id && last.X == X && last.n == n && last.K == K &&
-          last.quant == quant)) {
+    if (!(nb_call_id && nb_scratch_owner == &last && last.id == nb_call_id && last.X == X &&
+          last.n == n && last.K == K && last.quant == quant)) {
         if (xbf16) {
             const nb_bf16 *xb = X;
             size_t cnt = (size_t)n * K, t = 0;
@@ -463,6 +464,7 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
         if (gm)
             gm->pairs(xq, xd, n, K, pairs);
     }
+    nb_scratch_owner = &last;
     last.id = nb_call_id;
     last.X = X;
     last.n = n;

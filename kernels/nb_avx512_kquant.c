@@ -84,7 +84,8 @@ static inline __m256 reduce_pairs(const __m512 acc[4])
  * place of maddubs + add + madd: the integer block dot is exact either way. Two sums, low and
  * high nibbles, so consecutive vpdpbusd do not wait on each other. */
 /* vpdpbusd of quant bytes 4k..4k+3 of the 8 rows (32 bytes at q), low nibbles against
- * x[4k..4k+3] into lo, high nibbles against x[16+4k..] into hi. */
+ * x[4k..4k+3] into lo, high nibbles left in place (16 x their value: no shift) against
+ * x[16+4k..] into hi, which the caller divides by 16 (exact: |hi| <= 16 * 15 * 127 * 16). */
 static inline void q4_1_dots(const uint8_t *q, const int8_t *xb, int k, __m256i *lo, __m256i *hi)
 {
     const __m256i m4 = _mm256_set1_epi8(15);
@@ -93,8 +94,7 @@ static inline void q4_1_dots(const uint8_t *q, const int8_t *xb, int k, __m256i 
     memcpy(&xl, xb + 4 * k, 4);
     memcpy(&xh, xb + 16 + 4 * k, 4);
     *lo = _mm256_dpbusd_epi32(*lo, _mm256_and_si256(raw, m4), _mm256_set1_epi32(xl));
-    *hi = _mm256_dpbusd_epi32(*hi, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
-                              _mm256_set1_epi32(xh));
+    *hi = _mm256_dpbusd_epi32(*hi, _mm256_andnot_si256(m4, raw), _mm256_set1_epi32(xh));
 }
 
 void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
@@ -110,7 +110,7 @@ void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
         q4_1_dots(q, xb, 2, &lo, &hi);
         q4_1_dots(q, xb, 3, &lo2, &hi2);
         lo = _mm256_add_epi32(lo, lo2);
-        hi = _mm256_add_epi32(hi, hi2);
+        hi = _mm256_srai_epi32(_mm256_add_epi32(hi, hi2), 4);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
         __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));

@@ -388,6 +388,7 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
  * one chunk, not by its whole share. Prefill chunks are fewer and larger:
  * each one converts the activations again. */
 _Thread_local uint64_t nb_call_id;
+_Thread_local const void *nb_scratch_owner;
 static atomic_uint_fast64_t call_seq;
 
 #define MAX_BATCH 8

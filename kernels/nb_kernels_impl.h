@@ -263,6 +263,10 @@ void *nb_scratch_or_die(size_t bytes);
  * task around each slice (0 outside one), so a path may keep per-thread
  * work across the slices of one call, such as converted activations. */
 extern _Thread_local uint64_t nb_call_id;
+/* Which converter last wrote this thread's scratch (the address of its memo): a memo of the
+ * current call is valid only while this still names it, since a batch may run another type's
+ * converter on the same scratch between two slices of one matrix type. */
+extern _Thread_local const void *nb_scratch_owner;
 
 /* [lo, hi) of tid's share of 0..n, shares rounded to multiples of align. */
 static inline void nb_split(int n, int align, int tid, int nt, int *lo, int *hi)

@@ -339,31 +339,51 @@ nb_code nb_rpc_call(nb_rpc_client *cli, const char *method, const void *req, siz
                           msg, resp, resp_len, err);
 }
 
-nb_code nb_rpc_call_pb(nb_rpc_client *cli, const char *method, const void *req_msg,
-                       const ProtobufCMessageDescriptor *resp_desc, int timeout_ms,
-                       void *resp_out, int *status, nb_err *err)
+nb_code nb_rpc_call_pb_id(nb_rpc_client *cli, uint64_t request_id, const char *method,
+                          const void *req_msg, const ProtobufCMessageDescriptor *resp_desc,
+                          int timeout_ms, void *resp_out, int *status, char **msg,
+                          nb_err *err)
 {
     int st_local;
     if (!status)
         status = &st_local;
     *status = NB_RPC_INTERNAL;
-    if (!resp_out || !resp_desc)
+    if (msg)
+        *msg = NULL;
+    if (resp_desc && !resp_out)
         return nb_err_set(err, NB_EINVAL, "nb_rpc_call_pb: NULL argument");
-    ProtobufCMessage *none = NULL;
-    memcpy(resp_out, &none, sizeof none);
+    if (resp_out) {
+        ProtobufCMessage *none = NULL;
+        memcpy(resp_out, &none, sizeof none);
+    }
     uint8_t *buf, *rb = NULL;
     size_t n, rn = 0;
     nb_code c = nb_wire_pack(req_msg, &buf, &n, err);
     if (c)
         return nb_err_prefix(err, "%s: ", method);
-    c = nb_rpc_call(cli, method, buf, n, timeout_ms, status, NULL, &rb, &rn, err);
+    if (!request_id)
+        request_id = nb_rpc_client_new_id(cli);
+    c = nb_rpc_call_id(cli, request_id, method, buf, n, timeout_ms, status, msg, &rb, &rn, err);
     free(buf);
-    if (c == NB_OK && (c = nb_wire_unpack(resp_desc, rb, rn, 0, resp_out, err))) {
+    if (c == NB_OK && resp_desc && (c = nb_wire_unpack(resp_desc, rb, rn, 0, resp_out, err))) {
         *status = NB_RPC_DATA_LOSS;
         nb_err_prefix(err, "%s: response: ", method);
     }
     free(rb);
     return c;
+}
+
+nb_code nb_rpc_call_pb(nb_rpc_client *cli, const char *method, const void *req_msg,
+                       const ProtobufCMessageDescriptor *resp_desc, int timeout_ms,
+                       void *resp_out, int *status, nb_err *err)
+{
+    if (!resp_out || !resp_desc) {
+        if (status)
+            *status = NB_RPC_INTERNAL;
+        return nb_err_set(err, NB_EINVAL, "nb_rpc_call_pb: NULL argument");
+    }
+    return nb_rpc_call_pb_id(cli, 0, method, req_msg, resp_desc, timeout_ms, resp_out, status,
+                             NULL, err);
 }
 
 nb_code nb_rpc_health_check(nb_rpc_client *cli, const char *service_name, int timeout_ms,

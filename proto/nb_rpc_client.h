@@ -47,6 +47,14 @@ uint64_t nb_rpc_client_new_id(nb_rpc_client *cli);
 nb_code nb_rpc_call_pb(nb_rpc_client *cli, const char *method, const void *req_msg,
                        const ProtobufCMessageDescriptor *resp_desc, int timeout_ms,
                        void *resp_out, int *status, nb_err *err);
+/* nb_rpc_call_pb under a caller-chosen request id (0: a fresh one; a retry passes the first
+ * call's, and packing the same message again gives the same payload), with the server's
+ * message in *msg as nb_rpc_call gives it (may be NULL).  resp_desc NULL: the response is
+ * not read (resp_out may then be NULL). */
+nb_code nb_rpc_call_pb_id(nb_rpc_client *cli, uint64_t request_id, const char *method,
+                          const void *req_msg, const ProtobufCMessageDescriptor *resp_desc,
+                          int timeout_ms, void *resp_out, int *status, char **msg,
+                          nb_err *err);
 
 /* grpc.health.v1.Health/Check for service ("" = server).  *serving gets
  * HealthCheckResponse.ServingStatus (1 = SERVING, 2 = NOT_SERVING).  An

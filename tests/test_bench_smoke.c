@@ -150,9 +150,10 @@ static void test_bench_sched(void **s)
     char *out = bench("bench_sched", "--quick --verify-tokens 1 --verify-prompts 2", 0,
                       "| What | | | |\n|---|---|---|---|\n| tiny job, 1 poller (n=50) | "
                       "\n| 300 tiny jobs, 4 pollers | "
+                      "\n| 100 acknowledged submits, one at a time | synchronous=FULL "
                       "\n| tiny RUN (1 token, 1 rep), real worker (n=5) | "
                       "\n| verify-full, 2 prompts x 1 tokens, 1 thread per worker | 1 worker ");
-    assert_int_equal(lines_starting(out, "| "), 5); /* the head and one row per part */
+    assert_int_equal(lines_starting(out, "| "), 6); /* the head and one row per part */
     /* both verify-full runs pass the gate: 1 worker, then 2 shards on 2 workers */
     const char *vf = strstr(out, "| verify-full, ");
     assert_non_null(vf);
@@ -272,7 +273,8 @@ static void test_bench_options(void **s)
     r = tu_run(cmd);
     print_message("$ bench_sched --quick --no-workers  [exit %d]\n%s", r.code, r.out ? r.out : "");
     assert_int_equal(r.code, 0);
-    assert_int_equal(lines_starting(r.out, "| "), 3); /* the head and the two protocol rows */
+    /* the head and the three protocol rows (latency, throughput, durable acknowledgement) */
+    assert_int_equal(lines_starting(r.out, "| "), 4);
     assert_non_null(strstr(r.out, "\n| 300 tiny jobs, 4 pollers | "));
     assert_null(strstr(r.out, "real worker"));
     free(r.out);

@@ -330,7 +330,44 @@ static void test_amx_int8_q4_1_emulated(void **state)
             free(got16);
             free(data);
         }
+    /* A batch sharing X across Q4_1 (int8 tiles), Q8_0, Q4_1 again and bf16 matrices (Q8_0 and
+     * bf16 converted by other code into the same per-thread scratch, between the Q4_1 ones):
+     * each must find its own conversion. */
+    enum { BR = 64, BC = 576, BN = 33, BM = 4 };
+    static const nb_wtype bt[BM] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q4_1, NB_W_BF16};
     assert_int_equal(nb_kernels_init(2, &err), NB_OK);
+    nb_bf16 *X = malloc(sizeof(nb_bf16) * BN * BC);
+    kt_fill_bf16(X, (size_t)BN * BC, 1.0f);
+    nb_wmat *Wr[BM], *Wb[BM];
+    uint8_t *data[BM];
+    nb_bf16 *ref[BM], *got[BM];
+    for (int m = 0; m < BM; m++) {
+        data[m] = kt_rows(bt[m], BR, BC);
+        assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+        Wr[m] = kt_wmat_from(bt[m], BR, BC, data[m]);
+        Wb[m] = kt_wmat_from(bt[m], BR, BC, data[m]);
+        assert_true(Wr[m] && Wb[m]);
+        ref[m] = malloc(sizeof(nb_bf16) * BN * BR);
+        got[m] = malloc(sizeof(nb_bf16) * BN * BR);
+    }
+    emu = *nb_kernels_active();
+    emu.linear_bf16 = nb_amx_emu_linear_int8;
+    nb_kernels_use_table(&emu);
+    for (int m = 0; m < BM; m++) /* one call each */
+        nb_linear_bf16(Wr[m], X, BN, ref[m]);
+    nb_linear_bf16_batch((const nb_wmat *const *)Wb, got, BM, X, BN);
+    nb_kernels_use_table(NULL);
+    for (int m = 0; m < BM; m++) {
+        if (memcmp(ref[m], got[m], sizeof(nb_bf16) * BN * BR))
+            fail_msg("batch of q4_1 (int8 tiles), q8_0, q4_1 and bf16: matrix %d (%s) differs "
+                     "from its own call", m, nb_wtype_name(bt[m]));
+        nb_wmat_free(Wr[m]);
+        nb_wmat_free(Wb[m]);
+        free(data[m]);
+        free(ref[m]);
+        free(got[m]);
+    }
+    free(X);
     assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
 }
 

@@ -190,14 +190,6 @@ json_object *nb_localize_json(const nb_localization *l)
 }
 
 
-static double get_num(json_object *o, const char *key)
-{
-    json_object *v = nb_json_get(o, key);
-    return v && (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int))
-               ? json_object_get_double(v)
-               : NAN;
-}
-
 static int get_enum(json_object *o, const char *key, const char *const *names, int n)
 {
     const char *s = nb_json_str(o, key, "", NULL);
@@ -207,12 +199,10 @@ static int get_enum(json_object *o, const char *key, const char *const *names, i
     return 0;
 }
 
+/* An integer member in the range a localization's steps and layers take, else dflt. */
 static int get_i(json_object *o, const char *key, int dflt)
 {
-    json_object *v = nb_json_get(o, key);
-    if (!v || !json_object_is_type(v, json_type_int))
-        return dflt;
-    int64_t x = json_object_get_int64(v);
+    int64_t x = nb_json_int(o, key, dflt);
     return x < -1 || x > 1 << 20 ? dflt : (int)x;
 }
 
@@ -228,20 +218,20 @@ nb_code nb_localize_from_json(json_object *o, nb_localization *out, nb_err *err)
     snprintf(out->sub_block, sizeof out->sub_block, "%s", nb_json_str(o, "sub_block", "", NULL));
     json_object *nt = nb_json_get(o, "near_tie");
     out->near_tie = nt && json_object_get_boolean(nt);
-    out->ref_margin = get_num(o, "ref_margin");
-    out->band = get_num(o, "near_tie_band");
+    out->ref_margin = nb_json_num(o, "ref_margin", NAN);
+    out->band = nb_json_num(o, "near_tie_band", NAN);
     out->kv = (nb_loc_kv)get_enum(o, "kv", kv_names, 3);
     out->kv_steps = get_i(o, "kv_steps", 0);
     out->kv_first_bad = get_i(o, "kv_first_bad_step", -1);
-    out->kv_max_diff = get_num(o, "kv_max_diff");
-    out->kv_tol = get_num(o, "kv_tolerance");
+    out->kv_max_diff = nb_json_num(o, "kv_max_diff", NAN);
+    out->kv_tol = nb_json_num(o, "kv_tolerance", NAN);
     out->layers_status = (nb_loc_layers)get_enum(o, "layers_status", layer_names, 3);
     out->step = get_i(o, "step", -1);
     out->first_layer = get_i(o, "first_layer", -1);
-    out->threshold = get_num(o, "threshold");
-    out->final_cos = get_num(o, "final_norm_cos");
-    out->final_max_abs = get_num(o, "final_norm_max_abs");
-    out->ms = get_num(o, "ms");
+    out->threshold = nb_json_num(o, "threshold", NAN);
+    out->final_cos = nb_json_num(o, "final_norm_cos", NAN);
+    out->final_max_abs = nb_json_num(o, "final_norm_max_abs", NAN);
+    out->ms = nb_json_num(o, "ms", NAN);
     json_object *arr = nb_json_get_type(o, "layers", json_type_array);
     size_t n = arr ? json_object_array_length(arr) : 0;
     if (n > 4096)
@@ -255,10 +245,10 @@ nb_code nb_localize_from_json(json_object *o, nb_localization *out, nb_err *err)
             json_object *r = json_object_array_get_idx(arr, i);
             nb_loc_layer *L = &out->layers[i];
             L->layer = get_i(r, "layer", (int)i);
-            L->cos_attn = get_num(r, "cos_attn");
-            L->max_abs_attn = get_num(r, "max_abs_attn");
-            L->cos_mlp = get_num(r, "cos_mlp");
-            L->max_abs_mlp = get_num(r, "max_abs_mlp");
+            L->cos_attn = nb_json_num(r, "cos_attn", NAN);
+            L->max_abs_attn = nb_json_num(r, "max_abs_attn", NAN);
+            L->cos_mlp = nb_json_num(r, "cos_mlp", NAN);
+            L->max_abs_mlp = nb_json_num(r, "max_abs_mlp", NAN);
         }
     }
     out->present = 1;

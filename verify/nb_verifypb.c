@@ -529,3 +529,26 @@ void nb_verifypb_env_to_report(const Npubench__Environment *e, nb_report_env *ou
     out->threads = e->threads;
     snprintf(out->isa, sizeof out->isa, "%s", e->kernels_isa);
 }
+
+/* ---- compare -------------------------------------------------------------------------- */
+
+json_object *nb_verifypb_compare_rows_json(const Npubench__CompareResponse *resp)
+{
+    json_object *rows = json_object_new_array();
+    for (size_t i = 0; i < resp->n_rows; i++) {
+        const Npubench__CompareRow *r = resp->rows[i];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "metric", json_object_new_string(r->metric ? r->metric : ""));
+        json_object_object_add(o, "base_value", json_object_new_double(r->base_value));
+        json_object_object_add(o, "value", json_object_new_double(r->value));
+        json_object_object_add(o, "delta_pct", json_object_new_double(r->delta_pct));
+        json_object_object_add(o, "regression", json_object_new_boolean(r->regression != 0));
+        json_object_object_add(o, "p_value",
+                               r->p_value >= 0 ? json_object_new_double(r->p_value) : NULL);
+        json_object_object_add(o, "n", json_object_new_int64(r->n));
+        json_object_object_add(o, "base_n", json_object_new_int64(r->base_n));
+        json_object_object_add(o, "significant", json_object_new_boolean(r->significant != 0));
+        json_object_array_add(rows, o);
+    }
+    return rows;
+}

@@ -39,6 +39,12 @@ nb_code nb_verifypb_diagnosis_to_pb(const nb_diagnosis_result *r, Npubench__JobR
 nb_code nb_verifypb_diagnosis_from_pb(const Npubench__JobResult *res, nb_diagnosis_result *out,
                                    nb_err *err);
 
+/* ---- compare ----------------------------------------------------------------------------
+ * The rows of a comparison as JSON, rendered here once for the coordinator's report_json and
+ * `compare --json` (npubench.compare/1, docs/service.md): [{metric, base_value, value,
+ * delta_pct, regression, p_value (null: not computable), n, base_n, significant}]. */
+json_object *nb_verifypb_compare_rows_json(const Npubench__CompareResponse *resp);
+
 /* ---- the report header ---------------------------------------------------------------- */
 /* The report header (nb_report_verify_json etc.) from a reported Environment. */
 void nb_verifypb_env_to_report(const Npubench__Environment *e, nb_report_env *out);

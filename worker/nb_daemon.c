@@ -151,35 +151,21 @@ static void set_fatal(nb_daemon *d, const nb_err *err)
     dlog(d, "fatal: %s", err->msg);
 }
 
-/* One call with pre-packed bytes (a retry must resend the same payload under the same
- * request id); on OK the response is unpacked into *resp (nb_wire_free). */
-static nb_code call(nb_daemon *d, const char *method, uint64_t id, const uint8_t *buf,
-                    size_t len, int timeout_ms, const ProtobufCMessageDescriptor *desc,
-                    void *resp, int *status, nb_err *err)
+/* One call of req under request id (0: a fresh one; a retry passes the first call's, and
+ * the same message packs to the same payload); on OK the response is unpacked into *resp
+ * (nb_wire_free) unless desc is NULL. */
+static nb_code call(nb_daemon *d, const char *method, uint64_t id, const void *req,
+                    int timeout_ms, const ProtobufCMessageDescriptor *desc, void *resp,
+                    int *status, nb_err *err)
 {
-    uint8_t *out = NULL;
-    size_t out_len = 0;
-    int st = 0;
-    nb_code rc = nb_rpc_call_id(d->cli, id, method, buf, len, timeout_ms, &st, NULL, &out,
-                                &out_len, err);
-    if (status)
-        *status = st;
-    if (!rc && desc)
-        rc = nb_wire_unpack(desc, out, out_len, 0, resp, err);
-    free(out);
-    return rc;
-}
-
-static nb_code pack(const void *msg, uint8_t **buf, size_t *len, nb_err *err)
-{
-    return nb_wire_pack(msg, buf, len, err);
+    return nb_rpc_call_pb_id(d->cli, id, method, req, desc, timeout_ms, resp, status, NULL, err);
 }
 
 /* ---- registration ------------------------------------------------------------------------ */
 
-/* The RegisterRequest, packed: who this worker is and the deployments it serves. */
-static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n_deps,
-                             nb_err *err)
+/* Sends the RegisterRequest: who this worker is and the deployments it serves. */
+static nb_code call_register(nb_daemon *d, int timeout_ms, Npubench__RegisterResponse **resp,
+                             int *status, size_t *n_deps, nb_err *err)
 {
     Npubench__Deployment **deps = NULL;
     nb_code rc = nb_executor_advertise(d->ctx, &deps, n_deps, err);
@@ -218,7 +204,8 @@ static nb_code pack_register(nb_daemon *d, uint8_t **buf, size_t *len, size_t *n
     req.info = &info;
     req.current_job_id = job; /* a restarted coordinator keeps the job running */
     req.lease_id = lease;
-    rc = pack(&req, buf, len, err);
+    rc = call(d, M_REGISTER, 0, &req, timeout_ms, &npubench__register_response__descriptor,
+              resp, status, err);
     for (size_t i = 0; i < *n_deps; i++)
         nb_jobpb_free(deps[i]);
     free(deps);
@@ -248,18 +235,12 @@ static void take_registration(nb_daemon *d, const Npubench__RegisterResponse *re
 
 static nb_code do_register(nb_daemon *d, nb_err *err)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0, n_deps = 0;
-    nb_code rc = pack_register(d, &buf, &len, &n_deps, err);
-    if (rc)
-        return rc;
+    size_t n_deps = 0;
     Npubench__RegisterResponse *resp = NULL;
     int status = 0;
     /* Short: a live coordinator answers at once, and a stop waits for this call. */
-    rc = call(d, M_REGISTER, nb_rpc_client_new_id(d->cli), buf, len,
-              d->rpc_ms < 2000 ? d->rpc_ms : 2000,
-              &npubench__register_response__descriptor, &resp, &status, err);
-    free(buf);
+    nb_code rc = call_register(d, d->rpc_ms < 2000 ? d->rpc_ms : 2000, &resp, &status, &n_deps,
+                               err);
     if (rc) {
         if (status == NB_RPC_ALREADY_EXISTS || status == NB_RPC_UNAUTHENTICATED ||
             status == NB_RPC_PERMISSION_DENIED || status == NB_RPC_INVALID_ARGUMENT) {
@@ -283,15 +264,9 @@ static void do_deregister(nb_daemon *d)
     Npubench__DeregisterRequest req = NPUBENCH__DEREGISTER_REQUEST__INIT;
     req.worker_id = d->worker_id;
     req.instance_id = d->instance_id;
-    uint8_t *buf = NULL;
-    size_t len = 0;
     nb_err err;
-    if (!d->registered || pack(&req, &buf, &len, &err))
-        return;
-    if (call(d, M_DEREGISTER, nb_rpc_client_new_id(d->cli), buf, len, 1000, NULL, NULL, NULL,
-             &err) == NB_OK)
+    if (d->registered && call(d, M_DEREGISTER, 0, &req, 1000, NULL, NULL, NULL, &err) == NB_OK)
         dlog(d, "deregistered from %s", d->url);
-    free(buf);
 }
 
 /* ---- job hooks ------------------------------------------------------------------------------ */
@@ -337,14 +312,10 @@ static nb_code send_until_answered(nb_daemon *d, const char *method, const void 
                                    const ProtobufCMessageDescriptor *desc, void *resp,
                                    int64_t deadline_ms, uint64_t *retries, nb_err *err)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    nb_code rc = pack(req, &buf, &len, err);
-    if (rc)
-        return rc;
+    nb_code rc;
     uint64_t id = nb_rpc_client_new_id(d->cli);
     for (int attempt = 0;; attempt++) {
-        rc = call(d, method, id, buf, len, d->rpc_ms, desc, resp, NULL, err);
+        rc = call(d, method, id, req, d->rpc_ms, desc, resp, NULL, err);
         if (!rc || !retryable(rc))
             break;
         if (deadline_ms && nb_now_ms() >= (double)deadline_ms)
@@ -356,7 +327,6 @@ static nb_code send_until_answered(nb_daemon *d, const char *method, const void 
         static const int never = 0;
         nap(d, wait, &never);
     }
-    free(buf);
     return rc;
 }
 
@@ -519,13 +489,13 @@ static step register_step(nb_daemon *d, int *failures)
 
 /* The lease call, resent on a timeout under the same request id: a lease granted while our
  * reply got lost comes back on the resend (the coordinator's response cache). */
-static nb_code call_lease(nb_daemon *d, const uint8_t *buf, size_t len,
+static nb_code call_lease(nb_daemon *d, const Npubench__LeaseJobRequest *req,
                           Npubench__LeaseJobResponse **resp, int *status, nb_err *err)
 {
     uint64_t id = nb_rpc_client_new_id(d->cli);
     nb_code rc = NB_OK;
     for (int tries = 0; tries < 3; tries++) {
-        rc = call(d, M_LEASE, id, buf, len, d->wait_ms + d->rpc_ms,
+        rc = call(d, M_LEASE, id, req, d->wait_ms + d->rpc_ms,
                   &npubench__lease_job_response__descriptor, resp, status, err);
         if (rc != NB_ETIMEOUT || d->stopping)
             break;
@@ -566,18 +536,11 @@ static step lease_step(nb_daemon *d, char *wid, int *failures)
     req.worker_id = wid;
     req.instance_id = d->instance_id;
     req.wait_ms = d->wait_ms;
-    uint8_t *buf = NULL;
-    size_t len = 0;
     nb_err err;
-    if (pack(&req, &buf, &len, &err)) {
-        set_fatal(d, &err);
-        return STEP_STOP;
-    }
     Npubench__LeaseJobResponse *resp = NULL;
     int status = 0;
     double t0 = nb_now_ms();
-    nb_code rc = call_lease(d, buf, len, &resp, &status, &err);
-    free(buf);
+    nb_code rc = call_lease(d, &req, &resp, &status, &err);
     if (rc)
         return lease_failed(d, status, &err, failures);
     *failures = 0;
@@ -625,17 +588,11 @@ static nb_code send_heartbeat(nb_daemon *d, char *wid, char *lease, int64_t job,
     hb.lease_id = lease;
     hb.progress = job ? prog : NULL;
     hb.unix_ms = nb_wall_ms();
-    uint8_t *buf = NULL;
-    size_t len = 0;
     nb_err err;
-    nb_code rc = pack(&hb, &buf, &len, &err);
-    if (rc)
-        return rc;
     Npubench__HeartbeatResponse *resp = NULL;
     int status = 0;
-    rc = call(d, M_HEARTBEAT, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
-              &npubench__heartbeat_response__descriptor, &resp, &status, &err);
-    free(buf);
+    nb_code rc = call(d, M_HEARTBEAT, 0, &hb, d->rpc_ms,
+                      &npubench__heartbeat_response__descriptor, &resp, &status, &err);
     pthread_mutex_lock(&d->mu);
     if (!rc) {
         d->stats.heartbeats++;
@@ -664,16 +621,11 @@ static void report_progress(nb_daemon *d, char *wid, char *lease, int64_t job,
     pr.lease_id = lease;
     pr.job_id = job;
     pr.progress = prog;
-    uint8_t *buf = NULL;
-    size_t len = 0;
     nb_err err;
-    if (pack(&pr, &buf, &len, &err))
-        return;
     Npubench__ReportProgressResponse *presp = NULL;
     int status = 0;
-    nb_code rc = call(d, M_PROGRESS, nb_rpc_client_new_id(d->cli), buf, len, d->rpc_ms,
+    nb_code rc = call(d, M_PROGRESS, 0, &pr, d->rpc_ms,
                       &npubench__report_progress_response__descriptor, &presp, &status, &err);
-    free(buf);
     /* FAILED_PRECONDITION: the lease is no longer ours (expired, requeued) */
     if ((!rc && presp->cancel) || (rc && status == NB_RPC_FAILED_PRECONDITION)) {
         pthread_mutex_lock(&d->mu);

@@ -59,6 +59,7 @@ typedef struct adv_cache {
 
 struct nb_executor {
     nb_deployment *deps;
+    nb_dtype *dtypes; /* deps[i]'s dtype, parsed once here (the label stays in deps[i].dtype) */
     adv_cache *adv;
     int n_deps;
     char board[128], board_type[64], refdir[1024], rundir[1024], reports_dir[1024];
@@ -78,7 +79,8 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
     c->n_deps = o->n_deployments > 0 ? o->n_deployments : 0;
     c->deps = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->deps);
     c->adv = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->adv);
-    if (!c->deps || !c->adv) {
+    c->dtypes = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->dtypes);
+    if (!c->deps || !c->adv || !c->dtypes) {
         nb_executor_free(c);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
@@ -104,6 +106,12 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
                 d->air = NULL;
             }
         }
+        /* An engine dtype is parsed once, here: jobs take the enum (a whole-job backend's
+         * dtype is its commands' label, and an unknown backend fails at setup as before). */
+        const nb_backend_ops *ops = nb_backend_find(d->backend);
+        if (!rc && ops && !nb_backend_can(ops, NB_BACKEND_WHOLE_JOB) &&
+            (rc = nb_dtype_parse(d->dtype, &c->dtypes[i], err)))
+            nb_err_prefix(err, "deployment %s: ", d->name);
         if (rc) {
             nb_executor_free(c);
             return rc;
@@ -132,6 +140,7 @@ void nb_executor_free(nb_executor *c)
     }
     free(c->deps);
     free(c->adv);
+    free(c->dtypes);
     free(c);
 }
 
@@ -704,9 +713,10 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
-    vo.max_prompts = s->max_prompts ? s->max_prompts : full ? 0 : NB_JOB_VERIFY_PROMPTS;
-    vo.n_tokens = s->n_tokens ? s->n_tokens : full ? 0 : NB_JOB_VERIFY_N_TOKENS;
-    vo.k = s->k ? s->k : full ? 0 : NB_JOB_VERIFY_K;
+    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
+    vo.max_prompts = s->max_prompts ? s->max_prompts : kd->max_prompts;
+    vo.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
+    vo.k = s->k ? s->k : kd->k;
     if (s->shard) {
         vo.first = s->shard->prompt_begin;
         vo.count = s->shard->prompt_end - s->shard->prompt_begin;
@@ -732,7 +742,7 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     if (!rc) {
         nb_report_env env;
         nb_runenv_report(d, j->ctx->board, &env);
-        rc = attach_report(j, &vr, NULL, &env, full ? "verify-full" : "verify", res, err);
+        rc = attach_report(j, &vr, NULL, &env, nb_job_kind_name(s->kind), res, err);
     }
     nb_verify_result_free(&vr);
     return rc;
@@ -773,9 +783,9 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     nb_run_opts ro;
     nb_run_opts_default(&ro);
     ro.prompt = s->prompt && *s->prompt ? s->prompt : NULL;
-    ro.n_tokens = s->n_tokens ? s->n_tokens
-                              : profile ? NB_JOB_PROFILE_N_TOKENS_DEFAULT : NB_JOB_RUN_N_TOKENS_DEFAULT;
-    ro.reps = s->reps ? s->reps : NB_JOB_RUN_REPS_DEFAULT;
+    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
+    ro.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
+    ro.reps = s->reps ? s->reps : kd->reps;
     nb_job_params jp;
     nb_job_params_read(s, &jp);
     ro.warmup = (int)nb_job_param_or(jp.warmup, 1);
@@ -880,8 +890,7 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         model = selm;
     snprintf(ds.model, sizeof ds.model, "%s", model);
     snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
-    if ((rc = nb_dtype_parse(dep->dtype, &ds.dtype, err)))
-        return rc;
+    ds.dtype = j->ctx->dtypes[dep - j->ctx->deps];
     nb_job_params jp;
     nb_job_params_read(s, &jp);
     ds.threads = cap_threads(j, (int)nb_job_param_or(jp.threads, dep->threads ? dep->threads
