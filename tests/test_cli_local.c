@@ -224,6 +224,12 @@ static void test_verify_verdicts(void **s)
              "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
              "'%s/vr1' --db '%s/v.db'", bad, tmp(), tmp()));
     char cmd[4096];
+    /* reports are named with the model's display name */
+    snprintf(cmd, sizeof cmd, "ls '%s'/vr1 | grep -c '^verify_topk_token_SmolLM2-135M-Instruct_'",
+             tmp());
+    tu_result rn = tu_run(cmd);
+    assert_string_equal(rn.out, "2\n"); /* the .json and the .md */
+    free(rn.out);
     snprintf(cmd, sizeof cmd, "cat '%s'/vr1/verify_topk_token_*.md", tmp());
     tu_result r = tu_run(cmd);
     assert_int_equal(r.code, 0);
