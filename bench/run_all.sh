@@ -35,7 +35,7 @@ sizes() {
     NEEDS_MODEL=0
     case $1 in
     bench_air_pipe)
-        ARGS="--calls 200" LINES='^pipe overhead|^share of' ;;
+        ARGS="--calls 1000" LINES='^bench_air_pipe|^pipe overhead|^share of' ;;
     bench_engine)
         ARGS="--model $MODEL --dtype q4_1 --pp 32 --tg 8 --reps 2 --threads $THREADS"
         LINES='^engine ' NEEDS_MODEL=1 ;;

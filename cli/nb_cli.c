@@ -7,6 +7,7 @@
 
 #include "nb_cmd.h"
 #include "nb_outcome.h"
+#include "nb_term.h"
 #include "nb_version.h"
 
 typedef struct command {
@@ -59,6 +60,12 @@ int nb_cli_main(int argc, char **argv)
         printf("npubench %s (%s)\n", NB_VERSION, nb_commit());
         return NB_EXIT_OK;
     }
+    /* these print text from jobs, workers and results: no control byte of theirs reaches
+     * the terminal */
+    static const char *const untrusted[] = {"jobs", "job", "history", "workers", NULL};
+    for (size_t i = 0; untrusted[i]; i++)
+        if (!strcmp(argv[1], untrusted[i]))
+            nb_term_guard_stdout();
     for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
         if (!strcmp(argv[1], COMMANDS[i].name))
             return COMMANDS[i].fn(argc - 2, argv + 2);

@@ -17,7 +17,7 @@ int nb_cmd_coordinator(int argc, char **argv)
     nb_coord_opts o;
     memset(&o, 0, sizeof o);
     const char *secret = NULL, *files[3] = {NULL, NULL, NULL}, *expire = NULL,
-               *health = NULL, *health_retry = NULL;
+               *health = NULL, *health_retry = NULL, *clients_file = NULL;
     int lease_ms = 0, hb_ms = 0, stale_ms = 0, gone_ms = 0, attempts = 0, shards = 0,
         last_n = 0, min_change = 0, quiet = 0, insecure = 0, help = 0;
     nb_opt opts[] = {
@@ -33,6 +33,8 @@ int nb_cmd_coordinator(int argc, char **argv)
          "worker key (default $NPUBENCH_WORKER_SECRET)"},
         {"admin-secret-file", NB_OPT_STR, &files[2], 0, 0,
          "admin key: set-reference, drain (default $NPUBENCH_ADMIN_SECRET)"},
+        {"client-keys-file", NB_OPT_STR, &clients_file, 0, 0,
+         "client identities: 'NAME KEY' per line (mode 0600); a client's jobs are its own"},
         {"insecure", NB_OPT_FLAG, &insecure, 0, 0, "serve beyond loopback without any key"},
         {"lease-ms", NB_OPT_INT, &lease_ms, 100, 86400000, "lease length (default 30000)"},
         {"heartbeat-ms", NB_OPT_INT, &hb_ms, 10, 600000, "worker heartbeat (default 1000)"},
@@ -99,7 +101,19 @@ int nb_cmd_coordinator(int argc, char **argv)
     o.regression_last_n = last_n;
     o.regression_min_rel = min_change / 100.0;
     o.quiet = quiet;
+    char **cnames = NULL, **ckeys = NULL;
+    int nclients = 0;
+    if (clients_file && nb_secret_read_named(clients_file, &cnames, &ckeys, &nclients, &err)) {
+        for (int i = 0; i < 3; i++)
+            nb_secret_free(keys[i]);
+        nb_err_prefix(&err, "--client-keys-file: ");
+        return nb_cmd_fail("coordinator", &err);
+    }
+    o.client_names = (const char *const *)cnames;
+    o.client_keys = (const char *const *)ckeys;
+    o.n_client_keys = nclients;
     nb_code c = nb_coord_run(&o, &err);
+    nb_secret_free_named(cnames, ckeys, nclients);
     for (int i = 0; i < 3; i++)
         nb_secret_free(keys[i]);
     return c ? nb_cmd_fail("coordinator", &err) : NB_EXIT_OK;

@@ -187,7 +187,7 @@ int nb_cmd_submit(int argc, char **argv)
         {"board", NB_OPT_STR, &f.board, 0, 0, "run on this board"},
         {"tag", NB_OPT_LIST, &f.tags, 0, 0, "run on workers with this tag (repeatable)"},
         {"dtype", NB_OPT_STR, &f.dtype, 0, 0, "bf16, f32, q4_1, native (default: any served)"},
-        {"backend", NB_OPT_STR, &f.backend, 0, 0, "cpu, xrt, exec (default: any served)"},
+        {"backend", NB_OPT_STR, &f.backend, 0, 0, "cpu, xrt, exec, air (default: any served)"},
         {"n-tokens", NB_OPT_INT, &f.n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
         {"k", NB_OPT_INT, &f.k, 0, NB_JOB_K_MAX, "top-k of the gate"},
         {"reps", NB_OPT_INT, &f.reps, 0, NB_JOB_REPS_MAX, "measured repetitions (run, profile)"},

@@ -18,7 +18,7 @@
 int nb_cmd_worker(int argc, char **argv)
 {
     nb_daemon_opts o = {.device = "cpu:0"};
-    const char *secret = NULL, *secret_file = NULL;
+    const char *secret = NULL, *secret_file = NULL, *board_key_file = NULL;
     nb_strlist tags = {{0}, 0}, deploy = {{0}, 0};
     int mem_mb = 0, help = 0;
     nb_opt opts[] = {
@@ -33,6 +33,8 @@ int nb_cmd_worker(int argc, char **argv)
         {"secret", NB_OPT_STR, &secret, 0, 0, "refused: use --secret-file"},
         {"secret-file", NB_OPT_STR, &secret_file, 0, 0,
          "worker key, mode 0600 (default $NPUBENCH_WORKER_SECRET, else $NPUBENCH_SECRET)"},
+        {"board-key-file", NB_OPT_STR, &board_key_file, 0, 0,
+         "this board's own key, mode 0600 (`npubench workers key issue BOARD` prints it)"},
         {"threads", NB_OPT_INT, &o.threads, 0, NB_JOB_THREADS_MAX, "cpu threads, 0 = all cores"},
         {"heartbeat-ms", NB_OPT_INT, &o.heartbeat_ms, 0, 600000, "heartbeat interval (default 1000)"},
         {"mem-budget-mb", NB_OPT_INT, &mem_mb, 0, 1 << 24, "resident deployments (default 4096)"},
@@ -78,16 +80,24 @@ int nb_cmd_worker(int argc, char **argv)
                                       &key, &err);
     if (!krc && !key) /* one shared key serves workers too */
         krc = nb_secret_get("--secret-file", NULL, "NPUBENCH_SECRET", &key, &err);
+    nb_secret_env_clear(); /* read: no job this worker starts inherits it */
+    char *board_key = NULL;
+    if (!krc && board_key_file && *board_key_file &&
+        (krc = nb_secret_read_file(board_key_file, &board_key, &err)))
+        nb_err_prefix(&err, "--board-key-file: ");
     if (krc) {
+        nb_secret_free(key);
         nb_deployments_free(deps, n_deps);
         return nb_cmd_fail("worker", &err);
     }
     o.secret = key;
+    o.board_key = board_key;
     o.tags = tags.items;
     o.n_tags = tags.n;
     o.mem_budget_bytes = (size_t)mem_mb << 20;
     nb_code rc = nb_daemon_run(&o, &err);
     nb_secret_free(key);
+    nb_secret_free(board_key);
     nb_deployments_free(deps, n_deps);
     if (rc)
         return nb_cmd_fail("worker", &err);
@@ -232,6 +242,31 @@ static int workers_drain(nb_cmd_conn *c, const char *board, int drain)
     return NB_EXIT_OK;
 }
 
+/* workers key issue BOARD | key revoke KEY_ID | key list [BOARD]: per-board credentials
+ * (admin). */
+static int workers_key(nb_cmd_conn *c, const char *op, const char *arg)
+{
+    Npubench__BoardKeyRequest req = NPUBENCH__BOARD_KEY_REQUEST__INIT;
+    req.op = (char *)op;
+    if (!strcmp(op, "revoke"))
+        req.key_id = (char *)arg;
+    else
+        req.board = (char *)(arg ? arg : "");
+    nb_err err;
+    Npubench__BoardKeyResponse *resp;
+    if (nb_svc_call(c->svc, "BoardKey", &req, &npubench__board_key_response__descriptor, &resp,
+                    &err))
+        return nb_cmd_fail("workers", &err);
+    if (!strcmp(op, "issue"))
+        printf("%s\n", resp->key); /* shown once: save it to the board's --board-key-file */
+    else
+        for (size_t i = 0; i < resp->n_keys; i++)
+            printf("%s %s %s\n", resp->keys[i]->key_id, resp->keys[i]->board,
+                   resp->keys[i]->revoked_unix_ms ? "revoked" : "valid");
+    nb_wire_free(resp);
+    return NB_EXIT_OK;
+}
+
 int nb_cmd_workers(int argc, char **argv)
 {
     nb_svc_flags sf = {0};
@@ -245,16 +280,22 @@ int nb_cmd_workers(int argc, char **argv)
         NB_OUT_OPTS(of),
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    const char *pos[2];
+    const char *pos[3];
     int np = 0;
     int rc = nb_cmd_parse("workers",
                           "npubench workers [--all] [--json|--format csv|md] | workers "
-                          "drain|undrain BOARD",
-                          argc, argv, opts, NB_NOPTS(opts), pos, 2, &np, &help);
+                          "drain|undrain BOARD | workers key issue BOARD|revoke KEY_ID|list "
+                          "[BOARD]",
+                          argc, argv, opts, NB_NOPTS(opts), pos, 3, &np, &help);
     if (rc)
         return rc < 0 ? 0 : rc;
     int drain = np && !strcmp(pos[0], "drain"), undrain = np && !strcmp(pos[0], "undrain");
-    if (np && (!(drain || undrain) || np != 2))
+    int key = np && !strcmp(pos[0], "key");
+    if (key && (np < 2 || (strcmp(pos[1], "list") && np != 3) ||
+                (strcmp(pos[1], "issue") && strcmp(pos[1], "revoke") && strcmp(pos[1], "list"))))
+        return nb_cmd_usage_error("workers", "expected 'key issue BOARD', 'key revoke KEY_ID' "
+                                             "or 'key list [BOARD]'%s", "");
+    if (np && !key && (!(drain || undrain) || np != 2))
         return nb_cmd_usage_error("workers", "expected 'drain BOARD' or 'undrain BOARD'%s", "");
     nb_err err;
     nb_out_format fmt;
@@ -264,6 +305,11 @@ int nb_cmd_workers(int argc, char **argv)
     sf.admin = np > 0; /* drain / undrain */
     if ((rc = nb_cmd_conn_open("workers", &sf, db, 1, &c)))
         return rc;
+    if (key) {
+        rc = workers_key(&c, pos[1], np == 3 ? pos[2] : NULL);
+        nb_cmd_conn_close(&c);
+        return rc;
+    }
     if (np) {
         rc = workers_drain(&c, pos[1], drain);
         nb_cmd_conn_close(&c);

@@ -1,20 +1,10 @@
-/* nb_base64: standard alphabet with '=' padding.
- * Strict: whitespace or stray characters are errors, not skipped. */
+/* nb_base64: mbedTLS's RFC 4648 codec (standard alphabet, '=' padding), strict: whitespace
+ * or stray characters are errors, not skipped. */
 #include "nb_base64.h"
 
 #include <stdlib.h>
 
-static const char ALPHA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
+#include <mbedtls/base64.h>
 
 nb_code nb_base64_decode(const char *in, size_t len, uint8_t **out, size_t *out_len, nb_err *err)
 {
@@ -22,39 +12,32 @@ nb_code nb_base64_decode(const char *in, size_t len, uint8_t **out, size_t *out_
     *out_len = 0;
     if (len % 4)
         return nb_err_set(err, NB_EFORMAT, "base64: length %zu is not a multiple of 4", len);
-    size_t pad = 0;
-    if (len && in[len - 1] == '=')
-        pad++;
-    if (len > 1 && in[len - 2] == '=')
-        pad++;
-    size_t n = len / 4 * 3 - pad;
+    /* mbedTLS skips line breaks and spaces; this format has none */
+    for (size_t i = 0; i < len; i++)
+        if (in[i] == ' ' || in[i] == '\r' || in[i] == '\n' || in[i] == '\t' || !in[i])
+            return nb_err_set(err, NB_EFORMAT, "base64: invalid character at offset %zu", i);
+    size_t n = len / 4 * 3;
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf)
         return nb_err_set(err, NB_ENOMEM, "base64: out of memory (%zu bytes)", n);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        int v[4];
-        for (int j = 0; j < 4; j++) {
-            unsigned char c = (unsigned char)in[i + j];
-            if (c == '=' && i + 4 == len && j >= 4 - (int)pad) {
-                v[j] = 0;
-                continue;
-            }
-            v[j] = val(c);
-            if (v[j] < 0) {
-                free(buf);
-                return nb_err_set(err, NB_EFORMAT, "base64: invalid character at offset %zu",
-                                  i + j);
-            }
-        }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-        if (o < n) buf[o++] = (uint8_t)(w >> 16);
-        if (o < n) buf[o++] = (uint8_t)(w >> 8);
-        if (o < n) buf[o++] = (uint8_t)w;
+    size_t got = 0;
+    int rc = mbedtls_base64_decode(buf, n, &got, (const unsigned char *)in, len);
+    if (rc) {
+        free(buf);
+        size_t at = 0; /* the first byte outside the alphabet, for the message */
+        while (at < len && in[at] != '=' && nb_base64_alpha(in[at]))
+            at++;
+        return nb_err_set(err, NB_EFORMAT, "base64: invalid character at offset %zu", at);
     }
     *out = buf;
-    *out_len = n;
+    *out_len = got;
     return NB_OK;
+}
+
+int nb_base64_alpha(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '+' || c == '/';
 }
 
 nb_code nb_base64_encode(const uint8_t *in, size_t len, char **out, nb_err *err)
@@ -63,17 +46,12 @@ nb_code nb_base64_encode(const uint8_t *in, size_t len, char **out, nb_err *err)
     char *s = malloc(n + 1);
     if (!s)
         return nb_err_set(err, NB_ENOMEM, "base64: out of memory (%zu bytes)", n);
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t w = (uint32_t)in[i] << 16;
-        if (i + 1 < len) w |= (uint32_t)in[i + 1] << 8;
-        if (i + 2 < len) w |= in[i + 2];
-        s[o++] = ALPHA[(w >> 18) & 63];
-        s[o++] = ALPHA[(w >> 12) & 63];
-        s[o++] = i + 1 < len ? ALPHA[(w >> 6) & 63] : '=';
-        s[o++] = i + 2 < len ? ALPHA[w & 63] : '=';
+    size_t olen = 0;
+    if (mbedtls_base64_encode((unsigned char *)s, n + 1, &olen, in, len)) {
+        free(s);
+        return nb_err_set(err, NB_EINTERNAL, "base64: encoding %zu bytes failed", len);
     }
-    s[o] = '\0';
+    s[olen] = '\0';
     *out = s;
     return NB_OK;
 }

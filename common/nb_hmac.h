@@ -1,4 +1,4 @@
-/* nb_hmac: HMAC-SHA256 (RFC 2104) over nb_sha256, and a constant-time compare.
+/* nb_hmac: HMAC-SHA256 (RFC 2104, mbedTLS), and a constant-time compare.
  * Used to authenticate RPC envelopes with a shared secret. */
 #ifndef NB_HMAC_H
 #define NB_HMAC_H
@@ -6,14 +6,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mbedtls/md.h>
+
 #include "nb_sha256.h"
 
 #define NB_HMAC_SHA256_LEN 32
 
-/* Streaming state; copyable, holds no heap memory. */
+/* Streaming state (mbedTLS md context: init allocates, final frees; every init must reach
+ * final). */
 typedef struct nb_hmac_ctx {
-    nb_sha256 inner;
-    nb_sha256 outer; /* already fed (key ^ opad) */
+    mbedtls_md_context_t md;
+    int ok; /* set up and fed without error */
 } nb_hmac_ctx;
 
 /* Keys of any length (longer than 64 bytes are hashed first, per RFC 2104). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nb_term.h"
 #include "nb_time.h"
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -22,40 +23,10 @@ int nb_log_set_fd(int fd)
     return old;
 }
 
-/* UTF-8 encodes the C1 controls U+0080..U+009F as C2 80..C2 9F; terminals that honour them
- * (U+009B is CSI) would let a value rewrite the screen as ESC does. */
-static int is_c1(const unsigned char *s)
-{
-    return s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f;
-}
-
-/* Copies src into dst[cap] (NUL-terminated) with control bytes escaped, cutting before an
- * escape that would not fit whole; returns the length. Output holds no control byte, so a
- * second pass leaves it as it is. */
+/* The message with control bytes escaped (nb_term: one escaping for logs and terminals). */
 static size_t escape(char *dst, size_t cap, const char *src)
 {
-    size_t n = 0;
-    for (const unsigned char *s = (const unsigned char *)src; *s; s++) {
-        char e[9];
-        int len;
-        if (*s == '\n' || *s == '\r' || *s == '\t')
-            len = snprintf(e, sizeof e, "\\%c", *s == '\n' ? 'n' : *s == '\r' ? 'r' : 't');
-        else if (*s < 0x20 || *s == 0x7f)
-            len = snprintf(e, sizeof e, "\\x%02x", *s);
-        else if (is_c1(s)) {
-            len = snprintf(e, sizeof e, "\\x%02x\\x%02x", s[0], s[1]);
-            s++;
-        } else {
-            e[0] = (char)*s;
-            len = 1;
-        }
-        if (n + (size_t)len >= cap)
-            break;
-        memcpy(dst + n, e, (size_t)len);
-        n += (size_t)len;
-    }
-    dst[n] = '\0';
-    return n;
+    return nb_term_escape(dst, cap, src, strlen(src), 0, NULL);
 }
 
 /* line[0, len) and a newline, in one write. */

@@ -11,7 +11,98 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static nb_code read_key_file(const char *path, char **out, size_t *out_len, nb_err *err);
+
 nb_code nb_secret_read_file(const char *path, char **out, nb_err *err)
+{
+    size_t len = 0;
+    nb_code rc = read_key_file(path, out, &len, err);
+    if (!rc && (rc = nb_secret_check(path, *out, len, err))) {
+        nb_secret_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+void nb_secret_free_named(char **names, char **keys, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(names ? names[i] : NULL);
+        nb_secret_free(keys ? keys[i] : NULL);
+    }
+    free(names);
+    free(keys);
+}
+
+nb_code nb_secret_read_named(const char *path, char ***names, char ***keys, int *n,
+                             nb_err *err)
+{
+    *names = *keys = NULL;
+    *n = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    nb_code rc = read_key_file(path, &buf, &len, err);
+    if (rc)
+        return rc;
+    if (memchr(buf, 0, len))
+        rc = nb_err_set(err, NB_EINVAL, "%s: a NUL byte: a key file is text", path);
+    int cap = 0, line = 0;
+    for (char *p = buf, *next; !rc && p && *p; p = next) {
+        line++;
+        next = strchr(p, '\n');
+        if (next)
+            *next++ = '\0';
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p || *p == '#')
+            continue;
+        size_t nl = strcspn(p, " \t");
+        char *k = p + nl;
+        while (*k == ' ' || *k == '\t')
+            k++;
+        size_t kl = strlen(k);
+        while (kl && isspace((unsigned char)k[kl - 1]))
+            k[--kl] = '\0';
+        char where[4200];
+        snprintf(where, sizeof where, "%s:%d", path, line);
+        if (!nl || nl > 63 || strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789._-") < nl) {
+            rc = nb_err_set(err, NB_EINVAL, "%s: expected NAME KEY, NAME 1..63 letters, digits, "
+                            "'.', '_', '-'", where);
+            break;
+        }
+        if ((rc = nb_secret_check(where, k, kl, err)))
+            break;
+        if (*n == cap) {
+            int nc = cap ? 2 * cap : 8;
+            char **a = realloc(*names, (size_t)nc * sizeof *a), **b = a ? realloc(*keys, (size_t)nc * sizeof *b) : NULL;
+            if (a)
+                *names = a;
+            if (!a || !b) {
+                rc = nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+                break;
+            }
+            *keys = b;
+            cap = nc;
+        }
+        (*names)[*n] = strndup(p, nl);
+        (*keys)[*n] = strdup(k);
+        (*n)++;
+        if (!(*names)[*n - 1] || !(*keys)[*n - 1])
+            rc = nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
+    }
+    memset(buf, 0, len); /* the lines were cut with NULs: wipe all of it */
+    nb_secret_free(buf);
+    if (rc) {
+        nb_secret_free_named(*names, *keys, *n);
+        *names = *keys = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* The file's bytes, trailing whitespace trimmed, after the mode and size checks. */
+static nb_code read_key_file(const char *path, char **out, size_t *out_len, nb_err *err)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -48,13 +139,12 @@ nb_code nb_secret_read_file(const char *path, char **out, nb_err *err)
         buf[--len] = '\0';
     if (!rc && !len)
         rc = nb_err_set(err, NB_EINVAL, "%s: the key file is empty", path);
-    if (!rc)
-        rc = nb_secret_check(path, buf, len, err);
     if (rc) {
         nb_secret_free(buf);
         return rc;
     }
     *out = buf;
+    *out_len = len;
     return NB_OK;
 }
 
@@ -122,4 +212,22 @@ void nb_secret_free(char *s)
     while (*v)
         *v++ = 0;
     free(s);
+}
+
+const char *const nb_secret_env_names[] = {"NPUBENCH_SECRET", "NPUBENCH_WORKER_SECRET",
+                                           "NPUBENCH_ADMIN_SECRET", NULL};
+
+int nb_secret_env_entry(const char *entry)
+{
+    size_t n = strcspn(entry, "=");
+    for (size_t i = 0; nb_secret_env_names[i]; i++)
+        if (strlen(nb_secret_env_names[i]) == n && !strncmp(entry, nb_secret_env_names[i], n))
+            return 1;
+    return 0;
+}
+
+void nb_secret_env_clear(void)
+{
+    for (size_t i = 0; nb_secret_env_names[i]; i++)
+        unsetenv(nb_secret_env_names[i]);
 }

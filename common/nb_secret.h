@@ -23,6 +23,14 @@ nb_code nb_secret_read_file(const char *path, char **out, nb_err *err);
  * length in bytes, NULs included. */
 nb_code nb_secret_check(const char *where, const char *key, size_t len, nb_err *err);
 
+/* Named keys, one "NAME KEY" per line (# comments and blank lines skipped), from a file
+ * checked as nb_secret_read_file checks one (owner-only mode, size); each key as
+ * nb_secret_check, names 1..63 bytes of [A-Za-z0-9._-]. *names and *keys malloc'ed arrays
+ * of *n malloc'ed strings: free with nb_secret_free_named. Errors name the file and line. */
+nb_code nb_secret_read_named(const char *path, char ***names, char ***keys, int *n,
+                             nb_err *err);
+void nb_secret_free_named(char **names, char **keys, int n);
+
 /* flag names the option in messages ("--worker-secret-file").  The file when path is set,
  * else $env_name when set, else *out = NULL and NB_OK (no key). */
 nb_code nb_secret_get(const char *flag, const char *path, const char *env_name, char **out,
@@ -32,6 +40,17 @@ nb_code nb_secret_get(const char *flag, const char *path, const char *env_name, 
  * option and the variable to use instead. */
 nb_code nb_secret_refuse_argv(const char *flag, const char *file_flag, const char *env_name,
                               nb_err *err);
+
+/* The environment variables keys come from ($NPUBENCH_SECRET, $NPUBENCH_WORKER_SECRET,
+ * $NPUBENCH_ADMIN_SECRET), NULL-terminated. */
+extern const char *const nb_secret_env_names[];
+
+/* 1 when the environment entry "NAME=value" (or a bare NAME) is one of them: a child
+ * process (an exec job) must not inherit it. */
+int nb_secret_env_entry(const char *entry);
+
+/* Unsets them in this process once the key is read, so nothing it starts inherits a key. */
+void nb_secret_env_clear(void);
 
 /* Overwrites and frees a key; NULL ok. */
 void nb_secret_free(char *s);

@@ -6,13 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mbedtls/sha256.h>
+
 #include "nb_err.h"
 
+/* mbedTLS's context: plain memory, no heap (copyable while streaming). */
 typedef struct nb_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    uint8_t buf[64];
-    size_t nbuf;
+    mbedtls_sha256_context ctx;
 } nb_sha256;
 
 void nb_sha256_init(nb_sha256 *s);

@@ -39,6 +39,7 @@ static void *sweeper_main(void *arg)
         nb_sched_expire(c);
         nb_coord_health_sweep(c);
         int64_t now = nb_wall_ms();
+        nb_coord_log_flush(c, now, 0);
         if (now >= c->next_reasons_ms) {
             nb_sched_update_reasons(c);
             c->next_reasons_ms = now + 1000;
@@ -250,6 +251,9 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     ro.secret = c->secret;
     ro.worker_secret = c->worker_secret;
     ro.admin_secret = c->admin_secret;
+    ro.client_names = o->client_names;
+    ro.client_keys = o->client_keys;
+    ro.n_client_keys = o->n_client_keys;
     ro.threads = c->o.handler_threads;
     ro.contexts = c->o.handler_threads * 2;
     ro.tls_cert_key_file = c->tls_cert;
@@ -257,7 +261,8 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     if ((rc = nb_rpc_server_open(c->listen_url, &ro, &c->srv, err)))
         goto fail;
     if ((rc = nb_coord_register_client_api(c, err)) || (rc = nb_coord_register_worker_api(c, err)) ||
-        (rc = nb_coord_register_dash_api(c, err)) || (rc = nb_coord_replay_attach(c, err)))
+        (rc = nb_coord_register_dash_api(c, err)) || (rc = nb_coord_replay_attach(c, err)) ||
+        (rc = nb_coord_boardkeys_start(c, err)))
         goto fail;
     if (pthread_create(&c->sweeper, NULL, sweeper_main, c) != 0) {
         rc = nb_err_set(err, NB_EINTERNAL, "coordinator: cannot start the sweeper thread");
@@ -302,6 +307,7 @@ void nb_coord_stop(nb_coord *c)
     c->srv = NULL;
     if (c->sweeper_started)
         pthread_join(c->sweeper, NULL);
+    nb_coord_log_flush(c, nb_wall_ms(), 1);
     nb_db_close(c->db);
     free_coord(c);
 }

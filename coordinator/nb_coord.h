@@ -53,6 +53,17 @@ typedef struct nb_coord_opts {
     int health_errors;
     const char *http_url;     /* the read-only web dashboard: http://host:port (":0" picks a
                                  port); NULL = none. Loopback only without keys, as listen */
+    int http_max_conns;       /* dashboard connections open at once; more get 503 [64] */
+    int http_request_timeout_ms; /* a dashboard request (headers and body) must arrive
+                                 within this from its connect, else it is closed [10000] */
+    int64_t log_window_ms;    /* a log line's kind prints at most 20 lines per window; what
+                                 it suppressed is counted when the window ends [10000] */
+    /* Client identities: named client keys (the client role; read at start). A job
+     * submitted with one is that client's: another client cancels it only with the admin
+     * key. */
+    const char *const *client_names;
+    const char *const *client_keys;
+    int n_client_keys;
     int sync_normal;          /* 1: commits are not fsync()ed (synchronous=NORMAL): an
                                  acknowledged job or result survives kill -9 but not a power
                                  loss; for benchmarks. 0 (default): synchronous=FULL, every

@@ -1,9 +1,6 @@
-/* nb_coord_http: the read-only web dashboard (--http URL) on nng's HTTP server — the pages of
- * dash/ rendered per request from the coordinator's database, behind the RPC's keys. */
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-
-#include <arpa/inet.h>
+/* nb_coord_http: the read-only web dashboard (--http URL) on nb_httpd (bounded connections,
+ * a deadline per request) — the pages of dash/ rendered per request from the coordinator's
+ * database, behind the RPC's keys. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +8,7 @@
 
 #include "nb_coord_int.h"
 #include "nb_hmac.h"
+#include "nb_httpd.h"
 #include "nb_svg.h"
 
 #define COOKIE "npubench_view"
@@ -19,7 +17,7 @@
 #define TOKEN_LABEL "npubench dashboard viewer/1"
 #define KEY_MAX 4096
 
-typedef enum auth { AUTH_OK, AUTH_SET_COOKIE, AUTH_MISSING, AUTH_WRONG_ROLE } auth;
+typedef enum auth { AUTH_OK, AUTH_MISSING, AUTH_WRONG_ROLE } auth;
 
 static void view_token(const char *key, char hex[2 * NB_HMAC_SHA256_LEN + 1])
 {
@@ -80,23 +78,23 @@ static long query_param(const char *query, const char *name, char *out, size_t c
     return -1;
 }
 
-/* The browser's credential: "Authorization: Bearer KEY", the cookie a first "?key=KEY"
- * set, or that "?key=KEY" itself (answered with the cookie and a redirect that drops the
- * key from the address bar and history). */
-static auth check_auth(nb_coord *c, nng_http_req *req, const char *query, char token[65])
+/* The browser's credential: "Authorization: Bearer KEY" or the cookie that signing in
+ * (POST /signin, a form) set. A key in the URL is never taken: browsers keep URLs in their
+ * history, session and sync files. */
+static auth check_auth(nb_coord *c, const nb_httpd_req *req, char token[65])
 {
     int keyed = c->secret || c->admin_secret || c->worker_secret;
     if (!keyed)
         return AUTH_OK; /* loopback only: nb_coord_http_start refused anything else */
     int wrong_role = 0;
-    const char *authz = nng_http_req_get_header(req, "Authorization");
-    if (authz && !strncasecmp(authz, "Bearer ", 7)) {
+    const char *authz = req->authorization;
+    if (!strncasecmp(authz, "Bearer ", 7)) {
         const char *k = authz + 7;
         if (viewer_key(c, k, strlen(k)))
             return AUTH_OK;
         wrong_role |= key_equal(k, strlen(k), c->worker_secret);
     }
-    const char *cookie = nng_http_req_get_header(req, "Cookie");
+    const char *cookie = *req->cookie ? req->cookie : NULL;
     for (const char *p = cookie; p && (p = strstr(p, COOKIE "="));) {
         if (p != cookie && p[-1] != ' ' && p[-1] != ';') {
             p++;
@@ -113,115 +111,170 @@ static auth check_auth(nb_coord *c, nng_http_req *req, const char *query, char t
                 return AUTH_OK;
         }
     }
-    char *k = malloc(KEY_MAX);
-    long n = k ? query_param(query, "key", k, KEY_MAX) : -1;
-    auth a = AUTH_MISSING;
-    if (n >= 0 && viewer_key(c, k, (size_t)n)) {
-        view_token(k, token);
-        a = AUTH_SET_COOKIE;
-    } else if (n >= 0 && key_equal(k, (size_t)n, c->worker_secret)) {
-        wrong_role = 1;
-    }
-    if (k) {
-        memset(k, 0, KEY_MAX);
-        free(k);
-    }
-    return a == AUTH_MISSING && wrong_role ? AUTH_WRONG_ROLE : a;
+    return wrong_role ? AUTH_WRONG_ROLE : AUTH_MISSING;
 }
 
-static nng_http_res *make_res(uint16_t status, const char *ctype, const char *body, size_t len)
+/* res answers status with a copy of body (the security headers every answer carries);
+ * 0 on success, -1 out of memory (res then a bare 500). */
+static int make_res(nb_httpd_res *res, int status, const char *ctype, const char *body,
+                    size_t len)
 {
-    nng_http_res *res = NULL;
-    if (nng_http_res_alloc(&res))
-        return NULL;
-    nng_http_res_set_status(res, status);
-    nng_http_res_set_header(res, "Content-Type", ctype);
-    nng_http_res_set_header(res, "Cache-Control", "no-store");
-    nng_http_res_set_header(res, "X-Content-Type-Options", "nosniff");
-    nng_http_res_set_header(res, "Referrer-Policy", "no-referrer");
+    res->status = status;
+    res->ctype = ctype;
+    res->headers[0] = '\0';
+    nb_httpd_header(res, "Cache-Control", "no-store");
+    nb_httpd_header(res, "X-Content-Type-Options", "nosniff");
+    nb_httpd_header(res, "Referrer-Policy", "no-referrer");
     /* The pages carry no script at all: forbid any, and any fetch off this server. */
-    nng_http_res_set_header(res, "Content-Security-Policy",
-                            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
-                            "frame-ancestors 'none'");
-    if (body && len && nng_http_res_copy_data(res, body, len)) {
-        nng_http_res_free(res);
-        return NULL;
+    nb_httpd_header(res, "Content-Security-Policy",
+                    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+                    "frame-ancestors 'none'; form-action 'self'");
+    res->body = NULL;
+    res->len = 0;
+    if (body && len) {
+        res->body = malloc(len);
+        if (!res->body) {
+            res->status = 500;
+            return -1;
+        }
+        memcpy(res->body, body, len);
+        res->len = len;
     }
-    return res;
+    return 0;
 }
+
+static void page_res(nb_httpd_res *res, int status, const char *title, const char *msg,
+                     const char *signin_next);
 
 /* A short HTML page for an error, the message escaped. */
-static nng_http_res *error_res(uint16_t status, const char *title, const char *msg)
+static void error_res(nb_httpd_res *res, int status, const char *title, const char *msg)
+{
+    page_res(res, status, title, msg, NULL);
+}
+
+/* The error page; with signin_next, a sign-in form that comes back to that page. */
+static void page_res(nb_httpd_res *res, int status, const char *title, const char *msg,
+                     const char *signin_next)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%u ",
+    if (!f) {
+        res->status = 500;
+        return;
+    }
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%d ",
             status);
     nb_svg_escape(f, title);
-    fprintf(f, "</title></head><body><h1>%u ", status);
+    fprintf(f, "</title></head><body><h1>%d ", status);
     nb_svg_escape(f, title);
     fputs("</h1><p>", f);
     nb_svg_escape(f, msg);
-    fputs("</p><p><a href=\"index.html\">npubench dashboard</a></p></body></html>\n", f);
-    nng_http_res *res = NULL;
+    fputs("</p>", f);
+    if (signin_next) {
+        fputs("<form method=\"post\" action=\"/signin\"><input type=\"hidden\" name=\"next\" "
+              "value=\"",
+              f);
+        nb_svg_escape(f, signin_next);
+        fputs("\"><label>Client key <input type=\"password\" name=\"key\" "
+              "autocomplete=\"current-password\"></label> <button>Sign in</button></form>",
+              f);
+    }
+    fputs("<p><a href=\"index.html\">npubench dashboard</a></p></body></html>\n", f);
     if (fclose(f) == 0 && buf)
-        res = make_res(status, "text/html; charset=utf-8", buf, len);
+        make_res(res, status, "text/html; charset=utf-8", buf, len);
+    else
+        res->status = 500;
     free(buf);
-    return res;
 }
 
-static uint16_t http_status(nb_code rc)
+static int http_status(nb_code rc)
 {
     switch (rc) {
-    case NB_ENOTFOUND: return NNG_HTTP_STATUS_NOT_FOUND;
-    case NB_EUNAVAIL: return NNG_HTTP_STATUS_SERVICE_UNAVAILABLE;
-    default: return NNG_HTTP_STATUS_INTERNAL_SERVER_ERROR;
+    case NB_ENOTFOUND: return 404;
+    case NB_EUNAVAIL: return 503;
+    default: return 500;
     }
 }
 
-static nng_http_res *serve(nb_coord *c, nng_http_req *req)
+/* next as a path of this server, else "/": "//host/x" and "/\\host" are other sites to a
+ * browser, and CR/LF would split the header. */
+static void local_path(const char *next, char *out, size_t cap)
 {
-    const char *uri = nng_http_req_get_uri(req);
-    if (!uri || uri[0] != '/')
-        return error_res(NNG_HTTP_STATUS_BAD_REQUEST, "Bad request", "the path must start with /");
+    int local = next[0] == '/' && next[1] != '/' && next[1] != '\\' &&
+                !strpbrk(next, "\\\r\n") && strlen(next) < cap;
+    snprintf(out, cap, "%s", local ? next : "/");
+}
+
+/* POST /signin, a form (key, next): a valid viewer key sets the cookie (a token derived
+ * from the key, never the key) and goes back to next, a local path. */
+static void sign_in(nb_coord *c, const nb_httpd_req *req, nb_httpd_res *res)
+{
+    char *k = malloc(KEY_MAX), next[NB_DASH_NAME_MAX + 2], raw_next[NB_DASH_NAME_MAX + 2];
+    long n = k ? query_param(req->body, "key", k, KEY_MAX) : -1;
+    if (query_param(req->body, "next", raw_next, sizeof raw_next) < 0)
+        snprintf(raw_next, sizeof raw_next, "/");
+    local_path(raw_next, next, sizeof next);
+    char token[65];
+    int ok = n >= 0 && viewer_key(c, k, (size_t)n);
+    int worker = !ok && n >= 0 && key_equal(k, (size_t)n, c->worker_secret);
+    if (ok)
+        view_token(k, token);
+    if (k) {
+        memset(k, 0, KEY_MAX);
+        free(k);
+    }
+    if (worker)
+        return error_res(res, 403, "Forbidden",
+                         "the dashboard needs the client or admin credential; this is the "
+                         "worker key");
+    if (!ok)
+        return page_res(res, 401, "Unauthorized", "that is not a client or admin key", next);
+    char cookie[200], body[NB_DASH_NAME_MAX + 16];
+    snprintf(cookie, sizeof cookie,
+             COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=28800", token);
+    int blen = snprintf(body, sizeof body, "see %s\n", next);
+    if (make_res(res, 303, "text/plain", body, (size_t)blen) == 0 &&
+        (nb_httpd_header(res, "Set-Cookie", cookie) || nb_httpd_header(res, "Location", next)))
+        res->status = 500;
+}
+
+static void serve(nb_coord *c, const nb_httpd_req *req, nb_httpd_res *res)
+{
+    const char *uri = req->target;
+    if (!strcmp(req->method, "POST") && !strcmp(uri, "/signin"))
+        return sign_in(c, req, res);
+    if (strcmp(req->method, "GET") && strcmp(req->method, "HEAD"))
+        return error_res(res, 405, "Method not allowed",
+                         "the dashboard is read-only: GET (and POST /signin)");
+    if (uri[0] != '/')
+        return error_res(res, 400, "Bad request", "the path must start with /");
     const char *q = strchr(uri, '?');
     size_t plen = q ? (size_t)(q - uri) : strlen(uri);
     char name[NB_DASH_NAME_MAX];
     if (plen - 1 >= sizeof name)
-        return error_res(NNG_HTTP_STATUS_NOT_FOUND, "Not found", "no such page");
+        return error_res(res, 404, "Not found", "no such page");
     memcpy(name, uri + 1, plen - 1);
     name[plen - 1] = '\0';
 
     char token[65];
-    switch (check_auth(c, req, q ? q + 1 : NULL, token)) {
+    switch (check_auth(c, req, token)) {
     case AUTH_OK: break;
-    case AUTH_SET_COOKIE: {
-        char cookie[160], loc[NB_DASH_NAME_MAX + 2], body[NB_DASH_NAME_MAX + 16];
-        snprintf(cookie, sizeof cookie, COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", token);
-        snprintf(loc, sizeof loc, "/%s", name);
-        /* a body, so the answer has a length and a kept-alive connection goes on */
-        int blen = snprintf(body, sizeof body, "see %s\n", loc);
-        nng_http_res *res =
-            make_res(NNG_HTTP_STATUS_SEE_OTHER, "text/plain", body, (size_t)blen);
-        if (res && (nng_http_res_set_header(res, "Set-Cookie", cookie) ||
-                    nng_http_res_set_header(res, "Location", loc))) {
-            nng_http_res_free(res);
-            res = NULL;
-        }
-        return res;
-    }
     case AUTH_WRONG_ROLE:
-        return error_res(NNG_HTTP_STATUS_FORBIDDEN, "Forbidden",
+        return error_res(res, 403, "Forbidden",
                          "the dashboard needs the client or admin credential; this is the "
                          "worker key");
-    case AUTH_MISSING:
-        return error_res(NNG_HTTP_STATUS_UNAUTHORIZED, "Unauthorized",
-                         "this coordinator has keys: open /?key=CLIENT_KEY once (a cookie "
-                         "keeps you signed in; the key is not stored), or send "
-                         "'Authorization: Bearer CLIENT_KEY'");
+    case AUTH_MISSING: {
+        char back[NB_DASH_NAME_MAX + 2];
+        snprintf(back, sizeof back, "/%s", name);
+        char next[NB_DASH_NAME_MAX + 2];
+        local_path(back, next, sizeof next);
+        return page_res(res, 401, "Unauthorized",
+                        "this coordinator has keys: sign in with the client key (a cookie "
+                        "keeps you signed in; the key is not stored), or send "
+                        "'Authorization: Bearer CLIENT_KEY'",
+                        next);
+    }
     }
 
     nb_dash_opts o;
@@ -231,43 +284,59 @@ static nng_http_res *serve(nb_coord *c, nng_http_req *req)
     const char *ctype = NULL;
     nb_err err = {0};
     nb_code rc = nb_dash_page(c->db, &o, name, &body, &len, &ctype, &err);
-    nng_http_res *res;
     if (rc) {
         if (rc != NB_ENOTFOUND)
             nb_coord_log(c, "dashboard: /%s: %s", name, err.msg);
-        res = error_res(http_status(rc), rc == NB_ENOTFOUND ? "Not found" : "Error", err.msg);
+        error_res(res, http_status(rc), rc == NB_ENOTFOUND ? "Not found" : "Error", err.msg);
     } else {
-        res = make_res(NNG_HTTP_STATUS_OK, ctype, body, len);
+        make_res(res, 200, ctype, body, len);
     }
     free(body);
-    return res;
 }
 
-static void on_request(nng_aio *aio)
+static void on_request(void *user, const nb_httpd_req *req, nb_httpd_res *res)
 {
-    nng_http_req *req = nng_aio_get_input(aio, 0);
-    nng_http_handler *h = nng_aio_get_input(aio, 1);
-    nb_coord *c = nng_http_handler_get_data(h);
+    nb_coord *c = user;
     pthread_mutex_lock(&c->mu);
     int stopping = c->stopping;
-    if (!stopping)
-        c->http_inflight++;
     pthread_mutex_unlock(&c->mu);
-    if (stopping) {
-        nng_aio_finish(aio, NNG_ECLOSED);
-        return;
+    if (stopping)
+        return error_res(res, 503, "Unavailable", "the coordinator is stopping");
+    serve(c, req, res);
+}
+
+/* host and port of an http://host:port[/] URL; NB_EINVAL naming what is wrong. */
+static nb_code parse_http_url(const char *url, char *host, size_t hcap, char *port,
+                              size_t pcap, nb_err *err)
+{
+    const char *p = url + 7, *end = p + strcspn(p, "/");
+    if (*end && strcmp(end, "/"))
+        return nb_err_set(err, NB_EINVAL,
+                          "coordinator: --http %s: the dashboard is served at the root; give "
+                          "no path",
+                          url);
+    const char *colon = NULL;
+    if (*p == '[') { /* [v6]:port */
+        const char *rb = memchr(p, ']', (size_t)(end - p));
+        if (!rb || rb[1] != ':')
+            return nb_err_set(err, NB_EINVAL, "coordinator: --http %s: expected [addr]:port",
+                              url);
+        snprintf(host, hcap, "%.*s", (int)(rb - p - 1), p + 1);
+        colon = rb + 1;
+    } else {
+        for (const char *x = p; x < end; x++)
+            if (*x == ':')
+                colon = x;
+        if (!colon)
+            return nb_err_set(err, NB_EINVAL, "coordinator: --http %s: expected http://host:port",
+                              url);
+        snprintf(host, hcap, "%.*s", (int)(colon - p), p);
     }
-    nng_http_res *res = serve(c, req);
-    pthread_mutex_lock(&c->mu);
-    c->http_inflight--;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    if (!res) {
-        nng_aio_finish(aio, NNG_ENOMEM);
-        return;
-    }
-    nng_aio_set_output(aio, 0, res);
-    nng_aio_finish(aio, 0);
+    snprintf(port, pcap, "%.*s", (int)(end - colon - 1), colon + 1);
+    if (!*port || strspn(port, "0123456789") != strlen(port))
+        return nb_err_set(err, NB_EINVAL, "coordinator: --http %s: the port must be a number",
+                          url);
+    return NB_OK;
 }
 
 nb_code nb_coord_http_start(nb_coord *c, nb_err *err)
@@ -288,71 +357,29 @@ nb_code nb_coord_http_start(nb_coord *c, nb_err *err)
         nb_coord_log(c, "WARNING: --insecure: the dashboard %s is open to anyone who reaches it",
                      c->http_url);
     }
-    nng_url *url = NULL;
-    nng_http_server *srv = NULL;
-    nng_http_handler *h = NULL;
-    int rv = nng_url_parse(&url, c->http_url);
-    if (rv)
-        return nb_err_set(err, NB_EINVAL, "coordinator: --http %s: %s", c->http_url,
-                          nng_strerror(rv));
-    if (url->u_path[0] && strcmp(url->u_path, "/")) {
-        nng_url_free(url);
-        return nb_err_set(err, NB_EINVAL,
-                          "coordinator: --http %s: the dashboard is served at the root; give "
-                          "no path",
-                          c->http_url);
-    }
-    if ((rv = nng_http_server_hold(&srv, url)) || (rv = nng_http_handler_alloc(&h, "/", on_request)) ||
-        (rv = nng_http_handler_set_tree(h)) || (rv = nng_http_handler_set_data(h, c, NULL)) ||
-        (rv = nng_http_server_add_handler(srv, h))) {
-        if (h)
-            nng_http_handler_free(h);
-        goto fail;
-    }
-    if ((rv = nng_http_server_start(srv)))
-        goto fail;
-    nng_sockaddr sa;
-    int port = 0;
-    if (!nng_http_server_get_addr(srv, &sa)) {
-        if (sa.s_family == NNG_AF_INET)
-            port = ntohs(sa.s_in.sa_port);
-        else if (sa.s_family == NNG_AF_INET6)
-            port = ntohs(sa.s_in6.sa_port);
-    }
+    char host[256], port[16];
+    nb_code rc = parse_http_url(c->http_url, host, sizeof host, port, sizeof port, err);
+    if (rc)
+        return rc;
+    nb_httpd_opts ho = {.max_conns = c->o.http_max_conns,
+                        .request_timeout_ms = c->o.http_request_timeout_ms};
+    int bound = 0;
+    nb_httpd *h = NULL;
+    if ((rc = nb_httpd_start(!strcmp(host, "localhost") ? "127.0.0.1" : host, port, &ho,
+                             on_request, c, &h, &bound, err)))
+        return nb_err_prefix(err, "coordinator: --http %s: ", c->http_url);
     snprintf(c->http_bound, sizeof c->http_bound, "http://%s:%d/",
-             strcmp(url->u_hostname, "0.0.0.0") ? url->u_hostname : "127.0.0.1",
-             port ? port : atoi(url->u_port));
-    c->http = srv;
-    nng_url_free(url);
+             strcmp(host, "0.0.0.0") ? host : "127.0.0.1", bound);
+    c->http = h;
     nb_coord_log(c, "dashboard on %s", c->http_bound);
     return NB_OK;
-fail:
-    if (srv)
-        nng_http_server_release(srv);
-    nng_url_free(url);
-    return nb_err_set(err, rv == NNG_EADDRINUSE ? NB_EUNAVAIL : NB_EINVAL,
-                      "coordinator: --http %s: %s", c->http_url, nng_strerror(rv));
 }
 
 void nb_coord_http_stop(nb_coord *c)
 {
     if (!c->http)
         return;
-    nng_http_server *srv = c->http;
-    nng_http_server_stop(srv);
-    /* A request already inside serve() still reads the database: wait for it. */
-    pthread_mutex_lock(&c->mu);
-    while (c->http_inflight > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    }
-    pthread_mutex_unlock(&c->mu);
-    nng_http_server_release(srv);
+    /* waits for the requests inside serve(), which read the database */
+    nb_httpd_stop(c->http);
     c->http = NULL;
 }

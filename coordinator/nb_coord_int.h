@@ -90,9 +90,8 @@ struct nb_coord {
     coord_logkey log_keys[COORD_LOG_KEYS];
     int draining;             /* admin Drain: no new leases */
     char *http_url;            /* the dashboard (nb_coord_http.c); NULL = none */
-    void *http;                /* its nng_http_server */
+    void *http;                /* its nb_httpd */
     char http_bound[300];      /* http://host:port/ really bound */
-    int http_inflight;         /* dashboard requests running (under mu) */
 };
 
 /* ---- nb_coord_state.c: the state the APIs share (nb_coord.c only starts and stops them) ---- */
@@ -101,6 +100,10 @@ struct nb_coord {
  * escaped (client strings cannot forge lines); each format string prints at most
  * COORD_LOG_BURST lines per COORD_LOG_WINDOW_MS, then one line counting the suppressed. */
 void nb_coord_log(nb_coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reports the lines suppressed in windows that ended by now (all of them when all): a flood
+ * that stops is counted once its window ends, not only when a line of its kind comes again.
+ * The sweeper calls it every tick, the stop once more with all set. */
+void nb_coord_log_flush(nb_coord *c, int64_t now, int all);
 /* Something changed about job (0 = the queue in general; parent too if
  * non-zero): bumps its change counter and wakes every long poll. */
 void nb_coord_changed(nb_coord *c, int64_t job_id, int64_t parent_id);
@@ -167,6 +170,8 @@ void nb_coord_reg_free_all(nb_coord *c);
 void nb_coord_reg_set_clock(nb_coord *c, const char *id, int64_t offset_ms);
 /* Forgets id's registration if instance made it (a clean stop); 1 when removed. */
 int nb_coord_reg_remove(nb_coord *c, const char *id, const char *instance);
+/* The registration of id (without its WorkerInfo) into *out; 0 when none. */
+int nb_coord_reg_get(nb_coord *c, const char *id, coord_worker *out);
 /* Looks for another live registration of host + device; fills holder. */
 int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
                              const char *except_id, coord_worker *holder);
@@ -275,6 +280,14 @@ void nb_coord_unlock_db(nb_coord *c);
 /* With keys on: the server's answers to mutating requests are kept in the database for
  * the clock window, and a request id an earlier process answered gets that answer. */
 nb_code nb_coord_replay_attach(nb_coord *c, nb_err *err);
+
+/* ---- nb_coord_boardkeys.c: per-board worker credentials ---- */
+
+/* The table and npubench.Client/BoardKey (admin). */
+nb_code nb_coord_boardkeys_start(nb_coord *c, nb_err *err);
+/* A registration of board presenting key: NB_OK when the board has no keys or key is one
+ * of them, else NB_EAUTH naming the board. */
+nb_code nb_coord_boardkey_admit(nb_coord *c, const char *board, const char *key, nb_err *err);
 
 /* ---- nb_coord_traces.c: the reference trace cache ---- */
 

@@ -221,3 +221,16 @@ int nb_coord_reg_find_device(nb_coord *c, const char *host, const char *device,
     pthread_mutex_unlock(&c->mu);
     return found;
 }
+
+int nb_coord_reg_get(nb_coord *c, const char *id, coord_worker *out)
+{
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    if (w) {
+        *out = *w;
+        out->info_pb = NULL;
+        out->info_len = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return w != NULL;
+}

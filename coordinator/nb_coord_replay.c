@@ -22,6 +22,11 @@ static void record(void *user, uint64_t id, uint64_t key, int64_t expires_ms, in
     if (rc)
         nb_coord_log(c, "request %llu: answer not kept for replays: %s", (unsigned long long)id,
                      err.msg);
+    /* the table holds the last 10 minutes: every 1024th answer drops what expired */
+    static unsigned kept;
+    if ((__atomic_add_fetch(&kept, 1, __ATOMIC_RELAXED) & 1023) == 0 &&
+        nb_db_replay_prune(c->db, nb_wall_ms(), &err))
+        nb_coord_log(c, "kept answers: %s", err.msg);
 }
 
 static int lookup(void *user, uint64_t id, uint64_t key, int *status, char *message,

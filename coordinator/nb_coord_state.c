@@ -13,6 +13,11 @@
 #include "nb_log.h"
 #include "nb_time.h"
 
+static int64_t log_window(const nb_coord *c)
+{
+    return c->o.log_window_ms > 0 ? c->o.log_window_ms : COORD_LOG_WINDOW_MS;
+}
+
 /* Counts a line of kind fmt; 0 when it is over the burst. *dropped gets the count
  * suppressed in the window that just ended (to report once). Slots are reused oldest
  * window first, so a flood of distinct kinds cannot grow the table. */
@@ -31,7 +36,7 @@ static int log_admit(nb_coord *c, const char *fmt, int64_t now, unsigned *droppe
         *k = (coord_logkey){fmt, now, 0, 0};
     }
     *dropped = 0;
-    if (now - k->window_ms >= COORD_LOG_WINDOW_MS) {
+    if (now - k->window_ms >= log_window(c)) {
         *dropped = k->dropped;
         k->window_ms = now;
         k->lines = k->dropped = 0;
@@ -58,6 +63,31 @@ void nb_coord_log(nb_coord *c, const char *fmt, ...)
     va_start(ap, fmt);
     nb_logv("npubench coordinator", fmt, ap);
     va_end(ap);
+}
+
+void nb_coord_log_flush(nb_coord *c, int64_t now, int all)
+{
+    if (c->o.quiet)
+        return;
+    struct {
+        const char *fmt;
+        unsigned n;
+    } due[COORD_LOG_KEYS];
+    size_t nd = 0;
+    pthread_mutex_lock(&c->log_mu);
+    for (size_t i = 0; i < COORD_LOG_KEYS; i++) {
+        coord_logkey *k = &c->log_keys[i];
+        if (k->fmt && k->dropped && (all || now - k->window_ms >= log_window(c))) {
+            due[nd].fmt = k->fmt;
+            due[nd++].n = k->dropped;
+            k->window_ms = now;
+            k->lines = k->dropped = 0;
+        }
+    }
+    pthread_mutex_unlock(&c->log_mu);
+    for (size_t i = 0; i < nd; i++)
+        nb_log("npubench coordinator", "%u more lines like \"%.80s\" suppressed", due[i].n,
+               due[i].fmt);
 }
 
 static coord_seq *seq_slot(nb_coord *c, int64_t job_id)

@@ -214,6 +214,14 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
         info.device_id = "cpu";
     if (!*info.board_name)
         info.board_name = *info.host ? info.host : "board";
+    /* a board with keys is only its key's holder; the key is never stored or listed */
+    nb_code krc = nb_coord_boardkey_admit(c, info.board_name, info.board_key, &err);
+    if (krc) {
+        st = krc == NB_EAUTH ? nb_rpc_reply_status(reply, NB_RPC_PERMISSION_DENIED, "%s", err.msg)
+                             : nb_rpc_reply_err(reply, &err);
+        goto out;
+    }
+    info.board_key = (char *)"";
 
     /* One worker per device: a live registration of the same host and
      * device by another process is refused while it keeps heartbeating. */
@@ -239,6 +247,24 @@ static nb_rpc_status h_register(void *user, const nb_rpc_request *req, nb_rpc_re
             goto out;
         }
         replaced = !same_proc;
+    }
+    /* A worker id is taken over only through its device claim: while another process holds
+     * it alive, a registration of the same id from another host or device, or without the
+     * device lock, is refused (the worker key alone does not make a process that worker). */
+    coord_worker cur;
+    if (nb_coord_reg_get(c, id, &cur) && strcmp(cur.instance, info.instance_id) &&
+        now - cur.last_heartbeat_ms < fresh &&
+        (strcmp(cur.host, info.host) || strcmp(cur.device, info.device_id) ||
+         !info.holds_device_lock)) {
+        nb_db_worker dbw;
+        if (nb_db_worker_get(c->db, id, &dbw, &err) == NB_OK && dbw.state == NB_WORKER_ALIVE) {
+            st = nb_rpc_reply_status(
+                reply, NB_RPC_ALREADY_EXISTS,
+                "worker %s is served by a live process on host %s, device %s (last heartbeat "
+                "%lld ms ago); only a process holding that device's claim may take it over",
+                id, cur.host, cur.device, (long long)(now - cur.last_heartbeat_ms));
+            goto out;
+        }
     }
     for (size_t i = 0; i < info.n_deployments; i++)
         nb_coord_alias_from_deployment(c, info.deployments[i]);
@@ -439,6 +465,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
     }
     int64_t until = nb_coord_poll_until(c, req, r->wait_ms);
     uint64_t gen = nb_coord_qgen(c);
+    int drained = 0;
     for (;;) {
         /* A worker asking for work is alive. */
         if (nb_db_worker_touch(c->db, r->worker_id, &err)) {
@@ -452,8 +479,10 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
         pthread_mutex_unlock(&c->mu);
         int board_none = 0;
         nb_db_job_pred pred = nb_coord_health_pred(c, info->board_name, &board_none);
-        if (draining || board_none) /* no work while drained; the worker polls again */
+        if (draining || board_none) { /* no work while drained; the worker polls again */
+            drained = 1;
             break;
+        }
         nb_db_worker w;
         nb_sched_db_worker(info, &w);
         w.state = NB_WORKER_ALIVE;
@@ -472,6 +501,7 @@ static nb_rpc_status h_lease(void *user, const nb_rpc_request *req, nb_rpc_reply
             break;
     }
     Npubench__LeaseJobResponse none = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
+    none.drained = drained;
     st = nb_rpc_reply_pack(reply, &none);
 out:
     nb_wire_free(info);

@@ -368,6 +368,29 @@ typedef struct child_plan {
     const char *kind;
 } child_plan;
 
+/* A request id names one submission: job id was enqueued under it, and spec must be the
+ * one it was enqueued with (else the reuse is refused, naming the id: a silent answer with
+ * the old job would run something the client did not ask for). */
+static nb_code same_request(nb_coord *c, const char *request_id, int64_t id,
+                            const Npubench__JobSpec *spec, nb_err *err)
+{
+    nb_db_job j;
+    nb_code rc = nb_db_job_get(c->db, id, &j, err);
+    if (rc)
+        return rc;
+    uint8_t *pb = NULL;
+    size_t len = 0;
+    if (!(rc = nb_wire_pack(spec, &pb, &len, err)) &&
+        (j.spec_format != NB_SPEC_PROTO || j.spec_len != len || memcmp(j.spec, pb, len)))
+        rc = nb_err_set(err, NB_EINVAL,
+                        "SubmitJobRequest.request_id: '%s' was already used for job %lld with a "
+                        "different spec; a request id names one submission, give a new one",
+                        request_id, (long long)id);
+    free(pb);
+    nb_db_job_free(&j);
+    return rc;
+}
+
 static nb_code existing_ids(nb_coord *c, int64_t id, int64_t **ids, size_t *n, nb_err *err)
 {
     nb_db_job *kids = NULL;
@@ -574,6 +597,8 @@ nb_code nb_sched_submit(nb_coord *c, const Npubench__SubmitJobRequest *req, int6
     if (*req->request_id) {
         int64_t id;
         if (nb_db_job_find_request(c->db, req->request_id, &id, err) == NB_OK) {
+            if ((rc = same_request(c, req->request_id, id, spec, err)))
+                return rc;
             *duplicate = 1;
             return existing_ids(c, id, ids, n, err);
         }

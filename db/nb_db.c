@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_db_int.h"
+#include "nb_db_owners.h"
 #include "nb_db_series.h"
 #include "nb_time.h"
 
@@ -513,7 +514,9 @@ static nb_code configure(nb_db *db, const nb_db_opts *opts, nb_err *err)
                     err);
     if (rc)
         return rc;
-    return nb_db_schema_migrate(db, err);
+    rc = nb_db_schema_migrate(db, err);
+    /* who owns which job (client identities): the lease order reads it on every database */
+    return rc ? rc : nb_db_owner_open(db, err);
 }
 
 nb_code nb_db_open(const char *path, const nb_db_opts *opts, nb_db **out, nb_err *err)
@@ -590,6 +593,46 @@ nb_code nb_db_check(nb_db *db, nb_err *err)
                             db->path);
     }
     sqlite3_finalize(st);
+    nb_db_unlock(db);
+    return rc;
+}
+
+nb_code nb_db_clear(nb_db *db, nb_err *err)
+{
+    nb_db_lock(db);
+    /* the table list first (a statement reading sqlite_schema must end before DELETEs) */
+    char *names = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&names, &len);
+    sqlite3_stmt *st = NULL;
+    nb_code rc = NB_OK;
+    if (!f || sqlite3_prepare_v2(db->h,
+                                 "SELECT name FROM sqlite_schema WHERE type = 'table' AND name "
+                                 "NOT LIKE 'sqlite_%' AND name <> 'schema_version'",
+                                 -1, &st, NULL) != SQLITE_OK)
+        rc = f ? nb_db_sqlerr(db, err, "listing tables")
+               : nb_err_set(err, NB_ENOMEM, "%s: out of memory", db->path);
+    while (!rc && sqlite3_step(st) == SQLITE_ROW)
+        fprintf(f, "DELETE FROM \"%s\";", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (f)
+        fclose(f);
+    if (!rc)
+        rc = nb_db_exec(db, "PRAGMA foreign_keys = OFF", err);
+    if (!rc) {
+        nb_code r2 = nb_db_exec(db, names ? names : "", err);
+        if (!r2) {
+            sqlite3_stmt *q = NULL;
+            if (sqlite3_prepare_v2(db->h, "DELETE FROM sqlite_sequence", -1, &q, NULL) ==
+                SQLITE_OK)
+                sqlite3_step(q); /* absent when no table uses AUTOINCREMENT */
+            sqlite3_finalize(q);
+        }
+        nb_err ignored;
+        nb_db_exec(db, "PRAGMA foreign_keys = ON", &ignored);
+        rc = r2;
+    }
+    free(names);
     nb_db_unlock(db);
     return rc;
 }

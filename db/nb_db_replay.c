@@ -22,17 +22,25 @@ static const char create_sql[] =
     ") WITHOUT ROWID;\n"
     "CREATE INDEX IF NOT EXISTS rpc_replay_expiry ON rpc_replay (expires_ms);";
 
-nb_code nb_db_replay_open(nb_db *db, int64_t now_ms, nb_err *err)
+nb_code nb_db_replay_prune(nb_db *db, int64_t now_ms, nb_err *err)
 {
     nb_db_lock(db);
-    nb_code rc = nb_db_exec(db, create_sql, err);
     sqlite3_stmt *st;
-    if (!rc && !(rc = nb_db_stmt(db, "DELETE FROM rpc_replay WHERE expires_ms <= ?", &st, err))) {
+    nb_code rc = nb_db_stmt(db, "DELETE FROM rpc_replay WHERE expires_ms <= ?", &st, err);
+    if (!rc) {
         sqlite3_bind_int64(st, 1, now_ms);
         rc = nb_db_step_done(db, st, err, "pruning kept answers");
     }
     nb_db_unlock(db);
     return rc;
+}
+
+nb_code nb_db_replay_open(nb_db *db, int64_t now_ms, nb_err *err)
+{
+    nb_db_lock(db);
+    nb_code rc = nb_db_exec(db, create_sql, err);
+    nb_db_unlock(db);
+    return rc ? rc : nb_db_replay_prune(db, now_ms, err);
 }
 
 nb_code nb_db_replay_record(nb_db *db, uint64_t id, uint64_t key, int64_t expires_ms,

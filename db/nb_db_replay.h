@@ -14,6 +14,9 @@
 /* Creates the table if missing and drops the entries expired before now_ms. */
 nb_code nb_db_replay_open(nb_db *db, int64_t now_ms, nb_err *err);
 
+/* Drops the entries expired before now_ms. */
+nb_code nb_db_replay_prune(nb_db *db, int64_t now_ms, nb_err *err);
+
 /* Keeps the answer of request (id, key) until expires_ms. Written without an fsync of its
  * own: the WAL frame is written before this returns (a kill -9 keeps it) and reaches the
  * disk with the next synchronous commit. */

@@ -93,7 +93,7 @@ class Blobs:
     def add(self, arr, dtype):
         np = self.np
         a = np.ascontiguousarray(np.asarray(arr), dtype="<f4" if dtype == "f32" else "<i8")
-        raw = a.tobytes()
+        raw = memoryview(a).cast("B")  # written from the array itself: no copy
         desc = {"off": self.size, "n": int(a.size), "dtype": dtype, "shape": list(a.shape)}
         self.parts.append(raw)
         self.size += len(raw)

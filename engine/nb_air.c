@@ -503,8 +503,10 @@ static nb_code io_all(nb_air *h, int writing, void *buf, size_t len, double dead
             return nb_err_set(err, NB_EIO, "poll: %s", strerror(errno));
         if (pr <= 0)
             continue;
-        if (pf[1].revents)
-            drain_output(h);
+        if (pf[1].revents && !drain_output(h)) { /* its output closed: stop polling it */
+            close(h->log_fd);
+            h->log_fd = -1;
+        }
         if (!pf[0].revents)
             continue;
         ssize_t r = writing ? send(h->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)

@@ -66,6 +66,15 @@ typedef struct nb_backend_ops {
     /* NB_BACKEND_REPREFILL: as nb_engine_prefill_logits. */
     nb_code (*prefill_logits)(void *be, const int32_t *ids, int n, int first, float *out,
                               nb_err *err);
+    /* The backend's own tokenizer where it runs one besides the model file's (air: the
+     * adapter's, which the device side really uses); NULL, or NB_EUNSUPPORTED when this
+     * deployment has none.  *ids malloc'ed. */
+    nb_code (*tokenize)(void *be, const char *text, int32_t **ids, int *n, nb_err *err);
+    /* Where the backend runs a process of its own (air): each line it prints, for the job's
+     * log, and a cancel it polls while it waits (a lock, a restart's backoff); all NULL
+     * clears them.  NULL: nothing to hook. */
+    void (*set_job_hooks)(void *be, void (*line)(void *user, const char *text),
+                          int (*cancelled)(void *user), void *user);
     /* NB_BACKEND_PROFILE: as nb_engine_profile, _profile_reset, _profile_stats. */
     void (*profile)(void *be, int on);
     void (*profile_reset)(void *be);

@@ -152,6 +152,17 @@ static nb_code air_prefill_logits(void *be, const int32_t *ids, int n, int first
     return NB_OK;
 }
 
+static nb_code air_tokenize(void *be, const char *text, int32_t **ids, int *n, nb_err *err)
+{
+    return nb_air_tokenize(((air_be *)be)->h, text, ids, n, err);
+}
+
+static void air_set_job_hooks(void *be, void (*line)(void *user, const char *text),
+                              int (*cancelled)(void *user), void *user)
+{
+    nb_air_set_hooks(((air_be *)be)->h, line, cancelled, user);
+}
+
 static int air_max_seq(const void *be) { return ((const air_be *)be)->max_seq; }
 
 /* Its weights and cache live in the host process, outside the worker's memory budget. */
@@ -188,4 +199,6 @@ const nb_backend_ops nb_backend_air = {
     .set_layer_hook = air_set_layer_hook,
     .set_stage_hook = air_set_stage_hook,
     .prefill_logits = air_prefill_logits,
+    .tokenize = air_tokenize,
+    .set_job_hooks = air_set_job_hooks,
 };

@@ -155,6 +155,24 @@ nb_code nb_deploy_prefill_logits(nb_deploy *d, const int32_t *ids, int n, int fi
     return d->ops->prefill_logits(d->be, ids, n, first, out, err);
 }
 
+nb_code nb_deploy_backend_tokenize(nb_deploy *d, const char *text, int32_t **ids, int *n,
+                                   nb_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!d->ops->tokenize)
+        return nb_err_set(err, NB_EUNSUPPORTED, "backend '%s' has no tokenizer of its own",
+                          d->ops->name);
+    return d->ops->tokenize(d->be, text, ids, n, err);
+}
+
+void nb_deploy_set_job_hooks(nb_deploy *d, void (*line)(void *user, const char *text),
+                             int (*cancelled)(void *user), void *user)
+{
+    if (d->ops->set_job_hooks)
+        d->ops->set_job_hooks(d->be, line, cancelled, user);
+}
+
 nb_code nb_deploy_set_layer_hook(nb_deploy *d, nb_layer_hook hook, void *user, nb_err *err)
 {
     if (!nb_backend_can(d->ops, NB_BACKEND_LAYER_STATES))

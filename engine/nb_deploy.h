@@ -68,6 +68,14 @@ nb_code nb_deploy_decode_step(nb_deploy *d, int32_t token, int pos, const float 
                               nb_err *err);
 nb_code nb_deploy_prefill_logits(nb_deploy *d, const int32_t *ids, int n, int first,
                                  float *out, nb_err *err);
+/* The backend's own tokenizer's ids for text (*ids malloc'ed); NB_EUNSUPPORTED when the
+ * backend has none but the model file's (d->tok). */
+nb_code nb_deploy_backend_tokenize(nb_deploy *d, const char *text, int32_t **ids, int *n,
+                                   nb_err *err);
+/* A job's log and cancel for a backend's own process (as nb_backend_ops.set_job_hooks);
+ * nothing where the backend has none. */
+void nb_deploy_set_job_hooks(nb_deploy *d, void (*line)(void *user, const char *text),
+                             int (*cancelled)(void *user), void *user);
 /* Hooks: NULL hook detaches (always allowed). */
 nb_code nb_deploy_set_layer_hook(nb_deploy *d, nb_layer_hook hook, void *user, nb_err *err);
 nb_code nb_deploy_set_stage_hook(nb_deploy *d, nb_stage_hook hook, void *user, nb_err *err);

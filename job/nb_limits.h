@@ -17,6 +17,7 @@
 #define NB_JOB_PARAM_KEY_MAX 64
 #define NB_JOB_PARAM_VALUE_MAX 4096
 #define NB_JOB_PRIORITY_MAX 1000          /* priorities run -MAX..MAX */
+#define NB_JOB_PRIORITY_CLIENT_MAX 100    /* above it, a submission needs the admin role */
 #define NB_JOB_TIMEOUT_MS_MAX (7LL * 24 * 3600 * 1000)
 #define NB_JOB_EXPIRE_MS_MAX (30LL * 24 * 3600 * 1000) /* a queued job's expiry, 30 days */
 #define NB_JOB_SHARDS_MAX 4096

@@ -14,6 +14,7 @@
 #include "nb_hash.h"
 #include "nb_replay.h"
 #include "nb_rpc_cache.h"
+#include "nb_rpc_pipes.h"
 #include "nb_time.h"
 #include "nb_wire.h"
 
@@ -21,6 +22,8 @@ enum {
     DEFAULT_CONTEXTS = 64,
     DEFAULT_THREADS = 8,
     DEFAULT_CACHE_ENTRIES = 4096,
+    DEFAULT_MAX_CONNS = 512,   /* well under the usual 1,024 descriptors */
+    DEFAULT_IDLE_MS = 120000,  /* workers speak every second, long polls last 10 s at most */
     MAX_CONTEXTS = 4096,
     MAX_THREADS = 1024
 };
@@ -123,6 +126,7 @@ struct nb_rpc_server {
     int started;
 
     nb_rpc_cache *cache; /* NULL when disabled */
+    nb_rpc_pipes *pipes; /* the connections, bounded (NULL on inproc) */
 
     nb_rpc_server_stats stats; /* updated with __atomic builtins */
 };
@@ -360,7 +364,8 @@ static void run_handler(nb_rpc_server *s, const handler *h, const Npubench__Requ
                         const char *name, answer *a)
 {
     nb_rpc_request req = {env->method,       env->request_id, a->deadline,
-                          env->payload.data, env->payload.len, a->roles};
+                          env->payload.data, env->payload.len, a->roles,
+                          nb_wire_keys_client(&s->keys, a->key)};
     nb_rpc_reply rep;
     memset(&rep, 0, sizeof rep);
     STAT(s, handled);
@@ -514,6 +519,8 @@ static void ctx_cb(void *arg)
         return;
     }
     nng_msg *m = nng_aio_get_msg(c->aio);
+    if (m)
+        nb_rpc_pipes_touch(s->pipes, nng_msg_get_pipe(m));
     nng_aio_set_msg(c->aio, NULL);
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
@@ -663,6 +670,9 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
 
     if ((c = nb_wire_keys_init(&s->keys, o->secret, o->worker_secret, o->admin_secret, err)))
         goto fail;
+    for (int i = 0; i < o->n_client_keys; i++)
+        if ((c = nb_wire_keys_add_client(&s->keys, o->client_names[i], o->client_keys[i], err)))
+            goto fail;
     if (s->keys.n && (c = nb_replay_open(NB_RPC_REPLAY_IDS, 2 * NB_WIRE_SKEW_MAX_MS, &s->replay,
                                          err)))
         goto fail;
@@ -674,7 +684,12 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
         (c = add_service(s, "grpc.health.v1.Health", strlen("grpc.health.v1.Health"), err)))
         goto fail;
 
+    /* inproc peers are this process: no descriptors to bound */
     if ((c = nb_rpc_open_socket(url, o, true, &s->tls, &s->sock, s->max_msg, err)) ||
+        (strncmp(url, "inproc://", 9) &&
+         (c = nb_rpc_pipes_open(s->sock, o->max_conns > 0 ? o->max_conns : DEFAULT_MAX_CONNS,
+                                o->idle_ms < 0 ? 0 : o->idle_ms ? o->idle_ms : DEFAULT_IDLE_MS,
+                                &s->pipes, err))) ||
         (c = start_listener(s, url, err)) || (c = bound_url(s, url, err)) ||
         (c = open_contexts(s, url, err)))
         goto fail;
@@ -755,6 +770,13 @@ void nb_rpc_server_get_stats(nb_rpc_server *srv, nb_rpc_server_stats *out)
     out->malformed = __atomic_load_n(&srv->stats.malformed, __ATOMIC_RELAXED);
     out->unimplemented = __atomic_load_n(&srv->stats.unimplemented, __ATOMIC_RELAXED);
     out->oversize = __atomic_load_n(&srv->stats.oversize, __ATOMIC_RELAXED);
+    if (srv->pipes) {
+        nb_rpc_pipes_stats ps;
+        nb_rpc_pipes_get_stats(srv->pipes, &ps);
+        out->connections = ps.open;
+        out->refused_connections = ps.refused;
+        out->idle_closed = ps.idle_closed;
+    }
 }
 
 void nb_rpc_server_close(nb_rpc_server *s)
@@ -777,6 +799,7 @@ void nb_rpc_server_close(nb_rpc_server *s)
         pthread_join(s->threads[i], NULL);
     if (nng_socket_id(s->sock) > 0)
         nng_close(s->sock);
+    nb_rpc_pipes_close(s->pipes);
     for (int i = 0; i < s->nctx_open; i++) {
         nng_aio_stop(s->ctxs[i].aio);
         if (s->ctxs[i].msg)

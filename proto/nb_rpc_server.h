@@ -50,6 +50,8 @@ typedef struct nb_rpc_request {
     const uint8_t *payload;    /* the method's request message, still packed */
     size_t len;
     unsigned roles;            /* NB_WIRE_ROLE_* of the key the request was signed with */
+    const char *client;        /* the named client key's name (opts.client_keys); NULL for
+                                  the role keys and without keys */
 } nb_rpc_request;
 
 /* Request ids an authenticated server remembers for the clock window (2 x
@@ -137,6 +139,9 @@ typedef struct nb_rpc_server_stats {
     uint64_t malformed;       /* undecodable envelopes */
     uint64_t unimplemented;   /* unknown methods */
     uint64_t oversize;        /* over max_msg_bytes (those nng did not drop) */
+    int connections;          /* open now (not counted on inproc) */
+    uint64_t refused_connections; /* closed on arrival: opts.max_conns were open */
+    uint64_t idle_closed;     /* closed after opts.idle_ms without a request */
 } nb_rpc_server_stats;
 
 void nb_rpc_server_get_stats(nb_rpc_server *srv, nb_rpc_server_stats *out);

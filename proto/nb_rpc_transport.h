@@ -27,6 +27,9 @@ typedef struct nb_rpc_opts {
     int threads;               /* handler threads [8] */
     int cache_entries;         /* idempotency cache entries [4096]; < 0 disables */
     size_t cache_bytes;        /* cached response payload bytes [64 MiB] */
+    int max_conns;             /* connections at once; more are closed on arrival [512] */
+    int idle_ms;               /* a connection without a request this long is closed
+                                  [120000]; < 0 never */
     /* client */
     int timeout_ms;            /* used when a call passes timeout_ms <= 0 [30000] */
     int resend_ms;             /* NNG_OPT_REQ_RESENDTIME [0 = resend only after a
@@ -42,6 +45,10 @@ typedef struct nb_rpc_opts {
     /* server: keys of the other roles (nb_wire_keys_init); NULL/"" = none */
     const char *worker_secret;
     const char *admin_secret;
+    /* server: named client keys (client identities), n_client_keys of them */
+    const char *const *client_names;
+    const char *const *client_keys;
+    int n_client_keys;
 } nb_rpc_opts;
 
 enum {

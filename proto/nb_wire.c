@@ -7,6 +7,7 @@
 
 #include "nb_hmac.h"
 #include "nb_secret.h"
+#include "nb_utf8.h"
 #include "nb_time.h"
 
 typedef struct bounded {
@@ -52,8 +53,10 @@ static int get_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
 }
 
 /* protobuf-c hands strings over NUL-terminated, so "abc\0def" would arrive as "abc":
- * a string field holding a NUL byte is refused instead, naming the field.  Runs on bytes
- * protobuf-c already accepted; the walk stops quietly on anything it does not expect. */
+ * a string field holding a NUL byte is refused instead, naming the field; so is one that is
+ * not UTF-8 (proto3 strings are UTF-8; protobuf-c does not check, and every JSON the service
+ * writes would break on it).  Runs on bytes protobuf-c already accepted; the walk stops
+ * quietly on anything it does not expect. */
 static nb_code check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
                          int depth, nb_err *err)
 {
@@ -71,9 +74,14 @@ static nb_code check_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, 
             return NB_OK;
         const ProtobufCFieldDescriptor *f =
             protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
+        size_t bad = 0;
         if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)v))
             return nb_err_set(err, NB_EINVAL, "%s.%s: contains a NUL byte", d->short_name,
                               f->name);
+        if (f && f->type == PROTOBUF_C_TYPE_STRING &&
+            !nb_utf8_valid((const char *)p + i, (size_t)v, &bad))
+            return nb_err_set(err, NB_EINVAL, "%s.%s: invalid UTF-8 at byte %zu", d->short_name,
+                              f->name, bad);
         if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 32) {
             nb_code rc = check_nul(f->descriptor, p + i, (size_t)v, depth + 1, err);
             if (rc)
@@ -120,6 +128,52 @@ nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *da
     }
     memcpy(out_msg, &m, sizeof m);
     return NB_OK;
+}
+
+/* Replaces the malloc'ed string at *sp by its sanitized copy when it is not UTF-8. */
+static int fix_string(char **sp)
+{
+    if (!*sp || nb_utf8_valid(*sp, strlen(*sp), NULL))
+        return 0;
+    char *clean = nb_utf8_sanitize(*sp, strlen(*sp));
+    if (!clean)
+        return -1;
+    free(*sp);
+    *sp = clean;
+    return 0;
+}
+
+int nb_wire_sanitize_utf8(void *msg)
+{
+    ProtobufCMessage *m = msg;
+    if (!m)
+        return 0;
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    int rc = 0;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        char *base = (char *)m + f->offset;
+        if (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        /* a oneof member is there only when its case says so (the members share memory) */
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(uint32_t *)((char *)m + f->quantifier_offset) != f->id)
+            continue;
+        size_t n = 1;
+        void **items = (void **)base;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            n = *(size_t *)((char *)m + f->quantifier_offset);
+            items = *(void ***)base;
+        }
+        for (size_t k = 0; k < n && items; k++) {
+            if (f->type == PROTOBUF_C_TYPE_STRING)
+                rc |= items[k] != (void *)protobuf_c_empty_string ? fix_string((char **)&items[k])
+                                                                   : 0;
+            else
+                rc |= nb_wire_sanitize_utf8(items[k]);
+        }
+    }
+    return rc ? -1 : 0;
 }
 
 void nb_wire_free(void *msg)
@@ -319,10 +373,47 @@ nb_code nb_wire_keys_init(nb_wire_keys *k, const char *client, const char *worke
     return rc;
 }
 
+nb_code nb_wire_keys_add_client(nb_wire_keys *k, const char *name, const char *key,
+                                nb_err *err)
+{
+    if (!k->n)
+        return nb_err_set(err, NB_EINVAL, "client key '%s': named clients need the lab keys "
+                          "set (--secret-file)", name);
+    if (!name || !*name || !has_secret(key))
+        return nb_err_set(err, NB_EINVAL, "a named client key needs a name and a key");
+    if (k->n >= NB_WIRE_KEYS_MAX)
+        return nb_err_set(err, NB_EINVAL, "client key '%s': at most %d named clients", name,
+                          NB_WIRE_CLIENTS_MAX);
+    for (int i = 0; i < k->n; i++)
+        if (k->client[i] && !strcmp(k->client[i], name))
+            return nb_err_set(err, NB_EINVAL, "client key '%s': the name is given twice", name);
+    char *nm = strdup(name);
+    if (!nm)
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    int at = k->n;
+    nb_code rc = keys_add(k, nm, key, NB_WIRE_ROLE_CLIENT, err);
+    if (rc || k->n == at) {
+        free(nm);
+        return rc;
+    }
+    k->client[at] = nm;
+    return NB_OK;
+}
+
+const char *nb_wire_keys_client(const nb_wire_keys *k, const char *key)
+{
+    for (int i = 0; key && i < k->n; i++)
+        if (k->key[i] == key)
+            return k->client[i];
+    return NULL;
+}
+
 void nb_wire_keys_free(nb_wire_keys *k)
 {
-    for (int i = 0; i < k->n; i++)
+    for (int i = 0; i < k->n; i++) {
         nb_secret_free(k->key[i]);
+        free(k->client[i]);
+    }
     memset(k, 0, sizeof *k);
 }
 

@@ -32,6 +32,11 @@ nb_code nb_wire_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *da
 
 /* Frees a message from nb_wire_unpack (any generated struct pointer); NULL ok. */
 void nb_wire_free(void *msg);
+/* Replaces every string field of msg (nested and repeated included) that is not UTF-8 by a
+ * copy with U+FFFD for each bad byte, so the message passes nb_wire_unpack's check: for a
+ * message built with malloc'ed strings (freed by free), e.g. a worker's result holding a
+ * program's raw output. 0, or -1 when out of memory (that string left as it was). */
+int nb_wire_sanitize_utf8(void *msg);
 
 /* Packs a generated message into a malloc'ed buffer (*out, *len; caller
  * frees; an empty message gives *out non-NULL and *len = 0). */
@@ -78,14 +83,21 @@ nb_code nb_wire_response_verify(const Npubench__ResponseEnvelope *env, const cha
 #define NB_WIRE_ROLE_WORKER 2u /* the npubench.Worker methods, nothing else */
 #define NB_WIRE_ROLE_ADMIN 4u  /* reference sets; admins may do what clients do */
 #define NB_WIRE_ROLES_ALL 7u
-#define NB_WIRE_KEYS_MAX 3
+#define NB_WIRE_CLIENTS_MAX 64 /* named client keys (client identities) */
+#define NB_WIRE_KEYS_MAX (3 + NB_WIRE_CLIENTS_MAX)
 
 typedef struct nb_wire_keys {
     char *key[NB_WIRE_KEYS_MAX]; /* owned copies */
     unsigned roles[NB_WIRE_KEYS_MAX];
     const char *name[NB_WIRE_KEYS_MAX]; /* "client", "worker", "admin": for messages */
+    char *client[NB_WIRE_KEYS_MAX];     /* a named client key's name (owned); NULL else */
     int n;                       /* 0: no authentication, every request has every role */
 } nb_wire_keys;
+
+/* Adds a named client key (the client role, an identity that owns its jobs) to keys that
+ * nb_wire_keys_init set up with at least one key; NB_EINVAL for a repeated key or name. */
+nb_code nb_wire_keys_add_client(nb_wire_keys *k, const char *name, const char *key,
+                                nb_err *err);
 
 /* Keys per role (NULL or "" = none).  Only client set: one shared key with every role.
  * Without an admin key the client key also holds the admin role.  Two roles with the
@@ -100,6 +112,8 @@ const char *nb_wire_role_name(unsigned roles);
  * owned by k; NULL when k has none and *roles = NB_WIRE_ROLES_ALL); NB_EAUTH otherwise. */
 nb_code nb_wire_request_verify_keys(const Npubench__RequestEnvelope *env, const nb_wire_keys *k,
                                     unsigned *roles, const char **key, nb_err *err);
+/* The named client whose key is key (one nb_wire_request_verify_keys returned), else NULL. */
+const char *nb_wire_keys_client(const nb_wire_keys *k, const char *key);
 
 /* --- clocks ----------------------------------------------------------------
  * gRPC semantics: the timeout travels, not the sender's deadline, so a skewed clock does

@@ -37,18 +37,18 @@ static char *decode_steps(const nb_tokenizer *t, const nb_gate_step *s, int n)
 }
 
 static nb_code check_ids(const nb_trace_prompt *tp, const int32_t *ids, size_t n, int idx,
-                         nb_err *err)
+                         const char *whose, nb_err *err)
 {
     if ((int)n != tp->n_ids || memcmp(ids, tp->ids, n * sizeof *ids)) {
         size_t at = 0;
         while (at < n && (int)at < tp->n_ids && ids[at] == tp->ids[at])
             at++;
         return nb_err_set(err, NB_EMISMATCH,
-                          "prompt %d: our tokenizer gives %zu ids, the reference used %d (first "
+                          "prompt %d: %s tokenizer gives %zu ids, the reference used %d (first "
                           "difference at position %zu); both sides must decode from identical "
                           "input — regenerate the trace with `make hf-reference` or fix the "
                           "tokenizer",
-                          idx, n, tp->n_ids, at);
+                          idx, whose, n, tp->n_ids, at);
     }
     return NB_OK;
 }
@@ -83,7 +83,23 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
     nb_code rc = nb_tokenizer_encode(d->tok, tp->text, strlen(tp->text), 1, 1, &ids, &n_ids, err);
     if (rc)
         return nb_err_prefix(err, "prompt %d: ", idx);
-    if ((rc = check_ids(tp, ids, n_ids, idx, err))) {
+    if ((rc = check_ids(tp, ids, n_ids, idx, "our", err))) {
+        free(ids);
+        return rc;
+    }
+    /* A backend that tokenizes on its own (an air adapter) must give the very same ids. */
+    int32_t *own = NULL;
+    int n_own = 0;
+    nb_err e2;
+    rc = nb_deploy_backend_tokenize(d, tp->text, &own, &n_own, &e2);
+    if (rc == NB_OK)
+        rc = check_ids(tp, own, (size_t)n_own, idx, "the backend's", err);
+    else if (rc == NB_EUNSUPPORTED)
+        rc = NB_OK;
+    else
+        *err = e2;
+    free(own);
+    if (rc) {
         free(ids);
         return rc;
     }

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-pip
-          libnng-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libcmocka-dev
+          libnng-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libcmocka-dev
           libxrt-dev libpcre2-dev libjson-c-dev
           libxml2-utils   # xmllint checks the JUnit files (tests/junit.xsd)
           chromium)       # headless Chromium loads the dashboard's pages (tests/test_dashboard.c)

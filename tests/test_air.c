@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -225,6 +224,35 @@ static void test_cfg_parse(void **state)
     }
 }
 
+/* `npubench air scan --air DIR` (issue 25) writes air entries this parser takes: every entry
+ * of its output over the mlir-air stand-in tree parses, and its air entries carry an adapter. */
+static void test_scan_output_parses(void **state)
+{
+    (void)state;
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "'%s' air scan '%s/tests/fixtures/mlir-air/llms' --air /data/hf "
+             "--python /opt/mlir-air/bin/python3 2>/dev/null",
+             tu_env("NB_BIN", "npubench"), tu_env("NB_SRC", "."));
+    tu_result r = tu_run(cmd);
+    tu_require(r.code == 0 && r.out, "npubench air scan (NB_BIN=%s)", tu_env("NB_BIN", "npubench"));
+    nb_deployment *d;
+    int n;
+    nb_err err;
+    if (nb_deployments_parse(r.out, strlen(r.out), "air scan", &d, &n, &err))
+        fail_msg("%s", err.msg);
+    int airs = 0;
+    for (int i = 0; i < n; i++)
+        if (d[i].air) {
+            airs++;
+            assert_non_null(strstr(d[i].air->adapter, ".verify_adapter"));
+            assert_string_equal(d[i].air->python, "/opt/mlir-air/bin/python3");
+            assert_int_equal(strncmp(d[i].model, "/data/hf/", 9), 0);
+        }
+    assert_true(airs > 0);
+    nb_deployments_free(d, n);
+    free(r.out);
+}
+
 /* ---- jobs through the executor -------------------------------------------------------------- */
 
 typedef struct job_ctx {
@@ -236,42 +264,7 @@ typedef struct job_ctx {
 /* The pid of this process's air host child (python running air_host.py), 0 when none. */
 static pid_t host_pid(void)
 {
-    DIR *dir = opendir("/proc");
-    pid_t found = 0;
-    struct dirent *e;
-    while (dir && (e = readdir(dir))) {
-        char path[300], buf[4096];
-        pid_t p = (pid_t)atoi(e->d_name);
-        if (p <= 0)
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
-        FILE *f = fopen(path, "r");
-        int ppid = 0;
-        if (f) {
-            if (fgets(buf, sizeof buf, f)) {
-                char *rp = strrchr(buf, ')');
-                if (rp)
-                    sscanf(rp + 2, "%*c %d", &ppid);
-            }
-            fclose(f);
-        }
-        if (ppid != getpid())
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p);
-        f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        for (size_t i = 0; i < n; i++)
-            if (!buf[i])
-                buf[i] = ' ';
-        buf[n] = '\0';
-        if (strstr(buf, "air_host.py"))
-            found = p;
-    }
-    if (dir)
-        closedir(dir);
-    return found;
+    return tu_child_running(getpid(), "air_host.py");
 }
 
 static void on_progress(void *u, int done, int total, const char *msg)
@@ -294,7 +287,17 @@ static int is_cancelled(void *u)
 }
 
 /* An executor over one air deployment of the numpy SmolLM2 with env (NULL-terminated). */
+static nb_executor *air_executor_with(const char *const *env, const char *lock, const char *keys,
+                                      char *tmp);
+
 static nb_executor *air_executor(const char *const *env, const char *lock, char *tmp)
+{
+    return air_executor_with(env, lock, "\"step_timeout_s\": 60", tmp);
+}
+
+/* The same with other keys of the "air" object (keys: "k": v, ...). */
+static nb_executor *air_executor_with(const char *const *env, const char *lock, const char *keys,
+                                      char *tmp)
 {
     char json[4096], envs[1024] = "";
     for (int i = 0; env && env[i]; i++) {
@@ -306,9 +309,9 @@ static nb_executor *air_executor(const char *const *env, const char *lock, char 
     snprintf(json, sizeof json,
              "[{\"name\": \"smol-air\", \"model\": \"%s\", \"backend\": \"air\", \"air\": {"
              "\"llms_dir\": \"%s\", \"adapter\": \"smollm2_numpy.verify_adapter\", \"host\": "
-             "\"%s/engine/air_host.py\", \"lock\": \"%s\", \"grace_s\": 2, \"step_timeout_s\": 60, \"lock_wait_s\": 20, "
+             "\"%s/engine/air_host.py\", \"lock\": \"%s\", \"grace_s\": 2, %s, \"lock_wait_s\": 20, "
              "\"env\": {\"OMP_NUM_THREADS\": \"1\", \"OPENBLAS_NUM_THREADS\": \"1\"%s%s}}}]",
-             tu_model(), llms, tu_env("NB_SRC", "."), lock, envs[0] ? ", " : "", envs);
+             tu_model(), llms, tu_env("NB_SRC", "."), lock, keys, envs[0] ? ", " : "", envs);
     nb_deployment *deps;
     int n;
     nb_err err;
@@ -436,6 +439,32 @@ static void test_faults_localize(void **state)
     tu_rmrf(tmp);
 }
 
+/* The adapter's own tokenizer must give the trace's prompt ids: the same ids pass, a
+ * tokenizer one id off stops the verify before any step, naming it. */
+static void test_adapter_tokenizer(void **state)
+{
+    (void)state;
+    require_python();
+    tu_require_model();
+    char *tmp = tu_tmpdir(), trace[1200];
+    snprintf(trace, sizeof trace, "SMOLLM2_TOKENIZER_TRACE=%s/verify/references/"
+             "b179c9523d0e6a0f-f31be4262e898413.json", tu_env("NB_SRC", "."));
+    const char *same[] = {trace, NULL}, *off[] = {trace, "SMOLLM2_TOKENIZER_SHIFT=1", NULL};
+    nb_executor *c = air_executor(same, lockpath, tmp);
+    Npubench__JobResult *r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 2, NULL, NB_OK);
+    assert_int_equal(r->outcome, NPUBENCH__OUTCOME__PASS);
+    nb_jobpb_free(r);
+    nb_executor_free(c);
+    c = air_executor(off, lockpath, tmp);
+    r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 2, NULL, NB_EMISMATCH);
+    if (!strstr(r->status_message, "prompt 0: the backend's tokenizer gives 7 ids, the "
+                                   "reference used 7 (first difference at position 6)"))
+        fail_msg("%s", r->status_message);
+    nb_jobpb_free(r);
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
 /* A host killed mid-job (kill -9, and the adapter's own crash switch): the job errors with the
  * host's output tail, the next job restarts it and passes; cancel stops between steps. */
 static void test_crash_restart_cancel(void **state)
@@ -453,6 +482,8 @@ static void test_crash_restart_cancel(void **state)
     if (!strstr(r->status_message, "crash switch at decode step 3") ||
         !strstr(r->status_message, "killed by signal 9"))
         fail_msg("no stderr tail in: %s", r->status_message);
+    /* what the host printed is in the job's log too */
+    assert_non_null(strstr(r->log, "| smollm2_numpy: crash switch at decode step 3"));
     nb_jobpb_free(r);
     r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 8, NULL, NB_OK);
     assert_int_equal(r->outcome, NPUBENCH__OUTCOME__PASS);
@@ -475,6 +506,38 @@ static void test_crash_restart_cancel(void **state)
     r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 2, 4, &cc, NB_ECANCELED);
     nb_jobpb_free(r);
     assert_int_equal(host_pid(), pid);
+    nb_executor_free(c);
+    tu_rmrf(tmp);
+}
+
+/* A slow setup stays out of the timed region; a step that hangs past step_timeout_s is a
+ * DEADLINE error with the host's tail, and the next job runs on a new host. */
+static void test_slow_setup_and_hang(void **state)
+{
+    (void)state;
+    require_python();
+    tu_require_model();
+    char *tmp = tu_tmpdir(), once[1300];
+    snprintf(once, sizeof once, "SMOLLM2_FAULT_ONCE=%s/hung", tmp);
+    const char *env[] = {"SMOLLM2_SLOW_SETUP_S=1.5", "SMOLLM2_HANG_AT_STEP=2", once, NULL};
+    nb_executor *c = air_executor_with(env, lockpath, "\"step_timeout_s\": 3", tmp);
+    Npubench__JobResult *r = run_job(c, NPUBENCH__JOB_KIND__RUN, 1, 1, NULL, NB_OK);
+    assert_true(r->metrics->ttft_ms > 0 && r->metrics->ttft_ms < 1500);
+    const char *set = strstr(r->log, "set up ");
+    assert_non_null(set);
+    double ms = atof(strstr(set, " in ") + 4);
+    if (!(ms >= 1500))
+        fail_msg("setup %.1f ms, the adapter slept 1500: %s", ms, r->log);
+    nb_jobpb_free(r);
+    double t0 = tu_now_ms();
+    r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 4, NULL, NB_ETIMEOUT);
+    assert_true(tu_now_ms() - t0 < 30000);
+    if (!strstr(r->status_message, "hang switch at decode step 2"))
+        fail_msg("no tail in: %s", r->status_message);
+    nb_jobpb_free(r);
+    r = run_job(c, NPUBENCH__JOB_KIND__VERIFY, 1, 4, NULL, NB_OK);
+    assert_int_equal(r->outcome, NPUBENCH__OUTCOME__PASS);
+    nb_jobpb_free(r);
     nb_executor_free(c);
     tu_rmrf(tmp);
 }
@@ -536,11 +599,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cfg_parse),
+        cmocka_unit_test(test_scan_output_parses),
         cmocka_unit_test(test_pipe_steps),
         cmocka_unit_test(test_pipe_bounds_and_lock),
         cmocka_unit_test(test_jobs_on_one_host),
         cmocka_unit_test(test_faults_localize),
+        cmocka_unit_test(test_adapter_tokenizer),
         cmocka_unit_test(test_crash_restart_cancel),
+        cmocka_unit_test(test_slow_setup_and_hang),
         cmocka_unit_test(test_shards_equal_whole),
     };
     return tu_run_group(tests, group_setup, NULL);

@@ -188,6 +188,39 @@ static void test_history(void **s)
 
 /* compare OLD NEW as text: the two runs named, one row per metric; one value a side is no
  * verdict ("~", exit 0) however large the change; --against names only 'reference' */
+/* Untrusted text reaches no terminal raw: a run whose model and runner carry a title change
+ * (ESC ] 0 ; ... BEL), a screen clear (ESC [ 2 J) and a C1 CSI prints them as \xHH in every
+ * text format of `history`; the JSON keeps them escaped as JSON does. */
+static void test_history_escapes_control_bytes(void **s)
+{
+    (void)s;
+    char edb[1200], nd[1200];
+    snprintf(edb, sizeof edb, "%s/escapes.db", tu_group_tmp());
+    snprintf(nd, sizeof nd, "%s/escapes.ndjson", tu_group_tmp());
+    FILE *f = fopen(nd, "w");
+    assert_non_null(f);
+    fputs("{\"date\": \"2025-03-10\", \"timestamp_utc\": \"2025-03-10T02:00:04Z\", "
+          "\"run_id\": \"esc-1\", \"model\": \"Evil\\u001b]0;pwned\\u0007Model\", "
+          "\"runner\": \"npu\\u001b[2J\\u009bbox\", \"ttft_ms\": 418.2, "
+          "\"decode_tokens_per_sec\": 18.1, \"context_len\": 2048, \"verify_status\": "
+          "\"PASS\"}\n",
+          f);
+    fclose(f);
+    char *imp = tu_cli(0, "", "import '%s' --db '%s'", nd, edb);
+    assert_non_null(strstr(imp, ": 1 run imported, 0 already stored, 0 bad"));
+    free(imp);
+    const char *formats[] = {"", "--format csv", "--format md"};
+    for (int i = 0; i < 3; i++) {
+        char *out = tu_cli(0, "", "history %s --db '%s'", formats[i], edb);
+        assert_null(strchr(out, 0x1b));
+        assert_null(strchr(out, 0x07));
+        assert_null(strstr(out, "\xc2\x9b"));
+        assert_non_null(strstr(out, "Evil\\x1b]0;pwned\\x07Model"));
+        assert_non_null(strstr(out, "npu\\x1b[2J\\xc2\\x9bbox"));
+        free(out);
+    }
+}
+
 static void test_compare_text(void **s)
 {
     (void)s;
@@ -376,6 +409,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_import),         cmocka_unit_test(test_history),
+        cmocka_unit_test(test_history_escapes_control_bytes),
         cmocka_unit_test(test_import_nightly),
         cmocka_unit_test(test_compare_text),   cmocka_unit_test(test_reference),
         cmocka_unit_test(test_report_html),    cmocka_unit_test(test_matrix_usage),

@@ -16,6 +16,7 @@
 #include "nb_base64.h"
 #include "nb_err.h"
 #include "nb_secret.h"
+#include "nb_term.h"
 #include "nb_time.h"
 #include "nb_utf8.h"
 #include "testutil.h"
@@ -295,6 +296,55 @@ static void test_secret_file_content(void **s)
     nb_secret_free(k);
 }
 
+/* Named client keys: "NAME KEY" lines, comments and blank lines skipped, each key checked;
+ * a bad line is named by file and number. */
+static void test_secret_named(void **s)
+{
+    (void)s;
+    nb_err err;
+    char **names, **keys, msg[8192];
+    int n = -1;
+    const char *p = key_file("clients.key",
+                             "# lab\n\nalice alice-key-0123456789\n  bob\tbob-key-0123456789ab  \n",
+                             0600);
+    assert_int_equal(nb_secret_read_named(p, &names, &keys, &n, &err), NB_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(names[1], "bob");
+    assert_string_equal(keys[1], "bob-key-0123456789ab");
+    nb_secret_free_named(names, keys, n);
+    p = key_file("clients-bad.key", "alice alice-key-0123456789\nbad/name k3y-0123456789abcdef\n",
+                 0600);
+    assert_int_equal(nb_secret_read_named(p, &names, &keys, &n, &err), NB_EINVAL);
+    assert_int_equal(n, 0);
+    snprintf(msg, sizeof msg, "%s:2: expected NAME KEY", p);
+    assert_true(strncmp(err.msg, msg, strlen(msg)) == 0);
+    p = key_file("clients-open.key", "alice alice-key-0123456789\n", 0644);
+    assert_int_equal(nb_secret_read_named(p, &names, &keys, &n, &err), NB_EAUTH);
+}
+
+/* nb_term_escape: control bytes and C1 controls as \xHH, lines kept when asked, a second
+ * pass changes nothing, a C2 at the end of a chunk waits for its next byte. */
+static void test_term_escape(void **s)
+{
+    (void)s;
+    char out[256];
+    const char in[] = "a\x1b]0;t\x07" "b\r\n\tc\xc2\x9b" "2J\x7f\xc3\xa9";
+    nb_term_escape(out, sizeof out, in, strlen(in), NB_TERM_KEEP_LINES, NULL);
+    assert_string_equal(out, "a\\x1b]0;t\\x07b\\r\n\tc\\xc2\\x9b2J\\x7f\xc3\xa9");
+    nb_term_escape(out, sizeof out, in, strlen(in), 0, NULL);
+    assert_string_equal(out, "a\\x1b]0;t\\x07b\\r\\n\\tc\\xc2\\x9b2J\\x7f\xc3\xa9");
+    char again[256];
+    nb_term_escape(again, sizeof again, out, strlen(out), 0, NULL);
+    assert_string_equal(again, out);
+    size_t used = 0;
+    nb_term_escape(out, sizeof out, "ab\xc2", 3, 0, &used);
+    assert_int_equal(used, 2);
+    assert_string_equal(out, "ab");
+    /* never an escape cut in half */
+    nb_term_escape(out, 6, "ab\x1b", 3, 0, NULL);
+    assert_string_equal(out, "ab");
+}
+
 /* Each unit up to just below the next one's threshold; the future reads 0 s. */
 static void test_age(void **s)
 {
@@ -319,7 +369,9 @@ int main(void)
         cmocka_unit_test(test_arena),   cmocka_unit_test(test_base64),
         cmocka_unit_test(test_err),     cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_secret_files),
-        cmocka_unit_test(test_secret_file_content), cmocka_unit_test(test_age),
+        cmocka_unit_test(test_secret_file_content),
+        cmocka_unit_test(test_term_escape),
+        cmocka_unit_test(test_secret_named), cmocka_unit_test(test_age),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -64,6 +64,7 @@ typedef struct fake {
     char release_reason[MAX_SEEN][128];
     int registered; /* the worker id is known (lost on a "restart") */
     int64_t reg_job; /* the lease the last Register said it holds */
+    char board_key[128]; /* WorkerInfo.board_key of the last Register */
     char reg_lease[32];
 } fake;
 
@@ -97,6 +98,7 @@ static nb_rpc_status h_register(void *u, const nb_rpc_request *req, nb_rpc_reply
         snprintf(f->version, sizeof f->version, "%s", i->version);
         snprintf(f->host, sizeof f->host, "%s", i->host);
         snprintf(f->worker_id_sent, sizeof f->worker_id_sent, "%s", i->worker_id);
+        snprintf(f->board_key, sizeof f->board_key, "%s", i->board_key);
         f->n_tags = (int)(i->n_tags < 4 ? i->n_tags : 4);
         for (int t = 0; t < f->n_tags; t++)
             snprintf(f->tags[t], sizeof f->tags[t], "%s", i->tags[t]);
@@ -464,6 +466,7 @@ static void test_register_lease_result(void **state)
     char url[128];
     nb_daemon_opts o;
     serve_fake(&f, url, sizeof url, 1, &e, "cpu:7", &o);
+    o.board_key = "0123456789abcdef.board-secret"; /* the board's own key rides along */
     nb_daemon *d = start_daemon(&o);
     assert_int_equal(wait_for(&f, &f.n_results, 1, 10000), 1);
     wait_for(&f, &f.heartbeats, 2, 3000);
@@ -484,6 +487,7 @@ static void test_register_lease_result(void **state)
     assert_string_equal(f.dep_model, "Fixture-1B");
     assert_string_equal(f.backend0, "exec");
     assert_string_equal(f.worker_id_sent, ""); /* first registration: the coordinator assigns */
+    assert_string_equal(f.board_key, "0123456789abcdef.board-secret");
     assert_string_equal(wid, "w-1");
     /* lease -> execute -> exactly one result */
     assert_int_equal(f.leases_given, 1);

@@ -718,15 +718,41 @@ static void url_key(char *out, size_t cap)
     out[o] = '\0';
 }
 
-/* Chromium headless on the page (with the key, signing in as a browser would): the DOM it
- * built, and in the same run a screenshot into the build dir when shot is set. */
+/* Signs the browser profile in as a person would: the dashboard's sign-in form posted with
+ * the key (a local page that submits it), which sets the cookie the profile keeps. */
+static void browser_sign_in(const char *browser, const char *profile)
+{
+    char page[1200];
+    snprintf(page, sizeof page, "%s/signin.html", tu_group_tmp());
+    FILE *f = fopen(page, "w");
+    assert_non_null(f);
+    fprintf(f, "<!DOCTYPE html><html><body><form method=\"post\" action=\"%ssignin\">"
+               "<input name=\"key\" value=\"%s\"><input name=\"next\" value=\"/index.html\">"
+               "</form><script>document.forms[0].submit()</script></body></html>\n",
+            lab.http, lab.key);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage "
+             "--user-data-dir='%s' --virtual-time-budget=3000 --dump-dom 'file://%s' "
+             "2>/dev/null",
+             browser, profile, page);
+    tu_result r = tu_run(cmd);
+    free(r.out);
+    unlink(page);
+}
+
+/* Chromium headless on the page (signed in first when with_key, as a browser would): the
+ * DOM it built, and in the same run a screenshot into the build dir when shot is set. */
 static char *browse(const char *browser, const char *name, int with_key, const char *shot)
 {
-    char ek[256] = "";
-    if (with_key)
-        url_key(ek, sizeof ek);
     char profile[1200], dir[1200], shot_flag[1400] = "";
-    snprintf(profile, sizeof profile, "%s/chromium-profile", tu_group_tmp());
+    snprintf(profile, sizeof profile, "%s/chromium-profile%s", tu_group_tmp(),
+             with_key ? "-signed-in" : "");
+    static int signed_in;
+    if (with_key && !signed_in) {
+        browser_sign_in(browser, profile);
+        signed_in = 1;
+    }
     snprintf(dir, sizeof dir, "%s/tests/dashboard", tu_env("NB_BUILD", "."));
     if (shot) {
         mkdir(dir, 0755);
@@ -738,8 +764,8 @@ static char *browse(const char *browser, const char *name, int with_key, const c
     snprintf(cmd, sizeof cmd,
              "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage "
              "--hide-scrollbars --user-data-dir='%s' --window-size=1280,1000 %s --dump-dom "
-             "'%s%s%s%s' 2>/dev/null",
-             browser, profile, shot_flag, lab.http, name, with_key ? "?key=" : "", ek);
+             "'%s%s' 2>/dev/null",
+             browser, profile, shot_flag, lab.http, name);
     tu_result r = tu_run(cmd);
     if (r.code != 0 || !r.out || !strstr(r.out, "</html>"))
         fail_msg("chromium could not load %s (exit %d):\n%s", name, r.code, r.out ? r.out : "");
@@ -756,9 +782,9 @@ static char *browse(const char *browser, const char *name, int with_key, const c
 
 /* One raw HTTP/1.1 request to the dashboard (extra header lines as given); the status code
  * of the answer, 0 when none came (the connection closed). */
-static int http_status(const char *target, const char *headers)
+/* A connection to the dashboard (10 s receive timeout); host gets its address. */
+static int dash_connect(char host[256])
 {
-    char host[256];
     int port = 0;
     if (sscanf(lab.http, "http://%255[^:]:%d", host, &port) != 2)
         fail_msg("cannot read %s", lab.http);
@@ -769,6 +795,13 @@ static int http_status(const char *target, const char *headers)
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+static int http_status(const char *target, const char *headers)
+{
+    char host[256];
+    int fd = dash_connect(host);
     static char req[70000];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n",
                      target, host, headers);
@@ -785,6 +818,80 @@ static int http_status(const char *target, const char *headers)
     buf[got > 0 ? got : 0] = '\0';
     int status = 0;
     return sscanf(buf, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
+}
+
+/* One raw request (method, target, extra header lines, body) to the dashboard; the whole
+ * answer (malloc'ed), "" when none came. */
+static char *http_raw(const char *method, const char *target, const char *headers,
+                      const char *body)
+{
+    char host[256];
+    int fd = dash_connect(host);
+    char req[8192];
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %zu\r\n"
+                     "Content-Type: application/x-www-form-urlencoded\r\n\r\n%s",
+                     method, target, host, headers, strlen(body), body);
+    assert_true(n > 0 && (size_t)n < sizeof req);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    size_t cap = 1 << 20, len = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    ssize_t r;
+    while (len + 1 < cap && (r = recv(fd, out + len, cap - 1 - len, 0)) > 0)
+        len += (size_t)r;
+    out[len] = '\0';
+    close(fd);
+    return out;
+}
+
+/* Sign-in is a form (or a header), never a key in the URL (browsers keep URLs in their
+ * history, session and sync files); its redirect goes to a page of this server only. */
+static void test_http_sign_in(void **s)
+{
+    (void)s;
+    lab_up();
+    char ek[256], body[1024], hdr[512];
+    url_key(ek, sizeof ek);
+    /* a key in the URL signs nothing in */
+    char target[600];
+    snprintf(target, sizeof target, "/boards.html?key=%s", ek);
+    assert_int_equal(http_status(target, ""), 401);
+    /* the 401 page carries the form, coming back to the page asked for */
+    char *a = http_raw("GET", "/queue.html", "", "");
+    assert_non_null(strstr(a, "HTTP/1.1 401"));
+    assert_non_null(strstr(a, "<form method=\"post\" action=\"/signin\">"));
+    assert_non_null(strstr(a, "name=\"next\" value=\"/queue.html\""));
+    free(a);
+    /* the form: a cookie and back to the page */
+    snprintf(body, sizeof body, "key=%s&next=%%2Fboards.html", ek);
+    a = http_raw("POST", "/signin", "", body);
+    assert_non_null(strstr(a, "HTTP/1.1 303"));
+    assert_non_null(strstr(a, "\r\nLocation: /boards.html\r\n"));
+    char *ck = strstr(a, "Set-Cookie: npubench_view=");
+    assert_non_null(ck);
+    assert_non_null(strstr(ck, "HttpOnly; SameSite=Strict"));
+    assert_null(strstr(a, lab.key)); /* the cookie is a token, not the key */
+    snprintf(hdr, sizeof hdr, "Cookie: %.*s\r\n", (int)strcspn(ck + 12, ";"), ck + 12);
+    free(a);
+    assert_int_equal(http_status("/boards.html", hdr), 200);
+    /* redirects only to local paths: another host is "/" */
+    const char *const away[] = {"%2F%2Fevil.example%2Fx", "%2F%5Cevil.example",
+                                "http%3A%2F%2Fevil.example%2F", "%2Fok%0D%0ASet-Cookie%3A+x",
+                                NULL};
+    for (size_t i = 0; away[i]; i++) {
+        snprintf(body, sizeof body, "key=%s&next=%s", ek, away[i]);
+        a = http_raw("POST", "/signin", "", body);
+        assert_non_null(strstr(a, "HTTP/1.1 303"));
+        if (!strstr(a, "\r\nLocation: /\r\n"))
+            fail_msg("next=%s: %s", away[i], a);
+        free(a);
+    }
+    /* a wrong key: 401 with the form again, no cookie */
+    a = http_raw("POST", "/signin", "", "key=not-the-key&next=%2F");
+    assert_non_null(strstr(a, "HTTP/1.1 401"));
+    assert_null(strstr(a, "Set-Cookie"));
+    free(a);
 }
 
 /* The credentials a script uses and hostile requests: refused or answered, never a crash. */
@@ -1051,6 +1158,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
+        cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),
         cmocka_unit_test(test_stop_clean),
     };
@@ -1063,7 +1171,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
         cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
-        cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_browser),
+        cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
+        cmocka_unit_test(test_browser),
         cmocka_unit_test(test_stop_clean),
     };
     if (!strcmp(part, "pages"))

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "nb_db.h"
+#include "nb_db_replay.h"
 #include "nb_db_alias.h"
 #include "nb_db_deploy.h"
 #include "nb_db_import.h"
@@ -1659,6 +1660,41 @@ static void data_path(char *buf, size_t size, const char *name)
     snprintf(buf, size, "%s/tests/data/db/%s", src && *src ? src : NB_SOURCE_DIR, name);
 }
 
+/* Kept answers (nb_db_replay): found until they expire, whole (status, message, payload),
+ * gone once pruned; ids above 2^63 survive SQLite's signed integers. */
+static void test_replay_answers(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("replay");
+    assert_ok(nb_db_replay_open(db, 1000, &e_));
+    uint64_t id = 0xfedcba9876543210ull, key = 0x8000000000000001ull;
+    const uint8_t pl[] = {1, 2, 0, 3};
+    assert_ok(nb_db_replay_record(db, id, key, 5000, 6, "seen", pl, sizeof pl, &e_));
+    int found = 0, status = 0;
+    char msg[64];
+    uint8_t *out = NULL;
+    size_t len = 0;
+    assert_ok(nb_db_replay_lookup(db, id, key, 4999, &found, &status, msg, sizeof msg, &out,
+                                  &len, &e_));
+    assert_int_equal(found, 1);
+    assert_int_equal(status, 6);
+    assert_string_equal(msg, "seen");
+    assert_int_equal(len, sizeof pl);
+    assert_memory_equal(out, pl, sizeof pl);
+    free(out);
+    assert_ok(nb_db_replay_lookup(db, id, key + 1, 4999, &found, &status, msg, sizeof msg, &out,
+                                  &len, &e_));
+    assert_int_equal(found, 0);
+    assert_ok(nb_db_replay_lookup(db, id, key, 5000, &found, &status, msg, sizeof msg, &out,
+                                  &len, &e_));
+    assert_int_equal(found, 0); /* expired */
+    assert_ok(nb_db_replay_prune(db, 5001, &e_));
+    assert_ok(nb_db_replay_lookup(db, id, key, 0, &found, &status, msg, sizeof msg, &out, &len,
+                                  &e_));
+    assert_int_equal(found, 0); /* pruned */
+    nb_db_close(db);
+}
+
 static void test_import(void **state)
 {
     (void)state;
@@ -1700,6 +1736,34 @@ static void test_import(void **state)
     assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
     assert_int_equal(ni, 0);
     assert_int_equal(ns, 1);
+    /* nb_db_clear: every row gone, the schema kept, ids start over (the fuzz harness's
+     * fresh database per input) */
+    int64_t first_run = 0;
+    {
+        nb_db_history_row *r0;
+        size_t n0;
+        assert_ok(nb_db_history(db, &q, &r0, &n0, &e_));
+        first_run = r0[0].run_id;
+        free(r0);
+    }
+    assert_ok(nb_db_clear(db, &e_));
+    {
+        nb_db_history_row *r0;
+        size_t n0;
+        assert_ok(nb_db_history(db, &q, &r0, &n0, &e_));
+        assert_int_equal(n0, 0);
+        free(r0);
+    }
+    assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
+    assert_int_equal(ni, 1);
+    {
+        nb_db_history_row *r0;
+        size_t n0;
+        assert_ok(nb_db_history(db, &q, &r0, &n0, &e_));
+        assert_int_equal(n0, 1);
+        assert_int_equal(r0[0].run_id, first_run);
+        free(r0);
+    }
 
     data_path(p, sizeof p, "perf_list.json");
     assert_ok(nb_db_import_file(db, p, &ni, &ns, &e_));
@@ -2306,6 +2370,7 @@ int main(void)
         cmocka_unit_test(test_history_filters),
         cmocka_unit_test(test_mann_whitney_known_values),
         cmocka_unit_test(test_regression_needs_both),
+        cmocka_unit_test(test_replay_answers),
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_canonical_id),
         cmocka_unit_test(test_import_mlir_air),

@@ -263,6 +263,23 @@ static void test_proc(void **state)
     assert_non_null(strstr(r.output, tmp + 1)); /* pwd (maybe with a /private prefix) */
     assert_int_equal(L.n, 4);
     nb_exec_proc_result_free(&r);
+    /* the worker's keys stay out of a job's environment (a job printing it would put them
+     * in its log, readable by every client); other variables pass */
+    setenv("NPUBENCH_WORKER_SECRET", "worker-key-must-not-leak-0123", 1);
+    setenv("NPUBENCH_SECRET", "client-key-must-not-leak-0123", 1);
+    setenv("NPUBENCH_ADMIN_SECRET", "admin-key-must-not-leak-0123", 1);
+    setenv("NB_TEST_PASSES", "visible", 1);
+    char *const envp[] = {"sh", "-c", "env", NULL};
+    nb_exec_proc_opts oe = {.argv = envp};
+    assert_int_equal(nb_exec_proc_run(&oe, &r, &err), NB_OK);
+    assert_null(strstr(r.output, "must-not-leak"));
+    assert_null(strstr(r.output, "NPUBENCH_WORKER_SECRET"));
+    assert_non_null(strstr(r.output, "NB_TEST_PASSES=visible"));
+    nb_exec_proc_result_free(&r);
+    unsetenv("NPUBENCH_WORKER_SECRET");
+    unsetenv("NPUBENCH_SECRET");
+    unsetenv("NPUBENCH_ADMIN_SECRET");
+    unsetenv("NB_TEST_PASSES");
     /* bounded capture: the rest is counted, lines still all delivered */
     char *const big[] = {"sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo 0123456789; i=$((i+1)); done", NULL};
     L = (lines){0};

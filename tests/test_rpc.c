@@ -422,6 +422,69 @@ static void test_tcp(void **state)
     roundtrip("tcp://127.0.0.1:0", "tcp-secret");
 }
 
+static nb_rpc_server_stats stats_of(nb_rpc_server *srv)
+{
+    nb_rpc_server_stats st;
+    nb_rpc_server_get_stats(srv, &st);
+    return st;
+}
+
+/* Idle and excess connections are dropped (the descriptors of a 1,100-connection flood):
+ * at most max_conns (4 here) at once, the rest closed on arrival; a connection without a
+ * request for idle_ms (300 ms here) is closed; a client that calls again reconnects and is
+ * answered. */
+static void test_connections_bounded(void **state)
+{
+    (void)state;
+    hstate *st = hs_new();
+    nb_rpc_opts o = {0};
+    o.max_conns = 4;
+    o.idle_ms = 300;
+    nb_rpc_server *srv = serve("tcp://127.0.0.1:0", &o, st);
+    assert_non_null(srv);
+    const char *url = nb_rpc_server_url(srv);
+    enum { N = 10 };
+    nng_socket raw[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(nng_req0_open(&raw[i]), 0);
+        assert_int_equal(nng_dial(raw[i], url, NULL, NNG_FLAG_NONBLOCK), 0);
+    }
+    double end = nb_now_ms() + 3000;
+    while (stats_of(srv).refused_connections < N - 4 && nb_now_ms() < end)
+        sleep_ms(20);
+    nb_rpc_server_stats s1 = stats_of(srv);
+    assert_true(s1.connections <= 4);
+    assert_true(s1.refused_connections >= N - 4);
+    for (int i = 0; i < N; i++)
+        nng_close(raw[i]);
+    /* idle: a client connects, calls, then says nothing */
+    nb_rpc_opts co = {0};
+    co.background_dial = true;
+    nb_rpc_client *cli = dial(url, &co);
+    assert_non_null(cli);
+    nb_err err;
+    int status = 0;
+    end = nb_now_ms() + 3000;
+    nb_code rc;
+    while ((rc = echo(cli, "test.Echo/Echo", "hi", 2000, &status, &err)) && nb_now_ms() < end)
+        sleep_ms(50);
+    assert_int_equal(rc, NB_OK);
+    uint64_t idle0 = stats_of(srv).idle_closed;
+    end = nb_now_ms() + 3000;
+    while (stats_of(srv).idle_closed == idle0 && nb_now_ms() < end)
+        sleep_ms(20);
+    assert_true(stats_of(srv).idle_closed > idle0);
+    /* the client redials and is answered */
+    end = nb_now_ms() + 5000;
+    while ((rc = echo(cli, "test.Echo/Echo", "again", 1000, &status, &err)) &&
+           nb_now_ms() < end)
+        sleep_ms(50);
+    assert_int_equal(rc, NB_OK);
+    nb_rpc_client_close(cli);
+    nb_rpc_server_close(srv);
+    hs_free(st);
+}
+
 /* --------------------------------------------------------- concurrency */
 
 enum { NTHREADS = 8, NCALLS = 40 };
@@ -1170,6 +1233,7 @@ int main(void)
         cmocka_unit_test(test_inproc),
         cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_tcp),
+        cmocka_unit_test(test_connections_bounded),
         cmocka_unit_test(test_concurrent_clients),
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_auth),

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -19,6 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utime.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "nb_coord.h"
@@ -40,6 +44,7 @@ static int64_t start_health_ms;       /* start(): health checks every (0 = off) 
 static int64_t start_health_retry_ms; /* start(): quarantined boards re-checked every */
 static int64_t start_lease_ms;        /* start(): lease and gone times (0 = 400 / 600 ms) */
 static int start_sync_normal;         /* start(): synchronous=NORMAL (not fsync per commit) */
+static int64_t start_log_window_ms;   /* start(): the log rate limiter's window */
 
 typedef struct env {
     nb_coord *coord;
@@ -72,6 +77,7 @@ static void start(env *e, const char *secret, const char *client_secret)
     o.health_retry_ms = start_health_retry_ms;
     o.health_errors = 2;
     o.sync_normal = start_sync_normal;
+    o.log_window_ms = start_log_window_ms;
     nb_err err = {0};
     if (nb_coord_start(&o, &e->coord, &err))
         fail_msg("coordinator: %s", err.msg);
@@ -657,6 +663,146 @@ static void test_roles(void **s)
     stop(&e);
 }
 
+/* A coordinator (db tmp/NAME.sqlite, e->cli unset) with a client, a worker and an admin key
+ * in *o, and n named client keys; o keeps pointing at static strings. */
+static void start_three_keys(env *e, nb_coord_opts *o, const char *name,
+                             const char *const *client_names, const char *const *client_keys,
+                             int n)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->db, sizeof e->db, "%s/%s.sqlite", tu_group_tmp(), name);
+    static char url[128];
+    snprintf(url, sizeof url, "inproc://svc-api-%s", name);
+    memset(o, 0, sizeof *o);
+    o->listen_url = url;
+    o->db_path = e->db;
+    o->quiet = 1;
+    o->secret = "client-key-0123456789";
+    o->worker_secret = "worker-key-0123456789";
+    o->admin_secret = "admin-key-0123456789";
+    o->client_names = client_names;
+    o->client_keys = client_keys;
+    o->n_client_keys = n;
+    nb_err err = {0};
+    if (nb_coord_start(o, &e->coord, &err))
+        fail_msg("coordinator: %s", err.msg);
+}
+
+/* Priority above the client limit (100) needs the admin credential: the client key is
+ * refused naming the limit, the admin key and priorities up to the limit are taken. */
+static void test_priority_above_limit_needs_admin(void **s)
+{
+    (void)s;
+    env e;
+    nb_coord_opts o;
+    start_three_keys(&e, &o, "priority", NULL, NULL, 0);
+    nb_rpc_client *client = open_as(&e, o.secret), *admin = open_as(&e, o.admin_secret);
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.n_tokens = 8;
+    Npubench__SubmitJobRequest r = NPUBENCH__SUBMIT_JOB_REQUEST__INIT;
+    r.spec = &spec;
+    char msg[512];
+    spec.priority = 101;
+    assert_int_equal(call_as(&e, client, "npubench.Client/SubmitJob", &r, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "JobSpec.priority 101: above 100 needs the admin credential"));
+    assert_int_equal(call_as(&e, admin, "npubench.Client/SubmitJob", &r, msg, sizeof msg),
+                     NB_RPC_OK);
+    spec.priority = 100;
+    assert_int_equal(call_as(&e, client, "npubench.Client/SubmitJob", &r, msg, sizeof msg),
+                     NB_RPC_OK);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 2);
+    nb_rpc_client_close(client);
+    nb_rpc_client_close(admin);
+    nb_coord_stop(e.coord);
+}
+
+/* Client identities own their jobs: with named client keys (alice, bob), a job alice
+ * submitted is cancelled by alice or by the admin key, not by bob (PERMISSION_DENIED naming
+ * the owner); a job of the shared client key stays anyone's. Fair share: bob's one job is
+ * leased before alice's second. */
+static void test_client_identities_own_jobs(void **s)
+{
+    (void)s;
+    env e;
+    nb_coord_opts o;
+    const char *names[] = {"alice", "bob"};
+    const char *keys[] = {"alice-key-0123456789", "bob-key-0123456789ab"};
+    start_three_keys(&e, &o, "owners", names, keys, 2);
+    nb_rpc_client *alice = open_as(&e, keys[0]), *bob = open_as(&e, keys[1]),
+                  *admin = open_as(&e, o.admin_secret), *shared = open_as(&e, o.secret);
+    int64_t ids[4];
+    size_t n;
+    char msg[512];
+    e.cli = alice;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids + 1,
+                            &n, msg, sizeof msg),
+                     0);
+    e.cli = shared;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids + 2,
+                            &n, msg, sizeof msg),
+                     0);
+    Npubench__CancelJobRequest cr = NPUBENCH__CANCEL_JOB_REQUEST__INIT;
+    cr.job_id = ids[0];
+    assert_int_equal(call_as(&e, bob, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "belongs to client alice; cancelling another client's job needs "
+                                "the admin credential"));
+    assert_int_equal(call_as(&e, shared, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(call_as(&e, alice, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_OK);
+    cr.job_id = ids[1];
+    assert_int_equal(call_as(&e, admin, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_OK);
+    cr.job_id = ids[2]; /* the shared key's job: anyone's */
+    assert_int_equal(call_as(&e, bob, "npubench.Client/CancelJob", &cr, msg, sizeof msg),
+                     NB_RPC_OK);
+    /* fair share: alice queues 6 jobs, then bob 1; the worker's second lease is bob's, not
+     * alice's second */
+    int64_t fa[6], fb;
+    e.cli = alice;
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL,
+                                fa + i, &n, msg, sizeof msg),
+                         0);
+    e.cli = bob;
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, &fb, &n,
+                            msg, sizeof msg),
+                     0);
+    nb_rpc_client *worker = open_as(&e, o.worker_secret);
+    e.cli = worker;
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-fair", NULL, &st);
+    assert_non_null(w);
+    int64_t order[3];
+    for (int i = 0; i < 3; i++) {
+        Npubench__Lease *l = lease(&e, w, 2000);
+        assert_non_null(l);
+        order[i] = l->job_id;
+        Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+        int acc = 0;
+        assert_int_equal(report(&e, w, l, res, &acc), 0);
+        nb_jobpb_free(res);
+        nb_wire_free(l);
+    }
+    assert_int_equal(order[0], fa[0]);
+    assert_int_equal(order[1], fb);
+    assert_int_equal(order[2], fa[1]);
+    free(w);
+    nb_rpc_client_close(worker);
+    e.cli = NULL;
+    nb_rpc_client_close(alice);
+    nb_rpc_client_close(bob);
+    nb_rpc_client_close(admin);
+    nb_rpc_client_close(shared);
+    nb_coord_stop(e.coord);
+}
+
 /* A second secret holder knows a worker's id and (it used to leak) its lease: it can
  * neither report, release nor renew for it, and ListWorkers shows no lease. */
 static void test_forged_result_refused(void **s)
@@ -885,6 +1031,80 @@ static void test_coordinator_clock_and_submit_ids(void **s)
 
 /* Prompt sets are names inside the prompts directory: paths are refused, a FIFO there does
  * not hang the coordinator, and a NUL inside a prompt is refused naming the field. */
+/* Every string field is UTF-8 at the boundary: selector.model with a lone continuation
+ * byte or an overlong sequence is refused naming the field, nothing enqueued, and what is
+ * listed stays valid JSON for every parser. */
+static void test_invalid_utf8_refused(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, "utf8-key-0123456789", "utf8-key-0123456789");
+    const char *bad[] = {"Smol\x80LM", "Smol\xc0\xafLM", "\xed\xa0\x80", "ok\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int64_t ids[8];
+        size_t n;
+        char msg[512];
+        assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, bad[i], 8, 0, 0, 0, NULL, ids, &n,
+                                msg, sizeof msg),
+                         NB_RPC_INVALID_ARGUMENT);
+        assert_non_null(strstr(msg, "DeploymentSelector.model: invalid UTF-8 at byte"));
+    }
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 0);
+    /* a worker's result with a program's raw bytes goes in sanitized, not lost */
+    int st;
+    char *w = reg(&e, "b1", "cpu:0", "inst-u", NULL, &st);
+    assert_non_null(w);
+    int64_t ids[8];
+    size_t n;
+    char msg[512];
+    assert_int_equal(submit(&e, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0, 0, NULL, ids, &n,
+                            msg, sizeof msg),
+                     0);
+    Npubench__Lease *l = lease(&e, w, 2000);
+    assert_non_null(l);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    res->log = strdup("raw \xff\xfe bytes");
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), NB_RPC_INVALID_ARGUMENT);
+    assert_int_equal(nb_wire_sanitize_utf8(res), 0);
+    assert_string_equal(res->log, "raw \xef\xbf\xbd\xef\xbf\xbd bytes");
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
+/* An idempotency key (SubmitJobRequest.request_id) names one submission: the same spec
+ * again is the same job (duplicate), another spec under it is refused naming the key. */
+static void test_request_id_other_spec_refused(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    int64_t ids[8], again[8];
+    size_t n;
+    int dup = -1;
+    char msg[512];
+    assert_int_equal(submit_as(&e, "idem-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0,
+                               0, NULL, ids, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(dup, 0);
+    assert_int_equal(submit_as(&e, "idem-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 8, 0, 0,
+                               0, NULL, again, &n, msg, sizeof msg),
+                     0);
+    assert_int_equal(dup, 1);
+    assert_int_equal(again[0], ids[0]);
+    assert_int_equal(submit_as(&e, "idem-1", &dup, NPUBENCH__JOB_KIND__RUN, "instruct", 16, 0,
+                               0, 0, NULL, again, &n, msg, sizeof msg),
+                     NB_RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, "SubmitJobRequest.request_id: 'idem-1' was already used for job"));
+    assert_non_null(strstr(msg, "with a different spec"));
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE %lld = 0", 0), 1);
+    stop(&e);
+}
+
 static void test_client_paths_and_nul(void **s)
 {
     (void)s;
@@ -1076,6 +1296,134 @@ static int heartbeat_rereg(env *e, const char *worker, int64_t job, const char *
     int rr = r->reregister;
     nb_wire_free(r);
     return rr;
+}
+
+/* BoardKey as the admin: the key issued, or the list; status returned. */
+static int board_key(env *e, const char *op, const char *board, const char *key_id,
+                     char *key, size_t cap, size_t *n_keys)
+{
+    Npubench__BoardKeyRequest r = NPUBENCH__BOARD_KEY_REQUEST__INIT;
+    r.op = (char *)op;
+    r.board = (char *)(board ? board : "");
+    r.key_id = (char *)(key_id ? key_id : "");
+    Npubench__BoardKeyResponse *resp;
+    int st = call(e, "npubench.Client/BoardKey", &r, &npubench__board_key_response__descriptor,
+                  &resp, NULL, 0);
+    if (!st) {
+        if (key)
+            snprintf(key, cap, "%s", resp->key);
+        if (n_keys)
+            *n_keys = resp->n_keys;
+        nb_wire_free(resp);
+    }
+    return st;
+}
+
+/* Registers board on device with board key bk (may be ""); the status, msg the message. */
+static int reg_with_key(env *e, const char *board, const char *device, const char *bk,
+                        char *msg, size_t cap)
+{
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.board_name = (char *)board;
+    info.host = "testhost";
+    info.device_id = (char *)device;
+    info.instance_id = (char *)device;
+    info.version = "test";
+    info.board_key = (char *)bk;
+    Npubench__RegisterRequest rr = NPUBENCH__REGISTER_REQUEST__INIT;
+    rr.info = &info;
+    return call(e, "npubench.Worker/Register", &rr, NULL, NULL, msg, cap);
+}
+
+/* Worker identity per board (keys on): an admin issues keys bound to a board, several valid
+ * at once (rotation); once a board has keys, only a registration with one of its own is that
+ * board — none, another board's or a revoked key is PERMISSION_DENIED; a board without keys
+ * registers as before; the key is never listed. */
+static void test_board_keys(void **s)
+{
+    (void)s;
+    env e;
+    start(&e, "board-keys-key-0123", "board-keys-key-0123");
+    char a[128], b[128], c2[128], msg[512];
+    assert_int_equal(board_key(&e, "issue", "b1", NULL, a, sizeof a, NULL), 0);
+    assert_int_equal(board_key(&e, "issue", "b1", NULL, b, sizeof b, NULL), 0);
+    assert_int_equal(board_key(&e, "issue", "b2", NULL, c2, sizeof c2, NULL), 0);
+    assert_int_equal(strlen(a), 16 + 1 + 64);
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:0", "", msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "board b1 registers only with one of its own keys"));
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:0", c2, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:0", a, msg, sizeof msg), 0);
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:1", b, msg, sizeof msg), 0); /* rotation */
+    assert_int_equal(reg_with_key(&e, "b2", "cpu:2", c2, msg, sizeof msg), 0);
+    assert_int_equal(reg_with_key(&e, "b3", "cpu:3", "", msg, sizeof msg), 0); /* no keys */
+    char id[17];
+    snprintf(id, sizeof id, "%.16s", a);
+    size_t n = 0;
+    assert_int_equal(board_key(&e, "revoke", NULL, id, NULL, 0, &n), 0);
+    assert_int_equal(n, 2); /* b1's keys, one revoked */
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:4", a, msg, sizeof msg),
+                     NB_RPC_PERMISSION_DENIED);
+    assert_non_null(strstr(msg, "not one of them, or was revoked"));
+    assert_int_equal(reg_with_key(&e, "b1", "cpu:4", b, msg, sizeof msg), 0);
+    assert_int_equal(board_key(&e, "list", "", NULL, NULL, 0, &n), 0);
+    assert_int_equal(n, 3);
+    /* the key is never listed with the worker */
+    Npubench__ListWorkersRequest lr = NPUBENCH__LIST_WORKERS_REQUEST__INIT;
+    Npubench__ListWorkersResponse *lw;
+    assert_int_equal(call(&e, "npubench.Client/ListWorkers", &lr,
+                          &npubench__list_workers_response__descriptor, &lw, NULL, 0),
+                     0);
+    for (size_t i = 0; i < lw->n_workers; i++)
+        if (lw->workers[i]->info)
+            assert_string_equal(lw->workers[i]->info->board_key, "");
+    nb_wire_free(lw);
+    assert_int_equal(board_key(&e, "forge", "b1", NULL, NULL, 0, NULL), NB_RPC_INVALID_ARGUMENT);
+    stop(&e);
+}
+
+/* A worker id is taken over only by the holder of its device claim (keys on): a process with
+ * the worker key registering under a live worker's id from another host, or on its device
+ * without the lock, is refused; the real worker's heartbeats and result go on. */
+static void test_worker_id_takeover_needs_device_claim(void **s)
+{
+    (void)s;
+    env e;
+    int64_t ids[8];
+    char *w;
+    Npubench__Lease *l = start_keyed_with_lease(&e, "takeover-key-0123", &w, ids);
+    Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
+    info.worker_id = w;
+    info.board_name = "b1";
+    info.device_id = "cpu:0";
+    info.instance_id = "inst-evil";
+    info.version = "test";
+    Npubench__RegisterRequest rr = NPUBENCH__REGISTER_REQUEST__INIT;
+    rr.info = &info;
+    char msg[512];
+    const char *hosts[] = {"otherhost", "testhost"};
+    for (int i = 0; i < 2; i++) {
+        info.host = (char *)hosts[i];
+        info.holds_device_lock = i == 0; /* elsewhere with "the lock"; here without it */
+        assert_int_equal(call(&e, "npubench.Worker/Register", &rr, NULL, NULL, msg, sizeof msg),
+                         NB_RPC_ALREADY_EXISTS);
+        assert_non_null(strstr(msg, i == 0 ? "only a process holding that device's claim may "
+                                             "take it over"
+                                           : "is already served by worker"));
+    }
+    Npubench__HeartbeatResponse *hb = heartbeat(&e, w, l->job_id, l->lease_id);
+    assert_int_equal(hb->reregister, 0);
+    assert_int_equal(hb->n_cancels, 0);
+    nb_wire_free(hb);
+    Npubench__JobResult *res = run_result(l->job_id, "b1", 100);
+    int acc = 0;
+    assert_int_equal(report(&e, w, l, res, &acc), 0);
+    assert_int_equal(acc, 1);
+    nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
 }
 
 /* A coordinator restart is invisible to a running job (keys on): the worker's heartbeats
@@ -2764,6 +3112,104 @@ static void test_second_coordinator_other_name_refused(void **s)
     nb_coord_stop(second);
 }
 
+/* A TCP connection to 127.0.0.1:port (receive timeout ms), or -1. */
+static int tcp_to(int port, int ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads until EOF or the receive timeout: 1 when the server closed the connection. */
+static int closed_by_server(int fd)
+{
+    char buf[512];
+    for (;;) {
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        if (r == 0)
+            return 1;
+        if (r < 0)
+            return errno == ECONNRESET;
+    }
+}
+
+/* Slowloris (keys on): 200 connections to the dashboard that never finish their headers.
+ * Past the cap (32 here) they are answered 503 and closed at once; the rest are closed at
+ * the request deadline (600 ms here); the RPC port answers all along, and afterwards the
+ * dashboard serves a whole request again. Bounded and on loopback only. */
+static void test_dashboard_slowloris(void **s)
+{
+    (void)s;
+    env e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.db, sizeof e.db, "%s/slowloris.sqlite", tu_group_tmp());
+    nb_coord_opts o;
+    memset(&o, 0, sizeof o);
+    o.listen_url = "tcp://127.0.0.1:0";
+    o.http_url = "http://127.0.0.1:0";
+    o.db_path = e.db;
+    o.quiet = 1;
+    o.secret = "slowloris-key-0123456789";
+    o.http_max_conns = 32;
+    o.http_request_timeout_ms = 600;
+    nb_err err = {0};
+    assert_int_equal(nb_coord_start(&o, &e.coord, &err), NB_OK);
+    nb_rpc_opts co;
+    memset(&co, 0, sizeof co);
+    co.secret = o.secret;
+    co.timeout_ms = 5000;
+    assert_int_equal(nb_rpc_client_open(nb_coord_url(e.coord), &co, &e.cli, &err), NB_OK);
+    int port = 0;
+    assert_int_equal(sscanf(nb_coord_http_url(e.coord), "http://127.0.0.1:%d", &port), 1);
+    enum { N = 200 };
+    int fds[N];
+    double t0 = nb_now_ms();
+    for (int i = 0; i < N; i++) {
+        fds[i] = tcp_to(port, 3000);
+        assert_true(fds[i] >= 0);
+        const char *part = "GET /index.html HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        assert_true(send(fds[i], part, strlen(part), MSG_NOSIGNAL) > 0);
+    }
+    /* the RPC port serves while the dashboard is flooded */
+    Npubench__ListJobsRequest lr = NPUBENCH__LIST_JOBS_REQUEST__INIT;
+    char msg[512];
+    assert_int_equal(call(&e, "npubench.Client/ListJobs", &lr, NULL, NULL, msg, sizeof msg), 0);
+    /* every one of them is closed by the server, none held past the deadline */
+    int closed = 0;
+    for (int i = 0; i < N; i++) {
+        closed += closed_by_server(fds[i]);
+        close(fds[i]);
+    }
+    double took = nb_now_ms() - t0;
+    print_message("%d of %d half-open dashboard connections closed by the server in %.0f ms\n",
+                  closed, N, took);
+    assert_int_equal(closed, N);
+    assert_true(took < 3000);
+    assert_int_equal(call(&e, "npubench.Client/ListJobs", &lr, NULL, NULL, msg, sizeof msg), 0);
+    /* a whole request is answered again */
+    int fd = tcp_to(port, 5000);
+    assert_true(fd >= 0);
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET /index.html HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n",
+                     o.secret);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[64] = "";
+    assert_true(recv(fd, buf, sizeof buf - 1, 0) > 12);
+    assert_int_equal(strncmp(buf, "HTTP/1.1 200", 12), 0);
+    close(fd);
+    stop(&e);
+}
+
 /* Empty Import content (a NULL buffer of 0 bytes) imports nothing and says so. */
 static void test_empty_import(void **s)
 {
@@ -2834,9 +3280,11 @@ static void test_log_escaped_and_rate_limited(void **s)
     assert_int_equal(dup2(fd, 2), 2);
     close(fd);
     loud = 1;
+    start_log_window_ms = 3000; /* > the flood's 30 calls, even on a loaded host */
     env e;
     start(&e, NULL, NULL);
     loud = 0;
+    start_log_window_ms = 0;
     /* Every Import is logged with the name the client gave (its control characters made
      * '_'): a flood of them, each name carrying a forged log line. */
     Npubench__ImportRequest ir = NPUBENCH__IMPORT_REQUEST__INIT;
@@ -2850,12 +3298,31 @@ static void test_log_escaped_and_rate_limited(void **s)
         else
             nb_wire_free(resp);
     }
+    /* the flood stopped: its count comes when the window ends, with no line of its kind
+     * after it (the coordinator still runs) */
+    char cmdline[1500];
+    snprintf(cmdline, sizeof cmdline,
+             "grep -c '10 more lines like \"import %%s: %%zu imported' '%s'", path);
+    double end = nb_now_ms() + 8000;
+    int counted = 0;
+    while (!counted && nb_now_ms() < end) {
+        usleep(50 * 1000);
+        fflush(stderr);
+        tu_result r = tu_run(cmdline);
+        counted = r.out && atoi(r.out) == 1;
+        free(r.out);
+    }
     stop(&e);
     fflush(stderr);
     assert_int_equal(dup2(saved, 2), 2);
     close(saved);
     assert_int_equal(failed, 0);
-    char cmdline[1500];
+    if (!counted) {
+        tu_result r;
+        snprintf(cmdline, sizeof cmdline, "cat '%s'", path);
+        r = tu_run(cmdline);
+        fail_msg("no count of the suppressed lines while running:\n%s", r.out ? r.out : "");
+    }
     snprintf(cmdline, sizeof cmdline, "grep -c 'import evil_2026' '%s'", path);
     tu_result r = tu_run(cmdline);
     assert_int_equal(atoi(r.out), 20); /* the burst, then silence */
@@ -3042,12 +3509,18 @@ int main(void)
         cmocka_unit_test(test_invalid_requests),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_roles),
+        cmocka_unit_test(test_priority_above_limit_needs_admin),
+        cmocka_unit_test(test_client_identities_own_jobs),
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_restart_keeps_running_jobs),
+        cmocka_unit_test(test_worker_id_takeover_needs_device_claim),
+        cmocka_unit_test(test_board_keys),
         cmocka_unit_test(test_replay_after_restart),
         cmocka_unit_test(test_coordinator_clock_and_submit_ids),
         cmocka_unit_test(test_client_paths_and_nul),
+        cmocka_unit_test(test_invalid_utf8_refused),
+        cmocka_unit_test(test_request_id_other_spec_refused),
         cmocka_unit_test(test_log_lines_escaped),
         cmocka_unit_test(test_queued_reason_and_device_claim),
         cmocka_unit_test(test_lease_result_idempotent_and_cancel),
@@ -3064,6 +3537,7 @@ int main(void)
         cmocka_unit_test(test_acknowledged_is_durable),
         cmocka_unit_test(test_second_coordinator_refused),
         cmocka_unit_test(test_second_coordinator_other_name_refused),
+        cmocka_unit_test(test_dashboard_slowloris),
         cmocka_unit_test(test_empty_import),
         cmocka_unit_test(test_retention_at_start),
         cmocka_unit_test(test_log_escaped_and_rate_limited),

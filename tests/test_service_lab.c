@@ -1023,13 +1023,85 @@ static void test_lab_outputs(void **s)
     logs_clean();
 }
 
+/* A deployments file with one air deployment of the numpy SmolLM2 adapter whose device lock
+ * is lock; its path into path. */
+static void air_backend_file(const char *name, const char *lock, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", tu_group_tmp(), name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"deployments\": [{\"name\": \"smol-air\", \"model\": \"%s\", "
+               "\"backend\": \"air\", \"air\": {\"llms_dir\": \"%s/tests/fixtures/llms\", "
+               "\"adapter\": \"smollm2_numpy.verify_adapter\", \"lock\": \"%s\", "
+               "\"lock_wait_s\": 20, \"grace_s\": 2, \"env\": {\"OMP_NUM_THREADS\": \"1\"}}}]}",
+            tu_model(), tu_env("NB_SRC", "."), lock);
+    fclose(f);
+}
+
+/* The air backend in a lab: verify-full sharded over two air workers (each its own resident
+ * adapter host and device lock) passes as one job; SIGTERM stops a worker's host within the
+ * grace and gives its lock back. */
+static void test_lab_air_backend(void **s)
+{
+    (void)s;
+    tu_require_model();
+    tu_result py = tu_run("python3 -c 'import numpy, gguf'");
+    int have_py = py.code == 0;
+    free(py.out);
+    tu_require(have_py, "python3 with numpy and gguf (scripts/setup.sh installs them)");
+    char url[1200], db[1200], f[2][1200], lock[2][1200];
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(lock[i], sizeof lock[i], "%s/npu-%d.lock", tu_group_tmp(), i);
+        snprintf(name, sizeof name, "air-%d.json", i);
+        air_backend_file(name, lock[i], f[i], sizeof f[i]);
+    }
+    snprintf(url, sizeof url, "ipc://%s/airb.sock", tu_group_tmp());
+    snprintf(db, sizeof db, "%s/airb.db", tu_group_tmp());
+    pid_t c = tu_spawn("coord-airb.log", COORD_ARGS, url, db);
+    pid_t w0 = tu_spawn("w-airb0.log", WORKER_ARGS " --deployments '%s'", url, "air-a", 40, f[0]);
+    pid_t w1 = tu_spawn("w-airb1.log", WORKER_ARGS " --deployments '%s'", url, "air-b", 41, f[1]);
+    wait_workers(url, 2);
+    const char *full[] = {"[verify] PASS (8/8 prompts pass)", "2 shards", NULL};
+    char *out = expect_out(url, 0, "submit verify-full --model SmolLM2-135M-Instruct.Q4_1 --n-tokens 3 --shards 2 "
+                                   "--wait", full);
+    long long g = submitted_id(out);
+    free(out);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM jobs WHERE parent_id = %lld", g), 2);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM gate_checks WHERE run_id = (SELECT id "
+                                "FROM runs WHERE job_id = %lld) AND status = 'PASS'", g), 8);
+    /* each worker ran a shard on its own host, which holds its lock */
+    pid_t h0 = tu_child_running(w0, "air_host.py"), h1 = tu_child_running(w1, "air_host.py");
+    assert_true(h0 > 0 && h1 > 0);
+    snprintf(cmd, sizeof cmd, "flock -n '%s' true", lock[0]);
+    assert_int_not_equal(system(cmd), 0);
+    kill(w0, SIGTERM);
+    assert_true(tu_poll(10000, kill(h0, 0) != 0));
+    assert_true(tu_poll(10000, system(cmd) == 0)); /* the lock is free again */
+    tu_stop(&w0);
+    /* draining the other board stops its host and frees its lock; the worker stays */
+    tu_result r = cli("workers drain air-b --coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "flock -n '%s' true", lock[1]);
+    assert_true(tu_poll(20000, system(cmd) == 0));
+    assert_true(tu_poll(10000, kill(h1, 0) != 0));
+    assert_false(tu_exited(w1));
+    kill9(w1);
+    kill9(c);
+    logs_clean();
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("NB_TEST_FILTER")) /* one test by name, when debugging */
+        cmocka_set_test_filter(getenv("NB_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_wrong_secret, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_ipc, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_exec, tu_teardown_kill),
+        cmocka_unit_test_teardown(test_lab_air_backend, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_outputs, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_health, tu_teardown_kill),
         cmocka_unit_test_teardown(test_lab_faults_tcp, tu_teardown_kill),

@@ -421,6 +421,48 @@ static inline pid_t tu_spawn(const char *log, const char *fmt, ...)
     return pid;
 }
 
+/* A child of parent whose command line contains needle (the first found), 0 when none: how a
+ * test finds the helper process a worker started (an air host) without being its parent. */
+static inline pid_t tu_child_running(pid_t parent, const char *needle)
+{
+    DIR *dir = opendir("/proc");
+    pid_t found = 0;
+    struct dirent *e;
+    while (dir && !found && (e = readdir(dir))) {
+        char path[300], buf[4096];
+        pid_t p = (pid_t)atoi(e->d_name);
+        if (p <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+        FILE *f = fopen(path, "r");
+        int ppid = 0;
+        if (f) {
+            if (fgets(buf, sizeof buf, f)) {
+                char *rp = strrchr(buf, ')');
+                if (rp && sscanf(rp + 2, "%*c %d", &ppid) != 1)
+                    ppid = 0;
+            }
+            fclose(f);
+        }
+        if (ppid != parent)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p);
+        f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        for (size_t i = 0; i < n; i++)
+            if (!buf[i])
+                buf[i] = ' ';
+        buf[n] = '\0';
+        if (strstr(buf, needle))
+            found = p;
+    }
+    if (dir)
+        closedir(dir);
+    return found;
+}
+
 static inline int tu_exited(pid_t pid)
 {
     return waitpid(pid, NULL, WNOHANG) == pid;

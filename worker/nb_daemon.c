@@ -36,7 +36,8 @@
 
 struct nb_daemon {
     /* configuration (immutable after start) */
-    char url[1024], secret[256], board[128], board_type[64], device[32], host[256];
+    char url[1024], secret[256], board_key[128], board[128], board_type[64], device[32],
+        host[256];
     char version[64], instance_id[33];
     char **tags;
     int n_tags;
@@ -192,6 +193,7 @@ static nb_code call_register(nb_daemon *d, int timeout_ms, Npubench__RegisterRes
     info.version = d->version;
     info.instance_id = d->instance_id;
     info.holds_device_lock = 1; /* nb_daemon_start took it before dialing */
+    info.board_key = d->board_key;
     nb_probe pr;
     nb_probe_read(&pr);
     info.driver_version = pr.driver;
@@ -381,6 +383,9 @@ static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobR
             free(res->worker_id);
         res->worker_id = w;
     }
+    /* a program's raw output may not be UTF-8: the coordinator refuses such a string, so
+     * it goes with U+FFFD for each bad byte rather than not at all */
+    nb_wire_sanitize_utf8(res);
     Npubench__ReportResultRequest req = NPUBENCH__REPORT_RESULT_REQUEST__INIT;
     req.worker_id = wid;
     req.instance_id = d->instance_id;
@@ -544,6 +549,12 @@ static step lease_step(nb_daemon *d, char *wid, int *failures)
     if (rc)
         return lease_failed(d, status, &err, failures);
     *failures = 0;
+    if (!resp->lease && resp->drained) {
+        int n = nb_executor_release_devices(d->ctx);
+        if (n)
+            dlog(d, "board drained: %d resident deployment%s closed, devices released", n,
+                 n == 1 ? "" : "s");
+    }
     if (resp->lease)
         run_lease(d, resp->lease);
     else if (nb_now_ms() - t0 < 50) /* a coordinator that does not long-poll */
@@ -766,6 +777,7 @@ static void configure(nb_daemon *d, const nb_daemon_opts *o, const char *device)
 {
     snprintf(d->url, sizeof d->url, "%s", o->coordinator_url);
     snprintf(d->secret, sizeof d->secret, "%s", o->secret ? o->secret : "");
+    snprintf(d->board_key, sizeof d->board_key, "%s", o->board_key ? o->board_key : "");
     snprintf(d->board, sizeof d->board, "%s", o->board_name && *o->board_name ? o->board_name : "local");
     snprintf(d->board_type, sizeof d->board_type, "%s", o->board_type ? o->board_type : "");
     snprintf(d->device, sizeof d->device, "%s", device);

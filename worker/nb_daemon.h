@@ -15,6 +15,8 @@
 typedef struct nb_daemon_opts {
     const char *coordinator_url;  /* required: tcp://, ipc://, inproc://, tls+tcp:// */
     const char *secret;           /* shared secret [none] */
+    const char *board_key;        /* the board's own key ("<id>.<secret>", an admin issued
+                                     it); sent with every registration [none] */
     const char *tls_ca_file;      /* tls+tcp:// */
     const char *tls_cert_key_file;
     const char *tls_server_name;  /* the coordinator certificate's DNS name [URL host] */

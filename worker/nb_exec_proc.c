@@ -14,11 +14,26 @@
 #include <unistd.h>
 
 #include "nb_env.h"
+#include "nb_secret.h"
 #include "nb_time.h"
 
 #define LINE_MAX_BYTES 4096
 #define KILL_GRACE_MS 2000
 #define DEFAULT_MAX_OUTPUT ((size_t)1 << 20)
+
+/* The child's environment (nb_env_merged) without the key variables: a job that prints its
+ * environment must not put the worker's key in its log. */
+static char **job_env(char *const *over)
+{
+    char **e = nb_env_merged(over, NULL);
+    size_t k = 0;
+    for (size_t i = 0; e && e[i]; i++)
+        if (!nb_secret_env_entry(e[i]))
+            e[k++] = e[i];
+    if (e)
+        e[k] = NULL;
+    return e;
+}
 
 typedef struct capture {
     char *buf;
@@ -72,7 +87,7 @@ nb_code nb_exec_proc_run(const nb_exec_proc_opts *o, nb_exec_proc_result *out, n
     capture c = {.o = o};
     c.cap = o->max_output ? o->max_output : DEFAULT_MAX_OUTPUT;
     c.buf = malloc(c.cap + 1);
-    char **envp = nb_env_merged(o->env, NULL);
+    char **envp = job_env(o->env);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (!c.buf || !envp || devnull < 0 || pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {

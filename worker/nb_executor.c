@@ -144,6 +144,20 @@ void nb_executor_free(nb_executor *c)
     free(c);
 }
 
+int nb_executor_release_devices(nb_executor *c)
+{
+    int holds = 0;
+    for (int i = 0; i < c->n_deps && !holds; i++)
+        holds = nb_backend_can(nb_backend_find(c->deps[i].backend), NB_BACKEND_ADAPTER);
+    if (!holds || !c->cache)
+        return 0;
+    nb_executor_cache_stats st;
+    nb_executor_stats(c, &st);
+    nb_lru_free(c->cache); /* closes each deployment: an air host stops, its lock is freed */
+    c->cache = NULL;       /* made again by the next setup */
+    return st.resident;
+}
+
 void nb_executor_stats(const nb_executor *c, nb_executor_cache_stats *out)
 {
     nb_lru_stats ls = {0};
@@ -912,14 +926,18 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         return rc;
     if ((rc = fill_env_deploy(j, d, dep, res, err)))
         return rc;
+    /* a backend's own process (an air host) prints into this job's log while it runs */
+    nb_deploy_set_job_hooks(d, exec_line, exec_cancelled, j);
     switch (s->kind) {
-    case NPUBENCH__JOB_KIND__RUN: return run_bench(j, d, s, 0, res, err);
-    case NPUBENCH__JOB_KIND__PROFILE: return run_bench(j, d, s, 1, res, err);
-    case NPUBENCH__JOB_KIND__VERIFY: return run_verify(j, d, s, 0, res, err);
-    case NPUBENCH__JOB_KIND__VERIFY_FULL: return run_verify(j, d, s, 1, res, err);
-    case NPUBENCH__JOB_KIND__DIAGNOSIS: return run_diagnosis(j, d, s, res, err);
-    default: return nb_err_set(err, NB_EINTERNAL, "kind %d passed validation", (int)s->kind);
+    case NPUBENCH__JOB_KIND__RUN: rc = run_bench(j, d, s, 0, res, err); break;
+    case NPUBENCH__JOB_KIND__PROFILE: rc = run_bench(j, d, s, 1, res, err); break;
+    case NPUBENCH__JOB_KIND__VERIFY: rc = run_verify(j, d, s, 0, res, err); break;
+    case NPUBENCH__JOB_KIND__VERIFY_FULL: rc = run_verify(j, d, s, 1, res, err); break;
+    case NPUBENCH__JOB_KIND__DIAGNOSIS: rc = run_diagnosis(j, d, s, res, err); break;
+    default: rc = nb_err_set(err, NB_EINTERNAL, "kind %d passed validation", (int)s->kind);
     }
+    nb_deploy_set_job_hooks(d, NULL, NULL, NULL);
+    return rc;
 }
 
 nb_code nb_executor_run(nb_executor *c, const Npubench__JobSpec *spec, int64_t job_id,

@@ -73,6 +73,11 @@ typedef struct nb_executor_hooks {
 nb_code nb_executor_run(nb_executor *c, const Npubench__JobSpec *spec, int64_t job_id,
                        const nb_executor_hooks *hooks, Npubench__JobResult **out, nb_err *err);
 
+/* The board is drained: closes the resident deployments when one of this worker's entries
+ * holds a device between jobs (an air host and its lock), so a hand-run `make verify` gets the
+ * NPU; the next job sets them up again.  Returns how many were closed. */
+int nb_executor_release_devices(nb_executor *c);
+
 typedef struct nb_executor_cache_stats {
     int resident;       /* deployments set up now */
     int setups;         /* nb_deploy_open calls so far */
