@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nb_time.h"
 
@@ -64,6 +65,11 @@ int nb_cmd_conn_open(const char *cmd, const nb_svc_flags *f, const char *db, int
                                   "needs a coordinator: --coordinator URL or "
                                   "$NPUBENCH_COORDINATOR%s",
                                   "");
+    /* A --db that names no file is a typo more often than a wish for an empty history:
+     * only a command that stores (allow_local 2: import) may create it. */
+    if (db && allow_local != 2 && access(db, F_OK) != 0)
+        return nb_cmd_usage_error(cmd, "--db %s: no such database (a local run or `npubench "
+                                       "import FILE --db` creates one)", db);
     nb_embedded_opts eo = {.db_path = db ? db : NB_CMD_DEFAULT_DB};
     if (nb_embedded_start(&eo, &c->emb, &err) ||
         nb_svc_open(NULL, nb_embedded_url(c->emb), &c->svc, &err)) {

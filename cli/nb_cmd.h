@@ -45,7 +45,8 @@ typedef struct nb_cmd_conn {
 } nb_cmd_conn;
 
 /* NB_EXIT_OK with *c open, else the exit code of the error it printed (a missing coordinator
- * is a usage error unless allow_local). */
+ * is a usage error unless allow_local). An explicit db that does not exist is refused unless
+ * allow_local is 2 (a command that stores: import). */
 int nb_cmd_conn_open(const char *cmd, const nb_svc_flags *f, const char *db, int allow_local,
                      nb_cmd_conn *c);
 void nb_cmd_conn_close(nb_cmd_conn *c);

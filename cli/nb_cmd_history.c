@@ -288,22 +288,47 @@ static void row_sources(const hist_run *h, char *ids, size_t icap, char *kinds, 
     }
 }
 
-static nb_code history_row(nb_out_table *t, const hist_run *h, nb_err *err)
+/* A metric's mean and standard deviation in two cells (csv/md: numbers, not "397.27 ±
+ * 83.16"); the deviation "" without repetitions, the value "-" without the metric. */
+static void split_metric(char *v, char *sd, size_t cap, const Npubench__HistoryRow *r)
+{
+    v[0] = sd[0] = '\0';
+    if (!r) {
+        snprintf(v, cap, "-");
+        return;
+    }
+    int spread = r->reps > 1 && r->stddev > 0;
+    snprintf(v, cap, "%.2f", spread && r->mean ? r->mean : r->value);
+    if (spread)
+        snprintf(sd, cap, "%.2f", r->stddev);
+}
+
+static nb_code history_row(nb_out_table *t, const hist_run *h, int machine, nb_err *err)
 {
     const Npubench__HistoryRow *r = h->any;
-    char id[80], kinds[80], date[32], dep[256], ttft[40], tps[40];
+    char id[80], kinds[80], date[32], dep[256], ttft[40], tps[40], ttft_sd[40], tps_sd[40];
     row_sources(h, id, sizeof id, kinds, sizeof kinds);
     nb_time_iso(date, r->finished_unix_ms);
     snprintf(dep, sizeof dep, "%s %s/%s @%s", r->model, r->backend, r->dtype, r->board);
-    fmt_metric(ttft, sizeof ttft, h->m[0]);
-    fmt_metric(tps, sizeof tps, h->m[1]);
+    if (machine) {
+        split_metric(ttft, ttft_sd, sizeof ttft, h->m[0]);
+        split_metric(tps, tps_sd, sizeof tps, h->m[1]);
+    } else {
+        fmt_metric(ttft, sizeof ttft, h->m[0]);
+        fmt_metric(tps, sizeof tps, h->m[1]);
+    }
     char commit[16];
     snprintf(commit, sizeof commit, "%.12s", *r->npubench_commit ? r->npubench_commit : "-");
-    const char *cells[] = {id,  date, dep,    kinds,
-                           gate_word(h->m[2] ? h->m[2] : r), ttft, tps, commit,
-                           r->regression                    ? "REGRESSION"
-                           : !strcmp(r->source, "import") ? "imported"
-                                                            : ""};
+    const char *flag = r->regression                    ? "REGRESSION"
+                       : !strcmp(r->source, "import") ? "imported"
+                                                        : "";
+    const char *gate = gate_word(h->m[2] ? h->m[2] : r);
+    if (machine) {
+        const char *cells[] = {id, date, dep, kinds, gate, ttft, ttft_sd, tps, tps_sd,
+                               commit, flag};
+        return nb_out_table_row(t, cells, err);
+    }
+    const char *cells[] = {id, date, dep, kinds, gate, ttft, tps, commit, flag};
     return nb_out_table_row(t, cells, err);
 }
 
@@ -311,12 +336,16 @@ static int print_history_table(const hist_run *runs, size_t nr, nb_out_format fm
 {
     static const char *const heads[] = {"RUN", "DATE (UTC)", "DEPLOYMENT", "KIND", "GATE",
                                         "TTFT ms", "TPS", "COMMIT", "FLAG"};
+    static const char *const mheads[] = {"RUN",     "DATE (UTC)", "DEPLOYMENT", "KIND",
+                                         "GATE",    "TTFT ms",    "TTFT sd",    "TPS",
+                                         "TPS sd",  "COMMIT",     "FLAG"};
+    int machine = fmt == NB_OUT_CSV || fmt == NB_OUT_MD;
     nb_err err;
-    nb_out_table *t = nb_out_table_new(heads, 9);
+    nb_out_table *t = machine ? nb_out_table_new(mheads, 11) : nb_out_table_new(heads, 9);
     if (!t)
         return nb_cmd_usage_error("history", "out of memory%s", "");
     for (size_t i = 0; i < nr; i++)
-        if (history_row(t, &runs[i], &err)) {
+        if (history_row(t, &runs[i], machine, &err)) {
             nb_out_table_free(t);
             return nb_cmd_fail("history", &err);
         }
@@ -771,6 +800,28 @@ static int reference_show(nb_cmd_conn *c, const char *model, nb_out_format fmt)
         }
         json_object_object_add(doc, "references", arr);
         nb_out_print_doc(stdout, doc);
+    } else if (fmt == NB_OUT_CSV || fmt == NB_OUT_MD) {
+        /* a table like every other --format: one row per model, even none */
+        static const char *const heads[] = {"model",        "deployment_id", "deployment",
+                                            "set (UTC)",    "runs",          "latest_run_id"};
+        nb_out_table *t = nb_out_table_new(heads, 6);
+        nb_code trc = t ? NB_OK : nb_err_set(&err, NB_ENOMEM, "out of memory");
+        for (size_t i = 0; !trc && i < resp->n_references; i++) {
+            const Npubench__Reference *x = resp->references[i];
+            char id[24], iso[32], runs[24], last[24];
+            snprintf(id, sizeof id, "%lld", (long long)x->deployment_id);
+            nb_time_iso(iso, x->set_unix_ms);
+            snprintf(runs, sizeof runs, "%d", x->runs);
+            snprintf(last, sizeof last, "%lld", (long long)x->latest_run_id);
+            const char *cells[] = {x->model, id, x->description, iso, runs,
+                                   x->latest_run_id ? last : ""};
+            trc = nb_out_table_row(t, cells, &err);
+        }
+        if (!trc)
+            nb_out_table_print(stdout, t, fmt);
+        nb_out_table_free(t);
+        nb_wire_free(resp);
+        return trc ? nb_cmd_fail("reference", &err) : NB_EXIT_OK;
     } else if (!resp->n_references) {
         printf("no reference is set%s%s\n", model ? " for " : "", model ? model : "");
     }
@@ -852,6 +903,7 @@ int nb_cmd_reference(int argc, char **argv)
     if (strcmp(pos[0], "show") && (rc = reference_request(pos, np, run, job, &req)))
         return rc;
     nb_cmd_conn c;
+    sf.admin = strcmp(pos[0], "show") != 0; /* set / unset */
     if ((rc = nb_cmd_conn_open("reference", &sf, db, 1, &c)))
         return rc;
     if (!strcmp(pos[0], "show")) {

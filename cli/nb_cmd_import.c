@@ -102,7 +102,7 @@ int nb_cmd_import(int argc, char **argv)
         return nb_cmd_fail("import", &err);
     }
     nb_cmd_conn c;
-    if ((rc = nb_cmd_conn_open("import", &sf, db, 1, &c))) {
+    if ((rc = nb_cmd_conn_open("import", &sf, db, 2, &c))) {
         free(data);
         json_object_put(droot);
         return rc;

@@ -148,12 +148,20 @@ static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_obje
     if (!doc && job->n_results) {
         nb_print_opts po = {.cmd = "submit", .reports_dir = f->reports, .quiet = f->quiet};
         rc = nb_print_job(stdout, &po, job);
-        for (size_t i = 0; i < job->n_results; i++)
-            for (size_t r = 0; r < job->results[i]->n_run_ids; r++)
-                printf("History: run %lld%s%s%s\n", (long long)job->results[i]->run_ids[r],
-                       job->results[i]->environment ? " on " : "",
-                       job->results[i]->environment ? job->results[i]->environment->board : "",
-                       job->results[i]->regression ? " (REGRESSION)" : "");
+        for (size_t i = 0; i < job->n_results; i++) {
+            const Npubench__JobResult *res = job->results[i];
+            if (res->n_run_ids > 1) { /* a sharded verify-full: stored on each of its boards */
+                printf("History: runs");
+                for (size_t r = 0; r < res->n_run_ids; r++)
+                    printf("%s %lld", r ? "," : "", (long long)res->run_ids[r]);
+                printf(" (one per board its shards ran on)\n");
+                continue;
+            }
+            for (size_t r = 0; r < res->n_run_ids; r++)
+                printf("History: run %lld%s%s%s\n", (long long)res->run_ids[r],
+                       res->environment ? " on " : "", res->environment ? res->environment->board : "",
+                       res->regression ? " (REGRESSION)" : "");
+        }
     }
     nb_outcome o = nb_outcome_of_job(job);
     if (!doc)
@@ -174,7 +182,8 @@ int nb_cmd_submit(int argc, char **argv)
     submit_flags f = {.model = "instruct", .max_prompts = -1};
     nb_opt opts[] = {
         NB_SVC_OPTS(f.sf),
-        {"model", NB_OPT_STR, &f.model, 0, 0, "model (default instruct)"},
+        {"model", NB_OPT_STR, &f.model, 0, 0,
+         "instruct (default), base, gemma3, or a model name the workers serve"},
         {"board", NB_OPT_STR, &f.board, 0, 0, "run on this board"},
         {"tag", NB_OPT_LIST, &f.tags, 0, 0, "run on workers with this tag (repeatable)"},
         {"dtype", NB_OPT_STR, &f.dtype, 0, 0, "bf16, f32, q4_1, native (default: any served)"},
@@ -203,8 +212,11 @@ int nb_cmd_submit(int argc, char **argv)
         {"quiet", NB_OPT_FLAG, &f.quiet, 0, 0, "with --wait: verify summary line only"},
         {"help", NB_OPT_FLAG, &f.help, 0, 0, "this help"},
     };
-    const char *usage = "npubench submit {run,verify,verify-full,diagnosis,profile} --model M "
-                        "[--board B|--tag T] [--wait [--timeout S] [--junit F]] [options]\n"
+    const char *usage = "npubench submit {run,verify,verify-full,diagnosis,profile,health} "
+                        "--model M [--board B|--tag T] [--wait [--timeout S] [--junit F]] "
+                        "[options]\n"
+                        "       npubench submit matrix --models A,B --boards TAG [...] "
+                        "(npubench submit matrix --help)\n"
                         NB_OC_EXIT_HELP;
     const char *pos[1];
     int np = 0;
@@ -215,8 +227,8 @@ int nb_cmd_submit(int argc, char **argv)
     int kind = np ? nb_job_kind_parse(pos[0]) : 0;
     if (!kind)
         return nb_cmd_usage_error("submit", "expected a kind: run, verify, verify-full, "
-                                                   "diagnosis or profile%s",
-                                         "");
+                                            "diagnosis, profile, health, or matrix%s",
+                                  "");
     if ((f.junit || f.keep || f.timeout_s) && !f.wait)
         return nb_cmd_usage_error("submit", "--junit, --timeout and --keep need --wait%s", "");
     nb_err perr;
@@ -288,12 +300,18 @@ static int jobs_keep(const jobs_filter *f, const Npubench__Job *j)
     return f->outcome < 0 || (int)o == f->outcome;
 }
 
-static nb_code jobs_row(nb_out_table *t, const Npubench__Job *j, nb_err *err)
+/* machine: csv/md, where AGE is whole seconds (a number a spreadsheet sorts), not "92s" */
+static nb_code jobs_row(nb_out_table *t, const Npubench__Job *j, int machine, nb_err *err)
 {
-    char id[24], target[256], age[16], prog[32] = "-";
+    char id[24], target[256], age[24], prog[32] = "-";
     snprintf(id, sizeof id, "%lld", (long long)j->job_id);
     fmt_target(target, sizeof target, j->spec);
-    nb_cmd_fmt_age(age, sizeof age, j->created_unix_ms);
+    if (machine) {
+        int64_t ms = nb_wall_ms() - j->created_unix_ms;
+        snprintf(age, sizeof age, "%lld", (long long)(ms > 0 ? ms / 1000 : 0));
+    } else {
+        nb_cmd_fmt_age(age, sizeof age, j->created_unix_ms);
+    }
     /* a finished job's last progress report is history, not progress */
     if (j->progress && j->progress->total > 0 && !finished(j->state))
         snprintf(prog, sizeof prog, "%d/%d", j->progress->done, j->progress->total);
@@ -365,13 +383,14 @@ static int jobs_print(Npubench__Job *const *jobs, size_t n, nb_out_format fmt)
         nb_out_print_doc(stdout, doc);
         return NB_EXIT_OK;
     }
-    static const char *const heads[] = {"JOB",    "KIND",     "STATE", "OUTCOME", "TARGET",
-                                        "WORKER", "PROGRESS", "AGE",   "NOTE"};
+    int machine = fmt == NB_OUT_CSV || fmt == NB_OUT_MD;
+    const char *const heads[] = {"JOB",    "KIND",     "STATE", "OUTCOME", "TARGET",
+                                 "WORKER", "PROGRESS", machine ? "AGE s" : "AGE", "NOTE"};
     nb_out_table *t = nb_out_table_new(heads, 9);
     if (!t)
         return nb_cmd_usage_error("jobs", "out of memory%s", "");
     for (size_t i = 0; i < n; i++)
-        if (jobs_row(t, jobs[i], &err)) {
+        if (jobs_row(t, jobs[i], machine, &err)) {
             nb_out_table_free(t);
             return nb_cmd_fail("jobs", &err);
         }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nb_args.h"
 #include "nb_deploy.h"
@@ -29,7 +30,7 @@ typedef struct common_flags {
 } common_flags;
 
 #define COMMON_OPTS(c)                                                                           \
-    {"model", NB_OPT_STR, &(c).model, 0, 0, "instruct (default), base, a .gguf or an HF dir"},   \
+    {"model", NB_OPT_STR, &(c).model, 0, 0, "instruct (default), base, gemma3, a .gguf or an HF dir"},   \
         {"dtype", NB_OPT_STR, &(c).dtype, 0, 0, "bf16 (default), f32, q4_1 or native"},                  \
         {"backend", NB_OPT_STR, &(c).backend, 0, 0, "cpu (default) or xrt"},                     \
         {"threads", NB_OPT_INT, &(c).threads, 0, NB_JOB_THREADS_MAX, "kernel threads, 0 = all cores"}, \
@@ -156,12 +157,27 @@ static nb_code check_prompt(const char *prompt, nb_err *err)
     return rc;
 }
 
-/* Stops waiting when the embedded worker died. */
+/* What a local command watches: its embedded worker, and progress to show (on a TTY, or
+ * NPUBENCH_PROGRESS=1: a 24 s verify-full printed nothing until its end). */
+typedef struct local_watch {
+    nb_embedded *emb;
+    int show;
+    nb_svc_progress pr;
+} local_watch;
+
+/* Prints progress when asked; stops waiting when the embedded worker died. */
 static int watch_embedded(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
 {
-    (void)job_id;
-    (void)w;
-    return ud && nb_embedded_worker_error(ud, NULL) != NB_OK;
+    local_watch *lw = ud;
+    if (lw->show)
+        nb_svc_print_progress(&lw->pr, job_id, w);
+    return lw->emb && nb_embedded_worker_error(lw->emb, NULL) != NB_OK;
+}
+
+static int progress_wanted(void)
+{
+    const char *e = getenv("NPUBENCH_PROGRESS");
+    return e && *e ? strcmp(e, "0") != 0 : isatty(STDERR_FILENO);
 }
 
 /* --direct: b's job on the executor in this process, printed as the service's result is. */
@@ -214,8 +230,9 @@ static int run_job(const char *cmd, const common_flags *c, const nb_deploy_spec 
     int64_t *ids = NULL;
     size_t n = 0;
     Npubench__Job *job = NULL;
+    local_watch lw = {.emb = emb, .show = progress_wanted(), .pr = {.f = stderr}};
     if (nb_svc_submit(svc, &b->spec, 0, &ids, &n, &err) ||
-        nb_svc_wait(svc, ids[0], 0, emb ? watch_embedded : NULL, emb, &job, &err)) {
+        nb_svc_wait(svc, ids[0], 0, watch_embedded, &lw, &job, &err)) {
         nb_err werr;
         if (emb && nb_embedded_worker_error(emb, &werr))
             err = werr;
@@ -314,6 +331,10 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         job_param(&b, NB_JOB_PARAM_LOCALIZE, localize);
     if (strict)
         job_param(&b, NB_JOB_PARAM_STRICT, "1");
+    /* the file's digest: its trace is found (and recorded) by it, not by the comment-free
+     * copy the worker writes */
+    if (prompts_file)
+        job_param(&b, NB_JOB_PARAM_PROMPTS_SHA256, ps.sha256);
     nb_print_opts po = {.cmd = cmd, .reports_dir = reports, .quiet = quiet};
     int code = run_job(cmd, &c, &ds, &b, &po);
     nb_prompts_free(&ps);

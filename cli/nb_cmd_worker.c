@@ -302,6 +302,7 @@ int nb_cmd_workers(int argc, char **argv)
     if (nb_out_format_of(&of, &fmt, &err))
         return nb_cmd_usage_error("workers", "%s", err.msg);
     nb_cmd_conn c;
+    sf.admin = np > 0; /* drain / undrain */
     if ((rc = nb_cmd_conn_open("workers", &sf, db, 1, &c)))
         return rc;
     if (key) {

@@ -24,8 +24,8 @@ typedef enum nb_outcome {
 /* The exit codes, one line each, for --help and usage text. */
 #define NB_OC_EXIT_HELP                                                                        \
     "exit codes: 0 pass, 1 gate fail or regression, 2 error (usage, set-up, no verdict),\n"   \
-    "            3 unavailable, 4 cancelled, 5 expired or --timeout passed; several jobs:\n"  \
-    "            the highest code"
+    "            3 unavailable, 4 cancelled, 5 expired or --timeout passed, 6 data loss\n"  \
+    "            (the database is damaged: restore a backup); several jobs: the highest code"
 
 /* "pass", "fail", "error", "unavailable", "cancelled", "expired", "pending". */
 const char *nb_outcome_name(nb_outcome o);

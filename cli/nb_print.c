@@ -83,8 +83,12 @@ static void print_deployment(FILE *f, const Npubench__Environment *e)
 {
     if (!e)
         return;
-    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n", e->model, e->backend, e->dtype,
-            e->threads, e->kernels_isa);
+    /* the model's one display name (its file's, as history and workers show it), not the
+     * GGUF's general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2") */
+    char name[256];
+    nb_job_model_canon(*e->model_path ? e->model_path : e->model, name, sizeof name);
+    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n", *name ? name : e->model,
+            e->backend, e->dtype, e->threads, e->kernels_isa);
 }
 
 static int print_run(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res)

@@ -32,6 +32,10 @@ nb_code nb_svc_secret(const nb_svc_flags *f, char **out, nb_err *err)
     *out = NULL;
     if (f && f->secret && *f->secret)
         return nb_secret_refuse_argv("--secret", "--secret-file", "NPUBENCH_SECRET", err);
+    /* the admin key the coordinator's --admin-secret-file holds, as the docs name it */
+    const char *admin = getenv("NPUBENCH_ADMIN_SECRET");
+    if (f && f->admin && !(f->secret_file && *f->secret_file) && admin && *admin)
+        return nb_secret_get("--secret-file", NULL, "NPUBENCH_ADMIN_SECRET", out, err);
     return nb_secret_get("--secret-file", f ? f->secret_file : NULL, "NPUBENCH_SECRET", out,
                          err);
 }

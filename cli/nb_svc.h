@@ -20,6 +20,7 @@ typedef struct nb_svc_flags {
     int call_timeout_s;      /* per call, 0 = 30 s */
     int timeout_ms;          /* the same in ms: the deprecated --timeout-ms */
     const char *tls_server_name; /* name the server's certificate must carry [URL host] */
+    int admin; /* an admin action: without --secret-file, $NPUBENCH_ADMIN_SECRET first */
 } nb_svc_flags;
 
 #define NB_SVC_OPTS(f)                                                                           \

@@ -409,6 +409,25 @@ out:
 
 /* ---- WatchJob ---- */
 
+/* What a child that has not reported yet will count to: a verify-full shard its prompt
+ * range (so the group's total is right from the start, not growing 0/3, 1/5, 2/7), else 1. */
+static int64_t planned_total(nb_coord *c, int64_t id)
+{
+    nb_db_job j;
+    nb_err e;
+    int64_t t = 1;
+    if (nb_db_job_get(c->db, id, &j, &e))
+        return t;
+    Npubench__JobSpec *s = NULL;
+    if (j.spec && j.spec_format == NB_SPEC_PROTO &&
+        nb_wire_unpack(&npubench__job_spec__descriptor, j.spec, j.spec_len, 0, &s, &e) == NB_OK &&
+        s->shard && s->shard->prompt_end > s->shard->prompt_begin)
+        t = s->shard->prompt_end - s->shard->prompt_begin;
+    nb_wire_free(s);
+    nb_db_job_free(&j);
+    return t;
+}
+
 /* A group's progress: its children's, summed. */
 static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64_t *total,
                            char *msg, size_t cap)
@@ -420,7 +439,8 @@ static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64
     *done = *total = 0;
     if (nb_db_job_list(c->db, &f, &kids, &nk, &e) == NB_OK) {
         for (size_t i = 0; i < nk; i++) {
-            int64_t t = kids[i].progress_total > 0 ? kids[i].progress_total : 1;
+            int64_t t = kids[i].progress_total > 0 ? kids[i].progress_total
+                                                    : planned_total(c, kids[i].id);
             int term = nb_job_state_terminal(kids[i].state);
             *total += t;
             *done += term ? t : kids[i].progress_done < t ? kids[i].progress_done : t;
@@ -472,10 +492,20 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
         resp.last_seq = timeout ? r->after_seq : seq;
         if (!timeout || resp.done) {
             int64_t d = j.progress_done, t = j.progress_total;
-            snprintf(msg, sizeof msg, "%s", j.state == NB_JOB_QUEUED ? j.queued_reason
-                                                                     : j.progress_msg);
+            if (j.state == NB_JOB_QUEUED && j.attempts > 0) /* back in the queue: say why */
+                snprintf(msg, sizeof msg, "requeued after attempt %d%s%.180s%s%s%.180s", j.attempts,
+                         *j.error ? " (" : "", j.error, *j.error ? ")" : "",
+                         *j.queued_reason ? "; " : "", j.queued_reason);
+            else
+                snprintf(msg, sizeof msg, "%s", j.state == NB_JOB_QUEUED ? j.queued_reason
+                                                                         : j.progress_msg);
             if (j.is_group)
                 group_progress(c, &j, &d, &t, msg, sizeof msg);
+            if (j.state == NB_JOB_DONE) { /* its last report ("1/3 repetition 1") is past */
+                d = t;
+                if (!j.is_group)
+                    msg[0] = '\0';
+            }
             p.done = (int32_t)d;
             p.total = (int32_t)t;
             p.message = msg;

@@ -3,6 +3,7 @@
 #include "nb_dash.h"
 
 #include <inttypes.h>
+#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,9 +74,14 @@ static void opts_fill(const nb_dash_opts *in, nb_dash_opts *o)
 
 #define esc nb_svg_escape
 
-static void head(FILE *f, const char *title)
+/* refresh_s > 0: the page reloads itself every refresh_s seconds (the live pages a lab lead
+ * leaves open: overview, queue, boards). */
+static void head_refresh(FILE *f, const char *title, int refresh_s)
 {
-    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>", f);
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n", f);
+    if (refresh_s > 0)
+        fprintf(f, "<meta http-equiv=\"refresh\" content=\"%d\">\n", refresh_s);
+    fputs("<title>", f);
     esc(f, title);
     fputs(" - npubench</title>\n<style>\n"
           "body{font-family:sans-serif;margin:1.5em;color:#222}\n"
@@ -98,6 +104,11 @@ static void head(FILE *f, const char *title)
           f);
     esc(f, title);
     fputs("</h1>\n", f);
+}
+
+static void head(FILE *f, const char *title)
+{
+    head_refresh(f, title, 0);
 }
 
 static void foot(FILE *f, const nb_dash_opts *o)
@@ -233,7 +244,7 @@ static nb_code page_boards(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *er
         free(w);
         return rc;
     }
-    head(f, "Boards");
+    head_refresh(f, "Boards", 30);
     fprintf(f, "<p>%zu worker%s registered. Coordinator drain: %s.</p>\n", n, n == 1 ? "" : "s",
             o->draining < 0 ? "<span class=\"unknown\">unknown</span>"
             : o->draining   ? "<b>on</b> (no new leases)"
@@ -295,21 +306,41 @@ static nb_code page_boards(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *er
 
 /* ---- queue ---- */
 
-static void job_rows(FILE *f, const nb_dash_opts *o, const nb_db_job *j, size_t n)
+/* A job's outcome, in the words `npubench jobs` and `job` use (pass, fail, error,
+ * unavailable, cancelled, expired, pending): from its state and its runs' verdicts (a run the
+ * regression check flagged fails), so a gate FAIL is never a green "done". A finished job
+ * without a run (a health check) says "-": its verdict is its board's health. */
+static const char *job_outcome(nb_db *db, const nb_db_job *j)
 {
-    fputs("<tr><th>Job</th><th>Kind</th><th>State</th><th>Target</th><th>Board / tags</th>"
-          "<th>Worker</th><th>Attempts</th><th>Created</th><th>Progress</th><th>Why queued / "
-          "error</th></tr>\n",
+    if (j->state == NB_JOB_CANCELLED)
+        return strstr(j->error, "expire") ? "expired" : "cancelled";
+    if (!nb_job_state_terminal(j->state))
+        return "pending";
+    size_t n = 0;
+    nb_db_outcome w = NB_OUTCOME_PASS;
+    nb_err e;
+    if (nb_db_job_runs_verdict(db, j->id, &n, &w, &e) || !n)
+        return j->state == NB_JOB_FAILED ? "unavailable" : "-";
+    return w == NB_OUTCOME_FAIL ? "fail" : w == NB_OUTCOME_ERROR ? "error" : "pass";
+}
+
+static void job_rows(FILE *f, nb_db *db, const nb_dash_opts *o, const nb_db_job *j, size_t n)
+{
+    fputs("<tr><th>Job</th><th>Kind</th><th>State</th><th>Outcome</th><th>Target</th>"
+          "<th>Board / tags</th><th>Worker</th><th>Attempts</th><th>Created</th><th>Progress</th>"
+          "<th>Why queued / error</th></tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
-        const char *st = nb_job_state_name(j[i].state);
+        const char *st = nb_job_state_name(j[i].state), *oc = job_outcome(db, &j[i]);
         fprintf(f, "<tr class=\"job\"><td>%" PRId64 "</td>", j[i].id);
         cell(f, j[i].kind);
-        fprintf(f, "<td class=\"%s\">%s</td>",
-                j[i].state == NB_JOB_DONE     ? "pass"
-                : j[i].state == NB_JOB_FAILED ? "fail"
-                                              : "",
-                st);
+        cell(f, st);
+        fprintf(f, "<td class=\"outcome %s\">%s</td>",
+                !strcmp(oc, "pass")                                    ? "pass"
+                : !strcmp(oc, "fail")                                  ? "fail"
+                : !strcmp(oc, "pending") || !strcmp(oc, "-")           ? "none"
+                                                                       : "error",
+                oc);
         fputs("<td>", f);
         esc(f, j[i].sel_deployment);
         if (j[i].sel_backend[0]) {
@@ -355,11 +386,11 @@ static nb_code page_queue(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
     if (!rc)
         rc = nb_db_job_list(db, &fin, &d, &nd, err);
     if (!rc) {
-        head(f, "Queue");
+        head_refresh(f, "Queue", 10);
         fprintf(f, "<h2>Queued and running (%zu)</h2>\n<table id=\"active\">\n", na);
-        job_rows(f, o, a, na);
+        job_rows(f, db, o, a, na);
         fprintf(f, "</table>\n<h2>Recently finished (%zu)</h2>\n<table id=\"finished\">\n", nd);
-        job_rows(f, o, d, nd);
+        job_rows(f, db, o, d, nd);
         fputs("</table>\n", f);
         foot(f, o);
     }
@@ -556,6 +587,8 @@ static nb_code plot(FILE *f, const nb_dash_opts *o, const nb_db_history_row *r, 
         .band_runs = o->band_runs,
         .band_rel = o->band_rel,
         .link_prefix = 1,
+        .unit = metric == NB_METRIC_TTFT ? "ms" : "tokens/s",
+        .nonnegative = 1,
     };
     nb_code rc = nb_svg_plot_write(f, &p, err);
     free(pts);
@@ -729,7 +762,7 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
         quarantined += b[i].health == NB_HEALTH_FAILED;
         drained += b[i].drained != 0;
     }
-    head(f, "npubench dashboard");
+    head_refresh(f, "npubench dashboard", 30);
     fprintf(f,
             "<ul id=\"summary\"><li><a href=\"boards.html\">Boards</a>: %zu alive, %zu stale, "
             "%zu gone; %zu quarantined, %zu drained</li><li><a href=\"queue.html\">Queue</a>: "
@@ -737,8 +770,8 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
             "verify per model and board</li></ul>\n",
             count[0], count[1], count[2], quarantined, drained, nj);
     fputs("<h2>Deployments</h2>\n<table id=\"deployments\"><tr><th>Model</th><th>Backend / "
-          "dtype</th><th>Board</th><th>Latest TTFT ms</th><th>Latest TPS</th><th>Latest "
-          "run</th></tr>\n",
+          "dtype</th><th>Board</th><th>Gate</th><th>Latest TTFT ms</th><th>Latest TPS</th>"
+          "<th>Latest run</th></tr>\n",
           f);
     for (size_t i = 0; i < nd; i++) {
         fprintf(f, "<tr class=\"deployment\"><td><a href=\"deployment-%" PRId64 ".html\">",
@@ -750,6 +783,24 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
         esc(f, d[i].dtype);
         fputs("</td>", f);
         cell(f, d[i].board);
+        /* the newest verify's verdict (a FAIL showed as "-": there was no gate column),
+         * with its kind: a 2-prompt verify is not a verify-full */
+        {
+            nb_db_history_row *g = NULL;
+            size_t ng = 0;
+            nb_err eg = {0};
+            if (nb_db_runs_last(db, d[i].id, NB_METRIC_GATE, 1, &g, &ng, &eg) || !ng) {
+                fputs("<td class=\"gate\">-</td>", f);
+            } else {
+                fprintf(f, "<td class=\"gate %s\"><a href=\"run-%" PRId64 ".html\">%s</a> "
+                           "<small>",
+                        outcome_class(g[0].outcome), g[0].run_id,
+                        nb_db_outcome_name(g[0].outcome));
+                esc(f, g[0].kind);
+                fputs("</small></td>", f);
+            }
+            free(g);
+        }
         const nb_db_metric ms[2] = {NB_METRIC_TTFT, NB_METRIC_TPS};
         int64_t last = 0;
         int flagged = 0;
@@ -782,6 +833,46 @@ out:
     free(d);
     nb_db_job_list_free(j, nj);
     return rc;
+}
+
+/* A profile's breakdown as bar charts (it was raw JSON only): its report's "phases" (average
+ * ms per call) and "kernels" (total ms over the repetitions). Nothing for other reports. */
+static void profile_bars(FILE *f, const char *report_json)
+{
+    json_object *root = json_tokener_parse(report_json);
+    static const char *const keys[2] = {"phases", "kernels"};
+    static const char *const fields[2] = {"avg_ms", "total_ms"};
+    static const char *const titles[2] = {"Phases (average per call)",
+                                          "Kernels (total over the repetitions)"};
+    for (int k = 0; root && k < 2; k++) {
+        json_object *arr, *o, *v;
+        if (!json_object_object_get_ex(root, keys[k], &arr) ||
+            !json_object_is_type(arr, json_type_array) || !json_object_array_length(arr))
+            continue;
+        size_t n = json_object_array_length(arr);
+        if (n > 64)
+            n = 64;
+        const char *names[64];
+        double values[64];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            o = json_object_array_get_idx(arr, i);
+            if (!json_object_is_type(o, json_type_object) ||
+                !json_object_object_get_ex(o, "name", &v))
+                continue;
+            names[m] = json_object_get_string(v);
+            values[m] = json_object_object_get_ex(o, fields[k], &v) ? json_object_get_double(v)
+                                                                   : NAN;
+            m++;
+        }
+        if (!m)
+            continue;
+        fprintf(f, "<div class=\"plot\" id=\"profile-%s\">\n", keys[k]);
+        nb_err e;
+        (void)nb_svg_bars_write(f, titles[k], "ms", names, values, m, &e);
+        fputs("</div>\n", f);
+    }
+    json_object_put(root);
 }
 
 /* ---- one run: its report ---- */
@@ -841,11 +932,22 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     for (size_t i = 0; i < r.n_gate_checks; i++)
         n_defect += r.gate_checks[i].decode_status && !strcmp(r.gate_checks[i].decode_status,
                                                               "fault");
+    /* a run the regression check flagged fails, as `npubench job` and its exit code say */
+    nb_db_outcome shown = r.regression && r.outcome == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL
+                                                                       : r.outcome;
     fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s",
-            r.outcome == NB_OUTCOME_PASS && n_defect ? "warn" : outcome_class(r.outcome),
-            nb_db_outcome_name(r.outcome));
+            shown == NB_OUTCOME_PASS && n_defect ? "warn" : outcome_class(shown),
+            nb_db_outcome_name(shown));
     if (n_defect) /* a PASS of the production gate, flagged; or a strict run's FAIL */
         fprintf(f, " (%zu decode-path defect%s)", n_defect, n_defect == 1 ? "" : "s");
+    if (r.regression) {
+        fputs(" (REGRESSION", f);
+        if (r.regression_detail && *r.regression_detail) {
+            fputs(": ", f);
+            esc(f, r.regression_detail);
+        }
+        fputs(")", f);
+    }
     if (r.error && *r.error) {
         fputs(": ", f);
         esc(f, r.error);
@@ -937,6 +1039,8 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
                                   g->localization_verdict);
         }
     }
+    if (r.report_json && *r.report_json)
+        profile_bars(f, r.report_json);
     if (r.report_json && *r.report_json) {
         fputs("<h2>Report</h2>\n<pre id=\"report\">", f);
         esc(f, r.report_json);

@@ -181,6 +181,23 @@ static void layers_table(FILE *f, json_object *o)
     if (!n)
         return;
     int64_t first = nb_json_int(o, "first_layer", -1);
+    /* the line chart first (it was a table only): where the drop is, at a glance */
+    if (n <= 1024) {
+        double attn[1024], mlp[1024];
+        long drop = -1, ids[1024];
+        for (size_t i = 0; i < n; i++) {
+            json_object *L = json_object_array_get_idx(layers, i);
+            ids[i] = (long)nb_json_int(L, "layer", (int64_t)i);
+            attn[i] = nb_json_num(L, "cos_attn", NAN);
+            mlp[i] = nb_json_num(L, "cos_mlp", NAN);
+            if (first >= 0 && nb_json_int(L, "layer", -1) == first)
+                drop = (long)i;
+        }
+        nb_err e;
+        fputs("<div class=\"plot loc-cosines\">\n", f);
+        (void)nb_svg_cosines_write(f, ids, attn, mlp, n, drop, nb_json_num(o, "threshold", NAN), &e);
+        fputs("</div>\n", f);
+    }
     fprintf(f, "<details><summary>Per-layer cosines (%zu layers)</summary>\n<table "
                "class=\"loc-layers\"><tr><th>Layer</th><th>cos after attention</th><th>max abs"
                "</th><th>cos after MLP</th><th>max abs</th></tr>\n",

@@ -26,6 +26,8 @@ typedef struct nb_svg_plot {
     size_t band_runs;        /* the band: median of the previous N runs ... */
     double band_rel;         /* ... times (1 +- this), the check's minimum change */
     int link_prefix;         /* 1: points link to run-<id>.html (relative) */
+    const char *unit;        /* the value axis's label ("ms", "tokens/s"); NULL: none */
+    int nonnegative;         /* a quantity never below 0: the axis starts at 0 at most */
 } nb_svg_plot;
 
 #define NB_SVG_W 640
@@ -33,9 +35,31 @@ typedef struct nb_svg_plot {
 
 /* Writes one <svg> element (width NB_SVG_W x NB_SVG_H_PX) to f: the band as one <path
  * class="band">, the series as one <path class="series">, a <circle> per point (class
- * "pt", or "pt regression"), axes with their min/max labels. With fewer than one finite
- * point it writes an <svg> that says "no data". NB_EIO when f fails. */
+ * "pt", or "pt regression"), a <line class="errbar"> per point with a stddev, axes with
+ * their min/max labels, value ticks at round steps (<text class="ytick"> with a <line
+ * class="grid">), time ticks (<text class="xtick"> with a <line class="xgrid">) and the
+ * unit (<text class="ylabel">). With fewer than one finite point it writes an <svg> that
+ * says "no data". NB_EIO when f fails. */
 nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err);
+
+/* A horizontal bar chart (a profile's per-phase or per-kernel milliseconds): one <rect
+ * class="bar"> per item with its name and value, a value axis from 0 with round ticks
+ * (<text class="ytick">, a <line class="grid"> each) and the unit. NB_EIO when f fails. */
+nb_code nb_svg_bars_write(FILE *f, const char *title, const char *unit,
+                          const char *const *names, const double *values, size_t n,
+                          nb_err *err);
+
+/* Per-layer cosines as a line chart: one <path class="cos-attn"> and one <path
+ * class="cos-mlp"> over the layers (layer[i] names entry i on the axis) (a <circle class="cpt"> per finite value), the threshold
+ * as a dashed <line class="threshold">, the first drop (layer index first, -1: none) as a
+ * <line class="drop"> with a <circle class="drop">, value ticks with gridlines, layer ticks.
+ * NaN values are gaps. NB_EIO when f fails. */
+nb_code nb_svg_cosines_write(FILE *f, const long *layer, const double *attn, const double *mlp,
+                             size_t n, long first, double threshold, nb_err *err);
+
+/* The value ticks of [lo, hi]: a round step (1, 2 or 5 times a power of ten) giving 3 to
+ * 8 ticks, the first at or above lo; their count (at most cap) into *n. */
+void nb_svg_ticks(double lo, double hi, double *ticks, size_t cap, size_t *n);
 
 /* The band of point i: the median of the finite values of points [i - band_runs, i)
  * times (1 -+ band_rel) into *lo and *hi; 0 when i has no earlier finite point. */

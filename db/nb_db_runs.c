@@ -442,6 +442,33 @@ nb_code nb_db_run_set_regression(nb_db *db, int64_t id, int regression, const ch
     return rc;
 }
 
+nb_code nb_db_job_runs_verdict(nb_db *db, int64_t job_id, size_t *n_runs, nb_db_outcome *worst,
+                               nb_err *err)
+{
+    static const char sql[] =
+        "SELECT count(*), max(CASE outcome WHEN 'ERROR' THEN 2 WHEN 'FAIL' THEN 1 "
+        "ELSE (CASE WHEN regression = 1 THEN 1 ELSE 0 END) END) "
+        "FROM runs WHERE job_id = ?1 OR job_id IN (SELECT id FROM jobs WHERE parent_id = ?1)";
+    *n_runs = 0;
+    *worst = NB_OUTCOME_PASS;
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, job_id);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            *n_runs = (size_t)sqlite3_column_int64(st, 0);
+            int w = sqlite3_column_int(st, 1);
+            *worst = w == NB_OUTCOME_FAIL ? NB_OUTCOME_FAIL
+                     : w == NB_OUTCOME_ERROR ? NB_OUTCOME_ERROR
+                                             : NB_OUTCOME_PASS;
+        }
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
 /* ---- get ---- */
 
 /* Counts rows of a detail table for one run so the array can be sized once. */

@@ -150,6 +150,11 @@ void nb_db_run_free(nb_db_run *run);
 nb_code nb_db_run_find_external(nb_db *db, const char *external_id, int64_t *id, nb_err *err);
 
 /* Sets a stored run's regression flag and detail (after a later check). */
+/* The verdict of job_id's runs (its own, and its children's for a group): *n_runs of them;
+ * *worst the worst outcome, a run the regression check flagged counting as FAIL. */
+nb_code nb_db_job_runs_verdict(nb_db *db, int64_t job_id, size_t *n_runs, nb_db_outcome *worst,
+                               nb_err *err);
+
 nb_code nb_db_run_set_regression(nb_db *db, int64_t id, int regression, const char *detail,
                                  nb_err *err);
 

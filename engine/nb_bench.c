@@ -3,6 +3,7 @@
 #include "nb_bench.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +153,12 @@ static nb_code run_reps(nb_deploy *d, const nb_run_opts *o, nb_run_result *out, 
         if (r == o->reps - 1)
             out->text = gen_text(d, &g);
         nb_gen_free(&g);
+        if (o->progress) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "repetition %d: TTFT %.1f ms, %.1f tokens/s", r + 1,
+                     out->samples[r].ttft_ms, out->samples[r].tps);
+            o->progress(o->progress_user, r + 1, o->reps, msg);
+        }
     }
     summarise(out);
     return NB_OK;
@@ -180,6 +187,7 @@ nb_code nb_bench_profile(nb_deploy *d, const nb_run_opts *o, nb_profile_result *
     nb_run_opts wo = po;
     wo.reps = po.warmup > 0 ? po.warmup : 1;
     wo.warmup = 0;
+    wo.progress = NULL; /* the timed repetitions are the progress */
     nb_run_result warm;
     nb_code rc = NB_OK;
     if (po.warmup > 0) {

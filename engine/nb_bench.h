@@ -15,6 +15,9 @@ typedef struct nb_run_opts {
     int chat;           /* -1: the preset decides (instruct yes, base no), 0 no, 1 yes */
     int stop_eog;       /* stop at end-of-generation (run); profile never stops */
     nb_cancel cancel;   /* polled between repetitions and tokens: NB_ECANCELED */
+    /* NULL, or called after each timed repetition (done of total, "TTFT .. ms, .. tok/s") */
+    void (*progress)(void *user, int done, int total, const char *msg);
+    void *progress_user;
 } nb_run_opts;
 
 void nb_run_opts_default(nb_run_opts *o);

@@ -296,6 +296,7 @@ void nb_job_params_read(const Npubench__JobSpec *s, nb_job_params *p)
     p->has_localize = when && nb_job_localize_parse(when, NB_JOB_PARAM_LOCALIZE, &p->localize,
                                                     NULL) == NB_OK;
     p->reference = param(s, NB_JOB_PARAM_REFERENCE);
+    p->prompts_sha256 = param(s, NB_JOB_PARAM_PROMPTS_SHA256);
 }
 
 long nb_job_param_or(long v, long dflt)

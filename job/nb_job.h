@@ -111,6 +111,8 @@ nb_code nb_job_prompt_set_check(const char *name, nb_err *err);
 #define NB_JOB_PARAM_LOCALIZE "localize"     /* VERIFY*: fail, divergence or off */
 #define NB_JOB_PARAM_STRICT "strict"         /* VERIFY*: 1 = a decode-path defect fails a PASS */
 #define NB_JOB_PARAM_REFERENCE "reference"   /* VERIFY*, DIAGNOSIS: a trace (embedded client) */
+/* VERIFY* with explicit prompts: the sha256 of the file they came from (it names the trace) */
+#define NB_JOB_PARAM_PROMPTS_SHA256 "prompts_sha256"
 
 /* A spec's params, read once (after nb_job_validate_spec); -1 (or NULL) where unset. */
 typedef struct nb_job_params {
@@ -119,6 +121,7 @@ typedef struct nb_job_params {
     int has_localize;
     nb_localize_when localize;
     const char *reference; /* borrowed from the spec */
+    const char *prompts_sha256; /* borrowed; the runner uses only a 64-hex-digit value */
 } nb_job_params;
 
 /* Fills p from s's params; a value that does not parse counts as unset (validation refuses

@@ -9,6 +9,11 @@
 typedef struct nb_verify_opts {
     const char *prompts_file; /* NULL: the preset's set (verify/prompts/<preset>.txt) */
     const char *reference;    /* trace path; NULL: look it up by digests */
+    /* The digest of the file prompts_file was made from when it is a copy without that
+     * file's comments and blank lines (a job's prompts travel as their text): the trace is
+     * looked up by it and recorded with it. Only a key: a trace is used when its digest or
+     * its every prompt's text matches. NULL: prompts_file's own digest. */
+    const char *prompts_sha256;
     const char *refdir;       /* NULL: verify/references under the source tree */
     int max_prompts;          /* 0: all (verify uses 2) */
     int first, count;         /* shard: prompts [first, first+count) of the set; count 0 = to the end */

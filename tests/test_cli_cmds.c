@@ -119,7 +119,7 @@ static void test_queued_then_cancelled(void **s)
     char args[2048];
     snprintf(args, sizeof args, "job 1 --coordinator '%s'", url);
     assert_true(tu_poll(20000, cli_prints(args, "  waiting:   no worker is registered\n")));
-    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
+    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE s,NOTE\n"
                 "1,run,queued,-,instruct @nowhere,-,-,*",
              "jobs --format csv " COORD, url));
     free(tu_cli(0, "(no jobs)", "jobs --state done " COORD, url));
@@ -211,7 +211,7 @@ static void test_worker_runs_jobs(void **s)
                 "  child 9: done prompts [1, 2) worker b1@*\n"
                 "    gate: 2/2 prompts pass (k=5, 2 tokens)",
              "job 7 " COORD, url));
-    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
+    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE s,NOTE\n"
                 "7,verify-full,done,pass,instruct,-,-,*\n6,verify,done,pass,instruct,b1@*\n"
                 "5,diagnosis,done,pass,instruct,b1@*\n4,run,done,pass,instruct,b1@*",
              "jobs --state done --format csv " COORD, url));
@@ -268,15 +268,14 @@ static void test_worker_runs_jobs(void **s)
     out = tu_cli(0, "", "workers --format md " COORD, url);
     assert_non_null(strstr(out, ", drained | "));
     free(out);
-    free(tu_cli(5, "job 13: run instruct on the boards tagged nightly (1 board)\n"
-                "MODEL,BOARD,GATE,TTFT ms,TPS,FLAGS,JOBS\ninstruct,b1,-,-,-,run: pending,14\n"
-                "npubench submit matrix: expired: submit matrix gave up after 1 s; job 13 "
-                "cancelled",
-             "submit matrix --models instruct --boards nightly --kinds run --timeout 1 "
+    /* a matrix whose only board is drained: refused at once, naming it (it waited out the
+     * whole --timeout, exit 5); no job is left for the board once it is undrained (else the
+     * worker would be mid-job at the SIGTERM below) */
+    free(tu_cli(3, "npubench submit matrix: error: NOT_FOUND: matrix: no board can take it now: "
+                "board b1 is drained *",
+             "submit matrix --models instruct --boards nightly --kinds run --timeout 60 "
              "--format csv " COORD, url));
-    /* the give-up cancels the child too: nothing is left for the board once it is undrained
-     * (else the worker would be mid-job at the SIGTERM below) */
-    free(tu_cli(4, "job 14: run cancelled", "job 14 " COORD, url));
+    free(tu_cli(2, "npubench job: error: NOT_FOUND: *", "job 13 " COORD, url));
     free(tu_cli(0, "board b1 undrained: takes jobs again", "workers undrain b1 " COORD, url));
     /* the coordinator, not only the message, took the undrain: the board is listed without it */
     out = tu_cli(0, "", "workers --format md " COORD, url);
@@ -303,24 +302,24 @@ static void test_embedded_database(void **s)
 {
     (void)s;
     need_coordinator();
-    free(tu_cli(0, "job 15 submitted", "submit run --board nowhere " COORD, url));
+    free(tu_cli(0, "job 13 submitted", "submit run --board nowhere " COORD, url));
     tu_stop(&coord_pid);
-    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE,NOTE\n"
-                "15,run,queued,-,instruct @nowhere,-,-,*\n"
+    free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE s,NOTE\n"
+                "13,run,queued,-,instruct @nowhere,-,-,*\n"
                 "3,run,cancelled,cancelled,instruct @nowhere,-,-,*",
              "jobs --format csv --db '%s'", db));
     free(tu_cli(4, "job 1: run cancelled\n  error:     not needed", "job 1 --db '%s'", db));
     /* the selector filters: by board, by model (the alias a job was submitted under) */
-    char *out = tu_cli(0, "15,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
+    char *out = tu_cli(0, "13,run,queued,-,instruct @nowhere,-,-,*\n1,run,cancelled,*",
                     "jobs --board nowhere --format csv --db '%s'", db);
     assert_null(strstr(out, "\n4,run,"));
     free(out);
     free(tu_cli(0, "(no jobs)", "jobs --model Qwen2.5-0.5B-Instruct --db '%s'", db));
-    free(tu_cli(0, "15,run,queued,-,instruct @nowhere,-,-,*",
+    free(tu_cli(0, "13,run,queued,-,instruct @nowhere,-,-,*",
              "jobs --model instruct --limit 1 --format csv --db '%s'", db));
-    free(tu_cli(5, "job 15: run queued", "job 15 --db '%s'", db));
-    free(tu_cli(0, "job 15 cancelled", "cancel 15 --db '%s'", db));
-    free(tu_cli(4, "job 15: run cancelled", "job 15 --db '%s'", db));
+    free(tu_cli(5, "job 13: run queued", "job 13 --db '%s'", db));
+    free(tu_cli(0, "job 13 cancelled", "cancel 13 --db '%s'", db));
+    free(tu_cli(4, "job 13: run cancelled", "job 13 --db '%s'", db));
     free(tu_cli(0, "WORKER,BOARD,STATE,HEALTH,CHECKED,SEEN,JOB,PROGRESS,DEPLOYMENTS",
              "workers --all --format csv --db '%s'", db));
 }

@@ -227,6 +227,52 @@ static void test_damaged_database(void **s)
     expect(args, 6, "file is not a database");
 }
 
+/* Help and formats say what the code does: gemma3 among --model's words, submit's kinds
+ * with health and matrix, exit code 6 in --help; reference show --format csv is a table;
+ * workers drain signs with $NPUBENCH_ADMIN_SECRET (it was refused: the client key). */
+static void test_help_and_admin_key(void **s)
+{
+    (void)s;
+    expect("run --help", 0, "instruct (default), base, gemma3, a .gguf or an HF dir");
+    expect("submit --help", 0, "npubench submit {run,verify,verify-full,diagnosis,profile,health}");
+    expect("submit --help", 0, "npubench submit matrix --models A,B --boards TAG");
+    expect("submit --help", 0, "instruct (default), base, gemma3, or a model name");
+    expect("--help", 0, "6 data loss");
+    char db[1200], args[4096];
+    snprintf(db, sizeof db, "%s/ref.db", tu_group_tmp());
+    snprintf(args, sizeof args, "import tests/data/db/history.ndjson --db '%s'", db);
+    expect(args, 0, "5 runs imported");
+    snprintf(args, sizeof args, "reference set --run 1 --db '%s'", db);
+    expect(args, 0, "reference of Llama-3.2-1B-Instruct: deployment 1");
+    snprintf(args, sizeof args, "reference show --format csv --db '%s'", db);
+    expect(args, 0, "model,deployment_id,deployment,set (UTC),runs,latest_run_id\n"
+                    "Llama-3.2-1B-Instruct,1,Llama-3.2-1B-Instruct npu/bf16 on npu-strix-01,");
+    /* a keyed coordinator: the admin key from the environment for drain, not the client's */
+    char sh[8192];
+    const char *ck = "client-key-0123456789abcdef", *ak = "admin-key-0123456789abcdef";
+    snprintf(sh, sizeof sh,
+             "cd '%s'; B='%s'; env NPUBENCH_SECRET=%s NPUBENCH_ADMIN_SECRET=%s \"$B\" "
+             "coordinator --listen ipc://%s/adm.sock --db %s/adm.db >%s/adm.log 2>&1 & P=$!; "
+             "for i in $(seq 100); do [ -S %s/adm.sock ] && break; sleep 0.1; done; "
+             "env NPUBENCH_SECRET=%s NPUBENCH_ADMIN_SECRET=%s \"$B\" workers drain nob "
+             "--coordinator ipc://%s/adm.sock 2>&1; "
+             "env -u NPUBENCH_ADMIN_SECRET NPUBENCH_SECRET=%s \"$B\" workers drain nob "
+             "--coordinator ipc://%s/adm.sock 2>&1; kill $P; wait $P",
+             tu_env("NB_SRC", "."), tu_env("NB_BIN", "npubench"), ck, ak, tu_group_tmp(),
+             tu_group_tmp(), tu_group_tmp(), tu_group_tmp(), ck, ak, tu_group_tmp(), ck,
+             tu_group_tmp());
+    tu_result r = tu_run(sh);
+    print_message("%s", r.out ? r.out : "");
+    assert_non_null(r.out);
+    /* with the admin key: authorized, so the board's absence is the answer */
+    assert_non_null(strstr(r.out, "NOT_FOUND: DrainRequest.board 'nob': no worker of that board "
+                                  "has registered"));
+    /* without it: the client key is refused */
+    assert_non_null(strstr(r.out, "PERMISSION_DENIED: npubench.Client/Drain: needs the admin "
+                                  "credential"));
+    free(r.out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_bad_prompts),
         cmocka_unit_test(test_xrt_unavailable),
         cmocka_unit_test(test_damaged_database),
+        cmocka_unit_test(test_help_and_admin_key),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

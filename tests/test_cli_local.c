@@ -23,7 +23,9 @@ static void test_run(void **s)
 {
     (void)s;
     tu_require_model();
-    const char *want = "Deployment: *\nSetup: *\n"
+    /* the model's one display name, not the GGUF's general.name */
+    const char *want = "Deployment: SmolLM2-135M-Instruct cpu/bf16, 1 threads, kernels *\n"
+                       "Setup: *\n"
                        "Prompt tokens: 31, generated tokens: 2, repetitions: 1\n"
                        "Time to first token (TTFT): *\nDecode: *\nTokens/second: *\n"
                        "Generated text:\nHello!";
@@ -145,6 +147,76 @@ static void test_local_ignores_lab_secret(void **s)
     free(r.out);
 }
 
+/* verify --prompts-file FILE --reference TRACE with the project's own prompt file and its
+ * committed trace: the prompts travel without the file's comments, and the worker's copy
+ * has another digest; the trace is still the one for them (and recorded with the file's
+ * digest). The same file with one prompt changed is refused. */
+static void test_verify_own_prompts_file(void **s)
+{
+    (void)s;
+    tu_require_model();
+    const char *src = tu_require_src();
+    char ref[4096], pf[4096], bad[1200];
+    snprintf(ref, sizeof ref, "%s/verify/references/b179c9523d0e6a0f-310f18e97323f258.json", src);
+    snprintf(pf, sizeof pf, "%s/verify/prompts/base.txt", src);
+    char *out = tu_cli(0, "  prompt 0: PASS  (all 4 steps agree)\n[verify] PASS (1/1 prompts pass)",
+                       "verify --model base --prompts-file '%s' --reference '%s' --max-prompts 1 "
+                       "--n-tokens 4 --threads 1 --reports '%s/vp' --db '%s/v.db'",
+                       pf, ref, tmp(), tmp());
+    free(out);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "grep -h '\"prompts_sha256\"' '%s'/vp/*.json", tmp());
+    tu_result r = tu_run(cmd);
+    assert_non_null(strstr(r.out, "310f18e97323f258"));
+    free(r.out);
+    /* without --reference: found by the file's digest */
+    free(tu_cli(0, "[verify] PASS (1/1 prompts pass)",
+                "verify --model base --prompts-file '%s' --max-prompts 1 --n-tokens 4 --threads 1 "
+                "--reports '%s/vp' --db '%s/v.db'", pf, tmp(), tmp()));
+    snprintf(bad, sizeof bad, "%s/base-changed.txt", tmp());
+    snprintf(cmd, sizeof cmd, "sed 's/^The capital of France is$/The capital of Spain is/' '%s' > '%s'",
+             pf, bad);
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "'%s' verify --model base --prompts-file '%s' --reference '%s' "
+             "--max-prompts 1 --n-tokens 4 --threads 1 --db '%s/v.db' 2>&1",
+             tu_env("NB_BIN", "npubench"), bad, ref, tmp());
+    r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "made for prompt set 310f18e97323f258 (8 prompts)"));
+    free(r.out);
+}
+
+/* Progress of a local command (on a TTY, or NPUBENCH_PROGRESS=1): per prompt, its total
+ * fixed from the start, then done; silent otherwise (NPUBENCH_PROGRESS=0). It printed
+ * nothing until the end. */
+static void test_local_progress(void **s)
+{
+    (void)s;
+    tu_require_model();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=1 '%s' verify --max-prompts 2 --n-tokens 4 "
+             "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());
+    tu_result r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    /* a fast job may finish between two reports: the end is said either way */
+    assert_non_null(strstr(r.out, "[job "));
+    assert_non_null(strstr(r.out, "] done"));
+    for (const char *p = r.out; (p = strstr(p, "/")); p++) /* no other total ever shown */
+        if (p > r.out && p[-1] >= '0' && p[-1] <= '9')
+            assert_int_equal(p[1], '2');
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=0 '%s' verify --max-prompts 1 --n-tokens 4 "
+             "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());
+    r = tu_run(cmd);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "[job "));
+    free(r.out);
+}
+
 /* diagnosis: every layer against the committed HF hidden states, a report written */
 static void test_diagnosis(void **s)
 {
@@ -216,6 +288,12 @@ static void test_verify_verdicts(void **s)
              "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
              "'%s/vr1' --db '%s/v.db'", bad, tmp(), tmp()));
     char cmd[4096];
+    /* reports are named with the model's display name */
+    snprintf(cmd, sizeof cmd, "ls '%s'/vr1 | grep -c '^verify_topk_token_SmolLM2-135M-Instruct_'",
+             tmp());
+    tu_result rn = tu_run(cmd);
+    assert_string_equal(rn.out, "2\n"); /* the .json and the .md */
+    free(rn.out);
     snprintf(cmd, sizeof cmd, "cat '%s'/vr1/verify_topk_token_*.md", tmp());
     tu_result r = tu_run(cmd);
     assert_int_equal(r.code, 0);
@@ -339,16 +417,16 @@ static void test_compare_formats_and_reference(void **s)
     free(tu_cli(0, "Llama-3.2-1B-Instruct: deployment 1 (Llama-3.2-1B-Instruct npu/bf16 on "
                 "npu-strix-01), set *",
              "reference show --db '%s'", db));
-    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
                 "5,2025-03-13T00:00:00Z,Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01,bench,?,"
-                "199.70,34.10,-,imported\n"
+                "199.70,,34.10,,-,imported\n"
                 "2,2025-03-11T02:00:07Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,PASS,"
-                "415.90,18.30,-,imported",
+                "415.90,,18.30,,-,imported",
              "history --format csv --db '%s'", db));
-    char *out = tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | "
-                       "FLAG |\n|---|---|---|---|---|---|---|---|---|\n"
+    char *out = tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TTFT sd | TPS | TPS sd "
+                       "| COMMIT | FLAG |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
                        "| 5 | 2025-03-13T00:00:00Z | Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01 "
-                       "| bench | ? | 199.70 | 34.10 | - | imported |",
+                       "| bench | ? | 199.70 |  | 34.10 |  | - | imported |",
                     "history --format md --limit 2 --db '%s'", db);
     assert_null(strstr(out, "| 3 |")); /* --limit 2: runs 5 and 4 */
     free(out);
@@ -365,6 +443,8 @@ int main(void)
         cmocka_unit_test(test_verify_verdicts),
         cmocka_unit_test(test_compare_formats_and_reference),
         cmocka_unit_test(test_local_ignores_lab_secret),
+        cmocka_unit_test(test_verify_own_prompts_file),
+        cmocka_unit_test(test_local_progress),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "testutil.h"
 
 static char db[1200];
@@ -62,30 +64,30 @@ static void test_import_nightly(void **s)
                 "under board amdryzenai5pro340 (the nightly's runner; --runner to change)",
              "import tests/data/db/mlir-air/history_pre1867.ndjson --db '%s'", ndb));
     free(tu_cli(0, "6,2026-08-12T07:40:05Z,qwen25_7b_q4nx npu/q4nx @amdryzenai5pro340,bench,?,"
-                "2310.50,19.44,-,imported\n"
+                "2310.50,,19.44,,-,imported\n"
                 "5,2026-08-12T07:02:48Z,qwen25_3b_q4 npu/q4 @amdryzenai5pro340,bench,SKIP,"
-                "1544.90,11.37,-,imported\n"
-                "4,2026-08-12T06:33:20Z,llama32_3b npu/bf16 @amdryzenai5pro340,bench,FAIL,-,-,-,"
-                "imported\n"
+                "1544.90,,11.37,,-,imported\n"
+                "4,2026-08-12T06:33:20Z,llama32_3b npu/bf16 @amdryzenai5pro340,bench,FAIL,-,,-,,"
+                "-,imported\n"
                 "2,2026-08-12T05:51:12Z,llama32_1b_int4 npu/int4 @amdryzenai5pro340,bench,PASS,"
-                "702.40,7.93,-,imported",
+                "702.40,,7.93,,-,imported",
              "history --format csv --db '%s'", ndb));
     /* Series: the nightly's profile row and each context of its sweep apart; --latest never
      * shows a sweep point as the model's throughput. */
     free(tu_cli(0, "tests/data/db/mlir-air/sweep_history_pre1867.ndjson: 3 runs imported, 0 "
                 "already stored, 0 bad*",
              "import tests/data/db/mlir-air/sweep_history_pre1867.ndjson --db '%s'", ndb));
-    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
                 "3,2026-08-12T06:09:55Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,bench,PASS,"
-                "893.31,62.86,-,imported\n"
+                "893.31,,62.86,,-,imported\n"
                 "\"7,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
-                "\"sweep@1024,bench\",PASS,-,61.20,-,imported\n"
+                "\"sweep@1024,bench\",PASS,-,,61.20,,-,imported\n"
                 "\"8,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
-                "\"sweep@131072,bench\",PASS,-,5.77,-,imported",
+                "\"sweep@131072,bench\",PASS,-,,5.77,,-,imported",
              "history --latest --model llama32_1b_q4nx --format csv --db '%s'", ndb));
-    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
                 "8,2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
-                "sweep@131072,?,-,5.77,-,imported",
+                "sweep@131072,?,-,,5.77,,-,imported",
              "history --kind sweep --context 131072 --format csv --db '%s'", ndb));
     char *out = tu_cli(0, "      \"kind\":\"bench\",\n"
                        "      \"series\":\"llama32_1b_q4nx|npu|q4nx|amdryzenai5pro340|bench|"
@@ -135,15 +137,22 @@ static void test_history(void **s)
     free(out);
     free(tu_cli(0, "no runs of nothing-such in the history",
              "history --model nothing-such --db '%s'", db));
+    /* a --db that names no file: refused, and not created empty (it was, silently) */
+    char typo[1200];
+    snprintf(typo, sizeof typo, "%s/typo.db", tu_group_tmp());
+    free(tu_cli(2, "npubench history: --db *", "history --db '%s'", typo));
+    assert_int_equal(access(typo, F_OK), -1);
+    free(tu_cli(2, "npubench jobs: --db *", "jobs --db '%s'", typo));
+    assert_int_equal(access(typo, F_OK), -1);
     free(tu_cli(0, "no runs in the history", "history --kind run --db '%s'", db));
-    free(tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TPS | COMMIT | FLAG |\n"
+    free(tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TTFT sd | TPS | TPS sd | COMMIT | FLAG |\n"
                 "| 3 | 2025-03-11T02:10:31Z | Llama-3.2-1B-Instruct npu/bf16 @npu-phoenix-02 | "
-                "bench | PASS | - | - | - | imported |",
+                "bench | PASS | - |  | - |  | - | imported |",
              "history --metric gate --board npu-phoenix-02 --since 2025-03-11 --until 2025-03-12 "
              "--format md --db '%s'", db));
-    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
                 "4,2025-03-12T02:00:05Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,FAIL,"
-                "471.00,16.20,-,imported",
+                "471.00,,16.20,,-,imported",
              "history --toolchain peano=19.0.0.2025031101 --until 2025-03-13 --format csv "
              "--db '%s'", db));
     free(tu_cli(2, "npubench history: --metric 'decode': expected tps, ttft or gate",
@@ -173,7 +182,7 @@ static void test_history(void **s)
     free(tu_cli(2, "npubench history: --json takes no value", "history --json=1"));
     free(tu_cli(2, "npubench history: unexpected argument 'extra'", "history extra"));
     /* --name=value is the same as --name value */
-    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n5,*",
+    free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n5,*",
              "history --db='%s' --limit=1 --model=Qwen2.5-0.5B-Instruct --format=csv", db));
 }
 
@@ -300,9 +309,9 @@ static void test_report_errors(void **s)
     free(tu_cli(2, "npubench report: error: /dev/null/site: cannot create directory: Not a "
                 "directory",
              "report --html /dev/null/site --db '%s'", db));
-    /* a database the embedded coordinator cannot open beside its artifacts */
-    free(tu_cli(2, "npubench report: error: /dev/null/h.db.d: cannot create directory: Not a "
-                "directory",
+    /* a database that is not there: named, never created empty */
+    free(tu_cli(2, "npubench report: --db /dev/null/h.db: no such database (a local run or "
+                "`npubench import FILE --db` creates one)",
              "report --html '%s/site-db' --db /dev/null/h.db", tu_group_tmp()));
     char want[2600];
     snprintf(want, sizeof want, "npubench report: error: ipc://%s/none.sock: cannot connect: "

@@ -196,7 +196,7 @@ static void test_cross_model(void **s)
     json_object_put(doc);
     char want[1024];
     snprintf(want, sizeof want,
-             "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TPS,COMMIT,FLAG\n"
+             "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
              "\"%lld,%lld\",*\n\"%lld,%lld\",*",
              smol_perf, smol_gate, gemma_perf, gemma_gate);
     char *out = tu_cli(0, want, "history --latest --format csv --coordinator '%s'", url);

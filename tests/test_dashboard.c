@@ -152,6 +152,13 @@ static void seed_db(void)
         r.reps = 3;
         r.regression = slow;
         r.regression_detail = slow ? "tps -20.0% (p=0.01, 3 vs 21 samples)" : NULL;
+        /* a profile's breakdown, as the worker's report carries it */
+        r.report_json = i == 7 ? "{\"phases\": [{\"name\": \"prefill\", \"avg_ms\": 12.5}, "
+                                 "{\"name\": \"decode\", \"avg_ms\": 3.25}], \"kernels\": "
+                                 "[{\"name\": \"qkv_proj\", \"total_ms\": 40}, {\"name\": "
+                                 "\"attention\", \"total_ms\": 25}, {\"name\": \"lm_head\", "
+                                 "\"total_ms\": 9.5}]}"
+                               : NULL;
         int64_t id = add_run(db, &r);
         if (slow)
             seed.flagged[seed.n_flagged++] = id;
@@ -274,6 +281,15 @@ static void expect_localization(const char *p)
     assert_non_null(strstr(p, "cosine 0.63490, max abs 41.5"));
     assert_int_equal(count(p, "<tr class=\"loc-drop\"><td>7</td>"), 1);
     assert_int_equal(count(p, "<tr class=\"loc-l\">"), 2);
+    /* the per-layer cosines as a line chart (it was a table only), the first drop marked */
+    assert_int_equal(count(p, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"cosines\""),
+                     1);
+    assert_int_equal(count(p, "<path class=\"cos-mlp\""), 1);
+    assert_int_equal(count(p, "<path class=\"cos-attn\""), 1);
+    assert_int_equal(count(p, "<line class=\"drop\""), 1);
+    assert_non_null(strstr(p, "<title>first drop: layer 7, 0.64373</title>"));
+    assert_non_null(strstr(p, "<line class=\"threshold\""));
+    assert_true(count(p, "<text class=\"ytick\"") >= 3);
     /* KV cache / decode path: the step, an unknown (NaN) difference; the near tie it outranks */
     assert_non_null(strstr(p, "<h3>Prompt 2: <span class=\"loc-verdict\">KV cache / decode "
                               "path</span>"));
@@ -336,6 +352,14 @@ static void test_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_non_null(strstr(p, "&lt;script&gt;alert(1)&lt;/script&gt;&amp;x"));
     assert_non_null(strstr(p, "1 quarantined, 1 drained"));
+    /* the gate column: B's newest verify FAILs (it showed as "-"), linked to its run; the
+     * page reloads itself */
+    assert_non_null(strstr(p, "<th>Board</th><th>Gate</th>"));
+    char gcell[160];
+    snprintf(gcell, sizeof gcell, "<td class=\"gate fail\"><a href=\"run-%" PRId64 ".html\">FAIL</a>",
+             seed.verify_new_b);
+    assert_non_null(strstr(p, gcell));
+    assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"30\">"));
     free(p);
 
     p = page(db, "boards.html");
@@ -348,6 +372,23 @@ static void test_pages(void **s)
 
     p = page(db, "queue.html");
     assert_int_equal(count(p, "<tr class=\"job\">"), seed.n_queued);
+    assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"10\">")); /* live */
+    /* the outcome in the words `npubench jobs` uses, apart from the state */
+    assert_non_null(strstr(p, "<th>State</th><th>Outcome</th>"));
+    assert_int_equal(count(p, "<td class=\"outcome none\">pending</td>"), seed.n_queued);
+    free(p);
+    /* a run the regression check flagged fails on its page, as in `npubench job` (it was a
+     * green "Outcome PASS") */
+    char rname[64];
+    snprintf(rname, sizeof rname, "run-%" PRId64 ".html", seed.flagged[0]);
+    p = page(db, rname);
+    assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">FAIL (REGRESSION: tps -20.0%"));
+    /* its profile breakdown as bar charts with an axis, not only raw JSON */
+    assert_non_null(strstr(p, "<div class=\"plot\" id=\"profile-phases\">"));
+    assert_non_null(strstr(p, "<div class=\"plot\" id=\"profile-kernels\">"));
+    assert_int_equal(count(p, "<rect class=\"bar\""), 5);
+    assert_non_null(strstr(p, ">qkv_proj</text>"));
+    assert_true(count(p, "<text class=\"ytick\"") >= 6);
     free(p);
 
     /* deployment A: one series and one band per plot, a point per run, the flagged red */
@@ -458,6 +499,54 @@ static void test_band(void **s)
     p.band_runs = 1; /* only the one before: 20 (point 3 is NaN) */
     assert_int_equal(nb_svg_band(&p, 4, &lo, &hi), 1);
     assert_true(fabs(lo - 18.0) < 1e-9);
+}
+
+/* What a plot draws, asserted (not only that an <svg> exists): value ticks at round steps
+ * with a gridline each, time ticks, the unit, an error bar per run with a spread, and no
+ * axis below zero for a quantity that cannot be (it had min/max labels only, and a band or
+ * an error bar could push the axis negative). */
+static void test_plot_axes(void **s)
+{
+    (void)s;
+    double t[16];
+    size_t nt;
+    nb_svg_ticks(0, 10, t, 16, &nt);
+    assert_int_equal(nt, 6);
+    for (size_t i = 0; i < nt; i++)
+        assert_true(fabs(t[i] - 2.0 * (double)i) < 1e-9);
+    nb_svg_ticks(0.13, 0.91, t, 16, &nt);
+    assert_true(nt >= 3 && nt <= 8);
+    assert_true(fabs(t[0] - 0.2) < 1e-9 && fabs(t[1] - t[0] - 0.2) < 1e-9);
+
+    nb_svg_point pts[4];
+    const double v[4] = {1.0, 2.0, 1.5, 2.5};
+    for (int i = 0; i < 4; i++)
+        pts[i] = (nb_svg_point){.run_id = i + 1, .when_ms = 1764800000000LL + 3600000LL * i,
+                                .value = v[i], .stddev = 3.0};
+    nb_svg_plot p = {.title = "TPS", .pts = pts, .n = 4, .band_runs = 2, .band_rel = 0.05,
+                     .higher_is_better = 1, .unit = "tokens/s", .nonnegative = 1};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    nb_err err;
+    assert_int_equal(nb_svg_plot_write(f, &p, &err), NB_OK);
+    fclose(f);
+    print_message("%s", buf);
+    size_t ticks = count(buf, "<text class=\"ytick\"");
+    assert_true(ticks >= 3 && ticks <= 8);
+    assert_int_equal(count(buf, "<line class=\"grid\""), ticks);
+    assert_int_equal(count(buf, "<text class=\"xtick\""), 4);
+    assert_int_equal(count(buf, "<line class=\"xgrid\""), 4);
+    assert_int_equal(count(buf, "<line class=\"errbar\""), 4);
+    assert_non_null(strstr(buf, "class=\"ylabel\""));
+    assert_non_null(strstr(buf, ">tokens/s</text>"));
+    assert_non_null(strstr(buf, ">0</text>")); /* the axis starts at 0 ... */
+    for (const char *q = buf; (q = strstr(q, "<text class=\"ytick\"")); q++) {
+        const char *gt = strchr(q, '>');
+        assert_non_null(gt);
+        assert_true(gt[1] != '-'); /* ... and never below it */
+    }
+    free(buf);
 }
 
 /* ---- the export: every link of every page resolves inside the export ---- */
@@ -970,6 +1059,12 @@ static void test_browser(void **s)
     assert_int_equal(count(dom, "<path class=\"series\""), 2);
     assert_int_equal(count(dom, "<path class=\"band\""), 2);
     assert_int_equal(count(dom, "<circle class=\"pt regression\""), 2 * seed.n_flagged);
+    /* real axes, as the browser parsed them: ticks with gridlines and the units */
+    assert_true(count(dom, "<text class=\"ytick\"") >= 6);
+    assert_int_equal(count(dom, "<line class=\"grid\""), count(dom, "<text class=\"ytick\""));
+    assert_true(count(dom, "<text class=\"xtick\"") >= 2);
+    assert_non_null(strstr(dom, ">tokens/s</text>"));
+    assert_non_null(strstr(dom, ">ms</text>"));
     assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + 1);
     free(dom);
 
@@ -1134,6 +1229,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest pages[] = {
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
+        cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
         cmocka_unit_test(test_http_sign_in),
@@ -1147,6 +1243,7 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
+        cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),

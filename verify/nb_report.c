@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_job.h"
 #include "nb_file.h"
 #include "nb_json.h"
 #include "nb_time.h"
@@ -381,10 +382,19 @@ static nb_code write_pair(const char *dir, const char *prefix, json_object *doc,
     nb_code rc = nb_file_mkdirs(dir, err);
     if (rc)
         return rc;
-    char stamp[20], jp[1200], mp[1200];
+    char stamp[20], jp[1200], mp[1200], model[128];
     nb_time_stamp(stamp, nb_wall_ms());
-    snprintf(jp, sizeof jp, "%s/%s_%s.json", dir, prefix, stamp);
-    snprintf(mp, sizeof mp, "%s/%s_%s.md", dir, prefix, stamp);
+    /* named with the model (two models' reports in one folder read apart): its one display
+     * name (the file's, without directory, quantisation and .gguf), file-name-safe */
+    const nb_report_env *env = b;
+    const char *m = env && env->model[0] ? env->model : "model";
+    nb_job_model_canon(m, model, sizeof model); /* "SmolLM2-135M-Instruct" */
+    for (char *c = model; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '-' || *c == '_'))
+            *c = '-';
+    snprintf(jp, sizeof jp, "%s/%s_%s_%s.json", dir, prefix, model, stamp);
+    snprintf(mp, sizeof mp, "%s/%s_%s_%s.md", dir, prefix, model, stamp);
     const char *js = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
     if ((rc = nb_file_write(jp, js, strlen(js), err)))

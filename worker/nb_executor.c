@@ -480,7 +480,7 @@ static void progress(job_run *j, int done, int total, const char *msg)
         j->hooks->progress(j->hooks->user, done, total, msg);
 }
 
-static void verify_progress(void *u, int done, int total, const char *msg)
+static void step_progress(void *u, int done, int total, const char *msg)
 {
     job_run *j = u;
     job_log(j, "%d/%d %s", done, total, msg);
@@ -741,7 +741,8 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     if (jp.has_localize)
         vo.localize = jp.localize;
     vo.strict = jp.strict == 1;
-    vo.progress = verify_progress;
+    vo.prompts_sha256 = s->n_prompts ? jp.prompts_sha256 : NULL;
+    vo.progress = step_progress;
     vo.progress_user = j;
     vo.cancelled = exec_cancelled;
     nb_verify_result vr;
@@ -807,6 +808,8 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     ro.chat = (int)jp.chat; /* -1: the model's default */
     ro.stop_eog = !nb_job_param_or(jp.ignore_eos, 0);
     ro.cancel = (nb_cancel){exec_cancelled, j};
+    ro.progress = step_progress; /* one step per timed repetition (it stayed at 0/N) */
+    ro.progress_user = j;
     if (exec_cancelled(j))
         return nb_err_set(err, NB_ECANCELED, "cancelled before start");
     progress(j, 0, ro.reps, profile ? "profiling" : "running");
