@@ -186,7 +186,7 @@ static void test_worker_runs_jobs(void **s)
     free(tu_cli(0, "job 5: diagnosis done\n    30 layer cosines, last median 0.99*\n"
                 "    history run 2",
              "job 5 " COORD, url));
-    free(tu_cli(0, "    gate: 1/1 prompts pass (k=5, 2 tokens)\n"
+    free(tu_cli(0, "    gate: 1/1 prompts pass (k=5, 2 tokens); decode-path defects: 0\n"
                 "  prompt 0: PASS  (all 2 steps agree)\n[verify] PASS (1/1 prompts pass)",
              "job 6 --print " COORD, url));
     out = tu_cli(0, "log:", "job 6 --log " COORD, url);
@@ -209,7 +209,7 @@ static void test_worker_runs_jobs(void **s)
     free(tu_cli(0, "job 7: verify-full done\n  progress:  2/2 \n"
                 "  child 8: done prompts [0, 1) worker b1@*\n"
                 "  child 9: done prompts [1, 2) worker b1@*\n"
-                "    gate: 2/2 prompts pass (k=5, 2 tokens)",
+                "    gate: 2/2 prompts pass (k=5, 2 tokens); decode-path defects: 0",
              "job 7 " COORD, url));
     free(tu_cli(0, "JOB,KIND,STATE,OUTCOME,TARGET,WORKER,PROGRESS,AGE s,NOTE\n"
                 "7,verify-full,done,pass,instruct,-,-,*\n6,verify,done,pass,instruct,b1@*\n"

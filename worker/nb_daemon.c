@@ -420,6 +420,8 @@ static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobR
     nb_wire_free(resp);
 }
 
+static void flush_progress(nb_daemon *d);
+
 static void run_lease(nb_daemon *d, const Npubench__Lease *l)
 {
     pthread_mutex_lock(&d->mu);
@@ -454,9 +456,10 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
                 release_job(d, l, 0, "cancelled by the coordinator");
             } else
                 release_job(d, l, 1, "worker shutting down");
-        } else if (res)
+        } else if (res) {
+            flush_progress(d);
             report_result(d, l, res);
-        else
+        } else
             dlog(d, "job %lld: no result (%s)", (long long)l->job_id, err.msg);
         nb_jobpb_free(res);
     }
@@ -677,6 +680,26 @@ static void heartbeat_once(nb_daemon *d)
     nb_err err;
     if (again && do_register(d, &err))
         dlog(d, "registering again while job %lld runs: %s", (long long)job, err.msg);
+}
+
+/* The job's last progress (N/N) goes out before its result: the heartbeat sends it only on
+ * its period, so a job shorter than one period would otherwise end showing an older step. */
+static void flush_progress(nb_daemon *d)
+{
+    pthread_mutex_lock(&d->mu);
+    char wid[128], lease[128], msg[256];
+    snprintf(wid, sizeof wid, "%s", d->worker_id);
+    snprintf(lease, sizeof lease, "%s", d->lease_id);
+    snprintf(msg, sizeof msg, "%s", d->prog_msg);
+    int64_t job = d->job_id;
+    Npubench__Progress prog = NPUBENCH__PROGRESS__INIT;
+    prog.done = d->prog_done;
+    prog.total = d->prog_total;
+    prog.message = msg;
+    int registered = d->registered;
+    pthread_mutex_unlock(&d->mu);
+    if (registered && job)
+        report_progress(d, wid, lease, job, &prog);
 }
 
 static void *hb_main(void *u)
