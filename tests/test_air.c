@@ -299,19 +299,20 @@ static nb_executor *air_executor(const char *const *env, const char *lock, char 
 static nb_executor *air_executor_with(const char *const *env, const char *lock, const char *keys,
                                       char *tmp)
 {
-    char json[4096], envs[1024] = "";
+    char json[8192], envs[1024] = "";
     for (int i = 0; env && env[i]; i++) {
         const char *eq = strchr(env[i], '=');
         size_t o = strlen(envs);
         snprintf(envs + o, sizeof envs - o, "%s\"%.*s\": \"%s\"", i ? ", " : "",
                  (int)(eq - env[i]), env[i], eq + 1);
     }
-    snprintf(json, sizeof json,
+    int w = snprintf(json, sizeof json,
              "[{\"name\": \"smol-air\", \"model\": \"%s\", \"backend\": \"air\", \"air\": {"
              "\"llms_dir\": \"%s\", \"adapter\": \"smollm2_numpy.verify_adapter\", \"host\": "
              "\"%s/engine/air_host.py\", \"lock\": \"%s\", \"grace_s\": 2, %s, \"lock_wait_s\": 20, "
              "\"env\": {\"OMP_NUM_THREADS\": \"1\", \"OPENBLAS_NUM_THREADS\": \"1\"%s%s}}}]",
              tu_model(), llms, tu_env("NB_SRC", "."), lock, keys, envs[0] ? ", " : "", envs);
+    assert_true(w > 0 && (size_t)w < sizeof json); /* a cut file would test another one */
     nb_deployment *deps;
     int n;
     nb_err err;
