@@ -1,6 +1,6 @@
 /* nb_jobpb: the rule every npubench.JobResult part follows, and its three helpers.  The
  * conversions of results live beside the results: verify/nb_verifypb (verify, localization,
- * diagnosis, the report header), runner/nb_benchpb (run, profile), runner/nb_runenv
+ * diagnosis, the report header), verify/runner/nb_benchpb (run, profile), verify/runner/nb_runenv
  * (the Environment).
  *
  * Ownership: every message these functions build or extend is made of plain malloc

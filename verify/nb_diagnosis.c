@@ -1,5 +1,5 @@
 /* nb_diagnosis: the per-layer cosine summary a diagnosis records, and its result's lifetime.
- * The run that captures the layers is runner/nb_diagnosis_run. */
+ * The run that captures the layers is verify/runner/nb_diagnosis_run. */
 #include "nb_diagnosis.h"
 
 #include <math.h>

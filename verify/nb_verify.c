@@ -1,5 +1,5 @@
 /* nb_verify: a verify's records and what the coordinator does with them (free, merge shards,
- * summarise), the prompt sets' and references' places; the run is runner/nb_verify_run. */
+ * summarise), the prompt sets' and references' places; the run is verify/runner/nb_verify_run. */
 #include "nb_verify.h"
 
 #include <math.h>

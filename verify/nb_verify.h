@@ -1,5 +1,5 @@
 /* nb_verify: what a verify records (one gate record per prompt) and what the coordinator does
- * with it: merge shards, free; the prompt sets' and references' places.  The run: runner/. */
+ * with it: merge shards, free; the prompt sets' and references' places.  The run: verify/runner/. */
 #ifndef NB_VERIFY_H
 #define NB_VERIFY_H
 
