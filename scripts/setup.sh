@@ -26,8 +26,8 @@ fi
 # with weights read by the gguf package, in the python3 the tests start.
 if ! python3 -c 'import numpy, gguf' 2>/dev/null; then
   echo "setup: pip installing numpy and gguf for python3"
-  python3 -m pip install --quiet numpy gguf 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages numpy gguf
+  python3 -m pip install --quiet numpy gguf==0.19.0 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages numpy gguf==0.19.0
 fi
 
 scripts/fetch_model.sh
