@@ -1,4 +1,4 @@
-"""air_host: the resident Python side of npubench's `air` backend (worker/nb_air.c spawns it).
+"""air_host: the resident Python side of npubench's `air` backend (engine/nb_air.c spawns it).
 Loads one mlir-air verify adapter once, then serves prefill / decode_step frames on two pipes.
 
 Wire format (version 1, little-endian), the same both ways:
