@@ -652,26 +652,38 @@ static void report_progress(nb_daemon *d, char *wid, char *lease, int64_t job,
     nb_wire_free(presp);
 }
 
-static void heartbeat_once(nb_daemon *d)
+/* What the heartbeat and the flush before a result send: the job's ids and progress, copied
+ * under the lock so the RPCs run without it. */
+typedef struct prog_snap {
+    char wid[128], lease[128], msg[256];
+    int64_t job;
+    int registered;
+    Npubench__Progress prog;
+} prog_snap;
+
+static void prog_snapshot(nb_daemon *d, prog_snap *s)
 {
     pthread_mutex_lock(&d->mu);
-    if (!d->registered) {
-        pthread_mutex_unlock(&d->mu);
-        return;
-    }
-    char wid[128], lease[128], msg[256];
-    snprintf(wid, sizeof wid, "%s", d->worker_id);
-    snprintf(lease, sizeof lease, "%s", d->lease_id);
-    snprintf(msg, sizeof msg, "%s", d->prog_msg);
-    int64_t job = d->job_id;
-    int done = d->prog_done, total = d->prog_total;
+    snprintf(s->wid, sizeof s->wid, "%s", d->worker_id);
+    snprintf(s->lease, sizeof s->lease, "%s", d->lease_id);
+    snprintf(s->msg, sizeof s->msg, "%s", d->prog_msg);
+    s->job = d->job_id;
+    s->registered = d->registered;
+    npubench__progress__init(&s->prog);
+    s->prog.done = d->prog_done;
+    s->prog.total = d->prog_total;
     pthread_mutex_unlock(&d->mu);
-    Npubench__Progress prog = NPUBENCH__PROGRESS__INIT;
-    prog.done = done;
-    prog.total = total;
-    prog.message = msg;
-    if (send_heartbeat(d, wid, lease, job, &prog) == NB_OK && job)
-        report_progress(d, wid, lease, job, &prog);
+    s->prog.message = s->msg;
+}
+
+static void heartbeat_once(nb_daemon *d)
+{
+    prog_snap s;
+    prog_snapshot(d, &s);
+    if (!s.registered)
+        return;
+    if (send_heartbeat(d, s.wid, s.lease, s.job, &s.prog) == NB_OK && s.job)
+        report_progress(d, s.wid, s.lease, s.job, &s.prog);
     /* The coordinator restarted while the job runs: the lease loop is busy with the job, so
      * this thread registers again at once, with the lease, and the job carries on. */
     pthread_mutex_lock(&d->mu);
@@ -679,27 +691,17 @@ static void heartbeat_once(nb_daemon *d)
     pthread_mutex_unlock(&d->mu);
     nb_err err;
     if (again && do_register(d, &err))
-        dlog(d, "registering again while job %lld runs: %s", (long long)job, err.msg);
+        dlog(d, "registering again while job %lld runs: %s", (long long)s.job, err.msg);
 }
 
 /* The job's last progress (N/N) goes out before its result: the heartbeat sends it only on
  * its period, so a job shorter than one period would otherwise end showing an older step. */
 static void flush_progress(nb_daemon *d)
 {
-    pthread_mutex_lock(&d->mu);
-    char wid[128], lease[128], msg[256];
-    snprintf(wid, sizeof wid, "%s", d->worker_id);
-    snprintf(lease, sizeof lease, "%s", d->lease_id);
-    snprintf(msg, sizeof msg, "%s", d->prog_msg);
-    int64_t job = d->job_id;
-    Npubench__Progress prog = NPUBENCH__PROGRESS__INIT;
-    prog.done = d->prog_done;
-    prog.total = d->prog_total;
-    prog.message = msg;
-    int registered = d->registered;
-    pthread_mutex_unlock(&d->mu);
-    if (registered && job)
-        report_progress(d, wid, lease, job, &prog);
+    prog_snap s;
+    prog_snapshot(d, &s);
+    if (s.registered && s.job)
+        report_progress(d, s.wid, s.lease, s.job, &s.prog);
 }
 
 static void *hb_main(void *u)
