@@ -19,6 +19,7 @@
 #include "nb_executor.h"
 #include "nb_file.h"
 #include "nb_svc.h"
+#include "nb_time.h"
 
 /* Registration hashes the model once (the digest keys its reference traces): about a second
  * per 100 MB, several under the sanitizers on a loaded machine. */
@@ -31,12 +32,6 @@ struct nb_embedded {
     nb_daemon *worker;
     char tag[64];
 };
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* "embedded-<pid>-<hex>": 1 and the pid when tag is a session tag. */
 static int session_pid(const char *tag, long *pid)
@@ -156,7 +151,7 @@ static nb_code start_worker(nb_embedded *e, const nb_embedded_opts *o, nb_err *e
             return rc;
         if (id[0])
             return NB_OK;
-        sleep_ms(5);
+        nb_sleep_ms(5);
     }
     return nb_err_set(err, NB_ETIMEOUT, "embedded worker: not registered after %d s",
                       REGISTER_WAIT_MS / 1000);

@@ -1,7 +1,8 @@
-/* nb_time: timestamp and age formatting for report names, history rows and listings.
- * Always UTC so reports from different labs sort together. */
+/* nb_time: timestamp and age formatting for report names, history rows and listings, and the
+ * one sleep every poll loop uses.  Always UTC so reports from different labs sort together. */
 #include "nb_time.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 void nb_time_stamp(char *buf, int64_t wall_ms)
@@ -34,4 +35,13 @@ int64_t nb_time_age(int64_t now_ms, int64_t then_ms, char *unit)
         i++;
     *unit = steps[i].unit;
     return s / steps[i].per;
+}
+
+void nb_sleep_ms(double ms)
+{
+    if (!(ms > 0))
+        return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }

@@ -20,6 +20,8 @@ static inline int64_t nb_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Sleeps ms milliseconds, the whole time: a signal's interruption resumes the rest. */
+void nb_sleep_ms(double ms);
 /* "YYYYMMDD-HHMMSS" (UTC) into buf of at least 16 bytes. */
 void nb_time_stamp(char *buf, int64_t wall_ms);
 /* ISO 8601 UTC "YYYY-MM-DDTHH:MM:SSZ" into buf of at least 21 bytes. */

@@ -18,13 +18,6 @@
 
 /* ---- sweeper ---- */
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 static void *sweeper_main(void *arg)
 {
     nb_coord *c = arg;
@@ -338,7 +331,7 @@ nb_code nb_coord_run(const nb_coord_opts *o, nb_err *err)
     if (!o->quiet && c->http)
         fprintf(stderr, "npubench coordinator: dashboard on %s\n", c->http_bound);
     while (!got_signal)
-        sleep_ms(100);
+        nb_sleep_ms(100);
     nb_coord_log(c, "signal %d: stopping (queued and running jobs stay in %s)", (int)got_signal,
                  c->db_path);
     nb_coord_stop(c);

@@ -292,12 +292,6 @@ void nb_air_tail(const nb_air *h, char *buf, size_t cap)
 
 /* ---- process ------------------------------------------------------------------------------ */
 
-static void sleep_ms(double ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
-    nanosleep(&ts, NULL);
-}
-
 static int cancelled(nb_air *h)
 {
     return h->cancelled && h->cancelled(h->user);
@@ -331,7 +325,7 @@ static nb_code take_lock(nb_air *h, nb_err *err)
                               "the NPU",
                               h->cfg.lock, (double)h->cfg.lock_wait_ms / 1000.0);
         }
-        sleep_ms(50);
+        nb_sleep_ms(50);
     }
     h->lock_fd = fd;
     return NB_OK;
@@ -356,7 +350,7 @@ static int reap(nb_air *h, int wait_ms, int *status)
         if (nb_now_ms() - t0 >= wait_ms)
             return 0;
         drain_output(h);
-        sleep_ms(10);
+        nb_sleep_ms(10);
     }
 }
 
@@ -708,7 +702,7 @@ static nb_code ensure_up(nb_air *h, nb_err *err)
         while (nb_now_ms() < h->dead_at + wait) {
             if (cancelled(h))
                 return nb_err_set(err, NB_ECANCELED, "cancelled while the air host restarts");
-            sleep_ms(20);
+            nb_sleep_ms(20);
         }
     }
     return start(h, err);
