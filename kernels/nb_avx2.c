@@ -348,11 +348,11 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
 /* Quantized weights, any n: X rows (as Q8) in L2-sized blocks, each group
  * streamed once per block and kept in L1 across the block's rows (a group
  * is at most 8 * 1536/32 * 34 bytes here; prefill needs no fp32 copy). */
-/* The k-quants in prefill: each group decoded once per X block into e (Q5_0's decode kernel
- * keeps 8 rows in its lanes and meets each X row as it is, as Q4_1's does). */
+/* Q6_K in prefill: each group decoded once per X block into e (Q5_0's and Q4_K's decode kernels
+ * keep 8 rows in their lanes and meet each X row as it is, as Q4_1's does). */
 static int expands(const nb_wmat *W, int n)
 {
-    return n >= GEMM_MIN_N && (W->type == NB_W_Q4_K || W->type == NB_W_Q6_K);
+    return n >= GEMM_MIN_N && W->type == NB_W_Q6_K;
 }
 
 /* The prefill GEMM (kt->kq_gemm) of a group block: X rows in blocks of pair records (i0 even),
@@ -389,6 +389,7 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
     nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? (kt->q4_1_gemv8 ? kt->q4_1_gemv8 : nb_avx2_q4_1_gemv8)
                         : W->type == NB_W_Q8_0 ? (kt->q8_0_gemv8 ? kt->q8_0_gemv8 : gemv8_q8_0)
                         : W->type == NB_W_Q5_0 ? (kt->q5_0_gemv8 ? kt->q5_0_gemv8 : nb_avx2_q5_0_gemv8)
+                        : W->type == NB_W_Q4_K ? (kt->q4_k_gemv8 ? kt->q4_k_gemv8 : nb_avx2_q4_k_gemv8)
                                                : nb_avx2_kquant_gemv8(W->type);
     nb_kq_expanded_fn ex = kt->kquant_expanded;
     if (!ex)
@@ -426,14 +427,14 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     size_t qn = ((size_t)n * K + 63) & ~(size_t)63;
     size_t qa = quant ? qn + ((sizeof(float) * 2 * n * nb + 63) & ~(size_t)63) : 0;
     /* The prefill GEMM's pair records of X, then room for one expanded group of any type (the
-     * largest, Q4_K's): the size depends on n and K alone, so the slices of a batch keep the
+     * Q6_K's, the one expanded type): the size depends on n and K alone, so the slices of a batch keep the
      * converted X (a larger scratch would lose it). */
     const nb_kq_gemm_ops *gm = quant && n >= GEMM_MIN_N ? nb_kernels_active()->kq_gemm : NULL;
     size_t pb = gm ? (gm->pairs_bytes(n, K) + 63) & ~(size_t)63 : 0;
     size_t tb = quant && n >= GEMM_MIN_N
-                    ? (nb_avx2_kquant_expand_bytes(NB_W_Q4_K, K) + 63) & ~(size_t)63
+                    ? (nb_avx2_kquant_expand_bytes(NB_W_Q6_K, K) + 63) & ~(size_t)63
                     : 0;
-    size_t gb = gm ? gm->gemm_bytes(NB_W_Q4_K, K) : 0;
+    size_t gb = gm ? gm->gemm_bytes(NB_W_Q6_K, K) : 0;
     uint8_t *base = nb_scratch_or_die(qoff + qa + pb + tb + gb);
     uint8_t *pairs = base + qoff + qa, *tmp = pairs + pb;
     float *xs = (float *)base;

@@ -125,4 +125,33 @@ static inline __m256i nb_x16_sum(const int8_t *xb)
     return _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
 }
 
+/* Q4_K in PACK8 (nb_kernels.c), rows in lanes: the 8 rows' 12 scale bytes as three 32-byte
+ * chunks (words w0, w1, w2 of row r in lane r) to the rows' six-bit scales sc[0..3] / sc[4..7]
+ * (sc[0], sc[1]: bytes 0..3 of each lane) and mins m[0..3] / m[4..7] (nb_quant_q4_k_scales). */
+static inline void nb_q4_k_scales8(const uint8_t *p, __m256i sc[2], __m256i m[2])
+{
+    const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f),
+                  m30 = _mm256_set1_epi8(0x30);
+    __m256i w0 = _mm256_loadu_si256((const __m256i *)p);
+    __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+    __m256i w2 = _mm256_loadu_si256((const __m256i *)(p + 64));
+    sc[0] = _mm256_and_si256(w0, m3f);
+    m[0] = _mm256_and_si256(w1, m3f);
+    sc[1] = _mm256_or_si256(_mm256_and_si256(w2, m0f),
+                            _mm256_and_si256(_mm256_srli_epi32(w0, 2), m30));
+    m[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m0f),
+                           _mm256_and_si256(_mm256_srli_epi32(w1, 2), m30));
+}
+
+/* Byte j (< 4) of each 32-bit lane of v, zero-extended to the lane (both16: to both its 16-bit
+ * words, a madd scale). */
+static inline __m256i nb_lane_byte(__m256i v, int j, int both16)
+{
+    const __m256i off = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
+                                         0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+    __m256i sel = _mm256_set1_epi32(both16 ? (int)(0x80008000u | (unsigned)j | (unsigned)j << 16)
+                                           : (int)(0x80808000u | (unsigned)j));
+    return _mm256_shuffle_epi8(v, _mm256_add_epi8(sel, off));
+}
+
 #endif

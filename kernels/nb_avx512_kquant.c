@@ -1,6 +1,6 @@
-/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the per-row kernels of Q4_K and
- * Q6_K (an expanded PACK8 group) and of Q8_0 (Gemma's LM head), two weight rows per zmm; the
- * rows-in-lanes kernels of Q4_1 and Q5_0; the prefill GEMM of Q4_K, Q6_K and Q8_0 (weight rows x
+/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the per-row kernel of Q6_K (an
+ * expanded PACK8 group) and of Q8_0 (Gemma's LM head), two weight rows per zmm; the
+ * rows-in-lanes kernels of Q4_1, Q5_0 and Q4_K; the prefill GEMM of Q6_K and Q8_0 (weight rows x
  * activation-row pairs in registers; at the end).
  *
  * Why it exists: in Gemma 3's prefill the AVX2 expanded kernel is most of the time, and it
@@ -13,8 +13,7 @@
  * each lane (one vpdpbusd of ones, shared by the rows) comes off again: the exact integer sum of
  * w * x of the lane, as the AVX2 pair sums give it, times the lane's scale (exact in int32).
  * Lane l of row r then takes float(I) * (d_w * d_x) in the AVX2 order (multiply, then add; no
- * FMA), the lanes of each row reduce by the same tree (nb_reduce8), and Q4_K's min term is the
- * AVX2 one itself (nb_avx2_kquant_mins8).
+ * FMA), the lanes of each row reduce by the same tree (nb_reduce8).
  *
  * Built a second time by tests/kernels_emu.c with NB_AVX512_KQ_EMULATE over emulated intrinsics
  * (AVX2 flags), so hosts without VNNI test this tiling too. */
@@ -27,12 +26,14 @@
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_q8_0_gemv8
 #define NB_AVX512_Q4_1_GEMV8 nb_avx512_q4_1_gemv8
 #define NB_AVX512_Q5_0_GEMV8 nb_avx512_q5_0_gemv8
+#define NB_AVX512_Q4_K_GEMV8 nb_avx512_q4_k_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_kq_gemm
 #else
 #define NB_AVX512_KQ_EXPANDED nb_avx512_emu_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_emu_q8_0_gemv8
 #define NB_AVX512_Q4_1_GEMV8 nb_avx512_emu_q4_1_gemv8
 #define NB_AVX512_Q5_0_GEMV8 nb_avx512_emu_q5_0_gemv8
+#define NB_AVX512_Q4_K_GEMV8 nb_avx512_emu_q4_k_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_emu_kq_gemm
 #endif
 
@@ -46,6 +47,7 @@ void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int
 void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 
 /* Lanes 0-7 of a zmm of d = d_w * d_x take row 2p's d, lanes 8-15 row 2p+1's. */
 static const int32_t pair_idx[4][16] = {
@@ -157,6 +159,54 @@ void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     _mm256_storeu_ps(out, acc);
 }
 
+/* Decode's Q4_K (PACK8, rows in lanes, nb_kernels.c): nb_avx2_q4_k_gemv8 bit for bit, vpdpbusd
+ * (nibbles unsigned, x signed) in place of maddubs + add, mullo by the scale in place of madd
+ * (the same exact integer); two sums per sub-block, so consecutive vpdpbusd do not wait. */
+void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps(), mt = acc;
+    const uint8_t *p = grp;
+    for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256i sc[2], m[2];
+        nb_q4_k_scales8(p + 32, sc, m);
+        const uint8_t *q = p + 128;
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            int b = 8 * S + 2 * c;
+            const int8_t *x0 = x->q + (size_t)b * 32, *x1 = x0 + 32;
+            __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            __m256i hi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(q + 32 * (8 * c + i)));
+                int32_t v0, v1;
+                memcpy(&v0, x0 + 4 * i, 4);
+                memcpy(&v1, x1 + 4 * i, 4);
+                lo[i & 1] = _mm256_dpbusd_epi32(lo[i & 1], _mm256_and_si256(raw, m4),
+                                                _mm256_set1_epi32(v0));
+                hi[i & 1] = _mm256_dpbusd_epi32(
+                    hi[i & 1], _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                    _mm256_set1_epi32(v1));
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                int j = 2 * (c & 1) + h; /* the sub-block's byte in its scale / min word */
+                __m256i is = _mm256_mullo_epi32(_mm256_add_epi32(h ? hi[0] : lo[0], h ? hi[1] : lo[1]),
+                                                nb_lane_byte(sc[c / 2], j, 0));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is),
+                                                       _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b + h]))));
+                __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m[c / 2], j, 0));
+                mt = _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv),
+                                                     _mm256_set1_ps(x->s[b + h])));
+            }
+        }
+    }
+    _mm256_storeu_ps(out, _mm256_sub_ps(acc, mt));
+}
+
 /* Decode's Q8_0 (PACK8: per block the 8 rows' fp16 d, then their 32 quants each): the AVX2
  * gemv8_q8_0 bit for bit. Its lane sums are plain (no scale), and it adds a zero vector at the
  * end, which turns a -0 row into +0: done here too. */
@@ -211,13 +261,8 @@ void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int
                                                          _mm512_permutexvar_ps(idx[p], dd)));
         }
     }
-    __m256 tot = reduce_pairs(acc);
-    if (t == NB_W_Q4_K) {
-        float m[8];
-        nb_avx2_kquant_mins8(x, nb_kq_exp_mins(ex, K, 0), K, m);
-        tot = _mm256_sub_ps(tot, _mm256_loadu_ps(m));
-    }
-    _mm256_storeu_ps(out, tot);
+    (void)t;
+    _mm256_storeu_ps(out, reduce_pairs(acc));
 }
 
 /* ---- prefill GEMM: 8 weight rows x 4 activation rows in registers -------------------------
@@ -226,17 +271,18 @@ void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int
  * so Gemma's prefill ran at ~12 multiply-adds per cycle. Here a zmm holds one weight row
  * against two activation rows (lanes 0-7 the 8 four-weight lanes of row i, 8-15 of row i+1),
  * and everything that depends on one side only is prepared once for that side:
- *   - weights as unsigned codes u (Q4_K q, Q6_K q, Q8_0 w + 128), so vpdpbusd takes
- *     them as they are and x stays signed; the offset (0, 32, 128) times each lane's
+ *   - weights as unsigned codes u (Q6_K q, Q8_0 w + 128), so vpdpbusd takes
+ *     them as they are and x stays signed; the offset (32, 128) times each lane's
  *     sum(x) comes off through the accumulator's start value, -sum4(x) << log2(offset), made
  *     per activation pair record and shared by the 8 rows;
- *   - the k-quants' integer lane scale as a float vector: float(I) * float(sc) is exact, the
+ *   - Q6_K's integer lane scale as a float vector: float(I) * float(sc) is exact, the
  *     same float as the per-row kernels' float(I * sc) (|I * sc| < 2^24);
  *   - d_x of both rows as a vector, so d_w * d_x is one multiply by a broadcast d_w.
  * Per row, activation pair and 32-block: vpdpbusd, convert, [scale], d multiply, multiply, add:
  * 5 (6) instructions for 64 products. The lane arithmetic and order are the per-row kernels'
- * (lane += float(I) * (d_w * d_x), blocks in order, the rows' lanes reduced by nb_reduce8, Q4_K's
- * mins by nb_avx2_kquant_mins8, Q8_0's trailing + 0), so the outputs are theirs bit for bit. */
+ * (lane += float(I) * (d_w * d_x), blocks in order, the rows' lanes reduced by nb_reduce8,
+ * Q8_0's trailing + 0), so the outputs are theirs bit for bit. (Q5_0 and Q4_K sum blocks whole,
+ * rows in lanes: their prefill is their decode kernel, one activation row at a time.) */
 
 enum {
     REC = 192,      /* an activation pair record: 64 quants, 16 x -sum4(x), 16 x d_x */
@@ -275,7 +321,8 @@ static void gemm_pairs(const int8_t *xq, const float *xd, int n, int K, uint8_t 
 static size_t gemm_bytes(nb_wtype t, int K)
 {
     size_t nb = (size_t)K / 32;
-    return nb * GB + (t == NB_W_Q4_K ? nb / 8 * 64 * sizeof(float) : 0);
+    (void)t;
+    return nb * GB;
 }
 
 static void gemm_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8_t *tmp)
@@ -314,9 +361,6 @@ static void gemm_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8
                                  _mm256_loadu_si256((const __m256i *)(sc + 16 * r)), 16)));
         }
     }
-    if (t == NB_W_Q4_K)
-        memcpy(g + (size_t)nb * GB, nb_kq_exp_mins(tmp, K, 0),
-               (size_t)nb / 8 * 64 * sizeof(float));
 }
 
 /* np (1 or 2) activation pairs from pr against the 8 rows of g: out[2 * np][8]. has_sc and sh
@@ -380,7 +424,6 @@ gemm_tile(const uint8_t *g, int nb, const uint8_t *pr, int np, int has_sc, int s
                               float *out)                                                       \
     {                                                                                           \
         switch (t) {                                                                            \
-        case NB_W_Q4_K: gemm_tile(g, nb, pr, NP, 1, -1, out); break;                            \
         case NB_W_Q6_K: gemm_tile(g, nb, pr, NP, 1, 5, out); break;                             \
         default: gemm_tile(g, nb, pr, NP, 0, 7, out); break; /* Q8_0 */                         \
         }                                                                                       \
@@ -398,12 +441,7 @@ static void gemm(nb_wtype t, const uint8_t *g, int K, const uint8_t *pr, const f
         gemm_tile1(t, g, nb, pr + (size_t)p * nb * REC, out + 16 * p);
     for (int i = 0; i < n; i++) {
         __m256 o = _mm256_loadu_ps(out + 8 * i);
-        if (t == NB_W_Q4_K) {
-            float m[8];
-            nb_q8_act x = {NULL, NULL, xs + (size_t)i * nb};
-            nb_avx2_kquant_mins8(&x, (const float *)(g + (size_t)nb * GB), K, m);
-            o = _mm256_sub_ps(o, _mm256_loadu_ps(m));
-        } else if (t == NB_W_Q8_0) {
+        if (t == NB_W_Q8_0) {
             o = _mm256_add_ps(o, _mm256_setzero_ps()); /* as gemv8_q8_0: -0 becomes +0 */
         }
         _mm256_storeu_ps(out + 8 * i, o);

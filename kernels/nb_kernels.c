@@ -83,14 +83,15 @@ static size_t block_scale_bytes(nb_wtype t)
  * c * 8 * chunk + lane * chunk. Q4_1 chunks both finely: d0..d7 then m0..m7 (one F16C op
  * each), and its quants in 4-byte chunks, so one 32-byte load holds the same 4 quant bytes of 8
  * rows, a lane per row (nb_avx2.c's gemv8_q4_1). Q5_0 likewise: its rest (qh, then the 16 quant
- * bytes) in 4-byte chunks, qh re-ordered (q5_0_hbits). The others keep each part of a row whole. */
+ * bytes) in 4-byte chunks, qh re-ordered (q5_0_hbits); and Q4_K: d0..d7, dmin0..dmin7, then its
+ * 12 scale bytes and 128 quant bytes in 4-byte chunks. Q8_0 and Q6_K keep each part whole. */
 static size_t block_scale_chunk(nb_wtype t)
 {
-    return t == NB_W_Q4_1 ? 2 : block_scale_bytes(t);
+    return t == NB_W_Q4_1 || t == NB_W_Q4_K ? 2 : block_scale_bytes(t);
 }
 static size_t block_rest_chunk(nb_wtype t, size_t rest)
 {
-    return t == NB_W_Q4_1 || t == NB_W_Q5_0 ? 4 : rest;
+    return t == NB_W_Q4_1 || t == NB_W_Q5_0 || t == NB_W_Q4_K ? 4 : rest;
 }
 
 /* Q5_0's fifth bits in PACK8: bit 8i + k of the stored word is qh bit 4k + i and bit 8i + 4 + k

@@ -17,8 +17,8 @@
  *   quantized: for each block b, the leading scales of block b of rows
  *             0..7 (Q4_1 and Q4_K d,m / d,dmin: 4 bytes; Q8_0 and Q5_0 d: 2;
  *             Q6_K none), then the rest of block b for rows 0..7, so one
- *             F16C op converts 8 rows' scales. Q4_1 and Q5_0 keep 8 rows in
- *             the lanes of a vector: their parts go in 2- and 4-byte chunks
+ *             F16C op converts 8 rows' scales. Q4_1, Q5_0 and Q4_K keep 8 rows
+ *             in the lanes of a vector: their parts go in 2- and 4-byte chunks
  *             (nb_kernels.c), Q5_0's fifth bits re-ordered.
  * A group is 8 * row_bytes long.
  * VNNI16 (bf16 only; the AVX-512 BF16 and AMX paths): rows in groups of
@@ -83,7 +83,7 @@ typedef struct nb_q8_act {
 typedef void (*nb_kq_expanded_fn)(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                   float out[8]);
 
-/* The prefill GEMM of the block-keeping types Q4_K, Q6_K and Q8_0 (nb_avx512_kquant.c, on
+/* The prefill GEMM of the block-keeping types Q6_K and Q8_0 (nb_avx512_kquant.c, on
  * AVX-512 VNNI): the same function as the per-row kernels (nb_kquant.c's definition), bit for
  * bit, with each weight group's decoding and scales shared by many activation rows.
  * The activations of a call go once into pair records (pairs(): rows 2p and 2p+1 of the Q8 form
@@ -103,7 +103,7 @@ typedef struct nb_kq_gemm_ops {
 /* 1 for the types nb_kq_gemm_ops computes. */
 static inline int nb_kq_gemm_type(nb_wtype t)
 {
-    return t == NB_W_Q4_K || t == NB_W_Q6_K || t == NB_W_Q8_0;
+    return t == NB_W_Q6_K || t == NB_W_Q8_0;
 }
 extern const nb_kq_gemm_ops nb_avx512_kq_gemm; /* nb_avx512_kquant.c */
 
@@ -135,10 +135,11 @@ typedef struct nb_kernel_table {
      * Q8_0 kernel (NULL: the AVX2 one). */
     nb_kq_expanded_fn kquant_expanded;
     void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
-    /* The Q4_1 and Q5_0 kernels of 8 PACK8 rows (NULL: nb_avx2_q4_1_gemv8, nb_avx2_q5_0_gemv8);
-     * Q5_0 prefill runs them too, one activation row at a time. */
+    /* The Q4_1, Q5_0 and Q4_K kernels of 8 PACK8 rows (NULL: the nb_avx2_*_gemv8 ones); their
+     * prefill runs them too, one activation row at a time. */
     void (*q4_1_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
     void (*q5_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+    void (*q4_k_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
     /* The quantized prefill GEMM (NULL: the kernels above, one activation row at a time). */
     const nb_kq_gemm_ops *kq_gemm;
     /* The inner loops of nb_avx2.c's attention (NULL: its AVX2 ones): the scores of 4 query
@@ -208,9 +209,6 @@ size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K);
 void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e);
 void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                    float out[8]);
-/* Q4_K's min term of an expanded group, per row (what gemv8_expanded subtracts last), from the
- * group's dmin * m[s] table (mins0: super-block 0's 8 rows x 8 lanes, the next 64 floats on). */
-void nb_avx2_kquant_mins8(const nb_q8_act *x, const float *mins0, int K, float m[8]);
 /* The same function as nb_avx2_kquant_gemv8_expanded, bit for bit, on AVX-512 VNNI
  * (nb_avx512_kquant.c): two rows per zmm, vpdpbusd for the four-weight lane sums. */
 void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
@@ -223,13 +221,15 @@ void nb_avx512_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float o
  * for bit on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+/* Q4_K's likewise. */
+void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 /* The AVX2 Q8_0 kernel of 8 PACK8 rows, bit for bit, on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx512_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 
 /* The expanded group's layout, shared by the kernels that write and read it: per 32-block b,
  * the 8 rows' signed weights (8 x 32 int8), their madd scale words (8 x 16 int16, both words of
- * a 32-bit lane equal) and d_w (8 floats); after the blocks, for Q4_K, each super-block's
- * dmin * m[s] per row (8 x 8 floats). */
+ * a 32-bit lane equal) and d_w (8 floats). */
 #define NB_KQ_EXP_BLOCK (8 * 32 + 8 * 32 + 8 * 4)
 static inline int8_t *nb_kq_exp_w(uint8_t *e, int b)
 {
@@ -242,10 +242,6 @@ static inline int16_t *nb_kq_exp_sc(uint8_t *e, int b)
 static inline float *nb_kq_exp_dw(uint8_t *e, int b)
 {
     return (float *)(e + (size_t)b * NB_KQ_EXP_BLOCK + 512);
-}
-static inline float *nb_kq_exp_mins(uint8_t *e, int K, int S)
-{
-    return (float *)(e + (size_t)(K / 32) * NB_KQ_EXP_BLOCK) + (size_t)S * 64;
 }
 
 /* ---- thread pool (nb_pool.c) ---------------------------------------------

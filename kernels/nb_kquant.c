@@ -6,16 +6,13 @@
  * quants x_q, scale d_x[b], d_x[b] * sum(x_q) in s_x[b]. Every 32 weights of a row meet one
  * activation block in exact integer arithmetic; lane l (weights 4l..4l+3 of the block) of an
  * 8-lane fp32 accumulator then gains float(I_l) * dd, and the row's output is the portable
- * tree of the lanes (minus a min term for Q4_K):
- *   Q4_K: I_l = sc[s] * sum q x_q (s: sub-block);     dd = d_w * d_x[b]
- *         and lane s of a second accumulator mt gains (dmin * m[s]) * s_x[b] per
- *         super-block; out = tree(acc) - tree(mt)
+ * tree of the lanes:
  *   Q6_K: I_l = sc[2g + l / 4] * sum (q - 32) x_q;    dd = d_w * d_x[b]
  * Folding the small integer scales of the k-quants into I_l keeps it exact (|I_l| < 2^22) and
  * costs the SIMD path one madd, where scaling in fp32 would cost a convert and a multiply per
  * sub-block. The result is the dot of the dequantized weights with the Q8 activations up to
  * fp32 rounding of the per-block terms (test_kernels checks it against fp64).
- * Q5_0 instead sums the block whole: acc += float(sum over the block of (q - 16) x_q) *
+ * Q5_0 and Q4_K instead sum each block whole (below); Q5_0: acc += float(sum over the block of (q - 16) x_q) *
  * (d_w * d_x[b]), blocks in order, out = acc (|sum| <= 32 * 16 * 127, exact). */
 
 static inline float tree8(const float a[8])
@@ -53,28 +50,28 @@ static float dot_q5_0(const uint8_t *row, int K, const int8_t *xq, const float *
     return acc;
 }
 
+/* Q4_K likewise sums each 32-block whole: acc += float(sc[s] * sum q x_q) * (d * d_x[b]) and
+ * mt += (dmin * m[s]) * s_x[b] per sub-block in order, out = acc - mt (|I| <= 63 * 32 * 15 * 127). */
 static float dot_q4_k(const uint8_t *row, int K, const int8_t *xq, const float *xd,
                       const float *xs)
 {
-    float acc[8] = {0}, mt[8] = {0};
-    int w[32], sc[8], m[8], scl[8];
+    float acc = 0.0f, mt = 0.0f;
+    int sc[8], m[8];
     for (int S = 0; S < K / NB_QUANT_QK_K; S++) {
         const uint8_t *blk = row + (size_t)S * NB_QUANT_Q4_K_BYTES;
         float d = nb_quant_f16_at(blk + NB_QUANT_Q4_K_D);
         float dmin = nb_quant_f16_at(blk + NB_QUANT_Q4_K_DMIN);
         nb_quant_q4_k_scales(blk + NB_QUANT_Q4_K_SCALES, sc, m);
         for (int s = 0; s < 8; s++) {
-            int b = 8 * S + s;
+            int b = 8 * S + s, is = 0;
             const uint8_t *qs = blk + NB_QUANT_Q4_K_QS + 32 * (s / 2);
             for (int t = 0; t < 32; t++)
-                w[t] = (s & 1 ? qs[t] >> 4 : qs[t]) & 15;
-            for (int l = 0; l < 8; l++)
-                scl[l] = sc[s];
-            lanes_add(acc, w, xq + b * 32, scl, d * xd[b]);
-            mt[s] += (dmin * (float)m[s]) * xs[b];
+                is += ((s & 1 ? qs[t] >> 4 : qs[t]) & 15) * xq[b * 32 + t];
+            acc += (float)(is * sc[s]) * (d * xd[b]);
+            mt += (dmin * (float)m[s]) * xs[b];
         }
     }
-    return tree8(acc) - tree8(mt);
+    return acc - mt;
 }
 
 static float dot_q6_k(const uint8_t *row, int K, const int8_t *xq, const float *xd)
