@@ -113,9 +113,9 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
 }
 
 /* ---- Q6_K: super-block = the 8 rows' d, then chunks of ql, qh and scales --------------------
- * Rows in lanes (PACK8 chunks Q6_K so, d moved first, nb_kernels.c): half h of the super-block
- * (groups 4h..4h+3) reads ql chunks 16h + i (groups 0, 2) and 16h + 8 + i (groups 1, 3) and qh
- * chunk 8h + i, i < 8 the 4-weight chunk, and makes all four groups' 6-bit quants from them.
+ * Rows in lanes (PACK8 chunks Q6_K so, d moved first, quants re-coded: nb_kernels.c): half h of
+ * the super-block (groups 4h..4h+3) reads chunks 16h + i, 16h + 8 + i and 32 + 8h + i, i < 8 the
+ * 4-weight chunk, and makes all four groups' 6-bit quants from them (nb_q6_k_w4).
  * maddubs against the broadcast x quants gives pair sums (|pair| <= 2 * 63 * 127, two chunks' sum
  * fits int16), madd by the scale of the chunk's 16 weights sums them in int32, and 32 * (sc[2g] *
  * sum x[0..15] + sc[2g+1] * sum x[16..31]) (one madd, shared by the rows) comes off: the exact I
@@ -130,52 +130,71 @@ static inline __m256i q6_k_bias(const int8_t *xb, __m256i scw, int g)
         _mm256_madd_epi16(nb_x_half_sums16(xb), nb_lane_i8_pair16(scw, j, j + 1)), 5);
 }
 
+/* Groups k0, k0 + 1 of half h (sums I[2]) over the 8 chunks: two passes per half (groups 0-1,
+ * then 2-3) keep the live vectors within the 16 ymm registers (one pass spilled); the second
+ * pass reads chunks the first read, from L1. */
+static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, __m256i scw0,
+                             __m256i scw1, __m256i I[2])
+{
+    for (int k = 0; k < 2; k++)
+        I[k] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int ip = 0; ip < 4; ip++) {
+        __m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 2
+        for (int i = 2 * ip; i < 2 * ip + 2; i++) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + i)));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + 8 + i)));
+            __m256i w[2];
+            if (k0 == 0) {
+                w[0] = _mm256_and_si256(a, _mm256_set1_epi8(63));
+                w[1] = _mm256_and_si256(b, _mm256_set1_epi8(63));
+            } else {
+                __m256i c = _mm256_loadu_si256((const __m256i *)(p + Q6K_QH + 32 * (8 * h + i)));
+                __m256i w4[4];
+                nb_q6_k_w4(a, b, c, w4);
+                w[0] = w4[2];
+                w[1] = w4[3];
+            }
+#pragma GCC unroll 2
+            for (int k = 0; k < 2; k++) {
+                int32_t v;
+                memcpy(&v, xh + 32 * (k0 + k) + 4 * i, 4);
+                t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(v)));
+            }
+        }
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) { /* weights 0..15 take sc[2g], 16..31 sc[2g+1] */
+            int g = 4 * h + k0 + k, j = 2 * (g & 1) + (ip >= 2);
+            I[k] = _mm256_add_epi32(
+                I[k], _mm256_madd_epi16(t[k], nb_lane_i8_pair16(g / 2 & 1 ? scw1 : scw0, j, j)));
+        }
+    }
+}
+
 void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
     __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q6_K_BYTES) {
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        __m256i scw[4];
-        for (int c = 0; c < 4; c++)
-            scw[c] = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 32 * c));
         for (int h = 0; h < 2; h++) {
             const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;
-            __m256i I[4];
-            for (int k = 0; k < 4; k++)
-                I[k] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int ip = 0; ip < 4; ip++) {
-                __m256i t[4];
-                for (int k = 0; k < 4; k++)
-                    t[k] = _mm256_setzero_si256();
+            /* the scale words of groups 4h..4h+3: chunks 2h, 2h + 1 */
+            __m256i scw0 = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 64 * h));
+            __m256i scw1 = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 64 * h + 32));
 #pragma GCC unroll 2
-                for (int i = 2 * ip; i < 2 * ip + 2; i++) {
-                    __m256i qa = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + i)));
-                    __m256i qb = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + 8 + i)));
-                    __m256i qh = _mm256_loadu_si256((const __m256i *)(p + Q6K_QH + 32 * (8 * h + i)));
-#pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) {
-                        int32_t v;
-                        memcpy(&v, xh + 32 * k + 4 * i, 4);
-                        t[k] = _mm256_add_epi16(
-                            t[k], _mm256_maddubs_epi16(nb_q6_k_w(k & 1 ? qb : qa, qh, k),
-                                                       _mm256_set1_epi32(v)));
-                    }
+            for (int k0 = 0; k0 < 4; k0 += 2) {
+                __m256i I[2];
+                q6_k_pair(p, h, k0, xh, scw0, scw1, I);
+#pragma GCC unroll 2
+                for (int k = 0; k < 2; k++) {
+                    int g = 4 * h + k0 + k;
+                    __m256i is = _mm256_sub_epi32(
+                        I[k], q6_k_bias(xh + 32 * (k0 + k), g / 2 & 1 ? scw1 : scw0, g));
+                    __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
                 }
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) { /* weights 0..15 take sc[2g], 16..31 sc[2g+1] */
-                    int g = 4 * h + k, j = 2 * (g & 1) + (ip >= 2);
-                    I[k] = _mm256_add_epi32(
-                        I[k], _mm256_madd_epi16(t[k], nb_lane_i8_pair16(scw[g / 2], j, j)));
-                }
-            }
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                int g = 4 * h + k;
-                __m256i is = _mm256_sub_epi32(I[k], q6_k_bias(xh + 32 * k, scw[g / 2], g));
-                __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
             }
         }
     }

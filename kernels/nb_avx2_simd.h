@@ -170,18 +170,18 @@ static inline __m256i nb_lane_i8_32(__m256i v, int j)
     return _mm256_srai_epi32(nb_lane_sel(v, 0x00808080u | (uint32_t)j << 24), 24);
 }
 
-/* Q6_K in PACK8 (nb_kernels.c), rows in lanes: group k (< 4) of a half super-block from its ql
- * chunk (low nibbles for k < 2, high ones else) and qh chunk (bits 2k, 2k + 1): 6-bit quants, one
- * byte each. */
-static inline __m256i nb_q6_k_w(__m256i ql, __m256i qh, int k)
+/* Q6_K in PACK8 (nb_kernels.c's q6_k_recode), rows in lanes: the 6-bit quants of the four groups
+ * of a half super-block at one 4-weight chunk, from its three stored chunks a, b, c. */
+static inline void nb_q6_k_w4(__m256i a, __m256i b, __m256i c, __m256i w[4])
 {
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-    __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
-    __m256i hi = k == 0 ? _mm256_slli_epi16(qh, 4)
-                 : k == 1 ? _mm256_slli_epi16(qh, 2)
-                 : k == 2 ? qh
-                          : _mm256_srli_epi16(qh, 2);
-    return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+    const __m256i m6 = _mm256_set1_epi8(63);
+    w[0] = _mm256_and_si256(a, m6);
+    w[1] = _mm256_and_si256(b, m6);
+    w[2] = _mm256_and_si256(c, m6);
+    w[3] = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), _mm256_set1_epi8(3)),
+                        _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(12))),
+        _mm256_and_si256(_mm256_srli_epi16(c, 2), _mm256_set1_epi8(48)));
 }
 
 /* A Q8 block's sums of quants 0..15 and 16..31 as the two 16-bit words of every lane (exact:
