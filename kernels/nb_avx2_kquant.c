@@ -51,6 +51,49 @@ void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     _mm256_storeu_ps(out, acc);
 }
 
+/* Prefill: the same function for 4 activation rows at once, each chunk's quants made once for
+ * the 4 (nb_q5_0_chunk is most of the single-row kernel's work); each row's steps and order are
+ * nb_avx2_q5_0_gemv8's, so each row's bits are too. */
+void nb_avx2_q5_0_gemv8x4(const nb_q8_act x[4], const uint8_t *grp, int K, float out[4][8])
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int r = 0; r < 4; r++)
+        acc[r] = _mm256_setzero_ps();
+    const uint8_t *p = grp;
+    for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const uint8_t *q = p + 16 + 32;
+        __m256i s[2][4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i lo, hi;
+            nb_q5_0_chunk(q, h, k, &lo, &hi);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const int8_t *xb = x[r].q + b * 32;
+                int32_t xl, xh;
+                memcpy(&xl, xb + 4 * k, 4);
+                memcpy(&xh, xb + 16 + 4 * k, 4);
+                __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(xl)),
+                                             _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xh)));
+                s[k / 2][r] = k & 1 ? _mm256_add_epi16(s[k / 2][r], c) : c;
+            }
+        }
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s[0][r], ones),
+                                          _mm256_madd_epi16(s[1][r], ones));
+            is = _mm256_sub_epi32(is, nb_x16_sum(x[r].q + b * 32));
+            __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x[r].d + b));
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        _mm256_storeu_ps(out[r], acc[r]);
+}
+
 /* ---- Q4_K: super-block = the 8 rows' d, dmin, scale words, then 32 chunks of quants -------- */
 
 /* Rows in lanes (PACK8 chunks Q4_K so, nb_kernels.c): per super-block d0..d7, dmin0..dmin7, the

@@ -205,6 +205,8 @@ void nb_avx512_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float o
  * for bit on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+/* Q5_0 prefill: nb_avx2_q5_0_gemv8 for 4 activation rows at once, each row's bits its own. */
+void nb_avx2_q5_0_gemv8x4(const nb_q8_act x[4], const uint8_t *grp, int K, float out[4][8]);
 /* Q4_K's and Q6_K's likewise. */
 void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
