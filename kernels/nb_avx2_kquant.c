@@ -43,7 +43,7 @@ void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
         __m256i s01 = _mm256_add_epi16(q5_0_pairs(q, h, xb, 0), q5_0_pairs(q, h, xb, 1));
         __m256i s23 = _mm256_add_epi16(q5_0_pairs(q, h, xb, 2), q5_0_pairs(q, h, xb, 3));
         __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s01, ones), _mm256_madd_epi16(s23, ones));
-        is = _mm256_sub_epi32(is, nb_x16_sum(xb));
+        is = _mm256_sub_epi32(is, nb_x16_sum(xb, x->hs ? x->hs + b : NULL));
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
@@ -85,7 +85,7 @@ void nb_avx2_q5_0_gemv8x4(const nb_q8_act x[4], const uint8_t *grp, int K, float
         for (int r = 0; r < 4; r++) {
             __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s[0][r], ones),
                                           _mm256_madd_epi16(s[1][r], ones));
-            is = _mm256_sub_epi32(is, nb_x16_sum(x[r].q + b * 32));
+            is = _mm256_sub_epi32(is, nb_x16_sum(x[r].q + b * 32, x[r].hs ? x[r].hs + b : NULL));
             __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x[r].d + b));
             acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
         }
@@ -166,11 +166,11 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
 enum { Q6K_QL = 16, Q6K_QH = 16 + 32 * 32, Q6K_SC = 16 + 48 * 32 };
 
 /* 32 * (sc[2g] * sum x[0..15] + sc[2g+1] * sum x[16..31]) of each row: what the - 32 takes off. */
-static inline __m256i q6_k_bias(const int8_t *xb, __m256i scw, int g)
+static inline __m256i q6_k_bias(const int8_t *xb, const int32_t *hs, __m256i scw, int g)
 {
     int j = 2 * (g & 1);
     return _mm256_slli_epi32(
-        _mm256_madd_epi16(nb_x_half_sums16(xb), nb_lane_i8_pair16(scw, j, j + 1)), 5);
+        _mm256_madd_epi16(nb_x_half_sums16(xb, hs), nb_lane_i8_pair16(scw, j, j + 1)), 5);
 }
 
 /* Groups k0, k0 + 1 of half h (sums I[2]) over the 8 chunks: two passes per half (groups 0-1,
@@ -234,7 +234,8 @@ void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
                 for (int k = 0; k < 2; k++) {
                     int g = 4 * h + k0 + k;
                     __m256i is = _mm256_sub_epi32(
-                        I[k], q6_k_bias(xh + 32 * (k0 + k), g / 2 & 1 ? scw1 : scw0, g));
+                        I[k], q6_k_bias(xh + 32 * (k0 + k), x->hs ? x->hs + 8 * S + g : NULL,
+                                        g / 2 & 1 ? scw1 : scw0, g));
                     __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
                     acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
                 }

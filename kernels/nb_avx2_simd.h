@@ -114,9 +114,13 @@ static inline void nb_q5_0_chunk(const uint8_t *q, __m256i h, int k, __m256i *lo
                           _mm256_and_si256(_mm256_srli_epi32(h, k), b4));
 }
 
-/* 16 * the sum of a Q8 block's 32 quants, in every lane (exact): what Q5_0's - 16 takes off. */
-static inline __m256i nb_x16_sum(const int8_t *xb)
+/* 16 * the sum of a Q8 block's 32 quants, in every lane (exact): what Q5_0's - 16 takes off;
+ * from the row's half sums where it has them (hs: nb_q8_act). */
+static inline __m256i nb_x16_sum(const int8_t *xb, const int32_t *hs)
 {
+    if (hs)
+        return _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_set1_epi32(*hs), _mm256_set1_epi16(1)), 4);
     __m256i s = _mm256_madd_epi16(
         _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb)),
         _mm256_set1_epi16(16));
@@ -186,8 +190,10 @@ static inline void nb_q6_k_w4(__m256i a, __m256i b, __m256i c, __m256i w[4])
 
 /* A Q8 block's sums of quants 0..15 and 16..31 as the two 16-bit words of every lane (exact:
  * |sum| <= 16 * 127): a madd pair against Q6_K's two scales of the block. */
-static inline __m256i nb_x_half_sums16(const int8_t *xb)
+static inline __m256i nb_x_half_sums16(const int8_t *xb, const int32_t *hs)
 {
+    if (hs)
+        return _mm256_set1_epi32(*hs);
     __m256i v = _mm256_madd_epi16(
         _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb)),
         _mm256_set1_epi16(1));

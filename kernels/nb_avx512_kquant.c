@@ -144,7 +144,7 @@ void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
             s[2 * (k & 1) + 1] = _mm256_dpbusd_epi32(s[2 * (k & 1) + 1], hi, _mm256_set1_epi32(xh));
         }
         __m256i is = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
-        is = _mm256_sub_epi32(is, nb_x16_sum(xb));
+        is = _mm256_sub_epi32(is, nb_x16_sum(xb, x->hs ? x->hs + b : NULL));
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
@@ -259,7 +259,7 @@ void NB_AVX512_Q6_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
                     /* 32 * (sc[2g] * sum x[0..15] + sc[2g+1] * sum x[16..31]) */
                     is = _mm256_sub_epi32(
                         is, _mm256_slli_epi32(
-                                _mm256_madd_epi16(nb_x_half_sums16(xh + 32 * (k0 + k)),
+                                _mm256_madd_epi16(nb_x_half_sums16(xh + 32 * (k0 + k), x->hs ? x->hs + 8 * S + g : NULL),
                                                   nb_lane_i8_pair16(scw, j, j + 1)),
                                 5));
                     __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
