@@ -37,6 +37,8 @@ static struct {
     size_t n_deps, n_workers, n_queued, n_flagged;
     size_t n_boards, n_never_checked; /* boards on the page; those no check has run on */
     int64_t flagged[N_PERF];
+    int64_t ttft_flagged, tps_flagged; /* flagged on that metric alone */
+    size_t n_cold;                     /* A's second series ("run", 32 tokens, 4 threads) */
     int64_t verify_old_b, verify_new_b, verify_a; /* matrix cells */
     size_t gate_checks_new_b;
     int seeded;
@@ -97,6 +99,20 @@ static int64_t add_run(nb_db *db, nb_db_run *r)
     return id;
 }
 
+/* What deployment A's run i ran with: mlir-air a1b2c3d.. for runs 0-3, b7c8d9e.. for 4-7,
+ * c0ffee1.. after (two commit changes, three commits); NPU driver 2.19.0 before run 6 and
+ * 2.20.0 from it (a third change); one firmware throughout. */
+#define SEED_EVENTS 3
+#define SEED_COMMITS 3
+static void seed_toolchain(int i, nb_db_kv tc[3])
+{
+    tc[0] = (nb_db_kv){"air_sha", i < 4   ? "a1b2c3d4e5f60718"
+                                  : i < 8 ? "b7c8d9e0f1a23344"
+                                          : "c0ffee1234567890"};
+    tc[1] = (nb_db_kv){"driver", i < 6 ? "2.19.0" : "2.20.0"};
+    tc[2] = (nb_db_kv){"firmware", "1.5.2.380"};
+}
+
 /* Three deployments (one named to break HTML), two workers (one hostile board name), a
  * TPS/TTFT history with flagged runs, verify runs for the matrix, one queued job. */
 static void seed_db(void)
@@ -151,7 +167,15 @@ static void seed_db(void)
         r.stddev[NB_METRIC_TPS] = 1.5;
         r.reps = 3;
         r.regression = slow;
-        r.regression_detail = slow ? "tps -20.0% (p=0.01, 3 vs 21 samples)" : NULL;
+        /* run 7 flagged on TPS only, run 10 on TTFT only (as the check writes its detail) */
+        r.regression_detail = i == 7    ? "tps -20.0% (p=0.01, 3 vs 21 samples)"
+                              : i == 10 ? "ttft +50.0% (median 60 vs 40, p=0.01, 3 vs 21 "
+                                          "samples)"
+                                        : NULL;
+        nb_db_kv tc[3];
+        seed_toolchain(i, tc);
+        r.toolchain = tc;
+        r.n_toolchain = 3;
         /* a profile's breakdown, as the worker's report carries it */
         r.report_json = i == 7 ? "{\"phases\": [{\"name\": \"prefill\", \"avg_ms\": 12.5}, "
                                  "{\"name\": \"decode\", \"avg_ms\": 3.25}], \"kernels\": "
@@ -162,6 +186,28 @@ static void seed_db(void)
         int64_t id = add_run(db, &r);
         if (slow)
             seed.flagged[seed.n_flagged++] = id;
+        if (i == 10)
+            seed.ttft_flagged = id;
+        else if (i == 7)
+            seed.tps_flagged = id;
+        /* a second series between them: cold 32-token runs on 4 threads, slower; the
+         * plots joined them with the profiles into one line */
+        if (i % 2) {
+            nb_db_run_init(&r);
+            r.deployment_id = a;
+            r.kind = "run";
+            r.outcome = NB_OUTCOME_PASS;
+            r.started_ms = t0 + i * 60000LL + 30000;
+            r.generated_tokens = 32;
+            r.env.threads = 4;
+            r.value[NB_METRIC_TPS] = 60.0 + (i % 4);
+            r.value[NB_METRIC_TTFT] = 70.0 + (i % 3);
+            seed_toolchain(i, tc);
+            r.toolchain = tc;
+            r.n_toolchain = 3;
+            add_run(db, &r);
+            seed.n_cold++;
+        }
     }
     /* the matrix: an old PASS and a newer FAIL of B (the newer shows), a PASS of A */
     /* B's FAIL: prompt 0 passes; 1, 2 and 3 fail, localized (as verify/nb_localize writes it)
@@ -338,6 +384,65 @@ static void expect_board_health(const char *p)
     assert_int_equal(count(p, "<td class=\"version\">unknown</td>"), 6 * (seed.n_boards - 1));
 }
 
+/* The text between the opening of the element with id and the next plot's (or the end). */
+static char *plot_part(const char *p, const char *id)
+{
+    char open[96];
+    snprintf(open, sizeof open, "<div class=\"plot\" id=\"%s\">", id);
+    const char *a = strstr(p, open);
+    if (!a)
+        fail_msg("no plot %s on the page", id);
+    const char *b = strstr(a + strlen(open), "<div class=\"plot\"");
+    return strndup(a, b ? (size_t)(b - a) : strlen(a));
+}
+
+/* Deployment A's plots (as rendered, or as the browser parsed them): what each draws. */
+static void expect_plots(const char *p)
+{
+    static const char *const ids[4] = {"plot-ttft", "plot-tps", "plot-ttft-commit",
+                                       "plot-tps-commit"};
+    char flagged[96], other[96];
+    for (int k = 0; k < 4; k++) {
+        char *q = plot_part(p, ids[k]);
+        int ttft = k % 2 == 0, by_commit = k >= 2;
+        /* one line, one band, one legend entry per series key: the profiles and the cold
+         * 32-token runs (they were one line) */
+        assert_int_equal(count(q, "<path class=\"series\""), 2);
+        assert_int_equal(count(q, "<path class=\"band\""), 2);
+        assert_int_equal(count(q, "<g class=\"legend-entry\""), 2);
+        assert_int_equal(count(q, "<g class=\"series-0\""), 1);
+        assert_int_equal(count(q, "<g class=\"series-1\""), 1);
+        assert_non_null(strstr(q, ">profile (12 runs)</text>"));
+        assert_non_null(strstr(q, ">run, 32 tokens, 4 threads (6 runs)</text>"));
+        assert_non_null(strstr(q, "class=\"legend-note\""));
+        assert_int_equal(count(q, "<circle class=\"pt"), N_PERF + seed.n_cold);
+        /* the regression red on the plot of the metric it was flagged on, only there */
+        assert_int_equal(count(q, "class=\"pt regression\""), 1);
+        snprintf(flagged, sizeof flagged, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt regression\"",
+                 ttft ? seed.ttft_flagged : seed.tps_flagged);
+        snprintf(other, sizeof other, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt\"",
+                 ttft ? seed.tps_flagged : seed.ttft_flagged);
+        assert_non_null(strstr(q, flagged));
+        assert_non_null(strstr(q, other));
+        /* the probe's events on the time axis: the driver and two mlir-air changes */
+        assert_int_equal(count(q, "<line class=\"event\""), by_commit ? 0 : SEED_EVENTS);
+        if (!by_commit) {
+            assert_non_null(strstr(q, ">driver 2.20.0</text>"));
+            assert_non_null(strstr(q, ">mlir-air b7c8d9e</text>"));
+            assert_non_null(strstr(q, ">mlir-air c0ffee1</text>"));
+            assert_true(count(q, "<text class=\"xtick\"") >= 2);
+        } else {
+            /* x by commit: a tick per mlir-air commit, in order */
+            assert_int_equal(count(q, "<text class=\"ctick\""), SEED_COMMITS);
+            const char *a = strstr(q, ">a1b2c3d<"), *b = strstr(q, ">b7c8d9e<"),
+                       *c = strstr(q, ">c0ffee1<");
+            assert_true(a && b && c && a < b && b < c);
+            assert_non_null(strstr(q, "by mlir-air commit"));
+        }
+        free(q);
+    }
+}
+
 static void test_pages(void **s)
 {
     (void)s;
@@ -391,22 +496,20 @@ static void test_pages(void **s)
     assert_true(count(p, "<text class=\"ytick\"") >= 6);
     free(p);
 
-    /* deployment A: one series and one band per plot, a point per run, the flagged red */
+    /* deployment A: a line, band and legend entry per series key, flags on their metric's
+     * plot only, the probe's events, a second plot per metric by mlir-air commit */
     char name[64];
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
     p = page(db, name);
-    assert_int_equal(count(p, "<path class=\"series\""), 2);
-    assert_int_equal(count(p, "<path class=\"band\""), 2);
-    assert_int_equal(count(p, "<circle "), 2 * N_PERF);
-    assert_int_equal(count(p, "class=\"pt regression\""), 2 * seed.n_flagged);
+    expect_plots(p);
     for (size_t i = 0; i < seed.n_flagged; i++) {
         char link[64];
         snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt regression\"",
                  seed.flagged[i]);
         assert_non_null(strstr(p, link));
     }
-    /* the runs table: the profiles and the verify of A */
-    assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + 1);
+    /* the runs table: the profiles, the cold runs and the verify of A */
+    assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     assert_int_equal(count(p, "<td class=\"regression\">REGRESSION</td>"), seed.n_flagged);
     free(p);
 
@@ -456,7 +559,8 @@ static void test_pages(void **s)
     assert_int_equal(nb_dash_page(db, NULL, name, &svg, &len, &ct, &err), NB_OK);
     assert_string_equal(ct, "image/svg+xml");
     assert_true(!strncmp(svg, "<?xml", 5));
-    assert_int_equal(count(svg, "<circle "), N_PERF);
+    assert_int_equal(count(svg, "<circle class=\"pt"), N_PERF + seed.n_cold);
+    assert_int_equal(count(svg, "<path class=\"series\""), 2);
     free(svg);
 
     /* names that are no page: not found, never a crash or another file */
@@ -499,6 +603,24 @@ static void test_band(void **s)
     p.band_runs = 1; /* only the one before: 20 (point 3 is NaN) */
     assert_int_equal(nb_svg_band(&p, 4, &lo, &hi), 1);
     assert_true(fabs(lo - 18.0) < 1e-9);
+}
+
+/* Which metrics a stored regression concerns, read from its detail as the check writes it;
+ * flagged without a metric named: all (never silently none). */
+static void test_regression_metrics(void **s)
+{
+    (void)s;
+    assert_int_equal(nb_db_regression_metrics(0, "tps -20.0% (p=0.01)"), 0);
+    assert_int_equal(nb_db_regression_metrics(1, "tps -20.0% (p=0.01, 3 vs 21 samples)"),
+                     1u << NB_METRIC_TPS);
+    assert_int_equal(nb_db_regression_metrics(1, "ttft +8.0% (median 1 vs 2, p=0.01); decode "
+                                                 "+9.1% (p=0.02)"),
+                     (1u << NB_METRIC_TTFT) | (1u << NB_METRIC_DECODE));
+    assert_int_equal(nb_db_regression_metrics(1, "TPOT +5%"), 1u << NB_METRIC_TPOT);
+    const unsigned all = (1u << NB_METRIC_N) - 1;
+    assert_int_equal(nb_db_regression_metrics(1, NULL), all);
+    assert_int_equal(nb_db_regression_metrics(1, ""), all);
+    assert_int_equal(nb_db_regression_metrics(1, "tpsx -1%; ttfts"), all);
 }
 
 /* What a plot draws, asserted (not only that an <svg> exists): value ticks at round steps
@@ -591,7 +713,7 @@ static void test_export_links(void **s)
         fail_msg("%s", err.msg);
     assert_int_equal(n, f->n);
     /* 4 overview pages, 3 files per deployment, a page per run (every run is linked) */
-    size_t runs = N_PERF + 3;
+    size_t runs = N_PERF + seed.n_cold + 3;
     assert_int_equal(n, 4 + 3 * seed.n_deps + runs);
     size_t links = 0;
     for (size_t i = 0; i < f->n; i++) {
@@ -1056,16 +1178,14 @@ static void test_browser(void **s)
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
     dom = browse(browser, name, 1, "deployment.png");
     /* the browser parsed the inline SVG: its paths and points are DOM elements */
-    assert_int_equal(count(dom, "<path class=\"series\""), 2);
-    assert_int_equal(count(dom, "<path class=\"band\""), 2);
-    assert_int_equal(count(dom, "<circle class=\"pt regression\""), 2 * seed.n_flagged);
+    expect_plots(dom);
     /* real axes, as the browser parsed them: ticks with gridlines and the units */
     assert_true(count(dom, "<text class=\"ytick\"") >= 6);
     assert_int_equal(count(dom, "<line class=\"grid\""), count(dom, "<text class=\"ytick\""));
     assert_true(count(dom, "<text class=\"xtick\"") >= 2);
     assert_non_null(strstr(dom, ">tokens/s</text>"));
     assert_non_null(strstr(dom, ">ms</text>"));
-    assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + 1);
+    assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     free(dom);
 
     snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
@@ -1229,6 +1349,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest pages[] = {
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
+        cmocka_unit_test(test_regression_metrics),
         cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
@@ -1243,7 +1364,7 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
-        cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),
