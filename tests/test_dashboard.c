@@ -25,6 +25,7 @@
 #include "nb_db_workers.h"
 #include "nb_svg.h"
 #include "nb_time.h"
+#include "png_read.h"
 #include "testutil.h"
 
 #define N_PERF 12        /* profile runs of deployment A */
@@ -897,7 +898,8 @@ static void browser_sign_in(const char *browser, const char *profile)
 
 /* Chromium headless on the page (signed in first when with_key, as a browser would): the
  * DOM it built, and in the same run a screenshot into the build dir when shot is set. */
-static char *browse(const char *browser, const char *name, int with_key, const char *shot)
+static char *browse_at(const char *browser, const char *name, int with_key, const char *shot,
+                       const char *window)
 {
     char profile[1200], dir[1200], shot_flag[1400] = "";
     snprintf(profile, sizeof profile, "%s/chromium-profile%s", tu_group_tmp(),
@@ -917,11 +919,11 @@ static char *browse(const char *browser, const char *name, int with_key, const c
     }
     snprintf(cmd, sizeof cmd,
              "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage "
-             "--hide-scrollbars --user-data-dir='%s' --window-size=1280,1000 %s --dump-dom "
-             "'%s%s' 2>/dev/null",
-             browser, profile, shot_flag, lab.http, name);
+             "--hide-scrollbars --force-device-scale-factor=1 --user-data-dir='%s' "
+             "--window-size=%s %s --dump-dom '%s%s' 2>/dev/null",
+             browser, profile, window, shot_flag, lab.http, name);
     tu_result r = tu_run(cmd);
-    if (r.code != 0 || !r.out || !strstr(r.out, "</html>"))
+    if (r.code != 0 || !r.out || (!strstr(r.out, "</html>") && !strstr(r.out, "</svg>")))
         fail_msg("chromium could not load %s (exit %d):\n%s", name, r.code, r.out ? r.out : "");
     if (shot) {
         char png[1400];
@@ -932,6 +934,122 @@ static char *browse(const char *browser, const char *name, int with_key, const c
         print_message("screenshot: %s\n", png);
     }
     return r.out;
+}
+
+static char *browse(const char *browser, const char *name, int with_key, const char *shot)
+{
+    return browse_at(browser, name, with_key, shot, "1280,1000");
+}
+
+/* ---- what the screenshots show ---- */
+
+/* The number in attribute name of the tag opening at tag; NAN when it has none. */
+static double attr_num(const char *tag, const char *name)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=\"", name);
+    const char *end = strchr(tag, '>'), *a = strstr(tag, pat);
+    return a && end && a < end ? strtod(a + strlen(pat), NULL) : NAN;
+}
+
+/* The colour in attribute fill or stroke ("#rrggbb") of the tag at tag; -1 when none. */
+static long attr_colour(const char *tag, const char *name)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=\"#", name);
+    const char *end = strchr(tag, '>'), *a = strstr(tag, pat);
+    return a && end && a < end ? strtol(a + strlen(pat), NULL, 16) : -1;
+}
+
+static long hex(const char *c)
+{
+    return strtol(c + 1, NULL, 16);
+}
+
+/* c at opacity a over white, as the browser composes a band. */
+static long over_white(long c, double a)
+{
+    long out = 0;
+    for (int s = 0; s < 24; s += 8)
+        out |= (long)(255 - a * (255 - ((c >> s) & 255)) + 0.5) << s;
+    return out;
+}
+
+/* The screenshot of one plot (its SVG alone, drawn at 1:1 from the top left) against the DOM
+ * the browser built from it in the same run: every point and legend swatch in its colour
+ * where the DOM puts it; red only on the point of red_run (the run flagged on this plot's
+ * metric) and none on plain_run's (flagged on the other metric); each event's orange line
+ * down the plot; the first series' band as its tint. */
+static void expect_plot_pixels(const char *dom, const char *shot, int64_t red_run,
+                               int64_t plain_run, size_t n_series, size_t n_events)
+{
+    char path[1400], msg[1600];
+    snprintf(path, sizeof path, "%s/tests/dashboard/%s", tu_env("NB_BUILD", "."), shot);
+    png_image img;
+    if (png_read(path, &img, msg, sizeof msg))
+        fail_msg("%s", msg);
+    assert_true(img.w >= NB_SVG_W && img.h >= NB_SVG_H_PX);
+    /* every circle: its centre pixel is its fill */
+    size_t circles = 0, per_series[NB_SVG_PALETTE_N] = {0};
+    double red_x = NAN, red_y = NAN;
+    for (const char *t = dom; (t = strstr(t, "<circle")); t++) {
+        double cx = attr_num(t, "cx"), cy = attr_num(t, "cy");
+        long fill = attr_colour(t, "fill");
+        assert_true(isfinite(cx) && isfinite(cy) && fill >= 0);
+        long px = png_at(&img, (long)cx, (long)cy);
+        if (!png_near(px, fill, 10))
+            fail_msg("%s: the circle at (%.1f, %.1f) should be #%06lx, the screenshot has "
+                     "#%06lx", shot, cx, cy, fill, px);
+        circles++;
+        for (size_t k = 0; k < n_series; k++)
+            per_series[k] += fill == hex(nb_svg_series_colour(k));
+        char link[64];
+        snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\">", red_run);
+        if (t - dom >= (long)strlen(link) && !strncmp(t - strlen(link), link, strlen(link))) {
+            assert_true(png_near(px, hex(NB_SVG_FLAG_COLOUR), 10));
+            red_x = cx;
+            red_y = cy;
+        }
+        snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\">", plain_run);
+        if (t - dom >= (long)strlen(link) && !strncmp(t - strlen(link), link, strlen(link)))
+            assert_false(png_near(px, hex(NB_SVG_FLAG_COLOUR), 60));
+    }
+    assert_true(circles >= 2);
+    for (size_t k = 0; k < n_series; k++) /* its points and its legend swatch */
+        assert_true(per_series[k] >= 2);
+    /* the flag's red nowhere but on the flagged run's point */
+    assert_true(isfinite(red_x));
+    size_t red = 0;
+    for (long y = 0; y < (long)img.h; y++)
+        for (long x = 0; x < (long)img.w; x++)
+            if (png_near(png_at(&img, x, y), hex(NB_SVG_FLAG_COLOUR), 12)) {
+                if (fabs((double)x - red_x) > 6 || fabs((double)y - red_y) > 6)
+                    fail_msg("%s: red at (%ld, %ld), away from the flagged run's point at "
+                             "(%.1f, %.1f)", shot, x, y, red_x, red_y);
+                red++;
+            }
+    assert_true(red >= 20);
+    /* the events: an orange line from the top of the plot to its axis */
+    size_t events = 0;
+    for (const char *t = dom; (t = strstr(t, "<line class=\"event\"")); t++, events++) {
+        double x = attr_num(t, "x1"), y1 = attr_num(t, "y1"), y2 = attr_num(t, "y2");
+        size_t orange = 0;
+        for (long y = (long)y1; y < (long)y2; y++)
+            orange += png_near(png_at(&img, (long)x, y), hex(NB_SVG_EVENT_COLOUR), 12);
+        if (orange < (size_t)((y2 - y1) * 0.6))
+            fail_msg("%s: the event line at x %.1f is orange over %zu of %.0f pixels", shot, x,
+                     orange, y2 - y1);
+    }
+    assert_int_equal(events, n_events);
+    /* the band: the first series' colour at the band's opacity over white */
+    size_t tint = 0;
+    long band = over_white(hex(nb_svg_series_colour(0)), 0.18);
+    for (long y = 0; y < NB_SVG_H_PX; y++)
+        for (long x = 0; x < NB_SVG_W; x++)
+            tint += png_near(png_at(&img, x, y), band, 6);
+    if (tint < 300)
+        fail_msg("%s: the band's tint #%06lx on %zu pixels only", shot, band, tint);
+    free(img.rgb);
 }
 
 /* One raw HTTP/1.1 request to the dashboard (extra header lines as given); the status code
@@ -1187,6 +1305,18 @@ static void test_browser(void **s)
     assert_non_null(strstr(dom, ">ms</text>"));
     assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     free(dom);
+    /* each plot alone, its pixels: the TTFT-only regression red on the TTFT plot and not on
+     * the TPS one, the TPS-only one the other way round */
+    for (int k = 0; k < 2; k++) {
+        char shot[32];
+        snprintf(name, sizeof name, "deployment-%" PRId64 "-%s.svg", seed.dep[0],
+                 k ? "tps" : "ttft");
+        snprintf(shot, sizeof shot, "plot-%s.png", k ? "tps" : "ttft");
+        dom = browse_at(browser, name, 1, shot, "700,420");
+        expect_plot_pixels(dom, shot, k ? seed.tps_flagged : seed.ttft_flagged,
+                           k ? seed.ttft_flagged : seed.tps_flagged, 2, SEED_EVENTS);
+        free(dom);
+    }
 
     snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
     dom = browse(browser, name, 1, "run.png");
