@@ -203,7 +203,7 @@ typedef struct nb_db_history_row {
     /* What the run ran on and with, from its toolchain entries ("" = not recorded): the NPU
      * driver and firmware the worker's probe read (keys "driver", "firmware") and the
      * mlir-air commit ("air_sha"); the dashboard marks where they change. */
-    char driver[NB_DB_NAME_MAX], firmware[NB_DB_NAME_MAX], air_sha[NB_DB_NAME_MAX];
+    char driver[64], firmware[64], air_sha[64]; /* a 40-hex SHA fits; longer: cut */
 } nb_db_history_row;
 
 /* The metrics a regression detail names (nb_db_run_check_regression's text, "tps -12.3%
