@@ -1294,7 +1294,7 @@ static void test_browser(void **s)
 
     char name[64];
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
-    dom = browse(browser, name, 1, "deployment.png");
+    dom = browse_at(browser, name, 1, "deployment.png", "1280,2000"); /* all four plots */
     /* the browser parsed the inline SVG: its paths and points are DOM elements */
     expect_plots(dom);
     /* real axes, as the browser parsed them: ticks with gridlines and the units */
