@@ -606,6 +606,55 @@ static void test_band(void **s)
     assert_true(fabs(lo - 18.0) < 1e-9);
 }
 
+/* nb_svg_chart_write alone: a legend entry per series in its colour, the commit axis's ticks
+ * thinned to fit (12 commits: every second), events escaped, one before the first run (no
+ * run before it to differ from) left out, no time ticks on a commit axis. */
+static void test_chart(void **s)
+{
+    (void)s;
+    nb_svg_point a[12], b[3];
+    const char *commits[12];
+    char names[12][16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(names[i], sizeof names[i], "%02dabcdef99", i);
+        commits[i] = names[i];
+        a[i] = (nb_svg_point){.run_id = i + 1, .when_ms = 1764800000000LL + 60000LL * i,
+                              .value = 10 + i % 3, .stddev = NAN, .slot = i};
+    }
+    for (int i = 0; i < 3; i++)
+        b[i] = (nb_svg_point){.run_id = 20 + i, .when_ms = 1764800000000LL, .value = 30,
+                              .stddev = NAN, .slot = 4 * i, .regression = i == 2};
+    nb_svg_series ser[2] = {{"profile", a, 12}, {"run, 32 tokens <b>", b, 3}};
+    nb_svg_mark marks[2] = {{0, "driver before everything"}, {5, "firmware <i>9</i>"}};
+    nb_svg_chart c = {.title = "TTFT", .unit = "ms", .band_runs = 10, .band_rel = 0.05,
+                      .series = ser, .n_series = 2, .n_slots = 12, .slot_text = commits,
+                      .xlabel = "mlir-air commit", .marks = marks, .n_marks = 2};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    nb_err err;
+    assert_int_equal(nb_svg_chart_write(f, &c, &err), NB_OK);
+    fclose(f);
+    assert_int_equal(count(buf, "<g class=\"legend-entry\""), 2);
+    char swatch[64];
+    for (size_t k = 0; k < 2; k++) {
+        snprintf(swatch, sizeof swatch, "r=\"3\" fill=\"%s\"/>", nb_svg_series_colour(k));
+        assert_int_equal(count(buf, swatch), 1); /* the legend's swatch */
+    }
+    assert_non_null(strstr(buf, ">run, 32 tokens &lt;b&gt; (3 runs)</text>"));
+    assert_int_equal(count(buf, "<text class=\"ctick\""), 6);
+    assert_non_null(strstr(buf, ">00abcde<title>00abcdef99</title>"));
+    assert_non_null(strstr(buf, ">10abcde<"));
+    assert_null(strstr(buf, ">11abcde<"));
+    assert_int_equal(count(buf, "<text class=\"xtick\""), 0);
+    assert_int_equal(count(buf, "<line class=\"event\""), 1);
+    assert_non_null(strstr(buf, ">firmware &lt;i&gt;9&lt;/i&gt;</text>"));
+    assert_null(strstr(buf, "driver before everything"));
+    assert_int_equal(count(buf, "class=\"pt regression\""), 1);
+    assert_non_null(strstr(buf, "by mlir-air commit"));
+    free(buf);
+}
+
 /* Which metrics a stored regression concerns, read from its detail as the check writes it;
  * flagged without a metric named: all (never silently none). */
 static void test_regression_metrics(void **s)
@@ -1481,6 +1530,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
         cmocka_unit_test(test_regression_metrics),
+        cmocka_unit_test(test_chart),
         cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
@@ -1499,7 +1549,8 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
-        cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_chart),
+        cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),
