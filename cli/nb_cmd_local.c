@@ -230,7 +230,7 @@ static int run_job(const char *cmd, const common_flags *c, const nb_deploy_spec 
     int64_t *ids = NULL;
     size_t n = 0;
     Npubench__Job *job = NULL;
-    local_watch lw = {.emb = emb, .show = progress_wanted(), .pr = {.f = stderr}};
+    local_watch lw = {.emb = emb, .show = progress_wanted(), .pr = {.f = stderr, .kind = cmd}};
     if (nb_svc_submit(svc, &b->spec, 0, &ids, &n, &err) ||
         nb_svc_wait(svc, ids[0], 0, watch_embedded, &lw, &job, &err)) {
         nb_err werr;

@@ -197,17 +197,25 @@ static void test_local_progress(void **s)
     (void)s;
     tu_require_model();
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=1 '%s' verify --max-prompts 2 --n-tokens 4 "
+    /* 3 prompts of 32 tokens: the worker reports every 250 ms, so some report lands inside
+     * a prompt and its token line ("verify: prompt 1/3, token 17/32") is printed */
+    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=1 '%s' verify --max-prompts 3 --n-tokens 32 "
              "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());
     tu_result r = tu_run(cmd);
     print_message("%s", r.out ? r.out : "");
     assert_int_equal(r.code, 0);
-    /* a fast job may finish between two reports: the end is said either way */
     assert_non_null(strstr(r.out, "[job "));
     assert_non_null(strstr(r.out, "] done"));
+    const char *tl = strstr(r.out, "] running verify: prompt ");
+    assert_non_null(tl);
+    int unit, ntok, tok, n = sscanf(tl, "] running verify: prompt %d/3, token %d/%d", &unit,
+                                    &tok, &ntok);
+    assert_int_equal(n, 3);
+    assert_true(unit >= 1 && unit <= 3 && tok >= 1 && tok <= 32 && ntok == 32);
+    assert_null(strchr(r.out, '\r')); /* not a terminal: plain lines */
     for (const char *p = r.out; (p = strstr(p, "/")); p++) /* no other total ever shown */
         if (p > r.out && p[-1] >= '0' && p[-1] <= '9')
-            assert_int_equal(p[1], '2');
+            assert_int_equal(p[1], '3'); /* 3 prompts, 32 tokens */
     free(r.out);
     snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=0 '%s' verify --max-prompts 1 --n-tokens 4 "
              "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());

@@ -189,6 +189,21 @@ static void test_lab_ipc(void **s)
                                 "WHERE r.kind = 'profile'"), 4);
     assert_true(db_int(db, "SELECT count(*) FROM profile_kernels") > 0);
 
+    /* --wait shows the tokens inside a repetition, coalesced by the worker (every 250 ms
+     * at most), so a report lands inside one of these two 48-token repetitions */
+    r = cli("submit run --model instruct --board lab-a --n-tokens 48 --reps 2 --wait "
+            "--coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    const char *tl = strstr(r.out, "] running run: repetition ");
+    if (!tl)
+        print_message("%s", r.out);
+    assert_non_null(tl);
+    int rep, tok, ntok;
+    assert_int_equal(sscanf(tl, "] running run: repetition %d/2, token %d/%d", &rep, &tok, &ntok),
+                     3);
+    assert_true(rep >= 1 && rep <= 2 && tok >= 1 && tok <= 48 && ntok == 48);
+    free(r.out);
+
     /* a local command sent to the lab prints what it prints locally */
     r = cli("verify --n-tokens 4 --reports '%s/rep' --coordinator '%s'", tu_group_tmp(), url);
     assert_int_equal(r.code, 0);

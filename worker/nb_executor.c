@@ -422,6 +422,7 @@ typedef struct job_run {
     char *log;
     size_t log_len;
     int log_full;
+    const char *unit; /* what progress counts: "prompt", "repetition" */
 } job_run;
 
 static void job_log(job_run *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -485,6 +486,13 @@ static void step_progress(void *u, int done, int total, const char *msg)
     job_run *j = u;
     job_log(j, "%d/%d %s", done, total, msg);
     progress(j, done, total, msg);
+}
+
+static void step_tokens(void *u, int done, int total)
+{
+    job_run *j = u;
+    if (j->hooks && j->hooks->tokens)
+        j->hooks->tokens(j->hooks->user, j->unit, done, total);
 }
 
 /* ---- reports ---------------------------------------------------------------------------- */
@@ -744,6 +752,8 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.prompts_sha256 = s->n_prompts ? jp.prompts_sha256 : NULL;
     vo.progress = step_progress;
     vo.progress_user = j;
+    j->unit = "prompt";
+    vo.on_token = (nb_token_hook){step_tokens, j};
     vo.cancelled = exec_cancelled;
     nb_verify_result vr;
     rc = nb_verify_run(d, &vo, &vr, err);
@@ -810,6 +820,8 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     ro.cancel = (nb_cancel){exec_cancelled, j};
     ro.progress = step_progress; /* one step per timed repetition (it stayed at 0/N) */
     ro.progress_user = j;
+    j->unit = "repetition";
+    ro.on_token = (nb_token_hook){step_tokens, j};
     if (exec_cancelled(j))
         return nb_err_set(err, NB_ECANCELED, "cancelled before start");
     progress(j, 0, ro.reps, profile ? "profiling" : "running");
