@@ -131,8 +131,20 @@ static int submit_wait(nb_svc *svc, int64_t id, const char *kind, const submit_f
     nb_err err;
     Npubench__Job *job;
     nb_svc_progress pr = {.f = stderr, .kind = kind};
-    nb_code wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr,
-                              &job, &err);
+    nb_code wrc;
+    if (f->matrix) { /* each board's cell as it finishes, beside the group's progress */
+        int k = nb_job_kind_parse(kind);
+        nb_cmd_cells *cells = calloc(1, sizeof *cells);
+        if (!cells)
+            return nb_cmd_usage_error("submit", "out of memory%s", "");
+        *cells = (nb_cmd_cells){.svc = svc, .f = stderr, .groups = &id, .kinds = &k, .n = 1,
+                                .pr = &pr};
+        wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_cmd_cells_watch, cells, &job,
+                          &err);
+        free(cells);
+    } else
+        wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr,
+                          &job, &err);
     int gave_up = wrc == NB_ETIMEOUT;
     if (gave_up) {
         nb_cmd_give_up(svc, "submit", "submit --wait", id, f->timeout_s, f->keep);

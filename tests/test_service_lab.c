@@ -182,6 +182,29 @@ static void test_lab_ipc(void **s)
     assert_non_null(strstr(r.out, "== lab-a"));
     assert_non_null(strstr(r.out, "== lab-b"));
     assert_non_null(strstr(r.out, "Tokens/second:"));
+    /* each cell said as it finished (on stderr, before the tables): board x model x kind */
+    for (int b = 0; b < 2; b++) {
+        char cell[128];
+        snprintf(cell, sizeof cell, "] lab-%c × SmolLM2-135M-Instruct × profile: pass, TTFT ",
+                 'a' + b);
+        assert_non_null(strstr(r.out, cell));
+    }
+    free(r.out);
+    /* the nightly: every model x kind cell of every board, as it finishes */
+    r = cli("submit matrix --models instruct --boards strix --kinds run,verify --n-tokens 2 "
+            "--reps 1 --max-prompts 1 --timeout 300 --coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    for (int b = 0; b < 2; b++) {
+        char cell[128];
+        snprintf(cell, sizeof cell, "] lab-%c × SmolLM2-135M-Instruct × run: pass, TTFT ",
+                 'a' + b);
+        assert_non_null(strstr(r.out, cell));
+        snprintf(cell, sizeof cell, "] lab-%c × SmolLM2-135M-Instruct × verify: pass, gate 1/1 "
+                 "prompts pass", 'a' + b);
+        assert_non_null(strstr(r.out, cell));
+    }
+    /* before the summary table */
+    assert_true(strstr(r.out, "] lab-a × ") < strstr(r.out, "MODEL"));
     free(r.out);
     assert_int_equal(db_int(db, "SELECT count(DISTINCT d.board) FROM runs r JOIN deployments d "
                                 "ON d.id = r.deployment_id WHERE r.kind = 'profile'"), 2);
