@@ -274,7 +274,8 @@ static void test_verify_verdicts(void **s)
     char ref[4096], bad[4096];
     snprintf(ref, sizeof ref, "%s/verify/references/b179c9523d0e6a0f-f31be4262e898413.json",
              src);
-    free(tu_cli(0, "[verify] model b179c9523d0e6a0f cpu/bf16, 1 prompts x 4 tokens, top-5\n"
+    free(tu_cli(0, "[verify] model SmolLM2-135M-Instruct (b179c9523d0e6a0f) cpu/bf16, 1 prompts x "
+                "4 tokens, top-5\n"
                 "  prompt 0: PASS  (all 4 steps agree)\n[verify] PASS (1/1 prompts pass)",
              "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
              "'%s/vr0' --db '%s/v.db'", ref, tmp(), tmp()));

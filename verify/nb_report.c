@@ -448,9 +448,13 @@ nb_code nb_report_write_diagnosis(const char *dir, const nb_diagnosis_result *r,
 
 void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_env *env)
 {
-    char word[64], warn[300], dsum[300];
-    fprintf(f, "[verify] model %.16s %s/%s, %d prompts x %d tokens, top-%d\n", env->model_sha256,
-            env->backend, env->dtype, r->n, r->n_tokens, r->k);
+    char word[64], warn[300], dsum[300], name[256];
+    /* the model's display name, as run, workers and history name it; the digest (what a
+     * trace is made for) beside it */
+    nb_job_model_canon(env->model, name, sizeof name);
+    fprintf(f, "[verify] model %s%s%.16s%s %s/%s, %d prompts x %d tokens, top-%d\n",
+            *name ? name : "?", *env->model_sha256 ? " (" : "", env->model_sha256,
+            *env->model_sha256 ? ")" : "", env->backend, env->dtype, r->n, r->n_tokens, r->k);
     if (*nb_verify_trace_warning(r, warn, sizeof warn))
         fprintf(f, "[verify] warning: %s\n", warn);
     for (int i = 0; i < r->n; i++) {
