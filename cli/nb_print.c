@@ -125,6 +125,17 @@ static int print_profile(FILE *f, const nb_print_opts *o, const Npubench__JobRes
     nb_print_profile(f, &p);
     nb_print_run(f, &p.run);
     nb_profile_result_free(&p);
+    if (o->reports_dir) { /* beside verify's, named the same way */
+        nb_report_env env;
+        memset(&env, 0, sizeof env);
+        if (res->environment)
+            nb_verifypb_env_to_report(res->environment, &env);
+        char path[1200];
+        if (nb_report_write_bench(o->reports_dir, res, &env, "profile", path, sizeof path, &err))
+            fprintf(stderr, "npubench %s: warning: report not written: %s\n", o->cmd, err.msg);
+        else
+            fprintf(f, "Report: %s (+ .md)\n", path);
+    }
     return NB_EXIT_OK;
 }
 

@@ -259,8 +259,20 @@ static void test_profile(void **s)
                 "  embedding                     2 *\n  rmsnorm                     120 *\n"
                 "  qkv_proj                     60 *\n  attention                    60 *\n"
                 "  lm_head                       2 *\n"
-                "Prompt tokens: 42, generated tokens: 2, repetitions: 1",
-             "profile --n-tokens 2 --reps 1 --warmup 0 --threads 1 --db '%s/l.db'", tmp()));
+                "Prompt tokens: 42, generated tokens: 2, repetitions: 1\nReport: *",
+             "profile --n-tokens 2 --reps 1 --warmup 0 --threads 1 --db '%s/l.db' --reports "
+             "'%s/prof'", tmp(), tmp()));
+    /* the report beside verify's, named with the model: its phases and kernels in ms */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s/prof' && ls && grep -c '\"lm_head\"' "
+             "profile_SmolLM2-135M-Instruct_*.json && grep -c '^| prefill | 1 | ' "
+             "profile_SmolLM2-135M-Instruct_*.md", tmp());
+    tu_result r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, ".json\nprofile_SmolLM2-135M-Instruct_"));
+    assert_non_null(strstr(r.out, ".md\n2\n1\n")); /* a phase and a kernel; the md's phase */
+    free(r.out);
 }
 
 /* verify's verdict through the binary: the committed trace passes (exit 0); the same trace

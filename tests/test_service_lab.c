@@ -177,11 +177,20 @@ static void test_lab_ipc(void **s)
                                 "FROM runs WHERE job_id = %lld) AND status = 'PASS'", g), 8);
 
     r = cli("submit profile --model instruct --tag strix --matrix --n-tokens 4 --reps 2 --wait "
-            "--coordinator '%s'", url);
+            "--reports '%s/prof' --coordinator '%s'", tu_group_tmp(), url);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "== lab-a"));
     assert_non_null(strstr(r.out, "== lab-b"));
     assert_non_null(strstr(r.out, "Tokens/second:"));
+    /* a profile report per board, written by the CLI as locally, apart though same-second */
+    const char *rep1 = strstr(r.out, "Report: ");
+    assert_non_null(rep1);
+    assert_non_null(strstr(rep1 + 1, "Report: "));
+    snprintf(cmd, sizeof cmd, "ls '%s/prof' | grep -c '^profile_SmolLM2-135M-Instruct_.*\\.json$'",
+             tu_group_tmp());
+    tu_result ls = tu_run(cmd);
+    assert_string_equal(ls.out, "2\n");
+    free(ls.out);
     /* each cell said as it finished (on stderr, before the tables): board x model x kind */
     for (int b = 0; b < 2; b++) {
         char cell[128];
