@@ -12,6 +12,7 @@
 #include "nb_dash_int.h"
 #include "nb_dash_job.h"
 #include "nb_dash_loc.h"
+#include "nb_dash_regress.h"
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
@@ -102,7 +103,8 @@ static void head_refresh(FILE *f, const char *title, int refresh_s)
           "footer{margin-top:2em;color:#888;font-size:80%}\n"
           "</style></head><body>\n"
           "<nav><a href=\"index.html\">Overview</a><a href=\"boards.html\">Boards</a>"
-          "<a href=\"queue.html\">Queue</a><a href=\"matrix.html\">Gate matrix</a></nav>\n<h1>",
+          "<a href=\"queue.html\">Queue</a><a href=\"matrix.html\">Gate matrix</a>"
+          "<a href=\"regressions.html\">Regressions</a></nav>\n<h1>",
           f);
     esc(f, title);
     fputs("</h1>\n", f);
@@ -959,7 +961,9 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     esc(f, r.regression ? (r.regression_detail && *r.regression_detail ? r.regression_detail
                                                                        : "REGRESSION")
                         : "none");
-    fputs("</td></tr>\n</table>\n", f);
+    fputs("</td></tr>\n", f);
+    nb_dash_regress_run_row(f, db, id);
+    fputs("</table>\n", f);
     fputs("<h2>Metrics</h2>\n<table id=\"metrics\"><tr><th>Metric</th><th>Value</th>"
           "<th>Mean &#177; stddev</th></tr>\n",
           f);
@@ -1049,7 +1053,7 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
 /* ---- names ---- */
 
 typedef enum pkind { P_NONE, P_INDEX, P_BOARDS, P_QUEUE, P_MATRIX, P_DEP, P_SVG_TTFT,
-                     P_SVG_TPS, P_RUN, P_JOB, P_JOB_LOG, P_BAD_JOB } pkind;
+                     P_SVG_TPS, P_RUN, P_JOB, P_JOB_LOG, P_BAD_JOB, P_REGRESS } pkind;
 
 /* A positive decimal id then exactly suffix; no sign, no leading zeros, no overflow. */
 static int parse_id(const char *s, const char *suffix, int64_t *id)
@@ -1078,6 +1082,8 @@ static pkind parse_name(const char *name, int64_t *id)
         return P_QUEUE;
     if (!strcmp(name, "matrix.html"))
         return P_MATRIX;
+    if (!strcmp(name, "regressions.html"))
+        return P_REGRESS;
     if (!strncmp(name, "run-", 4))
         return parse_id(name + 4, ".html", id) ? P_RUN : P_NONE;
     if (!strncmp(name, "job-", 4)) { /* a job's page and its log: an id that is none is said */
@@ -1141,6 +1147,7 @@ nb_code nb_dash_page(nb_db *db, const nb_dash_opts *opts, const char *name, char
         break;
     case P_RUN: rc = page_run(db, &o, id, p.f, err); break;
     case P_JOB: rc = nb_dash_job_page(db, &o, id, p.f, err); break;
+    case P_REGRESS: rc = nb_dash_regress_page(db, &o, p.f, err); break;
     case P_JOB_LOG:
         *ctype = "application/json";
         rc = nb_dash_job_log_json(db, id, q ? q + 1 : NULL, p.f, err);
@@ -1213,14 +1220,17 @@ nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, v
     nb_db_deployment *d = NULL;
     size_t nd = 0;
     matrix m = {0};
-    const char *fixed[] = {"index.html", "boards.html", "queue.html", "matrix.html"};
+    const char *fixed[] = {"index.html", "boards.html", "queue.html", "matrix.html",
+                           "regressions.html"};
     nb_code rc = NB_OK;
-    for (size_t i = 0; !rc && i < 4; i++)
+    for (size_t i = 0; !rc && i < 5; i++)
         rc = emit(db, &o, fixed[i], sink, ud, &count, err);
     idset jobs = {0};
     job_ids ji = {&jobs, &runs};
     if (!rc)
         rc = nb_dash_job_export_ids(db, o.max_finished, add_job_id, &ji, err);
+    if (!rc)
+        rc = nb_dash_regress_export_ids(db, add_job_id, &ji, err);
     for (size_t i = 0; !rc && i < jobs.n; i++) {
         char name[NB_DASH_NAME_MAX];
         snprintf(name, sizeof name, "job-%" PRId64 ".html", jobs.v[i]);

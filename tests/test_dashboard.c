@@ -21,6 +21,7 @@
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
+#include "nb_db_regress.h"
 #include <json-c/json.h>
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
@@ -800,6 +801,101 @@ static void test_job_pages(void **s)
     nb_db_close(db);
 }
 
+/* A flagged run of deployment dep (series by threads) at t; flagged 0: an ordinary run. */
+static int64_t lifecycle_run(nb_db *db, int64_t dep, int64_t t, int threads, int flagged)
+{
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = dep;
+    r.kind = "profile";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = t;
+    r.env.threads = threads;
+    r.value[NB_METRIC_TPS] = flagged ? 70 : 100;
+    r.regression = flagged;
+    r.regression_detail = flagged ? "tps -30.0% " HOSTILE : NULL;
+    return add_run(db, &r);
+}
+
+/* The regressions page and a flagged run's page: each regression's state and history. */
+static void test_regress_pages(void **s)
+{
+    (void)s;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/regress.db", tu_group_tmp());
+    nb_db *db = NULL;
+    nb_err err = {0};
+    if (nb_db_open(path, NULL, &db, &err))
+        fail_msg("%s", err.msg);
+    nb_db_deployment d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
+    snprintf(d.backend, sizeof d.backend, "cpu");
+    snprintf(d.dtype, sizeof d.dtype, "q4_1");
+    snprintf(d.board, sizeof d.board, "strix-01");
+    int64_t dep = 0;
+    if (nb_db_deployment_upsert(db, &d, &dep, &err))
+        fail_msg("%s", err.msg);
+    int64_t t = nb_wall_ms() - 3600000;
+    int64_t a = lifecycle_run(db, dep, t, 4, 1), b = lifecycle_run(db, dep, t + 1000, 4, 1);
+    nb_db_regression g;
+    assert_int_equal(nb_db_regress_of_run(db, a, &g, &err), NB_OK);
+    assert_int_equal(nb_db_regress_ack(db, g.id, "lead", "driver 2.19 " HOSTILE, NULL, &err),
+                     NB_OK);
+    lifecycle_run(db, dep, t + 2000, 1, 0);                    /* another series: no fix */
+    int64_t fix = lifecycle_run(db, dep, t + 3000, 4, 0);      /* the series back: fixes both */
+    int64_t e = lifecycle_run(db, dep, t + 4000, 4, 1), f = lifecycle_run(db, dep, t + 5000, 4, 1);
+    assert_int_equal(nb_db_regress_of_run(db, f, &g, &err), NB_OK);
+    assert_int_equal(nb_db_regress_ack(db, g.id, "lead", "looking", NULL, &err), NB_OK);
+
+    char *p = page(db, "regressions.html"), want[512];
+    assert_non_null(strstr(p, "<p id=\"regress-counts\">1 new, 1 acknowledged, 2 fixed.</p>"));
+    assert_int_equal(count(p, "<tr class=\"regression-row\">"), 4);
+    assert_int_equal(count(p, "<td class=\"regress-state fail\">new</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"regress-state warn\">acknowledged</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"regress-state pass\">fixed</td>"), 2);
+    assert_null(strstr(p, "<script"));
+    const int64_t flagged[4] = {a, b, e, f};
+    for (int i = 0; i < 4; i++) {
+        snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">run %" PRId64 "</a>",
+                 flagged[i], flagged[i]);
+        assert_non_null(strstr(p, want));
+    }
+    /* a's whole history: acknowledged (who, why, escaped), then fixed by the run back in the
+     * band */
+    assert_non_null(strstr(p, "<span class=\"ack\">acknowledged by lead at "));
+    assert_non_null(strstr(p, ": driver 2.19 &lt;script&gt;"));
+    snprintf(want, sizeof want, "fixed by <a href=\"run-%" PRId64 ".html\">run %" PRId64
+                                "</a>, back inside the noise band",
+             fix, fix);
+    assert_int_equal(count(p, want), 2);
+    assert_non_null(strstr(p, "<a href=\"regressions.html\">Regressions</a>")); /* the nav */
+    free(p);
+
+    /* the flagged runs' pages show their state; a run that opened none has no such row */
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", f);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state warn\">"
+                              "acknowledged</td></tr>"));
+    assert_non_null(strstr(p, "acknowledged by lead at "));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", e);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state fail\">"
+                              "new</td></tr>"));
+    assert_null(strstr(p, "Regression history"));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", a);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<td class=\"regress-state pass\">fixed</td>"));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", fix);
+    p = page(db, want);
+    assert_null(strstr(p, "Regression state"));
+    free(p);
+    nb_db_close(db);
+}
+
 static void test_export_links(void **s)
 {
     (void)s;
@@ -814,10 +910,10 @@ static void test_export_links(void **s)
     if (nb_dash_export(db, NULL, keep, f, &n, &err))
         fail_msg("%s", err.msg);
     assert_int_equal(n, f->n);
-    /* 4 overview pages, 3 files per deployment, a page per run (every run is linked), a page
-     * per job the queue lists */
+    /* 5 overview pages (regressions.html the fifth), 3 files per deployment, a page per run
+     * (every run is linked), a page per job the queue lists */
     size_t runs = N_PERF + 3;
-    assert_int_equal(n, 4 + 3 * seed.n_deps + runs + seed.n_queued);
+    assert_int_equal(n, 5 + 3 * seed.n_deps + runs + seed.n_queued);
     size_t links = 0;
     for (size_t i = 0; i < f->n; i++) {
         for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
@@ -1467,6 +1563,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_band),
         cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_job_pages),
+        cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
         cmocka_unit_test(test_http_sign_in),
@@ -1481,6 +1578,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
         cmocka_unit_test(test_plot_axes),      cmocka_unit_test(test_job_pages),
+        cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),
