@@ -18,6 +18,7 @@
 #include "nb_db_jobs.h"
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
+#include "nb_dash_plot.h"
 #include "nb_svg.h"
 #include "nb_time.h"
 
@@ -65,10 +66,12 @@ static void opts_fill(const nb_dash_opts *in, nb_dash_opts *o)
     }
     if (!o->now_ms)
         o->now_ms = nb_wall_ms();
+    /* the band is the regression check's own baseline and threshold */
+    static const nb_db_regression_opts check = NB_DB_REGRESSION_OPTS_DEFAULT;
     if (!o->band_runs)
-        o->band_runs = 10;
+        o->band_runs = check.last_n;
     if (!(o->band_rel > 0))
-        o->band_rel = 0.05;
+        o->band_rel = check.min_rel_change;
     if (!o->max_points)
         o->max_points = 100;
     if (!o->max_finished)
@@ -564,32 +567,20 @@ static nb_code series(nb_db *db, const nb_dash_opts *o, int64_t dep, nb_db_metri
 }
 
 static nb_code plot(FILE *f, const nb_dash_opts *o, const nb_db_history_row *r, size_t n,
-                    nb_db_metric metric, nb_err *err)
+                    nb_db_metric metric, int by_commit, nb_err *err)
 {
-    nb_svg_point *pts = calloc(n ? n : 1, sizeof *pts);
-    if (!pts)
-        return nb_err_set(err, NB_ENOMEM, "report: out of memory");
-    for (size_t i = 0; i < n; i++) {
-        pts[i].run_id = r[i].run_id;
-        pts[i].when_ms = r[i].started_ms;
-        pts[i].value = r[i].value;
-        pts[i].stddev = r[i].reps > 1 ? r[i].stddev : NAN;
-        pts[i].regression = r[i].regression;
-    }
-    nb_svg_plot p = {
+    nb_dash_plot_in in = {
         .title = metric == NB_METRIC_TTFT ? "TTFT (ms)" : "TPS (decode tokens/s)",
-        .pts = pts,
+        .unit = metric == NB_METRIC_TTFT ? "ms" : "tokens/s",
+        .rows = r,
         .n = n,
-        .higher_is_better = nb_db_metric_higher_is_better(metric),
+        .metric = metric,
         .band_runs = o->band_runs,
         .band_rel = o->band_rel,
-        .link_prefix = 1,
-        .unit = metric == NB_METRIC_TTFT ? "ms" : "tokens/s",
-        .nonnegative = 1,
+        .by_commit = by_commit,
+        .link = 1,
     };
-    nb_code rc = nb_svg_plot_write(f, &p, err);
-    free(pts);
-    return rc;
+    return nb_dash_plot_write(f, &in, err);
 }
 
 static const nb_db_history_row *find_run(const nb_db_history_row *r, size_t n, int64_t id)
@@ -651,16 +642,26 @@ static nb_code page_deployment(nb_db *db, const nb_dash_opts *o, int64_t id, FIL
     head(f, title);
     fprintf(f, "<p>Deployment %" PRId64 ", weights ", id);
     esc(f, dd.d.weights_digest[0] ? dd.d.weights_digest : "unknown");
-    fprintf(f, ". The shaded band is the median of the previous %zu runs &#177; %.0f%%, the "
-               "regression check's threshold; red points are runs it flagged (a bigger move "
-               "that was also significant, Mann-Whitney p &lt; 0.05). Each point links to "
-               "its run.</p>\n",
+    fprintf(f, ". Each plot draws one line per series (runs alike in kind, tokens, prompt "
+               "and threads, named in its legend): runs of different series are never joined "
+               "or compared. The shaded band of a series is the median of its previous %zu "
+               "runs &#177; %.3g%%, the regression check's threshold; red points are runs it "
+               "flagged on that plot's metric (a bigger move that was also significant, "
+               "Mann-Whitney p &lt; 0.05). Orange lines mark a change of NPU driver, firmware "
+               "or mlir-air commit from the run before. Each point links to its run.</p>\n",
             o->band_runs, o->band_rel * 100);
     for (int k = 0; k < 2 && !rc; k++) {
+        nb_db_metric m = k ? NB_METRIC_TPS : NB_METRIC_TTFT;
         fprintf(f, "<div class=\"plot\" id=\"plot-%s\">\n", k ? "tps" : "ttft");
-        rc = plot(f, o, dd.m[k], dd.n[k], k ? NB_METRIC_TPS : NB_METRIC_TTFT, err);
+        rc = plot(f, o, dd.m[k], dd.n[k], m, 0, err);
         fprintf(f, "<p><a href=\"deployment-%" PRId64 "-%s.svg\">SVG</a></p></div>\n", id,
                 k ? "tps" : "ttft");
+        /* the same runs by commit, where they have one */
+        if (!rc && nb_dash_plot_commit(dd.m[k], dd.n[k])) {
+            fprintf(f, "<div class=\"plot\" id=\"plot-%s-commit\">\n", k ? "tps" : "ttft");
+            rc = plot(f, o, dd.m[k], dd.n[k], m, 1, err);
+            fputs("</div>\n", f);
+        }
     }
     /* every run of the three series, newest first */
     fputs("<h2>Runs</h2>\n<table id=\"runs\"><tr><th>Run</th><th>Started</th><th>Kind</th>"
@@ -721,7 +722,7 @@ static nb_code svg_deployment(nb_db *db, const nb_dash_opts *o, int64_t id, int 
     if (rc)
         return rc;
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
-    rc = plot(f, o, dd.m[tps], dd.n[tps], tps ? NB_METRIC_TPS : NB_METRIC_TTFT, err);
+    rc = plot(f, o, dd.m[tps], dd.n[tps], tps ? NB_METRIC_TPS : NB_METRIC_TTFT, 0, err);
     dep_free(&dd);
     return rc;
 }

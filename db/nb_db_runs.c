@@ -910,6 +910,30 @@ static void history_row(sqlite3_stmt *st, void *slot, void *ud)
     h->generated_tokens = nb_db_col_int(st, 20, -1);
     h->prompt_tokens = nb_db_col_int(st, 21, -1);
     h->threads = (int)nb_db_col_int(st, 22, 0);
+    h->regression_metrics =
+        nb_db_regression_metrics(h->regression, (const char *)sqlite3_column_text(st, 23));
+    nb_db_col_copy(st, 24, h->driver, sizeof h->driver);
+    nb_db_col_copy(st, 25, h->firmware, sizeof h->firmware);
+    nb_db_col_copy(st, 26, h->air_sha, sizeof h->air_sha);
+}
+
+unsigned nb_db_regression_metrics(int regression, const char *detail)
+{
+    if (!regression)
+        return 0;
+    unsigned mask = 0;
+    /* entries "; "-separated, each opening with the metric's name (metric_names, as
+     * nb_db_run_check_regression writes them) */
+    for (const char *p = detail; p && *p;) {
+        p += strspn(p, "; ");
+        size_t w = strcspn(p, " ;");
+        for (int m = 0; m < NB_METRIC_N; m++)
+            if (w == strlen(metric_names[m]) && !strncasecmp(p, metric_names[m], w))
+                mask |= 1u << m;
+        const char *next = strchr(p, ';');
+        p = next ? next : NULL;
+    }
+    return mask ? mask : (1u << NB_METRIC_N) - 1;
 }
 
 nb_db_series nb_db_history_row_series(const nb_db_history_row *h)
@@ -954,8 +978,11 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
              "SELECT r.id, r.job_id, r.deployment_id, d.model, d.board, d.backend, d.dtype, "
              "d.weights_digest, r.kind, r.npubench_commit, r.outcome, r.source, r.started_ms, "
              "%s, %s, %s, r.reps, r.regression, r.verify_status, r.context_len, "
-             "r.generated_tokens, r.prompt_tokens, r.threads FROM runs r "
-             "JOIN deployments d ON d.id = r.deployment_id",
+             "r.generated_tokens, r.prompt_tokens, r.threads, r.regression_detail, "
+             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'driver'), "
+             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'firmware'), "
+             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'air_sha') "
+             "FROM runs r JOIN deployments d ON d.id = r.deployment_id",
              gate ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END" : value_cols[q->metric],
              gate ? "NULL" : mean_cols[q->metric], gate ? "NULL" : stddev_cols[q->metric]);
     filter_sql(sql, sizeof sql, q);

@@ -196,10 +196,23 @@ typedef struct nb_db_history_row {
     double value, mean, stddev; /* of the queried metric (mean/stddev NaN for gate) */
     int reps;
     int regression;
+    /* Which metrics the check flagged: bit (1u << nb_db_metric) each, read from the run's
+     * regression detail; every bit when the run is flagged and its detail names none (a
+     * verdict stored without one: flagged everywhere rather than nowhere). 0 = none. */
+    unsigned regression_metrics;
     char verify_status[16]; /* see nb_db_run.verify_status; "" when not imported */
     int64_t context_len, generated_tokens, prompt_tokens; /* -1 = unknown */
     int threads;                                          /* 0 = unknown */
+    /* What the run ran on and with, from its toolchain entries ("" = not recorded): the NPU
+     * driver and firmware the worker's probe read (keys "driver", "firmware") and the
+     * mlir-air commit ("air_sha"); the dashboard marks where they change. */
+    char driver[64], firmware[64], air_sha[64]; /* a 40-hex SHA fits; longer: cut */
 } nb_db_history_row;
+
+/* The metrics a regression detail names (nb_db_run_check_regression's text, "tps -12.3%
+ * (...); ttft +8.0% (...)"), as nb_db_history_row.regression_metrics; flagged with no
+ * metric named: every bit; not flagged: 0. */
+unsigned nb_db_regression_metrics(int regression, const char *detail);
 
 /* The row's run as a series (strings point into h). */
 nb_db_series nb_db_history_row_series(const nb_db_history_row *h);

@@ -348,11 +348,11 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
 /* Quantized weights, any n: X rows (as Q8) in L2-sized blocks, each group
  * streamed once per block and kept in L1 across the block's rows (a group
  * is at most 8 * 1536/32 * 34 bytes here; prefill needs no fp32 copy). */
-/* The k-quants and Q5_0 in prefill: each group decoded once per X block into e. */
+/* The k-quants in prefill: each group decoded once per X block into e (Q5_0's decode kernel
+ * keeps 8 rows in its lanes and meets each X row as it is, as Q4_1's does). */
 static int expands(const nb_wmat *W, int n)
 {
-    return n >= GEMM_MIN_N && (W->type == NB_W_Q5_0 || W->type == NB_W_Q4_K ||
-                               W->type == NB_W_Q6_K);
+    return n >= GEMM_MIN_N && (W->type == NB_W_Q4_K || W->type == NB_W_Q6_K);
 }
 
 /* The prefill GEMM (kt->kq_gemm) of a group block: X rows in blocks of pair records (i0 even),
@@ -388,6 +388,7 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
     const nb_kernel_table *kt = nb_kernels_active();
     nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? (kt->q4_1_gemv8 ? kt->q4_1_gemv8 : nb_avx2_q4_1_gemv8)
                         : W->type == NB_W_Q8_0 ? (kt->q8_0_gemv8 ? kt->q8_0_gemv8 : gemv8_q8_0)
+                        : W->type == NB_W_Q5_0 ? (kt->q5_0_gemv8 ? kt->q5_0_gemv8 : nb_avx2_q5_0_gemv8)
                                                : nb_avx2_kquant_gemv8(W->type);
     nb_kq_expanded_fn ex = kt->kquant_expanded;
     if (!ex)

@@ -23,64 +23,42 @@ static inline __m256i signed_prod(__m256i w, __m256i xq)
     return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
 }
 
-/* The low nibbles of 16 bytes as bytes 0..15, their high nibbles as bytes 16..31. */
-static inline __m256i nibbles32(const uint8_t *qs)
+/* ---- Q5_0: block = the 8 rows' d, their fifth bits, then 4 chunks of quant bytes -------- */
+
+/* Rows in lanes (PACK8 chunks Q5_0 so, nb_kernels.c): per block d0..d7, the 8 rows' fifth bits,
+ * then 4 chunks of quant bytes. Chunk k against the broadcast x quants of its weights gives pair
+ * sums (|pair| <= 2 * 31 * 127, two chunks' sum fits int16); madd makes each lane its row's
+ * sum of q x over the block, less 16 sum x (shared by the rows) the exact integer of dot_q5_0
+ * (nb_kquant.c), whose float steps then run once for 8 rows. */
+static inline __m256i q5_0_pairs(const uint8_t *q, __m256i h, const int8_t *xb, int k)
 {
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw),
-                            _mm256_set1_epi8(15));
+    __m256i lo, hi;
+    nb_q5_0_chunk(q, h, k, &lo, &hi);
+    int32_t xl, xh;
+    memcpy(&xl, xb + 4 * k, 4);
+    memcpy(&xh, xb + 16 + 4 * k, 4);
+    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(xl)),
+                            _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xh)));
 }
 
-/* ---- Q5_0: block = d (with the 8 rows' d first in PACK8), then qh and qs per row ---------- */
-
-/* Bit j of a little-endian uint32 as byte j: 0xff where set. */
-static inline __m256i bits_to_bytes(const uint8_t *p)
+void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v),
-                                    _mm256_setr_epi64x(0, 0x0101010101010101LL,
-                                                       0x0202020202020202LL,
-                                                       0x0303030303030303LL));
-    __m256i m = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(b, m), m);
-}
-
-/* One row's 32 quants q, 0..31 (qh at p, then the nibbles). */
-static inline __m256i q5_0_quants(const uint8_t *p)
-{
-    __m256i hi = _mm256_and_si256(bits_to_bytes(p), _mm256_set1_epi8(16));
-    return _mm256_or_si256(nibbles32(p + NB_QUANT_Q5_0_QS - NB_QUANT_Q5_0_QH), hi);
-}
-
-static void gemv8_q5_0(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
-{
-    enum { SB = NB_QUANT_Q5_0_QH, RB = NB_QUANT_Q5_0_BYTES - NB_QUANT_Q5_0_QH };
-    __m256 acc[8];
-    for (int r = 0; r < 8; r++)
-        acc[r] = _mm256_setzero_ps();
-    const __m256i one = _mm256_set1_epi16(1);
-    float dd[8];
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        const int8_t *xb = x->q + b * 32;
+        __m256i h = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const uint8_t *q = p + 16 + 32;
+        __m256i s01 = _mm256_add_epi16(q5_0_pairs(q, h, xb, 0), q5_0_pairs(q, h, xb, 1));
+        __m256i s23 = _mm256_add_epi16(q5_0_pairs(q, h, xb, 2), q5_0_pairs(q, h, xb, 3));
+        __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s01, ones), _mm256_madd_epi16(s23, ones));
+        is = _mm256_sub_epi32(is, nb_x16_sum(xb));
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b])));
-        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
-        /* sum (q - 16) x = sum q x - 16 sum x: unsigned q goes to maddubs as it is, and the
-         * lane sums of 16 x, shared by the 8 rows, come off in integers (exact) */
-        __m256i x16 = _mm256_slli_epi32(
-            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), one), 4);
-        const uint8_t *rows = p + 8 * SB;
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; r++) {
-            __m256i prod = _mm256_maddubs_epi16(q5_0_quants(rows + r * RB), xq);
-            __m256i is = _mm256_sub_epi32(_mm256_madd_epi16(prod, one), x16);
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(is),
-                                                         _mm256_set1_ps(dd[r])));
-        }
+        __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
     }
-    _mm256_storeu_ps(out, nb_reduce8(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6],
-                                     acc[7]));
+    _mm256_storeu_ps(out, acc);
 }
 
 /* ---- Q4_K: super-block = d, dmin (8 rows' first), then scales and qs per row -------------- */
@@ -227,20 +205,6 @@ size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K)
 
 void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e)
 {
-    const __m256i ones = _mm256_set1_epi16(1);
-    if (t == NB_W_Q5_0) {
-        enum { SB = NB_QUANT_Q5_0_QH, RB = NB_QUANT_Q5_0_BYTES - NB_QUANT_Q5_0_QH };
-        const uint8_t *p = grp;
-        for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
-            _mm256_storeu_ps(nb_kq_exp_dw(e, b), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
-            for (int r = 0; r < 8; r++) {
-                __m256i w = _mm256_sub_epi8(q5_0_quants(p + 8 * SB + r * RB), _mm256_set1_epi8(16));
-                _mm256_storeu_si256((__m256i *)(nb_kq_exp_w(e, b) + 32 * r), w);
-                _mm256_storeu_si256((__m256i *)(nb_kq_exp_sc(e, b) + 16 * r), ones);
-            }
-        }
-        return;
-    }
     if (t == NB_W_Q4_K) {
         enum { SB = NB_QUANT_Q4_K_SCALES, RB = NB_QUANT_Q4_K_BYTES - NB_QUANT_Q4_K_SCALES };
         const uint8_t *p = grp;
@@ -361,7 +325,7 @@ void nb_avx2_kquant_mins8(const nb_q8_act *x, const float *mins0, int K, float m
 nb_q8_gemv8_fn nb_avx2_kquant_gemv8(nb_wtype t)
 {
     switch (t) {
-    case NB_W_Q5_0: return gemv8_q5_0;
+    case NB_W_Q5_0: return nb_avx2_q5_0_gemv8;
     case NB_W_Q4_K: return gemv8_q4_k;
     case NB_W_Q6_K: return gemv8_q6_k;
     default: return NULL;

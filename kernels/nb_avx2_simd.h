@@ -9,6 +9,7 @@
 #endif
 
 #include <immintrin.h>
+#include <stdint.h>
 
 #include "nb_bf16.h"
 
@@ -98,6 +99,30 @@ static inline __m256 nb_exp8(__m256 x)
 static inline float nb_exp1(float x)
 {
     return _mm256_cvtss_f32(nb_exp8(_mm256_set1_ps(x)));
+}
+
+/* Q5_0 in PACK8 (nb_kernels.c), rows in lanes: quant chunk k (32 bytes at q, bytes 4k..4k+3 of
+ * row r in lane r) and the rows' stored fifth bits h as the 5-bit quants of weights 4k..4k+3
+ * (*lo) and 16+4k.. (*hi), 0..31, one byte each. */
+static inline void nb_q5_0_chunk(const uint8_t *q, __m256i h, int k, __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+    *lo = _mm256_or_si256(_mm256_and_si256(raw, m4),
+                          _mm256_and_si256(_mm256_slli_epi32(h, 4 - k), b4));
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi32(h, k), b4));
+}
+
+/* 16 * the sum of a Q8 block's 32 quants, in every lane (exact): what Q5_0's - 16 takes off. */
+static inline __m256i nb_x16_sum(const int8_t *xb)
+{
+    __m256i s = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb)),
+        _mm256_set1_epi16(16));
+    s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 1));
+    s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4e));
+    return _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
 }
 
 #endif

@@ -1,6 +1,7 @@
-/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the per-row kernels of Q5_0, Q4_K
- * and Q6_K (an expanded PACK8 group) and of Q8_0 (Gemma's LM head), two weight rows per zmm, and
- * the prefill GEMM of all four (weight rows x activation-row pairs in registers; at the end).
+/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the per-row kernels of Q4_K and
+ * Q6_K (an expanded PACK8 group) and of Q8_0 (Gemma's LM head), two weight rows per zmm; the
+ * rows-in-lanes kernels of Q4_1 and Q5_0; the prefill GEMM of Q4_K, Q6_K and Q8_0 (weight rows x
+ * activation-row pairs in registers; at the end).
  *
  * Why it exists: in Gemma 3's prefill the AVX2 expanded kernel is most of the time, and it
  * spends 7 instructions per 32 products of one row (two vpsignb, vpmaddubsw, vpmaddwd, convert,
@@ -25,11 +26,13 @@
 #define NB_AVX512_KQ_EXPANDED nb_avx512_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_q8_0_gemv8
 #define NB_AVX512_Q4_1_GEMV8 nb_avx512_q4_1_gemv8
+#define NB_AVX512_Q5_0_GEMV8 nb_avx512_q5_0_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_kq_gemm
 #else
 #define NB_AVX512_KQ_EXPANDED nb_avx512_emu_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_emu_q8_0_gemv8
 #define NB_AVX512_Q4_1_GEMV8 nb_avx512_emu_q4_1_gemv8
+#define NB_AVX512_Q5_0_GEMV8 nb_avx512_emu_q5_0_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_emu_kq_gemm
 #endif
 
@@ -42,6 +45,7 @@ void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int
                            float out[8]);
 void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 
 /* Lanes 0-7 of a zmm of d = d_w * d_x take row 2p's d, lanes 8-15 row 2p+1's. */
 static const int32_t pair_idx[4][16] = {
@@ -121,6 +125,38 @@ void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     _mm256_storeu_ps(out, _mm256_add_ps(acc, mt));
 }
 
+/* Decode's Q5_0 (PACK8, rows in lanes, nb_kernels.c): nb_avx2_q5_0_gemv8 bit for bit, vpdpbusd
+ * (the 5-bit quants unsigned, x signed) in place of maddubs + add + madd; four sums, so
+ * consecutive vpdpbusd do not wait on each other. */
+void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    __m256 acc = _mm256_setzero_ps();
+    const uint8_t *p = grp;
+    for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        const int8_t *xb = x->q + b * 32;
+        __m256i h = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const uint8_t *q = p + 16 + 32;
+        __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                        _mm256_setzero_si256()};
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i lo, hi;
+            nb_q5_0_chunk(q, h, k, &lo, &hi);
+            int32_t xl, xh;
+            memcpy(&xl, xb + 4 * k, 4);
+            memcpy(&xh, xb + 16 + 4 * k, 4);
+            s[2 * (k & 1)] = _mm256_dpbusd_epi32(s[2 * (k & 1)], lo, _mm256_set1_epi32(xl));
+            s[2 * (k & 1) + 1] = _mm256_dpbusd_epi32(s[2 * (k & 1) + 1], hi, _mm256_set1_epi32(xh));
+        }
+        __m256i is = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
+        is = _mm256_sub_epi32(is, nb_x16_sum(xb));
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
 /* Decode's Q8_0 (PACK8: per block the 8 rows' fp16 d, then their 32 quants each): the AVX2
  * gemv8_q8_0 bit for bit. Its lane sums are plain (no scale), and it adds a zero vector at the
  * end, which turns a -0 row into +0: done here too. */
@@ -190,8 +226,8 @@ void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int
  * so Gemma's prefill ran at ~12 multiply-adds per cycle. Here a zmm holds one weight row
  * against two activation rows (lanes 0-7 the 8 four-weight lanes of row i, 8-15 of row i+1),
  * and everything that depends on one side only is prepared once for that side:
- *   - weights as unsigned codes u (Q5_0 q, Q4_K q, Q6_K q, Q8_0 w + 128), so vpdpbusd takes
- *     them as they are and x stays signed; the offset (16, 0, 32, 128) times each lane's
+ *   - weights as unsigned codes u (Q4_K q, Q6_K q, Q8_0 w + 128), so vpdpbusd takes
+ *     them as they are and x stays signed; the offset (0, 32, 128) times each lane's
  *     sum(x) comes off through the accumulator's start value, -sum4(x) << log2(offset), made
  *     per activation pair record and shared by the 8 rows;
  *   - the k-quants' integer lane scale as a float vector: float(I) * float(sc) is exact, the
@@ -262,7 +298,7 @@ static void gemm_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8
     }
     /* the AVX2 expansion decodes the blocks; here only their form changes */
     nb_avx2_kquant_expand(t, grp, K, tmp);
-    const __m256i off = _mm256_set1_epi8(t == NB_W_Q5_0 ? 16 : t == NB_W_Q6_K ? 32 : 0);
+    const __m256i off = _mm256_set1_epi8(t == NB_W_Q6_K ? 32 : 0);
     for (int b = 0; b < nb; b++) {
         uint8_t *blk = g + (size_t)b * GB;
         memcpy(blk + GB_DW, nb_kq_exp_dw(tmp, b), 8 * sizeof(float));
@@ -273,10 +309,9 @@ static void gemm_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8
                 (__m256i *)(blk + 32 * r),
                 _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(w + 32 * r)), off));
             /* both words of a scale lane are equal: the high one, sign-extended */
-            if (t != NB_W_Q5_0)
-                _mm256_storeu_ps((float *)(blk + GB_SC + 32 * r),
-                                 _mm256_cvtepi32_ps(_mm256_srai_epi32(
-                                     _mm256_loadu_si256((const __m256i *)(sc + 16 * r)), 16)));
+            _mm256_storeu_ps((float *)(blk + GB_SC + 32 * r),
+                             _mm256_cvtepi32_ps(_mm256_srai_epi32(
+                                 _mm256_loadu_si256((const __m256i *)(sc + 16 * r)), 16)));
         }
     }
     if (t == NB_W_Q4_K)
@@ -345,7 +380,6 @@ gemm_tile(const uint8_t *g, int nb, const uint8_t *pr, int np, int has_sc, int s
                               float *out)                                                       \
     {                                                                                           \
         switch (t) {                                                                            \
-        case NB_W_Q5_0: gemm_tile(g, nb, pr, NP, 0, 4, out); break;                             \
         case NB_W_Q4_K: gemm_tile(g, nb, pr, NP, 1, -1, out); break;                            \
         case NB_W_Q6_K: gemm_tile(g, nb, pr, NP, 1, 5, out); break;                             \
         default: gemm_tile(g, nb, pr, NP, 0, 7, out); break; /* Q8_0 */                         \

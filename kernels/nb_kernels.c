@@ -82,14 +82,36 @@ static size_t block_scale_bytes(nb_wtype t)
 /* Within those two parts, each row's bytes go in chunks: chunk c of row `lane` at
  * c * 8 * chunk + lane * chunk. Q4_1 chunks both finely: d0..d7 then m0..m7 (one F16C op
  * each), and its quants in 4-byte chunks, so one 32-byte load holds the same 4 quant bytes of 8
- * rows, a lane per row (nb_avx2.c's gemv8_q4_1). The others keep each part of a row whole. */
+ * rows, a lane per row (nb_avx2.c's gemv8_q4_1). Q5_0 likewise: its rest (qh, then the 16 quant
+ * bytes) in 4-byte chunks, qh re-ordered (q5_0_hbits). The others keep each part of a row whole. */
 static size_t block_scale_chunk(nb_wtype t)
 {
     return t == NB_W_Q4_1 ? 2 : block_scale_bytes(t);
 }
 static size_t block_rest_chunk(nb_wtype t, size_t rest)
 {
-    return t == NB_W_Q4_1 ? 4 : rest;
+    return t == NB_W_Q4_1 || t == NB_W_Q5_0 ? 4 : rest;
+}
+
+/* Q5_0's fifth bits in PACK8: bit 8i + k of the stored word is qh bit 4k + i and bit 8i + 4 + k
+ * is qh bit 16 + 4k + i (i, k < 4), so the kernels move the bits of quant chunk k (weights
+ * 4k..4k+3 and 16+4k..) to bit 4 of byte i with one shift each (nb_avx2_q5_0_gemv8).
+ * to_grp: qh to that order; else back. */
+static uint32_t q5_0_hbits(uint32_t v, int to_grp)
+{
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++) {
+            int a = 8 * i + k, b = 4 * k + i; /* stored bit a <-> qh bit b, and +4 / +16 */
+            if (to_grp) {
+                r |= ((v >> b) & 1u) << a;
+                r |= ((v >> (b + 16)) & 1u) << (a + 4);
+            } else {
+                r |= ((v >> a) & 1u) << b;
+                r |= ((v >> (a + 4)) & 1u) << (b + 16);
+            }
+        }
+    return r;
 }
 
 /* Row `lane`'s n bytes at src into (to_grp) or out of a part of a group at g, in chunks of c. */
@@ -113,6 +135,13 @@ static void pack_block(const nb_wmat *w, uint8_t *grp, int b, int lane, uint8_t 
     chunk_copy(g, blk, sb, block_scale_chunk(w->type), lane, to_grp);
     chunk_copy(g + NB_PACK * sb, blk + sb, bb - sb, block_rest_chunk(w->type, bb - sb), lane,
                to_grp);
+    if (w->type == NB_W_Q5_0) { /* the qh chunk, now in the group (to_grp) or in blk */
+        uint8_t *at = to_grp ? g + NB_PACK * sb + (size_t)lane * 4 : blk + sb;
+        uint32_t v;
+        memcpy(&v, at, 4);
+        v = q5_0_hbits(v, to_grp);
+        memcpy(at, &v, 4);
+    }
 }
 
 /* Weights live in slabs of 2 MiB-aligned memory that ask for transparent

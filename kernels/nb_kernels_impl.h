@@ -17,7 +17,9 @@
  *   quantized: for each block b, the leading scales of block b of rows
  *             0..7 (Q4_1 and Q4_K d,m / d,dmin: 4 bytes; Q8_0 and Q5_0 d: 2;
  *             Q6_K none), then the rest of block b for rows 0..7, so one
- *             F16C op converts 8 rows' scales.
+ *             F16C op converts 8 rows' scales. Q4_1 and Q5_0 keep 8 rows in
+ *             the lanes of a vector: their parts go in 2- and 4-byte chunks
+ *             (nb_kernels.c), Q5_0's fifth bits re-ordered.
  * A group is 8 * row_bytes long.
  * VNNI16 (bf16 only; the AVX-512 BF16 and AMX paths): rows in groups of
  * 16, cols padded with zeros to kp = a multiple of 32 (nb_vnni_cols); group
@@ -81,7 +83,7 @@ typedef struct nb_q8_act {
 typedef void (*nb_kq_expanded_fn)(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
                                   float out[8]);
 
-/* The prefill GEMM of the block-keeping types Q5_0, Q4_K, Q6_K and Q8_0 (nb_avx512_kquant.c, on
+/* The prefill GEMM of the block-keeping types Q4_K, Q6_K and Q8_0 (nb_avx512_kquant.c, on
  * AVX-512 VNNI): the same function as the per-row kernels (nb_kquant.c's definition), bit for
  * bit, with each weight group's decoding and scales shared by many activation rows.
  * The activations of a call go once into pair records (pairs(): rows 2p and 2p+1 of the Q8 form
@@ -101,7 +103,7 @@ typedef struct nb_kq_gemm_ops {
 /* 1 for the types nb_kq_gemm_ops computes. */
 static inline int nb_kq_gemm_type(nb_wtype t)
 {
-    return t == NB_W_Q5_0 || t == NB_W_Q4_K || t == NB_W_Q6_K || t == NB_W_Q8_0;
+    return t == NB_W_Q4_K || t == NB_W_Q6_K || t == NB_W_Q8_0;
 }
 extern const nb_kq_gemm_ops nb_avx512_kq_gemm; /* nb_avx512_kquant.c */
 
@@ -133,8 +135,10 @@ typedef struct nb_kernel_table {
      * Q8_0 kernel (NULL: the AVX2 one). */
     nb_kq_expanded_fn kquant_expanded;
     void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
-    /* The Q4_1 kernel of 8 PACK8 rows (NULL: nb_avx2_q4_1_gemv8). */
+    /* The Q4_1 and Q5_0 kernels of 8 PACK8 rows (NULL: nb_avx2_q4_1_gemv8, nb_avx2_q5_0_gemv8);
+     * Q5_0 prefill runs them too, one activation row at a time. */
     void (*q4_1_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+    void (*q5_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
     /* The quantized prefill GEMM (NULL: the kernels above, one activation row at a time). */
     const nb_kq_gemm_ops *kq_gemm;
     /* The inner loops of nb_avx2.c's attention (NULL: its AVX2 ones): the scores of 4 query
@@ -215,6 +219,10 @@ void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8
  * bit on AVX-512 VNNI (nb_avx512_kquant.c: vpdpbusd for maddubs + madd). */
 void nb_avx2_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+/* Q5_0's kernel of 8 PACK8 rows (rows in the lanes, nb_avx2_kquant.c), and the same function bit
+ * for bit on AVX-512 VNNI (nb_avx512_kquant.c). */
+void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 /* The AVX2 Q8_0 kernel of 8 PACK8 rows, bit for bit, on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx512_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 

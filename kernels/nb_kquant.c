@@ -7,7 +7,6 @@
  * activation block in exact integer arithmetic; lane l (weights 4l..4l+3 of the block) of an
  * 8-lane fp32 accumulator then gains float(I_l) * dd, and the row's output is the portable
  * tree of the lanes (minus a min term for Q4_K):
- *   Q5_0: I_l = sum (q - 16) x_q;                     dd = d_w * d_x[b]
  *   Q4_K: I_l = sc[s] * sum q x_q (s: sub-block);     dd = d_w * d_x[b]
  *         and lane s of a second accumulator mt gains (dmin * m[s]) * s_x[b] per
  *         super-block; out = tree(acc) - tree(mt)
@@ -15,7 +14,9 @@
  * Folding the small integer scales of the k-quants into I_l keeps it exact (|I_l| < 2^22) and
  * costs the SIMD path one madd, where scaling in fp32 would cost a convert and a multiply per
  * sub-block. The result is the dot of the dequantized weights with the Q8 activations up to
- * fp32 rounding of the per-block terms (test_kernels checks it against fp64). */
+ * fp32 rounding of the per-block terms (test_kernels checks it against fp64).
+ * Q5_0 instead sums the block whole: acc += float(sum over the block of (q - 16) x_q) *
+ * (d_w * d_x[b]), blocks in order, out = acc (|sum| <= 32 * 16 * 127, exact). */
 
 static inline float tree8(const float a[8])
 {
@@ -34,19 +35,22 @@ static inline void lanes_add(float acc[8], const int w[32], const int8_t *xb, co
     }
 }
 
+/* Q5_0 sums each block whole (as Q4_1 does, nb_portable.c): decode keeps 8 rows in the 8 lanes
+ * of one vector (nb_avx2_q5_0_gemv8), and one float step per block and 8 rows is what lets it
+ * stream at the read bandwidth; per-lane sums cost a convert, multiply and add per row. */
 static float dot_q5_0(const uint8_t *row, int K, const int8_t *xq, const float *xd)
 {
-    static const int one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    float acc[8] = {0};
+    float acc = 0.0f;
     int w[32];
     for (int b = 0; b < K / 32; b++) {
         const uint8_t *blk = row + (size_t)b * NB_QUANT_Q5_0_BYTES;
         nb_quant_q5_0_quants(blk, w);
+        int is = 0;
         for (int t = 0; t < 32; t++)
-            w[t] -= 16;
-        lanes_add(acc, w, xq + b * 32, one, nb_quant_f16_at(blk + NB_QUANT_Q5_0_D) * xd[b]);
+            is += (w[t] - 16) * xq[b * 32 + t];
+        acc += (float)is * (nb_quant_f16_at(blk + NB_QUANT_Q5_0_D) * xd[b]);
     }
-    return tree8(acc);
+    return acc;
 }
 
 static float dot_q4_k(const uint8_t *row, int K, const int8_t *xq, const float *xd,

@@ -302,7 +302,7 @@ static inline nb_wmat *kt_pack8(nb_wtype t, int K, const uint8_t *data, size_t r
 static inline int kt_check_kq_expanded(const char *path, nb_kq_expanded_fn fn)
 {
     int bad = 0;
-    static const nb_wtype ts[] = {NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    static const nb_wtype ts[] = {NB_W_Q4_K, NB_W_Q6_K};
     static const int Ks[] = {256, 768, 2048}; /* whole 256-blocks for the k-quants */
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
         for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
@@ -377,7 +377,7 @@ static inline float kt_q8_0_dot_ref(const uint8_t *row, int K, const nb_q8_act *
 static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
 {
     int bad = 0;
-    static const nb_wtype ts[] = {NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K, NB_W_Q8_0};
+    static const nb_wtype ts[] = {NB_W_Q4_K, NB_W_Q6_K, NB_W_Q8_0};
     static const int Ks[] = {256, 768, 2048};
     enum { NMAX = 9, SKIP = 2 }; /* SKIP rows (one pair) precede the rows the GEMM is given */
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)

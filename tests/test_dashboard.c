@@ -27,6 +27,7 @@
 #include "nb_db_workers.h"
 #include "nb_svg.h"
 #include "nb_time.h"
+#include "png_read.h"
 #include "testutil.h"
 
 #define N_PERF 12        /* profile runs of deployment A */
@@ -39,6 +40,8 @@ static struct {
     size_t n_deps, n_workers, n_queued, n_flagged;
     size_t n_boards, n_never_checked; /* boards on the page; those no check has run on */
     int64_t flagged[N_PERF];
+    int64_t ttft_flagged, tps_flagged; /* flagged on that metric alone */
+    size_t n_cold;                     /* A's second series ("run", 32 tokens, 4 threads) */
     int64_t verify_old_b, verify_new_b, verify_a; /* matrix cells */
     int64_t queued_job;
     size_t gate_checks_new_b;
@@ -100,6 +103,20 @@ static int64_t add_run(nb_db *db, nb_db_run *r)
     return id;
 }
 
+/* What deployment A's run i ran with: mlir-air a1b2c3d.. for runs 0-3, b7c8d9e.. for 4-7,
+ * c0ffee1.. after (two commit changes, three commits); NPU driver 2.19.0 before run 6 and
+ * 2.20.0 from it (a third change); one firmware throughout. */
+#define SEED_EVENTS 3
+#define SEED_COMMITS 3
+static void seed_toolchain(int i, nb_db_kv tc[3])
+{
+    tc[0] = (nb_db_kv){"air_sha", i < 4   ? "a1b2c3d4e5f60718"
+                                  : i < 8 ? "b7c8d9e0f1a23344"
+                                          : "c0ffee1234567890"};
+    tc[1] = (nb_db_kv){"driver", i < 6 ? "2.19.0" : "2.20.0"};
+    tc[2] = (nb_db_kv){"firmware", "1.5.2.380"};
+}
+
 /* Three deployments (one named to break HTML), two workers (one hostile board name), a
  * TPS/TTFT history with flagged runs, verify runs for the matrix, one queued job. */
 static void seed_db(void)
@@ -154,7 +171,15 @@ static void seed_db(void)
         r.stddev[NB_METRIC_TPS] = 1.5;
         r.reps = 3;
         r.regression = slow;
-        r.regression_detail = slow ? "tps -20.0% (p=0.01, 3 vs 21 samples)" : NULL;
+        /* run 7 flagged on TPS only, run 10 on TTFT only (as the check writes its detail) */
+        r.regression_detail = i == 7    ? "tps -20.0% (p=0.01, 3 vs 21 samples)"
+                              : i == 10 ? "ttft +50.0% (median 60 vs 40, p=0.01, 3 vs 21 "
+                                          "samples)"
+                                        : NULL;
+        nb_db_kv tc[3];
+        seed_toolchain(i, tc);
+        r.toolchain = tc;
+        r.n_toolchain = 3;
         /* a profile's breakdown, as the worker's report carries it */
         r.report_json = i == 7 ? "{\"phases\": [{\"name\": \"prefill\", \"avg_ms\": 12.5}, "
                                  "{\"name\": \"decode\", \"avg_ms\": 3.25}], \"kernels\": "
@@ -165,6 +190,28 @@ static void seed_db(void)
         int64_t id = add_run(db, &r);
         if (slow)
             seed.flagged[seed.n_flagged++] = id;
+        if (i == 10)
+            seed.ttft_flagged = id;
+        else if (i == 7)
+            seed.tps_flagged = id;
+        /* a second series between them: cold 32-token runs on 4 threads, slower; the
+         * plots joined them with the profiles into one line */
+        if (i % 2) {
+            nb_db_run_init(&r);
+            r.deployment_id = a;
+            r.kind = "run";
+            r.outcome = NB_OUTCOME_PASS;
+            r.started_ms = t0 + i * 60000LL + 30000;
+            r.generated_tokens = 32;
+            r.env.threads = 4;
+            r.value[NB_METRIC_TPS] = 60.0 + (i % 4);
+            r.value[NB_METRIC_TTFT] = 70.0 + (i % 3);
+            seed_toolchain(i, tc);
+            r.toolchain = tc;
+            r.n_toolchain = 3;
+            add_run(db, &r);
+            seed.n_cold++;
+        }
     }
     /* the matrix: an old PASS and a newer FAIL of B (the newer shows), a PASS of A */
     /* B's FAIL: prompt 0 passes; 1, 2 and 3 fail, localized (as verify/nb_localize writes it)
@@ -342,6 +389,65 @@ static void expect_board_health(const char *p)
     assert_int_equal(count(p, "<td class=\"version\">unknown</td>"), 6 * (seed.n_boards - 1));
 }
 
+/* The text between the opening of the element with id and the next plot's (or the end). */
+static char *plot_part(const char *p, const char *id)
+{
+    char open[96];
+    snprintf(open, sizeof open, "<div class=\"plot\" id=\"%s\">", id);
+    const char *a = strstr(p, open);
+    if (!a)
+        fail_msg("no plot %s on the page", id);
+    const char *b = strstr(a + strlen(open), "<div class=\"plot\"");
+    return strndup(a, b ? (size_t)(b - a) : strlen(a));
+}
+
+/* Deployment A's plots (as rendered, or as the browser parsed them): what each draws. */
+static void expect_plots(const char *p)
+{
+    static const char *const ids[4] = {"plot-ttft", "plot-tps", "plot-ttft-commit",
+                                       "plot-tps-commit"};
+    char flagged[96], other[96];
+    for (int k = 0; k < 4; k++) {
+        char *q = plot_part(p, ids[k]);
+        int ttft = k % 2 == 0, by_commit = k >= 2;
+        /* one line, one band, one legend entry per series key: the profiles and the cold
+         * 32-token runs (they were one line) */
+        assert_int_equal(count(q, "<path class=\"series\""), 2);
+        assert_int_equal(count(q, "<path class=\"band\""), 2);
+        assert_int_equal(count(q, "<g class=\"legend-entry\""), 2);
+        assert_int_equal(count(q, "<g class=\"series-0\""), 1);
+        assert_int_equal(count(q, "<g class=\"series-1\""), 1);
+        assert_non_null(strstr(q, ">profile (12 runs)</text>"));
+        assert_non_null(strstr(q, ">run, 32 tokens, 4 threads (6 runs)</text>"));
+        assert_non_null(strstr(q, "class=\"legend-note\""));
+        assert_int_equal(count(q, "<circle class=\"pt"), N_PERF + seed.n_cold);
+        /* the regression red on the plot of the metric it was flagged on, only there */
+        assert_int_equal(count(q, "class=\"pt regression\""), 1);
+        snprintf(flagged, sizeof flagged, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt regression\"",
+                 ttft ? seed.ttft_flagged : seed.tps_flagged);
+        snprintf(other, sizeof other, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt\"",
+                 ttft ? seed.tps_flagged : seed.ttft_flagged);
+        assert_non_null(strstr(q, flagged));
+        assert_non_null(strstr(q, other));
+        /* the probe's events on the time axis: the driver and two mlir-air changes */
+        assert_int_equal(count(q, "<line class=\"event\""), by_commit ? 0 : SEED_EVENTS);
+        if (!by_commit) {
+            assert_non_null(strstr(q, ">driver 2.20.0</text>"));
+            assert_non_null(strstr(q, ">mlir-air b7c8d9e</text>"));
+            assert_non_null(strstr(q, ">mlir-air c0ffee1</text>"));
+            assert_true(count(q, "<text class=\"xtick\"") >= 2);
+        } else {
+            /* x by commit: a tick per mlir-air commit, in order */
+            assert_int_equal(count(q, "<text class=\"ctick\""), SEED_COMMITS);
+            const char *a = strstr(q, ">a1b2c3d<"), *b = strstr(q, ">b7c8d9e<"),
+                       *c = strstr(q, ">c0ffee1<");
+            assert_true(a && b && c && a < b && b < c);
+            assert_non_null(strstr(q, "by mlir-air commit"));
+        }
+        free(q);
+    }
+}
+
 static void test_pages(void **s)
 {
     (void)s;
@@ -395,22 +501,20 @@ static void test_pages(void **s)
     assert_true(count(p, "<text class=\"ytick\"") >= 6);
     free(p);
 
-    /* deployment A: one series and one band per plot, a point per run, the flagged red */
+    /* deployment A: a line, band and legend entry per series key, flags on their metric's
+     * plot only, the probe's events, a second plot per metric by mlir-air commit */
     char name[64];
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
     p = page(db, name);
-    assert_int_equal(count(p, "<path class=\"series\""), 2);
-    assert_int_equal(count(p, "<path class=\"band\""), 2);
-    assert_int_equal(count(p, "<circle "), 2 * N_PERF);
-    assert_int_equal(count(p, "class=\"pt regression\""), 2 * seed.n_flagged);
+    expect_plots(p);
     for (size_t i = 0; i < seed.n_flagged; i++) {
         char link[64];
         snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt regression\"",
                  seed.flagged[i]);
         assert_non_null(strstr(p, link));
     }
-    /* the runs table: the profiles and the verify of A */
-    assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + 1);
+    /* the runs table: the profiles, the cold runs and the verify of A */
+    assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     assert_int_equal(count(p, "<td class=\"regression\">REGRESSION</td>"), seed.n_flagged);
     free(p);
 
@@ -460,7 +564,8 @@ static void test_pages(void **s)
     assert_int_equal(nb_dash_page(db, NULL, name, &svg, &len, &ct, &err), NB_OK);
     assert_string_equal(ct, "image/svg+xml");
     assert_true(!strncmp(svg, "<?xml", 5));
-    assert_int_equal(count(svg, "<circle "), N_PERF);
+    assert_int_equal(count(svg, "<circle class=\"pt"), N_PERF + seed.n_cold);
+    assert_int_equal(count(svg, "<path class=\"series\""), 2);
     free(svg);
 
     /* names that are no page: not found, never a crash or another file */
@@ -503,6 +608,24 @@ static void test_band(void **s)
     p.band_runs = 1; /* only the one before: 20 (point 3 is NaN) */
     assert_int_equal(nb_svg_band(&p, 4, &lo, &hi), 1);
     assert_true(fabs(lo - 18.0) < 1e-9);
+}
+
+/* Which metrics a stored regression concerns, read from its detail as the check writes it;
+ * flagged without a metric named: all (never silently none). */
+static void test_regression_metrics(void **s)
+{
+    (void)s;
+    assert_int_equal(nb_db_regression_metrics(0, "tps -20.0% (p=0.01)"), 0);
+    assert_int_equal(nb_db_regression_metrics(1, "tps -20.0% (p=0.01, 3 vs 21 samples)"),
+                     1u << NB_METRIC_TPS);
+    assert_int_equal(nb_db_regression_metrics(1, "ttft +8.0% (median 1 vs 2, p=0.01); decode "
+                                                 "+9.1% (p=0.02)"),
+                     (1u << NB_METRIC_TTFT) | (1u << NB_METRIC_DECODE));
+    assert_int_equal(nb_db_regression_metrics(1, "TPOT +5%"), 1u << NB_METRIC_TPOT);
+    const unsigned all = (1u << NB_METRIC_N) - 1;
+    assert_int_equal(nb_db_regression_metrics(1, NULL), all);
+    assert_int_equal(nb_db_regression_metrics(1, ""), all);
+    assert_int_equal(nb_db_regression_metrics(1, "tpsx -1%; ttfts"), all);
 }
 
 /* What a plot draws, asserted (not only that an <svg> exists): value ticks at round steps
@@ -912,7 +1035,7 @@ static void test_export_links(void **s)
     assert_int_equal(n, f->n);
     /* 5 overview pages (regressions.html the fifth), 3 files per deployment, a page per run
      * (every run is linked), a page per job the queue lists */
-    size_t runs = N_PERF + 3;
+    size_t runs = N_PERF + seed.n_cold + 3;
     assert_int_equal(n, 5 + 3 * seed.n_deps + runs + seed.n_queued);
     size_t links = 0;
     for (size_t i = 0; i < f->n; i++) {
@@ -1096,7 +1219,8 @@ static void browser_sign_in(const char *browser, const char *profile)
 
 /* Chromium headless on the page (signed in first when with_key, as a browser would): the
  * DOM it built, and in the same run a screenshot into the build dir when shot is set. */
-static char *browse(const char *browser, const char *name, int with_key, const char *shot)
+static char *browse_at(const char *browser, const char *name, int with_key, const char *shot,
+                       const char *window)
 {
     char profile[1200], dir[1200], shot_flag[1400] = "";
     snprintf(profile, sizeof profile, "%s/chromium-profile%s", tu_group_tmp(),
@@ -1116,11 +1240,11 @@ static char *browse(const char *browser, const char *name, int with_key, const c
     }
     snprintf(cmd, sizeof cmd,
              "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage "
-             "--hide-scrollbars --user-data-dir='%s' --window-size=1280,1000 %s --dump-dom "
-             "'%s%s' 2>/dev/null",
-             browser, profile, shot_flag, lab.http, name);
+             "--hide-scrollbars --force-device-scale-factor=1 --user-data-dir='%s' "
+             "--window-size=%s %s --dump-dom '%s%s' 2>/dev/null",
+             browser, profile, window, shot_flag, lab.http, name);
     tu_result r = tu_run(cmd);
-    if (r.code != 0 || !r.out || !strstr(r.out, "</html>"))
+    if (r.code != 0 || !r.out || (!strstr(r.out, "</html>") && !strstr(r.out, "</svg>")))
         fail_msg("chromium could not load %s (exit %d):\n%s", name, r.code, r.out ? r.out : "");
     if (shot) {
         char png[1400];
@@ -1131,6 +1255,122 @@ static char *browse(const char *browser, const char *name, int with_key, const c
         print_message("screenshot: %s\n", png);
     }
     return r.out;
+}
+
+static char *browse(const char *browser, const char *name, int with_key, const char *shot)
+{
+    return browse_at(browser, name, with_key, shot, "1280,1000");
+}
+
+/* ---- what the screenshots show ---- */
+
+/* The number in attribute name of the tag opening at tag; NAN when it has none. */
+static double attr_num(const char *tag, const char *name)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=\"", name);
+    const char *end = strchr(tag, '>'), *a = strstr(tag, pat);
+    return a && end && a < end ? strtod(a + strlen(pat), NULL) : NAN;
+}
+
+/* The colour in attribute fill or stroke ("#rrggbb") of the tag at tag; -1 when none. */
+static long attr_colour(const char *tag, const char *name)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=\"#", name);
+    const char *end = strchr(tag, '>'), *a = strstr(tag, pat);
+    return a && end && a < end ? strtol(a + strlen(pat), NULL, 16) : -1;
+}
+
+static long hex(const char *c)
+{
+    return strtol(c + 1, NULL, 16);
+}
+
+/* c at opacity a over white, as the browser composes a band. */
+static long over_white(long c, double a)
+{
+    long out = 0;
+    for (int s = 0; s < 24; s += 8)
+        out |= (long)(255 - a * (255 - ((c >> s) & 255)) + 0.5) << s;
+    return out;
+}
+
+/* The screenshot of one plot (its SVG alone, drawn at 1:1 from the top left) against the DOM
+ * the browser built from it in the same run: every point and legend swatch in its colour
+ * where the DOM puts it; red only on the point of red_run (the run flagged on this plot's
+ * metric) and none on plain_run's (flagged on the other metric); each event's orange line
+ * down the plot; the first series' band as its tint. */
+static void expect_plot_pixels(const char *dom, const char *shot, int64_t red_run,
+                               int64_t plain_run, size_t n_series, size_t n_events)
+{
+    char path[1400], msg[1600];
+    snprintf(path, sizeof path, "%s/tests/dashboard/%s", tu_env("NB_BUILD", "."), shot);
+    png_image img;
+    if (png_read(path, &img, msg, sizeof msg))
+        fail_msg("%s", msg);
+    assert_true(img.w >= NB_SVG_W && img.h >= NB_SVG_H_PX);
+    /* every circle: its centre pixel is its fill */
+    size_t circles = 0, per_series[NB_SVG_PALETTE_N] = {0};
+    double red_x = NAN, red_y = NAN;
+    for (const char *t = dom; (t = strstr(t, "<circle")); t++) {
+        double cx = attr_num(t, "cx"), cy = attr_num(t, "cy");
+        long fill = attr_colour(t, "fill");
+        assert_true(isfinite(cx) && isfinite(cy) && fill >= 0);
+        long px = png_at(&img, (long)cx, (long)cy);
+        if (!png_near(px, fill, 10))
+            fail_msg("%s: the circle at (%.1f, %.1f) should be #%06lx, the screenshot has "
+                     "#%06lx", shot, cx, cy, fill, px);
+        circles++;
+        for (size_t k = 0; k < n_series; k++)
+            per_series[k] += fill == hex(nb_svg_series_colour(k));
+        char link[64];
+        snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\">", red_run);
+        if (t - dom >= (long)strlen(link) && !strncmp(t - strlen(link), link, strlen(link))) {
+            assert_true(png_near(px, hex(NB_SVG_FLAG_COLOUR), 10));
+            red_x = cx;
+            red_y = cy;
+        }
+        snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\">", plain_run);
+        if (t - dom >= (long)strlen(link) && !strncmp(t - strlen(link), link, strlen(link)))
+            assert_false(png_near(px, hex(NB_SVG_FLAG_COLOUR), 60));
+    }
+    assert_true(circles >= 2);
+    for (size_t k = 0; k < n_series; k++) /* its points and its legend swatch */
+        assert_true(per_series[k] >= 2);
+    /* the flag's red nowhere but on the flagged run's point */
+    assert_true(isfinite(red_x));
+    size_t red = 0;
+    for (long y = 0; y < (long)img.h; y++)
+        for (long x = 0; x < (long)img.w; x++)
+            if (png_near(png_at(&img, x, y), hex(NB_SVG_FLAG_COLOUR), 12)) {
+                if (fabs((double)x - red_x) > 6 || fabs((double)y - red_y) > 6)
+                    fail_msg("%s: red at (%ld, %ld), away from the flagged run's point at "
+                             "(%.1f, %.1f)", shot, x, y, red_x, red_y);
+                red++;
+            }
+    assert_true(red >= 20);
+    /* the events: an orange line from the top of the plot to its axis */
+    size_t events = 0;
+    for (const char *t = dom; (t = strstr(t, "<line class=\"event\"")); t++, events++) {
+        double x = attr_num(t, "x1"), y1 = attr_num(t, "y1"), y2 = attr_num(t, "y2");
+        size_t orange = 0;
+        for (long y = (long)y1; y < (long)y2; y++)
+            orange += png_near(png_at(&img, (long)x, y), hex(NB_SVG_EVENT_COLOUR), 12);
+        if (orange < (size_t)((y2 - y1) * 0.6))
+            fail_msg("%s: the event line at x %.1f is orange over %zu of %.0f pixels", shot, x,
+                     orange, y2 - y1);
+    }
+    assert_int_equal(events, n_events);
+    /* the band: the first series' colour at the band's opacity over white */
+    size_t tint = 0;
+    long band = over_white(hex(nb_svg_series_colour(0)), 0.18);
+    for (long y = 0; y < NB_SVG_H_PX; y++)
+        for (long x = 0; x < NB_SVG_W; x++)
+            tint += png_near(png_at(&img, x, y), band, 6);
+    if (tint < 300)
+        fail_msg("%s: the band's tint #%06lx on %zu pixels only", shot, band, tint);
+    free(img.rgb);
 }
 
 /* One raw HTTP/1.1 request to the dashboard (extra header lines as given); the status code
@@ -1388,17 +1628,27 @@ static void test_browser(void **s)
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
     dom = browse(browser, name, 1, "deployment.png");
     /* the browser parsed the inline SVG: its paths and points are DOM elements */
-    assert_int_equal(count(dom, "<path class=\"series\""), 2);
-    assert_int_equal(count(dom, "<path class=\"band\""), 2);
-    assert_int_equal(count(dom, "<circle class=\"pt regression\""), 2 * seed.n_flagged);
+    expect_plots(dom);
     /* real axes, as the browser parsed them: ticks with gridlines and the units */
     assert_true(count(dom, "<text class=\"ytick\"") >= 6);
     assert_int_equal(count(dom, "<line class=\"grid\""), count(dom, "<text class=\"ytick\""));
     assert_true(count(dom, "<text class=\"xtick\"") >= 2);
     assert_non_null(strstr(dom, ">tokens/s</text>"));
     assert_non_null(strstr(dom, ">ms</text>"));
-    assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + 1);
+    assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     free(dom);
+    /* each plot alone, its pixels: the TTFT-only regression red on the TTFT plot and not on
+     * the TPS one, the TPS-only one the other way round */
+    for (int k = 0; k < 2; k++) {
+        char shot[32];
+        snprintf(name, sizeof name, "deployment-%" PRId64 "-%s.svg", seed.dep[0],
+                 k ? "tps" : "ttft");
+        snprintf(shot, sizeof shot, "plot-%s.png", k ? "tps" : "ttft");
+        dom = browse_at(browser, name, 1, shot, "700,420");
+        expect_plot_pixels(dom, shot, k ? seed.tps_flagged : seed.ttft_flagged,
+                           k ? seed.ttft_flagged : seed.tps_flagged, 2, SEED_EVENTS);
+        free(dom);
+    }
 
     snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
     dom = browse(browser, name, 1, "run.png");
@@ -1561,6 +1811,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest pages[] = {
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
+        cmocka_unit_test(test_regression_metrics),
         cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_job_pages),
         cmocka_unit_test(test_regress_pages),
@@ -1577,8 +1828,8 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
-        cmocka_unit_test(test_plot_axes),      cmocka_unit_test(test_job_pages),
-        cmocka_unit_test(test_regress_pages),
+        cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_job_pages),      cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),

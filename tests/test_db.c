@@ -2089,9 +2089,11 @@ static void test_import(void **state)
     assert_int_equal(rep.n_bad, 5);
     assert_int_equal(rep.n_bad_kept, 5);
     size_t lines[5] = {2, 3, 4, 5, 7};
-    const char *what[5] = {"field 'ttft_ms': expected a number, got string \"fast\"",
-                           "invalid JSON", "field 'verify_status': unknown value \"MAYBE\"",
-                           "field 'model': missing", "field 'ttft_ms': -3"};
+    const char *what[5] = {"ttft_ms: must be a finite number >= 0, got \"fast\"",
+                           "invalid JSON",
+                           "verify_status: must be pass, fail, skip, error, \"\" or null, "
+                           "got \"MAYBE\"",
+                           "model: required", "ttft_ms: must be a finite number >= 0, got -3"};
     for (int i = 0; i < 5; i++) {
         assert_int_equal(rep.bad[i].line, lines[i]);
         if (!strstr(rep.bad[i].msg, what[i]))
@@ -2121,7 +2123,7 @@ static void test_import(void **state)
     assert_int_equal(rep.bad[0].line, 4);
     assert_non_null(strstr(rep.bad[0].msg, "timestamp_utc"));
     assert_int_equal(rep.bad[1].line, 6);
-    assert_non_null(strstr(rep.bad[1].msg, "field 'metrics': expected an object"));
+    assert_non_null(strstr(rep.bad[1].msg, "metrics: must be an object"));
     nb_db_import_report_free(&rep);
 
     /* Options: another backend/dtype/board. */

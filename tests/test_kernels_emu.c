@@ -30,6 +30,7 @@ void nb_avx512_emu_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const u
                                          float out[8]);
 void nb_avx512_emu_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_emu_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_emu_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 extern const nb_kq_gemm_ops nb_avx512_emu_kq_gemm;
 /* nb_avx512.c's attention loops over the emulated intrinsics. */
 void nb_avx512_emu_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
@@ -197,6 +198,7 @@ static void test_avx512_kquant_emulated(void **state)
             emu.kquant_expanded = nb_avx512_emu_kquant_gemv8_expanded;
             emu.q8_0_gemv8 = nb_avx512_emu_q8_0_gemv8;
             emu.q4_1_gemv8 = nb_avx512_emu_q4_1_gemv8;
+            emu.q5_0_gemv8 = nb_avx512_emu_q5_0_gemv8;
             emu.kq_gemm = ns[i] < 0 ? NULL : &nb_avx512_emu_kq_gemm;
             nb_kernels_use_table(&emu);
             nb_linear_bf16_f32out(Wp, X, n, got);

@@ -844,8 +844,14 @@ static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_deployme
                                Npubench__JobResult *res, nb_err *err)
 {
     nb_code rc = nb_runenv_pb_new(d, j->ctx->board, j->ctx->board_type, &res->environment, err);
-    if (rc || d)
+    if (rc)
         return rc;
+    nb_probe pr;
+    nb_probe_read(&pr);
+    if (nb_probe_env_add(&pr, res->environment))
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    if (d)
+        return NB_OK;
     Npubench__Environment *e = res->environment;
     if (!(e->backend = nb_jobpb_strdup(dep->backend)) || !(e->dtype = nb_jobpb_strdup(dep->dtype)) ||
         !(e->model = nb_jobpb_strdup(dep->model)))
