@@ -17,9 +17,10 @@
 #include "nb_db_runs.h"
 #include "testutil.h"
 
-static char url[1300], ck[1200], ak[1200];
+static char url[1300], ck[1200], ak[1200], dbpath[1200];
 static pid_t coord_pid;
-static int64_t flagged_run;
+static int64_t flagged_run, dep_id;
+static const int64_t t0 = 1700000000000LL;
 
 /* A profile run of 5 repetitions around tps, checked as the coordinator checks it. */
 static int64_t checked_run(nb_db *db, int64_t dep, int64_t t, double tps)
@@ -76,8 +77,8 @@ static int sock_ready(const char *path)
 /* A history with one flagged run, served by a coordinator with client and admin keys. */
 static void start(void)
 {
-    char db[1200], sock[1200];
-    snprintf(db, sizeof db, "%s/r.db", tu_group_tmp());
+    char *db = dbpath, sock[1200];
+    snprintf(dbpath, sizeof dbpath, "%s/r.db", tu_group_tmp());
     nb_db *h = NULL;
     nb_err err = {0};
     if (nb_db_open(db, NULL, &h, &err))
@@ -91,7 +92,7 @@ static void start(void)
     int64_t dep = 0;
     if (nb_db_deployment_upsert(h, &d, &dep, &err))
         fail_msg("%s", err.msg);
-    int64_t t0 = 1700000000000LL;
+    dep_id = dep;
     for (int i = 0; i < 8; i++)
         checked_run(h, dep, t0 + i * 1000, 100.0 + (i % 3) * 0.3);
     flagged_run = checked_run(h, dep, t0 + 10000, 70.0);
@@ -175,15 +176,42 @@ static void test_list_ack_close(void **s)
                 "regressions close abc --by lead " AS_CLIENT, url, ak));
     free(tu_cli(2, "npubench regressions: --state 'open': expected new, acknowledged or fixed",
                 "regressions --state open " AS_CLIENT, url, ck));
-    /* a person closes it; then there is nothing more to do */
-    free(tu_cli(0, "regression 1 (run *", "regressions close 1 --by lead --note 'board "
+
+    /* a later run of the same series back in the band (stored while the coordinator serves):
+     * fixed on its own, by that run */
+    nb_db *h = NULL;
+    nb_err err = {0};
+    if (nb_db_open(dbpath, NULL, &h, &err))
+        fail_msg("%s", err.msg);
+    int64_t good = checked_run(h, dep_id, t0 + 11000, 100.0);
+    nb_db_close(h);
+    out = tu_cli(0, "", "regressions --state fixed --format csv " AS_CLIENT, url, ck);
+    snprintf(want, sizeof want, ",\"lead: driver 2.19, LAB-12\",run %lld back in the band",
+             (long long)good);
+    if (!strstr(out, want))
+        fail_msg("no \"%s\" in\n%s", want, out);
+    free(out);
+    out = tu_cli(2, "", "regressions close 1 --by lead " AS_CLIENT, url, ak);
+    snprintf(want, sizeof want, "regression 1 is already fixed (run %lld is back in the noise "
+                                "band): nothing to close",
+             (long long)good);
+    assert_non_null(strstr(out, want));
+    free(out);
+
+    /* another one, closed by a person; then there is nothing more to do */
+    if (nb_db_open(dbpath, NULL, &h, &err))
+        fail_msg("%s", err.msg);
+    checked_run(h, dep_id, t0 + 20000, 60.0);
+    nb_db_close(h);
+    free(tu_cli(0, "2,new,*", "regressions --state new --format csv " AS_CLIENT, url, ck));
+    free(tu_cli(0, "regression 2 (run *", "regressions close 2 --by lead --note 'board "
                                           "replaced' " AS_CLIENT,
                 url, ak));
     out = tu_cli(0, "", "regressions --state fixed --format csv " AS_CLIENT, url, ck);
     assert_non_null(strstr(out, ",closed by lead: board replaced"));
     free(out);
-    out = tu_cli(2, "", "regressions ack 1 --note again --by lead " AS_CLIENT, url, ak);
-    assert_non_null(strstr(out, "regression 1 is already fixed (closed by lead): nothing to "
+    out = tu_cli(2, "", "regressions ack 2 --note again --by lead " AS_CLIENT, url, ak);
+    assert_non_null(strstr(out, "regression 2 is already fixed (closed by lead): nothing to "
                                 "acknowledge"));
     free(out);
 }
