@@ -765,8 +765,10 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
             "<ul id=\"summary\"><li><a href=\"boards.html\">Boards</a>: %zu alive, %zu stale, "
             "%zu gone; %zu quarantined, %zu drained</li><li><a href=\"queue.html\">Queue</a>: "
             "%zu queued or running</li><li><a href=\"matrix.html\">Gate matrix</a>: the newest "
-            "verify per model and board</li></ul>\n",
+            "verify per model and board</li>",
             count[0], count[1], count[2], quarantined, drained, nj);
+    nb_dash_regress_summary(f, db);
+    fputs("</ul>\n", f);
     fputs("<h2>Deployments</h2>\n<table id=\"deployments\"><tr><th>Model</th><th>Backend / "
           "dtype</th><th>Board</th><th>Gate</th><th>Latest TTFT ms</th><th>Latest TPS</th>"
           "<th>Latest run</th></tr>\n",

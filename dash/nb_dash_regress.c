@@ -109,6 +109,18 @@ nb_code nb_dash_regress_page(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *
     return NB_OK;
 }
 
+void nb_dash_regress_summary(FILE *f, nb_db *db)
+{
+    size_t n[NB_REGRESS_STATE_N];
+    nb_err e;
+    if (nb_db_regress_count(db, n, &e))
+        return;
+    fprintf(f, "<li id=\"regress-summary\"><a href=\"regressions.html\">Regressions</a>: "
+               "<span class=\"%s\">%zu new</span>, %zu acknowledged, %zu fixed</li>",
+            n[NB_REGRESS_NEW] ? "regression" : "", n[NB_REGRESS_NEW],
+            n[NB_REGRESS_ACKNOWLEDGED], n[NB_REGRESS_FIXED]);
+}
+
 void nb_dash_regress_run_row(FILE *f, nb_db *db, int64_t run_id)
 {
     nb_db_regression *g = malloc(sizeof *g);

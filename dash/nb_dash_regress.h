@@ -15,6 +15,9 @@
 /* regressions.html */
 nb_code nb_dash_regress_page(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err);
 
+/* The overview's line: "<li>Regressions: N new, M acknowledged</li>" linked to the page. */
+void nb_dash_regress_summary(FILE *f, nb_db *db);
+
 /* The "Regression state" row of run run_id's table; nothing when the run opened none. */
 void nb_dash_regress_run_row(FILE *f, nb_db *db, int64_t run_id);
 

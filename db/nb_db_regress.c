@@ -169,6 +169,27 @@ nb_code nb_db_regress_list(nb_db *db, unsigned mask, size_t limit, nb_db_regress
     return NB_OK;
 }
 
+nb_code nb_db_regress_count(nb_db *db, size_t n[NB_REGRESS_STATE_N], nb_err *err)
+{
+    static const char sql[] = "SELECT state, count(*) FROM regressions GROUP BY state";
+    for (int i = 0; i < NB_REGRESS_STATE_N; i++)
+        n[i] = 0;
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW)
+            n[state_of((const char *)sqlite3_column_text(st, 0))] +=
+                (size_t)sqlite3_column_int64(st, 1);
+        if (s != SQLITE_DONE)
+            rc = nb_db_sqlerr(db, err, "counting regressions");
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
+    return rc;
+}
+
 /* ---- a person's actions ---- */
 
 static nb_code check_person(const char *by, const char *note, int note_required, nb_err *err)

@@ -55,6 +55,8 @@ typedef struct nb_db_regression {
  * most limit (1..NB_DB_REGRESS_LIST_MAX). *out malloc'ed (free()), NULL when *n == 0. */
 nb_code nb_db_regress_list(nb_db *db, unsigned mask, size_t limit, nb_db_regression **out,
                            size_t *n, nb_err *err);
+/* How many regressions are in each state (n[NB_REGRESS_NEW] ...). */
+nb_code nb_db_regress_count(nb_db *db, size_t n[NB_REGRESS_STATE_N], nb_err *err);
 /* One by id, or the one of a flagged run; NB_ENOTFOUND naming it. */
 nb_code nb_db_regress_get(nb_db *db, int64_t id, nb_db_regression *out, nb_err *err);
 nb_code nb_db_regress_of_run(nb_db *db, int64_t run_id, nb_db_regression *out, nb_err *err);

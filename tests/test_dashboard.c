@@ -994,6 +994,11 @@ static void test_regress_pages(void **s)
     assert_int_equal(count(p, want), 2);
     assert_non_null(strstr(p, "<a href=\"regressions.html\">Regressions</a>")); /* the nav */
     free(p);
+    p = page(db, "index.html"); /* the overview counts them, linked */
+    assert_non_null(strstr(p, "<li id=\"regress-summary\"><a href=\"regressions.html\">"
+                              "Regressions</a>: <span class=\"regression\">1 new</span>, 1 "
+                              "acknowledged, 2 fixed</li>"));
+    free(p);
 
     /* the flagged runs' pages show their state; a run that opened none has no such row */
     snprintf(want, sizeof want, "run-%" PRId64 ".html", f);
