@@ -77,10 +77,39 @@ static void model_name(nb_db *db, const char *sel, char *out, size_t cap)
         snprintf(out, cap, "%s", canon);
 }
 
-/* What the spec asks, as a list of "name value" rows; a spec that does not decode says so. */
-static void spec_rows(FILE *f, nb_db *db, const nb_db_job *j)
+/* A field of the deployment: what the job asked for, else (asked "" or "*": any) where its
+ * first run ran, else "any". */
+static void dep_row(FILE *f, const char *th, const char *asked, const char *ran)
 {
-    char model[NB_DB_NAME_MAX];
+    int any = !asked || !*asked || !strcmp(asked, "*");
+    row_start(f, th);
+    if (!any)
+        esc(f, asked);
+    else if (ran && *ran) {
+        esc(f, ran);
+        fputs(" <small>(where it ran)</small>", f);
+    } else
+        fputs("any", f);
+    fputs("</td></tr>\n", f);
+}
+
+/* Model, dtype, board and backend as asked (or where it ran: ran, NULL before any run). */
+static void dep_rows(FILE *f, nb_db *db, const char *model, const char *dtype, const char *board,
+                     const char *backend, const nb_db_job_run_ref *ran)
+{
+    char name[NB_DB_NAME_MAX];
+    model_name(db, model, name, sizeof name);
+    dep_row(f, "Model", name, ran ? ran->model : NULL);
+    if (*name && strcmp(name, model))
+        row_text(f, "Asked as", model);
+    dep_row(f, "Dtype", dtype, ran ? ran->dtype : NULL);
+    dep_row(f, "Board", board, ran ? ran->board : NULL);
+    dep_row(f, "Backend", backend, ran ? ran->backend : NULL);
+}
+
+/* What the spec asks, as a list of "name value" rows; a spec that does not decode says so. */
+static void spec_rows(FILE *f, nb_db *db, const nb_db_job *j, const nb_db_job_run_ref *ran)
+{
     if (j->spec_format != NB_SPEC_PROTO || !j->spec) {
         /* the deployment selector the queue keeps: "model/dtype" */
         char sel[NB_DB_NAME_MAX];
@@ -88,11 +117,7 @@ static void spec_rows(FILE *f, nb_db *db, const nb_db_job *j)
         char *slash = strchr(sel, '/');
         if (slash)
             *slash = '\0';
-        model_name(db, sel, model, sizeof model);
-        row_text(f, "Model", model);
-        row_text(f, "Dtype", slash && strcmp(slash + 1, "*") ? slash + 1 : "");
-        row_text(f, "Board", j->sel_board);
-        row_text(f, "Backend", j->sel_backend);
+        dep_rows(f, db, sel, slash ? slash + 1 : "", j->sel_board, j->sel_backend, ran);
         if (j->spec && j->spec_len) {
             row_start(f, "Parameters");
             fputs("<code>", f);
@@ -111,16 +136,8 @@ static void spec_rows(FILE *f, nb_db *db, const nb_db_job *j)
         return;
     }
     const Npubench__DeploymentSelector *d = s->selector;
-    model_name(db, d ? d->model : "", model, sizeof model);
-    row_text(f, "Model", model);
-    if (d && *d->model && strcmp(model, d->model)) {
-        row_start(f, "Asked as");
-        esc(f, d->model);
-        fputs("</td></tr>\n", f);
-    }
-    row_text(f, "Dtype", d ? d->dtype : "");
-    row_text(f, "Board", d && *d->board ? d->board : j->sel_board);
-    row_text(f, "Backend", d ? d->backend : "");
+    dep_rows(f, db, d ? d->model : "", d ? d->dtype : "", d && *d->board ? d->board : j->sel_board,
+             d ? d->backend : "", ran);
     if (*j->sel_tags)
         row_text(f, "Tags", j->sel_tags);
     row_start(f, "Parameters");
@@ -329,7 +346,13 @@ nb_code nb_dash_job_page(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, 
     const char *oc = nb_dash_job_outcome(db, &j);
     fputs("<table id=\"job\">\n", f);
     row_text(f, "Kind", j.kind);
-    spec_rows(f, db, &j);
+    nb_db_job_run_ref *ran = NULL;
+    size_t n_ran = 0;
+    nb_err e;
+    if (nb_db_job_runs(db, j.id, 1, &ran, &n_ran, &e))
+        n_ran = 0;
+    spec_rows(f, db, &j, n_ran ? ran : NULL);
+    free(ran);
     fprintf(f, "<tr><th>State</th><td id=\"job-state\">%s</td></tr>\n",
             nb_job_state_name(j.state));
     fprintf(f, "<tr><th>Outcome</th><td class=\"outcome %s\">%s</td></tr>\n", outcome_class(oc),
@@ -338,7 +361,12 @@ nb_code nb_dash_job_page(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, 
         row_text(f, "Why queued", j.queued_reason);
     if (*j.error)
         row_text(f, "Error", j.error);
-    fprintf(f, "<tr><th>Attempts</th><td>%d of %d</td></tr>\n", j.attempts, j.max_attempts);
+    /* attempts counts the leases lost; the one that ran (or runs) is one more, as the log's
+     * "leased to worker ... (attempt N of M)" counts */
+    int ran_now = j.state == NB_JOB_LEASED || j.state == NB_JOB_RUNNING ||
+                  j.state == NB_JOB_DONE || (j.state == NB_JOB_FAILED && j.attempts < j.max_attempts);
+    fprintf(f, "<tr><th>Attempts</th><td>%d of %d</td></tr>\n", j.attempts + ran_now,
+            j.max_attempts);
     requeue_row(f, db, &j);
     char prog[NB_DB_MSG_MAX + 48];
     progress_text(&j, prog, sizeof prog);

@@ -118,14 +118,20 @@ static void run_ref_row(sqlite3_stmt *st, void *slot, void *ud)
                  : o && !strcmp(o, "FAIL") ? NB_OUTCOME_FAIL
                                            : NB_OUTCOME_ERROR;
     r->regression = sqlite3_column_int(st, 4) != 0;
+    nb_db_col_copy(st, 5, r->model, sizeof r->model);
+    nb_db_col_copy(st, 6, r->backend, sizeof r->backend);
+    nb_db_col_copy(st, 7, r->dtype, sizeof r->dtype);
+    nb_db_col_copy(st, 8, r->board, sizeof r->board);
 }
 
 nb_code nb_db_job_runs(nb_db *db, int64_t job_id, size_t max, nb_db_job_run_ref **out,
                        size_t *n, nb_err *err)
 {
     static const char sql[] =
-        "SELECT id, job_id, kind, outcome, regression FROM runs WHERE job_id = ?1 OR job_id IN "
-        "(SELECT id FROM jobs WHERE parent_id = ?1) ORDER BY job_id, job_seq, id LIMIT ?2";
+        "SELECT r.id, r.job_id, r.kind, r.outcome, r.regression, d.model, d.backend, d.dtype, "
+        "d.board FROM runs r JOIN deployments d ON d.id = r.deployment_id WHERE r.job_id = ?1 OR "
+        "r.job_id IN (SELECT id FROM jobs WHERE parent_id = ?1) ORDER BY r.job_id, r.job_seq, "
+        "r.id LIMIT ?2";
     *out = NULL;
     *n = 0;
     if (max == 0 || max > NB_DB_JOBLOG_BATCH_MAX)

@@ -43,6 +43,8 @@ typedef struct nb_db_job_run_ref {
     char kind[NB_DB_NAME_MAX];
     nb_db_outcome outcome;
     int regression; /* the regression check flagged it */
+    char model[NB_DB_NAME_MAX], backend[NB_DB_NAME_MAX], dtype[NB_DB_NAME_MAX],
+        board[NB_DB_NAME_MAX]; /* its deployment: where the job ran */
 } nb_db_job_run_ref;
 
 /* The runs job_id stored and, for a group, its children stored, by job then sequence, at

@@ -834,7 +834,9 @@ static void test_job_pages(void **s)
     assert_non_null(strstr(p, "&quot;reps&quot;: 5"));
     assert_non_null(strstr(p, "<td id=\"job-state\">running</td>"));
     assert_non_null(strstr(p, "<td class=\"outcome none\">pending</td>"));
-    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
+    /* the second attempt runs, as the log's "attempt 2 of 3" says */
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>2 of 3</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Backend</th><td>any</td></tr>")); /* not asked, no run */
     assert_int_equal(count(p, "<li class=\"requeue\">"), 1);
     assert_non_null(strstr(p, "released by worker wj: worker stopping; retry 2 of 3</li>"));
     assert_non_null(strstr(p, "<td id=\"job-progress\">2/5 repetition 2</td>"));
@@ -889,6 +891,9 @@ static void test_job_pages(void **s)
     snprintf(want, sizeof want, "job-%" PRId64 ".html", done_job);
     p = page(db, want);
     assert_non_null(strstr(p, "<td id=\"job-state\">done</td>"));
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
+    /* a field the job left open: where its run ran */
+    assert_non_null(strstr(p, "<tr><th>Backend</th><td>cpu <small>(where it ran)</small></td>"));
     assert_non_null(strstr(p, "<tr><th>Outcome</th><td class=\"outcome fail\">fail</td></tr>"));
     snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">run %" PRId64 "</a>", run_id,
              run_id);
