@@ -278,6 +278,21 @@ static void serve(nb_coord *c, const nb_httpd_req *req, nb_httpd_res *res)
     }
     }
 
+    /* /job/N, as people type it: the page is job-N.html (flat names keep the export's
+     * relative links); what follows "job/" is checked there (job-abc.html is a 400) */
+    if (!strncmp(name, "job/", 4)) {
+        const char *id = name + 4;
+        size_t n = strspn(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-");
+        if (!*id || id[n] || n > 32)
+            return error_res(res, 404, "Not found", "no such page: a job's page is /job-ID.html");
+        char loc[48], body[64];
+        snprintf(loc, sizeof loc, "/job-%.32s.html", id);
+        int blen = snprintf(body, sizeof body, "see %s\n", loc);
+        if (make_res(res, 301, "text/plain", body, (size_t)blen) == 0 &&
+            nb_httpd_header(res, "Location", loc))
+            res->status = 500;
+        return;
+    }
     nb_dash_opts o;
     nb_coord_dash_opts(c, &o);
     char *body = NULL;

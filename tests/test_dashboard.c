@@ -1587,6 +1587,13 @@ static void test_http_auth(void **s)
     assert_int_equal(http_status("/job-abc.html", hdr), 400);
     assert_int_equal(http_status("/job-99999999999999999999.html", hdr), 400);
     assert_int_equal(http_status("/job-999999.html", hdr), 404);
+    /* /job/N as people type it: sent to job-N.html (which says what is wrong with N) */
+    char *a = http_raw("GET", "/job/abc", hdr, "");
+    assert_non_null(strstr(a, "HTTP/1.1 301"));
+    assert_non_null(strstr(a, "Location: /job-abc.html"));
+    free(a);
+    assert_int_equal(http_status("/job/1/x", hdr), 404);
+    assert_int_equal(http_status("/job/", hdr), 404);
     char jp[96];
     snprintf(jp, sizeof jp, "/job-%" PRId64 ".html", seed.queued_job);
     assert_int_equal(http_status(jp, hdr), 200);
