@@ -140,6 +140,13 @@ static void spec_rows(FILE *f, nb_db *db, const nb_db_job *j, const nb_db_job_ru
              d ? d->backend : "", ran);
     if (*j->sel_tags)
         row_text(f, "Tags", j->sel_tags);
+    if (!(s->n_tokens > 0 || s->reps > 0 || s->k > 0 || s->max_prompts > 0 || s->priority > 0 ||
+          *s->prompt_set || s->n_prompts || *s->prompt || s->shard || s->matrix ||
+          s->timeout_ms > 0 || s->n_params)) {
+        row_text(f, "Parameters", "the defaults");
+        nb_wire_free(s);
+        return;
+    }
     row_start(f, "Parameters");
     fputs("<ul class=\"params\">", f);
 #define PARAM_INT(name, v)                                                                     \

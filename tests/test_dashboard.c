@@ -27,6 +27,7 @@
 #include "nb_db_workers.h"
 #include "nb_svg.h"
 #include "nb_time.h"
+#include "nb_wire.h"
 #include "png_read.h"
 #include "testutil.h"
 
@@ -907,6 +908,44 @@ static void test_job_pages(void **s)
     assert_true(json_object_object_get_ex(o, "outcome", &v));
     assert_string_equal(json_object_get_string(v), "fail");
     json_object_put(o);
+
+    /* a job as the coordinator stores it (a protobuf spec): its parameters listed, escaped */
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    Npubench__KeyValue kv = NPUBENCH__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    sel.model = "instruct";
+    sel.dtype = "q4_1";
+    sel.board = "strix-01";
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.selector = &sel;
+    spec.n_tokens = 8;
+    spec.reps = 3;
+    spec.prompt = "say " HOSTILE;
+    kv.key = "threads";
+    kv.value = "2";
+    spec.params = kvs;
+    spec.n_params = 1;
+    uint8_t *pb = NULL;
+    size_t pb_len = 0;
+    assert_int_equal(nb_wire_pack(&spec, &pb, &pb_len, &err), NB_OK);
+    jn.kind = "run";
+    jn.spec = pb;
+    jn.spec_len = pb_len;
+    jn.spec_format = NB_SPEC_PROTO;
+    int64_t pb_job = 0;
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &pb_job, NULL, &err), NB_OK);
+    free(pb);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", pb_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Model</th><td>SmolLM2-135M-Instruct</td></tr>\n"
+                              "<tr><th>Asked as</th><td>instruct</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1</td></tr>"));
+    assert_non_null(strstr(p, "<li>tokens 8</li><li>repetitions 3</li>"));
+    assert_non_null(strstr(p, "<li>prompt <q>say &lt;script&gt;alert(1)&lt;/script&gt;&amp;x</q>"));
+    assert_non_null(strstr(p, "<li>threads=2</li>"));
+    assert_non_null(strstr(p, "<td class=\"outcome none\">pending</td>"));
+    assert_null(strstr(p, "<script"));
+    free(p);
 
     /* bad ids: a clear refusal (400 over HTTP) or not found (404), never a crash */
     const char *ct;
