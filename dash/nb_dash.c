@@ -699,8 +699,8 @@ static nb_code page_deployment(nb_db *db, const nb_dash_opts *o, int64_t id, FIL
                    "</a></td><td>%s</td>",
                 r->run_id, r->run_id, when);
         cell(f, r->kind);
-        fprintf(f, "<td class=\"%s\">%s</td>", outcome_class(r->outcome),
-                nb_db_outcome_name(r->outcome));
+        nb_db_outcome shown = nb_db_run_outcome(r->outcome, r->regression);
+        fprintf(f, "<td class=\"%s\">%s</td>", outcome_class(shown), nb_db_outcome_name(shown));
         num_cell(f, t ? t->value : NAN, t && t->reps > 1 ? t->stddev : NAN);
         num_cell(f, p ? p->value : NAN, p && p->reps > 1 ? p->stddev : NAN);
         cell(f, r->commit);
@@ -932,9 +932,7 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     for (size_t i = 0; i < r.n_gate_checks; i++)
         n_defect += r.gate_checks[i].decode_status && !strcmp(r.gate_checks[i].decode_status,
                                                               "fault");
-    /* a run the regression check flagged fails, as `npubench job` and its exit code say */
-    nb_db_outcome shown = r.regression && r.outcome == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL
-                                                                       : r.outcome;
+    nb_db_outcome shown = nb_db_run_outcome(r.outcome, r.regression);
     fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s",
             shown == NB_OUTCOME_PASS && n_defect ? "warn" : outcome_class(shown),
             nb_db_outcome_name(shown));

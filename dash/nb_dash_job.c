@@ -242,9 +242,7 @@ static void runs_section(FILE *f, nb_db *db, const nb_db_job *j)
           "</tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
-        /* a flagged PASS fails, as the job's outcome and `npubench job` say */
-        nb_db_outcome o = r[i].regression && r[i].outcome == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL
-                                                                             : r[i].outcome;
+        nb_db_outcome o = nb_db_run_outcome(r[i].outcome, r[i].regression);
         const char *cls = o == NB_OUTCOME_PASS ? "pass" : o == NB_OUTCOME_FAIL ? "fail" : "error";
         fprintf(f,
                 "<tr class=\"job-run\"><td><a href=\"run-%" PRId64 ".html\">run %" PRId64

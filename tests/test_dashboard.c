@@ -517,6 +517,9 @@ static void test_pages(void **s)
     /* the runs table: the profiles, the cold runs and the verify of A */
     assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     assert_int_equal(count(p, "<td class=\"regression\">REGRESSION</td>"), seed.n_flagged);
+    /* a flagged run's outcome in the table is the FAIL its page and `npubench job` give */
+    assert_int_equal(count(p, "<td class=\"fail\">FAIL</td><td>"),
+                     seed.n_flagged);
     free(p);
 
     /* a deployment without TTFT/TPS runs still has its two plots, saying so */
