@@ -29,6 +29,7 @@
 #include "nb_time.h"
 #include "nb_wire.h"
 #include "png_read.h"
+#include "testdb.h"
 #include "testutil.h"
 
 #define N_PERF 12        /* profile runs of deployment A */
@@ -751,12 +752,8 @@ static int64_t jget(json_object *o, const char *key)
 static void test_job_pages(void **s)
 {
     (void)s;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/jobs.db", tu_group_tmp());
-    nb_db *db = NULL;
+    nb_db *db = tdb_open("jobs.db");
     nb_err err = {0};
-    if (nb_db_open(path, NULL, &db, &err))
-        fail_msg("%s", err.msg);
     nb_db_worker w;
     memset(&w, 0, sizeof w);
     snprintf(w.id, sizeof w.id, "wj");
@@ -794,16 +791,9 @@ static void test_job_pages(void **s)
     assert_int_equal(nb_db_job_enqueue(db, &jn, &done_job, NULL, &err), NB_OK);
     assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
     assert_int_equal(j.id, done_job);
-    nb_db_deployment d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
-    snprintf(d.backend, sizeof d.backend, "cpu");
-    snprintf(d.dtype, sizeof d.dtype, "q4_1");
-    snprintf(d.board, sizeof d.board, "strix-01");
     nb_db_run r;
     nb_db_run_init(&r);
-    if (nb_db_deployment_upsert(db, &d, &r.deployment_id, &err))
-        fail_msg("%s", err.msg);
+    r.deployment_id = tdb_deployment(db, "strix-01");
     r.kind = "run";
     r.outcome = NB_OUTCOME_PASS;
     r.started_ms = nb_wall_ms();
@@ -988,21 +978,9 @@ static int64_t lifecycle_run(nb_db *db, int64_t dep, int64_t t, int threads, int
 static void test_regress_pages(void **s)
 {
     (void)s;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/regress.db", tu_group_tmp());
-    nb_db *db = NULL;
+    nb_db *db = tdb_open("regress.db");
     nb_err err = {0};
-    if (nb_db_open(path, NULL, &db, &err))
-        fail_msg("%s", err.msg);
-    nb_db_deployment d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
-    snprintf(d.backend, sizeof d.backend, "cpu");
-    snprintf(d.dtype, sizeof d.dtype, "q4_1");
-    snprintf(d.board, sizeof d.board, "strix-01");
-    int64_t dep = 0;
-    if (nb_db_deployment_upsert(db, &d, &dep, &err))
-        fail_msg("%s", err.msg);
+    int64_t dep = tdb_deployment(db, "strix-01");
     int64_t t = nb_wall_ms() - 3600000;
     int64_t a = lifecycle_run(db, dep, t, 4, 1), b = lifecycle_run(db, dep, t + 1000, 4, 1);
     nb_db_regression g;
