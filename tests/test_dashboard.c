@@ -1837,8 +1837,9 @@ static int group_teardown(void **state)
     return tu_group_teardown(state);
 }
 
-/* argv[1] "pages": the pages in-process and in the browser (no model); "ci": the CI example
- * through a real worker running the model (e2e: slow under the sanitizers); none: both. */
+/* argv[1] "pages": the pages in-process and over HTTP (no model); "browser": in headless
+ * Chromium, DOM and screenshots (Skipped, exit 77, where there is none); "ci": the CI example
+ * through a real worker running the model (e2e: slow under the sanitizers); none: all. */
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -1852,6 +1853,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
         cmocka_unit_test(test_http_sign_in),
+        cmocka_unit_test(test_stop_clean),
+    };
+    const struct CMUnitTest browser[] = {
+        cmocka_unit_test(test_pages), /* seeds the database the coordinator serves */
         cmocka_unit_test(test_browser),
         cmocka_unit_test(test_stop_clean),
     };
@@ -1871,6 +1876,8 @@ int main(int argc, char **argv)
     };
     if (!strcmp(part, "pages"))
         return tu_run_group(pages, tu_group_setup, group_teardown);
+    if (!strcmp(part, "browser"))
+        return tu_run_group(browser, tu_group_setup, group_teardown);
     if (!strcmp(part, "ci"))
         return tu_run_group(ci, tu_group_setup, group_teardown);
     return tu_run_group(all, tu_group_setup, group_teardown);
