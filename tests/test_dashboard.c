@@ -1694,6 +1694,22 @@ static void test_browser(void **s)
     dom = browse(browser, "run-999999.html", 1, NULL);
     assert_non_null(strstr(dom, "404 Not found"));
     free(dom);
+
+    /* a queued job's page as the browser parsed it: its state, its log, live by reloading
+     * (no script); the regressions page lists the seed's flagged runs */
+    snprintf(name, sizeof name, "job-%" PRId64 ".html", seed.queued_job);
+    dom = browse(browser, name, 1, "job.png");
+    assert_non_null(strstr(dom, "<td id=\"job-state\">queued</td>"));
+    assert_non_null(strstr(dom, "enqueued verify (priority 0)"));
+    assert_non_null(strstr(dom, "http-equiv=\"refresh\" content=\"5\""));
+    assert_null(strstr(dom, "<script"));
+    free(dom);
+    dom = browse(browser, "regressions.html", 1, "regressions.png");
+    assert_true(count(dom, "<tr class=\"regression-row\">") >= seed.n_flagged);
+    free(dom);
+    dom = browse(browser, "job-abc.html", 1, NULL);
+    assert_non_null(strstr(dom, "400 Bad request"));
+    free(dom);
 }
 
 /* ---- docs/ci-example.sh against a real coordinator and worker ---- */
