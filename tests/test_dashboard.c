@@ -705,6 +705,29 @@ static int has_file(const files *f, const char *name)
     return 0;
 }
 
+/* Every link of the exported files f names a file f holds (fails naming it); their count. */
+static size_t export_links(const files *f)
+{
+    size_t links = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
+            p += 6;
+            size_t l = strcspn(p, "\"");
+            char target[NB_DASH_NAME_MAX + 1];
+            assert_true(l < sizeof target);
+            memcpy(target, p, l);
+            target[l] = '\0';
+            if (strncmp(target, "http", 4)) { /* the SVG namespace is no link */
+                if (!has_file(f, target))
+                    fail_msg("%s links to %s, which the export does not hold", f->names[i],
+                             target);
+                links++;
+            }
+        }
+    }
+    return links;
+}
+
 /* ---- a job's page and its live log ---- */
 
 /* nb_dash_page's code for name (the page freed). */
@@ -893,6 +916,14 @@ static void test_job_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_null(strstr(p, "http-equiv=\"refresh\""));
     free(p);
+    /* the run's page links back to its job's page */
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", run_id);
+    p = page(db, want);
+    snprintf(want, sizeof want, "<tr><th>Job</th><td><a href=\"job-%" PRId64 ".html\">job %" PRId64
+                                "</a></td></tr>",
+             done_job, done_job);
+    assert_non_null(strstr(p, want));
+    free(p);
     o = log_json(db, done_job, "");
     assert_true(json_object_object_get_ex(o, "finished", &v) && json_object_get_boolean(v));
     assert_true(json_object_object_get_ex(o, "outcome", &v));
@@ -955,6 +986,20 @@ static void test_job_pages(void **s)
     snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=99999999999999999999", run_job);
     assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
     assert_int_equal(page_code(db, "job-1", &ct), NB_ENOTFOUND);
+    /* exported: every job page and every run, each link held (a run's job page among them) */
+    files *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    size_t n = 0;
+    if (nb_dash_export(db, NULL, keep, f, &n, &err))
+        fail_msg("%s", err.msg);
+    assert_true(export_links(f) > 0);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", done_job);
+    assert_true(has_file(f, want));
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", run_id);
+    assert_true(has_file(f, want));
+    for (size_t i = 0; i < f->n; i++)
+        free(f->data[i]);
+    free(f);
     nb_db_close(db);
 }
 
@@ -1064,24 +1109,7 @@ static void test_export_links(void **s)
      * (every run is linked), a page per job the queue lists */
     size_t runs = N_PERF + seed.n_cold + 3;
     assert_int_equal(n, 5 + 3 * seed.n_deps + runs + seed.n_queued);
-    size_t links = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
-            p += 6;
-            size_t l = strcspn(p, "\"");
-            char target[NB_DASH_NAME_MAX + 1];
-            assert_true(l < sizeof target);
-            memcpy(target, p, l);
-            target[l] = '\0';
-            if (strncmp(target, "http", 4)) { /* the SVG namespace is no link */
-                if (!has_file(f, target))
-                    fail_msg("%s links to %s, which the export does not hold", f->names[i],
-                             target);
-                links++;
-            }
-        }
-    }
-    assert_true(links > n);
+    assert_true(export_links(f) > n);
     nb_db_close(db);
 
     /* `report --html DIR --db DB`: the same files, through the embedded coordinator */
