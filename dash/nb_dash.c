@@ -15,6 +15,7 @@
 #include "nb_dash_regress.h"
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
+#include "nb_db_joblog.h"
 #include "nb_db_jobs.h"
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
@@ -950,9 +951,13 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
         fputs(": ", f);
         esc(f, r.error);
     }
-    fprintf(f, "</td></tr>\n<tr><th>Started</th><td>%s</td></tr>\n<tr><th>Job</th><td>%" PRId64
-               "</td></tr>\n<tr><th>Source</th><td>%s</td></tr>\n<tr><th>Commit</th>",
-            when, r.job_id, nb_db_source_name(r.source));
+    fprintf(f, "</td></tr>\n<tr><th>Started</th><td>%s</td></tr>\n<tr><th>Job</th><td>", when);
+    if (r.job_id > 0) /* its page, with the log */
+        fprintf(f, "<a href=\"job-%" PRId64 ".html\">job %" PRId64 "</a>", r.job_id, r.job_id);
+    else
+        fputs("none", f);
+    fprintf(f, "</td></tr>\n<tr><th>Source</th><td>%s</td></tr>\n<tr><th>Commit</th>",
+            nb_db_source_name(r.source));
     cell(f, r.env.npubench_commit);
     fputs("</tr>\n<tr><th>Worker</th>", f);
     cell(f, r.worker_id);
@@ -1232,12 +1237,6 @@ nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, v
         rc = nb_dash_job_export_ids(db, o.max_finished, add_job_id, &ji, err);
     if (!rc)
         rc = nb_dash_regress_export_ids(db, add_job_id, &ji, err);
-    for (size_t i = 0; !rc && i < jobs.n; i++) {
-        char name[NB_DASH_NAME_MAX];
-        snprintf(name, sizeof name, "job-%" PRId64 ".html", jobs.v[i]);
-        rc = emit(db, &o, name, sink, ud, &count, err);
-    }
-    free(jobs.v);
     if (!rc)
         rc = nb_db_deployment_list(db, NULL, &d, &nd, err);
     for (size_t i = 0; !rc && i < nd; i++) {
@@ -1264,6 +1263,23 @@ nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, v
     for (size_t i = 0; !rc && i < m.nm * m.nb; i++)
         if (m.cell[i] >= 0 && idset_add(&runs, m.rows[m.cell[i]].run_id))
             rc = nb_err_set(err, NB_ENOMEM, "report: out of memory");
+    /* every run's job and what that job's page links to, until nothing new comes */
+    for (size_t r = 0, k = 0; !rc && (r < runs.n || k < jobs.n);) {
+        if (r < runs.n) {
+            int64_t job = 0;
+            rc = nb_db_run_job(db, runs.v[r++], &job, err);
+            if (!rc && job > 0)
+                rc = add_job_id(&ji, 0, job, err);
+        } else {
+            rc = nb_dash_job_linked_ids(db, jobs.v[k++], add_job_id, &ji, err);
+        }
+    }
+    for (size_t i = 0; !rc && i < jobs.n; i++) {
+        char name[NB_DASH_NAME_MAX];
+        snprintf(name, sizeof name, "job-%" PRId64 ".html", jobs.v[i]);
+        rc = emit(db, &o, name, sink, ud, &count, err);
+    }
+    free(jobs.v);
     for (size_t i = 0; !rc && i < runs.n; i++) {
         char name[NB_DASH_NAME_MAX];
         snprintf(name, sizeof name, "run-%" PRId64 ".html", runs.v[i]);
