@@ -2,8 +2,11 @@
  * input ends so a bare number or a truncated document is reported, not hung on. */
 #include "nb_json.h"
 
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,62 +130,163 @@ int nb_json_bool(json_object *o, const char *key, int dflt)
     return v ? json_object_get_boolean(v) : dflt;
 }
 
-static nb_code absent(const char *what, const char *key, int required, nb_err *err)
+/* The field's path in messages: what.key, what alone for a value read by itself (key NULL),
+ * key alone for a root object (what NULL or ""). */
+static const char *field_path(const char *what, const char *key, char *buf, size_t cap)
 {
-    return required ? nb_err_set(err, NB_EFORMAT, "%s: '%s' is missing", what, key) : NB_OK;
+    if (!key)
+        return what ? what : "value";
+    if (!what || !*what)
+        return key;
+    snprintf(buf, cap, "%s.%s", what, key);
+    return buf;
+}
+
+/* The member to read (o itself when key is NULL); NULL (and *rc set) when absent. */
+static json_object *member(json_object *o, const char *what, const char *key, int required,
+                           nb_code *rc, nb_err *err)
+{
+    json_object *v = key ? nb_json_get(o, key) : o;
+    if (json_object_is_type(v, json_type_null))
+        v = NULL;
+    *rc = NB_OK;
+    if (!v && required) {
+        char b[256];
+        *rc = nb_err_set(err, NB_EFORMAT, "%s: required", field_path(what, key, b, sizeof b));
+    }
+    return v;
+}
+
+/* "P: must be <want>, got <value as JSON>": the one shape of a wrong value's message. */
+static nb_code bad_value(const char *what, const char *key, json_object *v, nb_err *err,
+                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static nb_code bad_value(const char *what, const char *key, json_object *v, nb_err *err,
+                         const char *fmt, ...)
+{
+    char b[256], want[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(want, sizeof want, fmt, ap);
+    va_end(ap);
+    return nb_err_set(err, NB_EFORMAT, "%s: must be %s, got %.60s",
+                      field_path(what, key, b, sizeof b), want,
+                      json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 nb_code nb_json_need_int(json_object *o, const char *what, const char *key, int required,
                          int64_t lo, int64_t hi, int64_t dflt, int64_t *out, nb_err *err)
 {
-    json_object *v = nb_json_get(o, key);
+    nb_code rc;
+    json_object *v = member(o, what, key, required, &rc, err);
     if (!v) {
         *out = dflt;
-        return absent(what, key, required, err);
+        return rc;
     }
     int64_t x = json_object_get_int64(v);
     if (!json_object_is_type(v, json_type_int) || x < lo || x > hi) {
         /* An upper bound of INT32_MAX only guards the C int it lands in, not a limit anyone
          * chose, so 0..INT32_MAX reads as "non-negative" rather than a ten-digit range. */
         if (lo == 0 && hi >= INT32_MAX)
-            return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be a non-negative integer, got %.40s",
-                              what, key, json_object_to_json_string(v));
-        return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be an integer %lld..%lld, got %.40s",
-                          what, key, (long long)lo, (long long)hi,
-                          json_object_to_json_string(v));
+            return bad_value(what, key, v, err, "a non-negative integer");
+        return bad_value(what, key, v, err, "an integer %lld..%lld", (long long)lo,
+                         (long long)hi);
     }
     *out = x;
     return NB_OK;
 }
 
 nb_code nb_json_need_num(json_object *o, const char *what, const char *key, int required,
-                         double dflt, double *out, nb_err *err)
+                         double lo, double hi, double dflt, double *out, nb_err *err)
 {
-    json_object *v = nb_json_get(o, key);
+    nb_code rc;
+    json_object *v = member(o, what, key, required, &rc, err);
     if (!v) {
         *out = dflt;
-        return absent(what, key, required, err);
+        return rc;
     }
-    if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
-        return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be a number, got %.40s", what, key,
-                          json_object_to_json_string(v));
-    *out = json_object_get_double(v);
+    double d = json_object_get_double(v);
+    if ((!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) ||
+        !isfinite(d) || d < lo || d > hi) {
+        if (lo <= -DBL_MAX && hi >= DBL_MAX)
+            return bad_value(what, key, v, err, "a finite number");
+        if (hi >= DBL_MAX)
+            return bad_value(what, key, v, err, "a finite number >= %g", lo);
+        return bad_value(what, key, v, err, "a number %g..%g", lo, hi);
+    }
+    *out = d;
     return NB_OK;
 }
 
 nb_code nb_json_need_str(json_object *o, const char *what, const char *key, int required,
                          const char *dflt, const char **out, nb_err *err)
 {
-    json_object *v = nb_json_get(o, key);
+    nb_code rc;
+    json_object *v = member(o, what, key, required, &rc, err);
     if (!v) {
         *out = dflt;
-        return absent(what, key, required, err);
+        return rc;
     }
     if (!json_object_is_type(v, json_type_string))
-        return nb_err_set(err, NB_EFORMAT, "%s: '%s' must be a string, got %.40s", what, key,
-                          json_object_to_json_string(v));
+        return bad_value(what, key, v, err, "a string");
     *out = json_object_get_string(v);
     return NB_OK;
+}
+
+nb_code nb_json_need_strcpy(json_object *o, const char *what, const char *key, int required,
+                            size_t min_len, char *dst, size_t cap, nb_err *err)
+{
+    nb_code rc;
+    json_object *v = member(o, what, key, required, &rc, err);
+    if (!v)
+        return rc;
+    size_t n = json_object_is_type(v, json_type_string) ? (size_t)json_object_get_string_len(v)
+                                                        : 0;
+    if (!json_object_is_type(v, json_type_string) || n < min_len || n >= cap) {
+        if (min_len)
+            return bad_value(what, key, v, err, "a string of %zu..%zu bytes", min_len, cap - 1);
+        return bad_value(what, key, v, err, "a string of at most %zu bytes", cap - 1);
+    }
+    memcpy(dst, json_object_get_string(v), n + 1);
+    return NB_OK;
+}
+
+nb_code nb_json_need_bool(json_object *o, const char *what, const char *key, int required,
+                          int dflt, int *out, nb_err *err)
+{
+    nb_code rc;
+    json_object *v = member(o, what, key, required, &rc, err);
+    if (!v) {
+        *out = dflt;
+        return rc;
+    }
+    if (!json_object_is_type(v, json_type_boolean))
+        return bad_value(what, key, v, err, "true or false");
+    *out = json_object_get_boolean(v);
+    return NB_OK;
+}
+
+nb_code nb_json_need_enum(json_object *o, const char *what, const char *key, int required,
+                          const char *const *names, int dflt, int *out, nb_err *err)
+{
+    nb_code rc;
+    json_object *v = member(o, what, key, required, &rc, err);
+    if (!v) {
+        *out = dflt;
+        return rc;
+    }
+    const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    for (int i = 0; s && names[i]; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return NB_OK;
+        }
+    char list[128];
+    size_t len = 0;
+    for (int i = 0; names[i] && len < sizeof list; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                                i ? (names[i + 1] ? ", " : " or ") : "", names[i]);
+    return bad_value(what, key, v, err, "%s", list);
 }
 
 /* ---- building documents --------------------------------------------------------------- */

@@ -38,16 +38,32 @@ double nb_json_num(json_object *o, const char *key, double dflt);
 /* A boolean member, else dflt. */
 int nb_json_bool(json_object *o, const char *key, int dflt);
 
-/* Checked reads for documents that must be right (configs, traces, deployments files):
- * NB_EFORMAT naming what, the key and the expectation when the member has the wrong type or
- * lies outside lo..hi; when absent, NB_EFORMAT "missing" if required, else *out = dflt. */
+/* Checked reads for documents that must be right (configs, traces, deployments files, imported
+ * rows): the one set of typed field readers.  what is the path of object o ("deployments[2]",
+ * "metrics"; NULL or "" for a root object) and key the member, so messages name the field as
+ * what.key; with key NULL, o itself is the value and what its whole path ("aliases[1]").
+ * Every message has one shape, naming the field and its limit:
+ *   "deployments[2].threads: must be an integer 0..1024, got 5000"
+ *   "deployments[2].model: required"
+ * A JSON null reads as absent.  When absent: NB_EFORMAT "required" if required, else *out =
+ * dflt (the string copy leaves dst as it was).  A wrong type or a value outside the limits is
+ * NB_EFORMAT; a caller whose input is a user's argument maps that to its own code. */
 nb_code nb_json_need_int(json_object *o, const char *what, const char *key, int required,
                          int64_t lo, int64_t hi, int64_t dflt, int64_t *out, nb_err *err);
+/* A finite number lo..hi (hi = DBL_MAX: no upper limit). */
 nb_code nb_json_need_num(json_object *o, const char *what, const char *key, int required,
-                         double dflt, double *out, nb_err *err);
+                         double lo, double hi, double dflt, double *out, nb_err *err);
 /* *out points into the document (valid while it lives); dflt when absent and optional. */
 nb_code nb_json_need_str(json_object *o, const char *what, const char *key, int required,
                          const char *dflt, const char **out, nb_err *err);
+/* A string of min_len..cap-1 bytes copied into dst[cap]. */
+nb_code nb_json_need_strcpy(json_object *o, const char *what, const char *key, int required,
+                            size_t min_len, char *dst, size_t cap, nb_err *err);
+nb_code nb_json_need_bool(json_object *o, const char *what, const char *key, int required,
+                          int dflt, int *out, nb_err *err);
+/* One of names (NULL-terminated); *out its index. */
+nb_code nb_json_need_enum(json_object *o, const char *what, const char *key, int required,
+                          const char *const *names, int dflt, int *out, nb_err *err);
 
 /* ---- building documents ---------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
-/* nb_svg: server-side SVG line plots of one metric over a deployment's runs, with the
- * noise band the regression check uses and its flagged runs marked (no JS, no CDN). */
+/* nb_svg: server-side SVG charts of one metric over runs — a line, its points, error bars and
+ * noise band per series, a legend, events and commit ticks on the x axis (no JS, no CDN). */
 #ifndef NB_SVG_H
 #define NB_SVG_H
 
@@ -16,6 +16,8 @@ typedef struct nb_svg_point {
     double value;     /* the headline value; NaN points are left out */
     double stddev;    /* over the run's repetitions; NaN = unknown */
     int regression;   /* flagged by the regression check */
+    double slot;      /* nb_svg_chart: its x position (0 .. n_slots - 1; by commit, within
+                       * +-0.4 of its commit's slot) */
 } nb_svg_point;
 
 typedef struct nb_svg_plot {
@@ -33,7 +35,46 @@ typedef struct nb_svg_plot {
 #define NB_SVG_W 640
 #define NB_SVG_H_PX 240
 
-/* Writes one <svg> element (width NB_SVG_W x NB_SVG_H_PX) to f: the band as one <path
+/* Colours a reader (and a screenshot test) tells apart: a flagged run's point, an event's
+ * line, and series k's line, points, error bars and band (never red nor orange). */
+#define NB_SVG_FLAG_COLOUR "#d62728"
+#define NB_SVG_EVENT_COLOUR "#ff7f0e"
+#define NB_SVG_PALETTE_N 8
+const char *nb_svg_series_colour(size_t k); /* "#rrggbb", cycling */
+
+/* One series of a chart: the runs of one series key, oldest first. */
+typedef struct nb_svg_series {
+    const char *label;        /* the legend's words ("profile, 32 tokens"); escaped here */
+    const nb_svg_point *pts;  /* each with its slot */
+    size_t n;
+} nb_svg_series;
+
+/* An event on the x axis: a vertical line between slot - 1 and slot, with its label. */
+typedef struct nb_svg_mark {
+    size_t slot;
+    const char *label; /* "driver 2.20.0"; escaped here */
+} nb_svg_mark;
+
+/* Several series over a shared x axis of n_slots positions: by time (slot_ms[i]: when the
+ * run at slot i started) or by commit (slot_text[i]: the commit of slot i, in order; the axis
+ * keeps half a slot each side, so the runs of one commit can sit beside its tick). */
+typedef struct nb_svg_chart {
+    const char *title, *unit; /* escaped here; unit NULL: none */
+    int higher_is_better, nonnegative, link_prefix; /* as nb_svg_plot */
+    size_t band_runs;         /* each series' band: median of its previous N runs ... */
+    double band_rel;          /* ... times (1 +- this) */
+    const nb_svg_series *series;
+    size_t n_series;
+    size_t n_slots;
+    const int64_t *slot_ms;         /* time axis (xtick); NULL when by commit */
+    const char *const *slot_text;   /* commit axis (ctick), shown to 7 characters */
+    const char *xlabel;             /* the x axis's name ("mlir-air commit"); NULL: none */
+    const nb_svg_mark *marks;
+    size_t n_marks;
+} nb_svg_chart;
+
+/* One series, x by run: nb_svg_chart_write without a legend. Writes one <svg> element
+ * (width NB_SVG_W x NB_SVG_H_PX) to f: the band as one <path
  * class="band">, the series as one <path class="series">, a <circle> per point (class
  * "pt", or "pt regression"), a <line class="errbar"> per point with a stddev, axes with
  * their min/max labels, value ticks at round steps (<text class="ytick"> with a <line
@@ -41,6 +82,16 @@ typedef struct nb_svg_plot {
  * unit (<text class="ylabel">). With fewer than one finite point it writes an <svg> that
  * says "no data". NB_EIO when f fails. */
 nb_code nb_svg_plot_write(FILE *f, const nb_svg_plot *p, nb_err *err);
+
+/* Writes one <svg class="plot">: per series k a <g class="series-k" data-series="k"> holding
+ * its band (<path class="band">), error bars (<line class="errbar">), line (<path
+ * class="series">) and points (<circle class="pt"> or "pt regression", red), all in
+ * nb_svg_series_colour(k); a legend below the axes with a <g class="legend-entry"> per
+ * series naming it (and the band's rule in a <text class="legend-note">); each mark as a
+ * <line class="event"> with a <text class="event-label">; value ticks with gridlines; time
+ * ticks (<text class="xtick">) or commit ticks (<text class="ctick">). No finite point: an
+ * <svg> that says "no data". NB_EIO when f fails. */
+nb_code nb_svg_chart_write(FILE *f, const nb_svg_chart *c, nb_err *err);
 
 /* A horizontal bar chart (a profile's per-phase or per-kernel milliseconds): one <rect
  * class="bar"> per item with its name and value, a value axis from 0 with round ticks

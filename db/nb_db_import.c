@@ -3,6 +3,7 @@
 #include "nb_db_import.h"
 
 #include <json-c/json.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -160,63 +161,34 @@ static void canon(buf *b, json_object *o, int depth)
     }
 }
 
-/* ---- field readers: 0 absent (or null), 1 present, -1 bad (msg filled) ---- */
+/* ---- fields: read through common/nb_json; a bad row keeps the reader's message ---- */
 
 static const char *type_name(json_object *v) { return json_type_to_name(json_object_get_type(v)); }
 
-static int get_string(json_object *obj, const char *key, const char *field, const char **out,
-                      char *msg, size_t msz)
+static int take(const nb_err *e, char *msg, size_t msz)
 {
-    json_object *v = NULL;
-    *out = NULL;
-    if (!(v = nb_json_get(obj, key)))
-        return 0;
-    if (!json_object_is_type(v, json_type_string)) {
-        snprintf(msg, msz, "field '%s': expected a string, got %s", field, type_name(v));
-        return -1;
-    }
-    *out = json_object_get_string(v);
-    return 1;
+    snprintf(msg, msz, "%.*s", (int)(msz ? msz - 1 : 0), e->msg);
+    return -1;
 }
 
-static int get_number(json_object *obj, const char *key, const char *field, double *out,
+/* A token count: a number (extract_perf may print 128.0) that must be whole; -1 absent. */
+static int need_count(json_object *o, const char *what, const char *key, int64_t *out,
                       char *msg, size_t msz)
-{
-    json_object *v = NULL;
-    *out = NAN;
-    if (!(v = nb_json_get(obj, key)))
-        return 0;
-    if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) {
-        if (json_object_is_type(v, json_type_string))
-            snprintf(msg, msz, "field '%s': expected a number, got string \"%.60s\"", field,
-                     json_object_get_string(v));
-        else
-            snprintf(msg, msz, "field '%s': expected a number, got %s", field, type_name(v));
-        return -1;
-    }
-    double d = json_object_get_double(v);
-    if (!isfinite(d) || d < 0) {
-        snprintf(msg, msz, "field '%s': %g is not a finite value >= 0", field, d);
-        return -1;
-    }
-    *out = d;
-    return 1;
-}
-
-static int get_count(json_object *obj, const char *key, const char *field, int64_t *out,
-                     char *msg, size_t msz)
 {
     double d;
+    nb_err e;
     *out = -1;
-    int r = get_number(obj, key, field, &d, msg, msz);
-    if (r <= 0)
-        return r;
-    if (d != floor(d) || d > 1e15) {
-        snprintf(msg, msz, "field '%s': %g is not a whole number of tokens", field, d);
+    if (nb_json_need_num(o, what, key, 0, 0, 1e15, NAN, &d, &e))
+        return take(&e, msg, msz);
+    if (isnan(d))
+        return 0;
+    if (d != floor(d)) {
+        snprintf(msg, msz, "%s%s%s: must be a whole number of tokens 0..1e15, got %g",
+                 what ? what : "", what ? "." : "", key, d);
         return -1;
     }
     *out = (int64_t)d;
-    return 1;
+    return 0;
 }
 
 /* ---- timestamps ---- */
@@ -410,7 +382,7 @@ static int add_toolchain(nb_db_kv *tc, size_t *ntc, const char *key, json_object
         if (!strcmp(tc[i].key, k))
             return 0;
     if (*ntc == MAX_TOOLCHAIN)
-        BAD("field 'toolchain': more than %d entries", MAX_TOOLCHAIN);
+        BAD("toolchain: more than %d entries", MAX_TOOLCHAIN);
     tc[*ntc].key = k;
     tc[*ntc].value = v;
     (*ntc)++;
@@ -450,12 +422,12 @@ static int map_run_id(json_object *obj, const char *model, const char *runner, i
     if (json_object_is_type(rid, json_type_string)) {
         const char *s = json_object_get_string(rid);
         if (!*s || strlen(s) >= sizeof id)
-            BAD("field 'run_id': empty or longer than %zu bytes", sizeof id - 1);
+            BAD("run_id: empty or longer than %zu bytes", sizeof id - 1);
         snprintf(id, sizeof id, "%s", s);
     } else if (json_object_is_type(rid, json_type_int)) {
         snprintf(id, sizeof id, "%lld", (long long)json_object_get_int64(rid));
     } else {
-        BAD("field 'run_id': expected a string or integer, got %s", type_name(rid));
+        BAD("run_id: must be a string or an integer, got %s", type_name(rid));
     }
     /* Every model of one nightly shares the workflow's run_id: the row is the run, the
      * model and the runner (and, for a sweep, the context). */
@@ -465,7 +437,7 @@ static int map_run_id(json_object *obj, const char *model, const char *runner, i
     int n = snprintf(mp->ext, sizeof mp->ext, "%s/%s/%s%s", id, model, runner ? runner : "",
                      ctxs);
     if (n < 0 || (size_t)n >= sizeof mp->ext)
-        BAD("fields 'run_id', 'model', 'runner': the row key is longer than %zu bytes",
+        BAD("run_id, model, runner: the row key is longer than %zu bytes",
             sizeof mp->ext - 1);
     mp->keyed = 1;
     return 0;
@@ -477,25 +449,22 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
     if (!json_object_is_type(obj, json_type_object))
         BAD("expected a JSON object, got %s", type_name(obj));
     const char *model, *runner, *ts, *date, *status, *backend, *dtype, *digest, *point;
-    if (get_string(obj, "model", "model", &model, msg, msz) < 0 ||
-        get_string(obj, "runner", "runner", &runner, msg, msz) < 0 ||
-        get_string(obj, "timestamp_utc", "timestamp_utc", &ts, msg, msz) < 0 ||
-        get_string(obj, "date", "date", &date, msg, msz) < 0 ||
-        get_string(obj, "verify_status", "verify_status", &status, msg, msz) < 0 ||
-        get_string(obj, "backend", "backend", &backend, msg, msz) < 0 ||
-        get_string(obj, "dtype", "dtype", &dtype, msg, msz) < 0 ||
-        get_string(obj, "status", "status", &point, msg, msz) < 0)
-        return -1;
-    if (get_string(obj, "model_digest", "model_digest", &digest, msg, msz) < 0)
-        return -1;
-    if (!digest && get_string(obj, "weights_digest", "weights_digest", &digest, msg, msz) < 0)
-        return -1;
+    struct { const char *key; const char **out; } strs[] = {
+        {"model", &model}, {"runner", &runner}, {"timestamp_utc", &ts}, {"date", &date},
+        {"verify_status", &status}, {"backend", &backend}, {"dtype", &dtype},
+        {"status", &point}, {"model_digest", &digest}};
+    nb_err e;
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+        if (nb_json_need_str(obj, NULL, strs[i].key, 0, NULL, strs[i].out, &e))
+            return take(&e, msg, msz);
+    if (!digest && nb_json_need_str(obj, NULL, "weights_digest", 0, NULL, &digest, &e))
+        return take(&e, msg, msz);
     if (!model || !*model)
-        BAD("field 'model': missing");
+        BAD("model: required");
     if (strlen(model) >= NB_DB_NAME_MAX)
-        BAD("field 'model': longer than %d bytes", NB_DB_NAME_MAX - 1);
+        BAD("model: longer than %d bytes", NB_DB_NAME_MAX - 1);
     if (runner && strlen(runner) >= NB_DB_NAME_MAX)
-        BAD("field 'runner': longer than %d bytes", NB_DB_NAME_MAX - 1);
+        BAD("runner: longer than %d bytes", NB_DB_NAME_MAX - 1);
     /* A row naming no runner (extract_perf's per-model perf.json says ""; history rows
      * written before mlir-air #1867 have no key) ran on the nightly's runner, which the
      * options may name otherwise; the report counts them. A copy naming its runner later
@@ -517,76 +486,69 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
     if (!dtype)
         dtype = "bf16";
     if (!*backend || strlen(backend) >= NB_DB_NAME_MAX)
-        BAD("field 'backend': empty or longer than %d bytes", NB_DB_NAME_MAX - 1);
+        BAD("backend: empty or longer than %d bytes", NB_DB_NAME_MAX - 1);
     if (!*dtype || strlen(dtype) >= NB_DB_NAME_MAX)
-        BAD("field 'dtype': empty or longer than %d bytes", NB_DB_NAME_MAX - 1);
+        BAD("dtype: empty or longer than %d bytes", NB_DB_NAME_MAX - 1);
     if (digest && strlen(digest) >= NB_DB_DIGEST_MAX)
-        BAD("field 'model_digest': longer than %d bytes", NB_DB_DIGEST_MAX - 1);
+        BAD("model_digest: longer than %d bytes", NB_DB_DIGEST_MAX - 1);
 
     int64_t started = 0;
     if (ts) {
         if (parse_time(ts, &started))
-            BAD("field 'timestamp_utc': \"%.60s\" is not an ISO 8601 time "
+            BAD("timestamp_utc: \"%.60s\" is not an ISO 8601 time "
                 "(YYYY-MM-DDTHH:MM:SSZ)",
                 ts);
     } else if (date) {
         if (parse_time(date, &started))
-            BAD("field 'date': \"%.60s\" is not a date (YYYY-MM-DD)", date);
+            BAD("date: \"%.60s\" is not a date (YYYY-MM-DD)", date);
     } else {
-        BAD("field 'timestamp_utc': missing (and no 'date')");
+        BAD("timestamp_utc: required (or date)");
     }
     if (started <= 0)
-        BAD("field '%s': time before 1970", ts ? "timestamp_utc" : "date");
+        BAD("%s: time before 1970", ts ? "timestamp_utc" : "date");
 
     const status_map *sm = map_status(status);
     if (!sm)
-        BAD("field 'verify_status': unknown value \"%.40s\" (expected pass, fail, skip, "
-            "error, \"\" or null)",
+        BAD("verify_status: must be pass, fail, skip, error, \"\" or null, got \"%.40s\"",
             status);
 
     json_object *metrics = obj, *mv = NULL;
-    const char *mp_ = "";
+    const char *mp_ = NULL;
     if ((mv = nb_json_get(obj, "metrics"))) {
         if (!json_object_is_type(mv, json_type_object))
-            BAD("field 'metrics': expected an object, got %s", type_name(mv));
+            BAD("metrics: must be an object, got %s", type_name(mv));
         metrics = mv;
-        mp_ = "metrics.";
+        mp_ = "metrics";
     }
     /* A sweep_history.ndjson row (one context of a decode sweep) carries the point's own
      * status and ms_per_token; a history/perf row has neither. */
     int sweep = point || json_object_object_get_ex(obj, "ms_per_token", NULL);
-    char fname[64];
     double ttft, tps, ms_tok = NAN;
     int64_t ctx, ntok = -1;
-    snprintf(fname, sizeof fname, "%sttft_ms", mp_);
-    if (get_number(metrics, "ttft_ms", fname, &ttft, msg, msz) < 0)
-        return -1;
-    snprintf(fname, sizeof fname, "%sdecode_tokens_per_sec", mp_);
-    if (get_number(metrics, "decode_tokens_per_sec", fname, &tps, msg, msz) < 0)
-        return -1;
-    snprintf(fname, sizeof fname, "%scontext_len", mp_);
-    if (get_count(metrics, "context_len", fname, &ctx, msg, msz) < 0)
-        return -1;
-    if (sweep && get_number(obj, "ms_per_token", "ms_per_token", &ms_tok, msg, msz) < 0)
+    if (nb_json_need_num(metrics, mp_, "ttft_ms", 0, 0, DBL_MAX, NAN, &ttft, &e) ||
+        nb_json_need_num(metrics, mp_, "decode_tokens_per_sec", 0, 0, DBL_MAX, NAN, &tps, &e) ||
+        (sweep && nb_json_need_num(obj, NULL, "ms_per_token", 0, 0, DBL_MAX, NAN, &ms_tok, &e)))
+        return take(&e, msg, msz);
+    if (need_count(metrics, mp_, "context_len", &ctx, msg, msz))
         return -1;
     if (sweep && ctx < 0)
-        BAD("field 'context_len': missing (a sweep point is one context length)");
+        BAD("context_len: required (a sweep point is one context length)");
     json_object *rp = NULL;
     if ((rp = nb_json_get(obj, "run_params"))) {
         if (!json_object_is_type(rp, json_type_object))
-            BAD("field 'run_params': expected an object, got %s", type_name(rp));
-        if (get_count(rp, "n_tokens", "run_params.n_tokens", &ntok, msg, msz) < 0)
+            BAD("run_params: must be an object, got %s", type_name(rp));
+        if (need_count(rp, "run_params", "n_tokens", &ntok, msg, msz))
             return -1;
         const char *prompt;
-        if (get_string(rp, "prompt", "run_params.prompt", &prompt, msg, msz) < 0)
-            return -1;
+        if (nb_json_need_str(rp, "run_params", "prompt", 0, NULL, &prompt, &e))
+            return take(&e, msg, msz);
     }
 
     size_t ntc = 0;
     json_object *tco = NULL;
     if ((tco = nb_json_get(obj, "toolchain"))) {
         if (!json_object_is_type(tco, json_type_object))
-            BAD("field 'toolchain': expected an object, got %s", type_name(tco));
+            BAD("toolchain: must be an object, got %s", type_name(tco));
         json_object_object_foreach(tco, key, val)
         {
             if (add_toolchain(mp->tc, &ntc, key, val, msg, msz))
@@ -599,7 +561,7 @@ static int map_object(importer *im, json_object *obj, mapped *mp, char *msg, siz
         if (!(v = nb_json_get(obj, flat_tc[i])))
             continue;
         if (json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array))
-            BAD("field '%s': expected a string, got %s", flat_tc[i], type_name(v));
+            BAD("%s: must be a string, got %s", flat_tc[i], type_name(v));
         if (add_toolchain(mp->tc, &ntc, flat_tc[i], v, msg, msz))
             return -1;
     }
@@ -818,7 +780,7 @@ static nb_code import_sweep(importer *im, json_object *rec, json_object *points,
 {
     if (!json_object_is_type(points, json_type_array)) {
         char msg[128];
-        snprintf(msg, sizeof msg, "field 'points': expected a list, got %s",
+        snprintf(msg, sizeof msg, "points: must be a list, got %s",
                  type_name(points));
         record_bad(im, line, msg);
         return NB_OK;
@@ -831,7 +793,7 @@ static nb_code import_sweep(importer *im, json_object *rec, json_object *points,
         json_object *pt = json_object_array_get_idx(points, i);
         if (!json_object_is_type(pt, json_type_object)) {
             char msg[128];
-            snprintf(msg, sizeof msg, "points[%zu]: expected an object, got %s", i,
+            snprintf(msg, sizeof msg, "points[%zu]: must be an object, got %s", i,
                      type_name(pt));
             record_bad(im, line, msg);
             continue;

@@ -25,6 +25,11 @@ const char *nb_db_outcome_name(nb_db_outcome o)
     return (unsigned)o < 3 ? outcome_names[o] : "ERROR";
 }
 
+nb_db_outcome nb_db_run_outcome(nb_db_outcome stored, int regression)
+{
+    return regression && stored == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL : stored;
+}
+
 const char *nb_db_source_name(nb_db_source s)
 {
     return (unsigned)s < 3 ? source_names[s] : "local";
@@ -397,6 +402,8 @@ static nb_code insert_locked(nb_db *db, const nb_db_run *run, int64_t *id, nb_er
         rc = insert_row(db, run, id, err);
     if (!rc)
         rc = insert_details(db, run, *id, err);
+    if (!rc) /* a flagged run opens a regression, a run back in the band fixes its series' */
+        rc = nb_db_regress_on_run_locked(db, run, *id, err);
     return rc;
 }
 
@@ -908,6 +915,30 @@ static void history_row(sqlite3_stmt *st, void *slot, void *ud)
     h->generated_tokens = nb_db_col_int(st, 20, -1);
     h->prompt_tokens = nb_db_col_int(st, 21, -1);
     h->threads = (int)nb_db_col_int(st, 22, 0);
+    h->regression_metrics =
+        nb_db_regression_metrics(h->regression, (const char *)sqlite3_column_text(st, 23));
+    nb_db_col_copy(st, 24, h->driver, sizeof h->driver);
+    nb_db_col_copy(st, 25, h->firmware, sizeof h->firmware);
+    nb_db_col_copy(st, 26, h->air_sha, sizeof h->air_sha);
+}
+
+unsigned nb_db_regression_metrics(int regression, const char *detail)
+{
+    if (!regression)
+        return 0;
+    unsigned mask = 0;
+    /* entries "; "-separated, each opening with the metric's name (metric_names, as
+     * nb_db_run_check_regression writes them) */
+    for (const char *p = detail; p && *p;) {
+        p += strspn(p, "; ");
+        size_t w = strcspn(p, " ;");
+        for (int m = 0; m < NB_METRIC_N; m++)
+            if (w == strlen(metric_names[m]) && !strncasecmp(p, metric_names[m], w))
+                mask |= 1u << m;
+        const char *next = strchr(p, ';');
+        p = next ? next : NULL;
+    }
+    return mask ? mask : (1u << NB_METRIC_N) - 1;
 }
 
 nb_db_series nb_db_history_row_series(const nb_db_history_row *h)
@@ -952,8 +983,11 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
              "SELECT r.id, r.job_id, r.deployment_id, d.model, d.board, d.backend, d.dtype, "
              "d.weights_digest, r.kind, r.npubench_commit, r.outcome, r.source, r.started_ms, "
              "%s, %s, %s, r.reps, r.regression, r.verify_status, r.context_len, "
-             "r.generated_tokens, r.prompt_tokens, r.threads FROM runs r "
-             "JOIN deployments d ON d.id = r.deployment_id",
+             "r.generated_tokens, r.prompt_tokens, r.threads, r.regression_detail, "
+             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'driver'), "
+             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'firmware'), "
+             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'air_sha') "
+             "FROM runs r JOIN deployments d ON d.id = r.deployment_id",
              gate ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END" : value_cols[q->metric],
              gate ? "NULL" : mean_cols[q->metric], gate ? "NULL" : stddev_cols[q->metric]);
     filter_sql(sql, sizeof sql, q);
@@ -1107,6 +1141,7 @@ nb_code nb_db_run_check_regression(nb_db *db, const nb_db_run *run,
     if (!opts)
         opts = &dflt;
     memset(rep, 0, sizeof *rep);
+    rep->min_rel_change = opts->min_rel_change;
     if (run->deployment_id <= 0)
         return nb_err_set(err, NB_EINVAL, "regression check: run.deployment_id is required");
     if (run->n_samples && !run->samples)

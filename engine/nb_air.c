@@ -101,39 +101,6 @@ nb_code nb_air_cfg_copy(nb_air_cfg *dst, const nb_air_cfg *src, nb_err *err)
     return NB_OK;
 }
 
-static nb_code str_field(json_object *o, const char *key, const char *what, char *dst, size_t cap,
-                         int required, nb_err *err)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v)) {
-        if (required)
-            return nb_err_set(err, NB_EINVAL, "%s.%s: required", what, key);
-        return NB_OK;
-    }
-    if (!json_object_is_type(v, json_type_string))
-        return nb_err_set(err, NB_EINVAL, "%s.%s: expected a string", what, key);
-    const char *s = json_object_get_string(v);
-    if (strlen(s) >= cap)
-        return nb_err_set(err, NB_EINVAL, "%s.%s: longer than %zu bytes", what, key, cap - 1);
-    snprintf(dst, cap, "%s", s);
-    return NB_OK;
-}
-
-static nb_code num_field(json_object *o, const char *key, const char *what, double lo, double hi,
-                         double *out, nb_err *err)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v))
-        return NB_OK;
-    if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
-        return nb_err_set(err, NB_EINVAL, "%s.%s: expected a number", what, key);
-    double d = json_object_get_double(v);
-    if (!(d >= lo && d <= hi))
-        return nb_err_set(err, NB_EINVAL, "%s.%s %g: expected %g..%g", what, key, d, lo, hi);
-    *out = d;
-    return NB_OK;
-}
-
 static nb_code env_field(json_object *o, const char *what, nb_air_cfg *c, nb_err *err)
 {
     json_object *env;
@@ -180,48 +147,53 @@ nb_code nb_air_cfg_parse(json_object *o, const char *what, nb_air_cfg *c, nb_err
         if (!ok)
             return nb_err_set(err, NB_EINVAL, "%s.%s: unknown key", what, key);
     }
-    nb_code rc;
-    double d;
-    if ((rc = str_field(o, "llms_dir", what, c->llms_dir, sizeof c->llms_dir, 1, err)) ||
-        (rc = str_field(o, "adapter", what, c->adapter, sizeof c->adapter, 1, err)) ||
-        (rc = str_field(o, "model", what, c->model, sizeof c->model, 0, err)) ||
-        (rc = str_field(o, "python", what, c->python, sizeof c->python, 0, err)) ||
-        (rc = str_field(o, "host", what, c->host, sizeof c->host, 0, err)) ||
-        (rc = str_field(o, "cwd", what, c->cwd, sizeof c->cwd, 0, err)) ||
-        (rc = str_field(o, "lock", what, c->lock, sizeof c->lock, 0, err)) ||
-        (rc = str_field(o, "tokenizer", what, c->tokenizer, sizeof c->tokenizer, 0, err)))
-        return rc;
+    /* Fields through common/nb_json's readers (messages "what.key: must be ..."); a bad
+     * field of a deployments file is a bad input, NB_EINVAL, as the checks below. */
+    static const char *const tokenizers[] = {"auto", "hf", "none", NULL};
+    struct { const char *key; char *dst; size_t cap; int required; } str[] = {
+        {"llms_dir", c->llms_dir, sizeof c->llms_dir, 1}, {"adapter", c->adapter, sizeof c->adapter, 1},
+        {"model", c->model, sizeof c->model, 0}, {"python", c->python, sizeof c->python, 0},
+        {"host", c->host, sizeof c->host, 0}, {"cwd", c->cwd, sizeof c->cwd, 0},
+        {"lock", c->lock, sizeof c->lock, 0}};
+    struct { const char *key; int64_t *ms; double max_s; } t[] = {
+        {"lock_wait_s", &c->lock_wait_ms, 86400}, {"setup_timeout_s", &c->setup_timeout_ms, 86400},
+        {"step_timeout_s", &c->step_timeout_ms, 86400}, {"grace_s", &c->grace_ms, 600}};
+    nb_code rc = NB_OK;
+    for (size_t i = 0; i < sizeof str / sizeof *str && !rc; i++)
+        rc = nb_json_need_strcpy(o, what, str[i].key, str[i].required, 0, str[i].dst, str[i].cap,
+                                 err);
+    int tk = -1, attn = c->npu_attn;
+    int64_t max_seq = c->max_seq, frame_mb = (int64_t)(c->max_frame >> 20);
+    if (!rc)
+        rc = nb_json_need_enum(o, what, "tokenizer", 0, tokenizers, -1, &tk, err);
+    if (!rc)
+        rc = nb_json_need_int(o, what, "max_seq", 0, 1, 1 << 20, max_seq, &max_seq, err);
+    if (!rc)
+        rc = nb_json_need_bool(o, what, "npu_attn", 0, attn, &attn, err);
+    for (size_t i = 0; i < sizeof t / sizeof *t && !rc; i++) {
+        double d;
+        rc = nb_json_need_num(o, what, t[i].key, 0, 0, t[i].max_s, (double)*t[i].ms / 1000.0,
+                              &d, err);
+        if (!rc)
+            *t[i].ms = (int64_t)(d * 1000.0);
+    }
+    if (!rc)
+        rc = nb_json_need_int(o, what, "max_frame_mb", 0, 1, 4096, frame_mb, &frame_mb, err);
+    if (rc) {
+        if (err && rc == NB_EFORMAT)
+            err->code = NB_EINVAL;
+        return rc == NB_EFORMAT ? NB_EINVAL : rc;
+    }
+    if (tk >= 0)
+        snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tokenizers[tk]);
+    c->max_seq = (int)max_seq;
+    c->npu_attn = attn;
+    c->max_frame = (size_t)frame_mb << 20;
     for (const char *p = c->adapter; *p; p++)
         if (!(*p == '.' || *p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
               (*p >= 'A' && *p <= 'Z')))
             return nb_err_set(err, NB_EINVAL, "%s.adapter '%s': expected a dotted module path",
                               what, c->adapter);
-    if (strcmp(c->tokenizer, "auto") && strcmp(c->tokenizer, "hf") && strcmp(c->tokenizer, "none"))
-        return nb_err_set(err, NB_EINVAL, "%s.tokenizer '%s': expected auto, hf or none", what,
-                          c->tokenizer);
-    d = c->max_seq;
-    if ((rc = num_field(o, "max_seq", what, 1, 1 << 20, &d, err)))
-        return rc;
-    c->max_seq = (int)d;
-    json_object *b;
-    if (json_object_object_get_ex(o, "npu_attn", &b)) {
-        if (!json_object_is_type(b, json_type_boolean))
-            return nb_err_set(err, NB_EINVAL, "%s.npu_attn: expected true or false", what);
-        c->npu_attn = json_object_get_boolean(b);
-    }
-    struct { const char *key; int64_t *ms; double max_s; } t[] = {
-        {"lock_wait_s", &c->lock_wait_ms, 86400}, {"setup_timeout_s", &c->setup_timeout_ms, 86400},
-        {"step_timeout_s", &c->step_timeout_ms, 86400}, {"grace_s", &c->grace_ms, 600}};
-    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
-        d = (double)*t[i].ms / 1000.0;
-        if ((rc = num_field(o, t[i].key, what, 0, t[i].max_s, &d, err)))
-            return rc;
-        *t[i].ms = (int64_t)(d * 1000.0);
-    }
-    d = (double)(c->max_frame >> 20);
-    if ((rc = num_field(o, "max_frame_mb", what, 1, 4096, &d, err)))
-        return rc;
-    c->max_frame = (size_t)d << 20;
     if ((rc = env_field(o, what, c, err))) {
         nb_air_cfg_clear(c);
         return rc;

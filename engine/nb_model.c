@@ -2,6 +2,7 @@
  * shape-checks every weight, and hides GGUF's q/k permutation and folded norms behind views. */
 #include "nb_model.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,10 +528,13 @@ static nb_code open_gguf(nb_model *m, nb_err *err)
 
 /* config.json is the user's input: a bad value there is NB_EINVAL, the code the CLI reports
  * as a usage error, where nb_json's checked reads call a wrong member a damaged file. */
-static nb_code cfg_code(nb_code rc, nb_err *err)
+/* config.json's fields read as "PATH: key: ..." and are a bad input (NB_EINVAL), not a
+ * malformed file. */
+static nb_code cfg_code(const char *cfgp, nb_code rc, nb_err *err)
 {
     if (rc != NB_EFORMAT)
         return rc;
+    nb_err_prefix(err, "%s: ", cfgp);
     if (err)
         err->code = NB_EINVAL;
     return NB_EINVAL;
@@ -540,20 +544,20 @@ static nb_code cfg_int(const char *cfgp, json_object *o, const char *key, int re
                        int *out, nb_err *err)
 {
     int64_t x;
-    nb_code rc = nb_json_need_int(o, cfgp, key, required, 0, INT32_MAX, dflt, &x, err);
+    nb_code rc = nb_json_need_int(o, NULL, key, required, 0, INT32_MAX, dflt, &x, err);
     if (!rc)
         *out = (int)x;
-    return cfg_code(rc, err);
+    return cfg_code(cfgp, rc, err);
 }
 
 static nb_code cfg_num(const char *cfgp, json_object *o, const char *key, int required,
                        float dflt, float *out, nb_err *err)
 {
     double x;
-    nb_code rc = nb_json_need_num(o, cfgp, key, required, dflt, &x, err);
+    nb_code rc = nb_json_need_num(o, NULL, key, required, -DBL_MAX, DBL_MAX, dflt, &x, err);
     if (!rc)
         *out = (float)x;
-    return cfg_code(rc, err);
+    return cfg_code(cfgp, rc, err);
 }
 
 static nb_code hf_arch(const char *cfgp, json_object *root, const hf_family **out, nb_err *err)

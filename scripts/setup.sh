@@ -8,7 +8,8 @@ PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-pip
           libnng-dev libmbedtls-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libcmocka-dev
           libxrt-dev libpcre2-dev libjson-c-dev
           libxml2-utils   # xmllint checks the JUnit files (tests/junit.xsd)
-          chromium)       # headless Chromium loads the dashboard's pages (tests/test_dashboard.c)
+          chromium        # headless Chromium loads the dashboard's pages (tests/test_dashboard.c)
+          zlib1g-dev)     # ... whose screenshots tests/png_read.h inflates
 
 missing=()
 for p in "${PACKAGES[@]}"; do

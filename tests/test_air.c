@@ -212,7 +212,7 @@ static void test_cfg_parse(void **state)
         {"[{\"model\": \"m\", \"backend\": \"air\", \"air\": {\"llms_dir\": \"x\", \"adapter\": "
          "\"a\", \"env\": {\"NPUBENCH_TOKEN\": \"t\"}}}]", "env.NPUBENCH_TOKEN: NPUBENCH_* variables"},
         {"[{\"model\": \"m\", \"backend\": \"air\", \"air\": {\"llms_dir\": \"x\", \"adapter\": "
-         "\"a\", \"max_seq\": 0}}]", "air.max_seq 0: expected 1..1.04858e+06"},
+         "\"a\", \"max_seq\": 0}}]", "deployments[0].air.max_seq: must be an integer 1..1048576, got 0"},
         {"[{\"model\": \"m\", \"backend\": \"air\", \"air\": {\"llms_dir\": \"x\", \"adapter\": "
          "\"a\", \"colour\": 1}}]", "air.colour: unknown key"},
     };

@@ -34,11 +34,11 @@ static void test_import(void **s)
     need_history();
     free(tu_cli(0, "tests/data/db/history.ndjson: 0 runs imported, 5 already stored, 0 bad",
              "import tests/data/db/history.ndjson --db '%s'", db));
-    free(tu_cli(2, "npubench import: history_bad.ndjson:2: field 'ttft_ms': expected a number, got "
-                "string \"fast\"\n"
-                "npubench import: history_bad.ndjson:5: field 'model': missing\n"
-                "npubench import: history_bad.ndjson:7: field 'ttft_ms': -3 is not a finite value "
-                ">= 0\n"
+    free(tu_cli(2, "npubench import: history_bad.ndjson:2: ttft_ms: must be a finite number >= 0, "
+                "got \"fast\"\n"
+                "npubench import: history_bad.ndjson:5: model: required\n"
+                "npubench import: history_bad.ndjson:7: ttft_ms: must be a finite number >= 0, "
+                "got -3\n"
                 "tests/data/db/history_bad.ndjson: 2 runs imported, 0 already stored, 5 bad",
              "import tests/data/db/history_bad.ndjson --db '%s'", db));
     free(tu_cli(0, "tests/data/db/perf_single.json: 1 run imported, 0 already stored, 0 bad",

@@ -627,9 +627,9 @@ static void test_hf_config(void **state)
     edit(dir, "config.json", "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\"");
     expect_hf(dir, NB_EUNSUPPORTED, "architecture GPT2LMHeadModel (model_type gpt2)", "config.json");
     nb_tiny_rmtree(dir);
-    hf_case("\"hidden_size\": 64", "\"hidden_sizes\": 64", NB_EINVAL, "'hidden_size' is missing");
+    hf_case("\"hidden_size\": 64", "\"hidden_sizes\": 64", NB_EINVAL, "config.json: hidden_size: required");
     hf_case("\"hidden_size\": 64", "\"hidden_size\": \"64\"", NB_EINVAL,
-            "'hidden_size' must be a non-negative integer");
+            "config.json: hidden_size: must be a non-negative integer, got \"64\"");
     hf_case("\"hidden_size\": 64", "\"hidden_size\": 100000", NB_EINVAL,
             "hidden_size = 100000: must be in 1..65536");
     hf_case("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", NB_EINVAL,
@@ -640,7 +640,7 @@ static void test_hf_config(void **state)
             NB_EUNSUPPORTED, "rope_type 'yarn' is not supported");
     hf_case("\"rope_scaling\": null",
             "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}", NB_EINVAL,
-            "'low_freq_factor' is missing");
+            "config.json: low_freq_factor: required");
     hf_case("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": 1", NB_EINVAL,
             "tie_word_embeddings");
     hf_case("{", "{{", NB_EFORMAT, "invalid JSON");

@@ -19,6 +19,8 @@
 #include "nb_devlock.h"
 #include "nb_file.h"
 #include "nb_jobpb.h"
+#include "nb_probe.h"
+#include "nb_runenv.h"
 #include "nb_rpc.h"
 #include "nb_sha256.h"
 #include "nb_time.h"
@@ -925,9 +927,36 @@ static void test_cli_worker(void **state)
     tu_rmrf(tmp);
 }
 
+/* What the probe read goes with each result (its environment's extras, stored as the run's
+ * toolchain entries "driver" and "firmware"), so the dashboard can mark where a board's
+ * driver or firmware changed; what it could not read is left out, not stored as a version. */
+static void test_probe_in_result(void **s)
+{
+    (void)s;
+    Npubench__Environment *e = NULL;
+    nb_err err = {0};
+    assert_int_equal(nb_runenv_pb_new(NULL, "strix-01", "npu4", &e, &err), NB_OK);
+    size_t before = e->n_extra;
+    nb_probe p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.driver, sizeof p.driver, "2.20.0");
+    snprintf(p.firmware, sizeof p.firmware, "unknown");
+    assert_int_equal(nb_probe_env_add(&p, e), NB_OK);
+    assert_int_equal(e->n_extra, before + 1);
+    assert_string_equal(e->extra[before]->key, "driver");
+    assert_string_equal(e->extra[before]->value, "2.20.0");
+    snprintf(p.firmware, sizeof p.firmware, "1.5.2.380");
+    assert_int_equal(nb_probe_env_add(&p, e), NB_OK);
+    assert_int_equal(e->n_extra, before + 3);
+    assert_string_equal(e->extra[before + 2]->key, "firmware");
+    assert_string_equal(e->extra[before + 2]->value, "1.5.2.380");
+    nb_jobpb_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_probe_in_result),
         cmocka_unit_test(test_register_lease_result),
         cmocka_unit_test(test_result_retry_same_id),
         cmocka_unit_test(test_backoff_and_reregister),

@@ -21,10 +21,15 @@
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
+#include "nb_db_regress.h"
+#include <json-c/json.h>
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
 #include "nb_svg.h"
 #include "nb_time.h"
+#include "nb_wire.h"
+#include "png_read.h"
+#include "testdb.h"
 #include "testutil.h"
 
 #define N_PERF 12        /* profile runs of deployment A */
@@ -37,7 +42,10 @@ static struct {
     size_t n_deps, n_workers, n_queued, n_flagged;
     size_t n_boards, n_never_checked; /* boards on the page; those no check has run on */
     int64_t flagged[N_PERF];
+    int64_t ttft_flagged, tps_flagged; /* flagged on that metric alone */
+    size_t n_cold;                     /* A's second series ("run", 32 tokens, 4 threads) */
     int64_t verify_old_b, verify_new_b, verify_a; /* matrix cells */
+    int64_t queued_job;
     size_t gate_checks_new_b;
     int seeded;
 } seed;
@@ -97,6 +105,20 @@ static int64_t add_run(nb_db *db, nb_db_run *r)
     return id;
 }
 
+/* What deployment A's run i ran with: mlir-air a1b2c3d.. for runs 0-3, b7c8d9e.. for 4-7,
+ * c0ffee1.. after (two commit changes, three commits); NPU driver 2.19.0 before run 6 and
+ * 2.20.0 from it (a third change); one firmware throughout. */
+#define SEED_EVENTS 3
+#define SEED_COMMITS 3
+static void seed_toolchain(int i, nb_db_kv tc[3])
+{
+    tc[0] = (nb_db_kv){"air_sha", i < 4   ? "a1b2c3d4e5f60718"
+                                  : i < 8 ? "b7c8d9e0f1a23344"
+                                          : "c0ffee1234567890"};
+    tc[1] = (nb_db_kv){"driver", i < 6 ? "2.19.0" : "2.20.0"};
+    tc[2] = (nb_db_kv){"firmware", "1.5.2.380"};
+}
+
 /* Three deployments (one named to break HTML), two workers (one hostile board name), a
  * TPS/TTFT history with flagged runs, verify runs for the matrix, one queued job. */
 static void seed_db(void)
@@ -151,7 +173,15 @@ static void seed_db(void)
         r.stddev[NB_METRIC_TPS] = 1.5;
         r.reps = 3;
         r.regression = slow;
-        r.regression_detail = slow ? "tps -20.0% (p=0.01, 3 vs 21 samples)" : NULL;
+        /* run 7 flagged on TPS only, run 10 on TTFT only (as the check writes its detail) */
+        r.regression_detail = i == 7    ? "tps -20.0% (p=0.01, 3 vs 21 samples)"
+                              : i == 10 ? "ttft +50.0% (median 60 vs 40, p=0.01, 3 vs 21 "
+                                          "samples)"
+                                        : NULL;
+        nb_db_kv tc[3];
+        seed_toolchain(i, tc);
+        r.toolchain = tc;
+        r.n_toolchain = 3;
         /* a profile's breakdown, as the worker's report carries it */
         r.report_json = i == 7 ? "{\"phases\": [{\"name\": \"prefill\", \"avg_ms\": 12.5}, "
                                  "{\"name\": \"decode\", \"avg_ms\": 3.25}], \"kernels\": "
@@ -162,6 +192,28 @@ static void seed_db(void)
         int64_t id = add_run(db, &r);
         if (slow)
             seed.flagged[seed.n_flagged++] = id;
+        if (i == 10)
+            seed.ttft_flagged = id;
+        else if (i == 7)
+            seed.tps_flagged = id;
+        /* a second series between them: cold 32-token runs on 4 threads, slower; the
+         * plots joined them with the profiles into one line */
+        if (i % 2) {
+            nb_db_run_init(&r);
+            r.deployment_id = a;
+            r.kind = "run";
+            r.outcome = NB_OUTCOME_PASS;
+            r.started_ms = t0 + i * 60000LL + 30000;
+            r.generated_tokens = 32;
+            r.env.threads = 4;
+            r.value[NB_METRIC_TPS] = 60.0 + (i % 4);
+            r.value[NB_METRIC_TTFT] = 70.0 + (i % 3);
+            seed_toolchain(i, tc);
+            r.toolchain = tc;
+            r.n_toolchain = 3;
+            add_run(db, &r);
+            seed.n_cold++;
+        }
     }
     /* the matrix: an old PASS and a newer FAIL of B (the newer shows), a PASS of A */
     /* B's FAIL: prompt 0 passes; 1, 2 and 3 fail, localized (as verify/nb_localize writes it)
@@ -257,6 +309,7 @@ static void seed_db(void)
     if (nb_db_job_enqueue(db, &j, &jid, NULL, &err))
         fail_msg("%s", err.msg);
     seed.n_queued = 1;
+    seed.queued_job = jid;
     nb_db_close(db);
     seed.seeded = 1;
 }
@@ -338,6 +391,65 @@ static void expect_board_health(const char *p)
     assert_int_equal(count(p, "<td class=\"version\">unknown</td>"), 6 * (seed.n_boards - 1));
 }
 
+/* The text between the opening of the element with id and the next plot's (or the end). */
+static char *plot_part(const char *p, const char *id)
+{
+    char open[96];
+    snprintf(open, sizeof open, "<div class=\"plot\" id=\"%s\">", id);
+    const char *a = strstr(p, open);
+    if (!a)
+        fail_msg("no plot %s on the page", id);
+    const char *b = strstr(a + strlen(open), "<div class=\"plot\"");
+    return strndup(a, b ? (size_t)(b - a) : strlen(a));
+}
+
+/* Deployment A's plots (as rendered, or as the browser parsed them): what each draws. */
+static void expect_plots(const char *p)
+{
+    static const char *const ids[4] = {"plot-ttft", "plot-tps", "plot-ttft-commit",
+                                       "plot-tps-commit"};
+    char flagged[96], other[96];
+    for (int k = 0; k < 4; k++) {
+        char *q = plot_part(p, ids[k]);
+        int ttft = k % 2 == 0, by_commit = k >= 2;
+        /* one line, one band, one legend entry per series key: the profiles and the cold
+         * 32-token runs (they were one line) */
+        assert_int_equal(count(q, "<path class=\"series\""), 2);
+        assert_int_equal(count(q, "<path class=\"band\""), 2);
+        assert_int_equal(count(q, "<g class=\"legend-entry\""), 2);
+        assert_int_equal(count(q, "<g class=\"series-0\""), 1);
+        assert_int_equal(count(q, "<g class=\"series-1\""), 1);
+        assert_non_null(strstr(q, ">profile (12 runs)</text>"));
+        assert_non_null(strstr(q, ">run, 32 tokens, 4 threads (6 runs)</text>"));
+        assert_non_null(strstr(q, "class=\"legend-note\""));
+        assert_int_equal(count(q, "<circle class=\"pt"), N_PERF + seed.n_cold);
+        /* the regression red on the plot of the metric it was flagged on, only there */
+        assert_int_equal(count(q, "class=\"pt regression\""), 1);
+        snprintf(flagged, sizeof flagged, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt regression\"",
+                 ttft ? seed.ttft_flagged : seed.tps_flagged);
+        snprintf(other, sizeof other, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt\"",
+                 ttft ? seed.tps_flagged : seed.ttft_flagged);
+        assert_non_null(strstr(q, flagged));
+        assert_non_null(strstr(q, other));
+        /* the probe's events on the time axis: the driver and two mlir-air changes */
+        assert_int_equal(count(q, "<line class=\"event\""), by_commit ? 0 : SEED_EVENTS);
+        if (!by_commit) {
+            assert_non_null(strstr(q, ">driver 2.20.0</text>"));
+            assert_non_null(strstr(q, ">mlir-air b7c8d9e</text>"));
+            assert_non_null(strstr(q, ">mlir-air c0ffee1</text>"));
+            assert_true(count(q, "<text class=\"xtick\"") >= 2);
+        } else {
+            /* x by commit: a tick per mlir-air commit, in order */
+            assert_int_equal(count(q, "<text class=\"ctick\""), SEED_COMMITS);
+            const char *a = strstr(q, ">a1b2c3d<"), *b = strstr(q, ">b7c8d9e<"),
+                       *c = strstr(q, ">c0ffee1<");
+            assert_true(a && b && c && a < b && b < c);
+            assert_non_null(strstr(q, "by mlir-air commit"));
+        }
+        free(q);
+    }
+}
+
 static void test_pages(void **s)
 {
     (void)s;
@@ -391,23 +503,24 @@ static void test_pages(void **s)
     assert_true(count(p, "<text class=\"ytick\"") >= 6);
     free(p);
 
-    /* deployment A: one series and one band per plot, a point per run, the flagged red */
+    /* deployment A: a line, band and legend entry per series key, flags on their metric's
+     * plot only, the probe's events, a second plot per metric by mlir-air commit */
     char name[64];
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
     p = page(db, name);
-    assert_int_equal(count(p, "<path class=\"series\""), 2);
-    assert_int_equal(count(p, "<path class=\"band\""), 2);
-    assert_int_equal(count(p, "<circle "), 2 * N_PERF);
-    assert_int_equal(count(p, "class=\"pt regression\""), 2 * seed.n_flagged);
+    expect_plots(p);
     for (size_t i = 0; i < seed.n_flagged; i++) {
         char link[64];
         snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\"><circle class=\"pt regression\"",
                  seed.flagged[i]);
         assert_non_null(strstr(p, link));
     }
-    /* the runs table: the profiles and the verify of A */
-    assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + 1);
+    /* the runs table: the profiles, the cold runs and the verify of A */
+    assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     assert_int_equal(count(p, "<td class=\"regression\">REGRESSION</td>"), seed.n_flagged);
+    /* a flagged run's outcome in the table is the FAIL its page and `npubench job` give */
+    assert_int_equal(count(p, "<td class=\"fail\">FAIL</td><td>"),
+                     seed.n_flagged);
     free(p);
 
     /* a deployment without TTFT/TPS runs still has its two plots, saying so */
@@ -456,7 +569,8 @@ static void test_pages(void **s)
     assert_int_equal(nb_dash_page(db, NULL, name, &svg, &len, &ct, &err), NB_OK);
     assert_string_equal(ct, "image/svg+xml");
     assert_true(!strncmp(svg, "<?xml", 5));
-    assert_int_equal(count(svg, "<circle "), N_PERF);
+    assert_int_equal(count(svg, "<circle class=\"pt"), N_PERF + seed.n_cold);
+    assert_int_equal(count(svg, "<path class=\"series\""), 2);
     free(svg);
 
     /* names that are no page: not found, never a crash or another file */
@@ -499,6 +613,73 @@ static void test_band(void **s)
     p.band_runs = 1; /* only the one before: 20 (point 3 is NaN) */
     assert_int_equal(nb_svg_band(&p, 4, &lo, &hi), 1);
     assert_true(fabs(lo - 18.0) < 1e-9);
+}
+
+/* nb_svg_chart_write alone: a legend entry per series in its colour, the commit axis's ticks
+ * thinned to fit (12 commits: every second), events escaped, one before the first run (no
+ * run before it to differ from) left out, no time ticks on a commit axis. */
+static void test_chart(void **s)
+{
+    (void)s;
+    nb_svg_point a[12], b[3];
+    const char *commits[12];
+    char names[12][16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(names[i], sizeof names[i], "%02dabcdef99", i);
+        commits[i] = names[i];
+        a[i] = (nb_svg_point){.run_id = i + 1, .when_ms = 1764800000000LL + 60000LL * i,
+                              .value = 10 + i % 3, .stddev = NAN, .slot = i};
+    }
+    for (int i = 0; i < 3; i++)
+        b[i] = (nb_svg_point){.run_id = 20 + i, .when_ms = 1764800000000LL, .value = 30,
+                              .stddev = NAN, .slot = 4 * i, .regression = i == 2};
+    nb_svg_series ser[2] = {{"profile", a, 12}, {"run, 32 tokens <b>", b, 3}};
+    nb_svg_mark marks[2] = {{0, "driver before everything"}, {5, "firmware <i>9</i>"}};
+    nb_svg_chart c = {.title = "TTFT", .unit = "ms", .band_runs = 10, .band_rel = 0.05,
+                      .series = ser, .n_series = 2, .n_slots = 12, .slot_text = commits,
+                      .xlabel = "mlir-air commit", .marks = marks, .n_marks = 2};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    nb_err err;
+    assert_int_equal(nb_svg_chart_write(f, &c, &err), NB_OK);
+    fclose(f);
+    assert_int_equal(count(buf, "<g class=\"legend-entry\""), 2);
+    char swatch[64];
+    for (size_t k = 0; k < 2; k++) {
+        snprintf(swatch, sizeof swatch, "r=\"3\" fill=\"%s\"/>", nb_svg_series_colour(k));
+        assert_int_equal(count(buf, swatch), 1); /* the legend's swatch */
+    }
+    assert_non_null(strstr(buf, ">run, 32 tokens &lt;b&gt; (3 runs)</text>"));
+    assert_int_equal(count(buf, "<text class=\"ctick\""), 6);
+    assert_non_null(strstr(buf, ">00abcde<title>00abcdef99</title>"));
+    assert_non_null(strstr(buf, ">10abcde<"));
+    assert_null(strstr(buf, ">11abcde<"));
+    assert_int_equal(count(buf, "<text class=\"xtick\""), 0);
+    assert_int_equal(count(buf, "<line class=\"event\""), 1);
+    assert_non_null(strstr(buf, ">firmware &lt;i&gt;9&lt;/i&gt;</text>"));
+    assert_null(strstr(buf, "driver before everything"));
+    assert_int_equal(count(buf, "class=\"pt regression\""), 1);
+    assert_non_null(strstr(buf, "by mlir-air commit"));
+    free(buf);
+}
+
+/* Which metrics a stored regression concerns, read from its detail as the check writes it;
+ * flagged without a metric named: all (never silently none). */
+static void test_regression_metrics(void **s)
+{
+    (void)s;
+    assert_int_equal(nb_db_regression_metrics(0, "tps -20.0% (p=0.01)"), 0);
+    assert_int_equal(nb_db_regression_metrics(1, "tps -20.0% (p=0.01, 3 vs 21 samples)"),
+                     1u << NB_METRIC_TPS);
+    assert_int_equal(nb_db_regression_metrics(1, "ttft +8.0% (median 1 vs 2, p=0.01); decode "
+                                                 "+9.1% (p=0.02)"),
+                     (1u << NB_METRIC_TTFT) | (1u << NB_METRIC_DECODE));
+    assert_int_equal(nb_db_regression_metrics(1, "TPOT +5%"), 1u << NB_METRIC_TPOT);
+    const unsigned all = (1u << NB_METRIC_N) - 1;
+    assert_int_equal(nb_db_regression_metrics(1, NULL), all);
+    assert_int_equal(nb_db_regression_metrics(1, ""), all);
+    assert_int_equal(nb_db_regression_metrics(1, "tpsx -1%; ttfts"), all);
 }
 
 /* What a plot draws, asserted (not only that an <svg> exists): value ticks at round steps
@@ -576,23 +757,9 @@ static int has_file(const files *f, const char *name)
     return 0;
 }
 
-static void test_export_links(void **s)
+/* Every link of the exported files f names a file f holds (fails naming it); their count. */
+static size_t export_links(const files *f)
 {
-    (void)s;
-    assert_true(seed.seeded);
-    nb_db *db = NULL;
-    nb_err err = {0};
-    if (nb_db_open(seed.db, NULL, &db, &err))
-        fail_msg("%s", err.msg);
-    files *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    size_t n = 0;
-    if (nb_dash_export(db, NULL, keep, f, &n, &err))
-        fail_msg("%s", err.msg);
-    assert_int_equal(n, f->n);
-    /* 4 overview pages, 3 files per deployment, a page per run (every run is linked) */
-    size_t runs = N_PERF + 3;
-    assert_int_equal(n, 4 + 3 * seed.n_deps + runs);
     size_t links = 0;
     for (size_t i = 0; i < f->n; i++) {
         for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
@@ -610,7 +777,391 @@ static void test_export_links(void **s)
             }
         }
     }
-    assert_true(links > n);
+    return links;
+}
+
+/* ---- a job's page and its live log ---- */
+
+/* nb_dash_page's code for name (the page freed). */
+static nb_code page_code(nb_db *db, const char *name, const char **ct)
+{
+    char *o = NULL;
+    size_t len = 0;
+    nb_err err = {0};
+    nb_code rc = nb_dash_page(db, NULL, name, &o, &len, ct, &err);
+    if (rc)
+        assert_null(o);
+    free(o);
+    return rc;
+}
+
+/* The log endpoint's answer, parsed. */
+static json_object *log_json(nb_db *db, int64_t job, const char *query)
+{
+    char name[128];
+    snprintf(name, sizeof name, "job-%" PRId64 "-log.json%s", job, query);
+    char *out = NULL;
+    size_t len = 0;
+    const char *ct = NULL;
+    nb_err err = {0};
+    if (nb_dash_page(db, NULL, name, &out, &len, &ct, &err))
+        fail_msg("%s: %s", name, err.msg);
+    assert_string_equal(ct, "application/json");
+    json_object *o = json_tokener_parse(out);
+    if (!o)
+        fail_msg("%s: not JSON: %s", name, out);
+    free(out);
+    return o;
+}
+
+static int64_t jget(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v))
+        fail_msg("no %s", key);
+    return json_object_get_int64(v);
+}
+
+/* A running job that was requeued once (its page follows the log live) and a finished one
+ * whose run the regression check flagged (its page stands still and says fail). */
+static void test_job_pages(void **s)
+{
+    (void)s;
+    nb_db *db = tdb_open("jobs.db");
+    nb_err err = {0};
+    nb_db_worker w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.id, sizeof w.id, "wj");
+    snprintf(w.board_name, sizeof w.board_name, "strix-01");
+    snprintf(w.backends, sizeof w.backends, "cpu");
+    snprintf(w.deployments, sizeof w.deployments, "*");
+    if (nb_db_worker_upsert(db, &w, &err))
+        fail_msg("%s", err.msg);
+    nb_db_job_new jn;
+    memset(&jn, 0, sizeof jn);
+    jn.kind = "profile";
+    jn.spec = "{\"reps\": 5}";
+    jn.spec_len = strlen(jn.spec);
+    jn.spec_format = NB_SPEC_JSON;
+    jn.sel.board = "strix-01";
+    jn.sel.deployment = "instruct/q4_1";
+    int64_t run_job = 0, done_job = 0;
+    nb_db_job j;
+    int found = 0;
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &run_job, NULL, &err), NB_OK);
+    /* leased, given back (a requeue with its cause), leased again, two log lines, progress */
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_true(found);
+    assert_int_equal(nb_db_job_release(db, run_job, j.lease_id, "worker stopping", &err), NB_OK);
+    nb_db_job_free(&j);
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_int_equal(j.id, run_job);
+    assert_int_equal(nb_db_job_set_progress(db, run_job, j.lease_id, 2, 5, "repetition 2", &err),
+                     NB_OK);
+    assert_int_equal(nb_db_job_append_log(db, run_job, "[wj] 1/5 loading " HOSTILE, &err), NB_OK);
+    assert_int_equal(nb_db_job_append_log(db, run_job, "[wj] 2/5 repetition 2", &err), NB_OK);
+    nb_db_job_free(&j);
+    /* the finished one: a run the regression check flagged */
+    jn.kind = "run";
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &done_job, NULL, &err), NB_OK);
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_int_equal(j.id, done_job);
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = tdb_deployment(db, "strix-01");
+    r.kind = "run";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = nb_wall_ms();
+    r.value[NB_METRIC_TPS] = 50;
+    r.regression = 1;
+    r.regression_detail = "tps -50.0%";
+    nb_db_job_result res = {.state = NB_JOB_DONE, .runs = &r, .n_runs = 1};
+    int64_t run_id = 0;
+    assert_int_equal(nb_db_job_complete(db, done_job, j.lease_id, &res, &run_id, NULL, &err),
+                     NB_OK);
+    nb_db_job_free(&j);
+
+    /* the queue's rows link to the job pages */
+    char *p = page(db, "queue.html"), want[256];
+    snprintf(want, sizeof want, "<td><a href=\"job-%" PRId64 ".html\">%" PRId64 "</a></td>",
+             run_job, run_job);
+    assert_non_null(strstr(p, want));
+    snprintf(want, sizeof want, "<a href=\"job-%" PRId64 ".html\">", done_job);
+    assert_non_null(strstr(p, want));
+    free(p);
+
+    /* the running job: what it is, where it stands, why it was requeued, its log, live */
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", run_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Kind</th><td>profile</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Model</th><td>SmolLM2-135M-Instruct</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Board</th><td>strix-01</td></tr>"));
+    assert_non_null(strstr(p, "&quot;reps&quot;: 5"));
+    assert_non_null(strstr(p, "<td id=\"job-state\">running</td>"));
+    assert_non_null(strstr(p, "<td class=\"outcome none\">pending</td>"));
+    /* the second attempt runs, as the log's "attempt 2 of 3" says */
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>2 of 3</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Backend</th><td>any</td></tr>")); /* not asked, no run */
+    assert_int_equal(count(p, "<li class=\"requeue\">"), 1);
+    assert_non_null(strstr(p, "released by worker wj: worker stopping; retry 2 of 3</li>"));
+    assert_non_null(strstr(p, "<td id=\"job-progress\">2/5 repetition 2</td>"));
+    /* enqueued, leased, requeued, leased again, the worker's two lines */
+    assert_int_equal(count(p, "<span class=\"log-line\">"), 6);
+    assert_non_null(strstr(p, "leased to worker wj (attempt 2 of 3"));
+    assert_non_null(strstr(p, "[wj] 1/5 loading &lt;script&gt;alert(1)&lt;/script&gt;&amp;x"));
+    assert_non_null(strstr(p, "No run stored yet."));
+    /* live: the page reloads itself while the job runs (the pages carry no script) and
+     * points at the lines after its last as JSON */
+    assert_null(strstr(p, "<script"));
+    assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"5\">"));
+    snprintf(want, sizeof want, "<code>job-%" PRId64 "-log.json?after=", run_job);
+    assert_non_null(strstr(p, want));
+    free(p);
+
+    /* the log endpoint: every line, then only those after K */
+    json_object *o = log_json(db, run_job, ""), *lines, *v;
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 6);
+    int64_t seq1 = jget(json_object_array_get_idx(lines, 3), "seq"); /* leased again */
+    int64_t seq3 = jget(json_object_array_get_idx(lines, 5), "seq");
+    assert_int_equal(jget(o, "next"), seq3);
+    assert_true(json_object_object_get_ex(o, "finished", &v) && !json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "state", &v));
+    assert_string_equal(json_object_get_string(v), "running");
+    json_object_put(o);
+    char q[64];
+    snprintf(q, sizeof q, "?after=%" PRId64, seq1);
+    o = log_json(db, run_job, q);
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 2);
+    assert_true(jget(json_object_array_get_idx(lines, 0), "seq") > seq1);
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(lines, 0), "text", &v));
+    assert_string_equal(json_object_get_string(v), "[wj] 1/5 loading " HOSTILE);
+    json_object_put(o);
+    snprintf(q, sizeof q, "?x=1&after=%" PRId64, seq3);
+    o = log_json(db, run_job, q);
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 0);
+    assert_int_equal(jget(o, "next"), seq3);
+    json_object_put(o);
+    /* a line appended later is what the next poll gets */
+    assert_int_equal(nb_db_job_append_log(db, run_job, "[wj] 3/5 repetition 3", &err), NB_OK);
+    o = log_json(db, run_job, q);
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 1);
+    json_object_put(o);
+
+    /* the finished job: its outcome in the CLI's word (a flagged run fails), its run linked,
+     * no script and no reload */
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", done_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<td id=\"job-state\">done</td>"));
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
+    /* a field the job left open: where its run ran */
+    assert_non_null(strstr(p, "<tr><th>Backend</th><td>cpu <small>(where it ran)</small></td>"));
+    assert_non_null(strstr(p, "<tr><th>Outcome</th><td class=\"outcome fail\">fail</td></tr>"));
+    snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">run %" PRId64 "</a>", run_id,
+             run_id);
+    assert_non_null(strstr(p, want));
+    assert_non_null(strstr(p, "<td class=\"fail\">FAIL (REGRESSION)</td>"));
+    assert_null(strstr(p, "<script"));
+    assert_null(strstr(p, "http-equiv=\"refresh\""));
+    free(p);
+    /* the run's page links back to its job's page */
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", run_id);
+    p = page(db, want);
+    snprintf(want, sizeof want, "<tr><th>Job</th><td><a href=\"job-%" PRId64 ".html\">job %" PRId64
+                                "</a></td></tr>",
+             done_job, done_job);
+    assert_non_null(strstr(p, want));
+    free(p);
+    o = log_json(db, done_job, "");
+    assert_true(json_object_object_get_ex(o, "finished", &v) && json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "outcome", &v));
+    assert_string_equal(json_object_get_string(v), "fail");
+    json_object_put(o);
+
+    /* a job as the coordinator stores it (a protobuf spec): its parameters listed, escaped */
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    Npubench__KeyValue kv = NPUBENCH__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    sel.model = "instruct";
+    sel.dtype = "q4_1";
+    sel.board = "strix-01";
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.selector = &sel;
+    spec.n_tokens = 8;
+    spec.reps = 3;
+    spec.prompt = "say " HOSTILE;
+    kv.key = "threads";
+    kv.value = "2";
+    spec.params = kvs;
+    spec.n_params = 1;
+    uint8_t *pb = NULL;
+    size_t pb_len = 0;
+    assert_int_equal(nb_wire_pack(&spec, &pb, &pb_len, &err), NB_OK);
+    jn.kind = "run";
+    jn.spec = pb;
+    jn.spec_len = pb_len;
+    jn.spec_format = NB_SPEC_PROTO;
+    int64_t pb_job = 0;
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &pb_job, NULL, &err), NB_OK);
+    free(pb);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", pb_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Model</th><td>SmolLM2-135M-Instruct</td></tr>\n"
+                              "<tr><th>Asked as</th><td>instruct</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1</td></tr>"));
+    assert_non_null(strstr(p, "<li>tokens 8</li><li>repetitions 3</li>"));
+    assert_non_null(strstr(p, "<li>prompt <q>say &lt;script&gt;alert(1)&lt;/script&gt;&amp;x</q>"));
+    assert_non_null(strstr(p, "<li>threads=2</li>"));
+    assert_non_null(strstr(p, "<td class=\"outcome none\">pending</td>"));
+    assert_null(strstr(p, "<script"));
+    free(p);
+
+    /* bad ids: a clear refusal (400 over HTTP) or not found (404), never a crash */
+    const char *ct;
+    const char *const einval[] = {"job-abc.html", "job-0.html", "job--1.html", "job-01.html",
+                                  "job-99999999999999999999.html", "job-1x.html",
+                                  "job-abc-log.json", NULL};
+    for (size_t i = 0; einval[i]; i++)
+        if (page_code(db, einval[i], &ct) != NB_EINVAL)
+            fail_msg("%s: want NB_EINVAL", einval[i]);
+    assert_int_equal(page_code(db, "job-999999.html", &ct), NB_ENOTFOUND);
+    assert_int_equal(page_code(db, "job-999999-log.json", &ct), NB_ENOTFOUND);
+    assert_int_equal(page_code(db, "job-922337203685477580.html", &ct), NB_ENOTFOUND);
+    snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=x", run_job);
+    assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
+    snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=-1", run_job);
+    assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
+    snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=99999999999999999999", run_job);
+    assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
+    assert_int_equal(page_code(db, "job-1", &ct), NB_ENOTFOUND);
+    /* exported: every job page and every run, each link held (a run's job page among them) */
+    files *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    size_t n = 0;
+    if (nb_dash_export(db, NULL, keep, f, &n, &err))
+        fail_msg("%s", err.msg);
+    assert_true(export_links(f) > 0);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", done_job);
+    assert_true(has_file(f, want));
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", run_id);
+    assert_true(has_file(f, want));
+    for (size_t i = 0; i < f->n; i++)
+        free(f->data[i]);
+    free(f);
+    nb_db_close(db);
+}
+
+/* A flagged run of deployment dep (series by threads) at t; flagged 0: an ordinary run. */
+static int64_t lifecycle_run(nb_db *db, int64_t dep, int64_t t, int threads, int flagged)
+{
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = dep;
+    r.kind = "profile";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = t;
+    r.env.threads = threads;
+    r.value[NB_METRIC_TPS] = flagged ? 70 : 100;
+    r.regression = flagged;
+    r.regression_detail = flagged ? "tps -30.0% " HOSTILE : NULL;
+    return add_run(db, &r);
+}
+
+/* The regressions page and a flagged run's page: each regression's state and history. */
+static void test_regress_pages(void **s)
+{
+    (void)s;
+    nb_db *db = tdb_open("regress.db");
+    nb_err err = {0};
+    int64_t dep = tdb_deployment(db, "strix-01");
+    int64_t t = nb_wall_ms() - 3600000;
+    int64_t a = lifecycle_run(db, dep, t, 4, 1), b = lifecycle_run(db, dep, t + 1000, 4, 1);
+    nb_db_regression g;
+    assert_int_equal(nb_db_regress_of_run(db, a, &g, &err), NB_OK);
+    assert_int_equal(nb_db_regress_ack(db, g.id, "lead", "driver 2.19 " HOSTILE, NULL, &err),
+                     NB_OK);
+    lifecycle_run(db, dep, t + 2000, 1, 0);                    /* another series: no fix */
+    int64_t fix = lifecycle_run(db, dep, t + 3000, 4, 0);      /* the series back: fixes both */
+    int64_t e = lifecycle_run(db, dep, t + 4000, 4, 1), f = lifecycle_run(db, dep, t + 5000, 4, 1);
+    assert_int_equal(nb_db_regress_of_run(db, f, &g, &err), NB_OK);
+    assert_int_equal(nb_db_regress_ack(db, g.id, "lead", "looking", NULL, &err), NB_OK);
+
+    char *p = page(db, "regressions.html"), want[512];
+    assert_non_null(strstr(p, "<p id=\"regress-counts\">1 new, 1 acknowledged, 2 fixed.</p>"));
+    assert_int_equal(count(p, "<tr class=\"regression-row\">"), 4);
+    assert_int_equal(count(p, "<td class=\"regress-state fail\">new</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"regress-state warn\">acknowledged</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"regress-state pass\">fixed</td>"), 2);
+    assert_null(strstr(p, "<script"));
+    const int64_t flagged[4] = {a, b, e, f};
+    for (int i = 0; i < 4; i++) {
+        snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">run %" PRId64 "</a>",
+                 flagged[i], flagged[i]);
+        assert_non_null(strstr(p, want));
+    }
+    /* a's whole history: acknowledged (who, why, escaped), then fixed by the run back in the
+     * band */
+    assert_non_null(strstr(p, "<span class=\"ack\">acknowledged by lead at "));
+    assert_non_null(strstr(p, ": driver 2.19 &lt;script&gt;"));
+    snprintf(want, sizeof want, "fixed by <a href=\"run-%" PRId64 ".html\">run %" PRId64
+                                "</a>, back inside the noise band",
+             fix, fix);
+    assert_int_equal(count(p, want), 2);
+    assert_non_null(strstr(p, "<a href=\"regressions.html\">Regressions</a>")); /* the nav */
+    free(p);
+    p = page(db, "index.html"); /* the overview counts them, linked */
+    assert_non_null(strstr(p, "<li id=\"regress-summary\"><a href=\"regressions.html\">"
+                              "Regressions</a>: <span class=\"regression\">1 new</span>, 1 "
+                              "acknowledged, 2 fixed</li>"));
+    free(p);
+
+    /* the flagged runs' pages show their state; a run that opened none has no such row */
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", f);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state warn\">"
+                              "acknowledged</td></tr>"));
+    assert_non_null(strstr(p, "acknowledged by lead at "));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", e);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state fail\">"
+                              "new</td></tr>"));
+    assert_null(strstr(p, "Regression history"));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", a);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<td class=\"regress-state pass\">fixed</td>"));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", fix);
+    p = page(db, want);
+    assert_null(strstr(p, "Regression state"));
+    free(p);
+    nb_db_close(db);
+}
+
+static void test_export_links(void **s)
+{
+    (void)s;
+    assert_true(seed.seeded);
+    nb_db *db = NULL;
+    nb_err err = {0};
+    if (nb_db_open(seed.db, NULL, &db, &err))
+        fail_msg("%s", err.msg);
+    files *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    size_t n = 0;
+    if (nb_dash_export(db, NULL, keep, f, &n, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(n, f->n);
+    /* 5 overview pages (regressions.html the fifth), 3 files per deployment, a page per run
+     * (every run is linked), a page per job the queue lists */
+    size_t runs = N_PERF + seed.n_cold + 3;
+    assert_int_equal(n, 5 + 3 * seed.n_deps + runs + seed.n_queued);
+    assert_true(export_links(f) > n);
     nb_db_close(db);
 
     /* `report --html DIR --db DB`: the same files, through the embedded coordinator */
@@ -775,7 +1326,8 @@ static void browser_sign_in(const char *browser, const char *profile)
 
 /* Chromium headless on the page (signed in first when with_key, as a browser would): the
  * DOM it built, and in the same run a screenshot into the build dir when shot is set. */
-static char *browse(const char *browser, const char *name, int with_key, const char *shot)
+static char *browse_at(const char *browser, const char *name, int with_key, const char *shot,
+                       const char *window)
 {
     char profile[1200], dir[1200], shot_flag[1400] = "";
     snprintf(profile, sizeof profile, "%s/chromium-profile%s", tu_group_tmp(),
@@ -795,11 +1347,11 @@ static char *browse(const char *browser, const char *name, int with_key, const c
     }
     snprintf(cmd, sizeof cmd,
              "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage "
-             "--hide-scrollbars --user-data-dir='%s' --window-size=1280,1000 %s --dump-dom "
-             "'%s%s' 2>/dev/null",
-             browser, profile, shot_flag, lab.http, name);
+             "--hide-scrollbars --force-device-scale-factor=1 --user-data-dir='%s' "
+             "--window-size=%s %s --dump-dom '%s%s' 2>/dev/null",
+             browser, profile, window, shot_flag, lab.http, name);
     tu_result r = tu_run(cmd);
-    if (r.code != 0 || !r.out || !strstr(r.out, "</html>"))
+    if (r.code != 0 || !r.out || (!strstr(r.out, "</html>") && !strstr(r.out, "</svg>")))
         fail_msg("chromium could not load %s (exit %d):\n%s", name, r.code, r.out ? r.out : "");
     if (shot) {
         char png[1400];
@@ -810,6 +1362,122 @@ static char *browse(const char *browser, const char *name, int with_key, const c
         print_message("screenshot: %s\n", png);
     }
     return r.out;
+}
+
+static char *browse(const char *browser, const char *name, int with_key, const char *shot)
+{
+    return browse_at(browser, name, with_key, shot, "1280,1000");
+}
+
+/* ---- what the screenshots show ---- */
+
+/* The number in attribute name of the tag opening at tag; NAN when it has none. */
+static double attr_num(const char *tag, const char *name)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=\"", name);
+    const char *end = strchr(tag, '>'), *a = strstr(tag, pat);
+    return a && end && a < end ? strtod(a + strlen(pat), NULL) : NAN;
+}
+
+/* The colour in attribute fill or stroke ("#rrggbb") of the tag at tag; -1 when none. */
+static long attr_colour(const char *tag, const char *name)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=\"#", name);
+    const char *end = strchr(tag, '>'), *a = strstr(tag, pat);
+    return a && end && a < end ? strtol(a + strlen(pat), NULL, 16) : -1;
+}
+
+static long hex(const char *c)
+{
+    return strtol(c + 1, NULL, 16);
+}
+
+/* c at opacity a over white, as the browser composes a band. */
+static long over_white(long c, double a)
+{
+    long out = 0;
+    for (int s = 0; s < 24; s += 8)
+        out |= (long)(255 - a * (255 - ((c >> s) & 255)) + 0.5) << s;
+    return out;
+}
+
+/* The screenshot of one plot (its SVG alone, drawn at 1:1 from the top left) against the DOM
+ * the browser built from it in the same run: every point and legend swatch in its colour
+ * where the DOM puts it; red only on the point of red_run (the run flagged on this plot's
+ * metric) and none on plain_run's (flagged on the other metric); each event's orange line
+ * down the plot; the first series' band as its tint. */
+static void expect_plot_pixels(const char *dom, const char *shot, int64_t red_run,
+                               int64_t plain_run, size_t n_series, size_t n_events)
+{
+    char path[1400], msg[1600];
+    snprintf(path, sizeof path, "%s/tests/dashboard/%s", tu_env("NB_BUILD", "."), shot);
+    png_image img;
+    if (png_read(path, &img, msg, sizeof msg))
+        fail_msg("%s", msg);
+    assert_true(img.w >= NB_SVG_W && img.h >= NB_SVG_H_PX);
+    /* every circle: its centre pixel is its fill */
+    size_t circles = 0, per_series[NB_SVG_PALETTE_N] = {0};
+    double red_x = NAN, red_y = NAN;
+    for (const char *t = dom; (t = strstr(t, "<circle")); t++) {
+        double cx = attr_num(t, "cx"), cy = attr_num(t, "cy");
+        long fill = attr_colour(t, "fill");
+        assert_true(isfinite(cx) && isfinite(cy) && fill >= 0);
+        long px = png_at(&img, (long)cx, (long)cy);
+        if (!png_near(px, fill, 10))
+            fail_msg("%s: the circle at (%.1f, %.1f) should be #%06lx, the screenshot has "
+                     "#%06lx", shot, cx, cy, fill, px);
+        circles++;
+        for (size_t k = 0; k < n_series; k++)
+            per_series[k] += fill == hex(nb_svg_series_colour(k));
+        char link[64];
+        snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\">", red_run);
+        if (t - dom >= (long)strlen(link) && !strncmp(t - strlen(link), link, strlen(link))) {
+            assert_true(png_near(px, hex(NB_SVG_FLAG_COLOUR), 10));
+            red_x = cx;
+            red_y = cy;
+        }
+        snprintf(link, sizeof link, "<a href=\"run-%" PRId64 ".html\">", plain_run);
+        if (t - dom >= (long)strlen(link) && !strncmp(t - strlen(link), link, strlen(link)))
+            assert_false(png_near(px, hex(NB_SVG_FLAG_COLOUR), 60));
+    }
+    assert_true(circles >= 2);
+    for (size_t k = 0; k < n_series; k++) /* its points and its legend swatch */
+        assert_true(per_series[k] >= 2);
+    /* the flag's red nowhere but on the flagged run's point */
+    assert_true(isfinite(red_x));
+    size_t red = 0;
+    for (long y = 0; y < (long)img.h; y++)
+        for (long x = 0; x < (long)img.w; x++)
+            if (png_near(png_at(&img, x, y), hex(NB_SVG_FLAG_COLOUR), 12)) {
+                if (fabs((double)x - red_x) > 6 || fabs((double)y - red_y) > 6)
+                    fail_msg("%s: red at (%ld, %ld), away from the flagged run's point at "
+                             "(%.1f, %.1f)", shot, x, y, red_x, red_y);
+                red++;
+            }
+    assert_true(red >= 20);
+    /* the events: an orange line from the top of the plot to its axis */
+    size_t events = 0;
+    for (const char *t = dom; (t = strstr(t, "<line class=\"event\"")); t++, events++) {
+        double x = attr_num(t, "x1"), y1 = attr_num(t, "y1"), y2 = attr_num(t, "y2");
+        size_t orange = 0;
+        for (long y = (long)y1; y < (long)y2; y++)
+            orange += png_near(png_at(&img, (long)x, y), hex(NB_SVG_EVENT_COLOUR), 12);
+        if (orange < (size_t)((y2 - y1) * 0.6))
+            fail_msg("%s: the event line at x %.1f is orange over %zu of %.0f pixels", shot, x,
+                     orange, y2 - y1);
+    }
+    assert_int_equal(events, n_events);
+    /* the band: the first series' colour at the band's opacity over white */
+    size_t tint = 0;
+    long band = over_white(hex(nb_svg_series_colour(0)), 0.18);
+    for (long y = 0; y < NB_SVG_H_PX; y++)
+        for (long x = 0; x < NB_SVG_W; x++)
+            tint += png_near(png_at(&img, x, y), band, 6);
+    if (tint < 300)
+        fail_msg("%s: the band's tint #%06lx on %zu pixels only", shot, band, tint);
+    free(img.rgb);
 }
 
 /* One raw HTTP/1.1 request to the dashboard (extra header lines as given); the status code
@@ -1012,6 +1680,24 @@ static void test_http_auth(void **s)
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", lab.key);
     assert_int_equal(http_status("/index.html", hdr), 200);
     assert_int_equal(http_status("/run-999999.html", hdr), 404);
+    /* a job's page and log: an id that is none is a bad request, one not stored not found */
+    assert_int_equal(http_status("/job-abc.html", hdr), 400);
+    assert_int_equal(http_status("/job-99999999999999999999.html", hdr), 400);
+    assert_int_equal(http_status("/job-999999.html", hdr), 404);
+    /* /job/N as people type it: sent to job-N.html (which says what is wrong with N) */
+    char *a = http_raw("GET", "/job/abc", hdr, "");
+    assert_non_null(strstr(a, "HTTP/1.1 301"));
+    assert_non_null(strstr(a, "Location: /job-abc.html"));
+    free(a);
+    assert_int_equal(http_status("/job/1/x", hdr), 404);
+    assert_int_equal(http_status("/job/", hdr), 404);
+    char jp[96];
+    snprintf(jp, sizeof jp, "/job-%" PRId64 ".html", seed.queued_job);
+    assert_int_equal(http_status(jp, hdr), 200);
+    snprintf(jp, sizeof jp, "/job-%" PRId64 "-log.json?after=0", seed.queued_job);
+    assert_int_equal(http_status(jp, hdr), 200);
+    snprintf(jp, sizeof jp, "/job-%" PRId64 "-log.json?after=x", seed.queued_job);
+    assert_int_equal(http_status(jp, hdr), 400);
 }
 
 static void test_browser(void **s)
@@ -1054,19 +1740,29 @@ static void test_browser(void **s)
 
     char name[64];
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
-    dom = browse(browser, name, 1, "deployment.png");
+    dom = browse_at(browser, name, 1, "deployment.png", "1280,2000"); /* all four plots */
     /* the browser parsed the inline SVG: its paths and points are DOM elements */
-    assert_int_equal(count(dom, "<path class=\"series\""), 2);
-    assert_int_equal(count(dom, "<path class=\"band\""), 2);
-    assert_int_equal(count(dom, "<circle class=\"pt regression\""), 2 * seed.n_flagged);
+    expect_plots(dom);
     /* real axes, as the browser parsed them: ticks with gridlines and the units */
     assert_true(count(dom, "<text class=\"ytick\"") >= 6);
     assert_int_equal(count(dom, "<line class=\"grid\""), count(dom, "<text class=\"ytick\""));
     assert_true(count(dom, "<text class=\"xtick\"") >= 2);
     assert_non_null(strstr(dom, ">tokens/s</text>"));
     assert_non_null(strstr(dom, ">ms</text>"));
-    assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + 1);
+    assert_int_equal(count(dom, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     free(dom);
+    /* each plot alone, its pixels: the TTFT-only regression red on the TTFT plot and not on
+     * the TPS one, the TPS-only one the other way round */
+    for (int k = 0; k < 2; k++) {
+        char shot[32];
+        snprintf(name, sizeof name, "deployment-%" PRId64 "-%s.svg", seed.dep[0],
+                 k ? "tps" : "ttft");
+        snprintf(shot, sizeof shot, "plot-%s.png", k ? "tps" : "ttft");
+        dom = browse_at(browser, name, 1, shot, "700,420");
+        expect_plot_pixels(dom, shot, k ? seed.tps_flagged : seed.ttft_flagged,
+                           k ? seed.ttft_flagged : seed.tps_flagged, 2, SEED_EVENTS);
+        free(dom);
+    }
 
     snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
     dom = browse(browser, name, 1, "run.png");
@@ -1077,6 +1773,22 @@ static void test_browser(void **s)
 
     dom = browse(browser, "run-999999.html", 1, NULL);
     assert_non_null(strstr(dom, "404 Not found"));
+    free(dom);
+
+    /* a queued job's page as the browser parsed it: its state, its log, live by reloading
+     * (no script); the regressions page lists the seed's flagged runs */
+    snprintf(name, sizeof name, "job-%" PRId64 ".html", seed.queued_job);
+    dom = browse(browser, name, 1, "job.png");
+    assert_non_null(strstr(dom, "<td id=\"job-state\">queued</td>"));
+    assert_non_null(strstr(dom, "enqueued verify (priority 0)"));
+    assert_non_null(strstr(dom, "http-equiv=\"refresh\" content=\"5\""));
+    assert_null(strstr(dom, "<script"));
+    free(dom);
+    dom = browse(browser, "regressions.html", 1, "regressions.png");
+    assert_true(count(dom, "<tr class=\"regression-row\">") >= seed.n_flagged);
+    free(dom);
+    dom = browse(browser, "job-abc.html", 1, NULL);
+    assert_non_null(strstr(dom, "400 Bad request"));
     free(dom);
 }
 
@@ -1221,18 +1933,27 @@ static int group_teardown(void **state)
     return tu_group_teardown(state);
 }
 
-/* argv[1] "pages": the pages in-process and in the browser (no model); "ci": the CI example
- * through a real worker running the model (e2e: slow under the sanitizers); none: both. */
+/* argv[1] "pages": the pages in-process and over HTTP (no model); "browser": in headless
+ * Chromium, DOM and screenshots (Skipped, exit 77, where there is none); "ci": the CI example
+ * through a real worker running the model (e2e: slow under the sanitizers); none: all. */
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
     const struct CMUnitTest pages[] = {
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
+        cmocka_unit_test(test_regression_metrics),
+        cmocka_unit_test(test_chart),
         cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_job_pages),
+        cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
         cmocka_unit_test(test_http_sign_in),
+        cmocka_unit_test(test_stop_clean),
+    };
+    const struct CMUnitTest browser[] = {
+        cmocka_unit_test(test_pages), /* seeds the database the coordinator serves */
         cmocka_unit_test(test_browser),
         cmocka_unit_test(test_stop_clean),
     };
@@ -1243,7 +1964,9 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
+        cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_chart),
         cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_job_pages),      cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),
@@ -1251,6 +1974,8 @@ int main(int argc, char **argv)
     };
     if (!strcmp(part, "pages"))
         return tu_run_group(pages, tu_group_setup, group_teardown);
+    if (!strcmp(part, "browser"))
+        return tu_run_group(browser, tu_group_setup, group_teardown);
     if (!strcmp(part, "ci"))
         return tu_run_group(ci, tu_group_setup, group_teardown);
     return tu_run_group(all, tu_group_setup, group_teardown);

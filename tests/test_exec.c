@@ -934,7 +934,8 @@ static void test_deployments_file(void **state)
     expect_file_error("[{\"model\": \"m\", \"dtype\": \"fp8\"}]", "deployments[0].dtype");
     expect_file_error("[{\"model\": \"m\", \"backend\": \"exec\"}]", "deployments[0].exec: required");
     expect_file_error("[{\"model\": \"m\", \"exec\": {\"run\": \"x\"}}]", "only for backend");
-    expect_file_error("[{\"model\": \"m\", \"threads\": -2}]", "deployments[0].threads");
+    expect_file_error("[{\"model\": \"m\", \"threads\": -2}]",
+                      "deployments[0].threads: must be an integer 0..1024, got -2");
     expect_file_error("[{\"model\": \"a\", \"name\": \"x\"}, {\"model\": \"b\", \"name\": \"x\"}]",
                       "deployments[1].name 'x': used twice");
     expect_file_error("[{\"model\": \"m\", \"colour\": \"red\"}]", "deployments[0].colour: unknown key");

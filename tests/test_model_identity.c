@@ -96,14 +96,14 @@ static void test_deployments_file(void **state)
         {"[{\"model\": \"instruct\", \"aliases\": \"llama32_1b\"}]",
          "deployments.json: deployments[0].aliases: must be a list of strings"},
         {"[{\"model\": \"instruct\", \"aliases\": [\"a\", 7]}]",
-         "deployments.json: deployments[0].aliases[1]: must be a string"},
+         "deployments.json: deployments[0].aliases[1]: must be a string of 1..127 bytes, got 7"},
         {"[{\"model\": \"instruct\", \"aliases\": [\"\"]}]",
-         "deployments.json: deployments[0].aliases[0]: must be 1..127 bytes"},
+         "deployments.json: deployments[0].aliases[0]: must be a string of 1..127 bytes, got \"\""},
         {"[{\"model\": \"instruct\", \"aliases\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\","
          "\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}]",
          "deployments.json: deployments[0].aliases: 17 aliases, the limit is 16"},
         {"[{\"model\": \"instruct\", \"canonical\": 1}]",
-         "deployments.json: deployments[0].canonical: must be a string"},
+         "deployments.json: deployments[0].canonical: must be a string of 1..127 bytes, got 1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(nb_deployments_parse(bad[i].json, strlen(bad[i].json),

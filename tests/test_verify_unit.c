@@ -164,7 +164,7 @@ static void test_hidden_damaged(void **s)
 
     r = load_diag();
     json_object_object_add(hidden_of(r), "dim", json_object_new_int(0));
-    expect_load_error(write_trace(r, "dim0.json"), NB_EFORMAT, "'dim' must be an integer 1..65536, got 0");
+    expect_load_error(write_trace(r, "dim0.json"), NB_EFORMAT, "dim0.json: dim: must be an integer 1..65536, got 0");
 
     r = load_diag();
     json_object_object_add(hidden_of(r), "n_pos", json_object_new_int(4));

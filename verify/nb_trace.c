@@ -21,10 +21,13 @@ static nb_code get_int(const char *path, json_object *o, const char *key, int lo
                        nb_err *err)
 {
     int64_t x;
-    nb_code rc = nb_json_need_int(o, path, key, 1, lo, hi, 0, &x, err);
-    if (!rc)
-        *out = (int)x;
-    return rc;
+    nb_code rc = nb_json_need_int(o, NULL, key, 1, lo, hi, 0, &x, err);
+    if (rc) {
+        nb_err_prefix(err, "%s: ", path);
+        return rc;
+    }
+    *out = (int)x;
+    return NB_OK;
 }
 
 static void get_str(json_object *o, const char *key, char *dst, size_t cap)
@@ -54,9 +57,11 @@ static void get_cpu(json_object *prov, nb_trace_cpu *c)
 static nb_code dup_str(const char *path, json_object *o, const char *key, char **out, nb_err *err)
 {
     const char *s;
-    nb_code rc = nb_json_need_str(o, path, key, 1, NULL, &s, err);
-    if (rc)
+    nb_code rc = nb_json_need_str(o, NULL, key, 1, NULL, &s, err);
+    if (rc) {
+        nb_err_prefix(err, "%s: ", path);
         return rc;
+    }
     *out = strdup(s);
     return *out ? NB_OK : nb_err_set(err, NB_ENOMEM, "%s: out of memory", path);
 }

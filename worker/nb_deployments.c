@@ -23,17 +23,6 @@ void nb_deployments_free(nb_deployment *d, int n)
     free(d);
 }
 
-static nb_code copy_str(json_object *v, const char *what, char *buf, size_t cap, nb_err *err)
-{
-    if (!json_object_is_type(v, json_type_string))
-        return nb_err_set(err, NB_EINVAL, "%s: must be a string", what);
-    const char *s = json_object_get_string(v);
-    if (!*s || strlen(s) >= cap)
-        return nb_err_set(err, NB_EINVAL, "%s: must be 1..%zu bytes", what, cap - 1);
-    snprintf(buf, cap, "%s", s);
-    return NB_OK;
-}
-
 /* "aliases": the model's other names in the history, e.g. ["llama32_1b"]. */
 static nb_code parse_aliases(json_object *v, const char *what, nb_deployment *d, nb_err *err)
 {
@@ -46,8 +35,8 @@ static nb_code parse_aliases(json_object *v, const char *what, nb_deployment *d,
     for (size_t i = 0; i < n; i++) {
         char w[192];
         snprintf(w, sizeof w, "%s[%zu]", what, i);
-        nb_code rc = copy_str(json_object_array_get_idx(v, i), w, d->aliases[i],
-                              sizeof d->aliases[i], err);
+        nb_code rc = nb_json_need_strcpy(json_object_array_get_idx(v, i), w, NULL, 1, 1,
+                                         d->aliases[i], sizeof d->aliases[i], err);
         if (rc)
             return rc;
     }
@@ -139,59 +128,53 @@ static nb_code check_one(nb_deployment *d, json_object *exec, json_object *air,
     return NB_OK;
 }
 
+/* One file entry; its fields through common/nb_json's readers ("what.key: must be ..."). */
 static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_err *err)
 {
+    static const char *const known[] = {"name", "model", "backend", "dtype", "threads",
+                                        "max_seq", "device", "exec", "air", "canonical",
+                                        "aliases", NULL};
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
     snprintf(d->dtype, sizeof d->dtype, "bf16");
     if (!json_object_is_type(o, json_type_object))
         return nb_err_set(err, NB_EINVAL, "%s: must be an object", what);
-    json_object *exec = NULL, *air = NULL;
-    nb_code rc = NB_OK;
-    int have_model = 0;
     json_object_object_foreach(o, key, v)
     {
-        char w[160];
-        snprintf(w, sizeof w, "%s.%s", what, key);
-        if (!strcmp(key, "name"))
-            rc = copy_str(v, w, d->name, sizeof d->name, err);
-        else if (!strcmp(key, "model")) {
-            rc = copy_str(v, w, d->model, sizeof d->model, err);
-            have_model = 1;
-        } else if (!strcmp(key, "backend"))
-            rc = copy_str(v, w, d->backend, sizeof d->backend, err);
-        else if (!strcmp(key, "dtype"))
-            rc = copy_str(v, w, d->dtype, sizeof d->dtype, err);
-        else if (!strcmp(key, "threads") || !strcmp(key, "max_seq") || !strcmp(key, "device")) {
-            long hi = key[0] == 't'   ? NB_JOB_THREADS_MAX
-                      : key[0] == 'm' ? NB_JOB_MAX_SEQ_MAX
-                                      : NB_JOB_DEVICE_MAX;
-            if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-                json_object_get_int64(v) > hi)
-                rc = nb_err_set(err, NB_EINVAL, "%s: must be an integer 0..%ld", w, hi);
-            else if (key[0] == 't')
-                d->threads = json_object_get_int(v);
-            else if (key[0] == 'm')
-                d->max_seq = json_object_get_int(v);
-            else
-                d->device = (unsigned)json_object_get_int(v);
-        } else if (!strcmp(key, "exec"))
-            exec = v;
-        else if (!strcmp(key, "air"))
-            air = v;
-        else if (!strcmp(key, "canonical"))
-            rc = copy_str(v, w, d->canonical, sizeof d->canonical, err);
-        else if (!strcmp(key, "aliases"))
-            rc = parse_aliases(v, w, d, err);
-        else
-            rc = nb_err_set(err, NB_EINVAL, "%s: unknown key (expected name, model, backend, "
-                            "dtype, threads, max_seq, device, exec, air, canonical, aliases)", w);
-        if (rc)
-            return rc;
+        (void)v;
+        int i = 0;
+        while (known[i] && strcmp(key, known[i]))
+            i++;
+        if (!known[i])
+            return nb_err_set(err, NB_EINVAL, "%s.%s: unknown key (expected name, model, "
+                              "backend, dtype, threads, max_seq, device, exec, air, canonical, "
+                              "aliases)", what, key);
     }
-    if (!have_model)
-        return nb_err_set(err, NB_EINVAL, "%s.model: required", what);
-    return check_one(d, exec, air, what, ".", err);
+    struct { const char *key; char *dst; size_t cap; int required; } str[] = {
+        {"name", d->name, sizeof d->name, 0}, {"model", d->model, sizeof d->model, 1},
+        {"backend", d->backend, sizeof d->backend, 0}, {"dtype", d->dtype, sizeof d->dtype, 0},
+        {"canonical", d->canonical, sizeof d->canonical, 0}};
+    struct { const char *key; int64_t hi, v; } num[] = {
+        {"threads", NB_JOB_THREADS_MAX, 0}, {"max_seq", NB_JOB_MAX_SEQ_MAX, 0},
+        {"device", NB_JOB_DEVICE_MAX, 0}};
+    nb_code rc = NB_OK;
+    for (size_t i = 0; i < sizeof str / sizeof *str && !rc; i++)
+        rc = nb_json_need_strcpy(o, what, str[i].key, str[i].required, 1, str[i].dst,
+                                 str[i].cap, err);
+    for (size_t i = 0; i < sizeof num / sizeof *num && !rc; i++)
+        rc = nb_json_need_int(o, what, num[i].key, 0, 0, num[i].hi, 0, &num[i].v, err);
+    json_object *aliases = nb_json_get(o, "aliases");
+    if (!rc && aliases) {
+        char w[160];
+        snprintf(w, sizeof w, "%s.aliases", what);
+        rc = parse_aliases(aliases, w, d, err);
+    }
+    if (rc)
+        return rc;
+    d->threads = (int)num[0].v;
+    d->max_seq = (int)num[1].v;
+    d->device = (unsigned)num[2].v;
+    return check_one(d, nb_json_get(o, "exec"), nb_json_get(o, "air"), what, ".", err);
 }
 
 nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
@@ -228,6 +211,8 @@ nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
         char w[128];
         snprintf(w, sizeof w, "%.80s: deployments[%zu]", what, i);
         rc = parse_one(json_object_array_get_idx(arr, i), w, &d[i], err);
+        if (rc == NB_EFORMAT) /* a field read by common/nb_json: a bad entry, as the others */
+            rc = err ? (err->code = NB_EINVAL) : NB_EINVAL;
         if (!rc)
             got++;
         for (size_t j = 0; !rc && j < i; j++)

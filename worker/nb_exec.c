@@ -19,6 +19,7 @@
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_json.h"
+#include "nb_runenv.h"
 #include "nb_time.h"
 #include "nb_verify.h"
 #include "nb_verifypb.h"
@@ -321,32 +322,6 @@ static int checkout_sha(const nb_exec_deploy *d, const nb_exec_job_hooks *hooks,
     return ok;
 }
 
-/* Adds key=value to the result's environment extras (toolchain entries in the history). */
-static nb_code env_extra(Npubench__JobResult *res, const char *key, const char *value)
-{
-    Npubench__Environment *e = res->environment;
-    if (!e)
-        return NB_OK;
-    Npubench__KeyValue **v = realloc(e->extra, sizeof *v * (e->n_extra + 1));
-    if (!v)
-        return NB_ENOMEM;
-    e->extra = v;
-    Npubench__KeyValue *kv = malloc(sizeof *kv);
-    if (!kv)
-        return NB_ENOMEM;
-    npubench__key_value__init(kv);
-    kv->key = strdup(key);
-    kv->value = strdup(value);
-    if (!kv->key || !kv->value) {
-        free(kv->key);
-        free(kv->value);
-        free(kv);
-        return NB_ENOMEM;
-    }
-    v[e->n_extra++] = kv;
-    return NB_OK;
-}
-
 /* ---- the job's prompt set ------------------------------------------------------------------ */
 
 /* A client's prompt set reaches the script only through {prompts_file}: the named set's file
@@ -474,7 +449,7 @@ nb_code nb_exec_job(const nb_exec_deploy *d, const char *model, const char *dtyp
     double wall_ms = 0;
     nb_exec_out o;
     char sha[72];
-    if (checkout_sha(d, hooks, sha, sizeof sha) && env_extra(res, "air_sha", sha))
+    if (checkout_sha(d, hooks, sha, sizeof sha) && nb_runenv_pb_extra(res->environment, "air_sha", sha))
         rc = nb_err_set(err, NB_ENOMEM, "out of memory");
     for (int r = 0; r < runs && !rc; r++)
         rc = run_once(d, spec, argv, what, hooks, &o, m, &wall_ms, err);

@@ -2,6 +2,7 @@
  * nb_verify_result / nb_diagnosis_result, every field checked and named when wrong. */
 #include "nb_exec_report.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -379,10 +380,10 @@ nb_code nb_exec_report_diagnosis(json_object *root, const char *what,
         for (int k = 0; k < 4 && !rc; k++) {
             char key[16];
             snprintf(key, sizeof key, "%s%s", pre, keys[k]);
-            rc = nb_json_need_num(cos, w, key, 1, 0, dst[k], err);
+            rc = nb_json_need_num(cos, w, key, 1, -DBL_MAX, DBL_MAX, 0, dst[k], err);
         }
         if (!rc)
-            rc = nb_json_need_num(errs, w, "max_abs", 1, 0, &L->s.max_abs, err);
+            rc = nb_json_need_num(errs, w, "max_abs", 1, -DBL_MAX, DBL_MAX, 0, &L->s.max_abs, err);
         L->post_norm = !air && nb_json_bool(r, "post_final_norm", 0);
         if (L->layer > top)
             top = L->layer;

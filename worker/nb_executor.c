@@ -422,6 +422,7 @@ typedef struct job_run {
     char *log;
     size_t log_len;
     int log_full;
+    const char *unit; /* what progress counts: "prompt", "repetition" */
 } job_run;
 
 static void job_log(job_run *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -487,6 +488,13 @@ static void step_progress(void *u, int done, int total, const char *msg)
     progress(j, done, total, msg);
 }
 
+static void step_tokens(void *u, int done, int total)
+{
+    job_run *j = u;
+    if (j->hooks && j->hooks->tokens)
+        j->hooks->tokens(j->hooks->user, j->unit, done, total);
+}
+
 /* ---- reports ---------------------------------------------------------------------------- */
 
 /* Writes the report pair into dir (a scratch dir when none is configured) and moves
@@ -527,70 +535,11 @@ static nb_code attach_report(job_run *j, const nb_verify_result *vr, const nb_di
     return rc;
 }
 
-/* The RUN/PROFILE report: environment, summary and every sample. */
+/* The RUN/PROFILE report (nb_report_bench_json) as the result's report_json. */
 static nb_code bench_report(const Npubench__JobResult *res, const char *kind,
                             const nb_report_env *env, Npubench__JobResult *out, nb_err *err)
 {
-    const Npubench__Metrics *m = res->metrics;
-    json_object *root = nb_report_json_open(kind);
-    json_object_object_add(root, "config", nb_report_env_json(env));
-    json_object *mj = json_object_new_object();
-#define D(name, v) json_object_object_add(mj, name, json_object_new_double(v))
-    D("ttft_ms", m->ttft_ms);
-    D("ttft_ms_stddev", m->ttft_ms_stddev);
-    D("tps", m->tps);
-    D("tps_stddev", m->tps_stddev);
-    D("decode_ms_per_token", m->decode_ms_per_token);
-    D("decode_ms_per_token_stddev", m->decode_ms_per_token_stddev);
-    D("tpot_ms", m->tpot_ms);
-    D("tpot_ms_stddev", m->tpot_ms_stddev);
-    D("setup_ms", m->setup_ms);
-    D("latency_ms", m->latency_ms);
-#undef D
-    json_object_object_add(mj, "prompt_tokens", json_object_new_int(m->prompt_tokens));
-    json_object_object_add(mj, "generated_tokens", json_object_new_int(m->generated_tokens));
-    json_object_object_add(mj, "warmup", json_object_new_int(m->warmup));
-    json_object *samples = json_object_new_array();
-    for (size_t i = 0; i < m->n_samples; i++) {
-        const Npubench__Sample *s = m->samples[i];
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "rep", json_object_new_int(s->rep));
-        json_object_object_add(o, "ttft_ms", json_object_new_double(s->ttft_ms));
-        json_object_object_add(o, "tps", json_object_new_double(s->tps));
-        json_object_object_add(o, "decode_ms_per_token",
-                               json_object_new_double(s->decode_ms_per_token));
-        json_object_object_add(o, "tpot_ms", json_object_new_double(s->tpot_ms));
-        json_object_object_add(o, "latency_ms", json_object_new_double(s->latency_ms));
-        json_object_object_add(o, "generated_tokens", json_object_new_int(s->generated_tokens));
-        json_object_array_add(samples, o);
-    }
-    json_object_object_add(mj, "samples", samples);
-    json_object_object_add(root, "metrics", mj);
-    if (res->n_phases || res->n_kernels) {
-        json_object *ph = json_object_new_array(), *kn = json_object_new_array();
-        for (size_t i = 0; i < res->n_phases; i++) {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "name", json_object_new_string(res->phases[i]->name));
-            json_object_object_add(o, "calls", json_object_new_int64(res->phases[i]->calls));
-            json_object_object_add(o, "avg_ms", json_object_new_double(res->phases[i]->avg_ms));
-            json_object_object_add(o, "stddev_ms",
-                                   json_object_new_double(res->phases[i]->stddev_ms));
-            json_object_object_add(o, "total_ms",
-                                   json_object_new_double(res->phases[i]->total_ms));
-            json_object_array_add(ph, o);
-        }
-        for (size_t i = 0; i < res->n_kernels; i++) {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "name", json_object_new_string(res->kernels[i]->name));
-            json_object_object_add(o, "calls", json_object_new_int64(res->kernels[i]->calls));
-            json_object_object_add(o, "total_ms",
-                                   json_object_new_double(res->kernels[i]->total_ms));
-            json_object_object_add(o, "avg_ms", json_object_new_double(res->kernels[i]->avg_ms));
-            json_object_array_add(kn, o);
-        }
-        json_object_object_add(root, "phases", ph);
-        json_object_object_add(root, "kernels", kn);
-    }
+    json_object *root = nb_report_bench_json(res, kind, env);
     const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
     out->report_json = strdup(s ? s : "{}");
@@ -727,23 +676,24 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
-    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
-    vo.max_prompts = s->max_prompts ? s->max_prompts : kd->max_prompts;
-    vo.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
-    vo.k = s->k ? s->k : kd->k;
+    /* checked with the spec (nb_job): an unknown value never reaches here; the kind's
+     * defaults are applied by the reader */
+    nb_job_params jp;
+    nb_job_params_read(s, &jp);
+    vo.max_prompts = (int)jp.max_prompts;
+    vo.n_tokens = (int)jp.n_tokens;
+    vo.k = (int)jp.k;
     if (s->shard) {
         vo.first = s->shard->prompt_begin;
         vo.count = s->shard->prompt_end - s->shard->prompt_begin;
     }
-    /* checked with the spec (nb_job): an unknown value never reaches here */
-    nb_job_params jp;
-    nb_job_params_read(s, &jp);
-    if (jp.has_localize)
-        vo.localize = jp.localize;
+    vo.localize = (nb_localize_when)jp.localize;
     vo.strict = jp.strict == 1;
     vo.prompts_sha256 = s->n_prompts ? jp.prompts_sha256 : NULL;
     vo.progress = step_progress;
     vo.progress_user = j;
+    j->unit = "prompt";
+    vo.on_token = (nb_token_hook){step_tokens, j};
     vo.cancelled = exec_cancelled;
     nb_verify_result vr;
     rc = nb_verify_run(d, &vo, &vr, err);
@@ -799,17 +749,18 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     nb_run_opts ro;
     nb_run_opts_default(&ro);
     ro.prompt = s->prompt && *s->prompt ? s->prompt : NULL;
-    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
-    ro.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
-    ro.reps = s->reps ? s->reps : kd->reps;
-    nb_job_params jp;
+    nb_job_params jp; /* the kind's defaults applied (job/nb_job.c) */
     nb_job_params_read(s, &jp);
-    ro.warmup = (int)nb_job_param_or(jp.warmup, 1);
+    ro.n_tokens = (int)jp.n_tokens;
+    ro.reps = (int)jp.reps;
+    ro.warmup = (int)jp.warmup;
     ro.chat = (int)jp.chat; /* -1: the model's default */
-    ro.stop_eog = !nb_job_param_or(jp.ignore_eos, 0);
+    ro.stop_eog = !jp.ignore_eos;
     ro.cancel = (nb_cancel){exec_cancelled, j};
     ro.progress = step_progress; /* one step per timed repetition (it stayed at 0/N) */
     ro.progress_user = j;
+    j->unit = "repetition";
+    ro.on_token = (nb_token_hook){step_tokens, j};
     if (exec_cancelled(j))
         return nb_err_set(err, NB_ECANCELED, "cancelled before start");
     progress(j, 0, ro.reps, profile ? "profiling" : "running");
@@ -844,14 +795,58 @@ static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_deployme
                                Npubench__JobResult *res, nb_err *err)
 {
     nb_code rc = nb_runenv_pb_new(d, j->ctx->board, j->ctx->board_type, &res->environment, err);
-    if (rc || d)
+    if (rc)
         return rc;
+    nb_probe pr;
+    nb_probe_read(&pr);
+    if (nb_probe_env_add(&pr, res->environment))
+        return nb_err_set(err, NB_ENOMEM, "out of memory");
+    if (d)
+        return NB_OK;
     Npubench__Environment *e = res->environment;
     if (!(e->backend = nb_jobpb_strdup(dep->backend)) || !(e->dtype = nb_jobpb_strdup(dep->dtype)) ||
         !(e->model = nb_jobpb_strdup(dep->model)))
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     return NB_OK;
 }
+
+/* One executor function per kind that opens a deployment (its descriptor is job/nb_job.c's;
+ * health runs as a short verify). */
+static nb_code exec_run(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                        Npubench__JobResult *res, nb_err *err)
+{
+    return run_bench(j, d, s, 0, res, err);
+}
+
+static nb_code exec_profile(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                            Npubench__JobResult *res, nb_err *err)
+{
+    return run_bench(j, d, s, 1, res, err);
+}
+
+static nb_code exec_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                           Npubench__JobResult *res, nb_err *err)
+{
+    return run_verify(j, d, s, 0, res, err);
+}
+
+static nb_code exec_verify_full(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                                Npubench__JobResult *res, nb_err *err)
+{
+    return run_verify(j, d, s, 1, res, err);
+}
+
+static const struct {
+    int kind;
+    nb_code (*run)(job_run *, nb_deploy *, const Npubench__JobSpec *, Npubench__JobResult *,
+                   nb_err *);
+} executors[] = {
+    {NPUBENCH__JOB_KIND__RUN, exec_run},
+    {NPUBENCH__JOB_KIND__PROFILE, exec_profile},
+    {NPUBENCH__JOB_KIND__VERIFY, exec_verify},
+    {NPUBENCH__JOB_KIND__VERIFY_FULL, exec_verify_full},
+    {NPUBENCH__JOB_KIND__DIAGNOSIS, run_diagnosis},
+};
 
 static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResult *res,
                        nb_err *err)
@@ -930,14 +925,13 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         return rc;
     /* a backend's own process (an air host) prints into this job's log while it runs */
     nb_deploy_set_job_hooks(d, exec_line, exec_cancelled, j);
-    switch (s->kind) {
-    case NPUBENCH__JOB_KIND__RUN: rc = run_bench(j, d, s, 0, res, err); break;
-    case NPUBENCH__JOB_KIND__PROFILE: rc = run_bench(j, d, s, 1, res, err); break;
-    case NPUBENCH__JOB_KIND__VERIFY: rc = run_verify(j, d, s, 0, res, err); break;
-    case NPUBENCH__JOB_KIND__VERIFY_FULL: rc = run_verify(j, d, s, 1, res, err); break;
-    case NPUBENCH__JOB_KIND__DIAGNOSIS: rc = run_diagnosis(j, d, s, res, err); break;
-    default: rc = nb_err_set(err, NB_EINTERNAL, "kind %d passed validation", (int)s->kind);
-    }
+    size_t e = 0;
+    while (e < sizeof executors / sizeof *executors && executors[e].kind != (int)s->kind)
+        e++;
+    rc = e < sizeof executors / sizeof *executors
+             ? executors[e].run(j, d, s, res, err)
+             : nb_err_set(err, NB_EINTERNAL, "kind %d passed validation but has no executor",
+                          (int)s->kind);
     nb_deploy_set_job_hooks(d, NULL, NULL, NULL);
     return rc;
 }

@@ -73,3 +73,16 @@ void nb_probe_line(const nb_probe *p, char *buf, size_t cap)
     snprintf(buf, cap, "driver %s, firmware %s, XRT %s, kernels %s, CPU %s, %s", p->driver,
              p->firmware, p->xrt, p->kernel_path, p->cpu_model, p->toolchain);
 }
+
+nb_code nb_probe_env_add(const nb_probe *p, Npubench__Environment *e)
+{
+    /* "unknown" says nothing about a change: left out, not stored as a version */
+    const char *const key[2] = {"driver", "firmware"}, *const val[2] = {p->driver, p->firmware};
+    for (int i = 0; i < 2; i++)
+        if (strcmp(val[i], "unknown")) {
+            nb_code rc = nb_runenv_pb_extra(e, key[i], val[i]);
+            if (rc)
+                return rc;
+        }
+    return NB_OK;
+}

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "nb_err.h"
+
 typedef struct nb_probe {
     char driver[128];   /* amdxdna module version; "unknown" */
     char firmware[128]; /* the NPU's firmware version; "unknown" */
@@ -22,5 +24,11 @@ void nb_probe_read(nb_probe *p);
 /* One line for a job's log: "driver 2.19.0, firmware 1.5.2.380, XRT unknown, kernels avx2,
  * CPU AMD EPYC ..." into buf. */
 void nb_probe_line(const nb_probe *p, char *buf, size_t cap);
+
+/* Adds the probe's NPU driver and firmware versions, where it read them, to a result's
+ * environment extras (toolchain entries "driver", "firmware"): stored with each run, so
+ * the dashboard can mark where they change between a board's runs. NB_ENOMEM. */
+struct Npubench__Environment;
+nb_code nb_probe_env_add(const nb_probe *p, struct Npubench__Environment *e);
 
 #endif

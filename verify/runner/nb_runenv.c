@@ -67,6 +67,20 @@ static Npubench__KeyValue *kv_new(const char *k, const char *v)
     return p;
 }
 
+nb_code nb_runenv_pb_extra(Npubench__Environment *e, const char *key, const char *value)
+{
+    if (!e)
+        return NB_OK;
+    Npubench__KeyValue **v = realloc(e->extra, sizeof *v * (e->n_extra + 1));
+    if (!v)
+        return NB_ENOMEM;
+    e->extra = v;
+    if (!(v[e->n_extra] = kv_new(key, value)))
+        return NB_ENOMEM;
+    e->n_extra++;
+    return NB_OK;
+}
+
 nb_code nb_runenv_pb_new(const nb_deploy *d, const char *board, const char *board_type,
                          Npubench__Environment **out, nb_err *err)
 {

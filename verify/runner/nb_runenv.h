@@ -19,6 +19,9 @@ void nb_runenv_report(const nb_deploy *d, const char *board, nb_report_env *env)
  * themselves); board and board_type may be NULL. */
 nb_code nb_runenv_pb_new(const nb_deploy *d, const char *board, const char *board_type,
                          Npubench__Environment **out, nb_err *err);
+/* Appends key=value to e's extras (the run's toolchain entries in the history); e NULL:
+ * nothing. NB_ENOMEM with e unchanged when out of memory. */
+nb_code nb_runenv_pb_extra(Npubench__Environment *e, const char *key, const char *value);
 /* "model name" of /proc/cpuinfo (else the machine type from uname) into buf. */
 void nb_runenv_cpu_model(char *buf, size_t cap);
 
