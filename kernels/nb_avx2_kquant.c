@@ -111,22 +111,15 @@ static inline __m256 q4_k_sub(__m256 acc, __m256i s16, __m256i sc, int j, __m256
                                             _mm256_mul_ps(dw, _mm256_set1_ps(xd))));
 }
 
-static inline __m256 q4_k_min(__m256 mt, __m256i m, int j, __m256 dmin, float xs)
-{
-    __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m, j, 0));
-    return _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv), _mm256_set1_ps(xs)));
-}
-
 void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256 dw, dmin;
         __m256i sc[2], m[2];
-        nb_q4_k_scales8(p + 32, sc, m);
+        nb_q4_k_head(p, &dw, &dmin, sc, m);
         const uint8_t *q = p + 128;
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
@@ -147,9 +140,9 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
             }
             /* sub-blocks 2c and 2c + 1: scale / min byte (2c) % 4 of word (2c) / 4 */
             acc = q4_k_sub(acc, lo, sc[c / 2], 2 * (c & 1), dw, x->d[b]);
-            mt = q4_k_min(mt, m[c / 2], 2 * (c & 1), dmin, x->s[b]);
+            mt = nb_q4_k_min(mt, m[c / 2], 2 * (c & 1), dmin, x->s[b]);
             acc = q4_k_sub(acc, hi, sc[c / 2], 2 * (c & 1) + 1, dw, x->d[b + 1]);
-            mt = q4_k_min(mt, m[c / 2], 2 * (c & 1) + 1, dmin, x->s[b + 1]);
+            mt = nb_q4_k_min(mt, m[c / 2], 2 * (c & 1) + 1, dmin, x->s[b + 1]);
         }
     }
     _mm256_storeu_ps(out, _mm256_sub_ps(acc, mt));
@@ -163,7 +156,6 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
  * fits int16), madd by the scale of the chunk's 16 weights sums them in int32, and 32 * (sc[2g] *
  * sum x[0..15] + sc[2g+1] * sum x[16..31]) (one madd, shared by the rows) comes off: the exact I
  * of dot_q6_k (nb_kquant.c), whose float steps then run once per group for 8 rows. */
-enum { Q6K_QL = 16, Q6K_QH = 16 + 32 * 32, Q6K_SC = 16 + 48 * 32 };
 
 /* 32 * (sc[2g] * sum x[0..15] + sc[2g+1] * sum x[16..31]) of each row: what the - 32 takes off. */
 static inline __m256i q6_k_bias(const int8_t *xb, const int32_t *hs, __m256i scw, int g)
@@ -186,19 +178,8 @@ static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, 
         __m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 2
         for (int i = 2 * ip; i < 2 * ip + 2; i++) {
-            __m256i a = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + i)));
-            __m256i b = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + 8 + i)));
             __m256i w[2];
-            if (k0 == 0) {
-                w[0] = _mm256_and_si256(a, _mm256_set1_epi8(63));
-                w[1] = _mm256_and_si256(b, _mm256_set1_epi8(63));
-            } else {
-                __m256i c = _mm256_loadu_si256((const __m256i *)(p + Q6K_QH + 32 * (8 * h + i)));
-                __m256i w4[4];
-                nb_q6_k_w4(a, b, c, w4);
-                w[0] = w4[2];
-                w[1] = w4[3];
-            }
+            nb_q6_k_w2(p, h, i, k0, w);
 #pragma GCC unroll 2
             for (int k = 0; k < 2; k++) {
                 int32_t v;
@@ -224,8 +205,8 @@ void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
         for (int h = 0; h < 2; h++) {
             const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;
             /* the scale words of groups 4h..4h+3: chunks 2h, 2h + 1 */
-            __m256i scw0 = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 64 * h));
-            __m256i scw1 = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 64 * h + 32));
+            __m256i scw0 = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_SC + 64 * h));
+            __m256i scw1 = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_SC + 64 * h + 32));
 #pragma GCC unroll 2
             for (int k0 = 0; k0 < 4; k0 += 2) {
                 __m256i I[2];

@@ -204,4 +204,43 @@ static inline __m256i nb_x_half_sums16(const int8_t *xb, const int32_t *hs)
                            _mm256_slli_epi32(b, 16));
 }
 
+/* Q4_K's PACK8 super-block head (8 rows): d and dmin as floats, the six-bit scales and mins. */
+static inline void nb_q4_k_head(const uint8_t *p, __m256 *dw, __m256 *dmin, __m256i sc[2],
+                                __m256i m[2])
+{
+    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    *dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+    nb_q4_k_scales8(p + 32, sc, m);
+}
+
+/* Q4_K's min term of sub-block j (byte j of its min word m) for 8 rows: mt + (dmin * m) * s_x,
+ * the reference's order. */
+static inline __m256 nb_q4_k_min(__m256 mt, __m256i m, int j, __m256 dmin, float xs)
+{
+    __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m, j, 0));
+    return _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv), _mm256_set1_ps(xs)));
+}
+
+/* Q6_K's PACK8 super-block of 8 rows: d0..d7, the re-coded quant chunks (32 where ql was, 16
+ * where qh was), the 4 scale chunks. */
+enum { NB_Q6K_QL = 16, NB_Q6K_QH = 16 + 32 * 32, NB_Q6K_SC = 16 + 48 * 32 };
+
+/* Chunk i (< 8) of groups k0, k0 + 1 (k0 = 0 or 2) of half h of a Q6_K super-block at p: the
+ * 6-bit quants, one byte each (nb_q6_k_w4; groups 0 and 1 need no third chunk). */
+static inline void nb_q6_k_w2(const uint8_t *p, int h, int i, int k0, __m256i w[2])
+{
+    __m256i a = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_QL + 32 * (16 * h + i)));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_QL + 32 * (16 * h + 8 + i)));
+    if (k0 == 0) {
+        w[0] = _mm256_and_si256(a, _mm256_set1_epi8(63));
+        w[1] = _mm256_and_si256(b, _mm256_set1_epi8(63));
+        return;
+    }
+    __m256i c = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_QH + 32 * (8 * h + i)));
+    __m256i w4[4];
+    nb_q6_k_w4(a, b, c, w4);
+    w[0] = w4[2];
+    w[1] = w4[3];
+}
+
 #endif

@@ -161,10 +161,9 @@ void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256 dw, dmin;
         __m256i sc[2], m[2];
-        nb_q4_k_scales8(p + 32, sc, m);
+        nb_q4_k_head(p, &dw, &dmin, sc, m);
         const uint8_t *q = p + 128;
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
@@ -191,9 +190,7 @@ void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
                                                 nb_lane_byte(sc[c / 2], j, 0));
                 acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is),
                                                        _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b + h]))));
-                __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m[c / 2], j, 0));
-                mt = _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv),
-                                                     _mm256_set1_ps(x->s[b + h])));
+                mt = nb_q4_k_min(mt, m[c / 2], j, dmin, x->s[b + h]);
             }
         }
     }
@@ -204,7 +201,6 @@ void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
  * bit, vpdpbusd (6-bit quants unsigned, x signed) in place of maddubs + add + madd, per group one
  * int32 sum for weights 0..15 and one for 16..31, each times its scale by mullo; the - 32 as
  * there. */
-enum { Q6K_QL = 16, Q6K_QH = 16 + 32 * 32, Q6K_SC = 16 + 48 * 32 };
 
 /* Groups k0, k0 + 1 of half h over the 8 chunks, as nb_avx2_kquant.c's q6_k_pair: two passes per
  * half (groups 0-1, then 2-3); one pass over all four groups ran at two thirds of the AVX2
@@ -215,19 +211,8 @@ static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, 
         s[k][0] = s[k][1] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + i)));
-        __m256i b = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + 8 + i)));
         __m256i w[2];
-        if (k0 == 0) {
-            w[0] = _mm256_and_si256(a, _mm256_set1_epi8(63));
-            w[1] = _mm256_and_si256(b, _mm256_set1_epi8(63));
-        } else {
-            __m256i c = _mm256_loadu_si256((const __m256i *)(p + Q6K_QH + 32 * (8 * h + i)));
-            __m256i w4[4];
-            nb_q6_k_w4(a, b, c, w4);
-            w[0] = w4[2];
-            w[1] = w4[3];
-        }
+        nb_q6_k_w2(p, h, i, k0, w);
 #pragma GCC unroll 2
         for (int k = 0; k < 2; k++) {
             int32_t v;
@@ -252,7 +237,7 @@ void NB_AVX512_Q6_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
 #pragma GCC unroll 2
                 for (int k = 0; k < 2; k++) {
                     int g = 4 * h + k0 + k, j = 2 * (g & 1);
-                    __m256i scw = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 32 * (g / 2)));
+                    __m256i scw = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_SC + 32 * (g / 2)));
                     __m256i is = _mm256_add_epi32(
                         _mm256_mullo_epi32(s[k][0], nb_lane_i8_32(scw, j)),
                         _mm256_mullo_epi32(s[k][1], nb_lane_i8_32(scw, j + 1)));
