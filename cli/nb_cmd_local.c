@@ -205,7 +205,7 @@ static int run_job(const char *cmd, const common_flags *c, const nb_deploy_spec 
                            .with_worker = 1,
                            .model = ds->model,
                            .backend = ds->backend,
-                           .dtype = nb_dtype_name(ds->dtype),
+                           .dtype = ds->dtype,
                            .threads = ds->threads,
                            .max_seq = ds->max_seq,
                            .device = (int)ds->device};
