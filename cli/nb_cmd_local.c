@@ -98,7 +98,8 @@ static void job_init(job_build *b, int kind, const common_flags *c, const nb_dep
     b->spec.kind = kind;
     b->spec.selector = &b->sel;
     b->sel.model = (char *)ds->model;
-    b->sel.dtype = (char *)nb_dtype_name(ds->dtype);
+    b->sel.dtype = (char *)nb_dtype_name(ds->dtype); /* for the coordinator's matching */
+    b->sel.dtype_id = (Npubench__Dtype)nb_dtype_to_pb(ds->dtype);
     if (c->backend)
         b->sel.backend = (char *)ds->backend;
     b->spec.params = b->kvp;

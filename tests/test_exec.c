@@ -1097,6 +1097,7 @@ static void test_job_execute_exec(void **state)
     assert_string_equal(adv[0]->model, "Llama-3.2-1B-Instruct");
     assert_string_equal(adv[0]->backend, "exec");
     assert_true(adv[0]->no_prompt_range); /* no verify_full {prompt_begin}/{prompt_end} */
+    assert_int_equal(adv[0]->dtype_id, NPUBENCH__DTYPE__DTYPE_UNSPECIFIED); /* a free label */
     nb_jobpb_free(adv[0]);
     free(adv);
     nb_executor_free(c);
@@ -1284,6 +1285,9 @@ static void test_job_digest_reuse(void **state)
     assert_int_equal(na, 2);
     assert_int_equal(nb_sha256_file(path, hex, &err), NB_OK);
     assert_string_equal(adv[0]->digest, hex);
+    /* an engine deployment goes on the wire as the enum beside its name */
+    assert_string_equal(adv[1]->dtype, "q4_1");
+    assert_int_equal(adv[1]->dtype_id, NPUBENCH__DTYPE__DTYPE_Q4_1);
     for (size_t i = 0; i < na; i++)
         nb_jobpb_free(adv[i]);
     free(adv);

@@ -267,6 +267,8 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
         }
         npubench__deployment__init(p);
         v[i] = p;
+        p->dtype_id = d->exec_dtype[0] ? NPUBENCH__DTYPE__DTYPE_UNSPECIFIED
+                                       : (Npubench__Dtype)nb_dtype_to_pb(d->dtype);
         p->no_prompt_range = !nb_backend_can(ops, NB_BACKEND_PROMPT_RANGES) ||
                              (d->exec && !nb_exec_deploy_takes_range(d->exec));
         if (!(p->model = nb_jobpb_strdup(d->model)) || !(p->backend = nb_jobpb_strdup(d->backend)) ||
@@ -291,7 +293,8 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
     *out = NULL;
     nb_job_dep want = {.model = sel ? sel->model : NULL,
                        .backend = sel ? sel->backend : NULL,
-                       .dtype = sel ? sel->dtype : NULL};
+                       .dtype = sel ? sel->dtype : NULL,
+                       .dtype_id = sel ? (int)sel->dtype_id : 0};
     size_t nd = (size_t)(c->n_deps ? c->n_deps : 1);
     nb_job_dep *deps = calloc(nd, sizeof *deps);
     /* each entry's declared names ("aliases") as the pointers matching takes */
@@ -308,7 +311,8 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
             al[a] = d->aliases[a];
         deps[i] = (nb_job_dep){d->model,     d->backend, nb_deployment_dtype(d),
                                d->name,      d->canonical, al,
-                               (size_t)d->n_aliases};
+                               (size_t)d->n_aliases,
+                               d->exec_dtype[0] ? 0 : nb_dtype_to_pb(d->dtype)};
     }
     int best = nb_job_dep_pick(&want, deps, (size_t)c->n_deps, NULL);
     free(deps);
