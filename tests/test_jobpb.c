@@ -738,7 +738,7 @@ static void test_kind_descriptors(void **state)
             long got = *(const long *)((const char *)&jp + p->field);
             assert_int_equal(got, kp->inherit ? (p->in_spec ? 0 : -1) : kp->dflt);
             /* one past the limit is refused, naming the field and the limit */
-            Npubench__KeyValue kv, *pkv = &kv;
+            Npubench__KeyValue kv, *pkv = &kv, *slot[1];
             char buf[32], want[96];
             nb_err err;
             if (p->type == NB_JOB_PT_ENUM) {
@@ -749,7 +749,6 @@ static void test_kind_descriptors(void **state)
                 s.n_params = 1;
                 snprintf(want, sizeof want, "JobSpec.params %s 'bogus': expected ", p->key);
             } else {
-                Npubench__KeyValue *slot[1];
                 s.params = slot;
                 nb_job_param_set(&s, p, p->hi + 1, &kv, buf, sizeof buf);
                 if (p->in_spec)
