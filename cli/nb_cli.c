@@ -41,6 +41,8 @@ static const command COMMANDS[] = {
     {"cancel", nb_cmd_cancel, "cancel a queued or running job"},
     {"workers", nb_cmd_workers, "registered workers and their health"},
     {"history", nb_cmd_history, "past runs of a model: TTFT, TPS, gate, regressions"},
+    {"regressions", nb_cmd_regressions,
+     "flagged regressions (new, acknowledged, fixed); ack ID --note, close ID"},
     {"compare", nb_cmd_compare, "compare two runs, or a run against the reference"},
     {"reference", nb_cmd_reference, "reference set DEPLOYMENT: the model's reference"},
     {"import", nb_cmd_import, "load perf.json / history.ndjson into the history"},
@@ -77,7 +79,8 @@ int nb_cli_main(int argc, char **argv)
     }
     /* these print text from jobs, workers and results: no control byte of theirs reaches
      * the terminal */
-    static const char *const untrusted[] = {"jobs", "job", "history", "workers", NULL};
+    static const char *const untrusted[] = {"jobs", "job", "history", "workers", "regressions",
+                                              NULL};
     for (size_t i = 0; untrusted[i]; i++)
         if (!strcmp(argv[1], untrusted[i]))
             nb_term_guard_stdout();

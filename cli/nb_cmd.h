@@ -69,6 +69,29 @@ int nb_cmd_report_jobs(const nb_cmd_report *r, const Npubench__Job *const *jobs,
  * (outcome pending). */
 nb_code nb_cmd_wait_job(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
                         nb_err *err);
+
+/* A matrix's cells printed on f as they finish (nb_print_cell, "[job 11] " before each):
+ * the groups' finished results read again at most once a second while one is awaited, each
+ * printed once. Zero-initialise, then set svc, f, the groups and their kinds. */
+#define NB_CMD_CELLS_MAX 1024
+typedef struct nb_cmd_cells {
+    nb_svc *svc;
+    FILE *f;
+    const int64_t *groups;
+    const int *kinds;
+    size_t n;
+    nb_svc_progress *pr; /* NULL, or the progress lines printed too */
+    int64_t seen[NB_CMD_CELLS_MAX];
+    size_t n_seen;
+    double last_ms;
+} nb_cmd_cells;
+/* Reads the groups (now when force, else when a second passed) and prints new cells. */
+void nb_cmd_cells_poll(nb_cmd_cells *c, int force);
+/* An nb_svc_watch_fn with ud = an nb_cmd_cells: its progress line, then the new cells. */
+int nb_cmd_cells_watch(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w);
+/* nb_cmd_wait_job with fn(ud, ...) called on every answer while it waits. */
+nb_code nb_cmd_wait_job_fn(nb_svc *svc, int64_t id, int64_t end_ms, int log,
+                           nb_svc_watch_fn fn, void *ud, Npubench__Job **out, nb_err *err);
 /* A --timeout passed: cancels job id as expired ("expired: WHO gave up after N s") unless
  * keep, so nothing runs that no one awaits; says which on stderr as `npubench CMD: ...`. */
 void nb_cmd_give_up(nb_svc *svc, const char *cmd, const char *who, int64_t id, int timeout_s,
@@ -103,5 +126,6 @@ int nb_cmd_import(int argc, char **argv);      /* cli/nb_cmd_import.c */
 int nb_cmd_tokenize(int argc, char **argv);    /* cli/nb_cmd_tokenize.c */
 int nb_cmd_air(int argc, char **argv);         /* cli/nb_cmd_air.c */
 int nb_cmd_dash(int argc, char **argv);        /* cli/nb_cmd_dash.c: report --html */
+int nb_cmd_regressions(int argc, char **argv); /* cli/nb_cmd_regress.c */
 
 #endif

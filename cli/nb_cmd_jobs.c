@@ -123,13 +123,26 @@ static void print_submitted(const int64_t *ids, size_t n, int matrix)
 
 /* --wait: live progress on stderr, then the result as the local command prints it, its
  * history runs and the final state (or the JSON document); exit by the job's outcome. */
-static int submit_wait(nb_svc *svc, int64_t id, const submit_flags *f, json_object *doc)
+static int submit_wait(nb_svc *svc, int64_t id, const char *kind, const submit_flags *f,
+                       json_object *doc)
 {
     nb_err err;
     Npubench__Job *job;
-    nb_svc_progress pr = {.f = stderr};
-    nb_code wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr,
-                              &job, &err);
+    nb_svc_progress pr = {.f = stderr, .kind = kind};
+    nb_code wrc;
+    if (f->matrix) { /* each board's cell as it finishes, beside the group's progress */
+        int k = nb_job_kind_parse(kind);
+        nb_cmd_cells *cells = calloc(1, sizeof *cells);
+        if (!cells)
+            return nb_cmd_usage_error("submit", "out of memory%s", "");
+        *cells = (nb_cmd_cells){.svc = svc, .f = stderr, .groups = &id, .kinds = &k, .n = 1,
+                                .pr = &pr};
+        wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_cmd_cells_watch, cells, &job,
+                          &err);
+        free(cells);
+    } else
+        wrc = nb_svc_wait(svc, id, (int64_t)f->timeout_s * 1000, nb_svc_print_progress, &pr,
+                          &job, &err);
     int gave_up = wrc == NB_ETIMEOUT;
     if (gave_up) {
         nb_cmd_give_up(svc, "submit", "submit --wait", id, f->timeout_s, f->keep);
@@ -271,7 +284,7 @@ int nb_cmd_submit(int argc, char **argv)
         print_submitted(ids, n, f.matrix);
     }
     if (f.wait)
-        rc = submit_wait(c.svc, ids[0], &f, doc);
+        rc = submit_wait(c.svc, ids[0], nb_job_kind_name(kind), &f, doc);
     else if (doc)
         nb_out_print_doc(stdout, doc);
     free(ids);

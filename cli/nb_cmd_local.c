@@ -235,7 +235,7 @@ static int run_job(const char *cmd, const common_flags *c, const nb_deploy_spec 
     int64_t *ids = NULL;
     size_t n = 0;
     Npubench__Job *job = NULL;
-    local_watch lw = {.emb = emb, .show = progress_wanted(), .pr = {.f = stderr}};
+    local_watch lw = {.emb = emb, .show = progress_wanted(), .pr = {.f = stderr, .kind = cmd}};
     if (nb_svc_submit(svc, &b->spec, 0, &ids, &n, &err) ||
         nb_svc_wait(svc, ids[0], 0, watch_embedded, &lw, &job, &err)) {
         nb_err werr;
@@ -393,11 +393,12 @@ int nb_cmd_diagnosis(int argc, char **argv)
 int nb_cmd_profile(int argc, char **argv)
 {
     common_flags c = {0};
-    const char *prompt = NULL;
+    const char *prompt = NULL, *reports = "reports";
     int n_tokens = 20, reps = 3, warmup = 1, help = 0;
     nb_opt opts[] = {
         COMMON_OPTS(c),
         {"prompt", NB_OPT_STR, &prompt, 0, 0, "prompt text"},
+        {"reports", NB_OPT_STR, &reports, 0, 0, "report directory (default reports/)"},
         {"n-tokens", NB_OPT_INT, &n_tokens, 1, NB_JOB_N_TOKENS_MAX, "tokens to generate (default 20)"},
         {"reps", NB_OPT_INT, &reps, 1, NB_JOB_REPS_MAX, "timed repetitions (default 3)"},
         {"warmup", NB_OPT_INT, &warmup, 0, NB_JOB_WARMUP_MAX, "untimed warm-up runs (default 1)"},
@@ -414,6 +415,6 @@ int nb_cmd_profile(int argc, char **argv)
     if (prompt)
         b.spec.prompt = (char *)prompt;
     job_timed(&b, &c, n_tokens, reps, warmup);
-    nb_print_opts po = {.cmd = cmd};
+    nb_print_opts po = {.cmd = cmd, .reports_dir = reports};
     return run_job(cmd, &c, &ds, &b, &po);
 }

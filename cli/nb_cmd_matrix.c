@@ -300,8 +300,16 @@ int nb_cmd_submit_matrix(int argc, char **argv)
     if ((rc = submit_all(&c, &f, models, nm, kinds, nk, ids, kind_of, model_of, &nj)))
         goto out;
     int64_t end = f.timeout_s ? nb_wall_ms() + (int64_t)f.timeout_s * 1000 : 0;
+    /* each cell on stderr as it finishes, whichever job is awaited (it was silent to the end) */
+    nb_svc_progress pr = {.f = stderr};
+    nb_cmd_cells *cells = f.of.json ? NULL : calloc(1, sizeof *cells);
+    if (cells)
+        *cells = (nb_cmd_cells){.svc = c.svc, .f = stderr, .groups = ids, .kinds = kind_of,
+                                .n = nj, .pr = &pr};
     for (size_t i = 0; i < nj; i++)
-        if (nb_cmd_wait_job(c.svc, ids[i], end, f.junit != NULL, &jobs[i], &err)) {
+        if (nb_cmd_wait_job_fn(c.svc, ids[i], end, f.junit != NULL,
+                               cells ? nb_cmd_cells_watch : NULL, cells, &jobs[i], &err)) {
+            free(cells);
             rc = nb_cmd_fail("submit matrix", &err);
             goto out;
         }
@@ -318,6 +326,9 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         }
         unfinished(&c, rows, &nr, model_of[i], kind_of[i], j);
     }
+    if (cells)
+        nb_cmd_cells_poll(cells, 1); /* those that finished after the last answer */
+    free(cells);
     qsort(rows, nr, sizeof *rows, row_cmp);
     nb_cmd_report rep = {.cmd = "submit matrix", .junit = f.junit, .list = 1};
     rc = nb_cmd_report_jobs(&rep, (const Npubench__Job *const *)jobs, nj);

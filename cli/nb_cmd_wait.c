@@ -10,6 +10,7 @@
 #include "nb_jobjson.h"
 #include "nb_junit.h"
 #include "nb_outcome.h"
+#include "nb_print.h"
 #include "nb_time.h"
 
 int nb_cmd_report_jobs(const nb_cmd_report *r, const Npubench__Job *const *jobs, size_t n)
@@ -58,9 +59,59 @@ int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids
 nb_code nb_cmd_wait_job(nb_svc *svc, int64_t id, int64_t end_ms, int log, Npubench__Job **out,
                         nb_err *err)
 {
+    return nb_cmd_wait_job_fn(svc, id, end_ms, log, NULL, NULL, out, err);
+}
+
+static int cell_seen(nb_cmd_cells *c, int64_t id)
+{
+    for (size_t i = 0; i < c->n_seen; i++)
+        if (c->seen[i] == id)
+            return 1;
+    if (c->n_seen < NB_CMD_CELLS_MAX)
+        c->seen[c->n_seen++] = id;
+    return 0;
+}
+
+void nb_cmd_cells_poll(nb_cmd_cells *c, int force)
+{
+    double now = nb_now_ms();
+    if (!force && c->last_ms > 0 && now - c->last_ms < 1000.0)
+        return;
+    c->last_ms = now;
+    for (size_t g = 0; g < c->n; g++) {
+        Npubench__Job *j = NULL;
+        nb_err err;
+        if (nb_svc_get_job(c->svc, c->groups[g], 0, &j, &err))
+            continue; /* the next poll, or the final read, says what went wrong */
+        for (size_t i = 0; i < j->n_results; i++)
+            if (j->results[i]->job_id != j->job_id && !cell_seen(c, j->results[i]->job_id)) {
+                if (c->pr && c->pr->open) { /* a token line of the terminal gives way */
+                    fputs("\r\033[K", c->f);
+                    c->pr->open = 0;
+                }
+                fprintf(c->f, "[job %lld] ", (long long)j->job_id);
+                nb_print_cell(c->f, c->kinds[g], j->results[i]);
+            }
+        nb_wire_free(j);
+    }
+    fflush(c->f);
+}
+
+int nb_cmd_cells_watch(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
+{
+    nb_cmd_cells *c = ud;
+    if (c->pr)
+        nb_svc_print_progress(c->pr, job_id, w);
+    nb_cmd_cells_poll(c, w->done);
+    return 0;
+}
+
+nb_code nb_cmd_wait_job_fn(nb_svc *svc, int64_t id, int64_t end_ms, int log,
+                           nb_svc_watch_fn fn, void *ud, Npubench__Job **out, nb_err *err)
+{
     int64_t left = end_ms ? end_ms - nb_wall_ms() : 0;
     nb_code rc = end_ms && left <= 0 ? NB_ETIMEOUT
-                                     : nb_svc_wait(svc, id, end_ms ? left : 0, NULL, NULL, out,
+                                     : nb_svc_wait(svc, id, end_ms ? left : 0, fn, ud, out,
                                                    err);
     if (rc == NB_ETIMEOUT || (rc == NB_OK && log)) {
         if (*out)

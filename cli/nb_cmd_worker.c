@@ -10,6 +10,7 @@
 #include "nb_daemon.h"
 #include "nb_deployments.h"
 #include "nb_file.h"
+#include "nb_job.h"
 #include "nb_limits.h"
 #include "nb_out.h"
 #include "nb_secret.h"
@@ -106,6 +107,17 @@ int nb_cmd_worker(int argc, char **argv)
 
 /* ---------------------------------------------------------------- workers */
 
+/* A deployment's model as people name it: the deployments file's canonical name, else the
+ * model's display name ("instruct" and models/SmolLM2-135M-Instruct.Q4_1.gguf are both
+ * "SmolLM2-135M-Instruct"), as run, verify and history print it. */
+static const char *dep_name(const Npubench__Deployment *d, char *buf, size_t cap)
+{
+    if (*d->canonical)
+        return d->canonical;
+    nb_job_model_canon(d->model, buf, cap);
+    return *buf ? buf : d->model;
+}
+
 /* npubench.workers/1: one object per worker, ids and raw times. */
 static json_object *worker_json(const Npubench__WorkerStatus *w)
 {
@@ -133,6 +145,8 @@ static json_object *worker_json(const Npubench__WorkerStatus *w)
         nb_out_str(d, "backend", in->deployments[k]->backend);
         nb_out_str(d, "dtype", in->deployments[k]->dtype);
         nb_out_str(d, "digest", in->deployments[k]->digest);
+        char name[256];
+        nb_out_str(d, "name", dep_name(in->deployments[k], name, sizeof name));
         json_object_array_add(deps, d);
     }
     json_object_object_add(o, "tags", tags);
@@ -162,10 +176,11 @@ static nb_code worker_row(nb_out_table *t, const Npubench__WorkerStatus *w, nb_e
     if (w->progress && w->progress->total)
         snprintf(prog, sizeof prog, "%d/%d", w->progress->done, w->progress->total);
     size_t len = 0;
+    char name[256];
     for (size_t k = 0; in && k < in->n_deployments && len < sizeof deps; k++)
         len += (size_t)snprintf(deps + len, sizeof deps - len, "%s%s %s/%s", k ? ", " : "",
-                                in->deployments[k]->model, in->deployments[k]->backend,
-                                in->deployments[k]->dtype);
+                                dep_name(in->deployments[k], name, sizeof name),
+                                in->deployments[k]->backend, in->deployments[k]->dtype);
     for (size_t k = 0; in && k < in->n_tags && len < sizeof deps; k++)
         len += (size_t)snprintf(deps + len, sizeof deps - len, " #%s", in->tags[k]);
     char health[48], checked[16] = "-";

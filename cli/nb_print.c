@@ -79,15 +79,20 @@ static int print_verify(FILE *f, const nb_print_opts *o, const Npubench__JobResu
     return code;
 }
 
+/* The model's one display name (its file's, as history and workers show it), not the
+ * GGUF's general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2"). */
+static const char *model_name(const Npubench__Environment *e, char *name, size_t cap)
+{
+    nb_job_model_canon(*e->model_path ? e->model_path : e->model, name, cap);
+    return *name ? name : *e->model ? e->model : "?";
+}
+
 static void print_deployment(FILE *f, const Npubench__Environment *e)
 {
     if (!e)
         return;
-    /* the model's one display name (its file's, as history and workers show it), not the
-     * GGUF's general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2") */
     char name[256];
-    nb_job_model_canon(*e->model_path ? e->model_path : e->model, name, sizeof name);
-    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n", *name ? name : e->model,
+    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n", model_name(e, name, sizeof name),
             e->backend, e->dtype, e->threads, e->kernels_isa);
 }
 
@@ -120,6 +125,17 @@ static int print_profile(FILE *f, const nb_print_opts *o, const Npubench__JobRes
     nb_print_profile(f, &p);
     nb_print_run(f, &p.run);
     nb_profile_result_free(&p);
+    if (o->reports_dir) { /* beside verify's, named the same way */
+        nb_report_env env;
+        memset(&env, 0, sizeof env);
+        if (res->environment)
+            nb_verifypb_env_to_report(res->environment, &env);
+        char path[1200];
+        if (nb_report_write_bench(o->reports_dir, res, &env, "profile", path, sizeof path, &err))
+            fprintf(stderr, "npubench %s: warning: report not written: %s\n", o->cmd, err.msg);
+        else
+            fprintf(f, "Report: %s (+ .md)\n", path);
+    }
     return NB_EXIT_OK;
 }
 
@@ -234,4 +250,23 @@ int nb_print_job(FILE *f, const nb_print_opts *o, const Npubench__Job *job)
             code = c;
     }
     return code;
+}
+
+void nb_print_cell(FILE *f, int kind, const Npubench__JobResult *res)
+{
+    const Npubench__Environment *e = res->environment;
+    nb_outcome o = nb_outcome_of_result(res);
+    char name[256];
+    fprintf(f, "%s × %s × %s: %s", e && *e->board ? e->board : *res->worker_id ? res->worker_id : "?",
+            e ? model_name(e, name, sizeof name) : "?", nb_job_kind_name(kind), nb_outcome_name(o));
+    if (res->status != NPUBENCH__STATUS_CODE__OK)
+        fprintf(f, ", %s", *res->status_message ? res->status_message : "no verdict");
+    else if (res->verify)
+        fprintf(f, ", gate %d/%d prompts pass", res->verify->passed,
+                res->verify->passed + res->verify->failed);
+    else if (res->metrics && res->metrics->tps > 0)
+        fprintf(f, ", TTFT %.1f ms, %.2f tokens/s", res->metrics->ttft_ms, res->metrics->tps);
+    if (res->regression)
+        fprintf(f, ", REGRESSION %s", res->regression_detail);
+    fputc('\n', f);
 }

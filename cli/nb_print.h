@@ -29,5 +29,9 @@ int nb_print_job(FILE *f, const nb_print_opts *o, const Npubench__Job *job);
 /* One result of a job of that kind, as nb_print_job prints each: the result, or its error
  * with the exit code its status maps to; a regression turns a pass into exit code 1. */
 int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__JobResult *res);
+/* One cell of a matrix as it finishes, on one line: "lab-a × SmolLM2-135M-Instruct ×
+ * profile: pass, TTFT 250.0 ms, 50.00 tokens/s" (a verify: "gate 8/8 prompts pass"; an
+ * error: its message; a regression: its detail), in nb_outcome's words. */
+void nb_print_cell(FILE *f, int kind, const Npubench__JobResult *res);
 
 #endif

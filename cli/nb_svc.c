@@ -3,6 +3,8 @@
 #include "nb_svc.h"
 
 #include <ctype.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -239,9 +241,41 @@ nb_code nb_svc_wait(nb_svc *s, int64_t job_id, int64_t timeout_ms, nb_svc_watch_
     return nb_svc_get_job(s, job_id, 0, out, err);
 }
 
+#define TOKEN_LINE_TTY_MS 250.0
+#define TOKEN_LINE_PLAIN_MS 1000.0
+
+/* A token line: printed when its rate allows; on a terminal it replaces the last one. */
+static void token_line(nb_svc_progress *pr, int64_t job_id, const Npubench__ProgressEvent *e)
+{
+    const Npubench__Progress *p = e->progress;
+    double now = nb_now_ms();
+    if (pr->last_tok_ms > 0 &&
+        now - pr->last_tok_ms < (pr->tty == 1 ? TOKEN_LINE_TTY_MS : TOKEN_LINE_PLAIN_MS))
+        return;
+    char where[64] = "";
+    if (p->total > 0)
+        snprintf(where, sizeof where, "%s %d/%d, ", *p->unit ? p->unit : "step",
+                 p->done + 1 < p->total ? p->done + 1 : p->total, p->total);
+    char line[256];
+    snprintf(line, sizeof line, "[job %lld] %s %s%s%stoken %d/%d", (long long)job_id,
+             nb_job_pb_state_name(e->state), pr->kind ? pr->kind : "", pr->kind ? ": " : "",
+             where, p->tokens_done, p->tokens_total);
+    if (!strcmp(line, pr->last_tok))
+        return;
+    snprintf(pr->last_tok, sizeof pr->last_tok, "%s", line);
+    if (pr->tty == 1) {
+        fprintf(pr->f, "\r\033[K%s", line);
+        pr->open = 1;
+    } else
+        fprintf(pr->f, "%s\n", line);
+    pr->last_tok_ms = now;
+}
+
 int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w)
 {
     nb_svc_progress *pr = ud;
+    if (!pr->tty)
+        pr->tty = isatty(fileno(pr->f)) ? 1 : 2;
     for (size_t i = 0; i < w->n_events; i++) {
         const Npubench__ProgressEvent *e = w->events[i];
         const Npubench__Progress *p = e->progress;
@@ -254,9 +288,16 @@ int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResp
             snprintf(line, sizeof line, "[job %lld] %s%s%.500s", (long long)job_id,
                      nb_job_pb_state_name(e->state), p && *p->message ? ": " : "", p ? p->message : "");
         if (strcmp(line, pr->last)) {
-            fprintf(pr->f, "%s\n", line);
+            fprintf(pr->f, "%s%s\n", pr->open ? "\r\033[K" : "", line);
+            pr->open = 0;
             memcpy(pr->last, line, sizeof line);
         }
+        if (p && p->tokens_total > 0 && !w->done)
+            token_line(pr, job_id, e);
+    }
+    if (w->done && pr->open) {
+        fputs("\r\033[K", pr->f);
+        pr->open = 0;
     }
     fflush(pr->f);
     return 0;

@@ -84,11 +84,18 @@ typedef int (*nb_svc_watch_fn)(void *ud, int64_t job_id, const Npubench__WatchJo
 nb_code nb_svc_wait(nb_svc *s, int64_t job_id, int64_t timeout_ms, nb_svc_watch_fn fn, void *ud,
                     Npubench__Job **out, nb_err *err);
 
-/* Prints a live progress line "[job 12] running 3/8 prompt 3 PASS" on f
- * when it changed: an nb_svc_watch_fn with ud = an nb_svc_progress. */
+/* Prints a live progress line "[job 12] running 3/8 prompt 2: PASS" on f when it changed,
+ * and inside a unit "[job 12] running verify-full: prompt 3/8, token 17/32" at most every
+ * 250 ms on a TTY (one line rewritten with \r) and every second otherwise (plain lines):
+ * an nb_svc_watch_fn with ud = an nb_svc_progress (zero-initialise the rest). */
 typedef struct nb_svc_progress {
     FILE *f;
-    char last[640]; /* the line printed last (zero-initialise) */
+    const char *kind; /* NULL, or the job's kind named in token lines ("verify-full") */
+    char last[640];   /* the line printed last */
+    char last_tok[256]; /* the token line printed last */
+    double last_tok_ms; /* when a token line was printed last */
+    int tty;          /* 0: not asked yet, 1: f is a terminal, 2: it is not */
+    int open;         /* a token line ends the terminal's text without a newline */
 } nb_svc_progress;
 int nb_svc_print_progress(void *ud, int64_t job_id, const Npubench__WatchJobResponse *w);
 

@@ -486,7 +486,7 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
         Npubench__WatchJobResponse resp = NPUBENCH__WATCH_JOB_RESPONSE__INIT;
         Npubench__ProgressEvent ev = NPUBENCH__PROGRESS_EVENT__INIT, *evp = &ev;
         Npubench__Progress p = NPUBENCH__PROGRESS__INIT;
-        char msg[NB_DB_MSG_MAX];
+        char msg[NB_DB_MSG_MAX], unit[16];
         resp.state = nb_coord_state_to_pb(j.state);
         resp.done = nb_job_state_terminal(j.state);
         resp.last_seq = timeout ? r->after_seq : seq;
@@ -509,6 +509,11 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
             p.done = (int32_t)d;
             p.total = (int32_t)t;
             p.message = msg;
+            /* where the unit under way is, as its worker last said (memory only) */
+            if (j.state == NB_JOB_RUNNING && !j.is_group &&
+                nb_coord_reg_job_tokens(c, j.id, &p.tokens_done, &p.tokens_total, unit,
+                                        sizeof unit))
+                p.unit = unit;
             ev.seq = resp.last_seq = seq > r->after_seq ? seq : r->after_seq + 1;
             ev.unix_ms = nb_wall_ms();
             ev.progress = &p;

@@ -40,6 +40,8 @@ typedef struct coord_worker {
     char lease_id[NB_DB_LEASE_ID_MAX];
     int64_t prog_done, prog_total;
     char prog_msg[NB_DB_MSG_MAX];
+    int32_t tok_done, tok_total; /* inside its current unit; in memory only (never stored) */
+    char unit[16];
     int64_t clock_offset_ms; /* the worker's clock minus ours, at its last heartbeat */
 } coord_worker;
 
@@ -144,6 +146,11 @@ void nb_coord_dash_opts(nb_coord *c, nb_dash_opts *o);
 /* Registers npubench.Client/Dashboard (client role). */
 nb_code nb_coord_register_dash_api(nb_coord *c, nb_err *err);
 
+/* ---- nb_coord_regress.c: the regression lifecycle ---- */
+
+/* Registers npubench.Client/Regressions (client role) and RegressionUpdate (admin). */
+nb_code nb_coord_register_regress_api(nb_coord *c, nb_err *err);
+
 /* ---- nb_coord_reg.c: the in-memory registry (all take c->mu) ---- */
 
 /* The registration of id, unpacked into a fresh message the caller frees
@@ -157,6 +164,12 @@ int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char 
                            int64_t done, int64_t total, const char *msg);
 void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *lease,
                           int64_t parent);
+/* Records the token position p reports for job on worker id (a no-op when id runs another
+ * job); nb_coord_reg_job_tokens reads it back for whichever worker runs job: 1 and the
+ * position when one does and reported tokens, else 0. */
+void nb_coord_reg_tokens(nb_coord *c, const char *id, int64_t job, const Npubench__Progress *p);
+int nb_coord_reg_job_tokens(nb_coord *c, int64_t job, int32_t *done, int32_t *total, char *unit,
+                            size_t cap);
 /* 1 when id is registered by the process instance, 0 when by another one, -1 when id is
  * not registered here (a coordinator restarted since). */
 int nb_coord_reg_instance_is(nb_coord *c, const char *id, const char *instance);

@@ -70,6 +70,7 @@ nb_code nb_coord_reg_put(nb_coord *c, const Npubench__WorkerInfo *info, nb_err *
         w->lease_id[0] = '\0';
         w->prog_done = w->prog_total = 0;
         w->prog_msg[0] = '\0';
+        w->tok_done = w->tok_total = 0;
     }
     free(w->info_pb);
     w->info_pb = pb;
@@ -97,8 +98,10 @@ int nb_coord_reg_heartbeat(nb_coord *c, const char *id, int64_t job, const char 
                 ? 2
                 : 1;
         w->last_heartbeat_ms = nb_wall_ms();
-        if (w->current_job != job)
+        if (w->current_job != job) {
             w->current_parent = 0;
+            w->tok_done = w->tok_total = 0;
+        }
         w->current_job = job;
         snprintf(w->lease_id, sizeof w->lease_id, "%s", job && lease ? lease : "");
         w->prog_done = done;
@@ -120,8 +123,39 @@ void nb_coord_reg_set_job(nb_coord *c, const char *id, int64_t job, const char *
         snprintf(w->lease_id, sizeof w->lease_id, "%s", job && lease ? lease : "");
         w->prog_done = w->prog_total = 0;
         w->prog_msg[0] = '\0';
+        w->tok_done = w->tok_total = 0;
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+void nb_coord_reg_tokens(nb_coord *c, const char *id, int64_t job, const Npubench__Progress *p)
+{
+    pthread_mutex_lock(&c->mu);
+    coord_worker *w = find_locked(c, id);
+    if (w && w->current_job == job) {
+        w->tok_done = p->tokens_done < 0 ? 0 : p->tokens_done;
+        w->tok_total = p->tokens_total < 0 ? 0 : p->tokens_total;
+        snprintf(w->unit, sizeof w->unit, "%s", p->unit ? p->unit : "");
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int nb_coord_reg_job_tokens(nb_coord *c, int64_t job, int32_t *done, int32_t *total, char *unit,
+                            size_t cap)
+{
+    int found = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_workers && !found; i++) {
+        coord_worker *w = &c->workers[i];
+        if (job > 0 && w->current_job == job && w->tok_total > 0) {
+            *done = w->tok_done;
+            *total = w->tok_total;
+            snprintf(unit, cap, "%s", w->unit);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return found;
 }
 
 int nb_coord_reg_instance_is(nb_coord *c, const char *id, const char *instance)

@@ -368,6 +368,8 @@ static nb_rpc_status h_heartbeat(void *user, const nb_rpc_request *req, nb_rpc_r
     const Npubench__Progress *p = r->progress;
     int known = nb_coord_reg_heartbeat(c, r->worker_id, r->current_job_id, r->lease_id,
                                        p ? p->done : 0, p ? p->total : 0, p ? p->message : "");
+    if (p)
+        nb_coord_reg_tokens(c, r->worker_id, r->current_job_id, p);
     if (r->unix_ms > 0)
         nb_coord_reg_set_clock(c, r->worker_id, r->unix_ms - nb_wall_ms());
     /* Registered with a coordinator that restarted, or never: the worker registers again
@@ -527,6 +529,7 @@ static nb_rpc_status h_progress(void *user, const nb_rpc_request *req, nb_rpc_re
     if (!rc && p) {
         int changed = nb_coord_reg_heartbeat(c, r->worker_id, r->job_id, r->lease_id, p->done,
                                              p->total, p->message) != 1;
+        nb_coord_reg_tokens(c, r->worker_id, r->job_id, p);
         rc = nb_db_job_set_progress(c->db, r->job_id, r->lease_id, p->done < 0 ? 0 : p->done,
                                     p->total < 0 ? 0 : p->total, p->message, &err);
         /* Renewals repeat the last progress: log only what is new. */

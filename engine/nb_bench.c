@@ -52,9 +52,9 @@ static nb_code prepare_prompt(nb_deploy *d, const nb_run_opts *o, char **text, i
     return *text ? NB_OK : nb_err_set(err, NB_ENOMEM, "out of memory");
 }
 
-/* One timed repetition: the clock starts before tokenization. */
+/* One repetition: the clock starts before tokenization; tok reports its tokens (NULL: no). */
 static nb_code one_rep(nb_deploy *d, const char *text, int chat, const nb_run_opts *o,
-                       nb_run_sample *s, nb_gen *g, nb_err *err)
+                       const nb_token_hook *tok, nb_run_sample *s, nb_gen *g, nb_err *err)
 {
     memset(s, 0, sizeof *s);
     double t0 = nb_now_ms();
@@ -66,6 +66,8 @@ static nb_code one_rep(nb_deploy *d, const char *text, int chat, const nb_run_op
     s->tokenize_ms = nb_now_ms() - t0;
     nb_gen_opts go = {.n_tokens = o->n_tokens, .k = 1, .stop_eog = o->stop_eog,
                       .cancel = o->cancel};
+    if (tok)
+        go.on_token = *tok;
     rc = nb_generate(d, ids, (int)n_ids, &go, g, err);
     free(ids);
     if (rc)
@@ -138,14 +140,14 @@ static nb_code run_reps(nb_deploy *d, const nb_run_opts *o, nb_run_result *out, 
     nb_gen g;
     nb_run_sample s;
     for (int w = 0; w < o->warmup; w++) {
-        if ((rc = one_rep(d, out->prompt_text, chat, o, &s, &g, err))) {
+        if ((rc = one_rep(d, out->prompt_text, chat, o, NULL, &s, &g, err))) {
             nb_run_result_free(out);
             return rc;
         }
         nb_gen_free(&g);
     }
     for (int r = 0; r < o->reps; r++) {
-        if ((rc = one_rep(d, out->prompt_text, chat, o, &out->samples[r], &g, err))) {
+        if ((rc = one_rep(d, out->prompt_text, chat, o, &o->on_token, &out->samples[r], &g, err))) {
             nb_run_result_free(out);
             return rc;
         }

@@ -18,6 +18,7 @@ typedef struct nb_run_opts {
     /* NULL, or called after each timed repetition (done of total, "TTFT .. ms, .. tok/s") */
     void (*progress)(void *user, int done, int total, const char *msg);
     void *progress_user;
+    nb_token_hook on_token; /* tokens of each timed repetition (not of the warm-up) */
 } nb_run_opts;
 
 void nb_run_opts_default(nb_run_opts *o);

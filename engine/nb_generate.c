@@ -58,6 +58,8 @@ nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_op
     pick(logits, vocab, o->k, &out->steps[0]);
     out->prefill_ms = nb_now_ms() - t0;
     out->n_steps = 1;
+    if (o->on_token.fn)
+        o->on_token.fn(o->on_token.user, 1, o->n_tokens);
     double td = nb_now_ms();
     for (int i = 1; i < o->n_tokens; i++) {
         int32_t prev = out->steps[i - 1].token;
@@ -75,6 +77,8 @@ nb_code nb_generate(nb_deploy *d, const int32_t *ids, int n_ids, const nb_gen_op
         pick(logits, vocab, o->k, &out->steps[i]);
         out->step_ms[i - 1] = nb_now_ms() - ts;
         out->n_steps++;
+        if (o->on_token.fn)
+            o->on_token.fn(o->on_token.user, out->n_steps, o->n_tokens);
     }
     out->decode_ms = nb_now_ms() - td;
     return NB_OK;

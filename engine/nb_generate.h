@@ -18,11 +18,20 @@ typedef struct nb_cancel {
 /* 1 when c asks to stop (c may be NULL). */
 int nb_cancel_requested(const nb_cancel *c);
 
+/* Progress inside one generation: fn(user, done, total) after each token (done of total
+ * generated). Called on the generating thread inside the timed region, so it must only
+ * record (a store under an uncontended lock), never block or do I/O. fn NULL: none. */
+typedef struct nb_token_hook {
+    void (*fn)(void *user, int done, int total);
+    void *user;
+} nb_token_hook;
+
 typedef struct nb_gen_opts {
     int n_tokens;   /* tokens to generate (>= 1) */
     int k;          /* top-k kept per step (1..NB_GATE_K_MAX) */
     int stop_eog;   /* stop at an end-of-generation token (run); verify never stops */
     nb_cancel cancel; /* polled before the prefill and before every decode step */
+    nb_token_hook on_token; /* after the first token and after every decode step */
 } nb_gen_opts;
 
 typedef struct nb_gen {

@@ -166,11 +166,13 @@ static void test_worker_runs_jobs(void **s)
                        "DEPLOYMENTS |\n|---|---|---|---|---|---|---|---|---|",
                     "workers --format md " COORD, url);
     assert_non_null(strstr(out, " | b1 | alive | "));
-    assert_non_null(strstr(out, " | - | - | instruct cpu/bf16 #nightly |\n"));
+    /* the model's display name, not the preset word (JSON keeps both) */
+    assert_non_null(strstr(out, " | - | - | SmolLM2-135M-Instruct cpu/bf16 #nightly |\n"));
     free(out);
     out = tu_cli(0, "      \"board\":\"b1\",\n      \"state\":\"alive\",\n"
                  "      \"current_job_id\":0,\n          \"model\":\"instruct\",\n"
-                 "          \"backend\":\"cpu\",\n          \"dtype\":\"bf16\",",
+                 "          \"backend\":\"cpu\",\n          \"dtype\":\"bf16\",\n"
+                 "          \"name\":\"SmolLM2-135M-Instruct\"",
               "workers --json " COORD, url);
     free(out);
     free(tu_cli(0, "job 4 submitted\nHistory: run 1 on b1\njob 4 done: pass",

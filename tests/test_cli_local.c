@@ -197,17 +197,25 @@ static void test_local_progress(void **s)
     (void)s;
     tu_require_model();
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=1 '%s' verify --max-prompts 2 --n-tokens 4 "
+    /* 3 prompts of 32 tokens: the worker reports every 250 ms, so some report lands inside
+     * a prompt and its token line ("verify: prompt 1/3, token 17/32") is printed */
+    snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=1 '%s' verify --max-prompts 3 --n-tokens 32 "
              "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());
     tu_result r = tu_run(cmd);
     print_message("%s", r.out ? r.out : "");
     assert_int_equal(r.code, 0);
-    /* a fast job may finish between two reports: the end is said either way */
     assert_non_null(strstr(r.out, "[job "));
     assert_non_null(strstr(r.out, "] done"));
+    const char *tl = strstr(r.out, "] running verify: prompt ");
+    assert_non_null(tl);
+    int unit, ntok, tok, n = sscanf(tl, "] running verify: prompt %d/3, token %d/%d", &unit,
+                                    &tok, &ntok);
+    assert_int_equal(n, 3);
+    assert_true(unit >= 1 && unit <= 3 && tok >= 1 && tok <= 32 && ntok == 32);
+    assert_null(strchr(r.out, '\r')); /* not a terminal: plain lines */
     for (const char *p = r.out; (p = strstr(p, "/")); p++) /* no other total ever shown */
         if (p > r.out && p[-1] >= '0' && p[-1] <= '9')
-            assert_int_equal(p[1], '2');
+            assert_int_equal(p[1], '3'); /* 3 prompts, 32 tokens */
     free(r.out);
     snprintf(cmd, sizeof cmd, "NPUBENCH_PROGRESS=0 '%s' verify --max-prompts 1 --n-tokens 4 "
              "--threads 1 --db '%s/pr.db' 2>&1 >/dev/null", tu_env("NB_BIN", "npubench"), tmp());
@@ -251,8 +259,20 @@ static void test_profile(void **s)
                 "  embedding                     2 *\n  rmsnorm                     120 *\n"
                 "  qkv_proj                     60 *\n  attention                    60 *\n"
                 "  lm_head                       2 *\n"
-                "Prompt tokens: 42, generated tokens: 2, repetitions: 1",
-             "profile --n-tokens 2 --reps 1 --warmup 0 --threads 1 --db '%s/l.db'", tmp()));
+                "Prompt tokens: 42, generated tokens: 2, repetitions: 1\nReport: *",
+             "profile --n-tokens 2 --reps 1 --warmup 0 --threads 1 --db '%s/l.db' --reports "
+             "'%s/prof'", tmp(), tmp()));
+    /* the report beside verify's, named with the model: its phases and kernels in ms */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s/prof' && ls && grep -c '\"lm_head\"' "
+             "profile_SmolLM2-135M-Instruct_*.json && grep -c '^| prefill | 1 | ' "
+             "profile_SmolLM2-135M-Instruct_*.md", tmp());
+    tu_result r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, ".json\nprofile_SmolLM2-135M-Instruct_"));
+    assert_non_null(strstr(r.out, ".md\n2\n1\n")); /* a phase and a kernel; the md's phase */
+    free(r.out);
 }
 
 /* verify's verdict through the binary: the committed trace passes (exit 0); the same trace
@@ -266,7 +286,8 @@ static void test_verify_verdicts(void **s)
     char ref[4096], bad[4096];
     snprintf(ref, sizeof ref, "%s/verify/references/b179c9523d0e6a0f-f31be4262e898413.json",
              src);
-    free(tu_cli(0, "[verify] model b179c9523d0e6a0f cpu/bf16, 1 prompts x 4 tokens, top-5\n"
+    free(tu_cli(0, "[verify] model SmolLM2-135M-Instruct (b179c9523d0e6a0f) cpu/bf16, 1 prompts x "
+                "4 tokens, top-5\n"
                 "  prompt 0: PASS  (all 4 steps agree)\n[verify] PASS (1/1 prompts pass)",
              "verify --max-prompts 1 --n-tokens 4 --threads 1 --reference '%s' --reports "
              "'%s/vr0' --db '%s/v.db'", ref, tmp(), tmp()));

@@ -19,6 +19,7 @@
 #include "nb_deployments.h"
 #include "nb_junit.h"
 #include "nb_print.h"
+#include "nb_svc.h"
 #include "testutil.h"
 
 /* ---- capturing what a printer writes ---- */
@@ -768,6 +769,54 @@ static void test_print_matrix(void **s)
     expect_printed(&j, 0, 2, want, "npubench job: error: INTERNAL\n");
 }
 
+/* One WatchJob answer of one event: state, done/total, message, and the token position. */
+static void feed(nb_svc_progress *pr, int state, int done, int total, const char *msg, int tok,
+                 int ntok, int finished)
+{
+    Npubench__Progress p = NPUBENCH__PROGRESS__INIT;
+    p.done = done, p.total = total, p.message = (char *)msg;
+    p.tokens_done = tok, p.tokens_total = ntok, p.unit = ntok ? "prompt" : "";
+    Npubench__ProgressEvent e = NPUBENCH__PROGRESS_EVENT__INIT, *ep = &e;
+    e.progress = &p, e.state = state;
+    Npubench__WatchJobResponse w = NPUBENCH__WATCH_JOB_RESPONSE__INIT;
+    w.events = &ep, w.n_events = 1, w.done = finished, w.state = state;
+    nb_svc_print_progress(pr, 7, &w);
+}
+
+/* Progress per prompt and per token: on a terminal one line rewritten (\r, erase) at most
+ * every 250 ms, a prompt's end a line of its own, the token line cleared at the end; on a
+ * pipe plain lines, at most one token line a second. */
+static void test_progress_tokens(void **s)
+{
+    (void)s;
+    const int run = NPUBENCH__JOB_STATE__JOB_RUNNING, fin = NPUBENCH__JOB_STATE__JOB_DONE;
+    capture c;
+    nb_svc_progress pr = {.f = cap_open(&c), .kind = "verify-full", .tty = 1};
+    feed(&pr, run, 2, 8, "prompt 1: PASS", 17, 32, 0);
+    feed(&pr, run, 2, 8, "prompt 1: PASS", 18, 32, 0); /* within 250 ms: coalesced */
+    usleep(300 * 1000);
+    feed(&pr, run, 2, 8, "prompt 1: PASS", 30, 32, 0);
+    feed(&pr, run, 3, 8, "prompt 2: FAIL", 0, 0, 0);
+    feed(&pr, fin, 8, 8, "", 0, 0, 1);
+    char *out = cap_close(&c);
+    assert_string_equal(out, "[job 7] running 2/8 prompt 1: PASS\n"
+                             "\r\033[K[job 7] running verify-full: prompt 3/8, token 17/32"
+                             "\r\033[K[job 7] running verify-full: prompt 3/8, token 30/32"
+                             "\r\033[K[job 7] running 3/8 prompt 2: FAIL\n"
+                             "[job 7] done 8/8\n");
+    free(out);
+    nb_svc_progress plain = {.f = cap_open(&c), .tty = 2};
+    feed(&plain, run, 0, 2, "running", 1, 16, 0);
+    usleep(300 * 1000);
+    feed(&plain, run, 0, 2, "running", 9, 16, 0); /* a pipe: one a second */
+    feed(&plain, fin, 2, 2, "", 3, 16, 1);         /* the end: no token line */
+    out = cap_close(&c);
+    assert_string_equal(out, "[job 7] running 0/2 running\n"
+                             "[job 7] running prompt 1/2, token 1/16\n"
+                             "[job 7] done 2/2\n");
+    free(out);
+}
+
 /* `npubench air scan` over the 19 models of mlir-air e972f294 (tests/fixtures/mlir-air/llms:
  * each Makefile's targets and variables, verify_adapter.py, where each inference script
  * prints extract_perf's lines): each job kind's entry point, and a loadable deployments file. */
@@ -910,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_junit_decode_path_and_attributes),
         cmocka_unit_test(test_junit_pending_matrix),
         cmocka_unit_test(test_print_job_errors), cmocka_unit_test(test_print_matrix),
+        cmocka_unit_test(test_progress_tokens),
         cmocka_unit_test(test_air_scan),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);

@@ -177,17 +177,64 @@ static void test_lab_ipc(void **s)
                                 "FROM runs WHERE job_id = %lld) AND status = 'PASS'", g), 8);
 
     r = cli("submit profile --model instruct --tag strix --matrix --n-tokens 4 --reps 2 --wait "
-            "--coordinator '%s'", url);
+            "--reports '%s/prof' --coordinator '%s'", tu_group_tmp(), url);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "== lab-a"));
     assert_non_null(strstr(r.out, "== lab-b"));
     assert_non_null(strstr(r.out, "Tokens/second:"));
+    /* a profile report per board, written by the CLI as locally, apart though same-second */
+    const char *rep1 = strstr(r.out, "Report: ");
+    assert_non_null(rep1);
+    assert_non_null(strstr(rep1 + 1, "Report: "));
+    snprintf(cmd, sizeof cmd, "ls '%s/prof' | grep -c '^profile_SmolLM2-135M-Instruct_.*\\.json$'",
+             tu_group_tmp());
+    tu_result ls = tu_run(cmd);
+    assert_string_equal(ls.out, "2\n");
+    free(ls.out);
+    /* each cell said as it finished (on stderr, before the tables): board x model x kind */
+    for (int b = 0; b < 2; b++) {
+        char cell[128];
+        snprintf(cell, sizeof cell, "] lab-%c × SmolLM2-135M-Instruct × profile: pass, TTFT ",
+                 'a' + b);
+        assert_non_null(strstr(r.out, cell));
+    }
+    free(r.out);
+    /* the nightly: every model x kind cell of every board, as it finishes */
+    r = cli("submit matrix --models instruct --boards strix --kinds run,verify --n-tokens 2 "
+            "--reps 1 --max-prompts 1 --timeout 300 --coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    for (int b = 0; b < 2; b++) {
+        char cell[128];
+        snprintf(cell, sizeof cell, "] lab-%c × SmolLM2-135M-Instruct × run: pass, TTFT ",
+                 'a' + b);
+        assert_non_null(strstr(r.out, cell));
+        snprintf(cell, sizeof cell, "] lab-%c × SmolLM2-135M-Instruct × verify: pass, gate 1/1 "
+                 "prompts pass", 'a' + b);
+        assert_non_null(strstr(r.out, cell));
+    }
+    /* before the summary table */
+    assert_true(strstr(r.out, "] lab-a × ") < strstr(r.out, "MODEL"));
     free(r.out);
     assert_int_equal(db_int(db, "SELECT count(DISTINCT d.board) FROM runs r JOIN deployments d "
                                 "ON d.id = r.deployment_id WHERE r.kind = 'profile'"), 2);
     assert_int_equal(db_int(db, "SELECT count(*) FROM samples s JOIN runs r ON r.id = s.run_id "
                                 "WHERE r.kind = 'profile'"), 4);
     assert_true(db_int(db, "SELECT count(*) FROM profile_kernels") > 0);
+
+    /* --wait shows the tokens inside a repetition, coalesced by the worker (every 250 ms
+     * at most), so a report lands inside one of these two 48-token repetitions */
+    r = cli("submit run --model instruct --board lab-a --n-tokens 48 --reps 2 --wait "
+            "--coordinator '%s'", url);
+    assert_int_equal(r.code, 0);
+    const char *tl = strstr(r.out, "] running run: repetition ");
+    if (!tl)
+        print_message("%s", r.out);
+    assert_non_null(tl);
+    int rep, tok, ntok;
+    assert_int_equal(sscanf(tl, "] running run: repetition %d/2, token %d/%d", &rep, &tok, &ntok),
+                     3);
+    assert_true(rep >= 1 && rep <= 2 && tok >= 1 && tok <= 48 && ntok == 48);
+    free(r.out);
 
     /* a local command sent to the lab prints what it prints locally */
     r = cli("verify --n-tokens 4 --reports '%s/rep' --coordinator '%s'", tu_group_tmp(), url);

@@ -395,6 +395,11 @@ static nb_code write_pair(const char *dir, const char *prefix, json_object *doc,
             *c = '-';
     snprintf(jp, sizeof jp, "%s/%s_%s_%s.json", dir, prefix, model, stamp);
     snprintf(mp, sizeof mp, "%s/%s_%s_%s.md", dir, prefix, model, stamp);
+    /* a matrix's boards report the same model in the same second: -2, -3, ... apart */
+    for (int n = 2; nb_file_exists(jp) && n < 1000; n++) {
+        snprintf(jp, sizeof jp, "%s/%s_%s_%s-%d.json", dir, prefix, model, stamp, n);
+        snprintf(mp, sizeof mp, "%s/%s_%s_%s-%d.md", dir, prefix, model, stamp, n);
+    }
     const char *js = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
     if ((rc = nb_file_write(jp, js, strlen(js), err)))
@@ -448,9 +453,13 @@ nb_code nb_report_write_diagnosis(const char *dir, const nb_diagnosis_result *r,
 
 void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_env *env)
 {
-    char word[64], warn[300], dsum[300];
-    fprintf(f, "[verify] model %.16s %s/%s, %d prompts x %d tokens, top-%d\n", env->model_sha256,
-            env->backend, env->dtype, r->n, r->n_tokens, r->k);
+    char word[64], warn[300], dsum[300], name[256];
+    /* the model's display name, as run, workers and history name it; the digest (what a
+     * trace is made for) beside it */
+    nb_job_model_canon(env->model, name, sizeof name);
+    fprintf(f, "[verify] model %s%s%.16s%s %s/%s, %d prompts x %d tokens, top-%d\n",
+            *name ? name : "?", *env->model_sha256 ? " (" : "", env->model_sha256,
+            *env->model_sha256 ? ")" : "", env->backend, env->dtype, r->n, r->n_tokens, r->k);
     if (*nb_verify_trace_warning(r, warn, sizeof warn))
         fprintf(f, "[verify] warning: %s\n", warn);
     for (int i = 0; i < r->n; i++) {
@@ -499,4 +508,132 @@ void nb_report_print_diagnosis(FILE *f, const nb_diagnosis_result *r)
         fprintf(f, "%-22s %9.6f %9.6f %9.6f %9.6f %9.4g\n", name, L->s.min, L->s.p5,
                 L->s.median, L->s.mean, L->s.max_abs);
     }
+}
+
+/* ---- run / profile -------------------------------------------------------------------- */
+
+json_object *nb_report_bench_json(const Npubench__JobResult *res, const char *kind,
+                                  const nb_report_env *env)
+{
+    const Npubench__Metrics *m = res->metrics;
+    json_object *root = nb_report_json_open(kind);
+    json_object_object_add(root, "config", nb_report_env_json(env));
+    json_object *mj = json_object_new_object();
+#define D(name, v) json_object_object_add(mj, name, json_object_new_double(v))
+    D("ttft_ms", m->ttft_ms);
+    D("ttft_ms_stddev", m->ttft_ms_stddev);
+    D("tps", m->tps);
+    D("tps_stddev", m->tps_stddev);
+    D("decode_ms_per_token", m->decode_ms_per_token);
+    D("decode_ms_per_token_stddev", m->decode_ms_per_token_stddev);
+    D("tpot_ms", m->tpot_ms);
+    D("tpot_ms_stddev", m->tpot_ms_stddev);
+    D("setup_ms", m->setup_ms);
+    D("latency_ms", m->latency_ms);
+#undef D
+    json_object_object_add(mj, "prompt_tokens", json_object_new_int(m->prompt_tokens));
+    json_object_object_add(mj, "generated_tokens", json_object_new_int(m->generated_tokens));
+    json_object_object_add(mj, "warmup", json_object_new_int(m->warmup));
+    json_object *samples = json_object_new_array();
+    for (size_t i = 0; i < m->n_samples; i++) {
+        const Npubench__Sample *s = m->samples[i];
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "rep", json_object_new_int(s->rep));
+        json_object_object_add(o, "ttft_ms", json_object_new_double(s->ttft_ms));
+        json_object_object_add(o, "tps", json_object_new_double(s->tps));
+        json_object_object_add(o, "decode_ms_per_token",
+                               json_object_new_double(s->decode_ms_per_token));
+        json_object_object_add(o, "tpot_ms", json_object_new_double(s->tpot_ms));
+        json_object_object_add(o, "latency_ms", json_object_new_double(s->latency_ms));
+        json_object_object_add(o, "generated_tokens", json_object_new_int(s->generated_tokens));
+        json_object_array_add(samples, o);
+    }
+    json_object_object_add(mj, "samples", samples);
+    json_object_object_add(root, "metrics", mj);
+    if (res->n_phases || res->n_kernels) {
+        json_object *ph = json_object_new_array(), *kn = json_object_new_array();
+        for (size_t i = 0; i < res->n_phases; i++) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "name", json_object_new_string(res->phases[i]->name));
+            json_object_object_add(o, "calls", json_object_new_int64(res->phases[i]->calls));
+            json_object_object_add(o, "avg_ms", json_object_new_double(res->phases[i]->avg_ms));
+            json_object_object_add(o, "stddev_ms",
+                                   json_object_new_double(res->phases[i]->stddev_ms));
+            json_object_object_add(o, "total_ms",
+                                   json_object_new_double(res->phases[i]->total_ms));
+            json_object_array_add(ph, o);
+        }
+        for (size_t i = 0; i < res->n_kernels; i++) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "name", json_object_new_string(res->kernels[i]->name));
+            json_object_object_add(o, "calls", json_object_new_int64(res->kernels[i]->calls));
+            json_object_object_add(o, "total_ms",
+                                   json_object_new_double(res->kernels[i]->total_ms));
+            json_object_object_add(o, "avg_ms", json_object_new_double(res->kernels[i]->avg_ms));
+            json_object_array_add(kn, o);
+        }
+        json_object_object_add(root, "phases", ph);
+        json_object_object_add(root, "kernels", kn);
+    }
+    return root;
+}
+
+static void write_bench_md(FILE *f, const Npubench__JobResult *res, const nb_report_env *env,
+                           const char *kind)
+{
+    const Npubench__Metrics *m = res->metrics;
+    char name[256];
+    nb_job_model_canon(env->model, name, sizeof name);
+    fprintf(f, "# npubench %s — %s\n\n", kind, *name ? name : "?");
+    fprintf(f, "| Config | Value |\n|---|---|\n");
+    fprintf(f, "| model | %s |\n| model sha256 | `%.16s` |\n", env->model, env->model_sha256);
+    fprintf(f, "| backend / dtype | %s / %s |\n| board | %s |\n| threads / kernels | %d / %s |\n",
+            env->backend, env->dtype, env->board, env->threads, env->isa);
+    fprintf(f, "| prompt / generated tokens | %d / %d |\n| repetitions (+ warm-up) | %zu (+%d) |\n\n",
+            m->prompt_tokens, m->generated_tokens, m->n_samples, m->warmup);
+    fprintf(f, "## Metrics\n\n| Metric | Mean | Stddev |\n|---|---|---|\n");
+    fprintf(f, "| setup ms (once) | %.2f | |\n", m->setup_ms);
+    fprintf(f, "| TTFT ms | %.2f | %.2f |\n", m->ttft_ms, m->ttft_ms_stddev);
+    fprintf(f, "| decode ms/token | %.3f | %.3f |\n", m->decode_ms_per_token,
+            m->decode_ms_per_token_stddev);
+    fprintf(f, "| TPOT ms | %.3f | %.3f |\n", m->tpot_ms, m->tpot_ms_stddev);
+    fprintf(f, "| tokens/second | %.2f | %.2f |\n", m->tps, m->tps_stddev);
+    if (res->n_phases) {
+        fprintf(f, "\n## Phases\n\n| Phase | Calls | Avg ms | Stddev ms | Total ms |\n"
+                   "|---|---|---|---|---|\n");
+        for (size_t i = 0; i < res->n_phases; i++) {
+            const Npubench__ProfilePhase *ph = res->phases[i];
+            fprintf(f, "| ");
+            md_cell(f, ph->name);
+            fprintf(f, " | %lld | %.3f | %.3f | %.2f |\n", (long long)ph->calls, ph->avg_ms,
+                    ph->stddev_ms, ph->total_ms);
+        }
+    }
+    if (res->n_kernels) {
+        fprintf(f, "\n## Kernels (all repetitions)\n\n| Kernel | Calls | Total ms | Avg ms |\n"
+                   "|---|---|---|---|\n");
+        for (size_t i = 0; i < res->n_kernels; i++) {
+            const Npubench__ProfileKernel *k = res->kernels[i];
+            fprintf(f, "| ");
+            md_cell(f, k->name);
+            fprintf(f, " | %lld | %.2f | %.4f |\n", (long long)k->calls, k->total_ms, k->avg_ms);
+        }
+    }
+}
+
+static void md_bench_thunk(FILE *f, const void *a, const void *b, const char *kind)
+{
+    write_bench_md(f, a, b, kind);
+}
+
+nb_code nb_report_write_bench(const char *dir, const Npubench__JobResult *res,
+                              const nb_report_env *env, const char *kind, char *json_path,
+                              size_t cap, nb_err *err)
+{
+    if (!res->metrics)
+        return nb_err_set(err, NB_EINVAL, "the %s result has no metrics to report", kind);
+    json_object *doc = nb_report_bench_json(res, kind, env);
+    nb_code rc = write_pair(dir, kind, doc, md_bench_thunk, res, env, kind, json_path, cap, err);
+    json_object_put(doc);
+    return rc;
 }

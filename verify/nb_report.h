@@ -1,4 +1,4 @@
-/* nb_report: verify and diagnosis reports as JSON (machine) and Markdown (people).
+/* nb_report: verify, diagnosis and run/profile reports as JSON (machine) and Markdown (people).
  * Files land as reports/<kind>_YYYYMMDD-HHMMSS.{json,md}, like the reference flow. */
 #ifndef NB_REPORT_H
 #define NB_REPORT_H
@@ -8,6 +8,7 @@
 
 #include "nb_diagnosis.h"
 #include "nb_verify.h"
+#include "npubench.pb-c.h"
 
 /* What every report header carries about where it ran. */
 typedef struct nb_report_env {
@@ -33,6 +34,16 @@ nb_code nb_report_write_verify(const char *dir, const nb_verify_result *r,
 nb_code nb_report_write_diagnosis(const char *dir, const nb_diagnosis_result *r,
                                   const nb_report_env *env, char *json_path, size_t cap,
                                   nb_err *err);
+
+/* A run's or profile's report from its JobResult (metrics set): {"kind", "timestamp_utc",
+ * "config", "metrics" with every sample, and a profile's "phases" and "kernels" in ms}; the
+ * worker ships it as report_json, the CLI writes it (nb_report_write_bench) beside verify's
+ * as <dir>/<kind>_<model>_<stamp>.json and .md. */
+json_object *nb_report_bench_json(const Npubench__JobResult *res, const char *kind,
+                                  const nb_report_env *env);
+nb_code nb_report_write_bench(const char *dir, const Npubench__JobResult *res,
+                              const nb_report_env *env, const char *kind, char *json_path,
+                              size_t cap, nb_err *err);
 
 /* The console summary of a verify run (what `npubench verify` prints). */
 void nb_report_print_verify(FILE *f, const nb_verify_result *r, const nb_report_env *env);

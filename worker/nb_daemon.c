@@ -32,6 +32,7 @@
 #define M_DEREGISTER "npubench.Worker/Deregister"
 
 #define MAX_TAGS 64
+#define PROG_MIN_MS 250 /* progress goes out at most this often between heartbeats */
 #define NB_DAEMON_BACKENDS_MAX 8 /* registered backends a worker lists */
 
 struct nb_daemon {
@@ -62,6 +63,9 @@ struct nb_daemon {
     char lease_id[128];
     int prog_done, prog_total;
     char prog_msg[256];
+    int tok_done, tok_total; /* inside the current unit (prompt, repetition) */
+    char unit[16];
+    int prog_dirty; /* progress changed since it was last sent */
     int cancel, cancel_by_coordinator;
     nb_code fatal;
     int fatal_set; /* fatal != NB_OK, as an int to wait on */
@@ -273,6 +277,8 @@ static void do_deregister(nb_daemon *d)
 
 /* ---- job hooks ------------------------------------------------------------------------------ */
 
+/* Both hooks only record and wake the heartbeat thread, which sends the latest state at
+ * most every PROG_MIN_MS: a token costs a store, never a round trip. */
 static void hook_progress(void *u, int done, int total, const char *msg)
 {
     nb_daemon *d = u;
@@ -280,6 +286,23 @@ static void hook_progress(void *u, int done, int total, const char *msg)
     d->prog_done = done;
     d->prog_total = total;
     snprintf(d->prog_msg, sizeof d->prog_msg, "%s", msg ? msg : "");
+    d->tok_done = d->tok_total = 0; /* a unit ended: the next one's tokens start again */
+    d->prog_dirty = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void hook_tokens(void *u, const char *unit, int done, int total)
+{
+    nb_daemon *d = u;
+    pthread_mutex_lock(&d->mu);
+    d->tok_done = done;
+    d->tok_total = total;
+    snprintf(d->unit, sizeof d->unit, "%s", unit ? unit : "");
+    if (!d->prog_dirty) {
+        d->prog_dirty = 1;
+        pthread_cond_broadcast(&d->cv);
+    }
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -429,6 +452,8 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
     snprintf(d->lease_id, sizeof d->lease_id, "%s", l->lease_id);
     d->prog_done = d->prog_total = 0;
     snprintf(d->prog_msg, sizeof d->prog_msg, "leased");
+    d->tok_done = d->tok_total = 0;
+    d->unit[0] = '\0';
     d->cancel = d->cancel_by_coordinator = 0;
     d->stats.leases++;
     int stopping = d->stopping;
@@ -441,7 +466,7 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
         release_job(d, l, 1, "worker shutting down");
     } else {
         nb_executor_hooks h = {hook_progress, hook_cancelled, hook_log, d, l->reference_trace.data,
-                          l->reference_trace.len, l->reference_trace_sha256};
+                          l->reference_trace.len, l->reference_trace_sha256, hook_tokens};
         Npubench__JobResult *res = NULL;
         nb_err err;
         nb_code rc = nb_executor_run(d->ctx, spec, l->job_id, &h, &res, &err);
@@ -655,7 +680,7 @@ static void report_progress(nb_daemon *d, char *wid, char *lease, int64_t job,
 /* What the heartbeat and the flush before a result send: the job's ids and progress, copied
  * under the lock so the RPCs run without it. */
 typedef struct prog_snap {
-    char wid[128], lease[128], msg[256];
+    char wid[128], lease[128], msg[256], unit[16];
     int64_t job;
     int registered;
     Npubench__Progress prog;
@@ -672,8 +697,13 @@ static void prog_snapshot(nb_daemon *d, prog_snap *s)
     npubench__progress__init(&s->prog);
     s->prog.done = d->prog_done;
     s->prog.total = d->prog_total;
+    s->prog.tokens_done = d->tok_done;
+    s->prog.tokens_total = d->tok_total;
+    snprintf(s->unit, sizeof s->unit, "%s", d->unit);
+    d->prog_dirty = 0; /* what changes from here on goes out with the next report */
     pthread_mutex_unlock(&d->mu);
     s->prog.message = s->msg;
+    s->prog.unit = s->unit;
 }
 
 static void heartbeat_once(nb_daemon *d)
@@ -704,16 +734,41 @@ static void flush_progress(nb_daemon *d)
         report_progress(d, s.wid, s.lease, s.job, &s.prog);
 }
 
+/* One wait on d->cv of at most ms (a progress hook or a stop wakes it early). */
+static void wait_once_locked(nb_daemon *d, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = ts.tv_nsec + (ms % 1000) * 1000000;
+    ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+}
+
+/* The heartbeat on its period; between beats, changed progress at most every PROG_MIN_MS
+ * (per prompt, repetition and token, coalesced to the latest state). */
 static void *hb_main(void *u)
 {
     nb_daemon *d = u;
+    int64_t last_hb = (int64_t)nb_now_ms(), last_prog = 0;
     pthread_mutex_lock(&d->mu);
     while (!d->hb_stop) {
-        nap_locked(d, d->hb_ms, &d->hb_stop);
-        if (d->hb_stop)
-            break;
+        int64_t now = (int64_t)nb_now_ms();
+        int64_t next = last_hb + d->hb_ms;
+        if (d->prog_dirty && d->job_id && last_prog + PROG_MIN_MS < next)
+            next = last_prog + PROG_MIN_MS;
+        if (next > now) {
+            wait_once_locked(d, next - now);
+            continue;
+        }
+        int beat = now >= last_hb + d->hb_ms;
         pthread_mutex_unlock(&d->mu);
-        heartbeat_once(d);
+        if (beat) {
+            heartbeat_once(d);
+            last_hb = now;
+        } else
+            flush_progress(d);
+        last_prog = now;
         pthread_mutex_lock(&d->mu);
     }
     pthread_mutex_unlock(&d->mu);

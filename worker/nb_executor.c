@@ -420,6 +420,7 @@ typedef struct job_run {
     char *log;
     size_t log_len;
     int log_full;
+    const char *unit; /* what progress counts: "prompt", "repetition" */
 } job_run;
 
 static void job_log(job_run *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -485,6 +486,13 @@ static void step_progress(void *u, int done, int total, const char *msg)
     progress(j, done, total, msg);
 }
 
+static void step_tokens(void *u, int done, int total)
+{
+    job_run *j = u;
+    if (j->hooks && j->hooks->tokens)
+        j->hooks->tokens(j->hooks->user, j->unit, done, total);
+}
+
 /* ---- reports ---------------------------------------------------------------------------- */
 
 /* Writes the report pair into dir (a scratch dir when none is configured) and moves
@@ -525,70 +533,11 @@ static nb_code attach_report(job_run *j, const nb_verify_result *vr, const nb_di
     return rc;
 }
 
-/* The RUN/PROFILE report: environment, summary and every sample. */
+/* The RUN/PROFILE report (nb_report_bench_json) as the result's report_json. */
 static nb_code bench_report(const Npubench__JobResult *res, const char *kind,
                             const nb_report_env *env, Npubench__JobResult *out, nb_err *err)
 {
-    const Npubench__Metrics *m = res->metrics;
-    json_object *root = nb_report_json_open(kind);
-    json_object_object_add(root, "config", nb_report_env_json(env));
-    json_object *mj = json_object_new_object();
-#define D(name, v) json_object_object_add(mj, name, json_object_new_double(v))
-    D("ttft_ms", m->ttft_ms);
-    D("ttft_ms_stddev", m->ttft_ms_stddev);
-    D("tps", m->tps);
-    D("tps_stddev", m->tps_stddev);
-    D("decode_ms_per_token", m->decode_ms_per_token);
-    D("decode_ms_per_token_stddev", m->decode_ms_per_token_stddev);
-    D("tpot_ms", m->tpot_ms);
-    D("tpot_ms_stddev", m->tpot_ms_stddev);
-    D("setup_ms", m->setup_ms);
-    D("latency_ms", m->latency_ms);
-#undef D
-    json_object_object_add(mj, "prompt_tokens", json_object_new_int(m->prompt_tokens));
-    json_object_object_add(mj, "generated_tokens", json_object_new_int(m->generated_tokens));
-    json_object_object_add(mj, "warmup", json_object_new_int(m->warmup));
-    json_object *samples = json_object_new_array();
-    for (size_t i = 0; i < m->n_samples; i++) {
-        const Npubench__Sample *s = m->samples[i];
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "rep", json_object_new_int(s->rep));
-        json_object_object_add(o, "ttft_ms", json_object_new_double(s->ttft_ms));
-        json_object_object_add(o, "tps", json_object_new_double(s->tps));
-        json_object_object_add(o, "decode_ms_per_token",
-                               json_object_new_double(s->decode_ms_per_token));
-        json_object_object_add(o, "tpot_ms", json_object_new_double(s->tpot_ms));
-        json_object_object_add(o, "latency_ms", json_object_new_double(s->latency_ms));
-        json_object_object_add(o, "generated_tokens", json_object_new_int(s->generated_tokens));
-        json_object_array_add(samples, o);
-    }
-    json_object_object_add(mj, "samples", samples);
-    json_object_object_add(root, "metrics", mj);
-    if (res->n_phases || res->n_kernels) {
-        json_object *ph = json_object_new_array(), *kn = json_object_new_array();
-        for (size_t i = 0; i < res->n_phases; i++) {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "name", json_object_new_string(res->phases[i]->name));
-            json_object_object_add(o, "calls", json_object_new_int64(res->phases[i]->calls));
-            json_object_object_add(o, "avg_ms", json_object_new_double(res->phases[i]->avg_ms));
-            json_object_object_add(o, "stddev_ms",
-                                   json_object_new_double(res->phases[i]->stddev_ms));
-            json_object_object_add(o, "total_ms",
-                                   json_object_new_double(res->phases[i]->total_ms));
-            json_object_array_add(ph, o);
-        }
-        for (size_t i = 0; i < res->n_kernels; i++) {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "name", json_object_new_string(res->kernels[i]->name));
-            json_object_object_add(o, "calls", json_object_new_int64(res->kernels[i]->calls));
-            json_object_object_add(o, "total_ms",
-                                   json_object_new_double(res->kernels[i]->total_ms));
-            json_object_object_add(o, "avg_ms", json_object_new_double(res->kernels[i]->avg_ms));
-            json_object_array_add(kn, o);
-        }
-        json_object_object_add(root, "phases", ph);
-        json_object_object_add(root, "kernels", kn);
-    }
+    json_object *root = nb_report_bench_json(res, kind, env);
     const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
     out->report_json = strdup(s ? s : "{}");
@@ -741,6 +690,8 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.prompts_sha256 = s->n_prompts ? jp.prompts_sha256 : NULL;
     vo.progress = step_progress;
     vo.progress_user = j;
+    j->unit = "prompt";
+    vo.on_token = (nb_token_hook){step_tokens, j};
     vo.cancelled = exec_cancelled;
     nb_verify_result vr;
     rc = nb_verify_run(d, &vo, &vr, err);
@@ -806,6 +757,8 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     ro.cancel = (nb_cancel){exec_cancelled, j};
     ro.progress = step_progress; /* one step per timed repetition (it stayed at 0/N) */
     ro.progress_user = j;
+    j->unit = "repetition";
+    ro.on_token = (nb_token_hook){step_tokens, j};
     if (exec_cancelled(j))
         return nb_err_set(err, NB_ECANCELED, "cancelled before start");
     progress(j, 0, ro.reps, profile ? "profiling" : "running");

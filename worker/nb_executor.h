@@ -59,6 +59,10 @@ typedef struct nb_executor_hooks {
     const uint8_t *reference_trace;
     size_t reference_trace_len;
     const char *reference_trace_sha256;
+    /* Tokens inside the current unit: unit ("prompt", "repetition") number progress done+1
+     * of its total is at token done of total. Called once per token on the executing
+     * thread, inside the timed region: it only records, the caller coalesces what it sends. */
+    void (*tokens)(void *user, const char *unit, int done, int total);
 } nb_executor_hooks;
 
 /* Validates spec, resolves the deployment from spec->selector (+ params threads /

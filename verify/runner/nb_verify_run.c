@@ -75,8 +75,8 @@ static void localize_record(nb_deploy *d, const nb_trace_prompt *tp, const int32
 }
 
 static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, int n_tokens,
-                             int k, const nb_cancel *cancel, nb_localize_when when,
-                             nb_verify_record *rec, nb_err *err)
+                             int k, const nb_cancel *cancel, const nb_token_hook *tok,
+                             nb_localize_when when, nb_verify_record *rec, nb_err *err)
 {
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -104,7 +104,8 @@ static nb_code verify_prompt(nb_deploy *d, const nb_trace_prompt *tp, int idx, i
         return rc;
     }
     nb_gen g;
-    nb_gen_opts go = {.n_tokens = n_tokens, .k = k, .stop_eog = 0, .cancel = *cancel};
+    nb_gen_opts go = {.n_tokens = n_tokens, .k = k, .stop_eog = 0, .cancel = *cancel,
+                      .on_token = *tok};
     rc = nb_generate(d, ids, (int)n_ids, &go, &g, err);
     if (rc) {
         free(ids);
@@ -248,12 +249,14 @@ static nb_code run_prompts(nb_deploy *d, const nb_verify_opts *o, const nb_trace
 {
     nb_code rc = NB_OK;
     nb_cancel cancel = {o->cancelled, o->progress_user};
+    if (o->progress) /* the total from the start, so the first prompt's tokens have one */
+        o->progress(o->progress_user, 0, p->last - p->first, "verifying");
     for (int i = p->first; i < p->last; i++) {
         if (nb_cancel_requested(&cancel))
             return nb_err_set(err, NB_ECANCELED, "verify cancelled after %d of %d prompts",
                               out->n, p->last - p->first);
-        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &cancel, o->localize,
-                           &out->recs[out->n], err);
+        rc = verify_prompt(d, &tr->prompts[i], i, p->n_tokens, p->k, &cancel, &o->on_token,
+                           o->localize, &out->recs[out->n], err);
         out->n++;
         if (rc)
             return rc;

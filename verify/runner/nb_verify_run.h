@@ -4,6 +4,7 @@
 #define NB_VERIFY_RUN_H
 
 #include "nb_deploy.h"
+#include "nb_generate.h"
 #include "nb_verify.h"
 
 typedef struct nb_verify_opts {
@@ -22,6 +23,7 @@ typedef struct nb_verify_opts {
     /* progress: called after each prompt (done, total) */
     void (*progress)(void *user, int done, int total, const char *msg);
     void *progress_user;
+    nb_token_hook on_token; /* tokens of the prompt being generated */
     /* cancellation (with progress_user): checked between prompts and tokens;
      * non-zero stops with NB_ECANCELED */
     int (*cancelled)(void *user);
