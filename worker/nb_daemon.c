@@ -920,7 +920,7 @@ static nb_code own_deployments(const nb_daemon_opts *o, const nb_backend_ops *dk
         memset(&def, 0, sizeof def);
         snprintf(def.model, sizeof def.model, "instruct");
         snprintf(def.backend, sizeof def.backend, "%s", dkind->name);
-        snprintf(def.dtype, sizeof def.dtype, "bf16");
+        def.dtype = NB_DTYPE_BF16;
         snprintf(def.name, sizeof def.name, "instruct-%s-bf16", def.backend);
         def.device = didx;
         deps = &def;
