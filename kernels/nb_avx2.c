@@ -169,6 +169,18 @@ void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *
     }
 }
 
+void nb_q8_half_sums(const int8_t *q, int nb, int32_t *hs)
+{
+    for (int b = 0; b < nb; b++) {
+        int lo = 0, hi = 0;
+        for (int t = 0; t < 16; t++) {
+            lo += q[32 * b + t];
+            hi += q[32 * b + 16 + t];
+        }
+        hs[b] = (int32_t)(((uint32_t)hi << 16) | ((uint32_t)lo & 0xffffu));
+    }
+}
+
 /* One row's block: lane l += float(isum over weights 4l..4l+3) * dd. */
 static inline __m256 q8_lane_add(__m256 acc, __m256i prod16, const float *dd)
 {
@@ -392,7 +404,7 @@ static nb_q8_gemv8_fn qkernel(const nb_kernel_table *kt, nb_wtype t)
 }
 
 static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xsum,
-                         int n, void *Y, int f32out, int j0, int j1)
+                         const int32_t *xhs, int n, void *Y, int f32out, int j0, int j1)
 {
     int K = W->cols, nb = K / 32;
     const nb_kernel_table *kt = nb_kernels_active();
@@ -404,8 +416,21 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
         for (int j = j0; j < j1; j += 8) {
             int cnt = j1 - j < 8 ? j1 - j : 8;
             const uint8_t *grp = nb_wmat_group(W, j / 8);
-            for (int i = i0; i < i1; i++) {
-                q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb};
+            int i = i0;
+            /* Q5_0 prefill: 4 rows per pass, the quants made once for them (the same bits) */
+            for (; W->type == NB_W_Q5_0 && i + 4 <= i1; i += 4) {
+                q8_act a[4];
+                float o[4][8];
+                for (int r = 0; r < 4; r++)
+                    a[r] = (q8_act){xq + (size_t)(i + r) * K, xd + (size_t)(i + r) * nb,
+                                    xsum + (size_t)(i + r) * nb, xhs + (size_t)(i + r) * nb};
+                nb_avx2_q5_0_gemv8x4(a, grp, K, o);
+                for (int r = 0; r < 4; r++)
+                    store_outs(Y, f32out, (size_t)W->rows, i + r, j, o[r], cnt);
+            }
+            for (; i < i1; i++) {
+                q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb,
+                            xhs + (size_t)i * nb};
                 float o[8];
                 fn(&a, grp, K, o);
                 store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);
@@ -423,7 +448,7 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     /* fp32 X, then the dense GEMM's group rows or the Q8 form of X */
     size_t qoff = sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0));
     size_t qn = ((size_t)n * K + 63) & ~(size_t)63;
-    size_t qa = quant ? qn + ((sizeof(float) * 2 * n * nb + 63) & ~(size_t)63) : 0;
+    size_t qa = quant ? qn + ((sizeof(float) * 3 * n * nb + 63) & ~(size_t)63) : 0;
     /* The prefill GEMM's pair records of X, then room for one expanded group: the size depends
      * on n and K alone, so the slices of a batch keep the converted X (a larger scratch would
      * lose it). */
@@ -435,6 +460,7 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     float *xs = (float *)base;
     int8_t *xq = (int8_t *)(base + qoff);
     float *xd = (float *)(base + qoff + qn), *xsum = xd + (size_t)n * nb;
+    int32_t *xhs = (int32_t *)(xsum + (size_t)n * nb);
     /* Later slices of the same call on this thread find X converted, unless another converter
      * (a batch's other matrix type) has written the scratch since. */
     static _Thread_local struct {
@@ -456,8 +482,11 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
         }
         if (quant)
             for (int i = 0; i < n; i++)
+            {
                 nb_avx2_q8_quantize_row(xs + (size_t)i * K, K, xq + (size_t)i * K,
                                         xd + (size_t)i * nb, xsum + (size_t)i * nb);
+                nb_q8_half_sums(xq + (size_t)i * K, (int)nb, xhs + (size_t)i * nb);
+            }
         if (gm)
             gm->pairs(xq, xd, n, K, pairs);
     }
@@ -470,7 +499,7 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     if (gm && nb_kq_gemm_type(W->type))
         kq_gemm_rows(gm, W, pairs, xsum, n, Y, f32out, j0, j1, pairs + pb);
     else if (quant)
-        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1);
+        qlinear_rows(W, xq, xd, xsum, xhs, n, Y, f32out, j0, j1);
     else if (gemm)
         gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
     else

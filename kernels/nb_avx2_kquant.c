@@ -43,12 +43,55 @@ void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
         __m256i s01 = _mm256_add_epi16(q5_0_pairs(q, h, xb, 0), q5_0_pairs(q, h, xb, 1));
         __m256i s23 = _mm256_add_epi16(q5_0_pairs(q, h, xb, 2), q5_0_pairs(q, h, xb, 3));
         __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s01, ones), _mm256_madd_epi16(s23, ones));
-        is = _mm256_sub_epi32(is, nb_x16_sum(xb));
+        is = _mm256_sub_epi32(is, nb_x16_sum(xb, x->hs ? x->hs + b : NULL));
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
     }
     _mm256_storeu_ps(out, acc);
+}
+
+/* Prefill: the same function for 4 activation rows at once, each chunk's quants made once for
+ * the 4 (nb_q5_0_chunk is most of the single-row kernel's work); each row's steps and order are
+ * nb_avx2_q5_0_gemv8's, so each row's bits are too. */
+void nb_avx2_q5_0_gemv8x4(const nb_q8_act x[4], const uint8_t *grp, int K, float out[4][8])
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int r = 0; r < 4; r++)
+        acc[r] = _mm256_setzero_ps();
+    const uint8_t *p = grp;
+    for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(p + 16));
+        const uint8_t *q = p + 16 + 32;
+        __m256i s[2][4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m256i lo, hi;
+            nb_q5_0_chunk(q, h, k, &lo, &hi);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const int8_t *xb = x[r].q + b * 32;
+                int32_t xl, xh;
+                memcpy(&xl, xb + 4 * k, 4);
+                memcpy(&xh, xb + 16 + 4 * k, 4);
+                __m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(xl)),
+                                             _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xh)));
+                s[k / 2][r] = k & 1 ? _mm256_add_epi16(s[k / 2][r], c) : c;
+            }
+        }
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s[0][r], ones),
+                                          _mm256_madd_epi16(s[1][r], ones));
+            is = _mm256_sub_epi32(is, nb_x16_sum(x[r].q + b * 32, x[r].hs ? x[r].hs + b : NULL));
+            __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x[r].d + b));
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        _mm256_storeu_ps(out[r], acc[r]);
 }
 
 /* ---- Q4_K: super-block = the 8 rows' d, dmin, scale words, then 32 chunks of quants -------- */
@@ -68,22 +111,15 @@ static inline __m256 q4_k_sub(__m256 acc, __m256i s16, __m256i sc, int j, __m256
                                             _mm256_mul_ps(dw, _mm256_set1_ps(xd))));
 }
 
-static inline __m256 q4_k_min(__m256 mt, __m256i m, int j, __m256 dmin, float xs)
-{
-    __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m, j, 0));
-    return _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv), _mm256_set1_ps(xs)));
-}
-
 void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256 dw, dmin;
         __m256i sc[2], m[2];
-        nb_q4_k_scales8(p + 32, sc, m);
+        nb_q4_k_head(p, &dw, &dmin, sc, m);
         const uint8_t *q = p + 128;
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
@@ -104,30 +140,60 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
             }
             /* sub-blocks 2c and 2c + 1: scale / min byte (2c) % 4 of word (2c) / 4 */
             acc = q4_k_sub(acc, lo, sc[c / 2], 2 * (c & 1), dw, x->d[b]);
-            mt = q4_k_min(mt, m[c / 2], 2 * (c & 1), dmin, x->s[b]);
+            mt = nb_q4_k_min(mt, m[c / 2], 2 * (c & 1), dmin, x->s[b]);
             acc = q4_k_sub(acc, hi, sc[c / 2], 2 * (c & 1) + 1, dw, x->d[b + 1]);
-            mt = q4_k_min(mt, m[c / 2], 2 * (c & 1) + 1, dmin, x->s[b + 1]);
+            mt = nb_q4_k_min(mt, m[c / 2], 2 * (c & 1) + 1, dmin, x->s[b + 1]);
         }
     }
     _mm256_storeu_ps(out, _mm256_sub_ps(acc, mt));
 }
 
 /* ---- Q6_K: super-block = the 8 rows' d, then chunks of ql, qh and scales --------------------
- * Rows in lanes (PACK8 chunks Q6_K so, d moved first, nb_kernels.c): half h of the super-block
- * (groups 4h..4h+3) reads ql chunks 16h + i (groups 0, 2) and 16h + 8 + i (groups 1, 3) and qh
- * chunk 8h + i, i < 8 the 4-weight chunk, and makes all four groups' 6-bit quants from them.
+ * Rows in lanes (PACK8 chunks Q6_K so, d moved first, quants re-coded: nb_kernels.c): half h of
+ * the super-block (groups 4h..4h+3) reads chunks 16h + i, 16h + 8 + i and 32 + 8h + i, i < 8 the
+ * 4-weight chunk, and makes all four groups' 6-bit quants from them (nb_q6_k_w4).
  * maddubs against the broadcast x quants gives pair sums (|pair| <= 2 * 63 * 127, two chunks' sum
  * fits int16), madd by the scale of the chunk's 16 weights sums them in int32, and 32 * (sc[2g] *
  * sum x[0..15] + sc[2g+1] * sum x[16..31]) (one madd, shared by the rows) comes off: the exact I
  * of dot_q6_k (nb_kquant.c), whose float steps then run once per group for 8 rows. */
-enum { Q6K_QL = 16, Q6K_QH = 16 + 32 * 32, Q6K_SC = 16 + 48 * 32 };
 
 /* 32 * (sc[2g] * sum x[0..15] + sc[2g+1] * sum x[16..31]) of each row: what the - 32 takes off. */
-static inline __m256i q6_k_bias(const int8_t *xb, __m256i scw, int g)
+static inline __m256i q6_k_bias(const int8_t *xb, const int32_t *hs, __m256i scw, int g)
 {
     int j = 2 * (g & 1);
     return _mm256_slli_epi32(
-        _mm256_madd_epi16(nb_x_half_sums16(xb), nb_lane_i8_pair16(scw, j, j + 1)), 5);
+        _mm256_madd_epi16(nb_x_half_sums16(xb, hs), nb_lane_i8_pair16(scw, j, j + 1)), 5);
+}
+
+/* Groups k0, k0 + 1 of half h (sums I[2]) over the 8 chunks: two passes per half (groups 0-1,
+ * then 2-3) keep the live vectors within the 16 ymm registers (one pass spilled); the second
+ * pass reads chunks the first read, from L1. */
+static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, __m256i scw0,
+                             __m256i scw1, __m256i I[2])
+{
+    for (int k = 0; k < 2; k++)
+        I[k] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int ip = 0; ip < 4; ip++) {
+        __m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 2
+        for (int i = 2 * ip; i < 2 * ip + 2; i++) {
+            __m256i w[2];
+            nb_q6_k_w2(p, h, i, k0, w);
+#pragma GCC unroll 2
+            for (int k = 0; k < 2; k++) {
+                int32_t v;
+                memcpy(&v, xh + 32 * (k0 + k) + 4 * i, 4);
+                t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(v)));
+            }
+        }
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) { /* weights 0..15 take sc[2g], 16..31 sc[2g+1] */
+            int g = 4 * h + k0 + k, j = 2 * (g & 1) + (ip >= 2);
+            I[k] = _mm256_add_epi32(
+                I[k], _mm256_madd_epi16(t[k], nb_lane_i8_pair16(g / 2 & 1 ? scw1 : scw0, j, j)));
+        }
+    }
 }
 
 void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
@@ -136,46 +202,24 @@ void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q6_K_BYTES) {
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        __m256i scw[4];
-        for (int c = 0; c < 4; c++)
-            scw[c] = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 32 * c));
         for (int h = 0; h < 2; h++) {
             const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;
-            __m256i I[4];
-            for (int k = 0; k < 4; k++)
-                I[k] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int ip = 0; ip < 4; ip++) {
-                __m256i t[4];
-                for (int k = 0; k < 4; k++)
-                    t[k] = _mm256_setzero_si256();
+            /* the scale words of groups 4h..4h+3: chunks 2h, 2h + 1 */
+            __m256i scw0 = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_SC + 64 * h));
+            __m256i scw1 = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_SC + 64 * h + 32));
 #pragma GCC unroll 2
-                for (int i = 2 * ip; i < 2 * ip + 2; i++) {
-                    __m256i qa = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + i)));
-                    __m256i qb = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + 8 + i)));
-                    __m256i qh = _mm256_loadu_si256((const __m256i *)(p + Q6K_QH + 32 * (8 * h + i)));
-#pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) {
-                        int32_t v;
-                        memcpy(&v, xh + 32 * k + 4 * i, 4);
-                        t[k] = _mm256_add_epi16(
-                            t[k], _mm256_maddubs_epi16(nb_q6_k_w(k & 1 ? qb : qa, qh, k),
-                                                       _mm256_set1_epi32(v)));
-                    }
+            for (int k0 = 0; k0 < 4; k0 += 2) {
+                __m256i I[2];
+                q6_k_pair(p, h, k0, xh, scw0, scw1, I);
+#pragma GCC unroll 2
+                for (int k = 0; k < 2; k++) {
+                    int g = 4 * h + k0 + k;
+                    __m256i is = _mm256_sub_epi32(
+                        I[k], q6_k_bias(xh + 32 * (k0 + k), x->hs ? x->hs + 8 * S + g : NULL,
+                                        g / 2 & 1 ? scw1 : scw0, g));
+                    __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
                 }
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) { /* weights 0..15 take sc[2g], 16..31 sc[2g+1] */
-                    int g = 4 * h + k, j = 2 * (g & 1) + (ip >= 2);
-                    I[k] = _mm256_add_epi32(
-                        I[k], _mm256_madd_epi16(t[k], nb_lane_i8_pair16(scw[g / 2], j, j)));
-                }
-            }
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                int g = 4 * h + k;
-                __m256i is = _mm256_sub_epi32(I[k], q6_k_bias(xh + 32 * k, scw[g / 2], g));
-                __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
             }
         }
     }

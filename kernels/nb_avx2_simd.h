@@ -114,9 +114,13 @@ static inline void nb_q5_0_chunk(const uint8_t *q, __m256i h, int k, __m256i *lo
                           _mm256_and_si256(_mm256_srli_epi32(h, k), b4));
 }
 
-/* 16 * the sum of a Q8 block's 32 quants, in every lane (exact): what Q5_0's - 16 takes off. */
-static inline __m256i nb_x16_sum(const int8_t *xb)
+/* 16 * the sum of a Q8 block's 32 quants, in every lane (exact): what Q5_0's - 16 takes off;
+ * from the row's half sums where it has them (hs: nb_q8_act). */
+static inline __m256i nb_x16_sum(const int8_t *xb, const int32_t *hs)
 {
+    if (hs)
+        return _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_set1_epi32(*hs), _mm256_set1_epi16(1)), 4);
     __m256i s = _mm256_madd_epi16(
         _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb)),
         _mm256_set1_epi16(16));
@@ -170,24 +174,26 @@ static inline __m256i nb_lane_i8_32(__m256i v, int j)
     return _mm256_srai_epi32(nb_lane_sel(v, 0x00808080u | (uint32_t)j << 24), 24);
 }
 
-/* Q6_K in PACK8 (nb_kernels.c), rows in lanes: group k (< 4) of a half super-block from its ql
- * chunk (low nibbles for k < 2, high ones else) and qh chunk (bits 2k, 2k + 1): 6-bit quants, one
- * byte each. */
-static inline __m256i nb_q6_k_w(__m256i ql, __m256i qh, int k)
+/* Q6_K in PACK8 (nb_kernels.c's q6_k_recode), rows in lanes: the 6-bit quants of the four groups
+ * of a half super-block at one 4-weight chunk, from its three stored chunks a, b, c. */
+static inline void nb_q6_k_w4(__m256i a, __m256i b, __m256i c, __m256i w[4])
 {
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-    __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
-    __m256i hi = k == 0 ? _mm256_slli_epi16(qh, 4)
-                 : k == 1 ? _mm256_slli_epi16(qh, 2)
-                 : k == 2 ? qh
-                          : _mm256_srli_epi16(qh, 2);
-    return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+    const __m256i m6 = _mm256_set1_epi8(63);
+    w[0] = _mm256_and_si256(a, m6);
+    w[1] = _mm256_and_si256(b, m6);
+    w[2] = _mm256_and_si256(c, m6);
+    w[3] = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), _mm256_set1_epi8(3)),
+                        _mm256_and_si256(_mm256_srli_epi16(b, 4), _mm256_set1_epi8(12))),
+        _mm256_and_si256(_mm256_srli_epi16(c, 2), _mm256_set1_epi8(48)));
 }
 
 /* A Q8 block's sums of quants 0..15 and 16..31 as the two 16-bit words of every lane (exact:
  * |sum| <= 16 * 127): a madd pair against Q6_K's two scales of the block. */
-static inline __m256i nb_x_half_sums16(const int8_t *xb)
+static inline __m256i nb_x_half_sums16(const int8_t *xb, const int32_t *hs)
 {
+    if (hs)
+        return _mm256_set1_epi32(*hs);
     __m256i v = _mm256_madd_epi16(
         _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb)),
         _mm256_set1_epi16(1));
@@ -196,6 +202,45 @@ static inline __m256i nb_x_half_sums16(const int8_t *xb)
     __m256i a = _mm256_permute2x128_si256(v, v, 0x00), b = _mm256_permute2x128_si256(v, v, 0x11);
     return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0xffff)),
                            _mm256_slli_epi32(b, 16));
+}
+
+/* Q4_K's PACK8 super-block head (8 rows): d and dmin as floats, the six-bit scales and mins. */
+static inline void nb_q4_k_head(const uint8_t *p, __m256 *dw, __m256 *dmin, __m256i sc[2],
+                                __m256i m[2])
+{
+    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    *dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+    nb_q4_k_scales8(p + 32, sc, m);
+}
+
+/* Q4_K's min term of sub-block j (byte j of its min word m) for 8 rows: mt + (dmin * m) * s_x,
+ * the reference's order. */
+static inline __m256 nb_q4_k_min(__m256 mt, __m256i m, int j, __m256 dmin, float xs)
+{
+    __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m, j, 0));
+    return _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv), _mm256_set1_ps(xs)));
+}
+
+/* Q6_K's PACK8 super-block of 8 rows: d0..d7, the re-coded quant chunks (32 where ql was, 16
+ * where qh was), the 4 scale chunks. */
+enum { NB_Q6K_QL = 16, NB_Q6K_QH = 16 + 32 * 32, NB_Q6K_SC = 16 + 48 * 32 };
+
+/* Chunk i (< 8) of groups k0, k0 + 1 (k0 = 0 or 2) of half h of a Q6_K super-block at p: the
+ * 6-bit quants, one byte each (nb_q6_k_w4; groups 0 and 1 need no third chunk). */
+static inline void nb_q6_k_w2(const uint8_t *p, int h, int i, int k0, __m256i w[2])
+{
+    __m256i a = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_QL + 32 * (16 * h + i)));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_QL + 32 * (16 * h + 8 + i)));
+    if (k0 == 0) {
+        w[0] = _mm256_and_si256(a, _mm256_set1_epi8(63));
+        w[1] = _mm256_and_si256(b, _mm256_set1_epi8(63));
+        return;
+    }
+    __m256i c = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_QH + 32 * (8 * h + i)));
+    __m256i w4[4];
+    nb_q6_k_w4(a, b, c, w4);
+    w[0] = w4[2];
+    w[1] = w4[3];
 }
 
 #endif

@@ -144,7 +144,7 @@ void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
             s[2 * (k & 1) + 1] = _mm256_dpbusd_epi32(s[2 * (k & 1) + 1], hi, _mm256_set1_epi32(xh));
         }
         __m256i is = _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
-        is = _mm256_sub_epi32(is, nb_x16_sum(xb));
+        is = _mm256_sub_epi32(is, nb_x16_sum(xb, x->hs ? x->hs + b : NULL));
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         __m256 dd = _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
@@ -161,10 +161,9 @@ void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256 dw, dmin;
         __m256i sc[2], m[2];
-        nb_q4_k_scales8(p + 32, sc, m);
+        nb_q4_k_head(p, &dw, &dmin, sc, m);
         const uint8_t *q = p + 128;
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
@@ -191,19 +190,37 @@ void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
                                                 nb_lane_byte(sc[c / 2], j, 0));
                 acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is),
                                                        _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b + h]))));
-                __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m[c / 2], j, 0));
-                mt = _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv),
-                                                     _mm256_set1_ps(x->s[b + h])));
+                mt = nb_q4_k_min(mt, m[c / 2], j, dmin, x->s[b + h]);
             }
         }
     }
     _mm256_storeu_ps(out, _mm256_sub_ps(acc, mt));
 }
 
-/* Decode's Q6_K (PACK8, rows in lanes, nb_kernels.c): nb_avx2_q6_k_gemv8 bit for bit, vpdpbusd
- * (6-bit quants unsigned, x signed) in place of maddubs + add + madd, per group one int32 sum
- * for weights 0..15 and one for 16..31, each times its scale by mullo; the - 32 as there. */
-enum { Q6K_QL = 16, Q6K_QH = 16 + 32 * 32, Q6K_SC = 16 + 48 * 32 };
+/* Decode's Q6_K (PACK8, rows in lanes, quants re-coded: nb_kernels.c): nb_avx2_q6_k_gemv8 bit for
+ * bit, vpdpbusd (6-bit quants unsigned, x signed) in place of maddubs + add + madd, per group one
+ * int32 sum for weights 0..15 and one for 16..31, each times its scale by mullo; the - 32 as
+ * there. */
+
+/* Groups k0, k0 + 1 of half h over the 8 chunks, as nb_avx2_kquant.c's q6_k_pair: two passes per
+ * half (groups 0-1, then 2-3); one pass over all four groups ran at two thirds of the AVX2
+ * kernel's speed on Zen 5. s[k][0] sums weights 0..15 of group k0 + k, s[k][1] 16..31. */
+static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, __m256i s[2][2])
+{
+    for (int k = 0; k < 2; k++)
+        s[k][0] = s[k][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        __m256i w[2];
+        nb_q6_k_w2(p, h, i, k0, w);
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) {
+            int32_t v;
+            memcpy(&v, xh + 32 * (k0 + k) + 4 * i, 4);
+            s[k][i >= 4] = _mm256_dpbusd_epi32(s[k][i >= 4], w[k], _mm256_set1_epi32(v));
+        }
+    }
+}
 
 void NB_AVX512_Q6_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
 {
@@ -211,40 +228,28 @@ void NB_AVX512_Q6_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q6_K_BYTES) {
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        __m256i scw[4];
-        for (int c = 0; c < 4; c++)
-            scw[c] = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 32 * c));
         for (int h = 0; h < 2; h++) {
             const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;
-            __m256i s[4][2];
-            for (int k = 0; k < 4; k++)
-                s[k][0] = s[k][1] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) {
-                __m256i qa = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + i)));
-                __m256i qb = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + 8 + i)));
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(p + Q6K_QH + 32 * (8 * h + i)));
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    int32_t v;
-                    memcpy(&v, xh + 32 * k + 4 * i, 4);
-                    s[k][i >= 4] = _mm256_dpbusd_epi32(s[k][i >= 4], nb_q6_k_w(k & 1 ? qb : qa, qh, k),
-                                                       _mm256_set1_epi32(v));
+#pragma GCC unroll 2
+            for (int k0 = 0; k0 < 4; k0 += 2) {
+                __m256i s[2][2];
+                q6_k_pair(p, h, k0, xh, s);
+#pragma GCC unroll 2
+                for (int k = 0; k < 2; k++) {
+                    int g = 4 * h + k0 + k, j = 2 * (g & 1);
+                    __m256i scw = _mm256_loadu_si256((const __m256i *)(p + NB_Q6K_SC + 32 * (g / 2)));
+                    __m256i is = _mm256_add_epi32(
+                        _mm256_mullo_epi32(s[k][0], nb_lane_i8_32(scw, j)),
+                        _mm256_mullo_epi32(s[k][1], nb_lane_i8_32(scw, j + 1)));
+                    /* 32 * (sc[2g] * sum x[0..15] + sc[2g+1] * sum x[16..31]) */
+                    is = _mm256_sub_epi32(
+                        is, _mm256_slli_epi32(
+                                _mm256_madd_epi16(nb_x_half_sums16(xh + 32 * (k0 + k), x->hs ? x->hs + 8 * S + g : NULL),
+                                                  nb_lane_i8_pair16(scw, j, j + 1)),
+                                5));
+                    __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
                 }
-            }
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                int g = 4 * h + k, j = 2 * (g & 1);
-                __m256i is = _mm256_add_epi32(
-                    _mm256_mullo_epi32(s[k][0], nb_lane_i8_32(scw[g / 2], j)),
-                    _mm256_mullo_epi32(s[k][1], nb_lane_i8_32(scw[g / 2], j + 1)));
-                /* 32 * (sc[2g] * sum x[0..15] + sc[2g+1] * sum x[16..31]) */
-                is = _mm256_sub_epi32(
-                    is, _mm256_slli_epi32(_mm256_madd_epi16(nb_x_half_sums16(xh + 32 * k),
-                                                            nb_lane_i8_pair16(scw[g / 2], j, j + 1)),
-                                          5));
-                __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
             }
         }
     }

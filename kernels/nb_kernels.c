@@ -128,8 +128,54 @@ static void chunk_copy(uint8_t *g, uint8_t *row, size_t n, size_t c, int lane, i
     }
 }
 
+/* Q6_K's 6-bit quants in PACK8, re-coded so that a kernel gets the four groups of a half
+ * super-block from three 4-byte chunks with few instructions (nb_q6_k_w4): for half h and
+ * weight l = 4i + j of each group (i < 8, j < 4), with w_k the quant of group 4h + k,
+ *   byte 4(16h + i) + j      = w_0 | (w_3 & 3) << 6          (where ql had its chunk 16h + i)
+ *   byte 4(16h + 8 + i) + j  = w_1 | (w_3 >> 2 & 3) << 6     (ql's chunk 16h + 8 + i)
+ *   byte 128 + 4(8h + i) + j = w_2 | (w_3 >> 4) << 6         (qh's chunk 8h + i)
+ * q holds ql then qh (208 bytes of the block less d and scales come after); to_grp: to that
+ * code, else back to ql / qh. */
+static void q6_k_recode(uint8_t *q, int to_grp)
+{
+    uint8_t t[192];
+    int w[8][32];
+    if (to_grp)
+        for (int g = 0; g < 8; g++)
+            nb_quant_q6_k_group(q, g, w[g]);
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            uint8_t *a = (to_grp ? t : q) + 4 * (16 * h + l / 4) + l % 4, *b = a + 32;
+            uint8_t *c = (to_grp ? t : q) + 128 + 4 * (8 * h + l / 4) + l % 4;
+            int *wk[4] = {&w[4 * h][l], &w[4 * h + 1][l], &w[4 * h + 2][l], &w[4 * h + 3][l]};
+            if (to_grp) {
+                *a = (uint8_t)(*wk[0] | (*wk[3] & 3) << 6);
+                *b = (uint8_t)(*wk[1] | (*wk[3] >> 2 & 3) << 6);
+                *c = (uint8_t)(*wk[2] | (*wk[3] >> 4) << 6);
+            } else {
+                *wk[0] = *a & 63;
+                *wk[1] = *b & 63;
+                *wk[2] = *c & 63;
+                *wk[3] = *a >> 6 | (*b >> 6) << 2 | (*c >> 6) << 4;
+            }
+        }
+    if (to_grp) {
+        memcpy(q, t, sizeof t);
+        return;
+    }
+    memset(q, 0, 192); /* back to ql (low nibbles k < 2, high k >= 2) and qh (bits 2k) */
+    for (int g = 0; g < 8; g++) {
+        int h = g / 4, k = g % 4;
+        for (int l = 0; l < 32; l++) {
+            q[64 * h + 32 * (k & 1) + l] |= (uint8_t)((w[g][l] & 15) << (k < 2 ? 0 : 4));
+            q[128 + 32 * h + l] |= (uint8_t)((w[g][l] >> 4) << (2 * k));
+        }
+    }
+}
+
 /* Block b of row `lane` into or out of a quantized PACK8 group. Q6_K's d (at the block's end)
- * goes first, as the other types' scales: the block is rotated by 208 bytes on the way. */
+ * goes first, as the other types' scales: the block is rotated by 208 bytes on the way, and
+ * its quants re-coded (q6_k_recode). */
 static void pack_block(const nb_wmat *w, uint8_t *grp, int b, int lane, uint8_t *row_blk,
                        int to_grp)
 {
@@ -142,12 +188,14 @@ static void pack_block(const nb_wmat *w, uint8_t *grp, int b, int lane, uint8_t 
         if (to_grp) {
             memcpy(rot, row_blk + NB_QUANT_Q6_K_D, 2);
             memcpy(rot + 2, row_blk, NB_QUANT_Q6_K_D);
+            q6_k_recode(rot + 2, 1);
         }
     }
     chunk_copy(g, blk, sb, block_scale_chunk(w->type), lane, to_grp);
     chunk_copy(g + NB_PACK * sb, blk + sb, bb - sb, block_rest_chunk(w->type, bb - sb), lane,
                to_grp);
     if (w->type == NB_W_Q6_K && !to_grp) {
+        q6_k_recode(rot + 2, 0);
         memcpy(row_blk + NB_QUANT_Q6_K_D, rot, 2);
         memcpy(row_blk, rot + 2, NB_QUANT_Q6_K_D);
     }

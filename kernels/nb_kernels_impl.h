@@ -74,9 +74,14 @@ typedef struct nb_attn_args {
 } nb_attn_args;
 
 /* One activation row in the Q8 form nb_q8_quantize_row makes. */
+/* hs (may be NULL): per block, the sums of quants 0..15 and 16..31 as the low and high 16-bit
+ * words of one int32 (nb_q8_half_sums), made once per row and call by the AVX2 linears so that
+ * Q5_0's and Q6_K's offset terms need not sum x again for every group of 8 weight rows; kernels
+ * compute the same integers themselves where it is NULL. */
 typedef struct nb_q8_act {
     const int8_t *q;
     const float *d, *s;
+    const int32_t *hs;
 } nb_q8_act;
 
 /* The prefill GEMM of Q8_0 (nb_avx512_kquant.c, on AVX-512 VNNI): the same function as the
@@ -190,6 +195,8 @@ void nb_wmat_release_slabs(void);
  * bit for bit, 8 lanes at a time. */
 void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
 void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
+/* hs[b] of a quantized row (nb_q8_act), nb blocks. */
+void nb_q8_half_sums(const int8_t *q, int nb, int32_t *hs);
 
 
 /* The k-quant and Q5_0 linears (nb_kquant.c defines the arithmetic): the reference dot of one
@@ -205,6 +212,8 @@ void nb_avx512_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float o
  * for bit on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+/* Q5_0 prefill: nb_avx2_q5_0_gemv8 for 4 activation rows at once, each row's bits its own. */
+void nb_avx2_q5_0_gemv8x4(const nb_q8_act x[4], const uint8_t *grp, int K, float out[4][8]);
 /* Q4_K's and Q6_K's likewise. */
 void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
