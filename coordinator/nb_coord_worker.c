@@ -409,8 +409,8 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
                            job->sel_tags, job->sel_worker, NULL, 0, &dep);
     const char *digest = dep >= 0 ? info->deployments[dep]->digest : "";
     size_t tlen = 0;
-    char tsha[65];
-    uint8_t *trace = nb_coord_traces_for_lease(c, spec, digest, &tlen, tsha);
+    char tsha[65], tname[1200];
+    uint8_t *trace = nb_coord_traces_for_lease(c, spec, digest, &tlen, tsha, tname, sizeof tname);
 
     Npubench__Lease lease = NPUBENCH__LEASE__INIT;
     lease.lease_id = job->lease_id;
@@ -421,6 +421,7 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
     lease.reference_trace.data = trace;
     lease.reference_trace.len = tlen;
     lease.reference_trace_sha256 = tsha;
+    lease.reference_trace_path = tname;
     Npubench__LeaseJobResponse resp = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
     resp.lease = &lease;
     nb_rpc_status st = nb_rpc_reply_pack(reply, &resp);

@@ -465,8 +465,11 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
     if (stopping) { /* leased while shutting down: give it straight back */
         release_job(d, l, 1, "worker shutting down");
     } else {
-        nb_executor_hooks h = {hook_progress, hook_cancelled, hook_log, d, l->reference_trace.data,
-                          l->reference_trace.len, l->reference_trace_sha256, hook_tokens};
+        nb_executor_hooks h = {hook_progress,          hook_cancelled,
+                               hook_log,               d,
+                               l->reference_trace.data, l->reference_trace.len,
+                               l->reference_trace_sha256, l->reference_trace_path,
+                               hook_tokens};
         Npubench__JobResult *res = NULL;
         nb_err err;
         nb_code rc = nb_executor_run(d->ctx, spec, l->job_id, &h, &res, &err);
