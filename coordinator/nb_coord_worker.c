@@ -557,6 +557,22 @@ out:
 
 /* ---- ReportResult ---- */
 
+/* The committed result's outcome word: its runs' (a regression fails a run), else its own. */
+static const char *result_word(nb_coord *c, const Npubench__JobResult *res)
+{
+    static const char *const words[] = {"pass", "fail", "error"};
+    if (res->status != NPUBENCH__STATUS_CODE__OK)
+        return "error";
+    size_t n = 0;
+    nb_db_outcome worst = NB_OUTCOME_PASS;
+    nb_err e;
+    if (nb_db_job_runs_verdict(c->db, res->job_id, &n, &worst, &e) == NB_OK && n)
+        return words[worst];
+    return res->outcome == NPUBENCH__OUTCOME__PASS   ? "pass"
+           : res->outcome == NPUBENCH__OUTCOME__FAIL ? "fail"
+                                                     : "error";
+}
+
 static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
@@ -585,6 +601,7 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
         raise(SIGKILL); /* committed, not acknowledged: the worker must re-report */
     Npubench__ReportResultResponse resp = NPUBENCH__REPORT_RESULT_RESPONSE__INIT;
     resp.accepted = accepted;
+    resp.outcome = accepted ? (char *)result_word(c, r->result) : "";
     st = nb_rpc_reply_pack(reply, &resp);
 out:
     if (r->result)

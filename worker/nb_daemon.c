@@ -430,16 +430,11 @@ static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobR
         dlog(d, "job %lld: the coordinator dropped the result (lease %s no longer valid)",
              (long long)l->job_id, l->lease_id);
     else
-        /* the worker's side of the verdict, in the outcome words; a run or profile's final
-         * word (a regression fails it) is the coordinator's: `npubench job N` */
-        dlog(d, "job %lld: result reported (%s%s)", (long long)l->job_id,
-             res->status ? "error: " : "",
-             res->status ? nb_rpc_status_name(res->status)
-             : res->outcome == NPUBENCH__OUTCOME__FAIL ? "fail"
-             : res->outcome == NPUBENCH__OUTCOME__PASS
-                 ? (res->metrics ? "measured; pass unless the regression check flags it"
-                                 : "pass")
-                 : "error");
+        /* the job's outcome as the coordinator committed it (a regression fails a run), in
+         * the words `npubench job N`, JSON and JUnit use */
+        dlog(d, "job %lld: result reported (%s%s%s)", (long long)l->job_id,
+             *resp->outcome ? resp->outcome : "error",
+             res->status ? ": " : "", res->status ? nb_rpc_status_name(res->status) : "");
     nb_wire_free(resp);
 }
 
