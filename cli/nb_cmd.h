@@ -126,5 +126,6 @@ int nb_cmd_import(int argc, char **argv);      /* cli/nb_cmd_import.c */
 int nb_cmd_tokenize(int argc, char **argv);    /* cli/nb_cmd_tokenize.c */
 int nb_cmd_air(int argc, char **argv);         /* cli/nb_cmd_air.c */
 int nb_cmd_dash(int argc, char **argv);        /* cli/nb_cmd_dash.c: report --html */
+int nb_cmd_regressions(int argc, char **argv); /* cli/nb_cmd_regress.c */
 
 #endif

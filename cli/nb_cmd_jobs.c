@@ -47,14 +47,17 @@ static void fmt_target(char *buf, size_t cap, const Npubench__JobSpec *s)
 
 /* ---------------------------------------------------------------- submit */
 
+#define NB_SUBMIT_PARAMS_MAX 32 /* rows of job/nb_job.c's parameter table */
+
 typedef struct submit_flags {
     nb_svc_flags sf;
     nb_out_flags of;
     const char *junit;
     const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports, *expire;
     nb_strlist tags;
-    int n_tokens, k, reps, priority, matrix, wait, shards, max_prompts, threads, timeout_s,
-        keep, quiet, help;
+    int priority, matrix, wait, shards, timeout_s, keep, quiet, help;
+    /* the kinds' parameters that have an option (job/nb_job.c's rows), by row; 0: not given */
+    int param[NB_SUBMIT_PARAMS_MAX];
     int64_t expire_ms; /* --expire-after; 0 = the coordinator's default, -1 = never */
 } submit_flags;
 
@@ -62,9 +65,9 @@ typedef struct submit_flags {
 typedef struct submit_job {
     Npubench__JobSpec spec;
     Npubench__DeploymentSelector sel;
-    Npubench__KeyValue kv;
-    Npubench__KeyValue *kvp;
-    char threads[16];
+    Npubench__KeyValue kv[NB_SUBMIT_PARAMS_MAX];
+    Npubench__KeyValue *kvp[NB_SUBMIT_PARAMS_MAX];
+    char val[NB_SUBMIT_PARAMS_MAX][16];
 } submit_job;
 
 static void submit_build(const submit_flags *f, int kind, submit_job *j)
@@ -84,9 +87,13 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
         sel->board = (char *)f->board;
     sel->tags = (char **)f->tags.items;
     sel->n_tags = (size_t)f->tags.n;
-    spec->n_tokens = f->n_tokens;
-    spec->k = f->k;
-    spec->reps = f->reps;
+    spec->params = j->kvp;
+    /* the options the parameter rows give, each where the user set it (0 leaves the kind's
+     * default, or the deployment's, as the job's reader applies) */
+    for (size_t i = 0; nb_job_param_at(i) && i < NB_SUBMIT_PARAMS_MAX; i++)
+        if (f->param[i] > 0)
+            nb_job_param_set(spec, nb_job_param_at(i), f->param[i], &j->kv[i], j->val[i],
+                             sizeof j->val[i]);
     spec->priority = f->priority;
     spec->matrix = f->matrix;
     spec->expire_after_ms = f->expire_ms;
@@ -94,19 +101,6 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
         spec->prompt = (char *)f->prompt;
     if (f->prompt_set)
         spec->prompt_set = (char *)f->prompt_set;
-    if (f->max_prompts >= 0)
-        spec->max_prompts = f->max_prompts;
-    else if (kind == NPUBENCH__JOB_KIND__VERIFY)
-        spec->max_prompts = 2;
-    if (f->threads) {
-        npubench__key_value__init(&j->kv);
-        snprintf(j->threads, sizeof j->threads, "%d", f->threads);
-        j->kv.key = NB_JOB_PARAM_THREADS;
-        j->kv.value = j->threads;
-        j->kvp = &j->kv;
-        spec->params = &j->kvp;
-        spec->n_params = 1;
-    }
 }
 
 static void print_submitted(const int64_t *ids, size_t n, int matrix)
@@ -192,8 +186,8 @@ int nb_cmd_submit(int argc, char **argv)
 {
     if (argc > 0 && !strcmp(argv[0], "matrix"))
         return nb_cmd_submit_matrix(argc - 1, argv + 1);
-    submit_flags f = {.model = "instruct", .max_prompts = -1};
-    nb_opt opts[] = {
+    submit_flags f = {.model = "instruct"};
+    nb_opt head[] = {
         NB_SVC_OPTS(f.sf),
         {"model", NB_OPT_STR, &f.model, 0, 0,
          "instruct (default), base, gemma3, or a model name the workers serve"},
@@ -201,17 +195,14 @@ int nb_cmd_submit(int argc, char **argv)
         {"tag", NB_OPT_LIST, &f.tags, 0, 0, "run on workers with this tag (repeatable)"},
         {"dtype", NB_OPT_STR, &f.dtype, 0, 0, "bf16, f32, q4_1, native (default: any served)"},
         {"backend", NB_OPT_STR, &f.backend, 0, 0, "cpu, xrt, exec, air (default: any served)"},
-        {"n-tokens", NB_OPT_INT, &f.n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
-        {"k", NB_OPT_INT, &f.k, 0, NB_JOB_K_MAX, "top-k of the gate"},
-        {"reps", NB_OPT_INT, &f.reps, 0, NB_JOB_REPS_MAX, "measured repetitions (run, profile)"},
+    };
+    nb_opt tail[] = {
         {"priority", NB_OPT_INT, &f.priority, -NB_JOB_PRIORITY_MAX, NB_JOB_PRIORITY_MAX,
          "higher runs first"},
         {"matrix", NB_OPT_FLAG, &f.matrix, 0, 0, "one job per matching board"},
         {"shards", NB_OPT_INT, &f.shards, 0, NB_JOB_SHARDS_MAX, "verify-full shards (default: idle workers)"},
         {"prompt", NB_OPT_STR, &f.prompt, 0, 0, "prompt (run, profile, diagnosis)"},
         {"prompts", NB_OPT_STR, &f.prompt_set, 0, 0, "prompt set (instruct, base)"},
-        {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
-        {"threads", NB_OPT_INT, &f.threads, 0, NB_JOB_THREADS_MAX, "kernel threads on the worker"},
         {"wait", NB_OPT_FLAG, &f.wait, 0, 0, "wait, show progress, print the result"},
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400,
          "with --wait: give up after N s, cancel the job (exit 5)"},
@@ -225,23 +216,39 @@ int nb_cmd_submit(int argc, char **argv)
         {"quiet", NB_OPT_FLAG, &f.quiet, 0, 0, "with --wait: verify summary line only"},
         {"help", NB_OPT_FLAG, &f.help, 0, 0, "this help"},
     };
-    const char *usage = "npubench submit {run,verify,verify-full,diagnosis,profile,health} "
-                        "--model M [--board B|--tag T] [--wait [--timeout S] [--junit F]] "
-                        "[options]\n"
-                        "       npubench submit matrix --models A,B --boards TAG [...] "
-                        "(npubench submit matrix --help)\n"
-                        NB_OC_EXIT_HELP;
+    /* The kinds' parameters come from their rows (name, limits, help): a parameter with an
+     * option is on submit without a line here. */
+    nb_opt opts[NB_NOPTS(head) + NB_SUBMIT_PARAMS_MAX + NB_NOPTS(tail)];
+    int nopt = 0;
+    for (int i = 0; i < NB_NOPTS(head); i++)
+        opts[nopt++] = head[i];
+    for (size_t i = 0; nb_job_param_at(i) && i < NB_SUBMIT_PARAMS_MAX; i++) {
+        const nb_job_param_desc *p = nb_job_param_at(i);
+        if (p->option && p->type == NB_JOB_PT_INT)
+            opts[nopt++] = (nb_opt){p->option, NB_OPT_INT, &f.param[i], p->lo, p->hi, p->help};
+    }
+    for (int i = 0; i < NB_NOPTS(tail); i++)
+        opts[nopt++] = tail[i];
+    char kinds[128], words[128], usage[1024];
+    nb_job_kind_list(kinds, sizeof kinds);
+    size_t wl = 0;
+    for (size_t i = 0; nb_job_kind_at(i) && wl < sizeof words; i++)
+        wl += (size_t)snprintf(words + wl, sizeof words - wl, "%s%s", i ? "," : "",
+                               nb_job_kind_at(i)->name);
+    snprintf(usage, sizeof usage,
+             "npubench submit {%.120s} --model M [--board B|--tag T] [--wait [--timeout S] "
+             "[--junit F]] [options]\n"
+             "       npubench submit matrix --models A,B --boards TAG [...] "
+             "(npubench submit matrix --help)\n" NB_OC_EXIT_HELP,
+             words);
     const char *pos[1];
     int np = 0;
-    int rc = nb_cmd_parse("submit", usage, argc, argv, opts, NB_NOPTS(opts), pos, 1, &np,
-                          &f.help);
+    int rc = nb_cmd_parse("submit", usage, argc, argv, opts, nopt, pos, 1, &np, &f.help);
     if (rc)
         return rc < 0 ? 0 : rc;
     int kind = np ? nb_job_kind_parse(pos[0]) : 0;
     if (!kind)
-        return nb_cmd_usage_error("submit", "expected a kind: run, verify, verify-full, "
-                                            "diagnosis, profile, health, or matrix%s",
-                                  "");
+        return nb_cmd_usage_error("submit", "expected a kind: %s, or matrix", kinds);
     if ((f.junit || f.keep || f.timeout_s) && !f.wait)
         return nb_cmd_usage_error("submit", "--junit, --timeout and --keep need --wait%s", "");
     nb_err perr;

@@ -254,7 +254,8 @@ nb_code nb_coord_start(const nb_coord_opts *o, nb_coord **out, nb_err *err)
     if ((rc = nb_rpc_server_open(c->listen_url, &ro, &c->srv, err)))
         goto fail;
     if ((rc = nb_coord_register_client_api(c, err)) || (rc = nb_coord_register_worker_api(c, err)) ||
-        (rc = nb_coord_register_dash_api(c, err)) || (rc = nb_coord_replay_attach(c, err)) ||
+        (rc = nb_coord_register_dash_api(c, err)) || (rc = nb_coord_register_regress_api(c, err)) ||
+        (rc = nb_coord_replay_attach(c, err)) ||
         (rc = nb_coord_boardkeys_start(c, err)))
         goto fail;
     if (pthread_create(&c->sweeper, NULL, sweeper_main, c) != 0) {

@@ -191,6 +191,7 @@ static void page_res(nb_httpd_res *res, int status, const char *title, const cha
 static int http_status(nb_code rc)
 {
     switch (rc) {
+    case NB_EINVAL: return 400; /* a page name that names nothing it could (job-abc.html) */
     case NB_ENOTFOUND: return 404;
     case NB_EUNAVAIL: return 503;
     default: return 500;
@@ -277,17 +278,39 @@ static void serve(nb_coord *c, const nb_httpd_req *req, nb_httpd_res *res)
     }
     }
 
+    /* /job/N, as people type it: the page is job-N.html (flat names keep the export's
+     * relative links); what follows "job/" is checked there (job-abc.html is a 400) */
+    if (!strncmp(name, "job/", 4)) {
+        const char *id = name + 4;
+        size_t n = strspn(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-");
+        if (!*id || id[n] || n > 32)
+            return error_res(res, 404, "Not found", "no such page: a job's page is /job-ID.html");
+        char loc[48], body[64];
+        snprintf(loc, sizeof loc, "/job-%.32s.html", id);
+        int blen = snprintf(body, sizeof body, "see %s\n", loc);
+        if (make_res(res, 301, "text/plain", body, (size_t)blen) == 0 &&
+            nb_httpd_header(res, "Location", loc))
+            res->status = 500;
+        return;
+    }
     nb_dash_opts o;
     nb_coord_dash_opts(c, &o);
     char *body = NULL;
     size_t len = 0;
     const char *ctype = NULL;
     nb_err err = {0};
-    nb_code rc = nb_dash_page(c->db, &o, name, &body, &len, &ctype, &err);
+    /* the query goes with the name: a job's log reads after=SEQ from it */
+    char named[NB_DASH_NAME_MAX + 256];
+    if (q && strlen(q) >= sizeof named - strlen(name))
+        return error_res(res, 400, "Bad request", "the query is longer than 255 bytes");
+    snprintf(named, sizeof named, "%s%s", name, q ? q : "");
+    nb_code rc = nb_dash_page(c->db, &o, named, &body, &len, &ctype, &err);
     if (rc) {
-        if (rc != NB_ENOTFOUND)
+        if (rc != NB_ENOTFOUND && rc != NB_EINVAL)
             nb_coord_log(c, "dashboard: /%s: %s", name, err.msg);
-        error_res(res, http_status(rc), rc == NB_ENOTFOUND ? "Not found" : "Error", err.msg);
+        error_res(res, http_status(rc),
+                  rc == NB_ENOTFOUND ? "Not found" : rc == NB_EINVAL ? "Bad request" : "Error",
+                  err.msg);
     } else {
         make_res(res, 200, ctype, body, len);
     }

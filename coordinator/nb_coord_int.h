@@ -146,6 +146,11 @@ void nb_coord_dash_opts(nb_coord *c, nb_dash_opts *o);
 /* Registers npubench.Client/Dashboard (client role). */
 nb_code nb_coord_register_dash_api(nb_coord *c, nb_err *err);
 
+/* ---- nb_coord_regress.c: the regression lifecycle ---- */
+
+/* Registers npubench.Client/Regressions (client role) and RegressionUpdate (admin). */
+nb_code nb_coord_register_regress_api(nb_coord *c, nb_err *err);
+
 /* ---- nb_coord_reg.c: the in-memory registry (all take c->mu) ---- */
 
 /* The registration of id, unpacked into a fresh message the caller frees

@@ -381,6 +381,7 @@ static nb_code commit_single(nb_coord *c, const nb_db_job *j, const Npubench__Jo
         if (!rc && rep.regression) {
             run.regression = 1;
             run.regression_detail = rep.detail;
+            run.regression_report = &rep; /* its numbers open the regression's lifecycle */
         }
     }
     int64_t run_id = 0;

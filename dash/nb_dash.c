@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_dash_int.h"
+#include "nb_dash_job.h"
 #include "nb_dash_loc.h"
+#include "nb_dash_regress.h"
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
@@ -103,7 +106,8 @@ static void head_refresh(FILE *f, const char *title, int refresh_s)
           "footer{margin-top:2em;color:#888;font-size:80%}\n"
           "</style></head><body>\n"
           "<nav><a href=\"index.html\">Overview</a><a href=\"boards.html\">Boards</a>"
-          "<a href=\"queue.html\">Queue</a><a href=\"matrix.html\">Gate matrix</a></nav>\n<h1>",
+          "<a href=\"queue.html\">Queue</a><a href=\"matrix.html\">Gate matrix</a>"
+          "<a href=\"regressions.html\">Regressions</a></nav>\n<h1>",
           f);
     esc(f, title);
     fputs("</h1>\n", f);
@@ -124,6 +128,16 @@ static void foot(FILE *f, const nb_dash_opts *o)
         esc(f, o->generated_by);
     }
     fputs("</footer>\n</body></html>\n", f);
+}
+
+void nb_dash_head(FILE *f, const char *title, int refresh_s)
+{
+    head_refresh(f, title, refresh_s);
+}
+
+void nb_dash_foot(FILE *f, const nb_dash_opts *o)
+{
+    foot(f, o);
 }
 
 /* "12 s ago", "3 min ago", ... for a unix ms time; "never" for 0. */
@@ -309,24 +323,6 @@ static nb_code page_boards(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *er
 
 /* ---- queue ---- */
 
-/* A job's outcome, in the words `npubench jobs` and `job` use (pass, fail, error,
- * unavailable, cancelled, expired, pending): from its state and its runs' verdicts (a run the
- * regression check flagged fails), so a gate FAIL is never a green "done". A finished job
- * without a run (a health check) says "-": its verdict is its board's health. */
-static const char *job_outcome(nb_db *db, const nb_db_job *j)
-{
-    if (j->state == NB_JOB_CANCELLED)
-        return strstr(j->error, "expire") ? "expired" : "cancelled";
-    if (!nb_job_state_terminal(j->state))
-        return "pending";
-    size_t n = 0;
-    nb_db_outcome w = NB_OUTCOME_PASS;
-    nb_err e;
-    if (nb_db_job_runs_verdict(db, j->id, &n, &w, &e) || !n)
-        return j->state == NB_JOB_FAILED ? "unavailable" : "-";
-    return w == NB_OUTCOME_FAIL ? "fail" : w == NB_OUTCOME_ERROR ? "error" : "pass";
-}
-
 static void job_rows(FILE *f, nb_db *db, const nb_dash_opts *o, const nb_db_job *j, size_t n)
 {
     fputs("<tr><th>Job</th><th>Kind</th><th>State</th><th>Outcome</th><th>Target</th>"
@@ -334,8 +330,9 @@ static void job_rows(FILE *f, nb_db *db, const nb_dash_opts *o, const nb_db_job 
           "<th>Why queued / error</th></tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
-        const char *st = nb_job_state_name(j[i].state), *oc = job_outcome(db, &j[i]);
-        fprintf(f, "<tr class=\"job\"><td>%" PRId64 "</td>", j[i].id);
+        const char *st = nb_job_state_name(j[i].state), *oc = nb_dash_job_outcome(db, &j[i]);
+        fprintf(f, "<tr class=\"job\"><td><a href=\"job-%" PRId64 ".html\">%" PRId64 "</a></td>",
+                j[i].id, j[i].id);
         cell(f, j[i].kind);
         cell(f, st);
         fprintf(f, "<td class=\"outcome %s\">%s</td>",
@@ -768,8 +765,10 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
             "<ul id=\"summary\"><li><a href=\"boards.html\">Boards</a>: %zu alive, %zu stale, "
             "%zu gone; %zu quarantined, %zu drained</li><li><a href=\"queue.html\">Queue</a>: "
             "%zu queued or running</li><li><a href=\"matrix.html\">Gate matrix</a>: the newest "
-            "verify per model and board</li></ul>\n",
+            "verify per model and board</li>",
             count[0], count[1], count[2], quarantined, drained, nj);
+    nb_dash_regress_summary(f, db);
+    fputs("</ul>\n", f);
     fputs("<h2>Deployments</h2>\n<table id=\"deployments\"><tr><th>Model</th><th>Backend / "
           "dtype</th><th>Board</th><th>Gate</th><th>Latest TTFT ms</th><th>Latest TPS</th>"
           "<th>Latest run</th></tr>\n",
@@ -965,7 +964,9 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     esc(f, r.regression ? (r.regression_detail && *r.regression_detail ? r.regression_detail
                                                                        : "REGRESSION")
                         : "none");
-    fputs("</td></tr>\n</table>\n", f);
+    fputs("</td></tr>\n", f);
+    nb_dash_regress_run_row(f, db, id);
+    fputs("</table>\n", f);
     fputs("<h2>Metrics</h2>\n<table id=\"metrics\"><tr><th>Metric</th><th>Value</th>"
           "<th>Mean &#177; stddev</th></tr>\n",
           f);
@@ -1055,7 +1056,7 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
 /* ---- names ---- */
 
 typedef enum pkind { P_NONE, P_INDEX, P_BOARDS, P_QUEUE, P_MATRIX, P_DEP, P_SVG_TTFT,
-                     P_SVG_TPS, P_RUN } pkind;
+                     P_SVG_TPS, P_RUN, P_JOB, P_JOB_LOG, P_BAD_JOB, P_REGRESS } pkind;
 
 /* A positive decimal id then exactly suffix; no sign, no leading zeros, no overflow. */
 static int parse_id(const char *s, const char *suffix, int64_t *id)
@@ -1084,8 +1085,17 @@ static pkind parse_name(const char *name, int64_t *id)
         return P_QUEUE;
     if (!strcmp(name, "matrix.html"))
         return P_MATRIX;
+    if (!strcmp(name, "regressions.html"))
+        return P_REGRESS;
     if (!strncmp(name, "run-", 4))
         return parse_id(name + 4, ".html", id) ? P_RUN : P_NONE;
+    if (!strncmp(name, "job-", 4)) { /* a job's page and its log: an id that is none is said */
+        const char *s = name + 4, *end = strchr(s, '.');
+        if (end && (!strcmp(end, ".html") || !strcmp(end, ".json")) &&
+            (parse_id(s, ".html", id) || parse_id(s, "-log.json", id)))
+            return !strcmp(end, ".html") ? P_JOB : P_JOB_LOG;
+        return end && (!strcmp(end, ".html") || !strcmp(end, ".json")) ? P_BAD_JOB : P_NONE;
+    }
     if (!strncmp(name, "deployment-", 11)) {
         const char *s = name + 11;
         if (parse_id(s, ".html", id))
@@ -1107,10 +1117,22 @@ nb_code nb_dash_page(nb_db *db, const nb_dash_opts *opts, const char *name, char
     nb_dash_opts o;
     opts_fill(opts, &o);
     int64_t id = 0;
-    pkind k = parse_name(name, &id);
+    /* "name?query": only a job's log reads its query (after=SEQ) */
+    char path[NB_DASH_NAME_MAX];
+    const char *q = name ? strchr(name, '?') : NULL;
+    if (q && (size_t)(q - name) < sizeof path) {
+        memcpy(path, name, (size_t)(q - name));
+        path[q - name] = '\0';
+    }
+    pkind k = parse_name(q ? ((size_t)(q - name) < sizeof path ? path : NULL) : name, &id);
     if (k == P_NONE)
         return nb_err_set(err, NB_ENOTFOUND, "report: no page '%.*s'", NB_DASH_NAME_MAX,
                           name ? name : "");
+    if (k == P_BAD_JOB)
+        return nb_err_set(err, NB_EINVAL,
+                          "report: '%.*s': a job is named by its id, a whole number from 1 to "
+                          "%" PRId64 " (job-ID.html, job-ID-log.json)",
+                          NB_DASH_NAME_MAX, q ? path : name, INT64_MAX);
     page p;
     nb_code rc = page_open(&p, err);
     if (rc)
@@ -1127,7 +1149,14 @@ nb_code nb_dash_page(nb_db *db, const nb_dash_opts *opts, const char *name, char
         rc = svg_deployment(db, &o, id, k == P_SVG_TPS, p.f, err);
         break;
     case P_RUN: rc = page_run(db, &o, id, p.f, err); break;
-    case P_NONE: break;
+    case P_JOB: rc = nb_dash_job_page(db, &o, id, p.f, err); break;
+    case P_REGRESS: rc = nb_dash_regress_page(db, &o, p.f, err); break;
+    case P_JOB_LOG:
+        *ctype = "application/json";
+        rc = nb_dash_job_log_json(db, id, q ? q + 1 : NULL, p.f, err);
+        break;
+    case P_NONE:
+    case P_BAD_JOB: break;
     }
     return page_close(&p, rc, out, len, err);
 }
@@ -1156,6 +1185,19 @@ static int idset_add(idset *s, int64_t id)
     return 0;
 }
 
+/* The job pages of an export, and the runs they link to. */
+typedef struct job_ids {
+    idset *jobs, *runs;
+} job_ids;
+
+static nb_code add_job_id(void *ud, int is_run, int64_t id, nb_err *err)
+{
+    job_ids *k = ud;
+    return idset_add(is_run ? k->runs : k->jobs, id)
+               ? nb_err_set(err, NB_ENOMEM, "report: out of memory")
+               : NB_OK;
+}
+
 static nb_code emit(nb_db *db, const nb_dash_opts *o, const char *name, nb_dash_sink sink,
                     void *ud, size_t *count, nb_err *err)
 {
@@ -1181,10 +1223,23 @@ nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, v
     nb_db_deployment *d = NULL;
     size_t nd = 0;
     matrix m = {0};
-    const char *fixed[] = {"index.html", "boards.html", "queue.html", "matrix.html"};
+    const char *fixed[] = {"index.html", "boards.html", "queue.html", "matrix.html",
+                           "regressions.html"};
     nb_code rc = NB_OK;
-    for (size_t i = 0; !rc && i < 4; i++)
+    for (size_t i = 0; !rc && i < 5; i++)
         rc = emit(db, &o, fixed[i], sink, ud, &count, err);
+    idset jobs = {0};
+    job_ids ji = {&jobs, &runs};
+    if (!rc)
+        rc = nb_dash_job_export_ids(db, o.max_finished, add_job_id, &ji, err);
+    if (!rc)
+        rc = nb_dash_regress_export_ids(db, add_job_id, &ji, err);
+    for (size_t i = 0; !rc && i < jobs.n; i++) {
+        char name[NB_DASH_NAME_MAX];
+        snprintf(name, sizeof name, "job-%" PRId64 ".html", jobs.v[i]);
+        rc = emit(db, &o, name, sink, ud, &count, err);
+    }
+    free(jobs.v);
     if (!rc)
         rc = nb_db_deployment_list(db, NULL, &d, &nd, err);
     for (size_t i = 0; !rc && i < nd; i++) {

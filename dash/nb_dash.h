@@ -22,12 +22,14 @@ typedef struct nb_dash_opts {
 
 /* Page names are flat and relative, so the same links work served at "/" and as files:
  * index.html, boards.html, queue.html, matrix.html, deployment-<id>.html,
- * deployment-<id>-ttft.svg, deployment-<id>-tps.svg, run-<id>.html. */
+ * deployment-<id>-ttft.svg, deployment-<id>-tps.svg, run-<id>.html, job-<id>.html, and
+ * job-<id>-log.json?after=SEQ (served only: a name may carry a query, which only it reads). */
 #define NB_DASH_NAME_MAX 64
 
 /* Renders the page called name into *out (malloc'ed, NUL-terminated; free()), its
  * length into *len and its MIME type into *ctype (static). NB_ENOTFOUND for a name
- * that is no page or an id that is not in the database (the message names it);
+ * that is no page or an id that is not in the database (the message names it); NB_EINVAL
+ * for a job page named by what is no job id, or a bad query (a 400, not a 404);
  * NB_EIO/NB_ENOMEM otherwise. opts NULL = the defaults. */
 nb_code nb_dash_page(nb_db *db, const nb_dash_opts *opts, const char *name, char **out,
                        size_t *len, const char **ctype, nb_err *err);
@@ -37,8 +39,9 @@ typedef nb_code (*nb_dash_sink)(void *ud, const char *name, const char *data, si
                                   nb_err *err);
 
 /* Every page reachable from index.html: the four overview pages, each deployment's page
- * and plots, and the page of every run those link to (at most max_points per deployment
- * plus the matrix's). *n_files (may be NULL) gets the count. */
+ * and plots, the page of every job the queue lists (and of a group's jobs), and the page of
+ * every run those link to (at most max_points per deployment plus the matrix's and the
+ * jobs'). *n_files (may be NULL) gets the count. */
 nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, void *ud,
                          size_t *n_files, nb_err *err);
 

@@ -300,17 +300,19 @@ static void write_series(FILE *f, const nb_svg_chart *c, size_t k, const frame *
 }
 
 /* Events: a line halfway between the two runs it came between (whole pixels, so the line
- * is its colour and not a blend), labels stacked where several share a gap. */
+ * is its colour and not a blend), labels stacked where they would overlap. */
 static void write_marks(FILE *f, const nb_svg_chart *c, const frame *fr)
 {
     for (size_t m = 0; m < c->n_marks; m++) {
         const nb_svg_mark *k = &c->marks[m];
         if (k->slot == 0 || k->slot >= fr->n)
             continue;
+        double x = floor(px(fr, (double)k->slot - 0.5)) + 0.5; /* whole pixels 1 wide */
+        /* a label a row lower for each earlier one it would run into (same gap or close) */
         size_t same = 0;
         for (size_t j = 0; j < m; j++)
-            same += c->marks[j].slot == k->slot;
-        double x = floor(px(fr, (double)k->slot - 0.5)) + 0.5; /* whole pixels 1 wide */
+            same += c->marks[j].slot > 0 && c->marks[j].slot < fr->n &&
+                    fabs(floor(px(fr, (double)c->marks[j].slot - 0.5)) + 0.5 - x) < 90;
         fprintf(f, "<line class=\"event\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
                    "stroke=\"%s\" stroke-width=\"3\"><title>",
                 x, PAD_T, x, NB_SVG_H_PX - PAD_B, NB_SVG_EVENT_COLOUR);

@@ -133,6 +133,13 @@ void *nb_db_arena_alloc(struct nb_db_arena **a, size_t size);
 char *nb_db_arena_strdup(struct nb_db_arena **a, const char *s);
 void nb_db_arena_free(struct nb_db_arena *a);
 
+/* A run just inserted (inside the insert's transaction): a flagged one opens a regression,
+ * another closes the open regressions of its series it is back in the band of
+ * (nb_db_regress.c). */
+struct nb_db_run;
+nb_code nb_db_regress_on_run_locked(nb_db *db, const struct nb_db_run *run, int64_t run_id,
+                                    nb_err *err);
+
 /* Schema migrations, run by nb_db_open (nb_db_schema.c). */
 nb_code nb_db_schema_migrate(nb_db *db, nb_err *err);
 

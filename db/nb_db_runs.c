@@ -397,6 +397,8 @@ static nb_code insert_locked(nb_db *db, const nb_db_run *run, int64_t *id, nb_er
         rc = insert_row(db, run, id, err);
     if (!rc)
         rc = insert_details(db, run, *id, err);
+    if (!rc) /* a flagged run opens a regression, a run back in the band fixes its series' */
+        rc = nb_db_regress_on_run_locked(db, run, *id, err);
     return rc;
 }
 
@@ -1134,6 +1136,7 @@ nb_code nb_db_run_check_regression(nb_db *db, const nb_db_run *run,
     if (!opts)
         opts = &dflt;
     memset(rep, 0, sizeof *rep);
+    rep->min_rel_change = opts->min_rel_change;
     if (run->deployment_id <= 0)
         return nb_err_set(err, NB_EINVAL, "regression check: run.deployment_id is required");
     if (run->n_samples && !run->samples)

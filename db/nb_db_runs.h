@@ -109,6 +109,9 @@ typedef struct nb_db_run {
     const char *report_json;
     int regression;             /* see nb_db_run_check_regression */
     const char *regression_detail;
+    /* A flagged run: the check's numbers, kept with its regression (nb_db_regress.h) so a
+     * later run of the series can be seen back in the band; NULL = not known. */
+    const struct nb_db_regression_report *regression_report;
     nb_db_source source;
     const char *external_id;    /* unique when set (imports) */
     /* Imports: the verify status the source reported, "pass", "fail", "error", "skip"
@@ -275,6 +278,7 @@ typedef struct nb_db_regression_report {
     nb_stats_regression_result m[NB_METRIC_N];
     int checked[NB_METRIC_N]; /* 1 where both sides had data */
     char detail[NB_DB_MSG_MAX]; /* "tps -12.3% (p=0.0011, 5 vs 50 samples); ..." */
+    double min_rel_change;      /* the band the check used (opts->min_rel_change) */
 } nb_db_regression_report;
 
 /* Compares run (its samples, or its headline values) with the baseline of

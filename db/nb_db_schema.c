@@ -254,6 +254,44 @@ static const char v7_sql[] = "ALTER TABLE boards ADD COLUMN driver TEXT NOT NULL
 static const char v8_sql[] = "ALTER TABLE gate_checks ADD COLUMN decode_check TEXT;\n"
                              "ALTER TABLE gate_checks ADD COLUMN decode_status TEXT;\n";
 
+/* A regression's lifecycle (db/nb_db_regress.h, as LNT keeps it): a row per flagged run, new,
+ * acknowledged by a person or fixed (by a later run of its series back in the band, or closed
+ * by a person), with the check's numbers per metric. Runs flagged before this version get a
+ * row each, new, without numbers (a later unflagged run of their series fixes them). */
+static const char v9_sql[] =
+    "CREATE TABLE regressions (\n"
+    "  id INTEGER PRIMARY KEY,\n"
+    "  run_id INTEGER NOT NULL UNIQUE REFERENCES runs (id) ON DELETE CASCADE,\n"
+    "  deployment_id INTEGER NOT NULL REFERENCES deployments (id),\n"
+    "  series TEXT NOT NULL,\n"
+    "  detail TEXT NOT NULL DEFAULT '',\n"
+    "  state TEXT NOT NULL DEFAULT 'new' CHECK (state IN ('new','acknowledged','fixed')),\n"
+    "  created_ms INTEGER NOT NULL,\n"
+    "  state_ms INTEGER NOT NULL,\n"
+    "  ack_by TEXT NOT NULL DEFAULT '',\n"
+    "  ack_note TEXT NOT NULL DEFAULT '',\n"
+    "  ack_ms INTEGER,\n"
+    "  fixed_ms INTEGER,\n"
+    "  fixed_run_id INTEGER REFERENCES runs (id) ON DELETE SET NULL,\n"
+    "  fixed_by TEXT NOT NULL DEFAULT '',\n"
+    "  fixed_note TEXT NOT NULL DEFAULT ''\n"
+    ");\n"
+    "CREATE INDEX regressions_open ON regressions (series) WHERE state <> 'fixed';\n"
+    "CREATE TABLE regression_metrics (\n"
+    "  regression_id INTEGER NOT NULL REFERENCES regressions (id) ON DELETE CASCADE,\n"
+    "  metric TEXT NOT NULL,\n"
+    "  base_median REAL, new_median REAL, band REAL,\n"
+    "  higher_is_better INTEGER NOT NULL,\n"
+    "  PRIMARY KEY (regression_id, metric)\n"
+    ") WITHOUT ROWID;\n"
+    "INSERT INTO regressions (run_id, deployment_id, series, detail, state, created_ms, "
+    "state_ms)\n"
+    "  SELECT r.id, r.deployment_id, d.model || '|' || d.backend || '|' || d.dtype || '|' || "
+    "d.board || '|' || nb_series_shape(r.kind, r.context_len, r.generated_tokens, "
+    "r.prompt_tokens, r.threads), COALESCE(r.regression_detail, ''), 'new', "
+    "COALESCE(r.finished_ms, r.started_ms), COALESCE(r.finished_ms, r.started_ms)\n"
+    "  FROM runs r JOIN deployments d ON d.id = r.deployment_id WHERE r.regression <> 0;\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
@@ -263,6 +301,7 @@ static const migration migrations[] = {
     {"gate localizations", v6_sql},
     {"board versions", v7_sql},
     {"gate decode-path checks", v8_sql},
+    {"regression lifecycle", v9_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -3,6 +3,7 @@
 #include "nb_job.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +16,132 @@
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
+/* Every parameter row, once; the kinds below pick theirs with their defaults. */
+#define SPEC(f) 1, offsetof(Npubench__JobSpec, f), offsetof(nb_job_params, f)
+#define KV(f) 0, 0, offsetof(nb_job_params, f)
+static const char *const localize_names[] = {"fail", "divergence", "off", NULL};
+static const nb_job_param_desc params[] = {
+#define P_N_TOKENS (&params[0])
+    {"n_tokens", NB_JOB_PT_INT, SPEC(n_tokens), 0, NB_JOB_N_TOKENS_MAX, NULL, "n-tokens",
+     "tokens per prompt / run"},
+#define P_K (&params[1])
+    {"k", NB_JOB_PT_INT, SPEC(k), 0, NB_JOB_K_MAX, NULL, "k", "top-k of the gate"},
+#define P_REPS (&params[2])
+    {"reps", NB_JOB_PT_INT, SPEC(reps), 0, NB_JOB_REPS_MAX, NULL, "reps",
+     "measured repetitions (run, profile)"},
+#define P_MAX_PROMPTS (&params[3])
+    {"max_prompts", NB_JOB_PT_INT, SPEC(max_prompts), 0, NB_JOB_PROMPTS_MAX, NULL, "max-prompts",
+     "first N prompts"},
+#define P_THREADS (&params[4])
+    {NB_JOB_PARAM_THREADS, NB_JOB_PT_INT, KV(threads), 0, NB_JOB_THREADS_MAX, NULL, "threads",
+     "kernel threads on the worker"},
+#define P_MAX_SEQ (&params[5])
+    {NB_JOB_PARAM_MAX_SEQ, NB_JOB_PT_INT, KV(max_seq), 0, NB_JOB_MAX_SEQ_MAX, NULL, NULL,
+     "KV cache length"},
+#define P_DEVICE (&params[6])
+    {NB_JOB_PARAM_DEVICE, NB_JOB_PT_INT, KV(device), 0, NB_JOB_DEVICE_MAX, NULL, NULL,
+     "device index"},
+#define P_WARMUP (&params[7])
+    {NB_JOB_PARAM_WARMUP, NB_JOB_PT_INT, KV(warmup), 0, NB_JOB_WARMUP_MAX, NULL, NULL,
+     "untimed runs first"},
+#define P_CHAT (&params[8])
+    {NB_JOB_PARAM_CHAT, NB_JOB_PT_INT, KV(chat), 0, 1, NULL, NULL,
+     "1 wraps the prompt in the chat template"},
+#define P_IGNORE_EOS (&params[9])
+    {NB_JOB_PARAM_IGNORE_EOS, NB_JOB_PT_INT, KV(ignore_eos), 0, 1, NULL, NULL,
+     "1 generates every token past end-of-generation"},
+#define P_STRICT (&params[10])
+    {NB_JOB_PARAM_STRICT, NB_JOB_PT_INT, KV(strict), 0, 1, NULL, NULL,
+     "1: a decode-path defect fails a gate PASS"},
+#define P_LOCALIZE (&params[11])
+    {NB_JOB_PARAM_LOCALIZE, NB_JOB_PT_ENUM, KV(localize), 0, 2, localize_names, NULL,
+     "when a record gets a localization"},
+#define P_REFERENCE (&params[12])
+    {NB_JOB_PARAM_REFERENCE, NB_JOB_PT_TEXT, KV(reference), 0, 0, NULL, NULL,
+     "the reference trace, a file of the worker's reference directory"},
+#define P_PROMPTS_SHA256 (&params[13])
+    {NB_JOB_PARAM_PROMPTS_SHA256, NB_JOB_PT_TEXT, KV(prompts_sha256), 0, 0, NULL, NULL,
+     "sha256 of the prompts file explicit prompts came from"},
+};
+#undef SPEC
+#undef KV
+#define N_PARAMS (sizeof params / sizeof *params)
+
+/* What every kind that opens a deployment takes: the deployment's values unless set. */
+#define DEPLOY_PARAMS                                                                             {P_THREADS, 0, "the deployment's (0 = all cores)"},                                              {P_MAX_SEQ, 0, "the deployment's (0 = the engine's)"},                                       {P_DEVICE, 0, "the deployment's"}
+#define VERIFY_PARAMS                                                                             {P_LOCALIZE, NB_LOCALIZE_FAIL, NULL}, {P_STRICT, 0, NULL},                                       {P_REFERENCE, 0, "the reference directory's trace of the model"},                            {P_PROMPTS_SHA256, 0, NULL}
+#define BENCH_PARAMS(n_tokens)                                                                    {P_N_TOKENS, n_tokens, NULL}, {P_REPS, NB_JOB_RUN_REPS_DEFAULT, NULL}, {P_WARMUP, 1, NULL},         {P_CHAT, 1, "the model's (its chat template when it has one)"},                              {P_IGNORE_EOS, 0, NULL}
+
+static const nb_job_kind_param run_params[] = {
+    BENCH_PARAMS(NB_JOB_RUN_N_TOKENS_DEFAULT), DEPLOY_PARAMS, {NULL, 0, NULL}};
+static const nb_job_kind_param profile_params[] = {
+    BENCH_PARAMS(NB_JOB_PROFILE_N_TOKENS_DEFAULT), DEPLOY_PARAMS, {NULL, 0, NULL}};
+static const nb_job_kind_param verify_params[] = {
+    {P_N_TOKENS, NB_JOB_VERIFY_N_TOKENS, NULL}, {P_K, NB_JOB_VERIFY_K, NULL},
+    {P_MAX_PROMPTS, NB_JOB_VERIFY_PROMPTS, NULL}, VERIFY_PARAMS, DEPLOY_PARAMS, {NULL, 0, NULL}};
+static const nb_job_kind_param verify_full_params[] = {
+    {P_N_TOKENS, 0, "the reference trace's"}, {P_K, 0, "the reference trace's"},
+    {P_MAX_PROMPTS, 0, "all of the set"}, VERIFY_PARAMS, DEPLOY_PARAMS, {NULL, 0, NULL}};
+static const nb_job_kind_param diagnosis_params[] = {
+    {P_REFERENCE, 0, "the reference directory's trace of the model"}, DEPLOY_PARAMS,
+    {NULL, 0, NULL}};
+static const nb_job_kind_param health_params[] = {DEPLOY_PARAMS, {NULL, 0, NULL}};
+
 static const nb_job_kind_desc kinds[] = {
-    {NPUBENCH__JOB_KIND__RUN, "run", "run", "performance", NULL, NB_JOB_RUN_N_TOKENS_DEFAULT, 0,
-     NB_JOB_RUN_REPS_DEFAULT, 0, 1},
-    {NPUBENCH__JOB_KIND__VERIFY, "verify", "verify", "verify", NULL, NB_JOB_VERIFY_N_TOKENS,
-     NB_JOB_VERIFY_K, 0, NB_JOB_VERIFY_PROMPTS, 0},
+    {NPUBENCH__JOB_KIND__RUN, "run", "run", "performance", "TTFT, decode tok/s, per-token ms",
+     NULL, 1, "generate text; print setup, TTFT, decode ms/token and tokens/s", run_params},
+    {NPUBENCH__JOB_KIND__VERIFY, "verify", "verify", "verify",
+     "gate records (first prompts against the reference trace)", NULL, 0,
+     "the production gate: 2 prompts x 32 tokens vs HF bf16", verify_params},
     {NPUBENCH__JOB_KIND__VERIFY_FULL, "verify-full", "verify_full", "verify",
-     "verify-full-shard", 0, 0, 0, 0, 0},
-    {NPUBENCH__JOB_KIND__DIAGNOSIS, "diagnosis", "diagnosis", "diagnosis", NULL, 0, 0, 0, 0, 0},
-    {NPUBENCH__JOB_KIND__PROFILE, "profile", "profile", "performance", NULL,
-     NB_JOB_PROFILE_N_TOKENS_DEFAULT, 0, NB_JOB_RUN_REPS_DEFAULT, 0, 1},
-    {NPUBENCH__JOB_KIND__HEALTH, "health", "health", "health", NULL, 0, 0, 0, 0, 0},
+     "gate records of every prompt of the set", "verify-full-shard", 0,
+     "the gate on every prompt of the set", verify_full_params},
+    {NPUBENCH__JOB_KIND__DIAGNOSIS, "diagnosis", "diagnosis", "diagnosis",
+     "per-layer cosines against the reference", NULL, 0,
+     "per-layer cosine vs HF (informational)", diagnosis_params},
+    {NPUBENCH__JOB_KIND__PROFILE, "profile", "profile", "performance",
+     "metrics and a per-kernel time breakdown", NULL, 1, "per-phase and per-kernel milliseconds",
+     profile_params},
+    {NPUBENCH__JOB_KIND__HEALTH, "health", "health", "health", "the board's health check", NULL,
+     0, "the board's health check: device probe, then a short verify", health_params},
 };
 #define N_KINDS (sizeof kinds / sizeof *kinds)
+
+const nb_job_kind_desc *nb_job_kind_at(size_t i)
+{
+    return i < N_KINDS ? &kinds[i] : NULL;
+}
+
+const nb_job_param_desc *nb_job_param_at(size_t i)
+{
+    return i < N_PARAMS ? &params[i] : NULL;
+}
+
+const nb_job_param_desc *nb_job_param_find(const char *key)
+{
+    for (size_t i = 0; key && i < N_PARAMS; i++)
+        if (!strcmp(key, params[i].key))
+            return &params[i];
+    return NULL;
+}
+
+const nb_job_kind_param *nb_job_kind_param_of(const nb_job_kind_desc *d, const char *key)
+{
+    for (const nb_job_kind_param *kp = d ? d->params : NULL; key && kp && kp->p; kp++)
+        if (!strcmp(kp->p->key, key))
+            return kp;
+    return NULL;
+}
+
+const char *nb_job_kind_list(char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_KINDS && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                !i ? "" : i + 1 < N_KINDS ? ", " : " or ", kinds[i].name);
+    return buf;
+}
 
 const nb_job_kind_desc *nb_job_kind_desc_of(int kind)
 {
@@ -114,19 +228,25 @@ const char *nb_job_pb_state_name(int pb_state)
 
 /* ---- validation ----------------------------------------------------------------------- */
 
-/* Integer params the worker reads, with their ranges. */
-static const struct {
-    const char *key;
-    long lo, hi;
-} int_params[] = {
-    {NB_JOB_PARAM_THREADS, 0, NB_JOB_THREADS_MAX},
-    {NB_JOB_PARAM_MAX_SEQ, 0, NB_JOB_MAX_SEQ_MAX},
-    {NB_JOB_PARAM_WARMUP, 0, NB_JOB_WARMUP_MAX},
-    {NB_JOB_PARAM_CHAT, 0, 1},
-    {NB_JOB_PARAM_IGNORE_EOS, 0, 1},
-    {NB_JOB_PARAM_DEVICE, 0, NB_JOB_DEVICE_MAX},
-    {NB_JOB_PARAM_STRICT, 0, 1}, /* verify: a decode-path defect fails a gate PASS */
-};
+/* The index of s among an ENUM row's names, -1 when none. */
+static int enum_index(const nb_job_param_desc *p, const char *s)
+{
+    for (int i = 0; s && p->names[i]; i++)
+        if (!strcmp(s, p->names[i]))
+            return i;
+    return -1;
+}
+
+/* "fail, divergence or off" */
+static const char *names_list(const nb_job_param_desc *p, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; p->names[i] && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                !i ? "" : p->names[i + 1] ? ", " : " or ", p->names[i]);
+    return buf;
+}
 
 static int parse_long(const char *s, long *out)
 {
@@ -154,23 +274,17 @@ static nb_code check_text(const char *s, const char *field, nb_err *err)
 
 nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
 {
-    if (s->kind < NPUBENCH__JOB_KIND__RUN || s->kind > NPUBENCH__JOB_KIND__HEALTH)
-        return nb_err_set(err, NB_EINVAL,
-                          "JobSpec.kind %d: must be RUN, VERIFY, VERIFY_FULL, DIAGNOSIS, PROFILE "
-                          "or HEALTH",
-                          (int)s->kind);
-    if (s->n_tokens < 0 || s->n_tokens > NB_JOB_N_TOKENS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.n_tokens %d: must be 0..%d (0 = default)",
-                          s->n_tokens, NB_JOB_N_TOKENS_MAX);
-    if (s->k < 0 || s->k > NB_JOB_K_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.k %d: must be 0..%d (0 = default)", s->k,
-                          NB_JOB_K_MAX);
-    if (s->reps < 0 || s->reps > NB_JOB_REPS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.reps %d: must be 0..%d (0 = default)",
-                          s->reps, NB_JOB_REPS_MAX);
-    if (s->max_prompts < 0 || s->max_prompts > NB_JOB_PROMPTS_MAX)
-        return nb_err_set(err, NB_EINVAL, "JobSpec.max_prompts %d: must be 0..%d (0 = all)",
-                          s->max_prompts, NB_JOB_PROMPTS_MAX);
+    char kinds[128];
+    if (!nb_job_kind_desc_of(s->kind))
+        return nb_err_set(err, NB_EINVAL, "JobSpec.kind %d: must be a kind with a descriptor (%s)",
+                          (int)s->kind, nb_job_kind_list(kinds, sizeof kinds));
+    for (size_t i = 0; i < N_PARAMS; i++) {
+        const nb_job_param_desc *p = &params[i];
+        int32_t v = p->in_spec ? *(const int32_t *)((const char *)s + p->spec_off) : 0;
+        if (p->in_spec && (v < p->lo || v > p->hi))
+            return nb_err_set(err, NB_EINVAL, "JobSpec.%s %d: must be %ld..%ld (0 = the kind's "
+                              "default)", p->key, v, p->lo, p->hi);
+    }
     if (s->priority < -NB_JOB_PRIORITY_MAX || s->priority > NB_JOB_PRIORITY_MAX)
         return nb_err_set(err, NB_EINVAL, "JobSpec.priority %d: must be %d..%d", s->priority,
                           -NB_JOB_PRIORITY_MAX, NB_JOB_PRIORITY_MAX);
@@ -227,19 +341,19 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
         for (size_t j = 0; j < i; j++)
             if (!strcmp(s->params[j]->key, kv->key))
                 return nb_err_set(err, NB_EINVAL, "JobSpec.params %s: duplicate key", kv->key);
-        nb_localize_when when;
-        nb_code lrc;
-        if (!strcmp(kv->key, NB_JOB_PARAM_LOCALIZE) &&
-            (lrc = nb_job_localize_parse(kv->value, "JobSpec.params localize", &when, err)))
-            return lrc;
-        for (size_t p = 0; p < sizeof int_params / sizeof *int_params; p++) {
-            long v;
-            if (strcmp(kv->key, int_params[p].key))
-                continue;
-            if (!parse_long(kv->value, &v) || v < int_params[p].lo || v > int_params[p].hi)
-                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s '%.32s': must be an integer "
-                                  "%ld..%ld", kv->key, kv->value ? kv->value : "",
-                                  int_params[p].lo, int_params[p].hi);
+        const nb_job_param_desc *p = nb_job_param_find(kv->key);
+        long v;
+        if (!p || p->in_spec || p->type == NB_JOB_PT_TEXT)
+            continue;
+        if (p->type == NB_JOB_PT_ENUM) {
+            char list[96];
+            if (enum_index(p, kv->value) < 0)
+                return nb_err_set(err, NB_EINVAL, "JobSpec.params %s '%.32s': expected %s",
+                                  kv->key, kv->value ? kv->value : "",
+                                  names_list(p, list, sizeof list));
+        } else if (!parse_long(kv->value, &v) || v < p->lo || v > p->hi) {
+            return nb_err_set(err, NB_EINVAL, "JobSpec.params %s '%.32s': must be an integer "
+                              "%ld..%ld", kv->key, kv->value ? kv->value : "", p->lo, p->hi);
         }
     }
     return NB_OK;
@@ -248,14 +362,14 @@ nb_code nb_job_validate_spec(const Npubench__JobSpec *s, nb_err *err)
 nb_code nb_job_localize_parse(const char *s, const char *field, nb_localize_when *out,
                               nb_err *err)
 {
-    static const char *const names[] = {"fail", "divergence", "off"};
-    for (int i = 0; i < 3; i++)
-        if (s && !strcmp(s, names[i])) {
-            *out = (nb_localize_when)i;
-            return NB_OK;
-        }
-    return nb_err_set(err, NB_EINVAL, "%s '%.32s': expected fail, divergence or off", field,
-                      s ? s : "");
+    char list[96];
+    int i = enum_index(P_LOCALIZE, s);
+    if (i >= 0) {
+        *out = (nb_localize_when)i;
+        return NB_OK;
+    }
+    return nb_err_set(err, NB_EINVAL, "%s '%.32s': expected %s", field, s ? s : "",
+                      names_list(P_LOCALIZE, list, sizeof list));
 }
 
 nb_code nb_job_prompt_set_check(const char *name, nb_err *err)
@@ -276,27 +390,52 @@ static const char *param(const Npubench__JobSpec *s, const char *key)
     return NULL;
 }
 
-static long param_int(const Npubench__JobSpec *s, const char *key)
-{
-    long v;
-    return parse_long(param(s, key), &v) && v >= 0 ? v : -1;
-}
-
+/* Each row's value: the spec's field or params entry when set, else the kind's default, else
+ * -1 (NULL; 0 for a JobSpec field): an entry that inherits leaves it to the deployment, the
+ * model or the trace. */
 void nb_job_params_read(const Npubench__JobSpec *s, nb_job_params *p)
 {
-    memset(p, 0, sizeof *p);
-    p->threads = param_int(s, NB_JOB_PARAM_THREADS);
-    p->max_seq = param_int(s, NB_JOB_PARAM_MAX_SEQ);
-    p->device = param_int(s, NB_JOB_PARAM_DEVICE);
-    p->warmup = param_int(s, NB_JOB_PARAM_WARMUP);
-    p->chat = param_int(s, NB_JOB_PARAM_CHAT);
-    p->ignore_eos = param_int(s, NB_JOB_PARAM_IGNORE_EOS);
-    p->strict = param_int(s, NB_JOB_PARAM_STRICT);
-    const char *when = param(s, NB_JOB_PARAM_LOCALIZE);
-    p->has_localize = when && nb_job_localize_parse(when, NB_JOB_PARAM_LOCALIZE, &p->localize,
-                                                    NULL) == NB_OK;
-    p->reference = param(s, NB_JOB_PARAM_REFERENCE);
-    p->prompts_sha256 = param(s, NB_JOB_PARAM_PROMPTS_SHA256);
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(s->kind);
+    for (size_t i = 0; i < N_PARAMS; i++) {
+        const nb_job_param_desc *r = &params[i];
+        const nb_job_kind_param *kp = nb_job_kind_param_of(d, r->key);
+        char *dst = (char *)p + r->field;
+        if (r->type == NB_JOB_PT_TEXT) {
+            *(const char **)dst = param(s, r->key);
+            continue;
+        }
+        long v = -1;
+        if (r->in_spec) {
+            int32_t x = *(const int32_t *)((const char *)s + r->spec_off);
+            v = x > 0 ? x : -1;
+        } else if (r->type == NB_JOB_PT_ENUM) {
+            v = enum_index(r, param(s, r->key));
+        } else if (!parse_long(param(s, r->key), &v) || v < 0) {
+            v = -1;
+        }
+        if (v < 0 && kp && !kp->inherit)
+            v = kp->dflt;
+        if (v < 0 && r->in_spec) /* a field's 0 is the wire's "unset": the trace's, all */
+            v = 0;
+        *(long *)dst = v;
+    }
+}
+
+void nb_job_param_set(Npubench__JobSpec *s, const nb_job_param_desc *p, long v,
+                      Npubench__KeyValue *kv, char *buf, size_t cap)
+{
+    if (p->in_spec) {
+        *(int32_t *)((char *)s + p->spec_off) = (int32_t)v;
+        return;
+    }
+    npubench__key_value__init(kv);
+    if (p->type == NB_JOB_PT_ENUM && v >= 0 && v <= p->hi)
+        snprintf(buf, cap, "%s", p->names[v]);
+    else
+        snprintf(buf, cap, "%ld", v);
+    kv->key = (char *)p->key;
+    kv->value = buf;
+    s->params[s->n_params++] = kv;
 }
 
 long nb_job_param_or(long v, long dflt)

@@ -14,6 +14,38 @@
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
+/* ---- a kind's typed parameters ------------------------------------------------------------
+ * Every knob a job takes is one row here: a JobSpec field (n_tokens, k, reps, max_prompts: 0
+ * on the wire means "the kind's default") or a params entry (threads, warmup, localize ...).
+ * Validation (nb_job_validate_spec), the reader (nb_job_params_read), `submit`'s options and
+ * the worker go through the rows; none of them spells a key. */
+
+typedef enum nb_job_ptype {
+    NB_JOB_PT_INT,  /* an integer lo..hi */
+    NB_JOB_PT_ENUM, /* one of names[]; read as its index */
+    NB_JOB_PT_TEXT  /* free text (a trace name, a digest) */
+} nb_job_ptype;
+
+typedef struct nb_job_param_desc {
+    const char *key;          /* the params key, or the JobSpec field's name when in_spec */
+    nb_job_ptype type;
+    int in_spec;              /* a JobSpec int32 field (at spec_off), not a params entry */
+    size_t spec_off;          /* in_spec: offsetof(Npubench__JobSpec, field) */
+    size_t field;             /* offsetof(nb_job_params, member): long (INT, ENUM), char* (TEXT) */
+    long lo, hi;              /* INT: the limits (job/nb_limits.h); ENUM: 0..count-1 */
+    const char *const *names; /* ENUM: the values, NULL-terminated */
+    const char *option;       /* `npubench submit --OPTION` that sets it; NULL: none */
+    const char *help;
+} nb_job_param_desc;
+
+/* One parameter of one kind: its row and what applies when the job leaves it unset. */
+typedef struct nb_job_kind_param {
+    const nb_job_param_desc *p;
+    long dflt;           /* INT / ENUM: the kind's default, within lo..hi */
+    const char *inherit; /* non-NULL: unset leaves it to this ("the deployment's", "the
+                          * reference trace's") and dflt only documents the engine's value */
+} nb_job_kind_param;
+
 /* One descriptor per job kind: everything the layers know about a kind is read here, so a new
  * kind is one descriptor plus one executor function. */
 typedef struct nb_job_kind_desc {
@@ -22,11 +54,23 @@ typedef struct nb_job_kind_desc {
     const char *exec_key; /* "verify_full": its command's key in a deployments file's exec */
     const char *family;   /* what its runs store and are compared as: "verify" (gate records),
                            * "diagnosis" (layer cosines), "performance" (metrics), "health" */
+    const char *stores;   /* in words, for help and docs: what one run of it keeps */
     const char *shard;    /* the queue's kind of its prompt-range shards; NULL: never split */
-    /* defaults the worker applies to a 0 field (0: the trace's, or all prompts) */
-    int n_tokens, k, reps, max_prompts;
     int regression;       /* the regression check applies to its runs */
+    const char *help;     /* one line: the CLI's command table prints it beside the word */
+    const nb_job_kind_param *params; /* its parameters, ended by {NULL} */
 } nb_job_kind_desc;
+
+/* The kinds in order (i = 0..); NULL past the last. */
+const nb_job_kind_desc *nb_job_kind_at(size_t i);
+/* Every parameter row (i = 0..), NULL past the last. */
+const nb_job_param_desc *nb_job_param_at(size_t i);
+/* The row of key (a params key or JobSpec field name), NULL when none. */
+const nb_job_param_desc *nb_job_param_find(const char *key);
+/* Kind d's entry for key; NULL when the kind does not take it. */
+const nb_job_kind_param *nb_job_kind_param_of(const nb_job_kind_desc *d, const char *key);
+/* "run, verify, verify-full, diagnosis, profile or health" into buf, for messages. */
+const char *nb_job_kind_list(char *buf, size_t cap);
 
 /* The descriptor of npubench.JobKind kind, NULL when there is none. */
 const nb_job_kind_desc *nb_job_kind_desc_of(int kind);
@@ -100,7 +144,7 @@ nb_code nb_job_localize_parse(const char *s, const char *field, nb_localize_when
  * is not a plain file name (nb_file_plain_name) and so could reach outside the sets' root. */
 nb_code nb_job_prompt_set_check(const char *name, nb_err *err);
 
-/* ---- typed params: the keys the worker reads, written here once ----------------------- */
+/* ---- typed params: the keys (the rows above carry their types and limits) ------------- */
 
 #define NB_JOB_PARAM_THREADS "threads"       /* kernel threads, 0..NB_JOB_THREADS_MAX */
 #define NB_JOB_PARAM_MAX_SEQ "max_seq"       /* KV cache length, 0..NB_JOB_MAX_SEQ_MAX */
@@ -114,21 +158,28 @@ nb_code nb_job_prompt_set_check(const char *name, nb_err *err);
 /* VERIFY* with explicit prompts: the sha256 of the file they came from (it names the trace) */
 #define NB_JOB_PARAM_PROMPTS_SHA256 "prompts_sha256"
 
-/* A spec's params, read once (after nb_job_validate_spec); -1 (or NULL) where unset. */
+/* A spec's parameters, read once through the rows (after nb_job_validate_spec), each with
+ * its kind's default applied; where unset and the kind's entry inherits (or the kind does not
+ * take it): -1 for a params entry (NULL for text), 0 for a JobSpec field. */
 typedef struct nb_job_params {
+    long n_tokens, k, reps, max_prompts; /* JobSpec fields */
     long threads, max_seq, device, warmup, chat, ignore_eos;
-    long strict; /* verify: 1 = a decode-path defect fails a gate PASS; -1 unset */
-    int has_localize;
-    nb_localize_when localize;
+    long strict;   /* verify: 1 = a decode-path defect fails a gate PASS */
+    long localize; /* an nb_localize_when */
     const char *reference; /* borrowed from the spec */
     const char *prompts_sha256; /* borrowed; the runner uses only a 64-hex-digit value */
 } nb_job_params;
 
-/* Fills p from s's params; a value that does not parse counts as unset (validation refuses
- * it before any worker reads it). */
+/* Fills p from s's fields and params; a value that does not parse counts as unset
+ * (validation refuses it before any worker reads it). */
 void nb_job_params_read(const Npubench__JobSpec *s, nb_job_params *p);
 /* v when set (>= 0), else dflt. */
 long nb_job_param_or(long v, long dflt);
+/* Sets row p's value v on spec s: a JobSpec field, or a params entry written into kv (its
+ * value into buf[cap], which must outlive s) and appended to s->params (room for one more
+ * pointer at s->params[s->n_params] is the caller's). */
+void nb_job_param_set(Npubench__JobSpec *s, const nb_job_param_desc *p, long v,
+                      Npubench__KeyValue *kv, char *buf, size_t cap);
 
 /* ---- model matching ------------------------------------------------------------------- */
 

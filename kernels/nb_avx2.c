@@ -347,14 +347,10 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
 
 /* Quantized weights, any n: X rows (as Q8) in L2-sized blocks, each group
  * streamed once per block and kept in L1 across the block's rows (a group
- * is at most 8 * 1536/32 * 34 bytes here; prefill needs no fp32 copy). */
-/* The k-quants in prefill: each group decoded once per X block into e (Q5_0's decode kernel
- * keeps 8 rows in its lanes and meets each X row as it is, as Q4_1's does). */
-static int expands(const nb_wmat *W, int n)
-{
-    return n >= GEMM_MIN_N && (W->type == NB_W_Q4_K || W->type == NB_W_Q6_K);
-}
-
+ * is at most 8 * 2048/32 * 34 bytes here; prefill needs no fp32 copy). The
+ * rows-in-lanes kernels (Q4_1, Q5_0, Q4_K, Q6_K) decode the group's quants
+ * again per X row: a few instructions per weight byte, against the ~13
+ * the per-lane form's float steps cost per 32 weights and row. */
 /* The prefill GEMM (kt->kq_gemm) of a group block: X rows in blocks of pair records (i0 even),
  * each group expanded once per block and met by the block's rows in register tiles. */
 #define GEMM_XBLOCK_BYTES (1024 * 1024)
@@ -362,7 +358,7 @@ static int expands(const nb_wmat *W, int n)
 
 static void kq_gemm_rows(const nb_kq_gemm_ops *gm, const nb_wmat *W, const uint8_t *pairs,
                          const float *xsum, int n, void *Y, int f32out, int j0, int j1,
-                         uint8_t *g, uint8_t *tmp)
+                         uint8_t *g)
 {
     int K = W->cols, nb = K / 32;
     int xb = (int)(GEMM_XBLOCK_BYTES / (gm->pairs_bytes(2, K) / 2));
@@ -373,7 +369,7 @@ static void kq_gemm_rows(const nb_kq_gemm_ops *gm, const nb_wmat *W, const uint8
         const uint8_t *pr = pairs + gm->pairs_bytes(i0, K); /* i0 even: whole records */
         for (int j = j0; j < j1; j += 8) {
             int cnt = j1 - j < 8 ? j1 - j : 8;
-            gm->expand(W->type, nb_wmat_group(W, j / 8), K, g, tmp);
+            gm->expand(W->type, nb_wmat_group(W, j / 8), K, g);
             gm->gemm(W->type, g, K, pr, xsum + (size_t)i0 * nb, i1 - i0, o);
             for (int i = i0; i < i1; i++)
                 store_outs(Y, f32out, (size_t)W->rows, i, j, o + 8 * (i - i0), cnt);
@@ -381,18 +377,26 @@ static void kq_gemm_rows(const nb_kq_gemm_ops *gm, const nb_wmat *W, const uint8
     }
 }
 
+/* The path's kernel of 8 PACK8 rows of type t (the AVX2 one where the table names none). */
+static nb_q8_gemv8_fn qkernel(const nb_kernel_table *kt, nb_wtype t)
+{
+    nb_q8_gemv8_fn k = NULL, avx2 = NULL;
+    switch (t) {
+    case NB_W_Q4_1: k = kt->q4_1_gemv8, avx2 = nb_avx2_q4_1_gemv8; break;
+    case NB_W_Q5_0: k = kt->q5_0_gemv8, avx2 = nb_avx2_q5_0_gemv8; break;
+    case NB_W_Q4_K: k = kt->q4_k_gemv8, avx2 = nb_avx2_q4_k_gemv8; break;
+    case NB_W_Q6_K: k = kt->q6_k_gemv8, avx2 = nb_avx2_q6_k_gemv8; break;
+    default: k = kt->q8_0_gemv8, avx2 = gemv8_q8_0; break; /* Q8_0 */
+    }
+    return k ? k : avx2;
+}
+
 static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, const float *xsum,
-                         int n, void *Y, int f32out, int j0, int j1, uint8_t *e)
+                         int n, void *Y, int f32out, int j0, int j1)
 {
     int K = W->cols, nb = K / 32;
     const nb_kernel_table *kt = nb_kernels_active();
-    nb_q8_gemv8_fn fn = W->type == NB_W_Q4_1   ? (kt->q4_1_gemv8 ? kt->q4_1_gemv8 : nb_avx2_q4_1_gemv8)
-                        : W->type == NB_W_Q8_0 ? (kt->q8_0_gemv8 ? kt->q8_0_gemv8 : gemv8_q8_0)
-                        : W->type == NB_W_Q5_0 ? (kt->q5_0_gemv8 ? kt->q5_0_gemv8 : nb_avx2_q5_0_gemv8)
-                                               : nb_avx2_kquant_gemv8(W->type);
-    nb_kq_expanded_fn ex = kt->kquant_expanded;
-    if (!ex)
-        ex = nb_avx2_kquant_gemv8_expanded;
+    nb_q8_gemv8_fn fn = qkernel(kt, W->type);
     int xb = (int)(XBLOCK_BYTES / ((size_t)K + 8 * (size_t)nb));
     xb = xb < 1 ? 1 : xb;
     for (int i0 = 0; i0 < n; i0 += xb) {
@@ -400,15 +404,10 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
         for (int j = j0; j < j1; j += 8) {
             int cnt = j1 - j < 8 ? j1 - j : 8;
             const uint8_t *grp = nb_wmat_group(W, j / 8);
-            if (e)
-                nb_avx2_kquant_expand(W->type, grp, K, e);
             for (int i = i0; i < i1; i++) {
                 q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb};
                 float o[8];
-                if (e)
-                    ex(W->type, &a, e, K, o);
-                else
-                    fn(&a, grp, K, o);
+                fn(&a, grp, K, o);
                 store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);
             }
         }
@@ -425,17 +424,14 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     size_t qoff = sizeof(float) * (xn + (gemm ? 8 * (size_t)K : 0));
     size_t qn = ((size_t)n * K + 63) & ~(size_t)63;
     size_t qa = quant ? qn + ((sizeof(float) * 2 * n * nb + 63) & ~(size_t)63) : 0;
-    /* The prefill GEMM's pair records of X, then room for one expanded group of any type (the
-     * largest, Q4_K's): the size depends on n and K alone, so the slices of a batch keep the
-     * converted X (a larger scratch would lose it). */
+    /* The prefill GEMM's pair records of X, then room for one expanded group: the size depends
+     * on n and K alone, so the slices of a batch keep the converted X (a larger scratch would
+     * lose it). */
     const nb_kq_gemm_ops *gm = quant && n >= GEMM_MIN_N ? nb_kernels_active()->kq_gemm : NULL;
     size_t pb = gm ? (gm->pairs_bytes(n, K) + 63) & ~(size_t)63 : 0;
-    size_t tb = quant && n >= GEMM_MIN_N
-                    ? (nb_avx2_kquant_expand_bytes(NB_W_Q4_K, K) + 63) & ~(size_t)63
-                    : 0;
-    size_t gb = gm ? gm->gemm_bytes(NB_W_Q4_K, K) : 0;
-    uint8_t *base = nb_scratch_or_die(qoff + qa + pb + tb + gb);
-    uint8_t *pairs = base + qoff + qa, *tmp = pairs + pb;
+    size_t gb = gm ? gm->gemm_bytes(NB_W_Q8_0, K) : 0;
+    uint8_t *base = nb_scratch_or_die(qoff + qa + pb + gb);
+    uint8_t *pairs = base + qoff + qa;
     float *xs = (float *)base;
     int8_t *xq = (int8_t *)(base + qoff);
     float *xd = (float *)(base + qoff + qn), *xsum = xd + (size_t)n * nb;
@@ -472,9 +468,9 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     last.K = K;
     last.quant = quant;
     if (gm && nb_kq_gemm_type(W->type))
-        kq_gemm_rows(gm, W, pairs, xsum, n, Y, f32out, j0, j1, tmp + tb, tmp);
+        kq_gemm_rows(gm, W, pairs, xsum, n, Y, f32out, j0, j1, pairs + pb);
     else if (quant)
-        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1, expands(W, n) ? tmp : NULL);
+        qlinear_rows(W, xq, xd, xsum, n, Y, f32out, j0, j1);
     else if (gemm)
         gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
     else
@@ -914,5 +910,4 @@ const nb_kernel_table nb_kernels_avx2 = {
     .rope_bf16 = avx2_rope_bf16,
     .attention_bf16 = avx2_attention_bf16,
     .attention_f32 = avx2_attention_f32,
-    .kquant_expanded = nb_avx2_kquant_gemv8_expanded,
 };

@@ -125,4 +125,77 @@ static inline __m256i nb_x16_sum(const int8_t *xb)
     return _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
 }
 
+/* Q4_K in PACK8 (nb_kernels.c), rows in lanes: the 8 rows' 12 scale bytes as three 32-byte
+ * chunks (words w0, w1, w2 of row r in lane r) to the rows' six-bit scales sc[0..3] / sc[4..7]
+ * (sc[0], sc[1]: bytes 0..3 of each lane) and mins m[0..3] / m[4..7] (nb_quant_q4_k_scales). */
+static inline void nb_q4_k_scales8(const uint8_t *p, __m256i sc[2], __m256i m[2])
+{
+    const __m256i m3f = _mm256_set1_epi8(0x3f), m0f = _mm256_set1_epi8(0x0f),
+                  m30 = _mm256_set1_epi8(0x30);
+    __m256i w0 = _mm256_loadu_si256((const __m256i *)p);
+    __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+    __m256i w2 = _mm256_loadu_si256((const __m256i *)(p + 64));
+    sc[0] = _mm256_and_si256(w0, m3f);
+    m[0] = _mm256_and_si256(w1, m3f);
+    sc[1] = _mm256_or_si256(_mm256_and_si256(w2, m0f),
+                            _mm256_and_si256(_mm256_srli_epi32(w0, 2), m30));
+    m[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m0f),
+                           _mm256_and_si256(_mm256_srli_epi32(w1, 2), m30));
+}
+
+/* Bytes of each 32-bit lane of v picked by sel: byte i of every lane takes byte (sel >> 8i) & 3
+ * of that lane, or 0 where bit 7 of (sel >> 8i) is set (pshufb, lane offsets added). */
+static inline __m256i nb_lane_sel(__m256i v, uint32_t sel)
+{
+    const __m256i off = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
+                                         0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+    return _mm256_shuffle_epi8(v, _mm256_add_epi8(_mm256_set1_epi32((int)sel), off));
+}
+/* Byte j (< 4) of each lane zero-extended to the lane (both16: to both its 16-bit words, a
+ * madd scale). */
+static inline __m256i nb_lane_byte(__m256i v, int j, int both16)
+{
+    uint32_t u = (uint32_t)j;
+    return nb_lane_sel(v, both16 ? 0x80008000u | u | u << 16 : 0x80808000u | u);
+}
+/* Signed bytes j and k of each lane as its two 16-bit words (a madd pair). */
+static inline __m256i nb_lane_i8_pair16(__m256i v, int j, int k)
+{
+    return _mm256_srai_epi16(nb_lane_sel(v, 0x00800080u | (uint32_t)j << 8 | (uint32_t)k << 24),
+                             8);
+}
+/* Signed byte j of each lane as the lane's int32. */
+static inline __m256i nb_lane_i8_32(__m256i v, int j)
+{
+    return _mm256_srai_epi32(nb_lane_sel(v, 0x00808080u | (uint32_t)j << 24), 24);
+}
+
+/* Q6_K in PACK8 (nb_kernels.c), rows in lanes: group k (< 4) of a half super-block from its ql
+ * chunk (low nibbles for k < 2, high ones else) and qh chunk (bits 2k, 2k + 1): 6-bit quants, one
+ * byte each. */
+static inline __m256i nb_q6_k_w(__m256i ql, __m256i qh, int k)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    __m256i lo = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+    __m256i hi = k == 0 ? _mm256_slli_epi16(qh, 4)
+                 : k == 1 ? _mm256_slli_epi16(qh, 2)
+                 : k == 2 ? qh
+                          : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+}
+
+/* A Q8 block's sums of quants 0..15 and 16..31 as the two 16-bit words of every lane (exact:
+ * |sum| <= 16 * 127): a madd pair against Q6_K's two scales of the block. */
+static inline __m256i nb_x_half_sums16(const int8_t *xb)
+{
+    __m256i v = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)xb)),
+        _mm256_set1_epi16(1));
+    v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0x4e));
+    v = _mm256_add_epi32(v, _mm256_shuffle_epi32(v, 0xb1));
+    __m256i a = _mm256_permute2x128_si256(v, v, 0x00), b = _mm256_permute2x128_si256(v, v, 0x11);
+    return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0xffff)),
+                           _mm256_slli_epi32(b, 16));
+}
+
 #endif

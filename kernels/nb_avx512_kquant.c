@@ -1,20 +1,13 @@
-/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the per-row kernels of Q4_K and
- * Q6_K (an expanded PACK8 group) and of Q8_0 (Gemma's LM head), two weight rows per zmm; the
- * rows-in-lanes kernels of Q4_1 and Q5_0; the prefill GEMM of Q4_K, Q6_K and Q8_0 (weight rows x
+/* nb_avx512_kquant: quantized-weight kernels on AVX-512 VNNI: the rows-in-lanes decode kernels of
+ * Q4_1, Q5_0, Q4_K and Q6_K (ymm vpdpbusd for the AVX2 maddubs + add + madd), Q8_0's per-row
+ * kernel (Gemma's LM head, two weight rows per zmm) and Q8_0's prefill GEMM (weight rows x
  * activation-row pairs in registers; at the end).
  *
- * Why it exists: in Gemma 3's prefill the AVX2 expanded kernel is most of the time, and it
- * spends 7 instructions per 32 products of one row (two vpsignb, vpmaddubsw, vpmaddwd, convert,
- * multiply, add). vpdpbusd forms the four-weight lane sums in one instruction for two rows at
- * once, so a block of 8 rows takes 4 x (xor, dpbusd, sub, mullo, convert, multiply, add).
- *
- * Numerics: the same function as nb_avx2_kquant_gemv8_expanded, bit for bit. vpdpbusd wants an
- * unsigned first operand; the signed weights go in as w + 128 (w xor 0x80) and 128 * sum(x) of
- * each lane (one vpdpbusd of ones, shared by the rows) comes off again: the exact integer sum of
- * w * x of the lane, as the AVX2 pair sums give it, times the lane's scale (exact in int32).
- * Lane l of row r then takes float(I) * (d_w * d_x) in the AVX2 order (multiply, then add; no
- * FMA), the lanes of each row reduce by the same tree (nb_reduce8), and Q4_K's min term is the
- * AVX2 one itself (nb_avx2_kquant_mins8).
+ * Numerics: each kernel is its AVX2 twin's function, bit for bit (nb_kquant.c and nb_portable.c
+ * define them). vpdpbusd wants an unsigned first operand: quants go in as they are (0..63), Q8_0's
+ * signed weights as w + 128 (w xor 0x80), and the offset times the x sums, shared by the rows,
+ * comes off again in int32: the exact integers of the AVX2 kernels, then their float steps in
+ * their order (multiply, then add; no FMA).
  *
  * Built a second time by tests/kernels_emu.c with NB_AVX512_KQ_EMULATE over emulated intrinsics
  * (AVX2 flags), so hosts without VNNI test this tiling too. */
@@ -23,16 +16,18 @@
 #error "nb_avx512_kquant.c needs -mavx512f -mavx512vnni (CMakeLists.txt)"
 #endif
 #include <immintrin.h>
-#define NB_AVX512_KQ_EXPANDED nb_avx512_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_q8_0_gemv8
 #define NB_AVX512_Q4_1_GEMV8 nb_avx512_q4_1_gemv8
 #define NB_AVX512_Q5_0_GEMV8 nb_avx512_q5_0_gemv8
+#define NB_AVX512_Q4_K_GEMV8 nb_avx512_q4_k_gemv8
+#define NB_AVX512_Q6_K_GEMV8 nb_avx512_q6_k_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_kq_gemm
 #else
-#define NB_AVX512_KQ_EXPANDED nb_avx512_emu_kquant_gemv8_expanded
 #define NB_AVX512_Q8_0_GEMV8 nb_avx512_emu_q8_0_gemv8
 #define NB_AVX512_Q4_1_GEMV8 nb_avx512_emu_q4_1_gemv8
 #define NB_AVX512_Q5_0_GEMV8 nb_avx512_emu_q5_0_gemv8
+#define NB_AVX512_Q4_K_GEMV8 nb_avx512_emu_q4_k_gemv8
+#define NB_AVX512_Q6_K_GEMV8 nb_avx512_emu_q6_k_gemv8
 #define NB_AVX512_KQ_GEMM nb_avx512_emu_kq_gemm
 #endif
 
@@ -41,11 +36,11 @@
 #include "nb_avx2_simd.h"
 #include "nb_kernels_impl.h"
 
-void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
-                           float out[8]);
 void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void NB_AVX512_Q6_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 
 /* Lanes 0-7 of a zmm of d = d_w * d_x take row 2p's d, lanes 8-15 row 2p+1's. */
 static const int32_t pair_idx[4][16] = {
@@ -157,6 +152,105 @@ void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     _mm256_storeu_ps(out, acc);
 }
 
+/* Decode's Q4_K (PACK8, rows in lanes, nb_kernels.c): nb_avx2_q4_k_gemv8 bit for bit, vpdpbusd
+ * (nibbles unsigned, x signed) in place of maddubs + add, mullo by the scale in place of madd
+ * (the same exact integer); two sums per sub-block, so consecutive vpdpbusd do not wait. */
+void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps(), mt = acc;
+    const uint8_t *p = grp;
+    for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        __m256i sc[2], m[2];
+        nb_q4_k_scales8(p + 32, sc, m);
+        const uint8_t *q = p + 128;
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            int b = 8 * S + 2 * c;
+            const int8_t *x0 = x->q + (size_t)b * 32, *x1 = x0 + 32;
+            __m256i lo[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            __m256i hi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(q + 32 * (8 * c + i)));
+                int32_t v0, v1;
+                memcpy(&v0, x0 + 4 * i, 4);
+                memcpy(&v1, x1 + 4 * i, 4);
+                lo[i & 1] = _mm256_dpbusd_epi32(lo[i & 1], _mm256_and_si256(raw, m4),
+                                                _mm256_set1_epi32(v0));
+                hi[i & 1] = _mm256_dpbusd_epi32(
+                    hi[i & 1], _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                    _mm256_set1_epi32(v1));
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                int j = 2 * (c & 1) + h; /* the sub-block's byte in its scale / min word */
+                __m256i is = _mm256_mullo_epi32(_mm256_add_epi32(h ? hi[0] : lo[0], h ? hi[1] : lo[1]),
+                                                nb_lane_byte(sc[c / 2], j, 0));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is),
+                                                       _mm256_mul_ps(dw, _mm256_set1_ps(x->d[b + h]))));
+                __m256 mv = _mm256_cvtepi32_ps(nb_lane_byte(m[c / 2], j, 0));
+                mt = _mm256_add_ps(mt, _mm256_mul_ps(_mm256_mul_ps(dmin, mv),
+                                                     _mm256_set1_ps(x->s[b + h])));
+            }
+        }
+    }
+    _mm256_storeu_ps(out, _mm256_sub_ps(acc, mt));
+}
+
+/* Decode's Q6_K (PACK8, rows in lanes, nb_kernels.c): nb_avx2_q6_k_gemv8 bit for bit, vpdpbusd
+ * (6-bit quants unsigned, x signed) in place of maddubs + add + madd, per group one int32 sum
+ * for weights 0..15 and one for 16..31, each times its scale by mullo; the - 32 as there. */
+enum { Q6K_QL = 16, Q6K_QH = 16 + 32 * 32, Q6K_SC = 16 + 48 * 32 };
+
+void NB_AVX512_Q6_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8])
+{
+    __m256 acc = _mm256_setzero_ps();
+    const uint8_t *p = grp;
+    for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q6_K_BYTES) {
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        __m256i scw[4];
+        for (int c = 0; c < 4; c++)
+            scw[c] = _mm256_loadu_si256((const __m256i *)(p + Q6K_SC + 32 * c));
+        for (int h = 0; h < 2; h++) {
+            const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;
+            __m256i s[4][2];
+            for (int k = 0; k < 4; k++)
+                s[k][0] = s[k][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                __m256i qa = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + i)));
+                __m256i qb = _mm256_loadu_si256((const __m256i *)(p + Q6K_QL + 32 * (16 * h + 8 + i)));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(p + Q6K_QH + 32 * (8 * h + i)));
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    int32_t v;
+                    memcpy(&v, xh + 32 * k + 4 * i, 4);
+                    s[k][i >= 4] = _mm256_dpbusd_epi32(s[k][i >= 4], nb_q6_k_w(k & 1 ? qb : qa, qh, k),
+                                                       _mm256_set1_epi32(v));
+                }
+            }
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                int g = 4 * h + k, j = 2 * (g & 1);
+                __m256i is = _mm256_add_epi32(
+                    _mm256_mullo_epi32(s[k][0], nb_lane_i8_32(scw[g / 2], j)),
+                    _mm256_mullo_epi32(s[k][1], nb_lane_i8_32(scw[g / 2], j + 1)));
+                /* 32 * (sc[2g] * sum x[0..15] + sc[2g+1] * sum x[16..31]) */
+                is = _mm256_sub_epi32(
+                    is, _mm256_slli_epi32(_mm256_madd_epi16(nb_x_half_sums16(xh + 32 * k),
+                                                            nb_lane_i8_pair16(scw[g / 2], j, j + 1)),
+                                          5));
+                __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[8 * S + g]));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dd));
+            }
+        }
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
 /* Decode's Q8_0 (PACK8: per block the 8 rows' fp16 d, then their 32 quants each): the AVX2
  * gemv8_q8_0 bit for bit. Its lane sums are plain (no scale), and it adds a zero vector at the
  * end, which turns a -0 row into +0: done here too. */
@@ -185,64 +279,25 @@ void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     _mm256_storeu_ps(out, _mm256_add_ps(reduce_pairs(acc), _mm256_setzero_ps()));
 }
 
-void NB_AVX512_KQ_EXPANDED(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
-                           float out[8])
-{
-    uint8_t *ex = (uint8_t *)e;
-    __m512i idx[4];
-    __m512 acc[4];
-    for (int p = 0; p < 4; p++) {
-        idx[p] = _mm512_loadu_si512(pair_idx[p]);
-        acc[p] = _mm512_setzero_ps();
-    }
-    for (int b = 0; b < K / 32; b++) {
-        /* d_w * d_x of the 8 rows, as the AVX2 kernel rounds it */
-        __m512 dd = _mm512_castps256_ps512(
-            _mm256_mul_ps(_mm256_loadu_ps(nb_kq_exp_dw(ex, b)), _mm256_set1_ps(x->d[b])));
-        __m512i x128, xq = block_x(x, b, &x128);
-        const int8_t *w = nb_kq_exp_w(ex, b);
-        const int16_t *sc = nb_kq_exp_sc(ex, b);
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            /* both words of a scale lane are equal: the high one, sign-extended, is the scale */
-            __m512i is = _mm512_mullo_epi32(pair_sums(w + 64 * p, xq, x128),
-                                            _mm512_srai_epi32(_mm512_loadu_si512(sc + 32 * p), 16));
-            acc[p] = _mm512_add_ps(acc[p], _mm512_mul_ps(_mm512_cvtepi32_ps(is),
-                                                         _mm512_permutexvar_ps(idx[p], dd)));
-        }
-    }
-    __m256 tot = reduce_pairs(acc);
-    if (t == NB_W_Q4_K) {
-        float m[8];
-        nb_avx2_kquant_mins8(x, nb_kq_exp_mins(ex, K, 0), K, m);
-        tot = _mm256_sub_ps(tot, _mm256_loadu_ps(m));
-    }
-    _mm256_storeu_ps(out, tot);
-}
-
-/* ---- prefill GEMM: 8 weight rows x 4 activation rows in registers -------------------------
- * The kernels above meet one activation row at a time: per 2 rows and 32 weights they spend
- * about 11 instructions (bias xor and subtraction, scale mullo (2 uops), permute of d, ...),
- * so Gemma's prefill ran at ~12 multiply-adds per cycle. Here a zmm holds one weight row
- * against two activation rows (lanes 0-7 the 8 four-weight lanes of row i, 8-15 of row i+1),
- * and everything that depends on one side only is prepared once for that side:
- *   - weights as unsigned codes u (Q4_K q, Q6_K q, Q8_0 w + 128), so vpdpbusd takes
- *     them as they are and x stays signed; the offset (0, 32, 128) times each lane's
- *     sum(x) comes off through the accumulator's start value, -sum4(x) << log2(offset), made
- *     per activation pair record and shared by the 8 rows;
- *   - the k-quants' integer lane scale as a float vector: float(I) * float(sc) is exact, the
- *     same float as the per-row kernels' float(I * sc) (|I * sc| < 2^24);
+/* ---- prefill GEMM of Q8_0: 8 weight rows x 4 activation rows in registers -----------------
+ * The kernel above meets one activation row at a time: per 2 rows and 32 weights it spends
+ * about 8 instructions (bias xor and subtraction, permute of d, ...). Here a zmm holds one
+ * weight row against two activation rows (lanes 0-7 the 8 four-weight lanes of row i, 8-15 of
+ * row i+1), and everything that depends on one side only is prepared once for that side:
+ *   - weights as unsigned codes w + 128, so vpdpbusd takes them as they are and x stays signed;
+ *     128 times each lane's sum(x) comes off through the accumulator's start value,
+ *     -sum4(x) << 7, made per activation pair record and shared by the 8 rows;
  *   - d_x of both rows as a vector, so d_w * d_x is one multiply by a broadcast d_w.
- * Per row, activation pair and 32-block: vpdpbusd, convert, [scale], d multiply, multiply, add:
- * 5 (6) instructions for 64 products. The lane arithmetic and order are the per-row kernels'
- * (lane += float(I) * (d_w * d_x), blocks in order, the rows' lanes reduced by nb_reduce8, Q4_K's
- * mins by nb_avx2_kquant_mins8, Q8_0's trailing + 0), so the outputs are theirs bit for bit. */
+ * Per row, activation pair and 32-block: vpdpbusd, convert, d multiply, multiply, add: 5
+ * instructions for 64 products. The lane arithmetic and order are the per-row kernel's (lane +=
+ * float(I) * (d_w * d_x), blocks in order, the rows' lanes reduced by nb_reduce8, the trailing
+ * + 0), so the outputs are its bit for bit. (Q4_1, Q5_0, Q4_K and Q6_K sum blocks whole, rows
+ * in lanes: their prefill is their decode kernel, one activation row at a time.) */
 
 enum {
-    REC = 192,      /* an activation pair record: 64 quants, 16 x -sum4(x), 16 x d_x */
-    GB = 544,       /* an expanded block of 8 rows: 8 x 32 codes, 8 d_w, 8 x 8 lane scales */
+    REC = 192, /* an activation pair record: 64 quants, 16 x -sum4(x), 16 x d_x */
+    GB = 288,  /* an expanded block of 8 rows: 8 x 32 codes, 8 d_w */
     GB_DW = 256,
-    GB_SC = 288,
 };
 
 static size_t gemm_pairs_bytes(int n, int K)
@@ -274,55 +329,32 @@ static void gemm_pairs(const int8_t *xq, const float *xd, int n, int K, uint8_t 
 
 static size_t gemm_bytes(nb_wtype t, int K)
 {
-    size_t nb = (size_t)K / 32;
-    return nb * GB + (t == NB_W_Q4_K ? nb / 8 * 64 * sizeof(float) : 0);
+    (void)t; /* Q8_0 */
+    return (size_t)(K / 32) * GB;
 }
 
-static void gemm_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8_t *tmp)
+/* PACK8 block: the 8 rows' fp16 d, then their 32 quants each -> d_w as floats, codes w + 128. */
+static void gemm_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *g)
 {
-    int nb = K / 32;
-    if (t == NB_W_Q8_0) { /* PACK8 block: the 8 rows' fp16 d, then their 32 quants each */
-        enum { SB = NB_QUANT_Q8_0_QS, QB = NB_QUANT_QK };
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *p = grp + (size_t)b * 8 * (SB + QB);
-            uint8_t *blk = g + (size_t)b * GB;
-            _mm256_storeu_ps((float *)(blk + GB_DW),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
-            for (int r = 0; r < 8; r++)
-                _mm256_storeu_si256(
-                    (__m256i *)(blk + 32 * r),
-                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + 8 * SB + QB * r)),
-                                     _mm256_set1_epi8((char)0x80)));
-        }
-        return;
-    }
-    /* the AVX2 expansion decodes the blocks; here only their form changes */
-    nb_avx2_kquant_expand(t, grp, K, tmp);
-    const __m256i off = _mm256_set1_epi8(t == NB_W_Q6_K ? 32 : 0);
-    for (int b = 0; b < nb; b++) {
+    enum { SB = NB_QUANT_Q8_0_QS, QB = NB_QUANT_QK };
+    (void)t;
+    for (int b = 0; b < K / 32; b++) {
+        const uint8_t *p = grp + (size_t)b * 8 * (SB + QB);
         uint8_t *blk = g + (size_t)b * GB;
-        memcpy(blk + GB_DW, nb_kq_exp_dw(tmp, b), 8 * sizeof(float));
-        const int8_t *w = nb_kq_exp_w(tmp, b);
-        const int16_t *sc = nb_kq_exp_sc(tmp, b);
-        for (int r = 0; r < 8; r++) {
+        _mm256_storeu_ps((float *)(blk + GB_DW),
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+        for (int r = 0; r < 8; r++)
             _mm256_storeu_si256(
                 (__m256i *)(blk + 32 * r),
-                _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(w + 32 * r)), off));
-            /* both words of a scale lane are equal: the high one, sign-extended */
-            _mm256_storeu_ps((float *)(blk + GB_SC + 32 * r),
-                             _mm256_cvtepi32_ps(_mm256_srai_epi32(
-                                 _mm256_loadu_si256((const __m256i *)(sc + 16 * r)), 16)));
-        }
+                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p + 8 * SB + QB * r)),
+                                 _mm256_set1_epi8((char)0x80)));
     }
-    if (t == NB_W_Q4_K)
-        memcpy(g + (size_t)nb * GB, nb_kq_exp_mins(tmp, K, 0),
-               (size_t)nb / 8 * 64 * sizeof(float));
 }
 
-/* np (1 or 2) activation pairs from pr against the 8 rows of g: out[2 * np][8]. has_sc and sh
- * (log2 of the code offset, -1 for none) are constants after inlining. */
-static inline __attribute__((always_inline)) void
-gemm_tile(const uint8_t *g, int nb, const uint8_t *pr, int np, int has_sc, int sh, float *out)
+/* np (1 or 2, a constant after inlining) activation pairs from pr against the 8 rows of g:
+ * out[2 * np][8]. */
+static inline __attribute__((always_inline)) void gemm_tile(const uint8_t *g, int nb,
+                                                            const uint8_t *pr, int np, float *out)
 {
     __m512 acc[2][8];
     for (int p = 0; p < np; p++)
@@ -335,8 +367,7 @@ gemm_tile(const uint8_t *g, int nb, const uint8_t *pr, int np, int has_sc, int s
         for (int p = 0; p < np; p++) {
             const uint8_t *rec = pr + ((size_t)p * nb + b) * REC;
             xp[p] = _mm512_loadu_si512(rec);
-            init[p] = sh < 0 ? _mm512_setzero_si512()
-                             : _mm512_slli_epi32(_mm512_loadu_si512(rec + 64), (unsigned)sh);
+            init[p] = _mm512_slli_epi32(_mm512_loadu_si512(rec + 64), 7);
             dx[p] = _mm512_loadu_ps((const float *)(rec + 128));
         }
         const float *dw = (const float *)(blk + GB_DW);
@@ -344,15 +375,9 @@ gemm_tile(const uint8_t *g, int nb, const uint8_t *pr, int np, int has_sc, int s
         for (int r = 0; r < 8; r++) {
             __m512i u =
                 _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 32 * r)));
-            /* the row's 8 lane scales in both halves (an integer broadcast: AVX512F alone) */
-            __m512 sc = has_sc ? _mm512_castsi512_ps(_mm512_broadcast_i64x4(
-                                     _mm256_loadu_si256((const __m256i *)(blk + GB_SC + 32 * r))))
-                               : _mm512_setzero_ps();
             __m512 w = _mm512_set1_ps(dw[r]);
             for (int p = 0; p < np; p++) {
                 __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init[p], u, xp[p]));
-                if (has_sc)
-                    f = _mm512_mul_ps(f, sc);
                 acc[p][r] = _mm512_add_ps(acc[p][r], _mm512_mul_ps(f, _mm512_mul_ps(dx[p], w)));
             }
         }
@@ -374,40 +399,28 @@ gemm_tile(const uint8_t *g, int nb, const uint8_t *pr, int np, int has_sc, int s
     }
 }
 
-/* One specialization per type and tile height: the offsets and scales become constants. */
-#define GEMM_TILE_OF(NP)                                                                        \
-    static void gemm_tile##NP(nb_wtype t, const uint8_t *g, int nb, const uint8_t *pr,         \
-                              float *out)                                                       \
-    {                                                                                           \
-        switch (t) {                                                                            \
-        case NB_W_Q4_K: gemm_tile(g, nb, pr, NP, 1, -1, out); break;                            \
-        case NB_W_Q6_K: gemm_tile(g, nb, pr, NP, 1, 5, out); break;                             \
-        default: gemm_tile(g, nb, pr, NP, 0, 7, out); break; /* Q8_0 */                         \
-        }                                                                                       \
-    }
-GEMM_TILE_OF(1)
-GEMM_TILE_OF(2)
+static void gemm_tile1(const uint8_t *g, int nb, const uint8_t *pr, float *out)
+{
+    gemm_tile(g, nb, pr, 1, out);
+}
+static void gemm_tile2(const uint8_t *g, int nb, const uint8_t *pr, float *out)
+{
+    gemm_tile(g, nb, pr, 2, out);
+}
 
 static void gemm(nb_wtype t, const uint8_t *g, int K, const uint8_t *pr, const float *xs, int n,
                  float *out)
 {
     int nb = K / 32, np = (n + 1) / 2, p = 0;
+    (void)t;
+    (void)xs;
     for (; p + 2 <= np; p += 2)
-        gemm_tile2(t, g, nb, pr + (size_t)p * nb * REC, out + 16 * p);
+        gemm_tile2(g, nb, pr + (size_t)p * nb * REC, out + 16 * p);
     if (p < np)
-        gemm_tile1(t, g, nb, pr + (size_t)p * nb * REC, out + 16 * p);
-    for (int i = 0; i < n; i++) {
-        __m256 o = _mm256_loadu_ps(out + 8 * i);
-        if (t == NB_W_Q4_K) {
-            float m[8];
-            nb_q8_act x = {NULL, NULL, xs + (size_t)i * nb};
-            nb_avx2_kquant_mins8(&x, (const float *)(g + (size_t)nb * GB), K, m);
-            o = _mm256_sub_ps(o, _mm256_loadu_ps(m));
-        } else if (t == NB_W_Q8_0) {
-            o = _mm256_add_ps(o, _mm256_setzero_ps()); /* as gemv8_q8_0: -0 becomes +0 */
-        }
-        _mm256_storeu_ps(out + 8 * i, o);
-    }
+        gemm_tile1(g, nb, pr + (size_t)p * nb * REC, out + 16 * p);
+    for (int i = 0; i < n; i++) /* as gemv8_q8_0: -0 becomes +0 */
+        _mm256_storeu_ps(out + 8 * i, _mm256_add_ps(_mm256_loadu_ps(out + 8 * i),
+                                                    _mm256_setzero_ps()));
 }
 
 const nb_kq_gemm_ops NB_AVX512_KQ_GEMM = {gemm_pairs_bytes, gemm_pairs, gemm_bytes, gemm_expand,

@@ -131,10 +131,11 @@ static void detect(void)
     avx512bf16_table.attn_pv = nb_avx512_attn_pv;
     cpu_best = probe_cpu();
     if (cpu_vnni) {
-        avx512bf16_table.kquant_expanded = nb_avx512_kquant_gemv8_expanded;
         avx512bf16_table.q8_0_gemv8 = nb_avx512_q8_0_gemv8;
         avx512bf16_table.q4_1_gemv8 = nb_avx512_q4_1_gemv8;
         avx512bf16_table.q5_0_gemv8 = nb_avx512_q5_0_gemv8;
+        avx512bf16_table.q4_k_gemv8 = nb_avx512_q4_k_gemv8;
+        avx512bf16_table.q6_k_gemv8 = nb_avx512_q6_k_gemv8;
         avx512bf16_table.kq_gemm = &nb_avx512_kq_gemm;
     }
     amxbf16_table = avx512bf16_table;

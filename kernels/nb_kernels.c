@@ -66,8 +66,7 @@ static size_t wtype_row_bytes(nb_wtype t, int cols)
 }
 
 /* A quantized block in PACK8 splits into its leading scales (the halves d, and m or dmin) and
- * the rest, so one F16C op converts 8 rows' scales. Q6_K keeps d at its end, read per row
- * (once per 256 values): its blocks stay whole. */
+ * the rest, so one F16C op converts 8 rows' scales (Q6_K's d, stored last, moves first). */
 static size_t block_scale_bytes(nb_wtype t)
 {
     switch (t) {
@@ -75,6 +74,7 @@ static size_t block_scale_bytes(nb_wtype t)
     case NB_W_Q4_K: return NB_QUANT_Q4_K_SCALES;
     case NB_W_Q8_0: return NB_QUANT_Q8_0_QS;
     case NB_W_Q5_0: return NB_QUANT_Q5_0_QH;
+    case NB_W_Q6_K: return 2;
     default: return 0;
     }
 }
@@ -83,14 +83,16 @@ static size_t block_scale_bytes(nb_wtype t)
  * c * 8 * chunk + lane * chunk. Q4_1 chunks both finely: d0..d7 then m0..m7 (one F16C op
  * each), and its quants in 4-byte chunks, so one 32-byte load holds the same 4 quant bytes of 8
  * rows, a lane per row (nb_avx2.c's gemv8_q4_1). Q5_0 likewise: its rest (qh, then the 16 quant
- * bytes) in 4-byte chunks, qh re-ordered (q5_0_hbits). The others keep each part of a row whole. */
+ * bytes) in 4-byte chunks, qh re-ordered (q5_0_hbits); and Q4_K: d0..d7, dmin0..dmin7, then its
+ * 12 scale bytes and 128 quant bytes in 4-byte chunks; and Q6_K: d0..d7, then ql, qh and its 16
+ * scale bytes in 4-byte chunks. Q8_0 keeps each part of a row whole. */
 static size_t block_scale_chunk(nb_wtype t)
 {
-    return t == NB_W_Q4_1 ? 2 : block_scale_bytes(t);
+    return t == NB_W_Q4_1 || t == NB_W_Q4_K || t == NB_W_Q6_K ? 2 : block_scale_bytes(t);
 }
 static size_t block_rest_chunk(nb_wtype t, size_t rest)
 {
-    return t == NB_W_Q4_1 || t == NB_W_Q5_0 ? 4 : rest;
+    return t == NB_W_Q8_0 ? rest : 4;
 }
 
 /* Q5_0's fifth bits in PACK8: bit 8i + k of the stored word is qh bit 4k + i and bit 8i + 4 + k
@@ -126,15 +128,29 @@ static void chunk_copy(uint8_t *g, uint8_t *row, size_t n, size_t c, int lane, i
     }
 }
 
-/* Block b of row `lane` into or out of a quantized PACK8 group. */
-static void pack_block(const nb_wmat *w, uint8_t *grp, int b, int lane, uint8_t *blk, int to_grp)
+/* Block b of row `lane` into or out of a quantized PACK8 group. Q6_K's d (at the block's end)
+ * goes first, as the other types' scales: the block is rotated by 208 bytes on the way. */
+static void pack_block(const nb_wmat *w, uint8_t *grp, int b, int lane, uint8_t *row_blk,
+                       int to_grp)
 {
     nb_quant_fmt f = wtype_fmt(w->type);
     size_t bb = (size_t)nb_quant_block_bytes(f), sb = block_scale_bytes(w->type);
     uint8_t *g = grp + (size_t)b * NB_PACK * bb;
+    uint8_t rot[NB_QUANT_Q6_K_BYTES], *blk = row_blk;
+    if (w->type == NB_W_Q6_K) {
+        blk = rot;
+        if (to_grp) {
+            memcpy(rot, row_blk + NB_QUANT_Q6_K_D, 2);
+            memcpy(rot + 2, row_blk, NB_QUANT_Q6_K_D);
+        }
+    }
     chunk_copy(g, blk, sb, block_scale_chunk(w->type), lane, to_grp);
     chunk_copy(g + NB_PACK * sb, blk + sb, bb - sb, block_rest_chunk(w->type, bb - sb), lane,
                to_grp);
+    if (w->type == NB_W_Q6_K && !to_grp) {
+        memcpy(row_blk + NB_QUANT_Q6_K_D, rot, 2);
+        memcpy(row_blk, rot + 2, NB_QUANT_Q6_K_D);
+    }
     if (w->type == NB_W_Q5_0) { /* the qh chunk, now in the group (to_grp) or in blk */
         uint8_t *at = to_grp ? g + NB_PACK * sb + (size_t)lane * 4 : blk + sb;
         uint32_t v;

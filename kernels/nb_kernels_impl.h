@@ -15,11 +15,12 @@
  *   bf16/f32: for each 8-element chunk c < cols/8, the chunk of row 0..7
  *             (8 elements each); then the cols % 8 tail of row 0..7;
  *   quantized: for each block b, the leading scales of block b of rows
- *             0..7 (Q4_1 and Q4_K d,m / d,dmin: 4 bytes; Q8_0 and Q5_0 d: 2;
- *             Q6_K none), then the rest of block b for rows 0..7, so one
- *             F16C op converts 8 rows' scales. Q4_1 and Q5_0 keep 8 rows in
- *             the lanes of a vector: their parts go in 2- and 4-byte chunks
- *             (nb_kernels.c), Q5_0's fifth bits re-ordered.
+ *             0..7 (Q4_1 and Q4_K d,m / d,dmin: 4 bytes; Q8_0, Q5_0 and Q6_K
+ *             d: 2, Q6_K's moved from the block's end), then the rest of block b
+ *             for rows 0..7, so one F16C op converts 8 rows' scales. Q4_1, Q5_0,
+ *             Q4_K and Q6_K keep 8 rows in the lanes of a vector: their parts go
+ *             in 2- and 4-byte chunks (nb_kernels.c), Q5_0's fifth bits
+ *             re-ordered.
  * A group is 8 * row_bytes long.
  * VNNI16 (bf16 only; the AVX-512 BF16 and AMX paths): rows in groups of
  * 16, cols padded with zeros to kp = a multiple of 32 (nb_vnni_cols); group
@@ -78,32 +79,27 @@ typedef struct nb_q8_act {
     const float *d, *s;
 } nb_q8_act;
 
-/* The prefill kernel of an expanded k-quant / Q5_0 group (nb_avx2_kquant_expand's layout)
- * against one Q8 row: the AVX2 one, or the AVX-512 VNNI one where the CPU has VNNI. */
-typedef void (*nb_kq_expanded_fn)(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
-                                  float out[8]);
-
-/* The prefill GEMM of the block-keeping types Q4_K, Q6_K and Q8_0 (nb_avx512_kquant.c, on
- * AVX-512 VNNI): the same function as the per-row kernels (nb_kquant.c's definition), bit for
- * bit, with each weight group's decoding and scales shared by many activation rows.
- * The activations of a call go once into pair records (pairs(): rows 2p and 2p+1 of the Q8 form
- * side by side, pairs_bytes(n, K) bytes); a group of 8 weight rows is expanded per block of
- * activation rows (expand(): gemm_bytes(t, K) bytes at g, tmp holding
- * nb_avx2_kquant_expand_bytes(t, K)); gemm() then gives the 8 outputs of each of the n rows
- * whose pair records start at pr (n even or odd; out holds 8 * (n rounded up to even) floats;
- * xs: the rows' d_x * sum(q) sums, n rows of K/32, Q4_K's min term). */
+/* The prefill GEMM of Q8_0 (nb_avx512_kquant.c, on AVX-512 VNNI): the same function as the
+ * per-row kernel, bit for bit, with each weight group's conversion and scales shared by many
+ * activation rows. The activations of a call go once into pair records (pairs(): rows 2p and
+ * 2p+1 of the Q8 form side by side, pairs_bytes(n, K) bytes); a group of 8 weight rows is
+ * expanded per block of activation rows (expand(): gemm_bytes(t, K) bytes at g); gemm() then
+ * gives the 8 outputs of each of the n rows whose pair records start at pr (n even or odd; out
+ * holds 8 * (n rounded up to even) floats; xs: the rows' d_x * sum(q) sums, n rows of K/32).
+ * The types that keep rows in lanes (Q4_1, Q5_0, Q4_K, Q6_K) meet each activation row with
+ * their decode kernels instead. */
 typedef struct nb_kq_gemm_ops {
     size_t (*pairs_bytes)(int n, int K);
     void (*pairs)(const int8_t *xq, const float *xd, int n, int K, uint8_t *dst);
     size_t (*gemm_bytes)(nb_wtype t, int K);
-    void (*expand)(nb_wtype t, const uint8_t *grp, int K, uint8_t *g, uint8_t *tmp);
+    void (*expand)(nb_wtype t, const uint8_t *grp, int K, uint8_t *g);
     void (*gemm)(nb_wtype t, const uint8_t *g, int K, const uint8_t *pr, const float *xs, int n,
                  float *out);
 } nb_kq_gemm_ops;
 /* 1 for the types nb_kq_gemm_ops computes. */
 static inline int nb_kq_gemm_type(nb_wtype t)
 {
-    return t == NB_W_Q4_K || t == NB_W_Q6_K || t == NB_W_Q8_0;
+    return t == NB_W_Q8_0;
 }
 extern const nb_kq_gemm_ops nb_avx512_kq_gemm; /* nb_avx512_kquant.c */
 
@@ -131,14 +127,14 @@ typedef struct nb_kernel_table {
     void (*rope_bf16)(nb_bf16 *x, int n_heads, int hd, const float *cos, const float *sin);
     void (*attention_bf16)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
     void (*attention_f32)(const nb_attn_args *a, int i0, int i1, int h0, int h1);
-    /* The PACK8 quantized linears' prefill kernel (NULL: nb_avx2_kquant_gemv8_expanded) and
-     * Q8_0 kernel (NULL: the AVX2 one). */
-    nb_kq_expanded_fn kquant_expanded;
+    /* The PACK8 Q8_0 kernel (NULL: the AVX2 one). */
     void (*q8_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
-    /* The Q4_1 and Q5_0 kernels of 8 PACK8 rows (NULL: nb_avx2_q4_1_gemv8, nb_avx2_q5_0_gemv8);
-     * Q5_0 prefill runs them too, one activation row at a time. */
+    /* The Q4_1, Q5_0, Q4_K and Q6_K kernels of 8 PACK8 rows (NULL: the nb_avx2_*_gemv8 ones); their
+     * prefill runs them too, one activation row at a time. */
     void (*q4_1_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
     void (*q5_0_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+    void (*q4_k_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+    void (*q6_k_gemv8)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
     /* The quantized prefill GEMM (NULL: the kernels above, one activation row at a time). */
     const nb_kq_gemm_ops *kq_gemm;
     /* The inner loops of nb_avx2.c's attention (NULL: its AVX2 ones): the scores of 4 query
@@ -197,24 +193,10 @@ void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *
 
 
 /* The k-quant and Q5_0 linears (nb_kquant.c defines the arithmetic): the reference dot of one
- * row (K values, blocks as stored) with x, and the AVX2 kernel of 8 PACK8 rows
- * (nb_avx2_kquant.c; the same function bit for bit). NULL / 0 for other types. */
+ * row (K values, blocks as stored) with x; 0 for other types. Their kernels of 8 PACK8 rows
+ * (below) are the same function bit for bit. */
 float nb_kquant_dot_ref(nb_wtype t, const uint8_t *row, int K, const nb_q8_act *x);
 typedef void (*nb_q8_gemv8_fn)(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
-nb_q8_gemv8_fn nb_avx2_kquant_gemv8(nb_wtype t);
-/* Prefill: a PACK8 group of those types decoded once into e (expand_bytes(t, K) bytes), then
- * met by each activation row; the same bits as nb_avx2_kquant_gemv8. */
-size_t nb_avx2_kquant_expand_bytes(nb_wtype t, int K);
-void nb_avx2_kquant_expand(nb_wtype t, const uint8_t *grp, int K, uint8_t *e);
-void nb_avx2_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
-                                   float out[8]);
-/* Q4_K's min term of an expanded group, per row (what gemv8_expanded subtracts last), from the
- * group's dmin * m[s] table (mins0: super-block 0's 8 rows x 8 lanes, the next 64 floats on). */
-void nb_avx2_kquant_mins8(const nb_q8_act *x, const float *mins0, int K, float m[8]);
-/* The same function as nb_avx2_kquant_gemv8_expanded, bit for bit, on AVX-512 VNNI
- * (nb_avx512_kquant.c): two rows per zmm, vpdpbusd for the four-weight lane sums. */
-void nb_avx512_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
-                                     float out[8]);
 /* Q4_1's kernel of 8 PACK8 rows (rows in the lanes, nb_avx2.c), and the same function bit for
  * bit on AVX-512 VNNI (nb_avx512_kquant.c: vpdpbusd for maddubs + madd). */
 void nb_avx2_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
@@ -223,30 +205,13 @@ void nb_avx512_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float o
  * for bit on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+/* Q4_K's and Q6_K's likewise. */
+void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 /* The AVX2 Q8_0 kernel of 8 PACK8 rows, bit for bit, on AVX-512 VNNI (nb_avx512_kquant.c). */
 void nb_avx512_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
-
-/* The expanded group's layout, shared by the kernels that write and read it: per 32-block b,
- * the 8 rows' signed weights (8 x 32 int8), their madd scale words (8 x 16 int16, both words of
- * a 32-bit lane equal) and d_w (8 floats); after the blocks, for Q4_K, each super-block's
- * dmin * m[s] per row (8 x 8 floats). */
-#define NB_KQ_EXP_BLOCK (8 * 32 + 8 * 32 + 8 * 4)
-static inline int8_t *nb_kq_exp_w(uint8_t *e, int b)
-{
-    return (int8_t *)(e + (size_t)b * NB_KQ_EXP_BLOCK);
-}
-static inline int16_t *nb_kq_exp_sc(uint8_t *e, int b)
-{
-    return (int16_t *)(e + (size_t)b * NB_KQ_EXP_BLOCK + 256);
-}
-static inline float *nb_kq_exp_dw(uint8_t *e, int b)
-{
-    return (float *)(e + (size_t)b * NB_KQ_EXP_BLOCK + 512);
-}
-static inline float *nb_kq_exp_mins(uint8_t *e, int K, int S)
-{
-    return (float *)(e + (size_t)(K / 32) * NB_KQ_EXP_BLOCK) + (size_t)S * 64;
-}
 
 /* ---- thread pool (nb_pool.c) ---------------------------------------------
  * A fixed set of worker threads parked between calls (spin, then condvar).

@@ -294,58 +294,50 @@ static inline nb_wmat *kt_pack8(nb_wtype t, int K, const uint8_t *data, size_t r
     return W;
 }
 
-/* ---- the k-quant / Q5_0 prefill kernel (an expanded PACK8 group against one Q8 row) ---------
- * fn against the AVX2 kernel (bit for bit), the portable reference dot of each row (bit for
- * bit: nb_kquant.c defines the arithmetic) and the fp64 dot of the dequantized weights with the
- * dequantized Q8 row (within fp32 summation slack). Activations: random, then every quant at
- * +-127 (the largest lane sums). Needs AVX2 (the expansion is the AVX2 one). 0: all agree. */
-static inline int kt_check_kq_expanded(const char *path, nb_kq_expanded_fn fn)
+/* ---- the rows-in-lanes kernels of Q5_0, Q4_K and Q6_K (8 PACK8 rows against one Q8 row) -----
+ * fn (the kernel of type t) against the portable reference dot of each row (bit for bit:
+ * nb_kquant.c defines the arithmetic) and the fp64 dot of the dequantized weights with the
+ * dequantized Q8 row (within fp32 summation slack), on one group of rows of random blocks and
+ * K of 1, 3 and 8 super-blocks. Activations: random, then every quant at +-127 (the largest
+ * integer sums). 0: all agree. */
+static inline int kt_check_gemv8(const char *path, nb_wtype t, nb_q8_gemv8_fn fn)
 {
     int bad = 0;
-    static const nb_wtype ts[] = {NB_W_Q4_K, NB_W_Q6_K};
     static const int Ks[] = {256, 768, 2048}; /* whole 256-blocks for the k-quants */
-    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
-        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
-            nb_wtype t = ts[k];
-            int K = Ks[c], nb = K / 32;
-            size_t rb = kt_row_bytes(t, K);
-            uint8_t *data = kt_rows(t, 8, K);
-            nb_wmat *W = kt_pack8(t, K, data, rb);
-            uint8_t *e = malloc(nb_avx2_kquant_expand_bytes(t, K));
-            nb_avx2_kquant_expand(t, nb_wmat_group(W, 0), K, e);
-            float *xf = malloc(sizeof(float) * (size_t)K), *w = malloc(sizeof(float) * (size_t)K);
-            int8_t *q = malloc((size_t)K);
-            float *d = malloc(sizeof(float) * (size_t)nb), *sx = malloc(sizeof(float) * (size_t)nb);
-            for (int v = 0; v < 3; v++) {
-                for (int i = 0; i < K; i++) /* v 1, 2: |x| equal per block, so every q is +-127 */
-                    xf[i] = v == 0 ? kt_normal() : (v == 1 ? 1.0f : ((i * 7) % 3 ? 3.0f : -3.0f));
-                nb_q8_quantize_row(xf, K, q, d, sx);
-                nb_q8_act x = {q, d, sx};
-                float got[8], want[8];
-                fn(t, &x, e, K, got);
-                nb_avx2_kquant_gemv8_expanded(t, &x, e, K, want);
-                for (int r = 0; r < 8; r++) {
-                    float ref = nb_kquant_dot_ref(t, data + rb * (size_t)r, K, &x);
-                    nb_wmat_get_row_f32(W, r, w);
-                    double mag, exact = kt_fp64_dot_q8(w, &x, K, &mag);
-                    if (memcmp(&got[r], &want[r], 4) || memcmp(&got[r], &ref, 4) ||
-                        fabs(got[r] - exact) > 1e-5 * mag + 1e-6) {
-                        fprintf(stderr, "%s %s K=%d act %d row %d: %.9g, AVX2 %.9g, ref %.9g, "
-                                "fp64 %.9g\n", path, nb_wtype_name(t), K, v, r, got[r], want[r],
-                                ref, exact);
-                        bad = 1;
-                    }
+    for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+        int K = Ks[c], nb = K / 32;
+        size_t rb = kt_row_bytes(t, K);
+        uint8_t *data = kt_rows(t, 8, K);
+        nb_wmat *W = kt_pack8(t, K, data, rb);
+        float *xf = malloc(sizeof(float) * (size_t)K), *w = malloc(sizeof(float) * (size_t)K);
+        int8_t *q = malloc((size_t)K);
+        float *d = malloc(sizeof(float) * (size_t)nb), *sx = malloc(sizeof(float) * (size_t)nb);
+        for (int v = 0; v < 3; v++) {
+            for (int i = 0; i < K; i++) /* v 1, 2: |x| equal per block, so every q is +-127 */
+                xf[i] = v == 0 ? kt_normal() : (v == 1 ? 1.0f : ((i * 7) % 3 ? 3.0f : -3.0f));
+            nb_q8_quantize_row(xf, K, q, d, sx);
+            nb_q8_act x = {q, d, sx};
+            float got[8];
+            fn(&x, nb_wmat_group(W, 0), K, got);
+            for (int r = 0; r < 8; r++) {
+                float ref = nb_kquant_dot_ref(t, data + rb * (size_t)r, K, &x);
+                nb_wmat_get_row_f32(W, r, w);
+                double mag, exact = kt_fp64_dot_q8(w, &x, K, &mag);
+                if (memcmp(&got[r], &ref, 4) || fabs(got[r] - exact) > 1e-5 * mag + 1e-6) {
+                    fprintf(stderr, "%s %s K=%d act %d row %d: %.9g, ref %.9g, fp64 %.9g\n", path,
+                            nb_wtype_name(t), K, v, r, got[r], ref, exact);
+                    bad = 1;
                 }
             }
-            free(xf);
-            free(w);
-            free(q);
-            free(d);
-            free(sx);
-            free(e);
-            free(data);
-            nb_wmat_free(W);
         }
+        free(xf);
+        free(w);
+        free(q);
+        free(d);
+        free(sx);
+        free(data);
+        nb_wmat_free(W);
+    }
     return bad;
 }
 
@@ -369,15 +361,15 @@ static inline float kt_q8_0_dot_ref(const uint8_t *row, int K, const nb_q8_act *
            0.0f;
 }
 
-/* A prefill GEMM (nb_kq_gemm_ops) against the per-row definition, bit for bit (nb_kquant.c's
- * dot, Q8_0's above) and against the fp64 dot of the dequantized weights with the dequantized
- * Q8 rows, for every type it computes, on 8 weight rows and n = 1..9 activation rows (both
+/* A prefill GEMM (nb_kq_gemm_ops) against the per-row definition, bit for bit (Q8_0's above)
+ * and against the fp64 dot of the dequantized weights with the dequantized Q8 rows, for every
+ * type it computes, on 8 weight rows and n = 1..9 activation rows (both
  * register tiles, an odd row pairing itself), starting from an odd pair (records at an offset).
- * Activations: random, then every quant at +-127. Needs AVX2 (the expansion). 0: all agree. */
+ * Activations: random, then every quant at +-127. 0: all agree. */
 static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
 {
     int bad = 0;
-    static const nb_wtype ts[] = {NB_W_Q4_K, NB_W_Q6_K, NB_W_Q8_0};
+    static const nb_wtype ts[] = {NB_W_Q8_0};
     static const int Ks[] = {256, 768, 2048};
     enum { NMAX = 9, SKIP = 2 }; /* SKIP rows (one pair) precede the rows the GEMM is given */
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
@@ -388,8 +380,7 @@ static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
             uint8_t *data = kt_rows(t, 8, K);
             nb_wmat *W = kt_pack8(t, K, data, rb);
             uint8_t *g = malloc(gm->gemm_bytes(t, K));
-            uint8_t *tmp = malloc(nb_avx2_kquant_expand_bytes(t, K) + 64);
-            gm->expand(t, nb_wmat_group(W, 0), K, g, tmp);
+            gm->expand(t, nb_wmat_group(W, 0), K, g);
             int rows = SKIP + NMAX;
             float *xf = malloc(sizeof(float) * (size_t)K), *w = malloc(sizeof(float) * (size_t)K);
             int8_t *q = malloc((size_t)rows * K);
@@ -415,8 +406,7 @@ static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
                                        sx + (size_t)xi * nb};
                         for (int r = 0; r < 8; r++) {
                             const uint8_t *row = data + rb * (size_t)r;
-                            float ref = t == NB_W_Q8_0 ? kt_q8_0_dot_ref(row, K, &x)
-                                                       : nb_kquant_dot_ref(t, row, K, &x);
+                            float ref = kt_q8_0_dot_ref(row, K, &x);
                             nb_wmat_get_row_f32(W, r, w);
                             double mag, exact = kt_fp64_dot_q8(w, &x, K, &mag);
                             float got = out[8 * i + r];
@@ -437,7 +427,6 @@ static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
             free(sx);
             free(pr);
             free(g);
-            free(tmp);
             free(data);
             nb_wmat_free(W);
         }

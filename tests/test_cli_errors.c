@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nb_job.h"
 #include "testutil.h"
 
 static char cmd[8192];
@@ -64,6 +65,26 @@ static void write_prefix(const char *name, long n, const char *magic)
 
 /* Keys never on the command line, key files owner-only, no unauthenticated listen beyond
  * loopback unless --insecure, which is warned about and logs the address really bound. */
+/* submit's kind parameters come from job/'s rows: every row with an option is refused one past
+ * its limit, the message naming the option and the range, before any dial. */
+static void test_submit_param_limits(void **s)
+{
+    (void)s;
+    int n = 0;
+    for (size_t i = 0; nb_job_param_at(i); i++) {
+        const nb_job_param_desc *p = nb_job_param_at(i);
+        if (!p->option)
+            continue;
+        char args[128], want[128];
+        snprintf(args, sizeof args, "submit run --%s %ld", p->option, p->hi + 1);
+        snprintf(want, sizeof want, "--%s: %ld is outside the allowed range %ld..%ld", p->option,
+                 p->hi + 1, p->lo, p->hi);
+        expect(args, 2, want);
+        n++;
+    }
+    assert_true(n >= 5); /* n-tokens, k, reps, max-prompts, threads */
+}
+
 static void test_keys_and_exposure(void **s)
 {
     (void)s;
@@ -277,6 +298,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_submit_param_limits),
         cmocka_unit_test(test_keys_and_exposure),
         cmocka_unit_test(test_makefile_prompt_is_text),
         cmocka_unit_test(test_corrupt_models),

@@ -21,10 +21,13 @@
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
 #include "nb_db_jobs.h"
+#include "nb_db_regress.h"
+#include <json-c/json.h>
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
 #include "nb_svg.h"
 #include "nb_time.h"
+#include "nb_wire.h"
 #include "png_read.h"
 #include "testutil.h"
 
@@ -41,6 +44,7 @@ static struct {
     int64_t ttft_flagged, tps_flagged; /* flagged on that metric alone */
     size_t n_cold;                     /* A's second series ("run", 32 tokens, 4 threads) */
     int64_t verify_old_b, verify_new_b, verify_a; /* matrix cells */
+    int64_t queued_job;
     size_t gate_checks_new_b;
     int seeded;
 } seed;
@@ -304,6 +308,7 @@ static void seed_db(void)
     if (nb_db_job_enqueue(db, &j, &jid, NULL, &err))
         fail_msg("%s", err.msg);
     seed.n_queued = 1;
+    seed.queued_job = jid;
     nb_db_close(db);
     seed.seeded = 1;
 }
@@ -699,6 +704,370 @@ static int has_file(const files *f, const char *name)
     return 0;
 }
 
+/* ---- a job's page and its live log ---- */
+
+/* nb_dash_page's code for name (the page freed). */
+static nb_code page_code(nb_db *db, const char *name, const char **ct)
+{
+    char *o = NULL;
+    size_t len = 0;
+    nb_err err = {0};
+    nb_code rc = nb_dash_page(db, NULL, name, &o, &len, ct, &err);
+    if (rc)
+        assert_null(o);
+    free(o);
+    return rc;
+}
+
+/* The log endpoint's answer, parsed. */
+static json_object *log_json(nb_db *db, int64_t job, const char *query)
+{
+    char name[128];
+    snprintf(name, sizeof name, "job-%" PRId64 "-log.json%s", job, query);
+    char *out = NULL;
+    size_t len = 0;
+    const char *ct = NULL;
+    nb_err err = {0};
+    if (nb_dash_page(db, NULL, name, &out, &len, &ct, &err))
+        fail_msg("%s: %s", name, err.msg);
+    assert_string_equal(ct, "application/json");
+    json_object *o = json_tokener_parse(out);
+    if (!o)
+        fail_msg("%s: not JSON: %s", name, out);
+    free(out);
+    return o;
+}
+
+static int64_t jget(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v))
+        fail_msg("no %s", key);
+    return json_object_get_int64(v);
+}
+
+/* A running job that was requeued once (its page follows the log live) and a finished one
+ * whose run the regression check flagged (its page stands still and says fail). */
+static void test_job_pages(void **s)
+{
+    (void)s;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/jobs.db", tu_group_tmp());
+    nb_db *db = NULL;
+    nb_err err = {0};
+    if (nb_db_open(path, NULL, &db, &err))
+        fail_msg("%s", err.msg);
+    nb_db_worker w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.id, sizeof w.id, "wj");
+    snprintf(w.board_name, sizeof w.board_name, "strix-01");
+    snprintf(w.backends, sizeof w.backends, "cpu");
+    snprintf(w.deployments, sizeof w.deployments, "*");
+    if (nb_db_worker_upsert(db, &w, &err))
+        fail_msg("%s", err.msg);
+    nb_db_job_new jn;
+    memset(&jn, 0, sizeof jn);
+    jn.kind = "profile";
+    jn.spec = "{\"reps\": 5}";
+    jn.spec_len = strlen(jn.spec);
+    jn.spec_format = NB_SPEC_JSON;
+    jn.sel.board = "strix-01";
+    jn.sel.deployment = "instruct/q4_1";
+    int64_t run_job = 0, done_job = 0;
+    nb_db_job j;
+    int found = 0;
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &run_job, NULL, &err), NB_OK);
+    /* leased, given back (a requeue with its cause), leased again, two log lines, progress */
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_true(found);
+    assert_int_equal(nb_db_job_release(db, run_job, j.lease_id, "worker stopping", &err), NB_OK);
+    nb_db_job_free(&j);
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_int_equal(j.id, run_job);
+    assert_int_equal(nb_db_job_set_progress(db, run_job, j.lease_id, 2, 5, "repetition 2", &err),
+                     NB_OK);
+    assert_int_equal(nb_db_job_append_log(db, run_job, "[wj] 1/5 loading " HOSTILE, &err), NB_OK);
+    assert_int_equal(nb_db_job_append_log(db, run_job, "[wj] 2/5 repetition 2", &err), NB_OK);
+    nb_db_job_free(&j);
+    /* the finished one: a run the regression check flagged */
+    jn.kind = "run";
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &done_job, NULL, &err), NB_OK);
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_int_equal(j.id, done_job);
+    nb_db_deployment d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
+    snprintf(d.backend, sizeof d.backend, "cpu");
+    snprintf(d.dtype, sizeof d.dtype, "q4_1");
+    snprintf(d.board, sizeof d.board, "strix-01");
+    nb_db_run r;
+    nb_db_run_init(&r);
+    if (nb_db_deployment_upsert(db, &d, &r.deployment_id, &err))
+        fail_msg("%s", err.msg);
+    r.kind = "run";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = nb_wall_ms();
+    r.value[NB_METRIC_TPS] = 50;
+    r.regression = 1;
+    r.regression_detail = "tps -50.0%";
+    nb_db_job_result res = {.state = NB_JOB_DONE, .runs = &r, .n_runs = 1};
+    int64_t run_id = 0;
+    assert_int_equal(nb_db_job_complete(db, done_job, j.lease_id, &res, &run_id, NULL, &err),
+                     NB_OK);
+    nb_db_job_free(&j);
+
+    /* the queue's rows link to the job pages */
+    char *p = page(db, "queue.html"), want[256];
+    snprintf(want, sizeof want, "<td><a href=\"job-%" PRId64 ".html\">%" PRId64 "</a></td>",
+             run_job, run_job);
+    assert_non_null(strstr(p, want));
+    snprintf(want, sizeof want, "<a href=\"job-%" PRId64 ".html\">", done_job);
+    assert_non_null(strstr(p, want));
+    free(p);
+
+    /* the running job: what it is, where it stands, why it was requeued, its log, live */
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", run_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Kind</th><td>profile</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Model</th><td>SmolLM2-135M-Instruct</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Board</th><td>strix-01</td></tr>"));
+    assert_non_null(strstr(p, "&quot;reps&quot;: 5"));
+    assert_non_null(strstr(p, "<td id=\"job-state\">running</td>"));
+    assert_non_null(strstr(p, "<td class=\"outcome none\">pending</td>"));
+    /* the second attempt runs, as the log's "attempt 2 of 3" says */
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>2 of 3</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Backend</th><td>any</td></tr>")); /* not asked, no run */
+    assert_int_equal(count(p, "<li class=\"requeue\">"), 1);
+    assert_non_null(strstr(p, "released by worker wj: worker stopping; retry 2 of 3</li>"));
+    assert_non_null(strstr(p, "<td id=\"job-progress\">2/5 repetition 2</td>"));
+    /* enqueued, leased, requeued, leased again, the worker's two lines */
+    assert_int_equal(count(p, "<span class=\"log-line\">"), 6);
+    assert_non_null(strstr(p, "leased to worker wj (attempt 2 of 3"));
+    assert_non_null(strstr(p, "[wj] 1/5 loading &lt;script&gt;alert(1)&lt;/script&gt;&amp;x"));
+    assert_non_null(strstr(p, "No run stored yet."));
+    /* live: the page reloads itself while the job runs (the pages carry no script) and
+     * points at the lines after its last as JSON */
+    assert_null(strstr(p, "<script"));
+    assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"5\">"));
+    snprintf(want, sizeof want, "<code>job-%" PRId64 "-log.json?after=", run_job);
+    assert_non_null(strstr(p, want));
+    free(p);
+
+    /* the log endpoint: every line, then only those after K */
+    json_object *o = log_json(db, run_job, ""), *lines, *v;
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 6);
+    int64_t seq1 = jget(json_object_array_get_idx(lines, 3), "seq"); /* leased again */
+    int64_t seq3 = jget(json_object_array_get_idx(lines, 5), "seq");
+    assert_int_equal(jget(o, "next"), seq3);
+    assert_true(json_object_object_get_ex(o, "finished", &v) && !json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "state", &v));
+    assert_string_equal(json_object_get_string(v), "running");
+    json_object_put(o);
+    char q[64];
+    snprintf(q, sizeof q, "?after=%" PRId64, seq1);
+    o = log_json(db, run_job, q);
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 2);
+    assert_true(jget(json_object_array_get_idx(lines, 0), "seq") > seq1);
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(lines, 0), "text", &v));
+    assert_string_equal(json_object_get_string(v), "[wj] 1/5 loading " HOSTILE);
+    json_object_put(o);
+    snprintf(q, sizeof q, "?x=1&after=%" PRId64, seq3);
+    o = log_json(db, run_job, q);
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 0);
+    assert_int_equal(jget(o, "next"), seq3);
+    json_object_put(o);
+    /* a line appended later is what the next poll gets */
+    assert_int_equal(nb_db_job_append_log(db, run_job, "[wj] 3/5 repetition 3", &err), NB_OK);
+    o = log_json(db, run_job, q);
+    assert_true(json_object_object_get_ex(o, "lines", &lines));
+    assert_int_equal(json_object_array_length(lines), 1);
+    json_object_put(o);
+
+    /* the finished job: its outcome in the CLI's word (a flagged run fails), its run linked,
+     * no script and no reload */
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", done_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<td id=\"job-state\">done</td>"));
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
+    /* a field the job left open: where its run ran */
+    assert_non_null(strstr(p, "<tr><th>Backend</th><td>cpu <small>(where it ran)</small></td>"));
+    assert_non_null(strstr(p, "<tr><th>Outcome</th><td class=\"outcome fail\">fail</td></tr>"));
+    snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">run %" PRId64 "</a>", run_id,
+             run_id);
+    assert_non_null(strstr(p, want));
+    assert_non_null(strstr(p, "<td class=\"fail\">FAIL (REGRESSION)</td>"));
+    assert_null(strstr(p, "<script"));
+    assert_null(strstr(p, "http-equiv=\"refresh\""));
+    free(p);
+    o = log_json(db, done_job, "");
+    assert_true(json_object_object_get_ex(o, "finished", &v) && json_object_get_boolean(v));
+    assert_true(json_object_object_get_ex(o, "outcome", &v));
+    assert_string_equal(json_object_get_string(v), "fail");
+    json_object_put(o);
+
+    /* a job as the coordinator stores it (a protobuf spec): its parameters listed, escaped */
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
+    Npubench__KeyValue kv = NPUBENCH__KEY_VALUE__INIT, *kvs[1] = {&kv};
+    sel.model = "instruct";
+    sel.dtype = "q4_1";
+    sel.board = "strix-01";
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    spec.selector = &sel;
+    spec.n_tokens = 8;
+    spec.reps = 3;
+    spec.prompt = "say " HOSTILE;
+    kv.key = "threads";
+    kv.value = "2";
+    spec.params = kvs;
+    spec.n_params = 1;
+    uint8_t *pb = NULL;
+    size_t pb_len = 0;
+    assert_int_equal(nb_wire_pack(&spec, &pb, &pb_len, &err), NB_OK);
+    jn.kind = "run";
+    jn.spec = pb;
+    jn.spec_len = pb_len;
+    jn.spec_format = NB_SPEC_PROTO;
+    int64_t pb_job = 0;
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &pb_job, NULL, &err), NB_OK);
+    free(pb);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", pb_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Model</th><td>SmolLM2-135M-Instruct</td></tr>\n"
+                              "<tr><th>Asked as</th><td>instruct</td></tr>"));
+    assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1</td></tr>"));
+    assert_non_null(strstr(p, "<li>tokens 8</li><li>repetitions 3</li>"));
+    assert_non_null(strstr(p, "<li>prompt <q>say &lt;script&gt;alert(1)&lt;/script&gt;&amp;x</q>"));
+    assert_non_null(strstr(p, "<li>threads=2</li>"));
+    assert_non_null(strstr(p, "<td class=\"outcome none\">pending</td>"));
+    assert_null(strstr(p, "<script"));
+    free(p);
+
+    /* bad ids: a clear refusal (400 over HTTP) or not found (404), never a crash */
+    const char *ct;
+    const char *const einval[] = {"job-abc.html", "job-0.html", "job--1.html", "job-01.html",
+                                  "job-99999999999999999999.html", "job-1x.html",
+                                  "job-abc-log.json", NULL};
+    for (size_t i = 0; einval[i]; i++)
+        if (page_code(db, einval[i], &ct) != NB_EINVAL)
+            fail_msg("%s: want NB_EINVAL", einval[i]);
+    assert_int_equal(page_code(db, "job-999999.html", &ct), NB_ENOTFOUND);
+    assert_int_equal(page_code(db, "job-999999-log.json", &ct), NB_ENOTFOUND);
+    assert_int_equal(page_code(db, "job-922337203685477580.html", &ct), NB_ENOTFOUND);
+    snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=x", run_job);
+    assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
+    snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=-1", run_job);
+    assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
+    snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=99999999999999999999", run_job);
+    assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
+    assert_int_equal(page_code(db, "job-1", &ct), NB_ENOTFOUND);
+    nb_db_close(db);
+}
+
+/* A flagged run of deployment dep (series by threads) at t; flagged 0: an ordinary run. */
+static int64_t lifecycle_run(nb_db *db, int64_t dep, int64_t t, int threads, int flagged)
+{
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = dep;
+    r.kind = "profile";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = t;
+    r.env.threads = threads;
+    r.value[NB_METRIC_TPS] = flagged ? 70 : 100;
+    r.regression = flagged;
+    r.regression_detail = flagged ? "tps -30.0% " HOSTILE : NULL;
+    return add_run(db, &r);
+}
+
+/* The regressions page and a flagged run's page: each regression's state and history. */
+static void test_regress_pages(void **s)
+{
+    (void)s;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/regress.db", tu_group_tmp());
+    nb_db *db = NULL;
+    nb_err err = {0};
+    if (nb_db_open(path, NULL, &db, &err))
+        fail_msg("%s", err.msg);
+    nb_db_deployment d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
+    snprintf(d.backend, sizeof d.backend, "cpu");
+    snprintf(d.dtype, sizeof d.dtype, "q4_1");
+    snprintf(d.board, sizeof d.board, "strix-01");
+    int64_t dep = 0;
+    if (nb_db_deployment_upsert(db, &d, &dep, &err))
+        fail_msg("%s", err.msg);
+    int64_t t = nb_wall_ms() - 3600000;
+    int64_t a = lifecycle_run(db, dep, t, 4, 1), b = lifecycle_run(db, dep, t + 1000, 4, 1);
+    nb_db_regression g;
+    assert_int_equal(nb_db_regress_of_run(db, a, &g, &err), NB_OK);
+    assert_int_equal(nb_db_regress_ack(db, g.id, "lead", "driver 2.19 " HOSTILE, NULL, &err),
+                     NB_OK);
+    lifecycle_run(db, dep, t + 2000, 1, 0);                    /* another series: no fix */
+    int64_t fix = lifecycle_run(db, dep, t + 3000, 4, 0);      /* the series back: fixes both */
+    int64_t e = lifecycle_run(db, dep, t + 4000, 4, 1), f = lifecycle_run(db, dep, t + 5000, 4, 1);
+    assert_int_equal(nb_db_regress_of_run(db, f, &g, &err), NB_OK);
+    assert_int_equal(nb_db_regress_ack(db, g.id, "lead", "looking", NULL, &err), NB_OK);
+
+    char *p = page(db, "regressions.html"), want[512];
+    assert_non_null(strstr(p, "<p id=\"regress-counts\">1 new, 1 acknowledged, 2 fixed.</p>"));
+    assert_int_equal(count(p, "<tr class=\"regression-row\">"), 4);
+    assert_int_equal(count(p, "<td class=\"regress-state fail\">new</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"regress-state warn\">acknowledged</td>"), 1);
+    assert_int_equal(count(p, "<td class=\"regress-state pass\">fixed</td>"), 2);
+    assert_null(strstr(p, "<script"));
+    const int64_t flagged[4] = {a, b, e, f};
+    for (int i = 0; i < 4; i++) {
+        snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">run %" PRId64 "</a>",
+                 flagged[i], flagged[i]);
+        assert_non_null(strstr(p, want));
+    }
+    /* a's whole history: acknowledged (who, why, escaped), then fixed by the run back in the
+     * band */
+    assert_non_null(strstr(p, "<span class=\"ack\">acknowledged by lead at "));
+    assert_non_null(strstr(p, ": driver 2.19 &lt;script&gt;"));
+    snprintf(want, sizeof want, "fixed by <a href=\"run-%" PRId64 ".html\">run %" PRId64
+                                "</a>, back inside the noise band",
+             fix, fix);
+    assert_int_equal(count(p, want), 2);
+    assert_non_null(strstr(p, "<a href=\"regressions.html\">Regressions</a>")); /* the nav */
+    free(p);
+    p = page(db, "index.html"); /* the overview counts them, linked */
+    assert_non_null(strstr(p, "<li id=\"regress-summary\"><a href=\"regressions.html\">"
+                              "Regressions</a>: <span class=\"regression\">1 new</span>, 1 "
+                              "acknowledged, 2 fixed</li>"));
+    free(p);
+
+    /* the flagged runs' pages show their state; a run that opened none has no such row */
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", f);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state warn\">"
+                              "acknowledged</td></tr>"));
+    assert_non_null(strstr(p, "acknowledged by lead at "));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", e);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state fail\">"
+                              "new</td></tr>"));
+    assert_null(strstr(p, "Regression history"));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", a);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<td class=\"regress-state pass\">fixed</td>"));
+    free(p);
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", fix);
+    p = page(db, want);
+    assert_null(strstr(p, "Regression state"));
+    free(p);
+    nb_db_close(db);
+}
+
 static void test_export_links(void **s)
 {
     (void)s;
@@ -713,9 +1082,10 @@ static void test_export_links(void **s)
     if (nb_dash_export(db, NULL, keep, f, &n, &err))
         fail_msg("%s", err.msg);
     assert_int_equal(n, f->n);
-    /* 4 overview pages, 3 files per deployment, a page per run (every run is linked) */
+    /* 5 overview pages (regressions.html the fifth), 3 files per deployment, a page per run
+     * (every run is linked), a page per job the queue lists */
     size_t runs = N_PERF + seed.n_cold + 3;
-    assert_int_equal(n, 4 + 3 * seed.n_deps + runs);
+    assert_int_equal(n, 5 + 3 * seed.n_deps + runs + seed.n_queued);
     size_t links = 0;
     for (size_t i = 0; i < f->n; i++) {
         for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
@@ -1252,6 +1622,24 @@ static void test_http_auth(void **s)
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", lab.key);
     assert_int_equal(http_status("/index.html", hdr), 200);
     assert_int_equal(http_status("/run-999999.html", hdr), 404);
+    /* a job's page and log: an id that is none is a bad request, one not stored not found */
+    assert_int_equal(http_status("/job-abc.html", hdr), 400);
+    assert_int_equal(http_status("/job-99999999999999999999.html", hdr), 400);
+    assert_int_equal(http_status("/job-999999.html", hdr), 404);
+    /* /job/N as people type it: sent to job-N.html (which says what is wrong with N) */
+    char *a = http_raw("GET", "/job/abc", hdr, "");
+    assert_non_null(strstr(a, "HTTP/1.1 301"));
+    assert_non_null(strstr(a, "Location: /job-abc.html"));
+    free(a);
+    assert_int_equal(http_status("/job/1/x", hdr), 404);
+    assert_int_equal(http_status("/job/", hdr), 404);
+    char jp[96];
+    snprintf(jp, sizeof jp, "/job-%" PRId64 ".html", seed.queued_job);
+    assert_int_equal(http_status(jp, hdr), 200);
+    snprintf(jp, sizeof jp, "/job-%" PRId64 "-log.json?after=0", seed.queued_job);
+    assert_int_equal(http_status(jp, hdr), 200);
+    snprintf(jp, sizeof jp, "/job-%" PRId64 "-log.json?after=x", seed.queued_job);
+    assert_int_equal(http_status(jp, hdr), 400);
 }
 
 static void test_browser(void **s)
@@ -1471,8 +1859,9 @@ static int group_teardown(void **state)
     return tu_group_teardown(state);
 }
 
-/* argv[1] "pages": the pages in-process and in the browser (no model); "ci": the CI example
- * through a real worker running the model (e2e: slow under the sanitizers); none: both. */
+/* argv[1] "pages": the pages in-process and over HTTP (no model); "browser": in headless
+ * Chromium, DOM and screenshots (Skipped, exit 77, where there is none); "ci": the CI example
+ * through a real worker running the model (e2e: slow under the sanitizers); none: all. */
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -1481,9 +1870,15 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_band),
         cmocka_unit_test(test_regression_metrics),
         cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_job_pages),
+        cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links),
         cmocka_unit_test(test_http_auth),
         cmocka_unit_test(test_http_sign_in),
+        cmocka_unit_test(test_stop_clean),
+    };
+    const struct CMUnitTest browser[] = {
+        cmocka_unit_test(test_pages), /* seeds the database the coordinator serves */
         cmocka_unit_test(test_browser),
         cmocka_unit_test(test_stop_clean),
     };
@@ -1495,6 +1890,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
         cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_job_pages),      cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
         cmocka_unit_test(test_browser),
@@ -1502,6 +1898,8 @@ int main(int argc, char **argv)
     };
     if (!strcmp(part, "pages"))
         return tu_run_group(pages, tu_group_setup, group_teardown);
+    if (!strcmp(part, "browser"))
+        return tu_run_group(browser, tu_group_setup, group_teardown);
     if (!strcmp(part, "ci"))
         return tu_run_group(ci, tu_group_setup, group_teardown);
     return tu_run_group(all, tu_group_setup, group_teardown);

@@ -26,6 +26,7 @@
 #include "nb_db_deploy.h"
 #include "nb_db_import.h"
 #include "nb_db_jobs.h"
+#include "nb_db_regress.h"
 #include "nb_db_results.h"
 #include "nb_db_runs.h"
 #include "nb_db_series.h"
@@ -1762,6 +1763,173 @@ static void test_regression_needs_both(void **state)
 
 /* ---- import ---- */
 
+/* A profile run of 5 repetitions around tps on threads, checked as the coordinator checks
+ * it (flagged: the check's numbers go with it); *flag (may be NULL) = flagged. */
+static int64_t series_run(nb_db *db, int64_t dep, int64_t t, double tps, int threads,
+                          int *flag)
+{
+    nb_db_sample smp[5];
+    for (int i = 0; i < 5; i++) {
+        smp[i].rep = i;
+        for (int m = 0; m < NB_METRIC_N; m++)
+            smp[i].v[m] = NAN;
+        smp[i].v[NB_METRIC_TPS] = tps + (i - 2) * 0.5;
+    }
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = dep;
+    r.kind = "profile";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = t;
+    r.generated_tokens = 32;
+    r.prompt_tokens = 6;
+    r.env.threads = threads;
+    r.value[NB_METRIC_TPS] = tps;
+    r.samples = smp;
+    r.n_samples = 5;
+    r.source = NB_SOURCE_SERVICE;
+    nb_db_regression_report rep;
+    nb_db_regression_opts opts = NB_DB_REGRESSION_OPTS_DEFAULT;
+    assert_ok(nb_db_run_check_regression(db, &r, &opts, &rep, &e_));
+    if (rep.regression) {
+        r.regression = 1;
+        r.regression_detail = rep.detail;
+        r.regression_report = &rep;
+    }
+    if (flag)
+        *flag = rep.regression;
+    int64_t id = 0;
+    assert_ok(nb_db_run_insert(db, &r, &id, &e_));
+    return id;
+}
+
+/* new -> acknowledged (who, why) -> fixed by a later run of the same series back in the band,
+ * never by a run of another series; closed by a person; refusals; old databases migrated. */
+static void test_regression_lifecycle(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("lifecycle");
+    int64_t dep = add_deployment(db, "SmolLM2-135M-Instruct", "cpu", "q4_1", "b1");
+    int64_t t0 = 1700000000000LL;
+    int flag = 0;
+    for (int i = 0; i < 8; i++) {
+        series_run(db, dep, t0 + i * 1000, 100.0 + (i % 3) * 0.3, 4, &flag);
+        assert_false(flag);
+    }
+    nb_db_regression *list = NULL;
+    size_t n = 0;
+    assert_ok(nb_db_regress_list(db, 0, 100, &list, &n, &e_));
+    assert_int_equal(n, 0);
+    /* flagged: a regression, new, with the baseline's median and the band */
+    int64_t slow = series_run(db, dep, t0 + 10000, 70.0, 4, &flag);
+    assert_true(flag);
+    nb_db_regression g;
+    assert_ok(nb_db_regress_of_run(db, slow, &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_NEW);
+    assert_string_equal(nb_db_regress_state_name(g.state), "new");
+    assert_string_equal(g.series,
+                        "SmolLM2-135M-Instruct|cpu|q4_1|b1|profile|ctx=-|gen=32|prompt=6|threads=4");
+    assert_string_equal(g.model, "SmolLM2-135M-Instruct");
+    assert_non_null(strstr(g.detail, "tps -30"));
+    assert_int_equal(g.n_metrics, 1);
+    assert_string_equal(g.metrics[0].metric, "tps");
+    assert_true(fabs(g.metrics[0].base_median - 100.3) < 0.5);
+    assert_true(fabs(g.metrics[0].band - 0.05) < 1e-12);
+    assert_true(g.metrics[0].higher_is_better);
+    int64_t gid = g.id;
+
+    /* a person acknowledges it: who and why required */
+    nb_err err;
+    assert_int_equal(nb_db_regress_ack(db, gid, "lead", "", NULL, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "--note"));
+    assert_int_equal(nb_db_regress_ack(db, gid, "", "x", NULL, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "--by"));
+    assert_int_equal(nb_db_regress_ack(db, 999999, "lead", "x", NULL, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_regress_ack(db, gid, "lead", "driver 2.19 decode, LAB-12", &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_ACKNOWLEDGED);
+    assert_string_equal(g.ack_by, "lead");
+    assert_string_equal(g.ack_note, "driver 2.19 decode, LAB-12");
+    assert_true(g.ack_ms > 0);
+
+    /* back in the band, but another series (1 thread): not fixed */
+    series_run(db, dep, t0 + 11000, 100.0, 1, &flag);
+    assert_ok(nb_db_regress_get(db, gid, &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_ACKNOWLEDGED);
+    /* the same series still slow (outside the band): not fixed */
+    series_run(db, dep, t0 + 12000, 90.0, 4, &flag);
+    assert_ok(nb_db_regress_get(db, gid, &g, &e_));
+    if (!flag)
+        assert_int_equal(g.state, NB_REGRESS_ACKNOWLEDGED);
+    /* the same series back inside the band: fixed, by that run */
+    int64_t good = series_run(db, dep, t0 + 13000, 99.5, 4, &flag);
+    assert_false(flag);
+    assert_ok(nb_db_regress_get(db, gid, &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_FIXED);
+    assert_int_equal(g.fixed_run_id, good);
+    assert_string_equal(g.fixed_by, "");
+    assert_string_equal(g.ack_by, "lead"); /* the acknowledgement stays on record */
+    /* nothing more to do on a fixed one */
+    assert_int_equal(nb_db_regress_ack(db, gid, "lead", "again", NULL, &err), NB_EMISMATCH);
+    assert_non_null(strstr(err.msg, "already fixed"));
+    assert_int_equal(nb_db_regress_close(db, gid, "lead", "", NULL, &err), NB_EMISMATCH);
+
+    /* another one, closed by a person */
+    int64_t slow2 = series_run(db, dep, t0 + 20000, 50.0, 4, &flag);
+    assert_true(flag);
+    assert_ok(nb_db_regress_of_run(db, slow2, &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_NEW);
+    assert_ok(nb_db_regress_close(db, g.id, "lead", "board replaced", &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_FIXED);
+    assert_string_equal(g.fixed_by, "lead");
+    assert_int_equal(g.fixed_run_id, 0);
+    assert_ok(nb_db_regress_list(db, NB_REGRESS_STATE_BIT(NB_REGRESS_NEW) |
+                                         NB_REGRESS_STATE_BIT(NB_REGRESS_ACKNOWLEDGED),
+                                 100, &list, &n, &e_));
+    assert_int_equal(n, 0); /* the 90 run, if flagged, was back in the band at 99.5 too */
+    free(list);
+    assert_ok(nb_db_regress_list(db, NB_REGRESS_STATE_BIT(NB_REGRESS_FIXED), 100, &list, &n,
+                                 &e_));
+    assert_true(n >= 2);
+    assert_true(list[0].id > list[n - 1].id); /* newest first */
+    free(list);
+    nb_db_regress_state st;
+    assert_int_equal(nb_db_regress_state_parse("--state", "open", &st, &err), NB_EINVAL);
+    assert_non_null(strstr(err.msg, "new, acknowledged or fixed"));
+    char path[512];
+    snprintf(path, sizeof path, "%s", nb_db_path(db));
+    nb_db_close(db);
+
+    /* a database of the version before: its flagged runs become new regressions */
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "DROP TABLE regression_metrics; DROP TABLE regressions; "
+                                  "DELETE FROM schema_version WHERE version = 9",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
+    int v = 0;
+    assert_ok(nb_db_schema_version(db, &v, &e_));
+    assert_int_equal(v, nb_db_schema_latest());
+    assert_ok(nb_db_regress_of_run(db, slow, &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_NEW);
+    assert_int_equal(g.n_metrics, 0);
+    assert_string_equal(g.series,
+                        "SmolLM2-135M-Instruct|cpu|q4_1|b1|profile|ctx=-|gen=32|prompt=6|threads=4");
+    assert_int_equal(nb_db_regress_of_run(db, good, &g, &err), NB_ENOTFOUND);
+    /* without the check's numbers, a later unflagged run of its series fixes it */
+    series_run(db, dep, t0 + 30000, 100.0, 1, &flag);
+    assert_ok(nb_db_regress_of_run(db, slow, &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_NEW);
+    good = series_run(db, dep, t0 + 31000, 100.0, 4, &flag);
+    assert_false(flag);
+    assert_ok(nb_db_regress_of_run(db, slow, &g, &e_));
+    assert_int_equal(g.state, NB_REGRESS_FIXED);
+    assert_int_equal(g.fixed_run_id, good);
+    close_db(db);
+}
+
 static void data_path(char *buf, size_t size, const char *name)
 {
     const char *src = getenv("NB_SRC");
@@ -2485,6 +2653,7 @@ int main(void)
         cmocka_unit_test(test_history_filters),
         cmocka_unit_test(test_mann_whitney_known_values),
         cmocka_unit_test(test_regression_needs_both),
+        cmocka_unit_test(test_regression_lifecycle),
         cmocka_unit_test(test_regression_threshold_boundaries),
         cmocka_unit_test(test_replay_answers),
         cmocka_unit_test(test_import),

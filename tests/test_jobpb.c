@@ -657,16 +657,94 @@ static void test_params(void **state)
     nb_job_params_read(&s, &p);
     assert_int_equal(p.threads, 4);
     assert_int_equal(p.chat, 0);
-    assert_int_equal(p.max_seq, -1);
-    assert_int_equal(p.warmup, -1);
+    assert_int_equal(p.max_seq, -1); /* inherits: the deployment's */
+    assert_int_equal(p.warmup, -1);  /* verify takes no warmup */
     assert_int_equal(nb_job_param_or(p.warmup, 1), 1);
     assert_int_equal(nb_job_param_or(p.threads, 8), 4);
-    assert_true(p.has_localize);
     assert_int_equal(p.localize, NB_LOCALIZE_DIVERGENCE);
+    /* the kind's defaults, applied by the reader: verify's first 2 prompts, top-5, 32 tokens */
+    assert_int_equal(p.max_prompts, NB_JOB_VERIFY_PROMPTS);
+    assert_int_equal(p.k, NB_JOB_VERIFY_K);
+    assert_int_equal(p.n_tokens, NB_JOB_VERIFY_N_TOKENS);
+    assert_int_equal(p.strict, 0);
     assert_null(p.reference);
     kv[0].value = "1025"; /* the limit is nb_limits.h's */
     assert_int_equal(nb_job_validate_spec(&s, &err), NB_EINVAL);
     assert_string_equal(err.msg, "JobSpec.params threads '1025': must be an integer 0..1024");
+}
+
+/* Every kind's descriptor: each parameter has a row with a limit, a default within it (or
+ * says what it inherits), help, and a key the reader and validation find; a value past the
+ * limit is refused naming the field and the limit; the default is what the reader applies. */
+static void test_kind_descriptors(void **state)
+{
+    (void)state;
+    size_t n_kinds = 0;
+    for (size_t i = 0; nb_job_kind_at(i); i++, n_kinds++) {
+        const nb_job_kind_desc *d = nb_job_kind_at(i);
+        assert_ptr_equal(nb_job_kind_desc_of(d->kind), d);
+        assert_int_equal(nb_job_kind_parse(d->name), d->kind);
+        assert_non_null(d->family);
+        assert_non_null(d->stores);
+        assert_non_null(d->help);
+        assert_non_null(d->params);
+        for (const nb_job_kind_param *kp = d->params; kp->p; kp++) {
+            const nb_job_param_desc *p = kp->p;
+            print_message("%s %s\n", d->name, p->key);
+            assert_ptr_equal(nb_job_param_find(p->key), p);
+            assert_non_null(p->help);
+            if (p->type == NB_JOB_PT_TEXT)
+                continue;
+            assert_true(p->lo <= p->hi);
+            assert_true(p->hi > 0); /* a limit, not an open range */
+            if (!kp->inherit) {
+                assert_true(kp->dflt >= p->lo && kp->dflt <= p->hi);
+                if (p->in_spec) /* 0 is "the kind's default" on the wire */
+                    assert_true(kp->dflt > 0);
+            }
+            if (p->type == NB_JOB_PT_ENUM) {
+                long n = 0;
+                while (p->names[n])
+                    n++;
+                assert_int_equal(p->hi, n - 1);
+            }
+            /* the reader applies the default of an unset parameter */
+            Npubench__JobSpec s;
+            npubench__job_spec__init(&s);
+            s.kind = d->kind;
+            nb_job_params jp;
+            nb_job_params_read(&s, &jp);
+            long got = *(const long *)((const char *)&jp + p->field);
+            assert_int_equal(got, kp->inherit ? (p->in_spec ? 0 : -1) : kp->dflt);
+            /* one past the limit is refused, naming the field and the limit */
+            Npubench__KeyValue kv, *pkv = &kv;
+            char buf[32], want[96];
+            nb_err err;
+            if (p->type == NB_JOB_PT_ENUM) {
+                npubench__key_value__init(&kv);
+                kv.key = (char *)p->key;
+                kv.value = "bogus";
+                s.params = &pkv;
+                s.n_params = 1;
+                snprintf(want, sizeof want, "JobSpec.params %s 'bogus': expected ", p->key);
+            } else {
+                Npubench__KeyValue *slot[1];
+                s.params = slot;
+                nb_job_param_set(&s, p, p->hi + 1, &kv, buf, sizeof buf);
+                if (p->in_spec)
+                    snprintf(want, sizeof want, "JobSpec.%s %ld: must be %ld..%ld", p->key,
+                             p->hi + 1, p->lo, p->hi);
+                else
+                    snprintf(want, sizeof want, "JobSpec.params %s '%ld': must be an integer "
+                             "%ld..%ld", p->key, p->hi + 1, p->lo, p->hi);
+            }
+            assert_int_equal(nb_job_validate_spec(&s, &err), NB_EINVAL);
+            if (strncmp(err.msg, want, strlen(want)))
+                fail_msg("%s %s: '%s' does not start '%s'", d->name, p->key, err.msg, want);
+        }
+    }
+    assert_int_equal(n_kinds, 6);
+    assert_null(nb_job_kind_at(n_kinds));
 }
 
 int main(void)
@@ -677,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_profile_round_trip), cmocka_unit_test(test_diagnosis_round_trip),
         cmocka_unit_test(test_environment),        cmocka_unit_test(test_validate_spec),
         cmocka_unit_test(test_matching),           cmocka_unit_test(test_params),
+        cmocka_unit_test(test_kind_descriptors),
     };
     return tu_run_group(tests, NULL, NULL);
 }

@@ -694,17 +694,22 @@ static void test_dispatch(void **state)
     assert_int_equal(nb_wmat_create(NB_W_BF16, 0, 40, &w, &err), NB_EINVAL);
 }
 
-/* The quantized prefill kernels of the host's paths, alone: the AVX2 one and, where the CPU has
- * VNNI, the AVX-512 one (test_kernels_emu runs its emulated twin everywhere). */
-static void test_kq_expanded(void **state)
+/* The rows-in-lanes kernels of Q5_0, Q4_K and Q6_K of the host's paths, alone: the AVX2 ones and,
+ * where the CPU has VNNI, the AVX-512 ones (test_kernels_emu runs their emulated twins
+ * everywhere); behind the public linear they are in test_linear_quantized_weights. */
+static void test_q_gemv8(void **state)
 {
     (void)state;
     if (!__builtin_cpu_supports("avx2"))
-        tu_skip("the expanded kernels need AVX2, which this CPU lacks");
-    assert_int_equal(kt_check_kq_expanded("avx2", nb_avx2_kquant_gemv8_expanded), 0);
+        tu_skip("the kernels need AVX2, which this CPU lacks");
+    assert_int_equal(kt_check_gemv8("avx2", NB_W_Q5_0, nb_avx2_q5_0_gemv8), 0);
+    assert_int_equal(kt_check_gemv8("avx2", NB_W_Q4_K, nb_avx2_q4_k_gemv8), 0);
+    assert_int_equal(kt_check_gemv8("avx2", NB_W_Q6_K, nb_avx2_q6_k_gemv8), 0);
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni"))
-        tu_skip("AVX-512 VNNI: not on this CPU (the emulated twin is tested)");
-    assert_int_equal(kt_check_kq_expanded("avx512vnni", nb_avx512_kquant_gemv8_expanded), 0);
+        tu_skip("AVX-512 VNNI: not on this CPU (the emulated twins are tested)");
+    assert_int_equal(kt_check_gemv8("avx512vnni", NB_W_Q5_0, nb_avx512_q5_0_gemv8), 0);
+    assert_int_equal(kt_check_gemv8("avx512vnni", NB_W_Q4_K, nb_avx512_q4_k_gemv8), 0);
+    assert_int_equal(kt_check_gemv8("avx512vnni", NB_W_Q6_K, nb_avx512_q6_k_gemv8), 0);
 }
 
 /* The prefill GEMM of the AVX-512 path (VNNI) against the per-row definition and fp64; behind
@@ -867,7 +872,7 @@ int main(void)
         cmocka_unit_test(test_topk_vocab),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_get_row),
-        cmocka_unit_test(test_kq_expanded),
+        cmocka_unit_test(test_q_gemv8),
         cmocka_unit_test(test_kq_gemm),
         cmocka_unit_test(test_linear_quantized_long),
         cmocka_unit_test(test_head_rows),

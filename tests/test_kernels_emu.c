@@ -26,11 +26,11 @@ void nb_amx_emu_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, 
                             int j0, int j1);
 float nb_amx_emu_dot_pair(float c0, const nb_bf16 a[2], const nb_bf16 b[2]);
 /* nb_avx512_kquant.c over the emulated intrinsics (kernels_emu.c). */
-void nb_avx512_emu_kquant_gemv8_expanded(nb_wtype t, const nb_q8_act *x, const uint8_t *e, int K,
-                                         float out[8]);
 void nb_avx512_emu_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_emu_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_emu_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_emu_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
+void nb_avx512_emu_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 extern const nb_kq_gemm_ops nb_avx512_emu_kq_gemm;
 /* nb_avx512.c's attention loops over the emulated intrinsics. */
 void nb_avx512_emu_attn_scores4(const float *kt, const float *const q[4], int lim, int hd,
@@ -162,17 +162,18 @@ static void test_avx512_quantized_emulated(void **state)
         }
 }
 
-/* The AVX-512 VNNI kernels of the block-keeping types: the k-quant / Q5_0 per-row prefill kernel
- * and the prefill GEMM alone (against the AVX2 kernel, the portable dot and fp64), then behind
- * the public linear: a table with them swapped in, decode (n = 1, Q8_0's kernel) and prefill
- * sizes (the GEMM; and the per-row kernel on expanded groups, in a table without the GEMM; Q4_1's
- * decode kernel at every n), two threads, against portable bit for bit. */
+/* The AVX-512 VNNI kernels of the block-keeping types: the rows-in-lanes kernels of Q5_0, Q4_K
+ * and Q6_K and Q8_0's prefill GEMM alone (against the portable dot and fp64), then behind the
+ * public linear: a table with them swapped in, decode (n = 1) and prefill sizes (Q8_0's GEMM; and
+ * its per-row kernel, in a table without the GEMM; the rows-in-lanes kernels at every n), two
+ * threads, against portable bit for bit. */
 static void test_avx512_kquant_emulated(void **state)
 {
     (void)state;
     need_avx2();
-    assert_int_equal(kt_check_kq_expanded("avx512vnni-emu", nb_avx512_emu_kquant_gemv8_expanded),
-                     0);
+    assert_int_equal(kt_check_gemv8("avx512vnni-emu", NB_W_Q5_0, nb_avx512_emu_q5_0_gemv8), 0);
+    assert_int_equal(kt_check_gemv8("avx512vnni-emu", NB_W_Q4_K, nb_avx512_emu_q4_k_gemv8), 0);
+    assert_int_equal(kt_check_gemv8("avx512vnni-emu", NB_W_Q6_K, nb_avx512_emu_q6_k_gemv8), 0);
     assert_int_equal(kt_check_kq_gemm("avx512vnni-emu", &nb_avx512_emu_kq_gemm), 0);
     static const nb_wtype ts[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
     static const int ns[] = {1, 37, -37}; /* -37: 37 rows, the table without the GEMM */
@@ -195,10 +196,11 @@ static void test_avx512_kquant_emulated(void **state)
             nb_wmat *Wp = kt_wmat_from(ts[k], ROWS, COLS, data);
             assert_non_null(Wp);
             emu = *nb_kernels_active();
-            emu.kquant_expanded = nb_avx512_emu_kquant_gemv8_expanded;
             emu.q8_0_gemv8 = nb_avx512_emu_q8_0_gemv8;
             emu.q4_1_gemv8 = nb_avx512_emu_q4_1_gemv8;
             emu.q5_0_gemv8 = nb_avx512_emu_q5_0_gemv8;
+            emu.q4_k_gemv8 = nb_avx512_emu_q4_k_gemv8;
+            emu.q6_k_gemv8 = nb_avx512_emu_q6_k_gemv8;
             emu.kq_gemm = ns[i] < 0 ? NULL : &nb_avx512_emu_kq_gemm;
             nb_kernels_use_table(&emu);
             nb_linear_bf16_f32out(Wp, X, n, got);

@@ -685,19 +685,18 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
     vo.prompts_file = ppath[0] ? ppath : NULL;
     vo.reference = ref[0] ? ref : trace[0] ? trace : NULL;
     vo.refdir = j->ctx->refdir[0] ? j->ctx->refdir : NULL;
-    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
-    vo.max_prompts = s->max_prompts ? s->max_prompts : kd->max_prompts;
-    vo.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
-    vo.k = s->k ? s->k : kd->k;
+    /* checked with the spec (nb_job): an unknown value never reaches here; the kind's
+     * defaults are applied by the reader */
+    nb_job_params jp;
+    nb_job_params_read(s, &jp);
+    vo.max_prompts = (int)jp.max_prompts;
+    vo.n_tokens = (int)jp.n_tokens;
+    vo.k = (int)jp.k;
     if (s->shard) {
         vo.first = s->shard->prompt_begin;
         vo.count = s->shard->prompt_end - s->shard->prompt_begin;
     }
-    /* checked with the spec (nb_job): an unknown value never reaches here */
-    nb_job_params jp;
-    nb_job_params_read(s, &jp);
-    if (jp.has_localize)
-        vo.localize = jp.localize;
+    vo.localize = (nb_localize_when)jp.localize;
     vo.strict = jp.strict == 1;
     vo.prompts_sha256 = s->n_prompts ? jp.prompts_sha256 : NULL;
     vo.progress = step_progress;
@@ -763,14 +762,13 @@ static nb_code run_bench(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, i
     nb_run_opts ro;
     nb_run_opts_default(&ro);
     ro.prompt = s->prompt && *s->prompt ? s->prompt : NULL;
-    const nb_job_kind_desc *kd = nb_job_kind_desc_of(s->kind); /* validated: never NULL */
-    ro.n_tokens = s->n_tokens ? s->n_tokens : kd->n_tokens;
-    ro.reps = s->reps ? s->reps : kd->reps;
-    nb_job_params jp;
+    nb_job_params jp; /* the kind's defaults applied (job/nb_job.c) */
     nb_job_params_read(s, &jp);
-    ro.warmup = (int)nb_job_param_or(jp.warmup, 1);
+    ro.n_tokens = (int)jp.n_tokens;
+    ro.reps = (int)jp.reps;
+    ro.warmup = (int)jp.warmup;
     ro.chat = (int)jp.chat; /* -1: the model's default */
-    ro.stop_eog = !nb_job_param_or(jp.ignore_eos, 0);
+    ro.stop_eog = !jp.ignore_eos;
     ro.cancel = (nb_cancel){exec_cancelled, j};
     ro.progress = step_progress; /* one step per timed repetition (it stayed at 0/N) */
     ro.progress_user = j;
@@ -824,6 +822,44 @@ static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_deployme
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     return NB_OK;
 }
+
+/* One executor function per kind that opens a deployment (its descriptor is job/nb_job.c's;
+ * health runs as a short verify). */
+static nb_code exec_run(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                        Npubench__JobResult *res, nb_err *err)
+{
+    return run_bench(j, d, s, 0, res, err);
+}
+
+static nb_code exec_profile(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                            Npubench__JobResult *res, nb_err *err)
+{
+    return run_bench(j, d, s, 1, res, err);
+}
+
+static nb_code exec_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                           Npubench__JobResult *res, nb_err *err)
+{
+    return run_verify(j, d, s, 0, res, err);
+}
+
+static nb_code exec_verify_full(job_run *j, nb_deploy *d, const Npubench__JobSpec *s,
+                                Npubench__JobResult *res, nb_err *err)
+{
+    return run_verify(j, d, s, 1, res, err);
+}
+
+static const struct {
+    int kind;
+    nb_code (*run)(job_run *, nb_deploy *, const Npubench__JobSpec *, Npubench__JobResult *,
+                   nb_err *);
+} executors[] = {
+    {NPUBENCH__JOB_KIND__RUN, exec_run},
+    {NPUBENCH__JOB_KIND__PROFILE, exec_profile},
+    {NPUBENCH__JOB_KIND__VERIFY, exec_verify},
+    {NPUBENCH__JOB_KIND__VERIFY_FULL, exec_verify_full},
+    {NPUBENCH__JOB_KIND__DIAGNOSIS, run_diagnosis},
+};
 
 static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResult *res,
                        nb_err *err)
@@ -902,14 +938,13 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         return rc;
     /* a backend's own process (an air host) prints into this job's log while it runs */
     nb_deploy_set_job_hooks(d, exec_line, exec_cancelled, j);
-    switch (s->kind) {
-    case NPUBENCH__JOB_KIND__RUN: rc = run_bench(j, d, s, 0, res, err); break;
-    case NPUBENCH__JOB_KIND__PROFILE: rc = run_bench(j, d, s, 1, res, err); break;
-    case NPUBENCH__JOB_KIND__VERIFY: rc = run_verify(j, d, s, 0, res, err); break;
-    case NPUBENCH__JOB_KIND__VERIFY_FULL: rc = run_verify(j, d, s, 1, res, err); break;
-    case NPUBENCH__JOB_KIND__DIAGNOSIS: rc = run_diagnosis(j, d, s, res, err); break;
-    default: rc = nb_err_set(err, NB_EINTERNAL, "kind %d passed validation", (int)s->kind);
-    }
+    size_t e = 0;
+    while (e < sizeof executors / sizeof *executors && executors[e].kind != (int)s->kind)
+        e++;
+    rc = e < sizeof executors / sizeof *executors
+             ? executors[e].run(j, d, s, res, err)
+             : nb_err_set(err, NB_EINTERNAL, "kind %d passed validation but has no executor",
+                          (int)s->kind);
     nb_deploy_set_job_hooks(d, NULL, NULL, NULL);
     return rc;
 }
