@@ -54,6 +54,8 @@ static void fixed_cell(const Npubench__Regression *g, char *buf, size_t cap)
         snprintf(buf, cap, "-");
     else if (g->fixed_run_id)
         snprintf(buf, cap, "run %lld back in the band", (long long)g->fixed_run_id);
+    else if (!*g->fixed_by) /* the fixing run was removed since */
+        snprintf(buf, cap, "a later run back in the band (since removed)");
     else
         snprintf(buf, cap, "closed by %s%s%s", g->fixed_by, *g->fixed_note ? ": " : "",
                  g->fixed_note);

@@ -15,6 +15,7 @@
 #include "nb_dash_regress.h"
 #include "nb_db_boards.h"
 #include "nb_db_deploy.h"
+#include "nb_db_joblog.h"
 #include "nb_db_jobs.h"
 #include "nb_db_runs.h"
 #include "nb_db_workers.h"
@@ -699,8 +700,8 @@ static nb_code page_deployment(nb_db *db, const nb_dash_opts *o, int64_t id, FIL
                    "</a></td><td>%s</td>",
                 r->run_id, r->run_id, when);
         cell(f, r->kind);
-        fprintf(f, "<td class=\"%s\">%s</td>", outcome_class(r->outcome),
-                nb_db_outcome_name(r->outcome));
+        nb_db_outcome shown = nb_db_run_outcome(r->outcome, r->regression);
+        fprintf(f, "<td class=\"%s\">%s</td>", outcome_class(shown), nb_db_outcome_name(shown));
         num_cell(f, t ? t->value : NAN, t && t->reps > 1 ? t->stddev : NAN);
         num_cell(f, p ? p->value : NAN, p && p->reps > 1 ? p->stddev : NAN);
         cell(f, r->commit);
@@ -932,9 +933,7 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     for (size_t i = 0; i < r.n_gate_checks; i++)
         n_defect += r.gate_checks[i].decode_status && !strcmp(r.gate_checks[i].decode_status,
                                                               "fault");
-    /* a run the regression check flagged fails, as `npubench job` and its exit code say */
-    nb_db_outcome shown = r.regression && r.outcome == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL
-                                                                       : r.outcome;
+    nb_db_outcome shown = nb_db_run_outcome(r.outcome, r.regression);
     fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s",
             shown == NB_OUTCOME_PASS && n_defect ? "warn" : outcome_class(shown),
             nb_db_outcome_name(shown));
@@ -952,9 +951,13 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
         fputs(": ", f);
         esc(f, r.error);
     }
-    fprintf(f, "</td></tr>\n<tr><th>Started</th><td>%s</td></tr>\n<tr><th>Job</th><td>%" PRId64
-               "</td></tr>\n<tr><th>Source</th><td>%s</td></tr>\n<tr><th>Commit</th>",
-            when, r.job_id, nb_db_source_name(r.source));
+    fprintf(f, "</td></tr>\n<tr><th>Started</th><td>%s</td></tr>\n<tr><th>Job</th><td>", when);
+    if (r.job_id > 0) /* its page, with the log */
+        fprintf(f, "<a href=\"job-%" PRId64 ".html\">job %" PRId64 "</a>", r.job_id, r.job_id);
+    else
+        fputs("none", f);
+    fprintf(f, "</td></tr>\n<tr><th>Source</th><td>%s</td></tr>\n<tr><th>Commit</th>",
+            nb_db_source_name(r.source));
     cell(f, r.env.npubench_commit);
     fputs("</tr>\n<tr><th>Worker</th>", f);
     cell(f, r.worker_id);
@@ -1234,12 +1237,6 @@ nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, v
         rc = nb_dash_job_export_ids(db, o.max_finished, add_job_id, &ji, err);
     if (!rc)
         rc = nb_dash_regress_export_ids(db, add_job_id, &ji, err);
-    for (size_t i = 0; !rc && i < jobs.n; i++) {
-        char name[NB_DASH_NAME_MAX];
-        snprintf(name, sizeof name, "job-%" PRId64 ".html", jobs.v[i]);
-        rc = emit(db, &o, name, sink, ud, &count, err);
-    }
-    free(jobs.v);
     if (!rc)
         rc = nb_db_deployment_list(db, NULL, &d, &nd, err);
     for (size_t i = 0; !rc && i < nd; i++) {
@@ -1266,6 +1263,23 @@ nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, v
     for (size_t i = 0; !rc && i < m.nm * m.nb; i++)
         if (m.cell[i] >= 0 && idset_add(&runs, m.rows[m.cell[i]].run_id))
             rc = nb_err_set(err, NB_ENOMEM, "report: out of memory");
+    /* every run's job and what that job's page links to, until nothing new comes */
+    for (size_t r = 0, k = 0; !rc && (r < runs.n || k < jobs.n);) {
+        if (r < runs.n) {
+            int64_t job = 0;
+            rc = nb_db_run_job(db, runs.v[r++], &job, err);
+            if (!rc && job > 0)
+                rc = add_job_id(&ji, 0, job, err);
+        } else {
+            rc = nb_dash_job_linked_ids(db, jobs.v[k++], add_job_id, &ji, err);
+        }
+    }
+    for (size_t i = 0; !rc && i < jobs.n; i++) {
+        char name[NB_DASH_NAME_MAX];
+        snprintf(name, sizeof name, "job-%" PRId64 ".html", jobs.v[i]);
+        rc = emit(db, &o, name, sink, ud, &count, err);
+    }
+    free(jobs.v);
     for (size_t i = 0; !rc && i < runs.n; i++) {
         char name[NB_DASH_NAME_MAX];
         snprintf(name, sizeof name, "run-%" PRId64 ".html", runs.v[i]);

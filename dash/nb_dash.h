@@ -39,9 +39,10 @@ typedef nb_code (*nb_dash_sink)(void *ud, const char *name, const char *data, si
                                   nb_err *err);
 
 /* Every page reachable from index.html: the four overview pages, each deployment's page
- * and plots, the page of every job the queue lists (and of a group's jobs), and the page of
- * every run those link to (at most max_points per deployment plus the matrix's and the
- * jobs'). *n_files (may be NULL) gets the count. */
+ * and plots, the regressions page, the page of every job the queue lists, and of every run
+ * those link to (at most max_points per deployment plus the matrix's, the regressions' and
+ * the jobs'), and of the job of each of those runs with what its page links to (its group,
+ * a group's jobs and their runs). *n_files (may be NULL) gets the count. */
 nb_code nb_dash_export(nb_db *db, const nb_dash_opts *opts, nb_dash_sink sink, void *ud,
                          size_t *n_files, nb_err *err);
 

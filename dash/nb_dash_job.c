@@ -242,9 +242,7 @@ static void runs_section(FILE *f, nb_db *db, const nb_db_job *j)
           "</tr>\n",
           f);
     for (size_t i = 0; i < n; i++) {
-        /* a flagged PASS fails, as the job's outcome and `npubench job` say */
-        nb_db_outcome o = r[i].regression && r[i].outcome == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL
-                                                                             : r[i].outcome;
+        nb_db_outcome o = nb_db_run_outcome(r[i].outcome, r[i].regression);
         const char *cls = o == NB_OUTCOME_PASS ? "pass" : o == NB_OUTCOME_FAIL ? "fail" : "error";
         fprintf(f,
                 "<tr class=\"job-run\"><td><a href=\"run-%" PRId64 ".html\">run %" PRId64
@@ -467,11 +465,13 @@ nb_code nb_dash_job_log_json(nb_db *db, int64_t id, const char *query, FILE *f, 
     return NB_OK;
 }
 
-/* One job's page, its runs and, for a group, its jobs. */
+/* One job's page, its runs, its group and, for a group, its jobs. */
 static nb_code export_job(nb_db *db, const nb_db_job *j, nb_dash_job_id_fn fn, void *ud,
                           nb_err *err)
 {
     nb_code rc = fn(ud, 0, j->id, err);
+    if (!rc && j->parent_id > 0)
+        rc = fn(ud, 0, j->parent_id, err);
     nb_db_job_run_ref *r = NULL;
     size_t n = 0;
     if (!rc)
@@ -513,4 +513,14 @@ nb_code nb_dash_job_export_ids(nb_db *db, size_t max_finished, nb_dash_job_id_fn
         nb_db_job_list_free(j, n);
     }
     return rc;
+}
+
+nb_code nb_dash_job_linked_ids(nb_db *db, int64_t job_id, nb_dash_job_id_fn fn, void *ud,
+                               nb_err *err)
+{
+    nb_db_job j;
+    nb_code rc = nb_db_job_peek(db, job_id, &j, err);
+    if (rc == NB_ENOTFOUND)
+        return NB_OK;
+    return rc ? rc : export_job(db, &j, fn, ud, err);
 }

@@ -39,4 +39,9 @@ typedef nb_code (*nb_dash_job_id_fn)(void *ud, int is_run, int64_t id, nb_err *e
 nb_code nb_dash_job_export_ids(nb_db *db, size_t max_finished, nb_dash_job_id_fn fn, void *ud,
                                nb_err *err);
 
+/* What job job_id's page links to: itself, its runs, its group and, for a group, its jobs; a
+ * job no longer stored: nothing. */
+nb_code nb_dash_job_linked_ids(nb_db *db, int64_t job_id, nb_dash_job_id_fn fn, void *ud,
+                               nb_err *err);
+
 #endif

@@ -100,19 +100,19 @@ static void place(const nb_dash_plot_in *in, const char *which, work *w)
     }
     /* the runs of one commit side by side around its tick, oldest left (stacked on one x
      * they would hide each other and draw their line straight up and down) */
+    size_t *of = which ? calloc(w->n_slots ? w->n_slots : 1, 2 * sizeof *of) : NULL;
+    for (size_t i = 0; of && i < in->n; i++)
+        if (w->slot[i] != SIZE_MAX)
+            of[2 * w->slot[i]]++;
     for (size_t i = 0; i < in->n; i++) {
         w->x[i] = (double)w->slot[i];
-        if (!which || w->slot[i] == SIZE_MAX)
+        if (!of || w->slot[i] == SIZE_MAX)
             continue;
-        size_t k = 0, of = 0;
-        for (size_t j = 0; j < in->n; j++)
-            if (w->slot[j] == w->slot[i]) {
-                k += j < i;
-                of++;
-            }
-        if (of > 1)
-            w->x[i] += -0.4 + 0.8 * (double)k / (double)(of - 1);
+        size_t *c = &of[2 * w->slot[i]], k = c[1]++; /* runs of the slot, this one's rank */
+        if (c[0] > 1)
+            w->x[i] += -0.4 + 0.8 * (double)k / (double)(c[0] - 1);
     }
+    free(of); /* out of memory: the runs of a commit stacked at its tick, still all drawn */
 }
 
 /* A run's driver, firmware or mlir-air commit differing from the run before it: an event

@@ -42,9 +42,12 @@ static void history(FILE *f, const nb_db_regression *g)
                    "</a>, back inside the noise band, at ",
                 g->fixed_run_id, g->fixed_run_id);
         when(f, g->fixed_ms);
+    } else if (!*g->fixed_by) { /* the fixing run was removed since (ON DELETE SET NULL) */
+        fputs("<span class=\"fixed\">fixed by a later run of its series (since removed) at ", f);
+        when(f, g->fixed_ms);
     } else {
         fputs("<span class=\"fixed\">closed by ", f);
-        esc(f, *g->fixed_by ? g->fixed_by : "a person");
+        esc(f, g->fixed_by);
         fputs(" at ", f);
         when(f, g->fixed_ms);
         if (*g->fixed_note) {

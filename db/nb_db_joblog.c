@@ -151,3 +151,25 @@ nb_code nb_db_job_runs(nb_db *db, int64_t job_id, size_t max, nb_db_job_run_ref 
     *out = arr;
     return rc;
 }
+
+nb_code nb_db_run_job(nb_db *db, int64_t run_id, int64_t *job_id, nb_err *err)
+{
+    static const char sql[] = "SELECT COALESCE(job_id, 0) FROM runs WHERE id = ?";
+    *job_id = 0;
+    nb_db_lock(db);
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, sql, &st, err);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, run_id);
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW)
+            *job_id = sqlite3_column_int64(st, 0);
+        else if (s == SQLITE_DONE)
+            rc = nb_err_set(err, NB_ENOTFOUND, "no run %lld", (long long)run_id);
+        else
+            rc = nb_db_sqlerr(db, err, "reading a run's job");
+        nb_db_done(st);
+    }
+    nb_db_unlock(db);
+    return rc;
+}

@@ -52,4 +52,8 @@ typedef struct nb_db_job_run_ref {
 nb_code nb_db_job_runs(nb_db *db, int64_t job_id, size_t max, nb_db_job_run_ref **out,
                        size_t *n, nb_err *err);
 
+/* The job that stored run_id: *job_id (0 when none, or the job was removed); NB_ENOTFOUND
+ * for a run that is not stored. */
+nb_code nb_db_run_job(nb_db *db, int64_t run_id, int64_t *job_id, nb_err *err);
+
 #endif

@@ -215,6 +215,10 @@ static nb_code refuse_fixed(const nb_db_regression *g, const char *act, nb_err *
         return nb_err_set(err, NB_EMISMATCH, "regression %lld is already fixed (closed by %s): "
                                              "nothing to %s",
                           (long long)g->id, g->fixed_by, act);
+    if (!g->fixed_run_id) /* the fixing run was removed since */
+        return nb_err_set(err, NB_EMISMATCH, "regression %lld is already fixed (by a later run "
+                                             "back in the noise band): nothing to %s",
+                          (long long)g->id, act);
     return nb_err_set(err, NB_EMISMATCH, "regression %lld is already fixed (run %lld is back "
                                          "in the noise band): nothing to %s",
                       (long long)g->id, (long long)g->fixed_run_id, act);

@@ -25,6 +25,11 @@ const char *nb_db_outcome_name(nb_db_outcome o)
     return (unsigned)o < 3 ? outcome_names[o] : "ERROR";
 }
 
+nb_db_outcome nb_db_run_outcome(nb_db_outcome stored, int regression)
+{
+    return regression && stored == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL : stored;
+}
+
 const char *nb_db_source_name(nb_db_source s)
 {
     return (unsigned)s < 3 ? source_names[s] : "local";

@@ -16,6 +16,9 @@ typedef enum nb_db_source { NB_SOURCE_LOCAL = 0, NB_SOURCE_SERVICE, NB_SOURCE_IM
 const char *nb_db_outcome_name(nb_db_outcome o); /* "PASS", "FAIL", "ERROR" */
 const char *nb_db_source_name(nb_db_source s);   /* "local", "service", "import" */
 nb_code nb_db_outcome_parse(const char *s, nb_db_outcome *out, nb_err *err);
+/* The one outcome a person sees for a run: a gate PASS the regression check flagged is a FAIL,
+ * as `npubench job`, JSON, JUnit and the exit code say. */
+nb_db_outcome nb_db_run_outcome(nb_db_outcome stored, int regression);
 
 /* The per-run metrics, used as array indexes. GATE exists only as a history
  * query metric: value 1 for a PASS run, 0 for FAIL (ERROR runs excluded). */

@@ -12,51 +12,12 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "nb_db.h"
-#include "nb_db_deploy.h"
-#include "nb_db_runs.h"
-#include "testutil.h"
+#include "testdb.h"
 
 static char url[1300], ck[1200], ak[1200], dbpath[1200];
 static pid_t coord_pid;
 static int64_t flagged_run, dep_id;
 static const int64_t t0 = 1700000000000LL;
-
-/* A profile run of 5 repetitions around tps, checked as the coordinator checks it. */
-static int64_t checked_run(nb_db *db, int64_t dep, int64_t t, double tps)
-{
-    nb_db_sample smp[5];
-    for (int i = 0; i < 5; i++) {
-        smp[i].rep = i;
-        for (int m = 0; m < NB_METRIC_N; m++)
-            smp[i].v[m] = NAN;
-        smp[i].v[NB_METRIC_TPS] = tps + (i - 2) * 0.5;
-    }
-    nb_db_run r;
-    nb_db_run_init(&r);
-    r.deployment_id = dep;
-    r.kind = "profile";
-    r.outcome = NB_OUTCOME_PASS;
-    r.started_ms = t;
-    r.generated_tokens = 32;
-    r.value[NB_METRIC_TPS] = tps;
-    r.samples = smp;
-    r.n_samples = 5;
-    r.source = NB_SOURCE_SERVICE;
-    nb_db_regression_report rep;
-    nb_err err = {0};
-    if (nb_db_run_check_regression(db, &r, NULL, &rep, &err))
-        fail_msg("%s", err.msg);
-    if (rep.regression) {
-        r.regression = 1;
-        r.regression_detail = rep.detail;
-        r.regression_report = &rep;
-    }
-    int64_t id = 0;
-    if (nb_db_run_insert(db, &r, &id, &err))
-        fail_msg("%s", err.msg);
-    return id;
-}
 
 static void key(char *path, size_t cap, const char *name, const char *value)
 {
@@ -79,23 +40,12 @@ static void start(void)
 {
     char *db = dbpath, sock[1200];
     snprintf(dbpath, sizeof dbpath, "%s/r.db", tu_group_tmp());
-    nb_db *h = NULL;
-    nb_err err = {0};
-    if (nb_db_open(db, NULL, &h, &err))
-        fail_msg("%s", err.msg);
-    nb_db_deployment d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
-    snprintf(d.backend, sizeof d.backend, "cpu");
-    snprintf(d.dtype, sizeof d.dtype, "q4_1");
-    snprintf(d.board, sizeof d.board, "strix-01");
-    int64_t dep = 0;
-    if (nb_db_deployment_upsert(h, &d, &dep, &err))
-        fail_msg("%s", err.msg);
+    nb_db *h = tdb_open("r.db");
+    int64_t dep = tdb_deployment(h, "strix-01");
     dep_id = dep;
     for (int i = 0; i < 8; i++)
-        checked_run(h, dep, t0 + i * 1000, 100.0 + (i % 3) * 0.3);
-    flagged_run = checked_run(h, dep, t0 + 10000, 70.0);
+        tdb_checked_run(h, dep, t0 + i * 1000, 100.0 + (i % 3) * 0.3, 0, NULL);
+    flagged_run = tdb_checked_run(h, dep, t0 + 10000, 70.0, 0, NULL);
     nb_db_close(h);
     key(ck, sizeof ck, "client.key", "client-key-0123456789abcdef");
     key(ak, sizeof ak, "admin.key", "admin-key-0123456789abcdef");
@@ -183,7 +133,7 @@ static void test_list_ack_close(void **s)
     nb_err err = {0};
     if (nb_db_open(dbpath, NULL, &h, &err))
         fail_msg("%s", err.msg);
-    int64_t good = checked_run(h, dep_id, t0 + 11000, 100.0);
+    int64_t good = tdb_checked_run(h, dep_id, t0 + 11000, 100.0, 0, NULL);
     nb_db_close(h);
     out = tu_cli(0, "", "regressions --state fixed --format csv " AS_CLIENT, url, ck);
     snprintf(want, sizeof want, ",\"lead: driver 2.19, LAB-12\",run %lld back in the band",
@@ -201,7 +151,7 @@ static void test_list_ack_close(void **s)
     /* another one, closed by a person; then there is nothing more to do */
     if (nb_db_open(dbpath, NULL, &h, &err))
         fail_msg("%s", err.msg);
-    checked_run(h, dep_id, t0 + 20000, 60.0);
+    tdb_checked_run(h, dep_id, t0 + 20000, 60.0, 0, NULL);
     nb_db_close(h);
     free(tu_cli(0, "2,new,*", "regressions --state new --format csv " AS_CLIENT, url, ck));
     free(tu_cli(0, "regression 2 (run *", "regressions close 2 --by lead --note 'board "

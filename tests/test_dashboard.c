@@ -29,6 +29,7 @@
 #include "nb_time.h"
 #include "nb_wire.h"
 #include "png_read.h"
+#include "testdb.h"
 #include "testutil.h"
 
 #define N_PERF 12        /* profile runs of deployment A */
@@ -517,6 +518,9 @@ static void test_pages(void **s)
     /* the runs table: the profiles, the cold runs and the verify of A */
     assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     assert_int_equal(count(p, "<td class=\"regression\">REGRESSION</td>"), seed.n_flagged);
+    /* a flagged run's outcome in the table is the FAIL its page and `npubench job` give */
+    assert_int_equal(count(p, "<td class=\"fail\">FAIL</td><td>"),
+                     seed.n_flagged);
     free(p);
 
     /* a deployment without TTFT/TPS runs still has its two plots, saying so */
@@ -609,6 +613,55 @@ static void test_band(void **s)
     p.band_runs = 1; /* only the one before: 20 (point 3 is NaN) */
     assert_int_equal(nb_svg_band(&p, 4, &lo, &hi), 1);
     assert_true(fabs(lo - 18.0) < 1e-9);
+}
+
+/* nb_svg_chart_write alone: a legend entry per series in its colour, the commit axis's ticks
+ * thinned to fit (12 commits: every second), events escaped, one before the first run (no
+ * run before it to differ from) left out, no time ticks on a commit axis. */
+static void test_chart(void **s)
+{
+    (void)s;
+    nb_svg_point a[12], b[3];
+    const char *commits[12];
+    char names[12][16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(names[i], sizeof names[i], "%02dabcdef99", i);
+        commits[i] = names[i];
+        a[i] = (nb_svg_point){.run_id = i + 1, .when_ms = 1764800000000LL + 60000LL * i,
+                              .value = 10 + i % 3, .stddev = NAN, .slot = i};
+    }
+    for (int i = 0; i < 3; i++)
+        b[i] = (nb_svg_point){.run_id = 20 + i, .when_ms = 1764800000000LL, .value = 30,
+                              .stddev = NAN, .slot = 4 * i, .regression = i == 2};
+    nb_svg_series ser[2] = {{"profile", a, 12}, {"run, 32 tokens <b>", b, 3}};
+    nb_svg_mark marks[2] = {{0, "driver before everything"}, {5, "firmware <i>9</i>"}};
+    nb_svg_chart c = {.title = "TTFT", .unit = "ms", .band_runs = 10, .band_rel = 0.05,
+                      .series = ser, .n_series = 2, .n_slots = 12, .slot_text = commits,
+                      .xlabel = "mlir-air commit", .marks = marks, .n_marks = 2};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    nb_err err;
+    assert_int_equal(nb_svg_chart_write(f, &c, &err), NB_OK);
+    fclose(f);
+    assert_int_equal(count(buf, "<g class=\"legend-entry\""), 2);
+    char swatch[64];
+    for (size_t k = 0; k < 2; k++) {
+        snprintf(swatch, sizeof swatch, "r=\"3\" fill=\"%s\"/>", nb_svg_series_colour(k));
+        assert_int_equal(count(buf, swatch), 1); /* the legend's swatch */
+    }
+    assert_non_null(strstr(buf, ">run, 32 tokens &lt;b&gt; (3 runs)</text>"));
+    assert_int_equal(count(buf, "<text class=\"ctick\""), 6);
+    assert_non_null(strstr(buf, ">00abcde<title>00abcdef99</title>"));
+    assert_non_null(strstr(buf, ">10abcde<"));
+    assert_null(strstr(buf, ">11abcde<"));
+    assert_int_equal(count(buf, "<text class=\"xtick\""), 0);
+    assert_int_equal(count(buf, "<line class=\"event\""), 1);
+    assert_non_null(strstr(buf, ">firmware &lt;i&gt;9&lt;/i&gt;</text>"));
+    assert_null(strstr(buf, "driver before everything"));
+    assert_int_equal(count(buf, "class=\"pt regression\""), 1);
+    assert_non_null(strstr(buf, "by mlir-air commit"));
+    free(buf);
 }
 
 /* Which metrics a stored regression concerns, read from its detail as the check writes it;
@@ -704,6 +757,29 @@ static int has_file(const files *f, const char *name)
     return 0;
 }
 
+/* Every link of the exported files f names a file f holds (fails naming it); their count. */
+static size_t export_links(const files *f)
+{
+    size_t links = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
+            p += 6;
+            size_t l = strcspn(p, "\"");
+            char target[NB_DASH_NAME_MAX + 1];
+            assert_true(l < sizeof target);
+            memcpy(target, p, l);
+            target[l] = '\0';
+            if (strncmp(target, "http", 4)) { /* the SVG namespace is no link */
+                if (!has_file(f, target))
+                    fail_msg("%s links to %s, which the export does not hold", f->names[i],
+                             target);
+                links++;
+            }
+        }
+    }
+    return links;
+}
+
 /* ---- a job's page and its live log ---- */
 
 /* nb_dash_page's code for name (the page freed). */
@@ -751,12 +827,8 @@ static int64_t jget(json_object *o, const char *key)
 static void test_job_pages(void **s)
 {
     (void)s;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/jobs.db", tu_group_tmp());
-    nb_db *db = NULL;
+    nb_db *db = tdb_open("jobs.db");
     nb_err err = {0};
-    if (nb_db_open(path, NULL, &db, &err))
-        fail_msg("%s", err.msg);
     nb_db_worker w;
     memset(&w, 0, sizeof w);
     snprintf(w.id, sizeof w.id, "wj");
@@ -794,16 +866,9 @@ static void test_job_pages(void **s)
     assert_int_equal(nb_db_job_enqueue(db, &jn, &done_job, NULL, &err), NB_OK);
     assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
     assert_int_equal(j.id, done_job);
-    nb_db_deployment d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
-    snprintf(d.backend, sizeof d.backend, "cpu");
-    snprintf(d.dtype, sizeof d.dtype, "q4_1");
-    snprintf(d.board, sizeof d.board, "strix-01");
     nb_db_run r;
     nb_db_run_init(&r);
-    if (nb_db_deployment_upsert(db, &d, &r.deployment_id, &err))
-        fail_msg("%s", err.msg);
+    r.deployment_id = tdb_deployment(db, "strix-01");
     r.kind = "run";
     r.outcome = NB_OUTCOME_PASS;
     r.started_ms = nb_wall_ms();
@@ -903,6 +968,14 @@ static void test_job_pages(void **s)
     assert_null(strstr(p, "<script"));
     assert_null(strstr(p, "http-equiv=\"refresh\""));
     free(p);
+    /* the run's page links back to its job's page */
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", run_id);
+    p = page(db, want);
+    snprintf(want, sizeof want, "<tr><th>Job</th><td><a href=\"job-%" PRId64 ".html\">job %" PRId64
+                                "</a></td></tr>",
+             done_job, done_job);
+    assert_non_null(strstr(p, want));
+    free(p);
     o = log_json(db, done_job, "");
     assert_true(json_object_object_get_ex(o, "finished", &v) && json_object_get_boolean(v));
     assert_true(json_object_object_get_ex(o, "outcome", &v));
@@ -965,6 +1038,20 @@ static void test_job_pages(void **s)
     snprintf(want, sizeof want, "job-%" PRId64 "-log.json?after=99999999999999999999", run_job);
     assert_int_equal(page_code(db, want, &ct), NB_EINVAL);
     assert_int_equal(page_code(db, "job-1", &ct), NB_ENOTFOUND);
+    /* exported: every job page and every run, each link held (a run's job page among them) */
+    files *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    size_t n = 0;
+    if (nb_dash_export(db, NULL, keep, f, &n, &err))
+        fail_msg("%s", err.msg);
+    assert_true(export_links(f) > 0);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", done_job);
+    assert_true(has_file(f, want));
+    snprintf(want, sizeof want, "run-%" PRId64 ".html", run_id);
+    assert_true(has_file(f, want));
+    for (size_t i = 0; i < f->n; i++)
+        free(f->data[i]);
+    free(f);
     nb_db_close(db);
 }
 
@@ -988,21 +1075,9 @@ static int64_t lifecycle_run(nb_db *db, int64_t dep, int64_t t, int threads, int
 static void test_regress_pages(void **s)
 {
     (void)s;
-    char path[1100];
-    snprintf(path, sizeof path, "%s/regress.db", tu_group_tmp());
-    nb_db *db = NULL;
+    nb_db *db = tdb_open("regress.db");
     nb_err err = {0};
-    if (nb_db_open(path, NULL, &db, &err))
-        fail_msg("%s", err.msg);
-    nb_db_deployment d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.model, sizeof d.model, "SmolLM2-135M-Instruct");
-    snprintf(d.backend, sizeof d.backend, "cpu");
-    snprintf(d.dtype, sizeof d.dtype, "q4_1");
-    snprintf(d.board, sizeof d.board, "strix-01");
-    int64_t dep = 0;
-    if (nb_db_deployment_upsert(db, &d, &dep, &err))
-        fail_msg("%s", err.msg);
+    int64_t dep = tdb_deployment(db, "strix-01");
     int64_t t = nb_wall_ms() - 3600000;
     int64_t a = lifecycle_run(db, dep, t, 4, 1), b = lifecycle_run(db, dep, t + 1000, 4, 1);
     nb_db_regression g;
@@ -1086,24 +1161,7 @@ static void test_export_links(void **s)
      * (every run is linked), a page per job the queue lists */
     size_t runs = N_PERF + seed.n_cold + 3;
     assert_int_equal(n, 5 + 3 * seed.n_deps + runs + seed.n_queued);
-    size_t links = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        for (const char *p = f->data[i]; (p = strstr(p, "href=\"")); ) {
-            p += 6;
-            size_t l = strcspn(p, "\"");
-            char target[NB_DASH_NAME_MAX + 1];
-            assert_true(l < sizeof target);
-            memcpy(target, p, l);
-            target[l] = '\0';
-            if (strncmp(target, "http", 4)) { /* the SVG namespace is no link */
-                if (!has_file(f, target))
-                    fail_msg("%s links to %s, which the export does not hold", f->names[i],
-                             target);
-                links++;
-            }
-        }
-    }
-    assert_true(links > n);
+    assert_true(export_links(f) > n);
     nb_db_close(db);
 
     /* `report --html DIR --db DB`: the same files, through the embedded coordinator */
@@ -1682,7 +1740,7 @@ static void test_browser(void **s)
 
     char name[64];
     snprintf(name, sizeof name, "deployment-%" PRId64 ".html", seed.dep[0]);
-    dom = browse(browser, name, 1, "deployment.png");
+    dom = browse_at(browser, name, 1, "deployment.png", "1280,2000"); /* all four plots */
     /* the browser parsed the inline SVG: its paths and points are DOM elements */
     expect_plots(dom);
     /* real axes, as the browser parsed them: ticks with gridlines and the units */
@@ -1715,6 +1773,22 @@ static void test_browser(void **s)
 
     dom = browse(browser, "run-999999.html", 1, NULL);
     assert_non_null(strstr(dom, "404 Not found"));
+    free(dom);
+
+    /* a queued job's page as the browser parsed it: its state, its log, live by reloading
+     * (no script); the regressions page lists the seed's flagged runs */
+    snprintf(name, sizeof name, "job-%" PRId64 ".html", seed.queued_job);
+    dom = browse(browser, name, 1, "job.png");
+    assert_non_null(strstr(dom, "<td id=\"job-state\">queued</td>"));
+    assert_non_null(strstr(dom, "enqueued verify (priority 0)"));
+    assert_non_null(strstr(dom, "http-equiv=\"refresh\" content=\"5\""));
+    assert_null(strstr(dom, "<script"));
+    free(dom);
+    dom = browse(browser, "regressions.html", 1, "regressions.png");
+    assert_true(count(dom, "<tr class=\"regression-row\">") >= seed.n_flagged);
+    free(dom);
+    dom = browse(browser, "job-abc.html", 1, NULL);
+    assert_non_null(strstr(dom, "400 Bad request"));
     free(dom);
 }
 
@@ -1869,6 +1943,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_band),
         cmocka_unit_test(test_regression_metrics),
+        cmocka_unit_test(test_chart),
         cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_job_pages),
         cmocka_unit_test(test_regress_pages),
@@ -1889,7 +1964,8 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_pages),      cmocka_unit_test(test_band),
-        cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_plot_axes),
+        cmocka_unit_test(test_regression_metrics), cmocka_unit_test(test_chart),
+        cmocka_unit_test(test_plot_axes),
         cmocka_unit_test(test_job_pages),      cmocka_unit_test(test_regress_pages),
         cmocka_unit_test(test_export_links), cmocka_unit_test(test_ci_example),
         cmocka_unit_test(test_http_auth),  cmocka_unit_test(test_http_sign_in),
