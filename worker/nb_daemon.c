@@ -66,6 +66,7 @@ struct nb_daemon {
     int tok_done, tok_total; /* inside the current unit (prompt, repetition) */
     char unit[16];
     int prog_dirty; /* progress changed since it was last sent */
+    int finishing;  /* the job's result is on its way: no more progress-only reports */
     int cancel, cancel_by_coordinator;
     nb_code fatal;
     int fatal_set; /* fatal != NB_OK, as an int to wait on */
@@ -480,6 +481,9 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
             } else
                 release_job(d, l, 1, "worker shutting down");
         } else if (res) {
+            pthread_mutex_lock(&d->mu);
+            d->finishing = 1;
+            pthread_mutex_unlock(&d->mu);
             flush_progress(d);
             report_result(d, l, res);
         } else
@@ -488,6 +492,7 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
     }
     pthread_mutex_lock(&d->mu);
     d->job_id = 0;
+    d->finishing = 0;
     d->lease_id[0] = '\0';
     d->cancel = 0;
     pthread_mutex_unlock(&d->mu);
@@ -753,7 +758,7 @@ static void *hb_main(void *u)
     while (!d->hb_stop) {
         int64_t now = (int64_t)nb_now_ms();
         int64_t next = last_hb + d->hb_ms;
-        if (d->prog_dirty && d->job_id && last_prog + PROG_MIN_MS < next)
+        if (d->prog_dirty && d->job_id && !d->finishing && last_prog + PROG_MIN_MS < next)
             next = last_prog + PROG_MIN_MS;
         if (next > now) {
             wait_once_locked(d, next - now);
