@@ -570,6 +570,15 @@ static nb_code lease_trace(job_run *j, char *path, size_t cap, nb_err *err)
     return rc;
 }
 
+/* A report names the leased trace as the coordinator found it ("verify/references/..."),
+ * not the scratch copy lease_trace wrote; its digest (the bytes') stays beside it. */
+static void leased_trace_name(job_run *j, char *path, size_t cap)
+{
+    const char *name = j->hooks ? j->hooks->reference_trace_path : NULL;
+    if (name && *name)
+        snprintf(path, cap, "%s", name);
+}
+
 /* The prompt set of a verify job: "" = the preset's, a set named inside the prompts
  * directory, or the spec's explicit prompts written to a file under rundir (*temp = 1:
  * the caller deletes it after the job, or every job would leave its prompts behind). */
@@ -699,6 +708,8 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
         unlink(ppath);
     if (rc)
         return rc;
+    if (!ref[0] && trace[0])
+        leased_trace_name(j, vr.trace_path, sizeof vr.trace_path);
     job_log(j, "[verify] %s (%d/%d prompts pass; decode-path defects: %d%s; decode-path checks "
             "%.0f of %.0f ms)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL", vr.n_pass, vr.n,
             vr.n_decode_faults, vr.strict ? ", --strict" : "", vr.dcheck_ms, vr.wall_ms);
@@ -729,6 +740,8 @@ static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *
                           j->ctx->refdir[0] ? j->ctx->refdir : NULL, &cancel, &dr, err);
     if (rc)
         return rc;
+    if (!ref[0] && trace[0])
+        leased_trace_name(j, dr.trace_path, sizeof dr.trace_path);
     progress(j, 1, 1, "diagnosis done");
     job_log(j, "[diagnosis] %d layers over %d positions", dr.n_layers, dr.n_pos);
     rc = nb_verifypb_diagnosis_to_pb(&dr, res, err);
