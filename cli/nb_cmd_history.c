@@ -614,6 +614,9 @@ static void print_compare_table(const Npubench__CompareResponse *resp, int again
     /* Prompt i of one model's set is not prompt i of the other's: no per-prompt diff. */
     if (!resp->cross_model && (resp->prompts_compared || resp->n_prompt_changes))
         print_prompt_changes(resp);
+    /* the verdict in the words job, wait and JSON use, with the exit code it gives */
+    nb_outcome o = nb_outcome_of_verdict(resp->outcome);
+    printf("Outcome: %s (exit %d)\n", nb_outcome_name(o), nb_outcome_exit(o));
 }
 
 /* npubench.compare/1: ids and raw values, one row per metric the coordinator compared. */
@@ -623,7 +626,7 @@ static json_object *compare_json(const Npubench__CompareResponse *resp, int exit
     nb_out_i64(doc, "run_id", resp->run_id);
     nb_out_i64(doc, "base_run_id", resp->base_run_id);
     nb_out_i64(doc, "base_job_id", resp->base_job_id);
-    nb_out_str(doc, "outcome", resp->outcome == NPUBENCH__OUTCOME__FAIL ? "fail" : "pass");
+    nb_out_str(doc, "outcome", nb_outcome_name(nb_outcome_of_verdict(resp->outcome)));
     nb_out_i64(doc, "exit_code", exit_code);
     double tol, alpha;
     compare_rule(resp, &tol, &alpha);
@@ -761,7 +764,7 @@ int nb_cmd_compare(int argc, char **argv)
         nb_cmd_conn_close(&c);
         return nb_cmd_fail("compare", &err);
     }
-    rc = resp->outcome == NPUBENCH__OUTCOME__FAIL ? NB_EXIT_FAIL : NB_EXIT_OK;
+    rc = nb_outcome_exit(nb_outcome_of_verdict(resp->outcome));
     if (fmt == NB_OUT_TEXT)
         print_compare_table(resp, against != NULL);
     else if (fmt == NB_OUT_JSON)

@@ -63,10 +63,14 @@ static nb_code check_prompt(const char *prompt, nb_err *err);
 /* The start every local command shares: its flags, the deployment they
  * name and, for the service, the prompt (*prompt, when the command has one).
  * Returns what nb_cmd_parse does, or the exit code of the error it printed. */
-static int parse_local(const char *cmd, const char *usage, int argc, char **argv,
-                       const nb_opt *opts, int n_opts, const int *help, const common_flags *c,
-                       const char *const *prompt, nb_deploy_spec *ds)
+/* The command's word is its kind's (job/nb_job.c), and so is its usage line. */
+static int parse_local(int kind, int argc, char **argv, const nb_opt *opts, int n_opts,
+                       const int *help, const common_flags *c, const char *const *prompt,
+                       nb_deploy_spec *ds)
 {
+    const char *cmd = nb_job_kind_name(kind);
+    char usage[128];
+    snprintf(usage, sizeof usage, "npubench %s [options]", cmd);
     int rc = nb_cmd_parse(cmd, usage, argc, argv, opts, n_opts, NULL, 0, NULL, help);
     if (rc)
         return rc;
@@ -98,7 +102,8 @@ static void job_init(job_build *b, int kind, const common_flags *c, const nb_dep
     b->spec.kind = kind;
     b->spec.selector = &b->sel;
     b->sel.model = (char *)ds->model;
-    b->sel.dtype = (char *)nb_dtype_name(ds->dtype);
+    b->sel.dtype = (char *)nb_dtype_name(ds->dtype); /* for the coordinator's matching */
+    b->sel.dtype_id = (Npubench__Dtype)nb_dtype_to_pb(ds->dtype);
     if (c->backend)
         b->sel.backend = (char *)ds->backend;
     b->spec.params = b->kvp;
@@ -205,7 +210,7 @@ static int run_job(const char *cmd, const common_flags *c, const nb_deploy_spec 
                            .with_worker = 1,
                            .model = ds->model,
                            .backend = ds->backend,
-                           .dtype = nb_dtype_name(ds->dtype),
+                           .dtype = ds->dtype,
                            .threads = ds->threads,
                            .max_seq = ds->max_seq,
                            .device = (int)ds->device};
@@ -266,7 +271,8 @@ int nb_cmd_run(int argc, char **argv)
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     nb_deploy_spec ds;
-    int rc = parse_local("run", "npubench run [options]", argc, argv, opts, NB_NOPTS(opts), &help,
+    const char *cmd = nb_job_kind_name(NPUBENCH__JOB_KIND__RUN);
+    int rc = parse_local(NPUBENCH__JOB_KIND__RUN, argc, argv, opts, NB_NOPTS(opts), &help,
                          &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -278,17 +284,20 @@ int nb_cmd_run(int argc, char **argv)
         job_param_int(&b, NB_JOB_PARAM_CHAT, chat == 1);
     if (ignore_eos)
         job_param_int(&b, NB_JOB_PARAM_IGNORE_EOS, 1);
-    nb_print_opts po = {.cmd = "run", .show_text = 1};
-    return run_job("run", &c, &ds, &b, &po);
+    nb_print_opts po = {.cmd = cmd, .show_text = 1};
+    return run_job(cmd, &c, &ds, &b, &po);
 }
 
 /* ---- verify ---------------------------------------------------------------- */
 
-static int verify_common(const char *cmd, int argc, char **argv, int full)
+static int verify_common(int kind, int argc, char **argv)
 {
+    const char *cmd = nb_job_kind_name(kind);
+    int full = kind == NPUBENCH__JOB_KIND__VERIFY_FULL;
     common_flags c = {0};
     const char *prompts_file = NULL, *reference = NULL, *reports = "reports", *localize = NULL;
-    int max_prompts = full ? 0 : 2, n_tokens = 0, k = 0, help = 0, quiet = 0, strict = 0;
+    const nb_job_kind_param *mp = nb_job_kind_param_of(nb_job_kind_desc_of(kind), "max_prompts");
+    int max_prompts = mp && !mp->inherit ? (int)mp->dflt : 0, n_tokens = 0, k = 0, help = 0, quiet = 0, strict = 0;
     nb_opt opts[] = {
         COMMON_OPTS(c),
         {"prompts-file", NB_OPT_STR, &prompts_file, 0, 0, "prompt set (default: the preset's)"},
@@ -304,15 +313,12 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
         {"quiet", NB_OPT_FLAG, &quiet, 0, 0, "only the summary line"},
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
-    char usage[128];
-    snprintf(usage, sizeof usage, "npubench %s [options]", cmd);
     nb_deploy_spec ds;
-    int rc = parse_local(cmd, usage, argc, argv, opts, NB_NOPTS(opts), &help, &c, NULL, &ds);
+    int rc = parse_local(kind, argc, argv, opts, NB_NOPTS(opts), &help, &c, NULL, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
     job_build b;
-    job_init(&b, full ? NPUBENCH__JOB_KIND__VERIFY_FULL : NPUBENCH__JOB_KIND__VERIFY, &c,
-             &ds);
+    job_init(&b, kind, &c, &ds);
     /* The file's prompts travel as content: the service opens no client paths. */
     nb_err err;
     nb_prompts ps = {0};
@@ -343,12 +349,12 @@ static int verify_common(const char *cmd, int argc, char **argv, int full)
 
 int nb_cmd_verify(int argc, char **argv)
 {
-    return verify_common("verify", argc, argv, 0);
+    return verify_common(NPUBENCH__JOB_KIND__VERIFY, argc, argv);
 }
 
 int nb_cmd_verify_full(int argc, char **argv)
 {
-    return verify_common(nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL), argc, argv, 1);
+    return verify_common(NPUBENCH__JOB_KIND__VERIFY_FULL, argc, argv);
 }
 
 /* ---- diagnosis ------------------------------------------------------------- */
@@ -366,7 +372,8 @@ int nb_cmd_diagnosis(int argc, char **argv)
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     nb_deploy_spec ds;
-    int rc = parse_local("diagnosis", "npubench diagnosis [options]", argc, argv, opts,
+    const char *cmd = nb_job_kind_name(NPUBENCH__JOB_KIND__DIAGNOSIS);
+    int rc = parse_local(NPUBENCH__JOB_KIND__DIAGNOSIS, argc, argv, opts,
                          NB_NOPTS(opts), &help, &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -377,8 +384,8 @@ int nb_cmd_diagnosis(int argc, char **argv)
     job_common_params(&b, &c);
     if (reference)
         job_param(&b, NB_JOB_PARAM_REFERENCE, reference);
-    nb_print_opts po = {.cmd = "diagnosis", .reports_dir = reports};
-    return run_job("diagnosis", &c, &ds, &b, &po);
+    nb_print_opts po = {.cmd = cmd, .reports_dir = reports};
+    return run_job(cmd, &c, &ds, &b, &po);
 }
 
 /* ---- profile --------------------------------------------------------------- */
@@ -398,7 +405,8 @@ int nb_cmd_profile(int argc, char **argv)
         {"help", NB_OPT_FLAG, &help, 0, 0, "this help"},
     };
     nb_deploy_spec ds;
-    int rc = parse_local("profile", "npubench profile [options]", argc, argv, opts,
+    const char *cmd = nb_job_kind_name(NPUBENCH__JOB_KIND__PROFILE);
+    int rc = parse_local(NPUBENCH__JOB_KIND__PROFILE, argc, argv, opts,
                          NB_NOPTS(opts), &help, &c, &prompt, &ds);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -407,6 +415,6 @@ int nb_cmd_profile(int argc, char **argv)
     if (prompt)
         b.spec.prompt = (char *)prompt;
     job_timed(&b, &c, n_tokens, reps, warmup);
-    nb_print_opts po = {.cmd = "profile", .reports_dir = reports};
-    return run_job("profile", &c, &ds, &b, &po);
+    nb_print_opts po = {.cmd = cmd, .reports_dir = reports};
+    return run_job(cmd, &c, &ds, &b, &po);
 }

@@ -99,7 +99,7 @@ static void session_deployment(const nb_embedded_opts *o, nb_deployment *dep)
     snprintf(dep->model, sizeof dep->model, "%s", o->model && *o->model ? o->model : "instruct");
     snprintf(dep->backend, sizeof dep->backend, "%s",
              o->backend && *o->backend ? o->backend : nb_backend_default()->name);
-    snprintf(dep->dtype, sizeof dep->dtype, "%s", o->dtype && *o->dtype ? o->dtype : "bf16");
+    dep->dtype = o->dtype;
     snprintf(dep->name, sizeof dep->name, "local");
     dep->threads = o->threads;
     dep->max_seq = o->max_seq;

@@ -4,6 +4,7 @@
 #ifndef NB_EMBEDDED_H
 #define NB_EMBEDDED_H
 
+#include "nb_dtype.h"
 #include "nb_err.h"
 #include "npubench.pb-c.h"
 
@@ -13,7 +14,7 @@ typedef struct nb_embedded_opts {
     /* The worker's one deployment (the local command's flags). */
     const char *model;    /* ["instruct"] */
     const char *backend;  /* ["cpu"] */
-    const char *dtype;    /* ["bf16"] */
+    nb_dtype dtype;       /* [bf16] */
     int threads, max_seq, device;
 } nb_embedded_opts;
 

@@ -308,7 +308,7 @@ nb_code nb_coord_boardkey_admit(nb_coord *c, const char *board, const char *key,
  * cached trace bytes (malloc'ed; caller frees) and their sha256, or NULL
  * when none is known. Fills the cache from refdir on a miss. */
 uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec, const char *model_sha,
-                          size_t *len, char sha_hex[65]);
+                          size_t *len, char sha_hex[65], char *name, size_t name_cap);
 /* After a verify/diagnosis result: caches the trace the worker used when
  * this coordinator can read it and has none for that key yet. */
 void nb_coord_traces_confirm(nb_coord *c, const Npubench__JobSpec *spec, const Npubench__JobResult *res);

@@ -121,11 +121,25 @@ static uint8_t *cache_file(nb_coord *c, const char *path, const char *model_sha,
     return (uint8_t *)data;
 }
 
+/* The trace's name for reports: its conventional path under the reference directory, that
+ * directory as people name it ("verify/references", not this build's absolute source path). */
+static void trace_name(nb_coord *c, const char *model_sha, const char *digest, int diag,
+                       char *name, size_t cap)
+{
+    const char *dir = refdir(c);
+    size_t n = strlen(NB_SOURCE_DIR);
+    if (!strncmp(dir, NB_SOURCE_DIR, n) && dir[n] == '/')
+        dir += n + 1;
+    nb_trace_path(dir, model_sha, diag ? digest + 5 : digest, diag, name, cap);
+}
+
 uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec,
-                                   const char *model_sha, size_t *len, char sha_hex[65])
+                                   const char *model_sha, size_t *len, char sha_hex[65],
+                                   char *name, size_t name_cap)
 {
     *len = 0;
     sha_hex[0] = '\0';
+    name[0] = '\0';
     char digest[80];
     int diag;
     if (!is_hex64(model_sha) || has_param(spec, "reference") ||
@@ -159,8 +173,10 @@ uint8_t *nb_coord_traces_for_lease(nb_coord *c, const Npubench__JobSpec *spec,
         if (nb_file_exists(path))
             bytes = cache_file(c, path, model_sha, digest, len);
     }
-    if (bytes)
+    if (bytes) {
         nb_sha256_mem_hex(bytes, *len, sha_hex);
+        trace_name(c, model_sha, digest, diag, name, name_cap);
+    }
     return bytes;
 }
 

@@ -409,8 +409,8 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
                            job->sel_tags, job->sel_worker, NULL, 0, &dep);
     const char *digest = dep >= 0 ? info->deployments[dep]->digest : "";
     size_t tlen = 0;
-    char tsha[65];
-    uint8_t *trace = nb_coord_traces_for_lease(c, spec, digest, &tlen, tsha);
+    char tsha[65], tname[1200];
+    uint8_t *trace = nb_coord_traces_for_lease(c, spec, digest, &tlen, tsha, tname, sizeof tname);
 
     Npubench__Lease lease = NPUBENCH__LEASE__INIT;
     lease.lease_id = job->lease_id;
@@ -421,6 +421,7 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
     lease.reference_trace.data = trace;
     lease.reference_trace.len = tlen;
     lease.reference_trace_sha256 = tsha;
+    lease.reference_trace_path = tname;
     Npubench__LeaseJobResponse resp = NPUBENCH__LEASE_JOB_RESPONSE__INIT;
     resp.lease = &lease;
     nb_rpc_status st = nb_rpc_reply_pack(reply, &resp);
@@ -556,6 +557,22 @@ out:
 
 /* ---- ReportResult ---- */
 
+/* The committed result's outcome word: its runs' (a regression fails a run), else its own. */
+static const char *result_word(nb_coord *c, const Npubench__JobResult *res)
+{
+    static const char *const words[] = {"pass", "fail", "error"};
+    if (res->status != NPUBENCH__STATUS_CODE__OK)
+        return "error";
+    size_t n = 0;
+    nb_db_outcome worst = NB_OUTCOME_PASS;
+    nb_err e;
+    if (nb_db_job_runs_verdict(c->db, res->job_id, &n, &worst, &e) == NB_OK && n)
+        return words[worst];
+    return res->outcome == NPUBENCH__OUTCOME__PASS   ? "pass"
+           : res->outcome == NPUBENCH__OUTCOME__FAIL ? "fail"
+                                                     : "error";
+}
+
 static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_reply *reply)
 {
     nb_coord *c = user;
@@ -584,6 +601,7 @@ static nb_rpc_status h_result(void *user, const nb_rpc_request *req, nb_rpc_repl
         raise(SIGKILL); /* committed, not acknowledged: the worker must re-report */
     Npubench__ReportResultResponse resp = NPUBENCH__REPORT_RESULT_RESPONSE__INIT;
     resp.accepted = accepted;
+    resp.outcome = accepted ? (char *)result_word(c, r->result) : "";
     st = nb_rpc_reply_pack(reply, &resp);
 out:
     if (r->result)

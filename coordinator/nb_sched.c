@@ -144,7 +144,8 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
                                NULL,
                                w->deployments[i]->canonical,
                                (const char *const *)w->deployments[i]->aliases,
-                               w->deployments[i]->n_aliases};
+                               w->deployments[i]->n_aliases,
+                               (int)w->deployments[i]->dtype_id};
     int i = nb_job_dep_pick(&want, deps, n, NULL);
     if (i >= 0) {
         if (dep_out)

@@ -18,5 +18,9 @@ typedef enum nb_dtype {
 const char *nb_dtype_name(nb_dtype d);
 /* The inverse (also "fp32"); NB_EINVAL "dtype 'x': expected bf16, f32, q4_1 or native". */
 nb_code nb_dtype_parse(const char *s, nb_dtype *out, nb_err *err);
+/* npubench.Dtype on the wire <-> the enum: nb_dtype_to_pb never gives UNSPECIFIED;
+ * nb_dtype_from_pb is 0 with *out set for an engine dtype, -1 for UNSPECIFIED or unknown. */
+int nb_dtype_to_pb(nb_dtype d);
+int nb_dtype_from_pb(int pb, nb_dtype *out);
 
 #endif

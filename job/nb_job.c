@@ -534,8 +534,12 @@ int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d)
 {
     if (!any(want->backend) && !any(d->backend) && strcmp(want->backend, d->backend))
         return 0;
-    if (!any(want->dtype) && !any(d->dtype) && strcasecmp(want->dtype, d->dtype))
+    if (want->dtype_id && d->dtype_id) {
+        if (want->dtype_id != d->dtype_id)
+            return 0;
+    } else if (!any(want->dtype) && !any(d->dtype) && strcasecmp(want->dtype, d->dtype)) {
         return 0;
+    }
     return nb_job_model_match_declared(want->model, d->model, d->name, d->canonical, d->aliases,
                                        d->n_aliases);
 }

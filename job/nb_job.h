@@ -235,11 +235,14 @@ typedef struct nb_job_dep {
     const char *canonical;
     const char *const *aliases;
     size_t n_aliases;
+    /* npubench.Dtype of an engine dtype; 0 (UNSPECIFIED): none, compare the dtype names */
+    int dtype_id;
 } nb_job_dep;
 
 /* How well deployment d serves a job asking for want: 0 no, else nb_job_model_match_declared's
  * 1..3 (d's declared names included).
- * The backend is compared exactly (a backend table's name), the dtype case-insensitively;
+ * The backend is compared exactly (a backend table's name), the dtype as the enum when both
+ * sides carry one (dtype_id), else its name case-insensitively;
  * a field that is empty or "*" on either side matches anything. */
 int nb_job_dep_match(const nb_job_dep *want, const nb_job_dep *d);
 /* The index of the deployment of deps[0..n) that serves want best (the first of equals), -1

@@ -259,6 +259,23 @@ static void test_help_and_admin_key(void **s)
     expect("submit --help", 0, "npubench submit matrix --models A,B --boards TAG");
     expect("submit --help", 0, "instruct (default), base, gemma3, or a model name");
     expect("--help", 0, "6 data loss");
+    /* the job-kind commands' words and help are their descriptors': a kind with a command
+     * here (its --help works) is listed as "  WORD  HELP" */
+    int local = 0;
+    for (size_t i = 0; nb_job_kind_at(i); i++) {
+        const nb_job_kind_desc *d = nb_job_kind_at(i);
+        char a[64], line[256];
+        snprintf(a, sizeof a, "%s --help >/dev/null", d->name);
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", tu_env("NB_BIN", "npubench"), a);
+        tu_result r = tu_run(cmd);
+        free(r.out);
+        if (r.code)
+            continue; /* submit-only (health) */
+        snprintf(line, sizeof line, "  %-14s %s\n", d->name, d->help);
+        expect("--help", 0, line);
+        local++;
+    }
+    assert_int_equal(local, 5);
     char db[1200], args[4096];
     snprintf(db, sizeof db, "%s/ref.db", tu_group_tmp());
     snprintf(args, sizeof args, "import tests/data/db/history.ndjson --db '%s'", db);

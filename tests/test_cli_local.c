@@ -248,6 +248,40 @@ static void test_diagnosis(void **s)
              "diagnosis --threads 1 --db '%s/l.db' --prompt 'Never traced'", tmp()));
 }
 
+/* A report names the trace as the preset names it (verify/references/...), with its digest,
+ * never the scratch copy the worker wrote of the coordinator's bytes (/tmp/.../trace-*) */
+static void test_report_names_real_trace(void **s)
+{
+    (void)s;
+    tu_require_model();
+    const char *src = tu_require_src();
+    free(tu_cli(0, "[verify] PASS (1/1 prompts pass)\nReport: *",
+             "verify --max-prompts 1 --n-tokens 4 --threads 1 --reports '%s/vt' --db '%s/v.db'",
+             tmp(), tmp()));
+    free(tu_cli(0, "Report: *", "diagnosis --threads 1 --reports '%s/vt' --db '%s/v.db'", tmp(),
+             tmp()));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/vt' && sha256sum '%s/verify/references/b179c9523d0e6a0f-f31be4262e898413.json' "
+             "| cut -c1-64 && grep -h -e '\"trace' -e '\"reference\"' -e '\"reference_sha256' "
+             "-e '^| reference |' verify_*.json verify_*.md diagnosis_*.json", tmp(), src);
+    tu_result r = tu_run(cmd);
+    print_message("%s", r.out ? r.out : "");
+    assert_int_equal(r.code, 0);
+    char sha[65] = "", want[512];
+    memcpy(sha, r.out, 64);
+    snprintf(want, sizeof want, "\"trace\":\"verify/references/b179c9523d0e6a0f-f31be4262e898413"
+             ".json\",\n      \"trace_sha256\":\"%s\",", sha);
+    assert_non_null(strstr(r.out, want));
+    snprintf(want, sizeof want, "| reference | verify/references/b179c9523d0e6a0f-f31be4262e898413"
+             ".json (`%.16s`) (", sha);
+    assert_non_null(strstr(r.out, want));
+    assert_non_null(strstr(r.out, "\"reference\":\"verify/references/b179c9523d0e6a0f-diag-"));
+    assert_non_null(strstr(r.out, "\"reference_sha256\":\""));
+    assert_null(strstr(r.out, "/trace-"));
+    free(r.out);
+}
+
 /* profile: the phases and one line per kernel, the call counts those of 30 layers */
 static void test_profile(void **s)
 {
@@ -466,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_local_ignores_lab_secret),
         cmocka_unit_test(test_verify_own_prompts_file),
         cmocka_unit_test(test_local_progress),
+        cmocka_unit_test(test_report_names_real_trace),
     };
     return tu_run_group(tests, tu_group_setup, tu_group_teardown);
 }

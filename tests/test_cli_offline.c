@@ -236,8 +236,12 @@ static void test_compare_text(void **s)
                 "TPS (tokens/s)     | 18.30          | 16.20          | 0.89× / -11.5%   | p=1 (1 "
                 "vs 1)  ~\n"
                 "REGRESSION = worse beyond the noise band (±5%) and Mann-Whitney p < 0.05; ~ = "
-                "not significant",
+                "not significant\n"
+                "Outcome: pass (exit 0)",
              "compare 2 4 --db '%s'", db));
+    /* the same word in JSON */
+    free(tu_cli(0, "  \"outcome\":\"pass\",\n  \"exit_code\":0,",
+             "compare 2 4 --json --db '%s'", db));
     free(tu_cli(0, "TTFT (ms)          | 418.20         | 415.90         | 0.99× / -0.5%    | p=1 (1 "
                 "vs 1)  ~\n"
                 "TPS (tokens/s)     | 18.10          | 18.30          | 1.01× / +1.1%    | p=1 (1 "

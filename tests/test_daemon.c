@@ -780,7 +780,7 @@ static void test_real_cpu_jobs(void **state)
     env_init(&e);
     snprintf(e.dep.model, sizeof e.dep.model, "instruct");
     snprintf(e.dep.backend, sizeof e.dep.backend, "cpu");
-    snprintf(e.dep.dtype, sizeof e.dep.dtype, "bf16");
+    e.dep.dtype = NB_DTYPE_BF16;
     snprintf(e.dep.name, sizeof e.dep.name, "smollm");
     fake f = {0};
     char url[128];

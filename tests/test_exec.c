@@ -941,7 +941,7 @@ static void test_deployments_file(void **state)
     expect_file_error("[{\"model\": \"m\", \"colour\": \"red\"}]", "deployments[0].colour: unknown key");
     const char *ok = "{\"deployments\": [{\"model\": \"instruct\", \"dtype\": \"q4_1\", \"threads\": 2},"
                      " {\"name\": \"air\", \"model\": \"Llama-3.2-1B\", \"backend\": \"exec\","
-                     "  \"dtype\": \"bf16\", \"exec\": {\"run\": \"make run\"}}]}";
+                     "  \"dtype\": \"int4-awq\", \"exec\": {\"run\": \"make run\"}}]}";
     nb_deployment *d;
     int n;
     nb_err err;
@@ -951,6 +951,12 @@ static void test_deployments_file(void **state)
     assert_int_equal(d[0].threads, 2);
     assert_string_equal(d[1].backend, "exec");
     assert_non_null(d[1].exec);
+    /* the engine's dtype is the enum; an exec entry's is its commands' free label, apart */
+    assert_int_equal(d[0].dtype, NB_DTYPE_Q4_1);
+    assert_string_equal(d[0].exec_dtype, "");
+    assert_string_equal(nb_deployment_dtype(&d[0]), "q4_1");
+    assert_string_equal(d[1].exec_dtype, "int4-awq");
+    assert_string_equal(nb_deployment_dtype(&d[1]), "int4-awq");
     nb_deployments_free(d, n);
 }
 
@@ -970,11 +976,12 @@ static void test_deploy_specs(void **state)
     nb_err err;
     assert_int_equal(nb_deployment_parse_spec("gemma3:native", "x", &d, &err), NB_OK);
     assert_string_equal(d.model, "gemma3");
-    assert_string_equal(d.dtype, "native");
+    assert_int_equal(d.dtype, NB_DTYPE_NATIVE); /* the enum from the SPEC on */
+    assert_string_equal(d.exec_dtype, "");
     assert_string_equal(d.backend, "cpu");
     assert_string_equal(d.name, "gemma3-cpu-native");
     assert_int_equal(nb_deployment_parse_spec("m.gguf::xrt", "x", &d, &err), NB_OK);
-    assert_string_equal(d.dtype, "bf16");
+    assert_int_equal(d.dtype, NB_DTYPE_BF16);
     assert_string_equal(d.backend, "xrt");
     assert_int_equal(nb_deployment_parse_spec("instruct", "x", &d, &err), NB_OK);
     assert_string_equal(d.name, "instruct-cpu-bf16");
@@ -1090,6 +1097,7 @@ static void test_job_execute_exec(void **state)
     assert_string_equal(adv[0]->model, "Llama-3.2-1B-Instruct");
     assert_string_equal(adv[0]->backend, "exec");
     assert_true(adv[0]->no_prompt_range); /* no verify_full {prompt_begin}/{prompt_end} */
+    assert_int_equal(adv[0]->dtype_id, NPUBENCH__DTYPE__DTYPE_UNSPECIFIED); /* a free label */
     nb_jobpb_free(adv[0]);
     free(adv);
     nb_executor_free(c);
@@ -1277,6 +1285,9 @@ static void test_job_digest_reuse(void **state)
     assert_int_equal(na, 2);
     assert_int_equal(nb_sha256_file(path, hex, &err), NB_OK);
     assert_string_equal(adv[0]->digest, hex);
+    /* an engine deployment goes on the wire as the enum beside its name */
+    assert_string_equal(adv[1]->dtype, "q4_1");
+    assert_int_equal(adv[1]->dtype_id, NPUBENCH__DTYPE__DTYPE_Q4_1);
     for (size_t i = 0; i < na; i++)
         nb_jobpb_free(adv[i]);
     free(adv);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "nb_benchpb.h"
+#include "nb_dtype.h"
 #include "nb_job.h"
 #include "nb_jobpb.h"
 #include "nb_report.h"
@@ -615,6 +616,26 @@ static void test_matching(void **state)
     want = (nb_job_dep){.model = "SmolLM2-135M-Instruct", .backend = "exec", .dtype = "native"};
     assert_int_equal(nb_job_dep_pick(&want, deps, 0, &score), -1);
     assert_int_equal(score, 0);
+    /* the dtype as the enum where both sides carry it: it decides, the names do not */
+    const int bf16 = nb_dtype_to_pb(NB_DTYPE_BF16), f32 = nb_dtype_to_pb(NB_DTYPE_F32);
+    const nb_job_dep eng = {.model = "instruct", .backend = "cpu", .dtype = "bf16",
+                            .dtype_id = bf16};
+    want = (nb_job_dep){.model = "instruct", .dtype = "bf16", .dtype_id = f32};
+    assert_int_equal(nb_job_dep_match(&want, &eng), 0);
+    want = (nb_job_dep){.model = "instruct", .dtype = "label-only", .dtype_id = bf16};
+    assert_true(nb_job_dep_match(&want, &eng) > 0);
+    /* an exec entry's free label has no enum: its name is compared */
+    want = (nb_job_dep){.model = "Llama-3.2-1B-Instruct", .dtype = "bf16", .dtype_id = bf16};
+    assert_true(nb_job_dep_match(&want, &air) > 0);
+    /* every engine dtype has a wire value, and back */
+    for (nb_dtype d = NB_DTYPE_BF16; d <= NB_DTYPE_NATIVE; d++) {
+        nb_dtype back;
+        assert_int_not_equal(nb_dtype_to_pb(d), NPUBENCH__DTYPE__DTYPE_UNSPECIFIED);
+        assert_int_equal(nb_dtype_from_pb(nb_dtype_to_pb(d), &back), 0);
+        assert_int_equal(back, d);
+    }
+    nb_dtype none;
+    assert_int_equal(nb_dtype_from_pb(NPUBENCH__DTYPE__DTYPE_UNSPECIFIED, &none), -1);
 
     const nb_job_host h = {"w1", "board-a", "npu4", csv_has, "lab,nightly"};
     char why[128];
@@ -717,7 +738,7 @@ static void test_kind_descriptors(void **state)
             long got = *(const long *)((const char *)&jp + p->field);
             assert_int_equal(got, kp->inherit ? (p->in_spec ? 0 : -1) : kp->dflt);
             /* one past the limit is refused, naming the field and the limit */
-            Npubench__KeyValue kv, *pkv = &kv;
+            Npubench__KeyValue kv, *pkv = &kv, *slot[1];
             char buf[32], want[96];
             nb_err err;
             if (p->type == NB_JOB_PT_ENUM) {
@@ -728,7 +749,6 @@ static void test_kind_descriptors(void **state)
                 s.n_params = 1;
                 snprintf(want, sizeof want, "JobSpec.params %s 'bogus': expected ", p->key);
             } else {
-                Npubench__KeyValue *slot[1];
                 s.params = slot;
                 nb_job_param_set(&s, p, p->hi + 1, &kv, buf, sizeof buf);
                 if (p->in_spec)

@@ -360,6 +360,9 @@ static Npubench__JobResult *verify_result(int64_t job, int first, int last, int 
     return r;
 }
 
+/* The outcome word the last accepted ReportResult answered with. */
+static char reported_outcome[16];
+
 /* ReportResult under request id (0: a fresh one, as every resend of a worker is not). */
 static int report_id(env *e, uint64_t id, const char *worker, const Npubench__Lease *l,
                      Npubench__JobResult *res, int *accepted)
@@ -374,6 +377,7 @@ static int report_id(env *e, uint64_t id, const char *worker, const Npubench__Le
                      &npubench__report_result_response__descriptor, &resp, NULL, 0);
     if (!st) {
         *accepted = resp->accepted;
+        snprintf(reported_outcome, sizeof reported_outcome, "%s", resp->outcome);
         nb_wire_free(resp);
     }
     return st;
@@ -1976,6 +1980,9 @@ static void test_matrix_and_history_regression(void **s)
         nb_jobpb_free(r);
         Npubench__Job *j = get_job(&e, l->job_id);
         assert_int_equal(j->results[0]->regression, i == 5);
+        /* the worker is told the committed outcome: a flagged run is "fail" (its log said
+         * "measured; pass unless the regression check flags it") */
+        assert_string_equal(reported_outcome, i == 5 ? "fail" : "pass");
         if (i == 5)
             assert_non_null(strstr(j->results[0]->regression_detail, "tps"));
         nb_wire_free(j);

@@ -242,6 +242,12 @@ static void test_lab_ipc(void **s)
     assert_non_null(strstr(r.out, "[verify] PASS (2/2 prompts pass)"));
     assert_non_null(strstr(r.out, "Report: "));
     free(r.out);
+    /* the trace the coordinator leased, named as it lies in the tree, not the worker's copy */
+    snprintf(cmd, sizeof cmd, "grep -h '\"trace\"' '%s'/rep/verify_*.json", tu_group_tmp());
+    tu_result tr = tu_run(cmd);
+    assert_non_null(tr.out);
+    assert_non_null(strstr(tr.out, "\"trace\":\"verify/references/b179c9523d0e6a0f-"));
+    free(tr.out);
 
     /* history and comparison over what just ran */
     r = cli("history --model instruct --coordinator '%s'", url);

@@ -28,6 +28,7 @@ typedef struct nb_diagnosis_result {
     nb_gate_step dev_final, ref_final; /* top-k at the last position */
     int k;
     char trace_path[1024];
+    char trace_sha256[65]; /* the trace file's digest ("" when not known) */
 } nb_diagnosis_result;
 
 void nb_diagnosis_result_free(nb_diagnosis_result *r);

@@ -90,6 +90,7 @@ json_object *nb_report_verify_json(const nb_verify_result *r, const nb_report_en
     json_object_object_add(cfg, "prompts_sha256", nb_json_new_str(r->prompts_sha256));
     json_object *ref = json_object_new_object();
     json_object_object_add(ref, "trace", nb_json_new_str(r->trace_path));
+    json_object_object_add(ref, "trace_sha256", nb_json_new_str(r->trace_sha256));
     json_object_object_add(ref, "transformers", nb_json_new_str(r->trace_transformers));
     json_object_object_add(ref, "torch", nb_json_new_str(r->trace_torch));
     json_object_object_add(ref, "date", nb_json_new_str(r->trace_date));
@@ -193,6 +194,7 @@ json_object *nb_report_diagnosis_json(const nb_diagnosis_result *r, const nb_rep
     json_object_object_add(root, "prompt", nb_json_new_str(r->prompt));
     json_object_object_add(root, "positions", json_object_new_int(r->n_pos));
     json_object_object_add(root, "reference", nb_json_new_str(r->trace_path));
+    json_object_object_add(root, "reference_sha256", nb_json_new_str(r->trace_sha256));
     json_object *layers = json_object_new_array();
     for (int l = 0; l < r->n_layers; l++) {
         const nb_diagnosis_layer *L = &r->layers[l];
@@ -276,7 +278,8 @@ static void write_verify_md(FILE *f, const nb_verify_result *r, const nb_report_
     fprintf(f, "| prompts | %s (`%.16s`) |\n", r->prompts_path, r->prompts_sha256);
     char cpu[512];
     cpu_text(&r->trace_cpu, cpu, sizeof cpu);
-    fprintf(f, "| reference | %s (transformers %s, torch %s, ", r->trace_path,
+    fprintf(f, "| reference | %s%s%.16s%s (transformers %s, torch %s, ", r->trace_path,
+            *r->trace_sha256 ? " (`" : "", r->trace_sha256, *r->trace_sha256 ? "`)" : "",
             r->trace_transformers, r->trace_torch);
     md_cell(f, r->trace_dtype[0] ? r->trace_dtype : "dtype not recorded");
     fprintf(f, " on ");
@@ -357,7 +360,8 @@ static void write_diag_md(FILE *f, const nb_diagnosis_result *r, const nb_report
     fprintf(f, "# npubench diagnosis (informational)\n\n");
     fprintf(f, "Model %s (%s/%s), prompt \"", env->model, env->backend, env->dtype);
     md_cell(f, r->prompt);
-    fprintf(f, "\", %d positions, reference %s\n\n", r->n_pos, r->trace_path);
+    fprintf(f, "\", %d positions, reference %s%s%.16s%s\n\n", r->n_pos, r->trace_path,
+            *r->trace_sha256 ? " (`" : "", r->trace_sha256, *r->trace_sha256 ? "`)" : "");
     fprintf(f, "| Layer | cos min | cos p5 | cos median | cos mean | max_abs |\n"
                "|---|---|---|---|---|---|\n");
     for (int l = 0; l < r->n_layers; l++) {

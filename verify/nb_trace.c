@@ -11,6 +11,7 @@
 #include "nb_bf16.h"
 #include "nb_file.h"
 #include "nb_json.h"
+#include "nb_sha256.h"
 
 #define TRACE_MAX_BYTES (512u << 20)
 #define TRACE_MAX_PROMPTS 4096
@@ -300,6 +301,8 @@ nb_code nb_trace_load(const char *path, nb_trace **out, nb_err *err)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
     snprintf(t->path, sizeof t->path, "%s", path);
+    if ((rc = nb_sha256_file(path, t->sha256, err)))
+        goto done;
     char fmt[64];
     get_str(root, "format", fmt, sizeof fmt);
     if (strcmp(fmt, "npubench-hf-trace/1")) {

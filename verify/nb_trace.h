@@ -50,6 +50,7 @@ typedef struct nb_trace_cpu {
 
 typedef struct nb_trace {
     char path[1024];
+    char sha256[65]; /* the file's own digest: which trace a report used, wherever it lay */
     char model_sha256[65];
     char prompts_sha256[65]; /* prompt file digest, or the prompt's for diagnosis */
     char transformers[32], torch[32], dtype[32], attn[32], date[40];

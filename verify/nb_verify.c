@@ -133,6 +133,7 @@ nb_code nb_verify_merge(nb_verify_result *dst, nb_verify_result *src, nb_err *er
         memcpy(dst->prompts_path, src->prompts_path, sizeof dst->prompts_path);
         memcpy(dst->prompts_sha256, src->prompts_sha256, sizeof dst->prompts_sha256);
         memcpy(dst->trace_path, src->trace_path, sizeof dst->trace_path);
+        memcpy(dst->trace_sha256, src->trace_sha256, sizeof dst->trace_sha256);
         dst->k = src->k;
         dst->n_tokens = src->n_tokens;
         dst->strict = src->strict;

@@ -36,6 +36,7 @@ typedef struct nb_verify_result {
     double dcheck_ms;       /* the decode-path checks' cost, within wall_ms */
     int k, n_tokens;
     char prompts_path[1024], prompts_sha256[65], trace_path[1024];
+    char trace_sha256[65]; /* the trace file's digest ("" when not known) */
     char trace_transformers[32], trace_torch[32], trace_date[40];
     nb_trace_cpu trace_cpu; /* the CPU the reference was made on */
     /* What the reference was computed in and on (provenance dtype and device, "" unknown) */

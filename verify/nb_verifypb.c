@@ -323,6 +323,7 @@ nb_code nb_verifypb_verify_to_pb(const nb_verify_result *r, Npubench__JobResult 
     int ok = (vs->prompts_path = nb_jobpb_strdup(r->prompts_path)) &&
              (vs->prompts_sha256 = nb_jobpb_strdup(r->prompts_sha256)) &&
              (vs->trace_path = nb_jobpb_strdup(r->trace_path)) &&
+             (vs->trace_sha256 = nb_jobpb_strdup(r->trace_sha256)) &&
              (vs->trace_transformers = nb_jobpb_strdup(r->trace_transformers)) &&
              (vs->trace_torch = nb_jobpb_strdup(r->trace_torch)) &&
              (vs->trace_date = nb_jobpb_strdup(r->trace_date)) &&
@@ -473,6 +474,7 @@ nb_code nb_verifypb_verify_from_pb(const Npubench__JobResult *res, nb_verify_res
     snprintf(out->prompts_path, sizeof out->prompts_path, "%s", vs->prompts_path);
     snprintf(out->prompts_sha256, sizeof out->prompts_sha256, "%s", vs->prompts_sha256);
     snprintf(out->trace_path, sizeof out->trace_path, "%s", vs->trace_path);
+    snprintf(out->trace_sha256, sizeof out->trace_sha256, "%s", vs->trace_sha256);
     snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s",
              vs->trace_transformers);
     snprintf(out->trace_torch, sizeof out->trace_torch, "%s", vs->trace_torch);
@@ -516,6 +518,7 @@ nb_code nb_verifypb_diagnosis_to_pb(const nb_diagnosis_result *r, Npubench__JobR
         ds->k = r->k;
         ok = ok && (ds->prompt = nb_jobpb_strdup(r->prompt)) &&
              (ds->trace_path = nb_jobpb_strdup(r->trace_path)) &&
+             (ds->trace_sha256 = nb_jobpb_strdup(r->trace_sha256)) &&
              top_to_pb(&r->dev_final, r->k, &ds->device_top, &ds->n_device_top) == NB_OK &&
              top_to_pb(&r->ref_final, r->k, &ds->reference_top, &ds->n_reference_top) == NB_OK;
     }
@@ -578,6 +581,7 @@ nb_code nb_verifypb_diagnosis_from_pb(const Npubench__JobResult *res, nb_diagnos
         return nb_err_set(err, NB_ENOMEM, "out of memory reading JobResult.cosines");
     snprintf(out->prompt, sizeof out->prompt, "%s", ds->prompt);
     snprintf(out->trace_path, sizeof out->trace_path, "%s", ds->trace_path);
+    snprintf(out->trace_sha256, sizeof out->trace_sha256, "%s", ds->trace_sha256);
     out->n_pos = ds->positions;
     out->k = ds->k;
     out->n_layers = (int)res->n_cosines;

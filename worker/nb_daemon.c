@@ -66,6 +66,7 @@ struct nb_daemon {
     int tok_done, tok_total; /* inside the current unit (prompt, repetition) */
     char unit[16];
     int prog_dirty; /* progress changed since it was last sent */
+    int finishing;  /* the job's result is on its way: no more progress-only reports */
     int cancel, cancel_by_coordinator;
     nb_code fatal;
     int fatal_set; /* fatal != NB_OK, as an int to wait on */
@@ -430,16 +431,11 @@ static void report_result(nb_daemon *d, const Npubench__Lease *l, Npubench__JobR
         dlog(d, "job %lld: the coordinator dropped the result (lease %s no longer valid)",
              (long long)l->job_id, l->lease_id);
     else
-        /* the worker's side of the verdict, in the outcome words; a run or profile's final
-         * word (a regression fails it) is the coordinator's: `npubench job N` */
-        dlog(d, "job %lld: result reported (%s%s)", (long long)l->job_id,
-             res->status ? "error: " : "",
-             res->status ? nb_rpc_status_name(res->status)
-             : res->outcome == NPUBENCH__OUTCOME__FAIL ? "fail"
-             : res->outcome == NPUBENCH__OUTCOME__PASS
-                 ? (res->metrics ? "measured; pass unless the regression check flags it"
-                                 : "pass")
-                 : "error");
+        /* the job's outcome as the coordinator committed it (a regression fails a run), in
+         * the words `npubench job N`, JSON and JUnit use */
+        dlog(d, "job %lld: result reported (%s%s%s)", (long long)l->job_id,
+             *resp->outcome ? resp->outcome : "error",
+             res->status ? ": " : "", res->status ? nb_rpc_status_name(res->status) : "");
     nb_wire_free(resp);
 }
 
@@ -465,8 +461,11 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
     if (stopping) { /* leased while shutting down: give it straight back */
         release_job(d, l, 1, "worker shutting down");
     } else {
-        nb_executor_hooks h = {hook_progress, hook_cancelled, hook_log, d, l->reference_trace.data,
-                          l->reference_trace.len, l->reference_trace_sha256, hook_tokens};
+        nb_executor_hooks h = {hook_progress,          hook_cancelled,
+                               hook_log,               d,
+                               l->reference_trace.data, l->reference_trace.len,
+                               l->reference_trace_sha256, l->reference_trace_path,
+                               hook_tokens};
         Npubench__JobResult *res = NULL;
         nb_err err;
         nb_code rc = nb_executor_run(d->ctx, spec, l->job_id, &h, &res, &err);
@@ -482,6 +481,9 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
             } else
                 release_job(d, l, 1, "worker shutting down");
         } else if (res) {
+            pthread_mutex_lock(&d->mu);
+            d->finishing = 1;
+            pthread_mutex_unlock(&d->mu);
             flush_progress(d);
             report_result(d, l, res);
         } else
@@ -490,6 +492,7 @@ static void run_lease(nb_daemon *d, const Npubench__Lease *l)
     }
     pthread_mutex_lock(&d->mu);
     d->job_id = 0;
+    d->finishing = 0;
     d->lease_id[0] = '\0';
     d->cancel = 0;
     pthread_mutex_unlock(&d->mu);
@@ -755,7 +758,7 @@ static void *hb_main(void *u)
     while (!d->hb_stop) {
         int64_t now = (int64_t)nb_now_ms();
         int64_t next = last_hb + d->hb_ms;
-        if (d->prog_dirty && d->job_id && last_prog + PROG_MIN_MS < next)
+        if (d->prog_dirty && d->job_id && !d->finishing && last_prog + PROG_MIN_MS < next)
             next = last_prog + PROG_MIN_MS;
         if (next > now) {
             wait_once_locked(d, next - now);
@@ -920,7 +923,7 @@ static nb_code own_deployments(const nb_daemon_opts *o, const nb_backend_ops *dk
         memset(&def, 0, sizeof def);
         snprintf(def.model, sizeof def.model, "instruct");
         snprintf(def.backend, sizeof def.backend, "%s", dkind->name);
-        snprintf(def.dtype, sizeof def.dtype, "bf16");
+        def.dtype = NB_DTYPE_BF16;
         snprintf(def.name, sizeof def.name, "instruct-%s-bf16", def.backend);
         def.device = didx;
         deps = &def;

@@ -93,8 +93,8 @@ static nb_code check_air(nb_deployment *d, const nb_backend_ops *ops, json_objec
 /* What every entry must satisfy, however it was given (file entry or --deploy SPEC): a
  * known backend and dtype, exec commands exactly with backend "exec", and a name.  sep joins
  * what and the field in errors ("deployments[2].dtype", "--deploy 1 'x:q9': dtype"). */
-static nb_code check_one(nb_deployment *d, json_object *exec, json_object *air,
-                         const char *what, const char *sep, nb_err *err)
+static nb_code check_one(nb_deployment *d, const char *dtype, json_object *exec,
+                         json_object *air, const char *what, const char *sep, nb_err *err)
 {
     char field[200];
     const nb_backend_ops *ops;
@@ -105,9 +105,8 @@ static nb_code check_one(nb_deployment *d, json_object *exec, json_object *air,
     /* A whole-job backend's commands come with it; the others run the engine's dtypes. */
     int is_exec = nb_backend_can(ops, NB_BACKEND_WHOLE_JOB);
     if (!is_exec) {
-        nb_dtype dt;
         nb_err e2;
-        if (nb_dtype_parse(d->dtype, &dt, &e2))
+        if (nb_dtype_parse(dtype, &d->dtype, &e2))
             return nb_err_set(err, NB_EINVAL, "%s%sdtype: %s", what, sep, e2.msg);
         if (exec)
             return nb_err_set(err, NB_EINVAL, "%s%sexec: only for backend \"exec\"", what, sep);
@@ -122,10 +121,17 @@ static nb_code check_one(nb_deployment *d, json_object *exec, json_object *air,
                               "deployments file can give its commands)", what, sep);
         if ((rc = nb_exec_deploy_parse(exec, what, &d->exec, err)))
             return rc;
+        snprintf(d->exec_dtype, sizeof d->exec_dtype, "%s", dtype);
     }
     if (!d->name[0])
-        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
+        snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend,
+                 nb_deployment_dtype(d));
     return NB_OK;
+}
+
+const char *nb_deployment_dtype(const nb_deployment *d)
+{
+    return d->exec_dtype[0] ? d->exec_dtype : nb_dtype_name(d->dtype);
 }
 
 /* One file entry; its fields through common/nb_json's readers ("what.key: must be ..."). */
@@ -136,7 +142,7 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
                                         "aliases", NULL};
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
-    snprintf(d->dtype, sizeof d->dtype, "bf16");
+    char dtype[sizeof d->exec_dtype] = "bf16"; /* the enum's, or an exec label: by backend */
     if (!json_object_is_type(o, json_type_object))
         return nb_err_set(err, NB_EINVAL, "%s: must be an object", what);
     json_object_object_foreach(o, key, v)
@@ -152,7 +158,7 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
     }
     struct { const char *key; char *dst; size_t cap; int required; } str[] = {
         {"name", d->name, sizeof d->name, 0}, {"model", d->model, sizeof d->model, 1},
-        {"backend", d->backend, sizeof d->backend, 0}, {"dtype", d->dtype, sizeof d->dtype, 0},
+        {"backend", d->backend, sizeof d->backend, 0}, {"dtype", dtype, sizeof dtype, 0},
         {"canonical", d->canonical, sizeof d->canonical, 0}};
     struct { const char *key; int64_t hi, v; } num[] = {
         {"threads", NB_JOB_THREADS_MAX, 0}, {"max_seq", NB_JOB_MAX_SEQ_MAX, 0},
@@ -174,7 +180,7 @@ static nb_code parse_one(json_object *o, const char *what, nb_deployment *d, nb_
     d->threads = (int)num[0].v;
     d->max_seq = (int)num[1].v;
     d->device = (unsigned)num[2].v;
-    return check_one(d, nb_json_get(o, "exec"), nb_json_get(o, "air"), what, ".", err);
+    return check_one(d, dtype, nb_json_get(o, "exec"), nb_json_get(o, "air"), what, ".", err);
 }
 
 nb_code nb_deployments_parse(const char *json, size_t len, const char *what,
@@ -259,7 +265,7 @@ nb_code nb_deployment_parse_spec(const char *spec, const char *what, nb_deployme
 {
     memset(d, 0, sizeof *d);
     snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
-    snprintf(d->dtype, sizeof d->dtype, "bf16");
+    char dtype[sizeof d->exec_dtype] = "bf16";
     const char *part[3] = {spec, NULL, NULL};
     size_t len[3] = {0, 0, 0};
     int n = 1;
@@ -277,10 +283,10 @@ nb_code nb_deployment_parse_spec(const char *spec, const char *what, nb_deployme
                           "MODEL[:DTYPE[:BACKEND]] (e.g. instruct:bf16, gemma3:native)", what);
     nb_code rc = spec_field(part[0], len[0], what, "MODEL", d->model, sizeof d->model, err);
     if (!rc && n > 1)
-        rc = spec_field(part[1], len[1], what, "DTYPE", d->dtype, sizeof d->dtype, err);
+        rc = spec_field(part[1], len[1], what, "DTYPE", dtype, sizeof dtype, err);
     if (!rc && n > 2)
         rc = spec_field(part[2], len[2], what, "BACKEND", d->backend, sizeof d->backend, err);
-    return rc ? rc : check_one(d, NULL, NULL, what, ": ", err);
+    return rc ? rc : check_one(d, dtype, NULL, NULL, what, ": ", err);
 }
 
 nb_code nb_deployments_from_specs(const char *const *specs, int n, nb_deployment **out,

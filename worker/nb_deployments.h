@@ -8,6 +8,7 @@
 #include "nb_err.h"
 #include "nb_air.h"
 #include "nb_exec_deploy.h"
+#include "nb_dtype.h"
 #include "nb_job.h"
 
 /* Filled by the deployments file, or in code (empty name/backend/dtype get the defaults). */
@@ -15,7 +16,10 @@ typedef struct nb_deployment {
     char name[64];      /* unique label: "smollm-q4", defaults to "<model>-<backend>-<dtype>" */
     char model[1024];   /* selector for nb_deploy_open: "instruct", "base", a .gguf path */
     char backend[16];   /* "cpu" (default), "xrt" or "exec" */
-    char dtype[16];     /* "bf16" (default), "f32", "q4_1", "native" */
+    nb_dtype dtype;     /* an engine backend's dtype: the enum from the file to the engine */
+    /* A whole-job (exec) backend's dtype: a free label of its commands ({dtype}, matching,
+     * reports), "bf16" unless given; "" for the engine's backends, whose dtype is the enum. */
+    char exec_dtype[16];
     int threads;        /* 0 = the worker's default */
     int max_seq;        /* 0 = the engine's default */
     unsigned device;    /* XRT device index */
@@ -27,6 +31,10 @@ typedef struct nb_deployment {
     char aliases[NB_JOB_MODEL_ALIASES_MAX][128];
     int n_aliases;
 } nb_deployment;
+
+/* The dtype's one spelling for the wire, matching, names and logs: an exec deployment's label,
+ * else nb_dtype_name of the enum (never parsed back). */
+const char *nb_deployment_dtype(const nb_deployment *d);
 
 /* The deployments file (JSON; format in docs/service.md, "Deployments file").
  * *out is malloc'ed (free with nb_deployments_free); errors name the file and the

@@ -59,7 +59,6 @@ typedef struct adv_cache {
 
 struct nb_executor {
     nb_deployment *deps;
-    nb_dtype *dtypes; /* deps[i]'s dtype, parsed once here (the label stays in deps[i].dtype) */
     adv_cache *adv;
     int n_deps;
     char board[128], board_type[64], refdir[1024], rundir[1024], reports_dir[1024];
@@ -79,8 +78,7 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
     c->n_deps = o->n_deployments > 0 ? o->n_deployments : 0;
     c->deps = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->deps);
     c->adv = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->adv);
-    c->dtypes = calloc((size_t)(c->n_deps ? c->n_deps : 1), sizeof *c->dtypes);
-    if (!c->deps || !c->adv || !c->dtypes) {
+    if (!c->deps || !c->adv) {
         nb_executor_free(c);
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     }
@@ -91,10 +89,13 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
         nb_deployment *d = &c->deps[i];
         if (!d->backend[0]) /* filled in code (embedded mode) rather than from a file */
             snprintf(d->backend, sizeof d->backend, "%s", nb_backend_default()->name);
-        if (!d->dtype[0])
-            snprintf(d->dtype, sizeof d->dtype, "bf16");
+        /* filled in code: a whole-job backend's label defaults as a file's entry does */
+        const nb_backend_ops *ops = nb_backend_find(d->backend);
+        if (ops && nb_backend_can(ops, NB_BACKEND_WHOLE_JOB) && !d->exec_dtype[0])
+            snprintf(d->exec_dtype, sizeof d->exec_dtype, "bf16");
         if (!d->name[0])
-            snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend, d->dtype);
+            snprintf(d->name, sizeof d->name, "%.36s-%.12s-%.12s", d->model, d->backend,
+                     nb_deployment_dtype(d));
         nb_code rc = NB_OK;
         if (o->deployments[i].exec)
             rc = nb_exec_deploy_dup(o->deployments[i].exec, &c->deps[i].exec, err);
@@ -106,12 +107,6 @@ nb_code nb_executor_new(const nb_executor_opts *o, nb_executor **out, nb_err *er
                 d->air = NULL;
             }
         }
-        /* An engine dtype is parsed once, here: jobs take the enum (a whole-job backend's
-         * dtype is its commands' label, and an unknown backend fails at setup as before). */
-        const nb_backend_ops *ops = nb_backend_find(d->backend);
-        if (!rc && ops && !nb_backend_can(ops, NB_BACKEND_WHOLE_JOB) &&
-            (rc = nb_dtype_parse(d->dtype, &c->dtypes[i], err)))
-            nb_err_prefix(err, "deployment %s: ", d->name);
         if (rc) {
             nb_executor_free(c);
             return rc;
@@ -140,7 +135,6 @@ void nb_executor_free(nb_executor *c)
     }
     free(c->deps);
     free(c->adv);
-    free(c->dtypes);
     free(c);
 }
 
@@ -273,10 +267,12 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
         }
         npubench__deployment__init(p);
         v[i] = p;
+        p->dtype_id = d->exec_dtype[0] ? NPUBENCH__DTYPE__DTYPE_UNSPECIFIED
+                                       : (Npubench__Dtype)nb_dtype_to_pb(d->dtype);
         p->no_prompt_range = !nb_backend_can(ops, NB_BACKEND_PROMPT_RANGES) ||
                              (d->exec && !nb_exec_deploy_takes_range(d->exec));
         if (!(p->model = nb_jobpb_strdup(d->model)) || !(p->backend = nb_jobpb_strdup(d->backend)) ||
-            !(p->dtype = nb_jobpb_strdup(d->dtype)) ||
+            !(p->dtype = nb_jobpb_strdup(nb_deployment_dtype(d))) ||
             !(p->digest = nb_jobpb_strdup(c->adv[i].digest)) ||
             !(p->canonical = nb_jobpb_strdup(d->canonical)) || advertise_aliases(d, p)) {
             for (int j = 0; j <= i; j++)
@@ -297,7 +293,8 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
     *out = NULL;
     nb_job_dep want = {.model = sel ? sel->model : NULL,
                        .backend = sel ? sel->backend : NULL,
-                       .dtype = sel ? sel->dtype : NULL};
+                       .dtype = sel ? sel->dtype : NULL,
+                       .dtype_id = sel ? (int)sel->dtype_id : 0};
     size_t nd = (size_t)(c->n_deps ? c->n_deps : 1);
     nb_job_dep *deps = calloc(nd, sizeof *deps);
     /* each entry's declared names ("aliases") as the pointers matching takes */
@@ -312,9 +309,10 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
         const char **al = names + (size_t)i * NB_JOB_MODEL_ALIASES_MAX;
         for (int a = 0; a < d->n_aliases && a < NB_JOB_MODEL_ALIASES_MAX; a++)
             al[a] = d->aliases[a];
-        deps[i] = (nb_job_dep){d->model,     d->backend, d->dtype,
+        deps[i] = (nb_job_dep){d->model,     d->backend, nb_deployment_dtype(d),
                                d->name,      d->canonical, al,
-                               (size_t)d->n_aliases};
+                               (size_t)d->n_aliases,
+                               d->exec_dtype[0] ? 0 : nb_dtype_to_pb(d->dtype)};
     }
     int best = nb_job_dep_pick(&want, deps, (size_t)c->n_deps, NULL);
     free(deps);
@@ -328,7 +326,7 @@ static nb_code resolve(nb_executor *c, const Npubench__JobSpec *s, const nb_depl
     for (int i = 0; i < c->n_deps && o < sizeof have - 1; i++)
         o += (size_t)snprintf(have + o, sizeof have - o, "%s%s (%s %s/%s)", i ? ", " : "",
                               c->deps[i].name, c->deps[i].model, c->deps[i].backend,
-                              c->deps[i].dtype);
+                              nb_deployment_dtype(&c->deps[i]));
     return nb_err_set(err, NB_ENOTFOUND,
                       "no deployment on this worker serves model '%s' backend '%s' dtype '%s'; "
                       "it serves: %s",
@@ -572,6 +570,15 @@ static nb_code lease_trace(job_run *j, char *path, size_t cap, nb_err *err)
     return rc;
 }
 
+/* A report names the leased trace as the coordinator found it ("verify/references/..."),
+ * not the scratch copy lease_trace wrote; its digest (the bytes') stays beside it. */
+static void leased_trace_name(job_run *j, char *path, size_t cap)
+{
+    const char *name = j->hooks ? j->hooks->reference_trace_path : NULL;
+    if (name && *name)
+        snprintf(path, cap, "%s", name);
+}
+
 /* The prompt set of a verify job: "" = the preset's, a set named inside the prompts
  * directory, or the spec's explicit prompts written to a file under rundir (*temp = 1:
  * the caller deletes it after the job, or every job would leave its prompts behind). */
@@ -701,6 +708,8 @@ static nb_code run_verify(job_run *j, nb_deploy *d, const Npubench__JobSpec *s, 
         unlink(ppath);
     if (rc)
         return rc;
+    if (!ref[0] && trace[0])
+        leased_trace_name(j, vr.trace_path, sizeof vr.trace_path);
     job_log(j, "[verify] %s (%d/%d prompts pass; decode-path defects: %d%s; decode-path checks "
             "%.0f of %.0f ms)", vr.status == NB_GATE_PASS ? "PASS" : "FAIL", vr.n_pass, vr.n,
             vr.n_decode_faults, vr.strict ? ", --strict" : "", vr.dcheck_ms, vr.wall_ms);
@@ -731,6 +740,8 @@ static nb_code run_diagnosis(job_run *j, nb_deploy *d, const Npubench__JobSpec *
                           j->ctx->refdir[0] ? j->ctx->refdir : NULL, &cancel, &dr, err);
     if (rc)
         return rc;
+    if (!ref[0] && trace[0])
+        leased_trace_name(j, dr.trace_path, sizeof dr.trace_path);
     progress(j, 1, 1, "diagnosis done");
     job_log(j, "[diagnosis] %d layers over %d positions", dr.n_layers, dr.n_pos);
     rc = nb_verifypb_diagnosis_to_pb(&dr, res, err);
@@ -804,7 +815,7 @@ static nb_code fill_env_deploy(job_run *j, const nb_deploy *d, const nb_deployme
     if (d)
         return NB_OK;
     Npubench__Environment *e = res->environment;
-    if (!(e->backend = nb_jobpb_strdup(dep->backend)) || !(e->dtype = nb_jobpb_strdup(dep->dtype)) ||
+    if (!(e->backend = nb_jobpb_strdup(dep->backend)) || !(e->dtype = nb_jobpb_strdup(nb_deployment_dtype(dep))) ||
         !(e->model = nb_jobpb_strdup(dep->model)))
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     return NB_OK;
@@ -881,13 +892,13 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
     if ((rc = resolve(j->ctx, s, &dep, err)))
         return rc;
     job_log(j, "%s on deployment %s (%s %s/%s)", nb_job_kind_name(s->kind), dep->name, dep->model,
-            dep->backend, dep->dtype);
+            dep->backend, nb_deployment_dtype(dep));
     if (dep->exec) {
         if ((rc = fill_env_deploy(j, NULL, dep, res, err)))
             return rc;
         nb_exec_job_hooks eh = {exec_cancelled, exec_line, j};
         progress(j, 0, 1, "exec");
-        rc = nb_exec_job(dep->exec, dep->model, dep->dtype, s, &eh, res, err);
+        rc = nb_exec_job(dep->exec, dep->model, dep->exec_dtype, s, &eh, res, err);
         if (!rc)
             progress(j, 1, 1, "exec done");
         return rc;
@@ -901,7 +912,7 @@ static nb_code execute(job_run *j, const Npubench__JobSpec *s, Npubench__JobResu
         model = selm;
     snprintf(ds.model, sizeof ds.model, "%s", model);
     snprintf(ds.backend, sizeof ds.backend, "%s", dep->backend);
-    ds.dtype = j->ctx->dtypes[dep - j->ctx->deps];
+    ds.dtype = dep->dtype; /* the enum the deployments file was read into */
     nb_job_params jp;
     nb_job_params_read(s, &jp);
     ds.threads = cap_threads(j, (int)nb_job_param_or(jp.threads, dep->threads ? dep->threads

@@ -59,6 +59,7 @@ typedef struct nb_executor_hooks {
     const uint8_t *reference_trace;
     size_t reference_trace_len;
     const char *reference_trace_sha256;
+    const char *reference_trace_path; /* its name where the coordinator found it; NULL, "": none */
     /* Tokens inside the current unit: unit ("prompt", "repetition") number progress done+1
      * of its total is at token done of total. Called once per token on the executing
      * thread, inside the timed region: it only records, the caller coalesces what it sends. */

@@ -82,6 +82,7 @@ static nb_code compare_prefill(nb_deploy *d, const nb_trace *tr, const char *tex
         out->ref_final = h->final;
         snprintf(out->prompt, sizeof out->prompt, "%s", text);
         snprintf(out->trace_path, sizeof out->trace_path, "%s", tr->path);
+        snprintf(out->trace_sha256, sizeof out->trace_sha256, "%s", tr->sha256);
         out->n_pos = h->n_pos;
         out->n_layers = h->n_layers;
         size_t per = (size_t)h->n_pos * h->dim;

@@ -103,12 +103,14 @@ nb_code nb_runenv_pb_new(const nb_deploy *d, const char *board, const char *boar
              (e->cpu_info = nb_jobpb_strdup(cpu)) && (e->host = nb_jobpb_strdup(host)) &&
              (e->compiler = nb_jobpb_strdup("gcc " __VERSION__)) &&
              (e->kernels_isa = nb_jobpb_strdup(nb_isa_name(nb_kernels_isa())));
-    if (ok && d)
+    if (ok && d) {
+        e->dtype_id = (Npubench__Dtype)nb_dtype_to_pb(d->spec.dtype); /* the enum, and its name */
         ok = (e->backend = nb_jobpb_strdup(d->spec.backend)) &&
              (e->dtype = nb_jobpb_strdup(nb_dtype_name(d->spec.dtype))) &&
              (e->model = nb_jobpb_strdup(d->model_name)) &&
              (e->model_path = nb_jobpb_strdup(d->model_path)) &&
              (e->model_digest = nb_jobpb_strdup(d->model_sha256));
+    }
     if (ok) {
         e->extra = nb_jobpb_calloc(1, sizeof *e->extra);
         ok = e->extra && (e->extra[0] = kv_new("online_cores", cores)) != NULL;

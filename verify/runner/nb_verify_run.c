@@ -234,6 +234,7 @@ static nb_code start_result(nb_verify_result *out, const plan *p, const char *pp
     snprintf(out->prompts_path, sizeof out->prompts_path, "%s", ppath);
     snprintf(out->prompts_sha256, sizeof out->prompts_sha256, "%s", ps->sha256);
     snprintf(out->trace_path, sizeof out->trace_path, "%s", tr->path);
+    snprintf(out->trace_sha256, sizeof out->trace_sha256, "%s", tr->sha256);
     snprintf(out->trace_transformers, sizeof out->trace_transformers, "%s", tr->transformers);
     snprintf(out->trace_torch, sizeof out->trace_torch, "%s", tr->torch);
     snprintf(out->trace_date, sizeof out->trace_date, "%s", tr->date);
