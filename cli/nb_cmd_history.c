@@ -89,7 +89,9 @@ static json_object *hist_json(const hist_run *h)
                                                       ? json_object_new_int64(r->generated_tokens)
                                                       : NULL);
     json_object_object_add(o, "source", json_object_new_string(r->source));
-    nb_out_str(o, "outcome", nb_outcome_name(nb_outcome_of_verdict(r->outcome)));
+    /* a flagged run is a fail, as `job`, JUnit and the exit code say */
+    nb_out_str(o, "outcome",
+               nb_outcome_name(nb_outcome_of_run(nb_outcome_of_verdict(r->outcome), r->regression)));
     nb_out_str(o, "gate", gate_word(h->m[2] ? h->m[2] : r)); /* as the GATE column */
     if (*r->verify_status)
         json_object_object_add(o, "verify_status", json_object_new_string(r->verify_status));

@@ -181,6 +181,15 @@ static const char *outcome_class(nb_db_outcome o)
     return o == NB_OUTCOME_PASS ? "pass" : o == NB_OUTCOME_FAIL ? "fail" : "error";
 }
 
+/* A gate cell's verdict in the outcome words, with the prompts it stands on ("pass 8/8"),
+ * so a 1-prompt smoke never reads as a full set; an imported status has no count. */
+static void gate_verdict(FILE *f, const nb_db_history_row *r)
+{
+    fputs(nb_db_outcome_word(r->outcome), f);
+    if (r->gate_total > 0)
+        fprintf(f, " %d/%d", r->gate_pass, r->gate_total);
+}
+
 /* ---- boards ---- */
 
 /* The board's row among b (by name); a board never written reads as unknown, not drained. */
@@ -532,8 +541,10 @@ static nb_code page_matrix(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *er
             const nb_db_history_row *r = &m.rows[c];
             char when[32];
             nb_time_iso(when, r->started_ms);
-            fprintf(f, "<td class=\"gate %s\"><a href=\"run-%" PRId64 ".html\">%s</a> ",
-                    outcome_class(r->outcome), r->run_id, nb_db_outcome_name(r->outcome));
+            fprintf(f, "<td class=\"gate %s\"><a href=\"run-%" PRId64 ".html\">",
+                    outcome_class(r->outcome), r->run_id);
+            gate_verdict(f, r);
+            fputs("</a> ", f);
             esc(f, r->backend);
             fputs("/", f);
             esc(f, r->dtype);
@@ -701,7 +712,7 @@ static nb_code page_deployment(nb_db *db, const nb_dash_opts *o, int64_t id, FIL
                 r->run_id, r->run_id, when);
         cell(f, r->kind);
         nb_db_outcome shown = nb_db_run_outcome(r->outcome, r->regression);
-        fprintf(f, "<td class=\"%s\">%s</td>", outcome_class(shown), nb_db_outcome_name(shown));
+        fprintf(f, "<td class=\"%s\">%s</td>", outcome_class(shown), nb_db_outcome_word(shown));
         num_cell(f, t ? t->value : NAN, t && t->reps > 1 ? t->stddev : NAN);
         num_cell(f, p ? p->value : NAN, p && p->reps > 1 ? p->stddev : NAN);
         cell(f, r->commit);
@@ -793,10 +804,10 @@ static nb_code page_index(nb_db *db, const nb_dash_opts *o, FILE *f, nb_err *err
             if (nb_db_runs_last(db, d[i].id, NB_METRIC_GATE, 1, &g, &ng, &eg) || !ng) {
                 fputs("<td class=\"gate\">-</td>", f);
             } else {
-                fprintf(f, "<td class=\"gate %s\"><a href=\"run-%" PRId64 ".html\">%s</a> "
-                           "<small>",
-                        outcome_class(g[0].outcome), g[0].run_id,
-                        nb_db_outcome_name(g[0].outcome));
+                fprintf(f, "<td class=\"gate %s\"><a href=\"run-%" PRId64 ".html\">",
+                        outcome_class(g[0].outcome), g[0].run_id);
+                gate_verdict(f, &g[0]);
+                fputs("</a> <small>", f);
                 esc(f, g[0].kind);
                 fputs("</small></td>", f);
             }
@@ -930,13 +941,18 @@ static nb_code page_run(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, n
     fprintf(f, "</td></tr>\n<tr><th>Kind</th><td>");
     esc(f, r.kind);
     size_t n_defect = 0;
-    for (size_t i = 0; i < r.n_gate_checks; i++)
+    size_t n_pass = 0;
+    for (size_t i = 0; i < r.n_gate_checks; i++) {
         n_defect += r.gate_checks[i].decode_status && !strcmp(r.gate_checks[i].decode_status,
                                                               "fault");
+        n_pass += !strcmp(r.gate_checks[i].status, "PASS");
+    }
     nb_db_outcome shown = nb_db_run_outcome(r.outcome, r.regression);
     fprintf(f, "</td></tr>\n<tr><th>Outcome</th><td class=\"%s\">%s",
             shown == NB_OUTCOME_PASS && n_defect ? "warn" : outcome_class(shown),
-            nb_db_outcome_name(shown));
+            nb_db_outcome_word(shown));
+    if (r.n_gate_checks) /* how many prompts the verdict stands on: a smoke's 1/1 is not 8/8 */
+        fprintf(f, " %zu/%zu prompts", n_pass, r.n_gate_checks);
     if (n_defect) /* a PASS of the production gate, flagged; or a strict run's FAIL */
         fprintf(f, " (%zu decode-path defect%s)", n_defect, n_defect == 1 ? "" : "s");
     if (r.regression) {

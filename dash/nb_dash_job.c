@@ -32,7 +32,7 @@ const char *nb_dash_job_outcome(nb_db *db, const nb_db_job *j)
     nb_err e;
     if (nb_db_job_runs_verdict(db, j->id, &n, &w, &e) || !n)
         return j->state == NB_JOB_FAILED ? "unavailable" : "-";
-    return w == NB_OUTCOME_FAIL ? "fail" : w == NB_OUTCOME_ERROR ? "error" : "pass";
+    return nb_db_outcome_word(w);
 }
 
 static const char *outcome_class(const char *oc)
@@ -249,7 +249,7 @@ static void runs_section(FILE *f, nb_db *db, const nb_db_job *j)
                 "</a></td><td>%" PRId64 "</td><td>",
                 r[i].run_id, r[i].run_id, r[i].job_id);
         esc(f, r[i].kind);
-        fprintf(f, "</td><td class=\"%s\">%s%s</td></tr>\n", cls, nb_db_outcome_name(o),
+        fprintf(f, "</td><td class=\"%s\">%s%s</td></tr>\n", cls, nb_db_outcome_word(o),
                 r[i].regression ? " (REGRESSION)" : "");
     }
     fputs("</table>\n", f);

@@ -247,12 +247,81 @@ nb_code nb_db_job_find_request(nb_db *db, const char *request_id, int64_t *id, n
 
 /* ---- log ---- */
 
+/* The first row of a trimmed log says what went: "[log trimmed: N earlier lines (B bytes)
+ * dropped, the newest kept]". Its numbers grow with each trim, read back from its text. */
+#define TRIM_MARK "[log trimmed: "
+
+/* Makes room for `need` more bytes under the cap by dropping the job's oldest lines, down to
+ * half the cap so a chatty job trims now and then, not on every line. The oldest dropped row
+ * becomes the marker (it keeps its position, so readers by position still see it first).
+ * *have is the job's log size before and after. */
+static nb_code trim_log_locked(nb_db *db, int64_t id, int64_t need, int64_t *have, nb_err *err)
+{
+    static const char rows_sql[] =
+        "SELECT id, length(CAST(text AS BLOB)), substr(text, 1, 80) FROM job_logs "
+        "WHERE job_id = ? ORDER BY id";
+    static const char del_sql[] = "DELETE FROM job_logs WHERE job_id = ? AND id > ? AND id <= ?";
+    static const char mark_sql[] = "UPDATE job_logs SET text = ? WHERE id = ?";
+    sqlite3_stmt *st;
+    nb_code rc = nb_db_stmt(db, rows_sql, &st, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    int64_t mark_id = 0, mark_bytes = 0, last = 0, dropped_bytes = 0, left = *have;
+    int had_mark = 0;
+    long long lines = 0, bytes = 0; /* as the marker already counts them */
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW && left + need > (int64_t)NB_DB_JOB_LOG_MAX / 2) {
+        int64_t rid = sqlite3_column_int64(st, 0), len = sqlite3_column_int64(st, 1);
+        const char *t = (const char *)sqlite3_column_text(st, 2);
+        if (!mark_id) { /* the first row: the marker of an earlier trim, or the one to be */
+            mark_id = rid;
+            mark_bytes = len;
+            if (t && sscanf(t, TRIM_MARK "%lld earlier lines (%lld bytes)", &lines, &bytes) == 2) {
+                had_mark = 1;
+                left -= len;
+                continue;
+            }
+        }
+        lines++;
+        bytes += len;
+        dropped_bytes += len;
+        left -= len;
+        last = rid;
+    }
+    nb_db_done(st);
+    if (s != SQLITE_ROW && s != SQLITE_DONE)
+        return nb_db_sqlerr(db, err, "reading job log for trimming");
+    if (!last)
+        return NB_OK; /* nothing but the marker: the new line alone is over the cap */
+    char text[160];
+    int tn = snprintf(text, sizeof text, TRIM_MARK "%lld earlier lines (%lld bytes) dropped, "
+                      "the newest kept]\n", lines, bytes);
+    rc = nb_db_stmt(db, del_sql, &st, err);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int64(st, 2, mark_id);
+        sqlite3_bind_int64(st, 3, last);
+        rc = nb_db_step_done(db, st, err, "trimming job log");
+    }
+    if (!rc)
+        rc = nb_db_stmt(db, mark_sql, &st, err);
+    if (!rc) {
+        nb_db_bind_str(st, 1, text);
+        sqlite3_bind_int64(st, 2, mark_id);
+        rc = nb_db_step_done(db, st, err, "marking a trimmed job log");
+    }
+    /* the marker row's old text goes: an older marker, or a line counted as dropped */
+    if (!rc)
+        *have = *have - dropped_bytes - (had_mark ? mark_bytes : 0) + tn;
+    return rc;
+}
+
 static nb_code append_log_locked(nb_db *db, int64_t id, const char *text, nb_err *err)
 {
     static const char bytes_sql[] = "SELECT log_bytes FROM jobs WHERE id = ?";
     static const char ins_sql[] = "INSERT INTO job_logs (job_id, ts_ms, text) VALUES (?, ?, ?)";
     static const char upd_sql[] = "UPDATE jobs SET log_bytes = ? WHERE id = ?";
-    static const char marker[] = "[log truncated]\n";
     sqlite3_stmt *st;
     nb_code rc = nb_db_stmt(db, bytes_sql, &st, err);
     if (rc)
@@ -265,31 +334,32 @@ static nb_code append_log_locked(nb_db *db, int64_t id, const char *text, nb_err
         return nb_err_set(err, NB_ENOTFOUND, "no job with id %lld", (long long)id);
     if (s != SQLITE_ROW)
         return nb_db_sqlerr(db, err, "reading job log size");
-    if (have >= (int64_t)NB_DB_JOB_LOG_MAX)
-        return NB_OK; /* already truncated */
     size_t n = strlen(text);
-    int add_nl = n == 0 || text[n - 1] != '\n';
-    char *line = NULL;
-    const char *out = text;
-    int64_t total = have + (int64_t)n + add_nl;
-    if (total > (int64_t)NB_DB_JOB_LOG_MAX) {
-        out = marker;
-        total = NB_DB_JOB_LOG_MAX;
-    } else if (add_nl) {
-        line = malloc(n + 2);
-        if (!line)
-            return nb_err_set(err, NB_ENOMEM, "job %lld: out of memory appending log",
-                              (long long)id);
-        memcpy(line, text, n);
-        line[n] = '\n';
-        line[n + 1] = '\0';
-        out = line;
+    /* one line longer than a quarter of the cap keeps its end (where a result line is) */
+    size_t keep = NB_DB_JOB_LOG_MAX / 4;
+    if (n > keep) {
+        text += n - keep;
+        n = keep;
     }
+    int add_nl = n == 0 || text[n - 1] != '\n';
+    if (have + (int64_t)n + add_nl > (int64_t)NB_DB_JOB_LOG_MAX) {
+        rc = trim_log_locked(db, id, (int64_t)n + add_nl, &have, err);
+        if (rc)
+            return rc;
+    }
+    char *line = malloc(n + 2);
+    if (!line)
+        return nb_err_set(err, NB_ENOMEM, "job %lld: out of memory appending log",
+                          (long long)id);
+    memcpy(line, text, n);
+    line[n] = '\n';
+    line[n + add_nl] = '\0';
+    int64_t total = have + (int64_t)n + add_nl;
     rc = nb_db_stmt(db, ins_sql, &st, err);
     if (!rc) {
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_int64(st, 2, nb_db_now_ms(db));
-        nb_db_bind_str(st, 3, out);
+        nb_db_bind_str(st, 3, line);
         rc = nb_db_step_done(db, st, err, "appending job log");
     }
     free(line);

@@ -178,9 +178,10 @@ nb_code nb_db_jobs_expire(nb_db *db, int64_t now_ms, int64_t **ids, size_t *n, n
  * (NB_OK) when the job is no longer queued. */
 nb_code nb_db_job_set_queued_reason(nb_db *db, int64_t id, const char *reason, nb_err *err);
 
-/* Appends one log line (a newline is added if missing). Once a job's log
- * reaches NB_DB_JOB_LOG_MAX, one "[log truncated]" line is kept and later
- * lines are dropped; that is still NB_OK. */
+/* Appends one log line (a newline is added if missing). A job's log keeps its newest lines:
+ * one that would pass NB_DB_JOB_LOG_MAX drops the oldest down to half the cap, and the first
+ * line left says so ("[log trimmed: N earlier lines (B bytes) dropped, the newest kept]"); a
+ * line over a quarter of the cap keeps its end. That is still NB_OK. */
 nb_code nb_db_job_append_log(nb_db *db, int64_t id, const char *text, nb_err *err);
 
 typedef struct nb_db_job_filter {

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "nb_db_int.h"
+#include "nb_outcome.h"
 #include "nb_db_series.h"
 
 static const char *const outcome_names[] = {"PASS", "FAIL", "ERROR"};
@@ -25,9 +26,19 @@ const char *nb_db_outcome_name(nb_db_outcome o)
     return (unsigned)o < 3 ? outcome_names[o] : "ERROR";
 }
 
+/* One order for both enums, so a stored verdict is an nb_outcome as it is. */
+_Static_assert((int)NB_OUTCOME_PASS == (int)NB_OC_PASS && (int)NB_OUTCOME_FAIL == (int)NB_OC_FAIL &&
+                   (int)NB_OUTCOME_ERROR == (int)NB_OC_ERROR,
+               "nb_db_outcome and nb_outcome order pass, fail, error alike");
+
+const char *nb_db_outcome_word(nb_db_outcome o)
+{
+    return nb_outcome_name(nb_outcome_of_run((int)o, 0));
+}
+
 nb_db_outcome nb_db_run_outcome(nb_db_outcome stored, int regression)
 {
-    return regression && stored == NB_OUTCOME_PASS ? NB_OUTCOME_FAIL : stored;
+    return (nb_db_outcome)nb_outcome_of_run((int)stored, regression);
 }
 
 const char *nb_db_source_name(nb_db_source s)
@@ -920,6 +931,8 @@ static void history_row(sqlite3_stmt *st, void *slot, void *ud)
     nb_db_col_copy(st, 24, h->driver, sizeof h->driver);
     nb_db_col_copy(st, 25, h->firmware, sizeof h->firmware);
     nb_db_col_copy(st, 26, h->air_sha, sizeof h->air_sha);
+    h->gate_pass = (int)nb_db_col_int(st, 27, 0);
+    h->gate_total = (int)nb_db_col_int(st, 28, 0);
 }
 
 unsigned nb_db_regression_metrics(int regression, const char *detail)
@@ -986,10 +999,14 @@ nb_code nb_db_history(nb_db *db, const nb_db_history_query *q, nb_db_history_row
              "r.generated_tokens, r.prompt_tokens, r.threads, r.regression_detail, "
              "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'driver'), "
              "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'firmware'), "
-             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'air_sha') "
+             "(SELECT value FROM toolchain WHERE run_id = r.id AND key = 'air_sha'), %s "
              "FROM runs r JOIN deployments d ON d.id = r.deployment_id",
              gate ? "CASE r.outcome WHEN 'PASS' THEN 1.0 ELSE 0.0 END" : value_cols[q->metric],
-             gate ? "NULL" : mean_cols[q->metric], gate ? "NULL" : stddev_cols[q->metric]);
+             gate ? "NULL" : mean_cols[q->metric], gate ? "NULL" : stddev_cols[q->metric],
+             /* on the gate_checks key; only where a gate is asked for */
+             gate ? "(SELECT count(*) FROM gate_checks WHERE run_id = r.id AND status = 'PASS'), "
+                    "(SELECT count(*) FROM gate_checks WHERE run_id = r.id)"
+                  : "0, 0");
     filter_sql(sql, sizeof sql, q);
     size_t len = strlen(sql);
     snprintf(sql + len, sizeof sql - len, " ORDER BY r.started_ms DESC, r.id DESC LIMIT ?");

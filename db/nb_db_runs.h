@@ -13,7 +13,11 @@
 typedef enum nb_db_outcome { NB_OUTCOME_PASS = 0, NB_OUTCOME_FAIL, NB_OUTCOME_ERROR } nb_db_outcome;
 typedef enum nb_db_source { NB_SOURCE_LOCAL = 0, NB_SOURCE_SERVICE, NB_SOURCE_IMPORT } nb_db_source;
 
-const char *nb_db_outcome_name(nb_db_outcome o); /* "PASS", "FAIL", "ERROR" */
+/* "PASS", "FAIL", "ERROR": the spelling the runs table stores and queries match, never shown. */
+const char *nb_db_outcome_name(nb_db_outcome o);
+/* "pass", "fail", "error": the word a person reads, job/nb_outcome's, as the CLI, JSON and
+ * JUnit print it (the dashboard's cells use this one). */
+const char *nb_db_outcome_word(nb_db_outcome o);
 const char *nb_db_source_name(nb_db_source s);   /* "local", "service", "import" */
 nb_code nb_db_outcome_parse(const char *s, nb_db_outcome *out, nb_err *err);
 /* The one outcome a person sees for a run: a gate PASS the regression check flagged is a FAIL,
@@ -210,6 +214,10 @@ typedef struct nb_db_history_row {
      * driver and firmware the worker's probe read (keys "driver", "firmware") and the
      * mlir-air commit ("air_sha"); the dashboard marks where they change. */
     char driver[64], firmware[64], air_sha[64]; /* a 40-hex SHA fits; longer: cut */
+    /* A gate query's rows (NB_METRIC_GATE): how many prompts the run's gate checked and how
+     * many passed, so a 1-prompt smoke PASS reads 1/1 beside a full set's 8/8; 0 and 0 where
+     * no per-prompt check was stored (an imported status) or another metric was queried. */
+    int gate_pass, gate_total;
 } nb_db_history_row;
 
 /* The metrics a regression detail names (nb_db_run_check_regression's text, "tps -12.3%

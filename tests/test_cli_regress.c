@@ -78,6 +78,25 @@ static void test_list_ack_close(void **s)
     snprintf(want, sizeof want, "ID,STATE,RUN,MODEL,BOARD,KIND,FLAGGED,DETAIL,ACKNOWLEDGED,FIXED\n%s",
              row);
     free(tu_cli(0, want, "regressions --format csv " AS_CLIENT, url, ck));
+
+    /* history's JSON names a flagged run's outcome as `job` does: fail (it said pass) */
+    char *hist = tu_cli(0, "", "history --format json " AS_CLIENT, url, ck);
+    json_object *hdoc = json_tokener_parse(hist), *runs, *hv;
+    assert_non_null(hdoc);
+    assert_true(json_object_object_get_ex(hdoc, "runs", &runs));
+    int seen = 0;
+    for (size_t i = 0; i < json_object_array_length(runs); i++) {
+        json_object *r = json_object_array_get_idx(runs, i);
+        assert_true(json_object_object_get_ex(r, "run_id", &hv));
+        int flagged = json_object_get_int64(hv) == flagged_run;
+        assert_true(json_object_object_get_ex(r, "outcome", &hv));
+        assert_string_equal(json_object_get_string(hv), flagged ? "fail" : "pass");
+        seen += flagged;
+    }
+    assert_int_equal(seen, 1);
+    json_object_put(hdoc);
+    free(hist);
+
     char *out = tu_cli(0, "", "regressions --format table " AS_CLIENT, url, ck);
     assert_non_null(strstr(out, "tps -30"));
     free(out);

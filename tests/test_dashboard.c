@@ -295,6 +295,13 @@ static void seed_db(void)
             r.n_gate_checks = 4;
             seed.gate_checks_new_b = 4;
         }
+        /* A's PASS: a 1-prompt smoke, which must not read as a full set's PASS */
+        nb_db_gate_check smoke = {.prompt_index = 0, .steps = 8, .divergence_step = -1,
+                                  .device_text = "ok", .ref_text = "ok", .status = "PASS"};
+        if (i == 2) {
+            r.gate_checks = &smoke;
+            r.n_gate_checks = 1;
+        }
         *v[i].id = add_run(db, &r);
     }
     nb_db_job_new j;
@@ -468,7 +475,9 @@ static void test_pages(void **s)
      * page reloads itself */
     assert_non_null(strstr(p, "<th>Board</th><th>Gate</th>"));
     char gcell[160];
-    snprintf(gcell, sizeof gcell, "<td class=\"gate fail\"><a href=\"run-%" PRId64 ".html\">FAIL</a>",
+    /* in the outcome words, with the prompts the verdict stands on (item 14: a 1-prompt smoke
+     * PASS looked like a full set's) */
+    snprintf(gcell, sizeof gcell, "<td class=\"gate fail\"><a href=\"run-%" PRId64 ".html\">fail 1/4</a>",
              seed.verify_new_b);
     assert_non_null(strstr(p, gcell));
     assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"30\">"));
@@ -494,7 +503,7 @@ static void test_pages(void **s)
     char rname[64];
     snprintf(rname, sizeof rname, "run-%" PRId64 ".html", seed.flagged[0]);
     p = page(db, rname);
-    assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">FAIL (REGRESSION: tps -20.0%"));
+    assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">fail (REGRESSION: tps -20.0%"));
     /* its profile breakdown as bar charts with an axis, not only raw JSON */
     assert_non_null(strstr(p, "<div class=\"plot\" id=\"profile-phases\">"));
     assert_non_null(strstr(p, "<div class=\"plot\" id=\"profile-kernels\">"));
@@ -518,8 +527,8 @@ static void test_pages(void **s)
     /* the runs table: the profiles, the cold runs and the verify of A */
     assert_int_equal(count(p, "<tr class=\"run\">"), N_PERF + seed.n_cold + 1);
     assert_int_equal(count(p, "<td class=\"regression\">REGRESSION</td>"), seed.n_flagged);
-    /* a flagged run's outcome in the table is the FAIL its page and `npubench job` give */
-    assert_int_equal(count(p, "<td class=\"fail\">FAIL</td><td>"),
+    /* a flagged run's outcome in the table is the fail its page and `npubench job` give */
+    assert_int_equal(count(p, "<td class=\"fail\">fail</td><td>"),
                      seed.n_flagged);
     free(p);
 
@@ -533,11 +542,11 @@ static void test_pages(void **s)
     p = page(db, "matrix.html");
     assert_int_equal(count(p, "<tr class=\"matrix-row\">"), 2);
     char cellref[64];
-    snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\">FAIL", seed.verify_new_b);
+    snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\">fail 1/4<", seed.verify_new_b);
     assert_non_null(strstr(p, cellref));
     snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\"", seed.verify_old_b);
     assert_null(strstr(p, cellref));
-    snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\">PASS", seed.verify_a);
+    snprintf(cellref, sizeof cellref, "href=\"run-%" PRId64 ".html\">pass 1/1<", seed.verify_a);
     assert_non_null(strstr(p, cellref));
     free(p);
 
@@ -550,7 +559,7 @@ static void test_pages(void **s)
     assert_non_null(strstr(p, "&lt;b&gt;x&lt;/b&gt;"));
     expect_localization(p);
     /* the run's outcome counts its decode-path defects; the reference as its trace says */
-    assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">FAIL (2 decode-path defects)"));
+    assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">fail 1/4 prompts (2 decode-path defects)"));
     assert_non_null(strstr(p, "<tr><th>Reference</th><td class=\"warn\">float32 on cuda "
                               "(NVIDIA H200) &lt;script&gt;"));
     assert_non_null(strstr(p, "not bfloat16, its margins and near ties are not the bf16 gate's"));
@@ -964,7 +973,7 @@ static void test_job_pages(void **s)
     snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">run %" PRId64 "</a>", run_id,
              run_id);
     assert_non_null(strstr(p, want));
-    assert_non_null(strstr(p, "<td class=\"fail\">FAIL (REGRESSION)</td>"));
+    assert_non_null(strstr(p, "<td class=\"fail\">fail (REGRESSION)</td>"));
     assert_null(strstr(p, "<script"));
     assert_null(strstr(p, "http-equiv=\"refresh\""));
     free(p);

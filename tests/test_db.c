@@ -1033,7 +1033,8 @@ static void test_progress_and_log(void **state)
                      NB_EMISMATCH);
     assert_int_equal(nb_db_job_append_log(db, 999, "x", &err), NB_ENOTFOUND);
 
-    /* The log is capped, once, with a marker. */
+    /* The log is capped keeping its newest lines (a live log's end, the result line), the
+     * oldest dropped and counted by a first line; it kept the oldest and dropped the end. */
     size_t big = 1u << 20;
     char *chunk = malloc(big + 1);
     assert_non_null(chunk);
@@ -1041,12 +1042,37 @@ static void test_progress_and_log(void **state)
     chunk[big] = '\0';
     for (int i = 0; i < 9; i++)
         assert_ok(nb_db_job_append_log(db, id, chunk, &e_));
-    free(chunk);
     assert_ok(nb_db_job_append_log(db, id, "after the cap", &e_));
     assert_ok(nb_db_job_get(db, id, &job, &e_));
-    assert_true(strlen(job.log) < NB_DB_JOB_LOG_MAX + 4096);
-    assert_non_null(strstr(job.log, "[log truncated]"));
-    assert_null(strstr(job.log, "after the cap"));
+    assert_true(strlen(job.log) <= NB_DB_JOB_LOG_MAX);
+    assert_null(strstr(job.log, "warmup done")); /* the oldest went */
+    long long lines = 0, bytes = 0;
+    /* the first line (after its time stamp) */
+    const char *mark = strstr(job.log, "[log trimmed: ");
+    assert_non_null(mark);
+    assert_true(mark < strchr(job.log, '\n'));
+    assert_int_equal(sscanf(mark, "[log trimmed: %lld earlier lines (%lld bytes) dropped, "
+                                     "the newest kept]\n", &lines, &bytes), 2);
+    assert_true(lines >= 5 && bytes >= 5 * (long long)big);
+    size_t len = strlen(job.log);
+    assert_string_equal(job.log + len - strlen("after the cap\n"), "after the cap\n");
+    nb_db_job_free(&job);
+    /* a second trim adds to the first's counts, the marker still first, the sizes still true */
+    for (int i = 0; i < 6; i++)
+        assert_ok(nb_db_job_append_log(db, id, chunk, &e_));
+    assert_ok(nb_db_job_append_log(db, id, "the end", &e_));
+    free(chunk);
+    assert_ok(nb_db_job_get(db, id, &job, &e_));
+    assert_true(strlen(job.log) <= NB_DB_JOB_LOG_MAX);
+    long long lines2 = 0, bytes2 = 0;
+    mark = strstr(job.log, "[log trimmed: ");
+    assert_non_null(mark);
+    assert_true(mark < strchr(job.log, '\n'));
+    assert_int_equal(sscanf(mark, "[log trimmed: %lld earlier lines (%lld bytes)", &lines2,
+                            &bytes2), 2);
+    assert_true(lines2 > lines && bytes2 > bytes);
+    assert_null(strstr(mark + 1, "[log trimmed: "));
+    assert_non_null(strstr(job.log, "the end\n"));
     nb_db_job_free(&job);
 
     nb_db_job_filter f = {.states = NB_JOB_STATE_BIT(NB_JOB_RUNNING), .kind = "bench",

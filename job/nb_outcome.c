@@ -36,15 +36,20 @@ nb_outcome nb_outcome_of_verdict(int pb_outcome)
                                                    : NB_OC_ERROR;
 }
 
+nb_outcome nb_outcome_of_run(int verdict, int regression)
+{
+    nb_outcome o =
+        verdict == NB_OC_PASS || verdict == NB_OC_FAIL ? (nb_outcome)verdict : NB_OC_ERROR;
+    return regression && o == NB_OC_PASS ? NB_OC_FAIL : o;
+}
+
 nb_outcome nb_outcome_of_result(const Npubench__JobResult *r)
 {
     /* A worker ran it and got no verdict. Not told apart by status: a runner's crash (NB_EIO)
      * travels as UNAVAILABLE like a missing device would. */
     if (r->status != NPUBENCH__STATUS_CODE__OK || r->outcome == NPUBENCH__OUTCOME__ERROR)
         return NB_OC_ERROR;
-    if (r->outcome == NPUBENCH__OUTCOME__FAIL || r->regression)
-        return NB_OC_FAIL;
-    return NB_OC_PASS;
+    return nb_outcome_of_run(nb_outcome_of_verdict(r->outcome), r->regression);
 }
 
 /* The coordinator says why it ended a job only in words; an expiry is the one told apart. */

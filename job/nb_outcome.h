@@ -1,5 +1,6 @@
-/* nb_outcome: what a job came to, as one word and one exit code — the contract a CI script
- * reads from `wait`, `job` and `submit --wait` (README, --help and docs/service.md list it). */
+/* nb_outcome: what a job or run came to, as one word and one exit code — the contract a CI
+ * script reads from `wait`, `job` and `submit --wait`, and the word every layer that shows an
+ * outcome (CLI, JSON, JUnit, the worker's log, the dashboard through db/) prints. */
 #ifndef NB_OUTCOME_H
 #define NB_OUTCOME_H
 
@@ -34,6 +35,9 @@ nb_code nb_outcome_parse(const char *field, const char *s, nb_outcome *o, nb_err
 int nb_outcome_exit(nb_outcome o);
 /* A proto Outcome (a verdict: PASS, FAIL, else ERROR) as an nb_outcome. */
 nb_outcome nb_outcome_of_verdict(int pb_outcome);
+/* A stored run: its verdict (NB_OC_PASS, NB_OC_FAIL or NB_OC_ERROR, as nb_db_outcome orders
+ * them too), made FAIL when the regression check flagged a PASS. */
+nb_outcome nb_outcome_of_run(int verdict, int regression);
 /* One result: its status (not OK: error), its verdict, a regression. */
 nb_outcome nb_outcome_of_result(const Npubench__JobResult *r);
 /* A job: its state, then the worst of its results (highest exit code). */
