@@ -367,9 +367,10 @@ nb_code nb_dash_job_page(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, 
     if (*j.error)
         row_text(f, "Error", j.error);
     /* attempts counts the leases lost; the one that ran (or runs) is one more, as the log's
-     * "leased to worker ... (attempt N of M)" counts */
-    int ran_now = j.state == NB_JOB_LEASED || j.state == NB_JOB_RUNNING ||
-                  j.state == NB_JOB_DONE || (j.state == NB_JOB_FAILED && j.attempts < j.max_attempts);
+     * "leased to worker ... (attempt N of M)" counts. A requeue clears the worker, so one still
+     * named holds (or held, up to its end or a cancel) the lease of that last attempt; a job
+     * that gave up has counted it already. */
+    int ran_now = *j.leased_worker && !(j.state == NB_JOB_FAILED && j.attempts >= j.max_attempts);
     fprintf(f, "<tr><th>Attempts</th><td>%d of %d</td></tr>\n", j.attempts + ran_now,
             j.max_attempts);
     requeue_row(f, db, &j);

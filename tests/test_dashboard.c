@@ -991,6 +991,21 @@ static void test_job_pages(void **s)
     assert_string_equal(json_object_get_string(v), "fail");
     json_object_put(o);
 
+    /* cancelled while it ran: the attempt it was on counts, as its log's "attempt 1 of 3" (the
+     * page said 0 of 3) */
+    int64_t cancelled_job = 0;
+    assert_int_equal(nb_db_job_enqueue(db, &jn, &cancelled_job, NULL, &err), NB_OK);
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_int_equal(j.id, cancelled_job);
+    nb_db_job_free(&j);
+    assert_int_equal(nb_db_job_cancel(db, cancelled_job, "cancelled by a person", &err), NB_OK);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", cancelled_job);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<td id=\"job-state\">cancelled</td>"));
+    assert_non_null(strstr(p, "leased to worker wj (attempt 1 of 3"));
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
+    free(p);
+
     /* a job as the coordinator stores it (a protobuf spec): its parameters listed, escaped */
     Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
     Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
