@@ -13,6 +13,8 @@ static nb_code cpu_open(nb_deploy *d, void **be, nb_err *err)
     eo.max_seq = d->spec.max_seq;
     nb_engine *e = NULL;
     nb_code rc = nb_engine_setup(d->model, &eo, &e, err);
+    if (!rc)
+        d->dtype = nb_engine_weights_dtype(e);
     *be = e;
     return rc;
 }

@@ -84,6 +84,7 @@ nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
     if (!d)
         return nb_err_set(err, NB_ENOMEM, "out of memory");
     d->spec = *spec;
+    d->dtype = spec->dtype;
     double t0 = nb_now_ms();
     nb_code rc = nb_backend_lookup(spec->backend, 0, NB_BACKEND_WHOLE_JOB, NULL, &d->ops, err);
     if (rc)
@@ -138,7 +139,7 @@ void nb_deploy_describe(const nb_deploy *d, char *buf, size_t cap)
         d->ops->describe(d, buf, cap);
         return;
     }
-    snprintf(buf, cap, "%s %s/%s", d->model_name, d->spec.backend, nb_dtype_name(d->spec.dtype));
+    snprintf(buf, cap, "%s %s/%s", d->model_name, d->spec.backend, nb_dtype_name(d->dtype));
 }
 
 /* The refusal of an operation the backend's table does not offer. */

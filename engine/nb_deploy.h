@@ -53,6 +53,10 @@ typedef struct nb_deploy {
     void *be;                  /* its state (ops->open's) */
     char device_info[256];     /* the backend's probe line, "" when it has no probe */
     double setup_ms;        /* load + digest + weight layout, never in a timed region */
+    /* The dtype that names the deployment where its results go (Environment, reports, the
+     * history's deployment): spec.dtype, unless the backend lays two dtypes out alike (cpu:
+     * q4_1 and native, nb_engine_weights_dtype), so one file is one deployment. */
+    nb_dtype dtype;
 } nb_deploy;
 
 /* Opens and sets up a deployment through its backend's table: probe (the xrt backend's runs

@@ -27,6 +27,7 @@ typedef struct layer {
 } layer;
 
 struct nb_engine {
+    nb_dtype named; /* the dtype that names these weights (nb_engine_weights_dtype) */
     nb_model_config cfg;
     nb_engine_opts opts;
     int f32;      /* activations are fp32 (else bf16) */
@@ -288,6 +289,33 @@ static nb_code check_shapes(const nb_engine *e, nb_err *err)
     return NB_OK;
 }
 
+/* q4_1 and native lay out the same weights (wtype_for: every stored format with a native
+ * linear keeps its blocks), so they are one deployment of a file and get one name, the file's
+ * as llama.cpp's file type names it ("mostly Q4_1": the layers' linears, whatever the
+ * embedding is): q4_1 when every layer linear kept is Q4_1 (SmolLM2's GGUF, its embedding
+ * Q8_0), native when they mix formats (Gemma's Q5_0 / Q4_K / Q6_K). Other dtypes name
+ * themselves. */
+static nb_dtype weights_dtype(const nb_engine *e)
+{
+    nb_dtype d = e->opts.dtype;
+    if (d != NB_DTYPE_Q4_1 && d != NB_DTYPE_NATIVE)
+        return d;
+    int q4_1 = 0, other = 0;
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        const layer *L = &e->layers[l];
+        const nb_wmat *lw[7] = {L->wq, L->wk, L->wv, L->wo, L->wg, L->wu, L->wd};
+        for (int i = 0; i < 7; i++) {
+            if (!lw[i] || !nb_wtype_quantized(nb_wmat_type(lw[i])))
+                other |= lw[i] != NULL; /* a layer linear kept as bf16: not all Q4_1 */
+            else if (nb_wmat_type(lw[i]) == NB_W_Q4_1)
+                q4_1 = 1;
+            else
+                other = 1;
+        }
+    }
+    return q4_1 && !other ? NB_DTYPE_Q4_1 : NB_DTYPE_NATIVE;
+}
+
 /* Every weight in the engine's layout, and each layer's KV cache. */
 static nb_code load_weights(nb_engine *e, const nb_model *m, nb_dtype dtype, nb_err *err)
 {
@@ -397,6 +425,7 @@ nb_code nb_engine_setup(const nb_model *m, const nb_engine_opts *o, nb_engine **
         nb_engine_free(e);
         return rc;
     }
+    e->named = weights_dtype(e);
     *out = e;
     return NB_OK;
 }
@@ -913,5 +942,6 @@ const nb_op_stats *nb_engine_profile_stats(const nb_engine *e)
 int nb_engine_vocab(const nb_engine *e) { return e->cfg.vocab; }
 int nb_engine_max_seq(const nb_engine *e) { return e->opts.max_seq; }
 nb_dtype nb_engine_dtype(const nb_engine *e) { return e->opts.dtype; }
+nb_dtype nb_engine_weights_dtype(const nb_engine *e) { return e->named; }
 const nb_model_config *nb_engine_cfg(const nb_engine *e) { return &e->cfg; }
 size_t nb_engine_weight_bytes(const nb_engine *e) { return e->weight_bytes; }

@@ -106,7 +106,11 @@ const nb_op_stats *nb_engine_profile_stats(const nb_engine *e); /* NB_OP_COUNT e
 
 int nb_engine_vocab(const nb_engine *e);
 int nb_engine_max_seq(const nb_engine *e);
-nb_dtype nb_engine_dtype(const nb_engine *e);
+nb_dtype nb_engine_dtype(const nb_engine *e); /* as asked */
+/* The one name of the weights as laid out: q4_1 and native keep the same blocks, so both
+ * name the file's format (q4_1 when its layers' linears are all Q4_1, native for a mix);
+ * else as asked. */
+nb_dtype nb_engine_weights_dtype(const nb_engine *e);
 const nb_model_config *nb_engine_cfg(const nb_engine *e);
 size_t nb_engine_weight_bytes(const nb_engine *e);
 

@@ -4,11 +4,15 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
+#include "nb_deploy.h"
 #include "nb_deployments.h"
 #include "nb_job.h"
+#include "nb_runenv.h"
 
 static const nb_job_alias aliases[] = {
     {"llama32_1b", "Llama-3.2-1B-Instruct"},
@@ -113,12 +117,62 @@ static void test_deployments_file(void **state)
     }
 }
 
+/* The dtype a deployment of sel is stored under when asked for dt (Environment, reports). */
+static nb_dtype stored_dtype(const char *sel, nb_dtype dt, char *env_dtype, size_t cap)
+{
+    nb_deploy_spec s;
+    nb_deploy_spec_default(&s);
+    snprintf(s.model, sizeof s.model, "%s", sel);
+    s.dtype = dt;
+    s.threads = 1;
+    s.max_seq = 16;
+    nb_deploy *d = NULL;
+    nb_err err = {0};
+    if (nb_deploy_open(&s, &d, &err))
+        fail_msg("%s %s: %s", sel, nb_dtype_name(dt), err.msg);
+    nb_report_env env;
+    nb_runenv_report(d, NULL, &env);
+    snprintf(env_dtype, cap, "%s", env.dtype);
+    nb_dtype got = d->dtype;
+    nb_deploy_close(d);
+    return got;
+}
+
+/* Item 12 of issue 27: q4_1 and native lay out the same weights, so they are one deployment
+ * of the file under one name, the file's own: SmolLM2's GGUF is all Q4_1 (q4_1), Gemma 3's
+ * mixes Q5_0 / Q4_K / Q6_K (native). They were stored as two deployments. */
+static void test_one_dtype_name_per_file(void **state)
+{
+    (void)state;
+    tu_require_src();
+    static const struct {
+        const char *sel;
+        nb_dtype name;
+    } m[] = {{"instruct", NB_DTYPE_Q4_1}, {"gemma3", NB_DTYPE_NATIVE}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        char path[1024], preset[16], env[32];
+        nb_err err = {0};
+        if (nb_deploy_resolve_model(m[i].sel, path, sizeof path, preset, sizeof preset, &err) ||
+            access(path, R_OK)) {
+            print_message("%s not fetched: not checked\n", m[i].sel);
+            continue;
+        }
+        assert_int_equal(stored_dtype(m[i].sel, NB_DTYPE_Q4_1, env, sizeof env), m[i].name);
+        assert_string_equal(env, nb_dtype_name(m[i].name));
+        assert_int_equal(stored_dtype(m[i].sel, NB_DTYPE_NATIVE, env, sizeof env), m[i].name);
+        assert_string_equal(env, nb_dtype_name(m[i].name));
+        /* bf16 stays bf16: a layout of its own */
+        assert_int_equal(stored_dtype(m[i].sel, NB_DTYPE_BF16, env, sizeof env), NB_DTYPE_BF16);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_match_aliased),
         cmocka_unit_test(test_deployments_file),
+        cmocka_unit_test(test_one_dtype_name_per_file),
     };
     return tu_run_group(tests, NULL, NULL);
 }

@@ -17,7 +17,7 @@ void nb_runenv_report(const nb_deploy *d, const char *board, nb_report_env *env)
     snprintf(env->model, sizeof env->model, "%s", d->model_path);
     snprintf(env->model_sha256, sizeof env->model_sha256, "%s", d->model_sha256);
     snprintf(env->backend, sizeof env->backend, "%s", d->spec.backend);
-    snprintf(env->dtype, sizeof env->dtype, "%s", nb_dtype_name(d->spec.dtype));
+    snprintf(env->dtype, sizeof env->dtype, "%s", nb_dtype_name(d->dtype));
     snprintf(env->board, sizeof env->board, "%s", board ? board : "local");
     env->threads = nb_kernels_threads();
     snprintf(env->isa, sizeof env->isa, "%s", nb_isa_name(nb_kernels_isa()));
@@ -104,9 +104,9 @@ nb_code nb_runenv_pb_new(const nb_deploy *d, const char *board, const char *boar
              (e->compiler = nb_jobpb_strdup("gcc " __VERSION__)) &&
              (e->kernels_isa = nb_jobpb_strdup(nb_isa_name(nb_kernels_isa())));
     if (ok && d) {
-        e->dtype_id = (Npubench__Dtype)nb_dtype_to_pb(d->spec.dtype); /* the enum, and its name */
+        e->dtype_id = (Npubench__Dtype)nb_dtype_to_pb(d->dtype); /* the enum, and its name */
         ok = (e->backend = nb_jobpb_strdup(d->spec.backend)) &&
-             (e->dtype = nb_jobpb_strdup(nb_dtype_name(d->spec.dtype))) &&
+             (e->dtype = nb_jobpb_strdup(nb_dtype_name(d->dtype))) &&
              (e->model = nb_jobpb_strdup(d->model_name)) &&
              (e->model_path = nb_jobpb_strdup(d->model_path)) &&
              (e->model_digest = nb_jobpb_strdup(d->model_sha256));
