@@ -428,9 +428,12 @@ static int64_t planned_total(nb_coord *c, int64_t id)
     return t;
 }
 
-/* A group's progress: its children's, summed. */
+/* A group's progress: its children's, summed; and where a running child's unit stands (its
+ * token position: *tok_total > 0), so a sharded verify-full or a matrix shows a token line of
+ * its own as a single job does (the first running child's, as its worker last said). */
 static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64_t *total,
-                           char *msg, size_t cap)
+                           char *msg, size_t cap, Npubench__Progress *tok, char *unit,
+                           size_t ucap)
 {
     nb_db_job *kids = NULL;
     size_t nk = 0, fin = 0, running = 0;
@@ -446,6 +449,10 @@ static void group_progress(nb_coord *c, const nb_db_job *g, int64_t *done, int64
             *done += term ? t : kids[i].progress_done < t ? kids[i].progress_done : t;
             fin += term;
             running += kids[i].state == NB_JOB_RUNNING || kids[i].state == NB_JOB_LEASED;
+            if (kids[i].state == NB_JOB_RUNNING && tok->tokens_total <= 0 &&
+                nb_coord_reg_job_tokens(c, kids[i].id, &tok->tokens_done, &tok->tokens_total,
+                                        unit, ucap))
+                tok->unit = unit;
         }
     }
     snprintf(msg, cap, "%zu of %zu %s finished, %zu running", fin, nk,
@@ -500,7 +507,7 @@ static nb_rpc_status h_watch(void *user, const nb_rpc_request *req, nb_rpc_reply
                 snprintf(msg, sizeof msg, "%s", j.state == NB_JOB_QUEUED ? j.queued_reason
                                                                          : j.progress_msg);
             if (j.is_group)
-                group_progress(c, &j, &d, &t, msg, sizeof msg);
+                group_progress(c, &j, &d, &t, msg, sizeof msg, &p, unit, sizeof unit);
             if (j.state == NB_JOB_DONE) { /* its last report ("1/3 repetition 1") is past */
                 d = t;
                 if (!j.is_group)

@@ -157,12 +157,22 @@ static void test_lab_ipc(void **s)
     pid_t w1 = tu_spawn("w1.log", WORKER_ARGS, url, "lab-b", 11);
     wait_workers(url, 2);
 
-    tu_result r = cli("submit verify-full --model instruct --n-tokens 4 --wait --coordinator "
+    tu_result r = cli("submit verify-full --model instruct --n-tokens 32 --wait --coordinator "
                       "'%s'",
                       url);
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "[verify] PASS (8/8 prompts pass)"));
     assert_non_null(strstr(r.out, "2 shards"));
+    /* the group has a token line of its own, a running shard's (it had only the summed
+     * prompts: the coordinator never looked at its children's tokens) */
+    const char *gtl = strstr(r.out, "] running verify-full: prompt ");
+    if (!gtl)
+        print_message("%s", r.out);
+    assert_non_null(gtl);
+    int gp, gn, gt, gtn;
+    assert_int_equal(sscanf(gtl, "] running verify-full: prompt %d/%d, token %d/%d", &gp, &gn,
+                            &gt, &gtn), 4);
+    assert_true(gp >= 1 && gp <= 8 && gn == 8 && gt >= 1 && gt <= 32 && gtn == 32);
     long long g = submitted_id(r.out);
     free(r.out);
     assert_int_equal(db_int(db, "SELECT count(*) FROM jobs WHERE parent_id = %lld", g), 2);
