@@ -28,12 +28,6 @@ static int metric_slot(const char *m)
     return !strcmp(m, "ttft") ? 0 : !strcmp(m, "tps") ? 1 : !strcmp(m, "gate") ? 2 : -1;
 }
 
-static const char *outcome_word(int o)
-{
-    return o == NPUBENCH__OUTCOME__PASS ? "PASS" : o == NPUBENCH__OUTCOME__FAIL ? "FAIL"
-                                                                                : "ERROR";
-}
-
 /* Whether a row carries a gate verdict: a verify run's, or an imported row's verify status
  * (the nightly's `make verify` of that model that night). */
 static int has_verdict(const Npubench__HistoryRow *r)
@@ -41,17 +35,26 @@ static int has_verdict(const Npubench__HistoryRow *r)
     return !strcmp(nb_job_kind_family(r->kind_name), "verify") || *r->verify_status;
 }
 
-/* The GATE column: PASS / FAIL (ERROR) where there is a gate; an imported run shows the
- * nightly's status as it was: pass, fail, skip (SKIP), error, unknown (?); "-" elsewhere. */
-static const char *gate_word(const Npubench__HistoryRow *r)
+/* The GATE column, in the outcome words the dashboard's gate cells and JSON use: pass / fail
+ * (error) where there is a gate, with the prompts it stands on ("pass 8/8"; a smoke's 1/1);
+ * an imported run shows the nightly's status as it was: pass, fail, skip, error, unknown (?);
+ * "-" elsewhere. */
+static const char *gate_word(const Npubench__HistoryRow *r, char *buf, size_t cap)
 {
     static const char *const imported[][2] = {
-        {"pass", "PASS"}, {"fail", "FAIL"}, {"error", "ERROR"}, {"skip", "SKIP"},
+        {"pass", "pass"}, {"fail", "fail"}, {"error", "error"}, {"skip", "skip"},
         {"unknown", "?"}};
     for (size_t i = 0; i < sizeof imported / sizeof imported[0]; i++)
         if (!strcmp(r->verify_status, imported[i][0]))
             return imported[i][1];
-    return has_verdict(r) ? outcome_word(r->outcome) : "-";
+    if (!has_verdict(r))
+        return "-";
+    const char *w = nb_outcome_name(nb_outcome_of_verdict(r->outcome));
+    if (r->gate_total > 0)
+        snprintf(buf, cap, "%s %d/%d", w, r->gate_pass, r->gate_total);
+    else
+        snprintf(buf, cap, "%s", w);
+    return buf;
 }
 
 static void fmt_metric(char *buf, size_t cap, const Npubench__HistoryRow *r)
@@ -92,7 +95,8 @@ static json_object *hist_json(const hist_run *h)
     /* a flagged run is a fail, as `job`, JUnit and the exit code say */
     nb_out_str(o, "outcome",
                nb_outcome_name(nb_outcome_of_run(nb_outcome_of_verdict(r->outcome), r->regression)));
-    nb_out_str(o, "gate", gate_word(h->m[2] ? h->m[2] : r)); /* as the GATE column */
+    char gbuf[48];
+    nb_out_str(o, "gate", gate_word(h->m[2] ? h->m[2] : r, gbuf, sizeof gbuf)); /* as GATE */
     if (*r->verify_status)
         json_object_object_add(o, "verify_status", json_object_new_string(r->verify_status));
     json_object_object_add(o, "commit", json_object_new_string(r->npubench_commit));
@@ -324,7 +328,8 @@ static nb_code history_row(nb_out_table *t, const hist_run *h, int machine, nb_e
     const char *flag = r->regression                    ? "REGRESSION"
                        : !strcmp(r->source, "import") ? "imported"
                                                         : "";
-    const char *gate = gate_word(h->m[2] ? h->m[2] : r);
+    char gbuf[48];
+    const char *gate = gate_word(h->m[2] ? h->m[2] : r, gbuf, sizeof gbuf);
     if (machine) {
         const char *cells[] = {id, date, dep, kinds, gate, ttft, ttft_sd, tps, tps_sd,
                                commit, flag};

@@ -33,7 +33,7 @@ static int split(char *buf, const char **items)
 typedef struct mx_row {
     int model;                  /* index into the --models list */
     char board[128];
-    const char *gate;           /* "PASS", "FAIL", "ERROR", "-" */
+    char gate[32];              /* "pass 8/8", "fail 6/8", "error", "-": history's words */
     double ttft, tps;           /* 0 = not measured */
     char flags[256];            /* regressions, errors */
     char jobs[64];
@@ -56,7 +56,7 @@ static mx_row *row_for(mx_row *rows, size_t *n, int model, const char *board)
     memset(r, 0, sizeof *r);
     r->model = model;
     snprintf(r->board, sizeof r->board, "%s", board);
-    r->gate = "-";
+    snprintf(r->gate, sizeof r->gate, "-");
     return r;
 }
 
@@ -83,11 +83,18 @@ static void take_result(mx_row *r, int kind, const Npubench__JobResult *res)
         add_flag(r, "%s: %s", nb_job_kind_name(kind),
                  *res->status_message ? res->status_message : "no verdict");
         if (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL)
-            r->gate = "ERROR";
+            snprintf(r->gate, sizeof r->gate, "%s", nb_outcome_name(NB_OC_ERROR));
         return;
     }
-    if (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL)
-        r->gate = res->outcome == NPUBENCH__OUTCOME__PASS ? "PASS" : "FAIL";
+    /* the gate's own verdict (a flagged run's regression is in FLAGS), with its prompts */
+    if (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL) {
+        const char *w = nb_outcome_name(nb_outcome_of_verdict(res->outcome));
+        if (res->verify && res->verify->passed + res->verify->failed > 0)
+            snprintf(r->gate, sizeof r->gate, "%s %d/%d", w, res->verify->passed,
+                     res->verify->passed + res->verify->failed);
+        else
+            snprintf(r->gate, sizeof r->gate, "%s", w);
+    }
     if (res->metrics && (kind == NPUBENCH__JOB_KIND__PROFILE || kind == NPUBENCH__JOB_KIND__RUN ||
                          !r->tps)) {
         if (res->metrics->ttft_ms > 0)

@@ -658,6 +658,8 @@ static nb_rpc_status h_history(void *user, const nb_rpc_request *req, nb_rpc_rep
                     nb_arena_strdup(&a, nb_db_series_label(&se, label, sizeof label));
                 h->context_len = x->context_len > 0 ? x->context_len : 0;
                 h->generated_tokens = x->generated_tokens > 0 ? x->generated_tokens : 0;
+                h->gate_pass = x->gate_pass;
+                h->gate_total = x->gate_total;
                 resp.rows[resp.n_rows++] = h;
             }
             free(rows);

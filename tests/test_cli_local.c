@@ -475,7 +475,7 @@ static void test_compare_formats_and_reference(void **s)
     free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
                 "5,2025-03-13T00:00:00Z,Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01,bench,?,"
                 "199.70,,34.10,,-,imported\n"
-                "2,2025-03-11T02:00:07Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,PASS,"
+                "2,2025-03-11T02:00:07Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,pass,"
                 "415.90,,18.30,,-,imported",
              "history --format csv --db '%s'", db));
     char *out = tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TTFT sd | TPS | TPS sd "

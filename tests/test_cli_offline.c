@@ -51,7 +51,7 @@ static void test_import(void **s)
 }
 
 /* mlir-air's history before its PR #1867 (no runner key): the board said, the dtype from the
- * model's name, a verify fail shown as FAIL and an unreported status as ? */
+ * model's name, a verify fail shown as fail and an unreported status as ? */
 static void test_import_nightly(void **s)
 {
     (void)s;
@@ -65,11 +65,11 @@ static void test_import_nightly(void **s)
              "import tests/data/db/mlir-air/history_pre1867.ndjson --db '%s'", ndb));
     free(tu_cli(0, "6,2026-08-12T07:40:05Z,qwen25_7b_q4nx npu/q4nx @amdryzenai5pro340,bench,?,"
                 "2310.50,,19.44,,-,imported\n"
-                "5,2026-08-12T07:02:48Z,qwen25_3b_q4 npu/q4 @amdryzenai5pro340,bench,SKIP,"
+                "5,2026-08-12T07:02:48Z,qwen25_3b_q4 npu/q4 @amdryzenai5pro340,bench,skip,"
                 "1544.90,,11.37,,-,imported\n"
-                "4,2026-08-12T06:33:20Z,llama32_3b npu/bf16 @amdryzenai5pro340,bench,FAIL,-,,-,,"
+                "4,2026-08-12T06:33:20Z,llama32_3b npu/bf16 @amdryzenai5pro340,bench,fail,-,,-,,"
                 "-,imported\n"
-                "2,2026-08-12T05:51:12Z,llama32_1b_int4 npu/int4 @amdryzenai5pro340,bench,PASS,"
+                "2,2026-08-12T05:51:12Z,llama32_1b_int4 npu/int4 @amdryzenai5pro340,bench,pass,"
                 "702.40,,7.93,,-,imported",
              "history --format csv --db '%s'", ndb));
     /* Series: the nightly's profile row and each context of its sweep apart; --latest never
@@ -78,12 +78,12 @@ static void test_import_nightly(void **s)
                 "already stored, 0 bad*",
              "import tests/data/db/mlir-air/sweep_history_pre1867.ndjson --db '%s'", ndb));
     free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
-                "3,2026-08-12T06:09:55Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,bench,PASS,"
+                "3,2026-08-12T06:09:55Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,bench,pass,"
                 "893.31,,62.86,,-,imported\n"
                 "\"7,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
-                "\"sweep@1024,bench\",PASS,-,,61.20,,-,imported\n"
+                "\"sweep@1024,bench\",pass,-,,61.20,,-,imported\n"
                 "\"8,3\",2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
-                "\"sweep@131072,bench\",PASS,-,,5.77,,-,imported",
+                "\"sweep@131072,bench\",pass,-,,5.77,,-,imported",
              "history --latest --model llama32_1b_q4nx --format csv --db '%s'", ndb));
     free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
                 "8,2026-08-12T08:14:37Z,llama32_1b_q4nx npu/q4nx @amdryzenai5pro340,"
@@ -108,7 +108,7 @@ static void test_import_nightly(void **s)
                 "under board hx370 (--runner)",
              "import tests/data/db/mlir-air/history_pre1867.ndjson --runner hx370 "
              "--deployments '%s' --db '%s'", dep, ndb));
-    free(tu_cli(0, "5,2026-08-12T07:02:48Z,qwen25_3b_q4 npu/q4_k @hx370,bench,SKIP,*",
+    free(tu_cli(0, "5,2026-08-12T07:02:48Z,qwen25_3b_q4 npu/q4_k @hx370,bench,skip,*",
              "history --format csv --db '%s'", ndb));
 }
 
@@ -123,7 +123,7 @@ static void test_history(void **s)
                        "5   2025-03-13T00:00:00Z Qwen2.5-0.5B-Instruct npu/bf16 @npu-strix-01   "
                        "bench ?    199.70  34.10 -      imported\n"
                        "3   2025-03-11T02:10:31Z Llama-3.2-1B-Instruct npu/bf16 @npu-phoenix-02 "
-                       "bench PASS 661.40  11.00 -      imported",
+                       "bench pass 661.40  11.00 -      imported",
                     "history --db '%s'", db);
     /* newest first: run 4 (03-12) above run 3 (03-11) */
     assert_true(strstr(out, "\n4   2025-03-12") < strstr(out, "\n3   2025-03-11"));
@@ -147,11 +147,11 @@ static void test_history(void **s)
     free(tu_cli(0, "no runs in the history", "history --kind run --db '%s'", db));
     free(tu_cli(0, "| RUN | DATE (UTC) | DEPLOYMENT | KIND | GATE | TTFT ms | TTFT sd | TPS | TPS sd | COMMIT | FLAG |\n"
                 "| 3 | 2025-03-11T02:10:31Z | Llama-3.2-1B-Instruct npu/bf16 @npu-phoenix-02 | "
-                "bench | PASS | - |  | - |  | - | imported |",
+                "bench | pass | - |  | - |  | - | imported |",
              "history --metric gate --board npu-phoenix-02 --since 2025-03-11 --until 2025-03-12 "
              "--format md --db '%s'", db));
     free(tu_cli(0, "RUN,DATE (UTC),DEPLOYMENT,KIND,GATE,TTFT ms,TTFT sd,TPS,TPS sd,COMMIT,FLAG\n"
-                "4,2025-03-12T02:00:05Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,FAIL,"
+                "4,2025-03-12T02:00:05Z,Llama-3.2-1B-Instruct npu/bf16 @npu-strix-01,bench,fail,"
                 "471.00,,16.20,,-,imported",
              "history --toolchain peano=19.0.0.2025031101 --until 2025-03-13 --format csv "
              "--db '%s'", db));

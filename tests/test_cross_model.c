@@ -119,7 +119,7 @@ static void expect_latest(json_object *row, const char *model, const char *dtype
     assert_string_equal(str_of(row, "dtype"), dtype);
     assert_string_equal(str_of(row, "backend"), "cpu");
     assert_string_equal(str_of(row, "board"), board);
-    assert_string_equal(str_of(row, "gate"), "PASS");
+    assert_string_equal(str_of(row, "gate"), "pass 1/1"); /* the outcome word, the prompts */
     assert_string_equal(str_of(row, "kind"), "run");
     assert_int_equal(int_of(row, "run_id"), perf_run);
     json_object *m, *ttft, *tps, *gate;
@@ -200,8 +200,8 @@ static void test_cross_model(void **s)
              "\"%lld,%lld\",*\n\"%lld,%lld\",*",
              smol_perf, smol_gate, gemma_perf, gemma_gate);
     char *out = tu_cli(0, want, "history --latest --format csv --coordinator '%s'", url);
-    assert_non_null(strstr(out, "," SMOL " cpu/bf16 @lab-a,\"run,verify\",PASS,"));
-    assert_non_null(strstr(out, "," GEMMA " cpu/native @lab-a,\"run,verify\",PASS,"));
+    assert_non_null(strstr(out, "," SMOL " cpu/bf16 @lab-a,\"run,verify\",pass 1/1,"));
+    assert_non_null(strstr(out, "," GEMMA " cpu/native @lab-a,\"run,verify\",pass 1/1,"));
     free(out);
 
     /* two models: both sides and ratios, no regression verdict, exit 0; OLD NEW order */
