@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -461,6 +463,22 @@ static inline pid_t tu_child_running(pid_t parent, const char *needle)
     if (dir)
         closedir(dir);
     return found;
+}
+
+/* An ipc:// listener at path accepts connections. The socket file alone is not enough: it
+ * appears at bind(), before listen(), and a client dialling in between is refused. */
+static inline int tu_ipc_ready(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path)
+        return 0;
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
 }
 
 static inline int tu_exited(pid_t pid)
