@@ -508,14 +508,14 @@ int nb_cmd_jobs(int argc, char **argv)
 
 static void result_summary(const Npubench__JobResult *r)
 {
+    /* the outcome word and model name every other place prints (a flagged run fails) */
     printf("  result of job %lld: %s", (long long)r->job_id,
-           r->status != NPUBENCH__STATUS_CODE__OK ? "not run"
-           : r->outcome == NPUBENCH__OUTCOME__FAIL ? "FAIL"
-           : r->outcome == NPUBENCH__OUTCOME__ERROR ? "ERROR"
-                                                    : "PASS");
+           nb_outcome_name(nb_outcome_of_result(r)));
+    char name[256];
     if (r->environment)
-        printf(" on %s (%s %s/%s)", r->environment->board, r->environment->model,
-               r->environment->backend, r->environment->dtype);
+        printf(" on %s (%s %s/%s)", r->environment->board,
+               nb_print_model_name(r->environment, name, sizeof name), r->environment->backend,
+               r->environment->dtype);
     if (*r->worker_id)
         printf(", worker %s", r->worker_id);
     printf("\n");

@@ -81,7 +81,7 @@ static int print_verify(FILE *f, const nb_print_opts *o, const Npubench__JobResu
 
 /* The model's one display name (its file's, as history and workers show it), not the
  * GGUF's general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2"). */
-static const char *model_name(const Npubench__Environment *e, char *name, size_t cap)
+const char *nb_print_model_name(const Npubench__Environment *e, char *name, size_t cap)
 {
     nb_job_model_canon(*e->model_path ? e->model_path : e->model, name, cap);
     return *name ? name : *e->model ? e->model : "?";
@@ -92,8 +92,9 @@ static void print_deployment(FILE *f, const Npubench__Environment *e)
     if (!e)
         return;
     char name[256];
-    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n", model_name(e, name, sizeof name),
-            e->backend, e->dtype, e->threads, e->kernels_isa);
+    fprintf(f, "Deployment: %s %s/%s, %d threads, kernels %s\n",
+            nb_print_model_name(e, name, sizeof name), e->backend, e->dtype, e->threads,
+            e->kernels_isa);
 }
 
 static int print_run(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res)
@@ -258,7 +259,8 @@ void nb_print_cell(FILE *f, int kind, const Npubench__JobResult *res)
     nb_outcome o = nb_outcome_of_result(res);
     char name[256];
     fprintf(f, "%s × %s × %s: %s", e && *e->board ? e->board : *res->worker_id ? res->worker_id : "?",
-            e ? model_name(e, name, sizeof name) : "?", nb_job_kind_name(kind), nb_outcome_name(o));
+            e ? nb_print_model_name(e, name, sizeof name) : "?", nb_job_kind_name(kind),
+            nb_outcome_name(o));
     if (res->status != NPUBENCH__STATUS_CODE__OK)
         fprintf(f, ", %s", *res->status_message ? res->status_message : "no verdict");
     else if (res->verify)

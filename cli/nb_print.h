@@ -33,5 +33,8 @@ int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__J
  * profile: pass, TTFT 250.0 ms, 50.00 tokens/s" (a verify: "gate 8/8 prompts pass"; an
  * error: its message; a regression: its detail), in nb_outcome's words. */
 void nb_print_cell(FILE *f, int kind, const Npubench__JobResult *res);
+/* A result's model by its display name (the canonical form of its file or name:
+ * "SmolLM2-135M-Instruct", never the GGUF's general.name); "?" when none. */
+const char *nb_print_model_name(const Npubench__Environment *e, char *name, size_t cap);
 
 #endif

@@ -172,7 +172,7 @@ static void test_worker_runs_jobs(void **s)
     free(tu_cli(0, "job 4 submitted\nHistory: run 1 on b1\njob 4 done: pass",
              "submit run --n-tokens 2 --reps 1 --wait " COORD, url));
     free(tu_cli(0, "job 4: run done\n  target:    instruct\n  requeued:  0 time(s)\n"
-                "  progress:  1/1 \n  result of job 4: PASS on b1 (*\n"
+                "  progress:  1/1 \n  result of job 4: pass on b1 (SmolLM2-135M-Instruct cpu/bf16), *\n"
                 "    TTFT *\n    history run 1",
              "job 4 " COORD, url));
     free(tu_cli(0, "job 5 submitted", "submit diagnosis " COORD, url));
