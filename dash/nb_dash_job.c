@@ -11,6 +11,7 @@
 #include "nb_db_alias.h"
 #include "nb_db_joblog.h"
 #include "nb_db_runs.h"
+#include "nb_db_workers.h"
 #include "nb_job.h"
 #include "nb_svg.h"
 #include "nb_time.h"
@@ -21,6 +22,35 @@
 #define MAX_CHILDREN 1000
 #define MAX_REQUEUES 50
 
+/* The runs a job stored; for a shard or matrix child, whose result its group stored (one run
+ * per board it ran on), the group's run on the board this child's worker serves: what it ran
+ * and came to, rather than "any" and "-". *r malloc'ed (free()); NB_OK with *n 0 for none. */
+static nb_code job_runs(nb_db *db, const nb_db_job *j, size_t max, nb_db_job_run_ref **r,
+                        size_t *n, nb_err *err)
+{
+    nb_code rc = nb_db_job_runs(db, j->id, max, r, n, err);
+    if (rc || *n || j->parent_id <= 0 || !*j->leased_worker)
+        return rc;
+    nb_db_worker w;
+    nb_err e;
+    if (nb_db_worker_get(db, j->leased_worker, &w, &e))
+        return NB_OK; /* a worker no longer stored: nothing known */
+    free(*r);
+    *r = NULL;
+    if ((rc = nb_db_job_runs(db, j->parent_id, MAX_RUNS, r, n, err)))
+        return rc;
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*r)[i].board, w.board_name) && k < max)
+            (*r)[k++] = (*r)[i];
+    *n = k;
+    if (!k) {
+        free(*r);
+        *r = NULL;
+    }
+    return NB_OK;
+}
+
 const char *nb_dash_job_outcome(nb_db *db, const nb_db_job *j)
 {
     if (j->state == NB_JOB_CANCELLED)
@@ -30,8 +60,20 @@ const char *nb_dash_job_outcome(nb_db *db, const nb_db_job *j)
     size_t n = 0;
     nb_db_outcome w = NB_OUTCOME_PASS;
     nb_err e;
-    if (nb_db_job_runs_verdict(db, j->id, &n, &w, &e) || !n)
+    if (nb_db_job_runs_verdict(db, j->id, &n, &w, &e) || !n) {
+        /* a child whose group stored its result: the group's run on its board */
+        nb_db_job_run_ref *r = NULL;
+        if (j->state == NB_JOB_DONE && !job_runs(db, j, MAX_RUNS, &r, &n, &e) && n) {
+            for (size_t i = 0; i < n; i++) {
+                nb_db_outcome o = nb_db_run_outcome(r[i].outcome, r[i].regression);
+                if (o > w)
+                    w = o;
+            }
+            free(r);
+            return nb_db_outcome_word(w);
+        }
         return j->state == NB_JOB_FAILED ? "unavailable" : "-";
+    }
     return nb_db_outcome_word(w);
 }
 
@@ -224,7 +266,7 @@ static void runs_section(FILE *f, nb_db *db, const nb_db_job *j)
     nb_db_job_run_ref *r = NULL;
     size_t n = 0;
     nb_err e;
-    if (nb_db_job_runs(db, j->id, MAX_RUNS, &r, &n, &e)) {
+    if (job_runs(db, j, MAX_RUNS, &r, &n, &e)) {
         fputs("<p class=\"error\">", f);
         esc(f, e.msg);
         fputs("</p>\n", f);
@@ -354,7 +396,7 @@ nb_code nb_dash_job_page(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, 
     nb_db_job_run_ref *ran = NULL;
     size_t n_ran = 0;
     nb_err e;
-    if (nb_db_job_runs(db, j.id, 1, &ran, &n_ran, &e))
+    if (job_runs(db, &j, 1, &ran, &n_ran, &e))
         n_ran = 0;
     spec_rows(f, db, &j, n_ran ? ran : NULL);
     free(ran);
@@ -371,8 +413,11 @@ nb_code nb_dash_job_page(nb_db *db, const nb_dash_opts *o, int64_t id, FILE *f, 
      * named holds (or held, up to its end or a cancel) the lease of that last attempt; a job
      * that gave up has counted it already. */
     int ran_now = *j.leased_worker && !(j.state == NB_JOB_FAILED && j.attempts >= j.max_attempts);
-    fprintf(f, "<tr><th>Attempts</th><td>%d of %d</td></tr>\n", j.attempts + ran_now,
-            j.max_attempts);
+    if (j.is_group) /* never leased itself: "0 of 3" read as a job that never ran */
+        row_text(f, "Attempts", "its jobs' own (a group is not leased)");
+    else
+        fprintf(f, "<tr><th>Attempts</th><td>%d of %d</td></tr>\n", j.attempts + ran_now,
+                j.max_attempts);
     requeue_row(f, db, &j);
     char prog[NB_DB_MSG_MAX + 48];
     progress_text(&j, prog, sizeof prog);

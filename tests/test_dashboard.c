@@ -1006,6 +1006,47 @@ static void test_job_pages(void **s)
     assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
     free(p);
 
+    /* a sharded verify-full: its group stores the run (one per board), so a shard's page
+     * shows where it ran and what it came to from the group's run on its worker's board (it
+     * said "any" and "-"), and the group, never leased, has no "0 of 3" attempts */
+    int64_t group = 0, shard = 0;
+    nb_db_job_new gn = {.kind = "verify-full", .spec = "{}", .spec_len = 2,
+                        .spec_format = NB_SPEC_JSON, .is_group = 1};
+    gn.sel.deployment = "instruct";
+    assert_int_equal(nb_db_begin(db, &err), NB_OK);
+    assert_int_equal(nb_db_job_enqueue(db, &gn, &group, NULL, &err), NB_OK);
+    nb_db_job_new sn = gn;
+    sn.is_group = 0;
+    sn.parent_id = group;
+    assert_int_equal(nb_db_job_enqueue(db, &sn, &shard, NULL, &err), NB_OK);
+    assert_int_equal(nb_db_commit(db, &err), NB_OK);
+    assert_int_equal(nb_db_job_lease(db, &w, NULL, NULL, 60000, &j, &found, &err), NB_OK);
+    assert_int_equal(j.id, shard);
+    nb_db_job_result none = {.state = NB_JOB_DONE};
+    assert_int_equal(nb_db_job_complete(db, shard, j.lease_id, &none, NULL, NULL, &err), NB_OK);
+    nb_db_job_free(&j);
+    nb_db_run_init(&r);
+    r.deployment_id = tdb_deployment(db, "strix-01");
+    r.job_id = group;
+    r.kind = "verify-full";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = nb_wall_ms();
+    int64_t group_run = 0;
+    assert_int_equal(nb_db_run_insert(db, &r, &group_run, &err), NB_OK);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", shard);
+    p = page(db, want);
+    assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1 <small>(where it ran)</small></td>"));
+    assert_non_null(strstr(p, "<tr><th>Backend</th><td>cpu <small>(where it ran)</small></td>"));
+    assert_non_null(strstr(p, "<tr><th>Outcome</th><td class=\"outcome pass\">pass</td></tr>"));
+    snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">", group_run);
+    assert_non_null(strstr(p, want));
+    free(p);
+    snprintf(want, sizeof want, "job-%" PRId64 ".html", group);
+    p = page(db, want);
+    assert_null(strstr(p, "<tr><th>Attempts</th><td>0 of"));
+    assert_non_null(strstr(p, "<tr><th>Attempts</th><td>its jobs"));
+    free(p);
+
     /* a job as the coordinator stores it (a protobuf spec): its parameters listed, escaped */
     Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
     Npubench__DeploymentSelector sel = NPUBENCH__DEPLOYMENT_SELECTOR__INIT;
