@@ -6,6 +6,7 @@
 #include "nb_jobpb.h"
 #include "nb_localize.h"
 #include "nb_outcome.h"
+#include "nb_print.h"
 #include "nb_out.h"
 #include "nb_rpc.h"
 #include "nb_verifypb.h"
@@ -78,7 +79,8 @@ static json_object *result_json(const Npubench__JobResult *r)
     nb_out_str(o, "status_message", r->status_message);
     const Npubench__Environment *e = r->environment;
     nb_out_str(o, "board", e ? e->board : "");
-    nb_out_str(o, "model", e ? e->model : "");
+    char name[256];
+    nb_out_str(o, "model", e ? nb_print_model_name(e, name, sizeof name) : ""); /* display */
     nb_out_str(o, "backend", e ? e->backend : "");
     nb_out_str(o, "dtype", e ? e->dtype : "");
     nb_out_str(o, "worker_id", r->worker_id);

@@ -8,6 +8,7 @@
 
 #include "nb_job.h"
 #include "nb_outcome.h"
+#include "nb_print.h"
 #include "nb_rpc.h"
 #include "nb_time.h"
 
@@ -60,13 +61,16 @@ void nb_junit_escape(FILE *f, const char *str, int attr)
     }
 }
 
-/* The deployment a result ran on, as the classname: "npubench.verify.MODEL.BACKEND/DTYPE@BOARD". */
+/* The deployment a result ran on, as the classname: "npubench.verify.MODEL.BACKEND/DTYPE@BOARD",
+ * MODEL the display name every other output uses (never the GGUF's general.name, spaces and
+ * all). */
 static void classname(char *buf, size_t cap, int kind, const Npubench__JobResult *r)
 {
     const Npubench__Environment *e = r ? r->environment : NULL;
+    char name[256];
     snprintf(buf, cap, "npubench.%s.%s.%s/%s@%s", nb_job_kind_name(kind),
-             e && *e->model ? e->model : "?", e ? e->backend : "", e ? e->dtype : "",
-             e ? e->board : "");
+             e ? nb_print_model_name(e, name, sizeof name) : "?", e ? e->backend : "",
+             e ? e->dtype : "", e ? e->board : "");
 }
 
 static void open_case(FILE *f, const char *cls, const char *name, double seconds)

@@ -461,6 +461,40 @@ static void test_junit_print(void **s)
     free(out);
 }
 
+/* Item 12 of issue 27: a result's model in JUnit is its display name, as `job`, the verify
+ * header and the dashboard say; the classname had the GGUF's general.name, spaces and all. */
+static void test_junit_model_name(void **s)
+{
+    (void)s;
+    build_fixture();
+    Npubench__Environment e = fx.env;
+    e.model = "Smollm2 135M 8k Lc100K Mix1 Ep2";
+    e.model_path = "/lab/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    e.dtype = "q4_1";
+    Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
+    spec.kind = NPUBENCH__JOB_KIND__RUN;
+    Npubench__JobResult r = NPUBENCH__JOB_RESULT__INIT;
+    r.job_id = 9;
+    r.outcome = NPUBENCH__OUTCOME__PASS;
+    r.environment = &e;
+    Npubench__JobResult *rp[1] = {&r};
+    Npubench__Job j = NPUBENCH__JOB__INIT;
+    j.job_id = 9;
+    j.spec = &spec;
+    j.state = NPUBENCH__JOB_STATE__JOB_DONE;
+    j.results = rp;
+    j.n_results = 1;
+    const Npubench__Job *jobs[] = {&j};
+    capture c;
+    nb_junit_print(cap_open(&c), jobs, 1);
+    char *out = cap_close(&c);
+    assert_non_null(strstr(out, "classname=\"npubench.run.SmolLM2-135M-Instruct.cpu/q4_1@b1\""));
+    assert_null(strstr(out, "Smollm2 135M"));
+    free(out);
+    char name[256];
+    assert_string_equal(nb_print_model_name(&e, name, sizeof name), "SmolLM2-135M-Instruct");
+}
+
 /* A matrix the caller stopped waiting for (a quarantined board's cell once held it): the
  * board that finished keeps its case; the rest is one pending error, counted. */
 static void test_junit_pending_matrix(void **s)
@@ -958,6 +992,7 @@ int main(void)
         cmocka_unit_test(test_junit_print),      cmocka_unit_test(test_junit_write),
         cmocka_unit_test(test_junit_decode_path_and_attributes),
         cmocka_unit_test(test_junit_pending_matrix),
+        cmocka_unit_test(test_junit_model_name),
         cmocka_unit_test(test_print_job_errors), cmocka_unit_test(test_print_matrix),
         cmocka_unit_test(test_progress_tokens),
         cmocka_unit_test(test_air_scan),
