@@ -423,14 +423,14 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
                 float o[4][8];
                 for (int r = 0; r < 4; r++)
                     a[r] = (q8_act){xq + (size_t)(i + r) * K, xd + (size_t)(i + r) * nb,
-                                    xsum + (size_t)(i + r) * nb, xhs + (size_t)(i + r) * nb};
+                                    xsum + (size_t)(i + r) * nb, xhs + (size_t)(i + r) * nb, 0};
                 nb_avx2_q5_0_gemv8x4(a, grp, K, o);
                 for (int r = 0; r < 4; r++)
                     store_outs(Y, f32out, (size_t)W->rows, i + r, j, o[r], cnt);
             }
             for (; i < i1; i++) {
                 q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb,
-                            xhs + (size_t)i * nb};
+                            xhs + (size_t)i * nb, i > i0};
                 float o[8];
                 fn(&a, grp, K, o);
                 store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);

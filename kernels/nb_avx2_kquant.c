@@ -37,6 +37,8 @@ void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q5_0_BYTES);
         const int8_t *xb = x->q + b * 32;
         __m256i h = _mm256_loadu_si256((const __m256i *)(p + 16));
         const uint8_t *q = p + 16 + 32;
@@ -117,6 +119,8 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q4_K_BYTES);
         __m256 dw, dmin;
         __m256i sc[2], m[2];
         nb_q4_k_head(p, &dw, &dmin, sc, m);
@@ -201,6 +205,8 @@ void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q6_K_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q6_K_BYTES);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         for (int h = 0; h < 2; h++) {
             const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;
