@@ -101,6 +101,8 @@ void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q4_1_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q4_1_BYTES);
         const int8_t *xb = x->q + b * 32;
         const uint8_t *q = p + 8 * NB_QUANT_Q4_1_QS;
         __m256i lo = _mm256_setzero_si256(), hi = lo, lo2 = lo, hi2 = lo;
@@ -276,6 +278,8 @@ void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     }
     const uint8_t *g = grp;
     for (int b = 0; b < K / 32; b++, g += 8 * (SB + QB)) {
+        if (!x->warm)
+            nb_prefetch_ahead(g, 8 * NB_QUANT_Q8_0_BYTES);
         __m512 dd = _mm512_castps256_ps512(
             _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)),
                           _mm256_set1_ps(x->d[b])));
