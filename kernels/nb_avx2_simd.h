@@ -118,6 +118,14 @@ static inline void nb_prefetch_ahead(const uint8_t *p, int bytes)
         _mm_prefetch((const char *)p + NB_PREFETCH_AHEAD + o, _MM_HINT_T0);
 }
 
+/* Keeps two running sums as chains: GCC re-associates a long run of integer vector adds into a
+ * tree, which keeps every product live at once and spilled the 16 ymm registers of AVX2 (Q4_K:
+ * 78 stack accesses per call); an empty asm that "changes" them stops that. */
+static inline void nb_keep_chain(__m256i *a, __m256i *b)
+{
+    __asm__("" : "+x"(*a), "+x"(*b));
+}
+
 /* Q5_0 in PACK8 (nb_kernels.c), rows in lanes: quant chunk k (32 bytes at q, bytes 4k..4k+3 of
  * row r in lane r) and the rows' stored fifth bits h as the 5-bit quants of weights 4k..4k+3
  * (*lo) and 16+4k.. (*hi), 0..31, one byte each. */
