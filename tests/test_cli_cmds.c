@@ -27,12 +27,6 @@ static int cli_prints(const char *args, const char *needle)
     return hit;
 }
 
-static int sock_ready(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 static void start_coordinator(void)
 {
     char sock[1200];
@@ -62,8 +56,8 @@ static void start_coordinator(void)
     json_object_put(root);
     coord_pid = tu_spawn("coord.log", "coordinator --listen '%s' --db '%s' --heartbeat-ms 100 "
                       "--refdir '%s'", url, db, refs);
-    assert_true(tu_poll(20000, sock_ready(sock) || tu_exited(coord_pid)));
-    assert_true(sock_ready(sock));
+    assert_true(tu_poll(20000, tu_ipc_ready(sock) || tu_exited(coord_pid)));
+    assert_true(tu_ipc_ready(sock));
 }
 
 static int teardown(void **state)

@@ -29,12 +29,6 @@ static void key(char *path, size_t cap, const char *name, const char *value)
     assert_int_equal(chmod(path, 0600), 0);
 }
 
-static int sock_ready(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* A history with one flagged run, served by a coordinator with client and admin keys. */
 static void start(void)
 {
@@ -54,8 +48,8 @@ static void start(void)
     coord_pid = tu_spawn("coord.log", "coordinator --listen '%s' --db '%s' --secret-file '%s' "
                                       "--admin-secret-file '%s'",
                          url, db, ck, ak);
-    assert_true(tu_poll(20000, sock_ready(sock) || tu_exited(coord_pid)));
-    assert_true(sock_ready(sock));
+    assert_true(tu_poll(20000, tu_ipc_ready(sock) || tu_exited(coord_pid)));
+    assert_true(tu_ipc_ready(sock));
 }
 
 static int teardown(void **state)

@@ -24,12 +24,6 @@
 static char url[1300], db[1200];
 static pid_t coord_pid, wa_pid, wb_pid;
 
-static int sock_ready(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* 1 when `workers --json` lists board alive with n deployments. */
 static int worker_alive(const char *board, int n)
 {
@@ -174,7 +168,7 @@ static void test_cross_model(void **s)
     snprintf(db, sizeof db, "%s/c.db", tu_group_tmp());
     coord_pid = tu_spawn("coord.log", "coordinator --listen '%s' --db '%s' --heartbeat-ms 200",
                          url, db);
-    assert_true(tu_poll(20000, sock_ready(sock) || tu_exited(coord_pid)));
+    assert_true(tu_poll(20000, tu_ipc_ready(sock) || tu_exited(coord_pid)));
 
     /* one worker, both models, no deployments file; it registers once it has hashed both
      * models' weights (seconds, ~25 s under ASan): a deadline, not a sleep */

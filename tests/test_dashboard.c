@@ -623,7 +623,7 @@ static void test_chart(void **s)
     (void)s;
     nb_svg_point a[12], b[3];
     const char *commits[12];
-    char names[12][16];
+    char names[12][24]; /* room for any int the -O1 build assumes i could be */
     for (int i = 0; i < 12; i++) {
         snprintf(names[i], sizeof names[i], "%02dabcdef99", i);
         commits[i] = names[i];
