@@ -79,11 +79,9 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
     spec->kind = kind;
     spec->selector = sel;
     sel->model = (char *)f->model;
-    nb_dtype dt;
     if (f->dtype) {
         sel->dtype = (char *)f->dtype; /* an engine dtype's name, or an exec deployment's label */
-        if (!nb_dtype_parse(f->dtype, &dt, NULL) && !strcmp(f->dtype, nb_dtype_name(dt)))
-            sel->dtype_id = (Npubench__Dtype)nb_dtype_to_pb(dt);
+        sel->dtype_id = (Npubench__Dtype)nb_dtype_pb_of_name(f->dtype);
     }
     if (f->backend)
         sel->backend = (char *)f->backend;

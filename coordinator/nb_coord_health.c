@@ -24,6 +24,7 @@ static void schedule(nb_coord *c, const Npubench__WorkerInfo *info, const char *
     sel.model = d->model;
     sel.backend = d->backend;
     sel.dtype = d->dtype;
+    sel.dtype_id = d->dtype_id;
     sel.board = info->board_name;
     Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
     spec.kind = NPUBENCH__JOB_KIND__HEALTH;
