@@ -47,7 +47,26 @@ static void fmt_target(char *buf, size_t cap, const Npubench__JobSpec *s)
 
 /* ---------------------------------------------------------------- submit */
 
-#define NB_SUBMIT_PARAMS_MAX 32 /* rows of job/nb_job.c's parameter table */
+int nb_cmd_params_opts(nb_cmd_params *p, nb_opt *opts)
+{
+    int n = 0;
+    for (size_t i = 0; nb_job_param_at(i) && i < NB_CMD_PARAMS_MAX; i++) {
+        const nb_job_param_desc *d = nb_job_param_at(i);
+        if (d->option && d->type == NB_JOB_PT_INT)
+            opts[n++] = (nb_opt){d->option, NB_OPT_INT, &p->value[i], d->lo, d->hi, d->help};
+    }
+    return n;
+}
+
+void nb_cmd_params_apply(const nb_cmd_params *p, Npubench__JobSpec *spec,
+                         nb_cmd_params_buf *buf)
+{
+    spec->params = buf->kvp;
+    for (size_t i = 0; nb_job_param_at(i) && i < NB_CMD_PARAMS_MAX; i++)
+        if (p->value[i] > 0)
+            nb_job_param_set(spec, nb_job_param_at(i), p->value[i], &buf->kv[i], buf->val[i],
+                             sizeof buf->val[i]);
+}
 
 typedef struct submit_flags {
     nb_svc_flags sf;
@@ -56,8 +75,7 @@ typedef struct submit_flags {
     const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports, *expire;
     nb_strlist tags;
     int priority, matrix, wait, shards, timeout_s, keep, quiet, help;
-    /* the kinds' parameters that have an option (job/nb_job.c's rows), by row; 0: not given */
-    int param[NB_SUBMIT_PARAMS_MAX];
+    nb_cmd_params params;
     int64_t expire_ms; /* --expire-after; 0 = the coordinator's default, -1 = never */
 } submit_flags;
 
@@ -65,9 +83,7 @@ typedef struct submit_flags {
 typedef struct submit_job {
     Npubench__JobSpec spec;
     Npubench__DeploymentSelector sel;
-    Npubench__KeyValue kv[NB_SUBMIT_PARAMS_MAX];
-    Npubench__KeyValue *kvp[NB_SUBMIT_PARAMS_MAX];
-    char val[NB_SUBMIT_PARAMS_MAX][16];
+    nb_cmd_params_buf params;
 } submit_job;
 
 static void submit_build(const submit_flags *f, int kind, submit_job *j)
@@ -89,13 +105,9 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
         sel->board = (char *)f->board;
     sel->tags = (char **)f->tags.items;
     sel->n_tags = (size_t)f->tags.n;
-    spec->params = j->kvp;
     /* the options the parameter rows give, each where the user set it (0 leaves the kind's
      * default, or the deployment's, as the job's reader applies) */
-    for (size_t i = 0; nb_job_param_at(i) && i < NB_SUBMIT_PARAMS_MAX; i++)
-        if (f->param[i] > 0)
-            nb_job_param_set(spec, nb_job_param_at(i), f->param[i], &j->kv[i], j->val[i],
-                             sizeof j->val[i]);
+    nb_cmd_params_apply(&f->params, spec, &j->params);
     spec->priority = f->priority;
     spec->matrix = f->matrix;
     spec->expire_after_ms = f->expire_ms;
@@ -220,15 +232,11 @@ int nb_cmd_submit(int argc, char **argv)
     };
     /* The kinds' parameters come from their rows (name, limits, help): a parameter with an
      * option is on submit without a line here. */
-    nb_opt opts[NB_NOPTS(head) + NB_SUBMIT_PARAMS_MAX + NB_NOPTS(tail)];
+    nb_opt opts[NB_NOPTS(head) + NB_CMD_PARAMS_MAX + NB_NOPTS(tail)];
     int nopt = 0;
     for (int i = 0; i < NB_NOPTS(head); i++)
         opts[nopt++] = head[i];
-    for (size_t i = 0; nb_job_param_at(i) && i < NB_SUBMIT_PARAMS_MAX; i++) {
-        const nb_job_param_desc *p = nb_job_param_at(i);
-        if (p->option && p->type == NB_JOB_PT_INT)
-            opts[nopt++] = (nb_opt){p->option, NB_OPT_INT, &f.param[i], p->lo, p->hi, p->help};
-    }
+    nopt += nb_cmd_params_opts(&f.params, opts + nopt);
     for (int i = 0; i < NB_NOPTS(tail); i++)
         opts[nopt++] = tail[i];
     char kinds[128], words[128], usage[1024];

@@ -149,7 +149,8 @@ typedef struct mx_flags {
     nb_svc_flags sf;
     nb_out_flags of;
     const char *models, *tag, *kinds, *junit, *expire;
-    int n_tokens, reps, max_prompts, timeout_s, keep, help;
+    int timeout_s, keep, help;
+    nb_cmd_params params; /* the kinds' parameters, as submit takes them, for every job */
 } mx_flags;
 
 static void print_rows(const mx_row *rows, size_t n, const char *const *models,
@@ -210,10 +211,9 @@ static int submit_all(nb_cmd_conn *c, const mx_flags *f, const char *const *mode
             spec.kind = kinds[k];
             spec.selector = &sel;
             spec.matrix = 1;
-            spec.n_tokens = f->n_tokens;
-            spec.reps = f->reps;
-            spec.max_prompts = f->max_prompts >= 0 ? f->max_prompts
-                               : kinds[k] == NPUBENCH__JOB_KIND__VERIFY ? 2 : 0;
+            nb_cmd_params_buf pb; /* unset ones: the kind's defaults, as the job's reader
+                                   * applies them (verify's 2 prompts) */
+            nb_cmd_params_apply(&f->params, &spec, &pb);
             nb_err err;
             if (f->expire && nb_args_duration("--expire-after", f->expire,
                                               NB_JOB_EXPIRE_MS_MAX, &spec.expire_after_ms, &err))
@@ -241,15 +241,14 @@ static int submit_all(nb_cmd_conn *c, const mx_flags *f, const char *const *mode
 
 int nb_cmd_submit_matrix(int argc, char **argv)
 {
-    mx_flags f = {.kinds = "verify,profile", .max_prompts = -1};
-    nb_opt opts[] = {
+    mx_flags f = {.kinds = "verify,profile"};
+    nb_opt head[] = {
         NB_SVC_OPTS(f.sf),
         {"models", NB_OPT_STR, &f.models, 0, 0, "models, comma-separated (required)"},
         {"boards", NB_OPT_STR, &f.tag, 0, 0, "the boards with this tag (required)"},
         {"kinds", NB_OPT_STR, &f.kinds, 0, 0, "job kinds, comma-separated (default verify,profile)"},
-        {"n-tokens", NB_OPT_INT, &f.n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
-        {"reps", NB_OPT_INT, &f.reps, 0, NB_JOB_REPS_MAX, "measured repetitions (run, profile)"},
-        {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
+    };
+    nb_opt tail[] = {
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400, "give up after S seconds (exit 5)"},
         {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave unfinished jobs queued"},
         {"expire-after", NB_OPT_STR, &f.expire, 0, 0, "each job's queue expiry (90s, 2h, ...)"},
@@ -257,11 +256,19 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         NB_OUT_OPTS(f.of),
         {"help", NB_OPT_FLAG, &f.help, 0, 0, "this help"},
     };
+    /* The kinds' parameters from their rows (name, limits, help), as submit takes them. */
+    nb_opt opts[NB_NOPTS(head) + NB_CMD_PARAMS_MAX + NB_NOPTS(tail)];
+    int nopt = 0;
+    for (int i = 0; i < NB_NOPTS(head); i++)
+        opts[nopt++] = head[i];
+    nopt += nb_cmd_params_opts(&f.params, opts + nopt);
+    for (int i = 0; i < NB_NOPTS(tail); i++)
+        opts[nopt++] = tail[i];
     int rc = nb_cmd_parse("submit matrix",
                           "npubench submit matrix --models A,B --boards TAG "
                           "[--kinds verify,profile] [--timeout S] [--junit FILE] "
                           "[--json|--format csv|md]\n" NB_OC_EXIT_HELP,
-                          argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &f.help);
+                          argc, argv, opts, nopt, NULL, 0, NULL, &f.help);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!f.models || !f.tag || !*f.tag)
