@@ -82,14 +82,13 @@ static void take_result(mx_row *r, int kind, const Npubench__JobResult *res)
     if (o == NB_OC_ERROR) {
         add_flag(r, "%s: %s", nb_job_kind_name(kind),
                  *res->status_message ? res->status_message : "no verdict");
-        if (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL)
+        if (nb_job_kind_is(kind, NB_JOB_FAMILY_VERIFY))
             r->gate = "ERROR";
         return;
     }
-    if (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL)
+    if (nb_job_kind_is(kind, NB_JOB_FAMILY_VERIFY))
         r->gate = res->outcome == NPUBENCH__OUTCOME__PASS ? "PASS" : "FAIL";
-    if (res->metrics && (kind == NPUBENCH__JOB_KIND__PROFILE || kind == NPUBENCH__JOB_KIND__RUN ||
-                         !r->tps)) {
+    if (res->metrics && (nb_job_kind_is(kind, NB_JOB_FAMILY_PERFORMANCE) || !r->tps)) {
         if (res->metrics->ttft_ms > 0)
             r->ttft = res->metrics->ttft_ms;
         if (res->metrics->tps > 0)
@@ -287,7 +286,7 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         return nb_cmd_usage_error("submit matrix", "--models and --kinds take 1 to %s "
                                                    "comma-separated names", MX_LIST_TEXT);
     for (int k = 0; k < nk; k++)
-        if (!(kinds[k] = nb_job_kind_parse(kn[k])) || kinds[k] == NPUBENCH__JOB_KIND__HEALTH)
+        if (!(kinds[k] = nb_job_kind_parse(kn[k])) || nb_job_kind_is(kinds[k], NB_JOB_FAMILY_HEALTH))
             return nb_cmd_usage_error("submit matrix", "--kinds '%s': expected run, verify, "
                                                        "verify-full, diagnosis or profile",
                                       kn[k]);
