@@ -128,8 +128,18 @@ struct nb_rpc_server {
     nb_rpc_cache *cache; /* NULL when disabled */
     nb_rpc_pipes *pipes; /* the connections, bounded (NULL on inproc) */
 
+    /* ipc:// only: nng 1.5.2 stops accepting for good after a peer leaves during the SP
+     * handshake (nanomsg/nng#1518, fixed in 1.6.0; Debian ships 1.5.2): the guard watches the
+     * listener's "other" error count, which that failure bumps, and listens anew. */
+    pthread_t guard;
+    pthread_cond_t guard_cv; /* stopping, under mu */
+    int guard_started;
+    uint64_t listener_errors; /* "other" seen on the current listener */
+
     nb_rpc_server_stats stats; /* updated with __atomic builtins */
 };
+
+enum { GUARD_TICK_MS = 200 };
 
 #define STAT(s, f) __atomic_fetch_add(&(s)->stats.f, 1, __ATOMIC_RELAXED)
 
@@ -577,6 +587,57 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The listener's "other" accept-error count (nng's statistics); 0 when unavailable. */
+static uint64_t listener_other_errors(nng_listener l)
+{
+    nng_stat *all = NULL, *ls, *st;
+    uint64_t v = 0;
+    if (nng_stats_get(&all) != 0)
+        return 0;
+    if ((ls = nng_stat_find_listener(all, l)) && (st = nng_stat_find(ls, "other")))
+        v = nng_stat_value(st);
+    nng_stats_free(all);
+    return v;
+}
+
+static nb_code start_listener(nb_rpc_server *s, const char *url, nb_err *err);
+
+static void *guard_main(void *arg)
+{
+    nb_rpc_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += GUARD_TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->guard_cv, &s->mu, &ts);
+        if (s->stopping)
+            break;
+        pthread_mutex_unlock(&s->mu);
+        /* Only this thread touches the listener after open; close joins it first. An
+         * accept error that nng retries by itself costs one needless restart, no more. */
+        uint64_t e = listener_other_errors(s->listener);
+        if (e > s->listener_errors) {
+            nb_err err = {0};
+            nng_listener_close(s->listener);
+            if (start_listener(s, s->url, &err) == NB_OK) {
+                s->listener_errors = 0;
+                __atomic_fetch_add(&s->stats.listener_restarts, 1, __ATOMIC_RELAXED);
+            } else {
+                s->listener_errors = e; /* tried; the next tick tries again */
+                __atomic_fetch_add(&s->stats.listener_restart_failures, 1, __ATOMIC_RELAXED);
+            }
+        }
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
 static nb_code bound_url(nb_rpc_server *s, const char *url, nb_err *err)
 {
     nng_url *u = NULL;
@@ -665,6 +726,7 @@ nb_code nb_rpc_server_open(const char *url, const nb_rpc_opts *opts, nb_rpc_serv
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
+    pthread_cond_init(&s->guard_cv, NULL);
     pthread_mutex_init(&s->health_mu, NULL);
     s->sock = (nng_socket)NNG_SOCKET_INITIALIZER;
 
@@ -749,6 +811,13 @@ nb_code nb_rpc_server_start(nb_rpc_server *srv, nb_err *err)
                               srv->url, i + 1, srv->nthreads, strerror(rc));
         srv->nthreads_started++;
     }
+    if (strncmp(srv->url, "ipc://", 6) == 0) {
+        int rc = pthread_create(&srv->guard, NULL, guard_main, srv);
+        if (rc)
+            return nb_err_set(err, NB_ENOMEM, "%s: starting the listener guard: %s", srv->url,
+                              strerror(rc));
+        srv->guard_started = 1;
+    }
     srv->started = 1;
     for (int i = 0; i < srv->nctx; i++)
         nng_ctx_recv(srv->ctxs[i].ctx, srv->ctxs[i].aio);
@@ -770,6 +839,9 @@ void nb_rpc_server_get_stats(nb_rpc_server *srv, nb_rpc_server_stats *out)
     out->malformed = __atomic_load_n(&srv->stats.malformed, __ATOMIC_RELAXED);
     out->unimplemented = __atomic_load_n(&srv->stats.unimplemented, __ATOMIC_RELAXED);
     out->oversize = __atomic_load_n(&srv->stats.oversize, __ATOMIC_RELAXED);
+    out->listener_restarts = __atomic_load_n(&srv->stats.listener_restarts, __ATOMIC_RELAXED);
+    out->listener_restart_failures =
+        __atomic_load_n(&srv->stats.listener_restart_failures, __ATOMIC_RELAXED);
     if (srv->pipes) {
         nb_rpc_pipes_stats ps;
         nb_rpc_pipes_get_stats(srv->pipes, &ps);
@@ -790,6 +862,7 @@ void nb_rpc_server_close(nb_rpc_server *s)
     pthread_mutex_lock(&s->mu);
     __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->guard_cv);
     while (s->in_nng > 0)
         pthread_cond_wait(&s->idle_cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
@@ -797,6 +870,8 @@ void nb_rpc_server_close(nb_rpc_server *s)
         nb_rpc_cache_stop(s->cache);
     for (int i = 0; i < s->nthreads_started; i++)
         pthread_join(s->threads[i], NULL);
+    if (s->guard_started)
+        pthread_join(s->guard, NULL); /* before the socket (and its listener) closes */
     if (nng_socket_id(s->sock) > 0)
         nng_close(s->sock);
     nb_rpc_pipes_close(s->pipes);
@@ -823,6 +898,7 @@ void nb_rpc_server_close(nb_rpc_server *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->guard_cv);
     pthread_mutex_destroy(&s->health_mu);
     free(s);
 }

@@ -142,6 +142,8 @@ typedef struct nb_rpc_server_stats {
     int connections;          /* open now (not counted on inproc) */
     uint64_t refused_connections; /* closed on arrival: opts.max_conns were open */
     uint64_t idle_closed;     /* closed after opts.idle_ms without a request */
+    uint64_t listener_restarts; /* ipc:// listened anew after nng's listener stopped */
+    uint64_t listener_restart_failures; /* ... and could not (retried every 200 ms) */
 } nb_rpc_server_stats;
 
 void nb_rpc_server_get_stats(nb_rpc_server *srv, nb_rpc_server_stats *out);

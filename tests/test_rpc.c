@@ -416,6 +416,51 @@ static void test_ipc(void **state)
     unlink(url + strlen("ipc://"));
 }
 
+/* A peer that connects to an ipc:// server and leaves before the SP handshake (a killed
+ * client, a port scanner, `nc -U`) must not stop the server from accepting: nng 1.5.2's
+ * listener gives up after it (nanomsg/nng#1518); the server listens anew. */
+static void test_ipc_peer_leaves_in_handshake(void **state)
+{
+    (void)state;
+    char url[128];
+    snprintf(url, sizeof url, "ipc:///tmp/nb-test-rpc-hs-%d.sock", (int)getpid());
+    const char *path = url + strlen("ipc://");
+    unlink(path);
+    hstate *st = hs_new();
+    nb_rpc_opts o = {0};
+    nb_rpc_server *srv = serve(url, &o, st);
+    assert_non_null(srv);
+    for (int round = 0; round < 3; round++) {
+        /* connects and leaves at once, before the handshake */
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        assert_true(strlen(path) < sizeof a.sun_path);
+        memcpy(a.sun_path, path, strlen(path) + 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+        close(fd);
+        nb_err err = {0};
+        int status = -1;
+        nb_code c = NB_EIO;
+        /* every dial is new: an old connection would not show a listener that stopped */
+        for (int tries = 0; tries < 50 && c != NB_OK; tries++) {
+            nb_rpc_client *cli = dial(url, &o);
+            assert_non_null(cli);
+            c = echo(cli, "test.Echo/Echo", "still there", 200, &status, &err);
+            nb_rpc_client_close(cli);
+        }
+        assert_int_equal(c, NB_OK);
+        assert_int_equal(status, NB_RPC_OK);
+    }
+    nb_rpc_server_stats ss;
+    nb_rpc_server_get_stats(srv, &ss);
+    assert_true(ss.listener_restarts >= 1);
+    assert_int_equal(ss.listener_restart_failures, 0);
+    nb_rpc_server_close(srv);
+    hs_free(st);
+    unlink(path);
+}
+
 static void test_tcp(void **state)
 {
     (void)state;
@@ -1232,6 +1277,7 @@ int main(void)
         cmocka_unit_test(test_schema_acyclic),
         cmocka_unit_test(test_inproc),
         cmocka_unit_test(test_ipc),
+        cmocka_unit_test(test_ipc_peer_leaves_in_handshake),
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_connections_bounded),
         cmocka_unit_test(test_concurrent_clients),

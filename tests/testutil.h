@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -465,8 +466,10 @@ static inline pid_t tu_child_running(pid_t parent, const char *needle)
     return found;
 }
 
-/* An ipc:// listener at path accepts connections. The socket file alone is not enough: it
- * appears at bind(), before listen(), and a client dialling in between is refused. */
+/* An ipc:// listener at path accepts connections and completes nng's SP handshake (as a
+ * req0 peer). The socket file alone is not enough: it appears at bind(), before listen().
+ * The handshake is completed, not cut short: a peer leaving mid-handshake is what the
+ * server has to recover from (test_rpc), not what a readiness probe should do. */
 static inline int tu_ipc_ready(const char *path)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -476,9 +479,22 @@ static inline int tu_ipc_ready(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd < 0)
         return 0;
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    static const unsigned char hello[8] = {0, 'S', 'P', 0, 0x00, 0x30, 0, 0}; /* req0 */
+    unsigned char got[8];
+    size_t n = 0;
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+             write(fd, hello, sizeof hello) == (ssize_t)sizeof hello;
+    while (ok && n < sizeof got) {
+        ssize_t r = read(fd, got + n, sizeof got - n);
+        if (r <= 0)
+            ok = 0;
+        else
+            n += (size_t)r;
+    }
     close(fd);
-    return ok;
+    return ok && got[0] == 0 && got[1] == 'S' && got[2] == 'P' && got[3] == 0;
 }
 
 static inline int tu_exited(pid_t pid)
