@@ -100,7 +100,8 @@ void nb_cmd_give_up(nb_svc *svc, const char *cmd, const char *who, int64_t id, i
 int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids);
 
 /* The job kinds' parameters that have an option (job/nb_job.c's rows: the option's name, its
- * limits from job/nb_limits.h, its help), as `submit` and `submit matrix` take them. */
+ * limits from job/nb_limits.h, its help), as `submit` and `submit matrix` take them
+ * (cli/nb_cmd_params.c). */
 #define NB_CMD_PARAMS_MAX 32 /* rows of job/nb_job.c's parameter table */
 typedef struct nb_cmd_params {
     int value[NB_CMD_PARAMS_MAX]; /* by row; 0: not given (the kind's default) */
@@ -111,9 +112,10 @@ typedef struct nb_cmd_params_buf {
     Npubench__KeyValue *kvp[NB_CMD_PARAMS_MAX];
     char val[NB_CMD_PARAMS_MAX][16];
 } nb_cmd_params_buf;
-/* One option per row with an option, into opts (room for NB_CMD_PARAMS_MAX), filling p;
- * returns how many. */
-int nb_cmd_params_opts(nb_cmd_params *p, nb_opt *opts);
+/* A command's options into opts (room for n_head + NB_CMD_PARAMS_MAX + n_tail): head, one per
+ * row with an option (filling p), tail; returns how many. */
+int nb_cmd_params_opts(nb_cmd_params *p, const nb_opt *head, int n_head, const nb_opt *tail,
+                       int n_tail, nb_opt *opts);
 /* Puts the given values on spec: JobSpec fields, or params entries pointing into buf, which
  * must outlive spec. */
 void nb_cmd_params_apply(const nb_cmd_params *p, Npubench__JobSpec *spec,

@@ -47,27 +47,6 @@ static void fmt_target(char *buf, size_t cap, const Npubench__JobSpec *s)
 
 /* ---------------------------------------------------------------- submit */
 
-int nb_cmd_params_opts(nb_cmd_params *p, nb_opt *opts)
-{
-    int n = 0;
-    for (size_t i = 0; nb_job_param_at(i) && i < NB_CMD_PARAMS_MAX; i++) {
-        const nb_job_param_desc *d = nb_job_param_at(i);
-        if (d->option && d->type == NB_JOB_PT_INT)
-            opts[n++] = (nb_opt){d->option, NB_OPT_INT, &p->value[i], d->lo, d->hi, d->help};
-    }
-    return n;
-}
-
-void nb_cmd_params_apply(const nb_cmd_params *p, Npubench__JobSpec *spec,
-                         nb_cmd_params_buf *buf)
-{
-    spec->params = buf->kvp;
-    for (size_t i = 0; nb_job_param_at(i) && i < NB_CMD_PARAMS_MAX; i++)
-        if (p->value[i] > 0)
-            nb_job_param_set(spec, nb_job_param_at(i), p->value[i], &buf->kv[i], buf->val[i],
-                             sizeof buf->val[i]);
-}
-
 typedef struct submit_flags {
     nb_svc_flags sf;
     nb_out_flags of;
@@ -233,12 +212,7 @@ int nb_cmd_submit(int argc, char **argv)
     /* The kinds' parameters come from their rows (name, limits, help): a parameter with an
      * option is on submit without a line here. */
     nb_opt opts[NB_NOPTS(head) + NB_CMD_PARAMS_MAX + NB_NOPTS(tail)];
-    int nopt = 0;
-    for (int i = 0; i < NB_NOPTS(head); i++)
-        opts[nopt++] = head[i];
-    nopt += nb_cmd_params_opts(&f.params, opts + nopt);
-    for (int i = 0; i < NB_NOPTS(tail); i++)
-        opts[nopt++] = tail[i];
+    int nopt = nb_cmd_params_opts(&f.params, head, NB_NOPTS(head), tail, NB_NOPTS(tail), opts);
     char kinds[128], words[128], usage[1024];
     nb_job_kind_list(kinds, sizeof kinds);
     size_t wl = 0;

@@ -257,12 +257,7 @@ int nb_cmd_submit_matrix(int argc, char **argv)
     };
     /* The kinds' parameters from their rows (name, limits, help), as submit takes them. */
     nb_opt opts[NB_NOPTS(head) + NB_CMD_PARAMS_MAX + NB_NOPTS(tail)];
-    int nopt = 0;
-    for (int i = 0; i < NB_NOPTS(head); i++)
-        opts[nopt++] = head[i];
-    nopt += nb_cmd_params_opts(&f.params, opts + nopt);
-    for (int i = 0; i < NB_NOPTS(tail); i++)
-        opts[nopt++] = tail[i];
+    int nopt = nb_cmd_params_opts(&f.params, head, NB_NOPTS(head), tail, NB_NOPTS(tail), opts);
     int rc = nb_cmd_parse("submit matrix",
                           "npubench submit matrix --models A,B --boards TAG "
                           "[--kinds verify,profile] [--timeout S] [--junit FILE] "
