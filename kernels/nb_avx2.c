@@ -207,6 +207,8 @@ static void gemv8_q8_0(const q8_act *x, const uint8_t *grp, int K, float out[8])
     const uint8_t *p = grp;
     enum { QB = NB_QUANT_QK };
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q8_0_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q8_0_BYTES);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         _mm256_storeu_ps(dd, _mm256_mul_ps(dw, _mm256_broadcast_ss(x->d + b)));
         __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + b * 32));
@@ -257,6 +259,8 @@ void nb_avx2_q4_1_gemv8(const q8_act *x, const uint8_t *grp, int K, float out[8]
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q4_1_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q4_1_BYTES);
         const int8_t *xb = x->q + b * 32;
         const uint8_t *q = p + 8 * NB_QUANT_Q4_1_QS;
         __m256i s01 = _mm256_add_epi16(q4_1_pairs(q, xb, 0), q4_1_pairs(q, xb, 1));
@@ -423,14 +427,14 @@ static void qlinear_rows(const nb_wmat *W, const int8_t *xq, const float *xd, co
                 float o[4][8];
                 for (int r = 0; r < 4; r++)
                     a[r] = (q8_act){xq + (size_t)(i + r) * K, xd + (size_t)(i + r) * nb,
-                                    xsum + (size_t)(i + r) * nb, xhs + (size_t)(i + r) * nb};
+                                    xsum + (size_t)(i + r) * nb, xhs + (size_t)(i + r) * nb, 0};
                 nb_avx2_q5_0_gemv8x4(a, grp, K, o);
                 for (int r = 0; r < 4; r++)
                     store_outs(Y, f32out, (size_t)W->rows, i + r, j, o[r], cnt);
             }
             for (; i < i1; i++) {
                 q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xsum + (size_t)i * nb,
-                            xhs + (size_t)i * nb};
+                            xhs + (size_t)i * nb, i > i0};
                 float o[8];
                 fn(&a, grp, K, o);
                 store_outs(Y, f32out, (size_t)W->rows, i, j, o, cnt);

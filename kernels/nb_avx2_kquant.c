@@ -37,6 +37,8 @@ void nb_avx2_q5_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q5_0_BYTES);
         const int8_t *xb = x->q + b * 32;
         __m256i h = _mm256_loadu_si256((const __m256i *)(p + 16));
         const uint8_t *q = p + 16 + 32;
@@ -117,6 +119,8 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q4_K_BYTES);
         __m256 dw, dmin;
         __m256i sc[2], m[2];
         nb_q4_k_head(p, &dw, &dmin, sc, m);
@@ -137,6 +141,7 @@ void nb_avx2_q4_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
                 hi = _mm256_add_epi16(
                     hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
                                              _mm256_set1_epi32(v1)));
+                nb_keep_chain(&lo, &hi);
             }
             /* sub-blocks 2c and 2c + 1: scale / min byte (2c) % 4 of word (2c) / 4 */
             acc = q4_k_sub(acc, lo, sc[c / 2], 2 * (c & 1), dw, x->d[b]);
@@ -173,6 +178,9 @@ static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, 
 {
     for (int k = 0; k < 2; k++)
         I[k] = _mm256_setzero_si256();
+    /* p laundered: the compiler would keep the first pass's chunks for the second, in 16 ymm
+     * registers a spill each, where the second pass's loads hit L1 */
+    __asm__("" : "+r"(p));
 #pragma GCC unroll 4
     for (int ip = 0; ip < 4; ip++) {
         __m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -186,6 +194,7 @@ static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, 
                 memcpy(&v, xh + 32 * (k0 + k) + 4 * i, 4);
                 t[k] = _mm256_add_epi16(t[k], _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(v)));
             }
+            nb_keep_chain(&t[0], &t[1]);
         }
 #pragma GCC unroll 2
         for (int k = 0; k < 2; k++) { /* weights 0..15 take sc[2g], 16..31 sc[2g+1] */
@@ -193,6 +202,7 @@ static inline void q6_k_pair(const uint8_t *p, int h, int k0, const int8_t *xh, 
             I[k] = _mm256_add_epi32(
                 I[k], _mm256_madd_epi16(t[k], nb_lane_i8_pair16(g / 2 & 1 ? scw1 : scw0, j, j)));
         }
+        nb_keep_chain(&I[0], &I[1]);
     }
 }
 
@@ -201,6 +211,8 @@ void nb_avx2_q6_k_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out
     __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q6_K_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q6_K_BYTES);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         for (int h = 0; h < 2; h++) {
             const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;

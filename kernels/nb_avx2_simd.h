@@ -101,6 +101,31 @@ static inline float nb_exp1(float x)
     return _mm256_cvtss_f32(nb_exp8(_mm256_set1_ps(x)));
 }
 
+/* How far ahead of the block being read the rows-in-lanes decode kernels prefetch their PACK8
+ * stream (bytes; a group's blocks follow one another, and the next group follows the last).
+ * Those kernels spend several instructions per weight byte (Q6_K ~0.3), so the out-of-order
+ * window holds only a few KB of loads and the hardware prefetcher alone kept Q6_K at 60-75% of
+ * the read bandwidth on Zen 5; with the stream prefetched this far it streams at 95-105%. */
+#ifndef NB_PREFETCH_AHEAD
+#define NB_PREFETCH_AHEAD 6144
+#endif
+
+/* Prefetches every cache line of [p, p + bytes) NB_PREFETCH_AHEAD bytes on (p need not be
+ * line-aligned; a prefetch never faults, so the stream's end may run past the matrix). */
+static inline void nb_prefetch_ahead(const uint8_t *p, int bytes)
+{
+    for (int o = 0; o < bytes + 64; o += 64)
+        _mm_prefetch((const char *)p + NB_PREFETCH_AHEAD + o, _MM_HINT_T0);
+}
+
+/* Keeps two running sums as chains: GCC re-associates a long run of integer vector adds into a
+ * tree, which keeps every product live at once and spilled the 16 ymm registers of AVX2 (Q4_K:
+ * 78 stack accesses per call); an empty asm that "changes" them stops that. */
+static inline void nb_keep_chain(__m256i *a, __m256i *b)
+{
+    __asm__("" : "+x"(*a), "+x"(*b));
+}
+
 /* Q5_0 in PACK8 (nb_kernels.c), rows in lanes: quant chunk k (32 bytes at q, bytes 4k..4k+3 of
  * row r in lane r) and the rows' stored fifth bits h as the 5-bit quants of weights 4k..4k+3
  * (*lo) and 16+4k.. (*hi), 0..31, one byte each. */

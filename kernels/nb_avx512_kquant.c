@@ -101,6 +101,8 @@ void NB_AVX512_Q4_1_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q4_1_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q4_1_BYTES);
         const int8_t *xb = x->q + b * 32;
         const uint8_t *q = p + 8 * NB_QUANT_Q4_1_QS;
         __m256i lo = _mm256_setzero_si256(), hi = lo, lo2 = lo, hi2 = lo;
@@ -128,6 +130,8 @@ void NB_AVX512_Q5_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int b = 0; b < K / 32; b++, p += 8 * NB_QUANT_Q5_0_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q5_0_BYTES);
         const int8_t *xb = x->q + b * 32;
         __m256i h = _mm256_loadu_si256((const __m256i *)(p + 16));
         const uint8_t *q = p + 16 + 32;
@@ -161,6 +165,8 @@ void NB_AVX512_Q4_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     __m256 acc = _mm256_setzero_ps(), mt = acc;
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q4_K_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q4_K_BYTES);
         __m256 dw, dmin;
         __m256i sc[2], m[2];
         nb_q4_k_head(p, &dw, &dmin, sc, m);
@@ -227,6 +233,8 @@ void NB_AVX512_Q6_K_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     __m256 acc = _mm256_setzero_ps();
     const uint8_t *p = grp;
     for (int S = 0; S < K / NB_QUANT_QK_K; S++, p += 8 * NB_QUANT_Q6_K_BYTES) {
+        if (!x->warm)
+            nb_prefetch_ahead(p, 8 * NB_QUANT_Q6_K_BYTES);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         for (int h = 0; h < 2; h++) {
             const int8_t *xh = x->q + (size_t)(8 * S + 4 * h) * 32;
@@ -270,6 +278,8 @@ void NB_AVX512_Q8_0_GEMV8(const nb_q8_act *x, const uint8_t *grp, int K, float o
     }
     const uint8_t *g = grp;
     for (int b = 0; b < K / 32; b++, g += 8 * (SB + QB)) {
+        if (!x->warm)
+            nb_prefetch_ahead(g, 8 * NB_QUANT_Q8_0_BYTES);
         __m512 dd = _mm512_castps256_ps512(
             _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)),
                           _mm256_set1_ps(x->d[b])));

@@ -78,10 +78,14 @@ typedef struct nb_attn_args {
  * words of one int32 (nb_q8_half_sums), made once per row and call by the AVX2 linears so that
  * Q5_0's and Q6_K's offset terms need not sum x again for every group of 8 weight rows; kernels
  * compute the same integers themselves where it is NULL. */
+/* warm: nonzero where the kernel's weight group was just read for another activation row (a
+ * later row of a prefill block, nb_avx2.c), so the decode kernels skip their software prefetch
+ * of the stream ahead (nb_prefetch_ahead), which only the first pass over the group needs. */
 typedef struct nb_q8_act {
     const int8_t *q;
     const float *d, *s;
     const int32_t *hs;
+    int warm;
 } nb_q8_act;
 
 /* The prefill GEMM of Q8_0 (nb_avx512_kquant.c, on AVX-512 VNNI): the same function as the

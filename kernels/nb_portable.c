@@ -146,7 +146,7 @@ static void portable_linear_q8(const nb_wmat *W, const nb_bf16 *X, int n, void *
             } else if (W->type == NB_W_Q8_0) {
                 s = dot_q8_0(W, xq + (size_t)i * K, xd + (size_t)i * nb, row);
             } else {
-                nb_q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb, NULL};
+                nb_q8_act a = {xq + (size_t)i * K, xd + (size_t)i * nb, xs + (size_t)i * nb, NULL, 0};
                 s = nb_kquant_dot_ref(W->type, row, K, &a);
             }
             put_out(Y, f32out, (size_t)i * W->rows + j, s);

@@ -316,7 +316,7 @@ static inline int kt_check_gemv8(const char *path, nb_wtype t, nb_q8_gemv8_fn fn
             for (int i = 0; i < K; i++) /* v 1, 2: |x| equal per block, so every q is +-127 */
                 xf[i] = v == 0 ? kt_normal() : (v == 1 ? 1.0f : ((i * 7) % 3 ? 3.0f : -3.0f));
             nb_q8_quantize_row(xf, K, q, d, sx);
-            nb_q8_act x = {q, d, sx, NULL};
+            nb_q8_act x = {q, d, sx, NULL, v == 1}; /* warm (no prefetch) must not change bits */
             float got[8];
             fn(&x, nb_wmat_group(W, 0), K, got);
             for (int r = 0; r < 8; r++) {
@@ -403,7 +403,7 @@ static inline int kt_check_kq_gemm(const char *path, const nb_kq_gemm_ops *gm)
                     for (int i = 0; i < n; i++) {
                         int xi = SKIP + i;
                         nb_q8_act x = {q + (size_t)xi * K, d + (size_t)xi * nb,
-                                       sx + (size_t)xi * nb, NULL};
+                                       sx + (size_t)xi * nb, NULL, 0};
                         for (int r = 0; r < 8; r++) {
                             const uint8_t *row = data + rb * (size_t)r;
                             float ref = kt_q8_0_dot_ref(row, K, &x);

@@ -418,7 +418,10 @@ static void test_ipc(void **state)
 
 /* A peer that connects to an ipc:// server and leaves before the SP handshake (a killed
  * client, a port scanner, `nc -U`) must not stop the server from accepting: nng 1.5.2's
- * listener gives up after it (nanomsg/nng#1518); the server listens anew. */
+ * listener gives up after it (nanomsg/nng#1518); the server listens anew. The server runs in
+ * a child that leaves with _exit: nng itself never frees the listener that gave up (its
+ * half-negotiated pipe holds it), which LeakSanitizer would report at a normal exit, while
+ * ASan still checks every access the child makes, the server's close included. */
 static void test_ipc_peer_leaves_in_handshake(void **state)
 {
     (void)state;
@@ -426,10 +429,20 @@ static void test_ipc_peer_leaves_in_handshake(void **state)
     snprintf(url, sizeof url, "ipc:///tmp/nb-test-rpc-hs-%d.sock", (int)getpid());
     const char *path = url + strlen("ipc://");
     unlink(path);
-    hstate *st = hs_new();
+    int done[2];
+    assert_int_equal(pipe(done), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) { /* a fresh image: nng's threads do not survive a fork */
+        close(done[1]);
+        char fd[16];
+        snprintf(fd, sizeof fd, "%d", done[0]);
+        execl("/proc/self/exe", "test_rpc", "serve-ipc", url, fd, (char *)NULL);
+        _exit(127);
+    }
+    close(done[0]);
+    assert_true(tu_poll(10000, tu_ipc_ready(path)));
     nb_rpc_opts o = {0};
-    nb_rpc_server *srv = serve(url, &o, st);
-    assert_non_null(srv);
     for (int round = 0; round < 3; round++) {
         /* connects and leaves at once, before the handshake */
         struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -452,12 +465,12 @@ static void test_ipc_peer_leaves_in_handshake(void **state)
         assert_int_equal(c, NB_OK);
         assert_int_equal(status, NB_RPC_OK);
     }
-    nb_rpc_server_stats ss;
-    nb_rpc_server_get_stats(srv, &ss);
-    assert_true(ss.listener_restarts >= 1);
-    assert_int_equal(ss.listener_restart_failures, 0);
-    nb_rpc_server_close(srv);
-    hs_free(st);
+    assert_int_equal(write(done[1], "x", 1), 1);
+    close(done[1]);
+    int ws = 0;
+    assert_int_equal(waitpid(child, &ws, 0), child);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0); /* 3: the server never listened anew */
     unlink(path);
 }
 
@@ -1269,8 +1282,27 @@ static void test_tls(void **state)
     hs_free(st);
 }
 
-int main(void)
+/* test_ipc_peer_leaves_in_handshake's server: serves url until a byte arrives on fd, then
+ * exits 0 when it listened anew at least once and never failed to. */
+static int serve_ipc(const char *url, int fd)
 {
+    hstate *st = hs_new();
+    nb_rpc_opts o = {0};
+    nb_rpc_server *srv = serve(url, &o, st);
+    char b;
+    if (!srv || read(fd, &b, 1) != 1)
+        _exit(2);
+    nb_rpc_server_stats ss;
+    nb_rpc_server_get_stats(srv, &ss);
+    nb_rpc_server_close(srv);
+    hs_free(st);
+    _exit(ss.listener_restarts >= 1 && ss.listener_restart_failures == 0 ? 0 : 3);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && !strcmp(argv[1], "serve-ipc"))
+        return serve_ipc(argv[2], atoi(argv[3]));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_mapping),
         cmocka_unit_test(test_wire_unpack),
