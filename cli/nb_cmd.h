@@ -99,6 +99,28 @@ void nb_cmd_give_up(nb_svc *svc, const char *cmd, const char *who, int64_t id, i
 /* "JOB" positional words as ids; the usage error it printed, or NB_EXIT_OK. */
 int nb_cmd_job_ids(const char *cmd, const char *const *pos, int np, int64_t *ids);
 
+/* The job kinds' parameters that have an option (job/nb_job.c's rows: the option's name, its
+ * limits from job/nb_limits.h, its help), as `submit` and `submit matrix` take them
+ * (cli/nb_cmd_params.c). */
+#define NB_CMD_PARAMS_MAX 32 /* rows of job/nb_job.c's parameter table */
+typedef struct nb_cmd_params {
+    int value[NB_CMD_PARAMS_MAX]; /* by row; 0: not given (the kind's default) */
+} nb_cmd_params;
+/* What a JobSpec's params point into while it is sent. */
+typedef struct nb_cmd_params_buf {
+    Npubench__KeyValue kv[NB_CMD_PARAMS_MAX];
+    Npubench__KeyValue *kvp[NB_CMD_PARAMS_MAX];
+    char val[NB_CMD_PARAMS_MAX][16];
+} nb_cmd_params_buf;
+/* A command's options into opts (room for n_head + NB_CMD_PARAMS_MAX + n_tail): head, one per
+ * row with an option (filling p), tail; returns how many. */
+int nb_cmd_params_opts(nb_cmd_params *p, const nb_opt *head, int n_head, const nb_opt *tail,
+                       int n_tail, nb_opt *opts);
+/* Puts the given values on spec: JobSpec fields, or params entries pointing into buf, which
+ * must outlive spec. */
+void nb_cmd_params_apply(const nb_cmd_params *p, Npubench__JobSpec *spec,
+                         nb_cmd_params_buf *buf);
+
 /* How long ago unix ms `ms` was: "42s", "5m", "3h", "2d". */
 void nb_cmd_fmt_age(char *buf, size_t cap, int64_t ms);
 

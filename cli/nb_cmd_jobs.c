@@ -47,8 +47,6 @@ static void fmt_target(char *buf, size_t cap, const Npubench__JobSpec *s)
 
 /* ---------------------------------------------------------------- submit */
 
-#define NB_SUBMIT_PARAMS_MAX 32 /* rows of job/nb_job.c's parameter table */
-
 typedef struct submit_flags {
     nb_svc_flags sf;
     nb_out_flags of;
@@ -56,8 +54,7 @@ typedef struct submit_flags {
     const char *model, *board, *dtype, *backend, *prompt, *prompt_set, *reports, *expire;
     nb_strlist tags;
     int priority, matrix, wait, shards, timeout_s, keep, quiet, help;
-    /* the kinds' parameters that have an option (job/nb_job.c's rows), by row; 0: not given */
-    int param[NB_SUBMIT_PARAMS_MAX];
+    nb_cmd_params params;
     int64_t expire_ms; /* --expire-after; 0 = the coordinator's default, -1 = never */
 } submit_flags;
 
@@ -65,9 +62,7 @@ typedef struct submit_flags {
 typedef struct submit_job {
     Npubench__JobSpec spec;
     Npubench__DeploymentSelector sel;
-    Npubench__KeyValue kv[NB_SUBMIT_PARAMS_MAX];
-    Npubench__KeyValue *kvp[NB_SUBMIT_PARAMS_MAX];
-    char val[NB_SUBMIT_PARAMS_MAX][16];
+    nb_cmd_params_buf params;
 } submit_job;
 
 static void submit_build(const submit_flags *f, int kind, submit_job *j)
@@ -79,11 +74,9 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
     spec->kind = kind;
     spec->selector = sel;
     sel->model = (char *)f->model;
-    nb_dtype dt;
     if (f->dtype) {
         sel->dtype = (char *)f->dtype; /* an engine dtype's name, or an exec deployment's label */
-        if (!nb_dtype_parse(f->dtype, &dt, NULL) && !strcmp(f->dtype, nb_dtype_name(dt)))
-            sel->dtype_id = (Npubench__Dtype)nb_dtype_to_pb(dt);
+        sel->dtype_id = (Npubench__Dtype)nb_dtype_pb_of_name(f->dtype);
     }
     if (f->backend)
         sel->backend = (char *)f->backend;
@@ -91,13 +84,9 @@ static void submit_build(const submit_flags *f, int kind, submit_job *j)
         sel->board = (char *)f->board;
     sel->tags = (char **)f->tags.items;
     sel->n_tags = (size_t)f->tags.n;
-    spec->params = j->kvp;
     /* the options the parameter rows give, each where the user set it (0 leaves the kind's
      * default, or the deployment's, as the job's reader applies) */
-    for (size_t i = 0; nb_job_param_at(i) && i < NB_SUBMIT_PARAMS_MAX; i++)
-        if (f->param[i] > 0)
-            nb_job_param_set(spec, nb_job_param_at(i), f->param[i], &j->kv[i], j->val[i],
-                             sizeof j->val[i]);
+    nb_cmd_params_apply(&f->params, spec, &j->params);
     spec->priority = f->priority;
     spec->matrix = f->matrix;
     spec->expire_after_ms = f->expire_ms;
@@ -222,17 +211,8 @@ int nb_cmd_submit(int argc, char **argv)
     };
     /* The kinds' parameters come from their rows (name, limits, help): a parameter with an
      * option is on submit without a line here. */
-    nb_opt opts[NB_NOPTS(head) + NB_SUBMIT_PARAMS_MAX + NB_NOPTS(tail)];
-    int nopt = 0;
-    for (int i = 0; i < NB_NOPTS(head); i++)
-        opts[nopt++] = head[i];
-    for (size_t i = 0; nb_job_param_at(i) && i < NB_SUBMIT_PARAMS_MAX; i++) {
-        const nb_job_param_desc *p = nb_job_param_at(i);
-        if (p->option && p->type == NB_JOB_PT_INT)
-            opts[nopt++] = (nb_opt){p->option, NB_OPT_INT, &f.param[i], p->lo, p->hi, p->help};
-    }
-    for (int i = 0; i < NB_NOPTS(tail); i++)
-        opts[nopt++] = tail[i];
+    nb_opt opts[NB_NOPTS(head) + NB_CMD_PARAMS_MAX + NB_NOPTS(tail)];
+    int nopt = nb_cmd_params_opts(&f.params, head, NB_NOPTS(head), tail, NB_NOPTS(tail), opts);
     char kinds[128], words[128], usage[1024];
     nb_job_kind_list(kinds, sizeof kinds);
     size_t wl = 0;

@@ -82,12 +82,12 @@ static void take_result(mx_row *r, int kind, const Npubench__JobResult *res)
     if (o == NB_OC_ERROR) {
         add_flag(r, "%s: %s", nb_job_kind_name(kind),
                  *res->status_message ? res->status_message : "no verdict");
-        if (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL)
+        if (nb_job_kind_is(kind, NB_JOB_FAMILY_VERIFY))
             snprintf(r->gate, sizeof r->gate, "%s", nb_outcome_name(NB_OC_ERROR));
         return;
     }
     /* the gate's own verdict (a flagged run's regression is in FLAGS), with its prompts */
-    if (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL) {
+    if (nb_job_kind_is(kind, NB_JOB_FAMILY_VERIFY)) {
         const char *w = nb_outcome_name(nb_outcome_of_verdict(res->outcome));
         if (res->verify && res->verify->passed + res->verify->failed > 0)
             snprintf(r->gate, sizeof r->gate, "%s %d/%d", w, res->verify->passed,
@@ -95,8 +95,7 @@ static void take_result(mx_row *r, int kind, const Npubench__JobResult *res)
         else
             snprintf(r->gate, sizeof r->gate, "%s", w);
     }
-    if (res->metrics && (kind == NPUBENCH__JOB_KIND__PROFILE || kind == NPUBENCH__JOB_KIND__RUN ||
-                         !r->tps)) {
+    if (res->metrics && (nb_job_kind_is(kind, NB_JOB_FAMILY_PERFORMANCE) || !r->tps)) {
         if (res->metrics->ttft_ms > 0)
             r->ttft = res->metrics->ttft_ms;
         if (res->metrics->tps > 0)
@@ -156,7 +155,8 @@ typedef struct mx_flags {
     nb_svc_flags sf;
     nb_out_flags of;
     const char *models, *tag, *kinds, *junit, *expire;
-    int n_tokens, reps, max_prompts, timeout_s, keep, help;
+    int timeout_s, keep, help;
+    nb_cmd_params params; /* the kinds' parameters, as submit takes them, for every job */
 } mx_flags;
 
 static void print_rows(const mx_row *rows, size_t n, const char *const *models,
@@ -217,10 +217,9 @@ static int submit_all(nb_cmd_conn *c, const mx_flags *f, const char *const *mode
             spec.kind = kinds[k];
             spec.selector = &sel;
             spec.matrix = 1;
-            spec.n_tokens = f->n_tokens;
-            spec.reps = f->reps;
-            spec.max_prompts = f->max_prompts >= 0 ? f->max_prompts
-                               : kinds[k] == NPUBENCH__JOB_KIND__VERIFY ? 2 : 0;
+            nb_cmd_params_buf pb; /* unset ones: the kind's defaults, as the job's reader
+                                   * applies them (verify's 2 prompts) */
+            nb_cmd_params_apply(&f->params, &spec, &pb);
             nb_err err;
             if (f->expire && nb_args_duration("--expire-after", f->expire,
                                               NB_JOB_EXPIRE_MS_MAX, &spec.expire_after_ms, &err))
@@ -248,15 +247,14 @@ static int submit_all(nb_cmd_conn *c, const mx_flags *f, const char *const *mode
 
 int nb_cmd_submit_matrix(int argc, char **argv)
 {
-    mx_flags f = {.kinds = "verify,profile", .max_prompts = -1};
-    nb_opt opts[] = {
+    mx_flags f = {.kinds = "verify,profile"};
+    nb_opt head[] = {
         NB_SVC_OPTS(f.sf),
         {"models", NB_OPT_STR, &f.models, 0, 0, "models, comma-separated (required)"},
         {"boards", NB_OPT_STR, &f.tag, 0, 0, "the boards with this tag (required)"},
         {"kinds", NB_OPT_STR, &f.kinds, 0, 0, "job kinds, comma-separated (default verify,profile)"},
-        {"n-tokens", NB_OPT_INT, &f.n_tokens, 0, NB_JOB_N_TOKENS_MAX, "tokens per prompt / run"},
-        {"reps", NB_OPT_INT, &f.reps, 0, NB_JOB_REPS_MAX, "measured repetitions (run, profile)"},
-        {"max-prompts", NB_OPT_INT, &f.max_prompts, 0, NB_JOB_PROMPTS_MAX, "first N prompts"},
+    };
+    nb_opt tail[] = {
         {"timeout", NB_OPT_INT, &f.timeout_s, 0, 7 * 86400, "give up after S seconds (exit 5)"},
         {"keep", NB_OPT_FLAG, &f.keep, 0, 0, "with --timeout: leave unfinished jobs queued"},
         {"expire-after", NB_OPT_STR, &f.expire, 0, 0, "each job's queue expiry (90s, 2h, ...)"},
@@ -264,11 +262,14 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         NB_OUT_OPTS(f.of),
         {"help", NB_OPT_FLAG, &f.help, 0, 0, "this help"},
     };
+    /* The kinds' parameters from their rows (name, limits, help), as submit takes them. */
+    nb_opt opts[NB_NOPTS(head) + NB_CMD_PARAMS_MAX + NB_NOPTS(tail)];
+    int nopt = nb_cmd_params_opts(&f.params, head, NB_NOPTS(head), tail, NB_NOPTS(tail), opts);
     int rc = nb_cmd_parse("submit matrix",
                           "npubench submit matrix --models A,B --boards TAG "
                           "[--kinds verify,profile] [--timeout S] [--junit FILE] "
                           "[--json|--format csv|md]\n" NB_OC_EXIT_HELP,
-                          argc, argv, opts, NB_NOPTS(opts), NULL, 0, NULL, &f.help);
+                          argc, argv, opts, nopt, NULL, 0, NULL, &f.help);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!f.models || !f.tag || !*f.tag)
@@ -287,7 +288,7 @@ int nb_cmd_submit_matrix(int argc, char **argv)
         return nb_cmd_usage_error("submit matrix", "--models and --kinds take 1 to %s "
                                                    "comma-separated names", MX_LIST_TEXT);
     for (int k = 0; k < nk; k++)
-        if (!(kinds[k] = nb_job_kind_parse(kn[k])) || kinds[k] == NPUBENCH__JOB_KIND__HEALTH)
+        if (!(kinds[k] = nb_job_kind_parse(kn[k])) || nb_job_kind_is(kinds[k], NB_JOB_FAMILY_HEALTH))
             return nb_cmd_usage_error("submit matrix", "--kinds '%s': expected run, verify, "
                                                        "verify-full, diagnosis or profile",
                                       kn[k]);

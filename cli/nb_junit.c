@@ -181,9 +181,8 @@ static double result_seconds(const Npubench__JobResult *r)
 /* A result that did not run, or a run/profile/diagnosis: one testcase. */
 static void result_case(FILE *f, const char *cls, int kind, const Npubench__JobResult *r)
 {
-    const char *name = kind == NPUBENCH__JOB_KIND__RUN || kind == NPUBENCH__JOB_KIND__PROFILE
-                           ? "regression check"
-                           : nb_job_kind_name(kind);
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(kind);
+    const char *name = d && d->regression ? "regression check" : nb_job_kind_name(kind);
     open_case(f, cls, name, result_seconds(r));
     nb_outcome o = nb_outcome_of_result(r);
     if (o == NB_OC_PASS) {
@@ -204,8 +203,7 @@ static void result_case(FILE *f, const char *cls, int kind, const Npubench__JobR
 /* A verify's result that ran: one testcase per prompt; anything else: one for the result. */
 static int per_prompt(int kind, const Npubench__JobResult *r)
 {
-    return (kind == NPUBENCH__JOB_KIND__VERIFY || kind == NPUBENCH__JOB_KIND__VERIFY_FULL) &&
-           r->status == NPUBENCH__STATUS_CODE__OK && r->n_gates;
+    return nb_job_kind_is(kind, NB_JOB_FAMILY_VERIFY) && r->status == NPUBENCH__STATUS_CODE__OK && r->n_gates;
 }
 
 typedef struct counts {

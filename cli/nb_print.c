@@ -97,8 +97,10 @@ static void print_deployment(FILE *f, const Npubench__Environment *e)
             e->kernels_isa);
 }
 
-static int print_run(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res)
+static int print_run(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res,
+                     const char *kind)
 {
+    (void)kind;
     nb_err err;
     nb_run_result r;
     if (!res->metrics || nb_benchpb_run_from_pb(res->metrics, &r, &err)) {
@@ -114,8 +116,10 @@ static int print_run(FILE *f, const nb_print_opts *o, const Npubench__JobResult 
     return NB_EXIT_OK;
 }
 
-static int print_profile(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res)
+static int print_profile(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res,
+                         const char *kind)
 {
+    (void)kind;
     nb_err err;
     nb_profile_result p;
     if (nb_benchpb_profile_from_pb(res, &p, &err)) {
@@ -140,8 +144,10 @@ static int print_profile(FILE *f, const nb_print_opts *o, const Npubench__JobRes
     return NB_EXIT_OK;
 }
 
-static int print_diagnosis(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res)
+static int print_diagnosis(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res,
+                           const char *kind)
 {
+    (void)kind;
     nb_err err;
     nb_diagnosis_result r;
     if (nb_verifypb_diagnosis_from_pb(res, &r, &err)) {
@@ -166,7 +172,8 @@ static int print_diagnosis(FILE *f, const nb_print_opts *o, const Npubench__JobR
 
 /* A health check: the device probe its log recorded, then the short verify it ran through
  * the board's first deployment (or, without one to run, the probe alone as the verdict). */
-static int print_health(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res)
+static int print_health(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res,
+                        const char *kind)
 {
     const char *probe = res->log ? strstr(res->log, "health check: device probe: ") : NULL;
     if (probe)
@@ -174,7 +181,7 @@ static int print_health(FILE *f, const nb_print_opts *o, const Npubench__JobResu
     if (res->n_gates) {
         nb_print_opts q = *o;
         q.reports_dir = NULL; /* a check writes no report, as it writes no history run */
-        int code = print_verify(f, &q, res, nb_job_kind_name(NPUBENCH__JOB_KIND__HEALTH));
+        int code = print_verify(f, &q, res, kind);
         fprintf(f, "[health] %s\n", code == NB_EXIT_OK ? "PASS: the board is healthy"
                                                       : "FAIL: the board is quarantined");
         return code;
@@ -185,6 +192,22 @@ static int print_health(FILE *f, const nb_print_opts *o, const Npubench__JobResu
     return pass ? NB_EXIT_OK : NB_EXIT_FAIL;
 }
 
+/* How a kind's results print: its own printer where it has one (profile's per-kernel table),
+ * else its family's, so a new kind of a family prints as the family does. */
+typedef int print_fn(FILE *f, const nb_print_opts *o, const Npubench__JobResult *res,
+                     const char *kind);
+static const struct {
+    int kind;           /* npubench.JobKind; 0: any kind of family */
+    const char *family; /* NB_JOB_FAMILY_* */
+    print_fn *fn;
+} printers[] = {
+    {NPUBENCH__JOB_KIND__PROFILE, NULL, print_profile},
+    {0, NB_JOB_FAMILY_VERIFY, print_verify},
+    {0, NB_JOB_FAMILY_PERFORMANCE, print_run},
+    {0, NB_JOB_FAMILY_DIAGNOSIS, print_diagnosis},
+    {0, NB_JOB_FAMILY_HEALTH, print_health},
+};
+
 int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__JobResult *res)
 {
     if (res->status != NPUBENCH__STATUS_CODE__OK) {
@@ -192,30 +215,16 @@ int nb_print_result(FILE *f, const nb_print_opts *o, int kind, const Npubench__J
                 *res->status_message ? res->status_message : nb_rpc_status_name(res->status));
         return nb_outcome_exit(nb_outcome_of_result(res));
     }
-    int code;
-    switch (kind) {
-    case NPUBENCH__JOB_KIND__VERIFY:
-        code = print_verify(f, o, res, "verify");
-        break;
-    case NPUBENCH__JOB_KIND__VERIFY_FULL:
-        code = print_verify(f, o, res, nb_job_kind_name(NPUBENCH__JOB_KIND__VERIFY_FULL));
-        break;
-    case NPUBENCH__JOB_KIND__RUN:
-        code = print_run(f, o, res);
-        break;
-    case NPUBENCH__JOB_KIND__PROFILE:
-        code = print_profile(f, o, res);
-        break;
-    case NPUBENCH__JOB_KIND__DIAGNOSIS:
-        code = print_diagnosis(f, o, res);
-        break;
-    case NPUBENCH__JOB_KIND__HEALTH:
-        code = print_health(f, o, res);
-        break;
-    default:
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(kind);
+    print_fn *fn = NULL;
+    for (size_t i = 0; d && !fn && i < sizeof printers / sizeof *printers; i++)
+        if (printers[i].kind ? printers[i].kind == kind : !strcmp(printers[i].family, d->family))
+            fn = printers[i].fn;
+    if (!fn) {
         fprintf(stderr, "npubench %s: error: job of unknown kind %d\n", o->cmd, kind);
         return NB_EXIT_USAGE;
     }
+    int code = fn(f, o, res, d->name);
     if (res->regression) {
         fprintf(f, "Regression: %s\n", res->regression_detail);
         if (code == NB_EXIT_OK)

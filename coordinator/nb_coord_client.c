@@ -46,6 +46,7 @@ static Npubench__JobSpec *spec_from_sel(nb_arena *a, const nb_db_job *j)
         sel->dtype = strcmp(slash + 1, "*") ? nb_arena_strdup(a, slash + 1)
                                             : (char *)protobuf_c_empty_string;
     }
+    sel->dtype_id = (Npubench__Dtype)j->sel_dtype_id;
     sel->backend = nb_arena_strdup(a, j->sel_backend);
     sel->board = nb_arena_strdup(a, j->sel_board);
     size_t nt = 0;

@@ -24,6 +24,7 @@ static void schedule(nb_coord *c, const Npubench__WorkerInfo *info, const char *
     sel.model = d->model;
     sel.backend = d->backend;
     sel.dtype = d->dtype;
+    sel.dtype_id = d->dtype_id;
     sel.board = info->board_name;
     Npubench__JobSpec spec = NPUBENCH__JOB_SPEC__INIT;
     spec.kind = NPUBENCH__JOB_KIND__HEALTH;
@@ -81,7 +82,7 @@ void nb_coord_health_on_result(nb_coord *c, const char *worker_id, int kind,
     nb_err err;
     int no_verdict = res->status != NPUBENCH__STATUS_CODE__OK ||
                      res->outcome == NPUBENCH__OUTCOME__ERROR;
-    if (kind == NPUBENCH__JOB_KIND__HEALTH) {
+    if (nb_job_kind_is(kind, NB_JOB_FAMILY_HEALTH)) {
         int ok = !no_verdict && res->outcome == NPUBENCH__OUTCOME__PASS;
         char detail[NB_DB_MSG_MAX];
         if (no_verdict)
@@ -137,7 +138,8 @@ void nb_coord_health_sweep(nb_coord *c)
 
 static int health_only(const nb_db_job *job, void *ud)
 {
-    return nb_job_kind_parse(job->kind) == NPUBENCH__JOB_KIND__HEALTH && nb_sched_pred(job, ud);
+    return nb_job_kind_is(nb_job_kind_parse(job->kind), NB_JOB_FAMILY_HEALTH) &&
+           nb_sched_pred(job, ud);
 }
 
 nb_db_job_pred nb_coord_health_pred(nb_coord *c, const char *board, int *none)

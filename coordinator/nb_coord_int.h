@@ -201,13 +201,14 @@ typedef struct sched_sel {
 nb_code nb_sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err *err);
 
 /* 1 if worker info can run a job with db selector fields (those of
- * nb_db_job: sel_backend, sel_board, sel_deployment, sel_tags, sel_worker);
+ * nb_db_job: sel_backend, sel_board, sel_deployment, sel_dtype_id, sel_tags, sel_worker;
+ * the dtype by the enum where both the job and the deployment carry one, nb_job_dep_match);
  * otherwise 0 with why. dep_out (may be NULL) gets the index of the served
  * deployment that matched (-1 when the worker serves any). */
 int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
                            const char *backend, const char *board, const char *deployment,
-                           const char *tags, const char *pin, char *why, size_t why_cap,
-                           int *dep_out);
+                           int dtype_id, const char *tags, const char *pin, char *why,
+                           size_t why_cap, int *dep_out);
 /* nb_db_job_pred adapter: ud is the Npubench__WorkerInfo. */
 int nb_sched_pred(const nb_db_job *job, void *ud);
 /* The db matcher struct for w (deployments "*": nb_sched_pred checks them). */

@@ -38,7 +38,7 @@ static const char *refdir(nb_coord *c)
 static int trace_digest(nb_coord *c, const Npubench__JobSpec *spec, char *out, size_t cap,
                         int *diag)
 {
-    *diag = spec->kind == NPUBENCH__JOB_KIND__DIAGNOSIS;
+    *diag = nb_job_kind_is(spec->kind, NB_JOB_FAMILY_DIAGNOSIS);
     if (*diag) {
         nb_prompts ps;
         nb_err e;
@@ -49,7 +49,7 @@ static int trace_digest(nb_coord *c, const Npubench__JobSpec *spec, char *out, s
         nb_prompts_free(&ps);
         return 1;
     }
-    if (spec->kind != NPUBENCH__JOB_KIND__VERIFY && spec->kind != NPUBENCH__JOB_KIND__VERIFY_FULL)
+    if (!nb_job_kind_is(spec->kind, NB_JOB_FAMILY_VERIFY))
         return 0;
     int n;
     char sha[65], path[1024];

@@ -406,7 +406,7 @@ static nb_rpc_status lease_reply(nb_coord *c, const char *worker, Npubench__Work
     }
     int dep = -1;
     nb_sched_worker_serves(info, worker, job->sel_backend, job->sel_board, job->sel_deployment,
-                           job->sel_tags, job->sel_worker, NULL, 0, &dep);
+                           job->sel_dtype_id, job->sel_tags, job->sel_worker, NULL, 0, &dep);
     const char *digest = dep >= 0 ? info->deployments[dep]->digest : "";
     size_t tlen = 0;
     char tsha[65], tname[1200];

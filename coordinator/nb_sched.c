@@ -9,6 +9,7 @@
 
 #include "nb_coord_int.h"
 #include "nb_db_boards.h"
+#include "nb_dtype.h"
 #include "nb_file.h"
 #include "nb_job.h"
 #include "nb_prompts.h"
@@ -31,6 +32,16 @@ static void split_pattern(const char *pat, char *model, size_t mcap, char *dtype
     snprintf(dtype, dcap, "%s", slash[1] ? slash + 1 : "*");
 }
 
+/* The dtype a reason names: the selector's word, else its enum's name (a selector may give
+ * the enum alone), else "*". For messages only; matching never reads it back. */
+static const char *dtype_shown(const char *word, int dtype_id)
+{
+    nb_dtype d;
+    if (strcmp(word, "*") || nb_dtype_from_pb(dtype_id, &d))
+        return word;
+    return nb_dtype_name(d);
+}
+
 static nb_code check_name(const char *field, const char *s, size_t max, nb_err *err)
 {
     size_t n = strlen(s);
@@ -49,6 +60,14 @@ nb_code nb_sched_selector(const Npubench__JobSpec *spec, sched_sel *out, nb_err 
     const Npubench__DeploymentSelector *s = spec->selector;
     const char *model = s && *s->model ? s->model : "*";
     const char *dtype = s && *s->dtype ? s->dtype : "*";
+    /* The enum the job is matched by, from the wire, else from the word once here (an older
+     * client's): a canonical engine name only, so the enum decides exactly as the name did. */
+    nb_dtype dt;
+    int id = !s ? 0 : s->dtype_id ? (int)s->dtype_id : nb_dtype_pb_of_name(s->dtype);
+    if (id && nb_dtype_from_pb(id, &dt))
+        return nb_err_set(err, NB_EINVAL, "selector.dtype_id: %d is not a dtype this "
+                          "coordinator knows", id);
+    out->sel.dtype_id = id;
     nb_code rc;
     if ((rc = check_name("selector.model", model, NB_DB_NAME_MAX - 16, err)) ||
         (rc = check_name("selector.dtype", dtype, 16, err)))
@@ -119,8 +138,8 @@ static int info_has_tag(const void *user, const char *tag)
 
 int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
                            const char *backend, const char *board, const char *deployment,
-                           const char *tags, const char *pin, char *why, size_t why_cap,
-                           int *dep_out)
+                           int dtype_id, const char *tags, const char *pin, char *why,
+                           size_t why_cap, int *dep_out)
 {
     char dummy[1];
     if (!why) {
@@ -135,7 +154,8 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
         return 0;
     char model[NB_DB_NAME_MAX], dtype[32];
     split_pattern(deployment, model, sizeof model, dtype, sizeof dtype);
-    nb_job_dep want = {.model = model, .backend = backend, .dtype = dtype}, deps[256];
+    nb_job_dep want = {.model = model, .backend = backend, .dtype = dtype, .dtype_id = dtype_id},
+               deps[256];
     size_t n = w->n_deployments < 256 ? w->n_deployments : 256; /* Register's limit */
     for (size_t i = 0; i < n; i++)
         deps[i] = (nb_job_dep){w->deployments[i]->model,
@@ -154,8 +174,9 @@ int nb_sched_worker_serves(const Npubench__WorkerInfo *w, const char *worker_id,
     }
     char served[256];
     served_list(w, served, sizeof served);
+    const char *shown = dtype_shown(dtype, dtype_id);
     snprintf(why, why_cap, "no worker serves model '%s'%s%s%s%s; %s serves %s", model,
-             strcmp(dtype, "*") ? " dtype " : "", strcmp(dtype, "*") ? dtype : "",
+             strcmp(shown, "*") ? " dtype " : "", strcmp(shown, "*") ? shown : "",
              backend && *backend ? " on backend " : "", backend && *backend ? backend : "",
              worker_id, served);
     return 0;
@@ -166,7 +187,8 @@ int nb_sched_pred(const nb_db_job *job, void *ud)
     const Npubench__WorkerInfo *w = ud;
     int dep = -1;
     if (!nb_sched_worker_serves(w, w->worker_id, job->sel_backend, job->sel_board,
-                             job->sel_deployment, job->sel_tags, job->sel_worker, NULL, 0, &dep))
+                                job->sel_deployment, job->sel_dtype_id, job->sel_tags,
+                                job->sel_worker, NULL, 0, &dep))
         return 0;
     /* A prompt-range shard run whole would verify every prompt under a shard's name. */
     return !nb_job_kind_is_shard(job->kind) || dep < 0 ||
@@ -325,7 +347,8 @@ static nb_code check_servable(nb_coord *c, const sched_sel *ss, nb_err *err)
             continue;
         registered = 1;
         served = nb_sched_worker_serves(w, p.w[i].db.id, ss->sel.backend, NULL,
-                                        ss->sel.deployment, NULL, NULL, NULL, 0, NULL);
+                                        ss->sel.deployment, ss->sel.dtype_id, NULL, NULL,
+                                        NULL, 0, NULL);
         for (size_t k = 0; k < w->n_deployments && kl + 1 < sizeof known; k++) {
             const Npubench__Deployment *d = w->deployments[k];
             char one[NB_DB_NAME_MAX * 2];
@@ -345,10 +368,11 @@ static nb_code check_servable(nb_coord *c, const sched_sel *ss, nb_err *err)
         return NB_OK;
     char model[NB_DB_NAME_MAX], dtype[32];
     split_pattern(ss->sel.deployment, model, sizeof model, dtype, sizeof dtype);
+    const char *shown = dtype_shown(dtype, ss->sel.dtype_id);
     return nb_err_set(err, NB_ENOTFOUND,
                       "selector model '%s'%s%s%s%s: no registered worker serves it, so it "
                       "would wait until it expires; served: %s",
-                      model, strcmp(dtype, "*") ? " dtype " : "", strcmp(dtype, "*") ? dtype : "",
+                      model, strcmp(shown, "*") ? " dtype " : "", strcmp(shown, "*") ? shown : "",
                       ss->sel.backend && *ss->sel.backend ? " backend " : "",
                       ss->sel.backend ? ss->sel.backend : "", known);
 }
@@ -457,7 +481,8 @@ static nb_code plan_matrix(nb_coord *c, const Npubench__JobSpec *spec, const sch
             continue;
         }
         if (!nb_sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
-                                    ss->deployment, ss->tags, NULL, why, sizeof why, NULL))
+                                    ss->deployment, ss->sel.dtype_id, ss->tags, NULL, why,
+                                    sizeof why, NULL))
             continue;
         int dup = 0;
         for (size_t k = 0; k < *np; k++)
@@ -512,7 +537,8 @@ static int idle_matching(nb_coord *c, const sched_sel *ss, int *ranges_ok)
         int dep = -1;
         if (w->db.state != NB_WORKER_ALIVE || !w->info ||
             !nb_sched_worker_serves(w->info, w->db.id, ss->sel.backend, ss->sel.board,
-                                 ss->deployment, ss->tags, NULL, NULL, 0, &dep))
+                                    ss->deployment, ss->sel.dtype_id, ss->tags, NULL, NULL, 0,
+                                    &dep))
             continue;
         n += !w->busy;
         if (dep >= 0 && w->info->deployments[dep]->no_prompt_range)
@@ -748,8 +774,8 @@ static void reason_for(const nb_db_job *j, pool *p, char *out, size_t cap)
         }
         char wy[NB_DB_MSG_MAX];
         if (!nb_sched_worker_serves(w->info, w->db.id, j->sel_backend, j->sel_board,
-                                    j->sel_deployment, j->sel_tags, j->sel_worker, wy, sizeof wy,
-                                    NULL)) {
+                                    j->sel_deployment, j->sel_dtype_id, j->sel_tags,
+                                    j->sel_worker, wy, sizeof wy, NULL)) {
             /* A live worker's reason beats a stale one's. */
             if (!why[0] || (w->db.state == NB_WORKER_ALIVE && !why_live)) {
                 snprintf(why, sizeof why, "%s", wy);

@@ -47,7 +47,8 @@ void nb_db_job_list_free(nb_db_job *jobs, size_t n)
     "id, parent_id, request_id, kind, is_group, spec_format, sel_backend, sel_board, "      \
     "sel_board_type, sel_deployment, sel_worker, sel_tags, priority, state, queued_reason, " \
     "error, attempts, max_attempts, lease_id, leased_worker, lease_expiry_ms, created_ms, "  \
-    "started_ms, finished_ms, progress_done, progress_total, progress_msg, expires_ms"
+    "started_ms, finished_ms, progress_done, progress_total, progress_msg, expires_ms, "     \
+    "sel_dtype_id"
 
 static void read_job(sqlite3_stmt *st, nb_db_job *j)
 {
@@ -85,6 +86,7 @@ static void read_job(sqlite3_stmt *st, nb_db_job *j)
     j->progress_total = sqlite3_column_int64(st, i++);
     nb_db_col_copy(st, i++, j->progress_msg, sizeof j->progress_msg);
     j->expires_ms = nb_db_col_int(st, i++, 0);
+    j->sel_dtype_id = sqlite3_column_int(st, i++);
 }
 
 static void job_row(sqlite3_stmt *st, void *slot, void *ud)
@@ -458,8 +460,8 @@ static nb_code check_same_request(nb_db *db, int64_t id, const nb_db_job_new *j,
 static const char enq_sql[] =
     "INSERT INTO jobs (parent_id, request_id, kind, is_group, spec, spec_format, sel_backend, "
     "sel_board, sel_board_type, sel_deployment, sel_worker, sel_tags, priority, state, "
-    "attempts, max_attempts, created_ms, started_ms, expires_ms) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?)";
+    "attempts, max_attempts, created_ms, started_ms, expires_ms, sel_dtype_id) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?)";
 
 /* A child joins only a group job that is still open. */
 static nb_code check_parent(nb_db *db, int64_t parent_id, nb_err *err)
@@ -509,6 +511,7 @@ static nb_code insert_job(nb_db *db, const nb_db_job_new *j, int has_req, int64_
     nb_db_bind_opt_int(st, i++, now, j->is_group);
     /* from the stored creation time, so expires - created is exactly what was asked */
     nb_db_bind_opt_int(st, i++, now + j->expire_after_ms, j->expire_after_ms > 0);
+    sqlite3_bind_int(st, i++, j->sel.dtype_id);
     if ((rc = nb_db_step_done(db, st, err, "enqueueing job")))
         return rc;
     *id = sqlite3_last_insert_rowid(db->h);

@@ -28,6 +28,9 @@ typedef struct nb_db_selector {
     const char *deployment; /* in the worker's deployments (or the worker serves "*") */
     const char *worker;     /* == worker id (pinned) */
     const char *tags;       /* comma list: every tag in the worker's tags */
+    /* npubench.Dtype the job asks for (0: none; the dtype in deployment is then matched by
+     * name, as an exec deployment's free label is); the coordinator matches by it */
+    int dtype_id;
 } nb_db_selector;
 
 typedef struct nb_db_job_new {
@@ -62,6 +65,7 @@ typedef struct nb_db_job {
         sel_board_type[NB_DB_NAME_MAX], sel_deployment[NB_DB_NAME_MAX],
         sel_worker[NB_DB_NAME_MAX];
     char sel_tags[NB_DB_LIST_MAX];
+    int sel_dtype_id; /* nb_db_selector.dtype_id as stored */
     int priority;
     nb_job_state state;
     char queued_reason[NB_DB_MSG_MAX];

@@ -3,8 +3,10 @@
 #include "nb_db_schema.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "nb_db_int.h"
+#include "nb_dtype.h"
 
 /* Migration steps, applied in order; a step is never edited once released,
  * changes are new steps appended at the end. */
@@ -292,6 +294,14 @@ static const char v9_sql[] =
     "COALESCE(r.finished_ms, r.started_ms), COALESCE(r.finished_ms, r.started_ms)\n"
     "  FROM runs r JOIN deployments d ON d.id = r.deployment_id WHERE r.regression <> 0;\n";
 
+/* The queued job's dtype as the enum (npubench.Dtype; 0 = none, matched by the name in
+ * sel_deployment, as an exec deployment's free label is), so the coordinator matches by it.
+ * Rows queued before get it from their pattern's dtype word (nb_sel_dtype_id, nb_dtype's one
+ * word -> enum rule), once, here. */
+static const char v10_sql[] =
+    "ALTER TABLE jobs ADD COLUMN sel_dtype_id INTEGER NOT NULL DEFAULT 0;\n"
+    "UPDATE jobs SET sel_dtype_id = nb_sel_dtype_id(sel_deployment);\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
@@ -302,6 +312,7 @@ static const migration migrations[] = {
     {"board versions", v7_sql},
     {"gate decode-path checks", v8_sql},
     {"regression lifecycle", v9_sql},
+    {"queued jobs' dtype as the enum", v10_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -378,8 +389,22 @@ static nb_code apply_step(nb_db *db, int version, nb_err *err)
     return nb_db_tx_commit(db, &tx, err);
 }
 
+/* nb_sel_dtype_id("<model or *>/<dtype or *>"): the dtype word's npubench.Dtype (v10_sql).
+ * The dtype is after the last '/' (a model name may hold one, a dtype never does). */
+static void sql_sel_dtype_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    const char *pat = (const char *)sqlite3_value_text(argv[0]);
+    const char *slash = pat ? strrchr(pat, '/') : NULL;
+    sqlite3_result_int(ctx, slash ? nb_dtype_pb_of_name(slash + 1) : 0);
+}
+
 nb_code nb_db_schema_migrate(nb_db *db, nb_err *err)
 {
+    if (sqlite3_create_function(db->h, "nb_sel_dtype_id", 1,
+                                SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
+                                sql_sel_dtype_id, NULL, NULL) != SQLITE_OK)
+        return nb_db_sqlerr(db, err, "registering the migrations' functions");
     int cur = 0;
     int64_t has = 0;
     sqlite3_stmt *st = NULL;

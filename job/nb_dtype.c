@@ -54,3 +54,11 @@ int nb_dtype_from_pb(int pb, nb_dtype *out)
         }
     return -1;
 }
+
+int nb_dtype_pb_of_name(const char *name)
+{
+    nb_dtype d;
+    if (!name || nb_dtype_parse(name, &d, NULL) || strcmp(name, nb_dtype_name(d)))
+        return NPUBENCH__DTYPE__DTYPE_UNSPECIFIED;
+    return nb_dtype_to_pb(d);
+}

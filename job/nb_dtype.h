@@ -22,5 +22,10 @@ nb_code nb_dtype_parse(const char *s, nb_dtype *out, nb_err *err);
  * nb_dtype_from_pb is 0 with *out set for an engine dtype, -1 for UNSPECIFIED or unknown. */
 int nb_dtype_to_pb(nb_dtype d);
 int nb_dtype_from_pb(int pb, nb_dtype *out);
+/* The npubench.Dtype a selector's dtype word stands for: an engine dtype's canonical name,
+ * exactly as nb_dtype_name spells it; 0 (UNSPECIFIED) for anything else (an exec deployment's
+ * free label, "fp32", "*", "", NULL), which is then matched by name. The one place a word
+ * becomes the enum at the edges (submit, a queue row stored before the enum was). */
+int nb_dtype_pb_of_name(const char *name);
 
 #endif

@@ -88,22 +88,22 @@ static const nb_job_kind_param diagnosis_params[] = {
 static const nb_job_kind_param health_params[] = {DEPLOY_PARAMS, {NULL, 0, NULL}};
 
 static const nb_job_kind_desc kinds[] = {
-    {NPUBENCH__JOB_KIND__RUN, "run", "run", "performance", "TTFT, decode tok/s, per-token ms",
-     NULL, 1, "generate text; print setup, TTFT, decode ms/token and tokens/s", run_params},
-    {NPUBENCH__JOB_KIND__VERIFY, "verify", "verify", "verify",
+    {NPUBENCH__JOB_KIND__RUN, "run", "run", NB_JOB_FAMILY_PERFORMANCE,
+     "TTFT, decode tok/s, per-token ms", NULL, 1, "generate text; print setup, TTFT, decode ms/token and tokens/s", run_params},
+    {NPUBENCH__JOB_KIND__VERIFY, "verify", "verify", NB_JOB_FAMILY_VERIFY,
      "gate records (first prompts against the reference trace)", NULL, 0,
      "the production gate: 2 prompts x 32 tokens vs HF bf16", verify_params},
-    {NPUBENCH__JOB_KIND__VERIFY_FULL, "verify-full", "verify_full", "verify",
+    {NPUBENCH__JOB_KIND__VERIFY_FULL, "verify-full", "verify_full", NB_JOB_FAMILY_VERIFY,
      "gate records of every prompt of the set", "verify-full-shard", 0,
      "the gate on every prompt of the set", verify_full_params},
-    {NPUBENCH__JOB_KIND__DIAGNOSIS, "diagnosis", "diagnosis", "diagnosis",
+    {NPUBENCH__JOB_KIND__DIAGNOSIS, "diagnosis", "diagnosis", NB_JOB_FAMILY_DIAGNOSIS,
      "per-layer cosines against the reference", NULL, 0,
      "per-layer cosine vs HF (informational)", diagnosis_params},
-    {NPUBENCH__JOB_KIND__PROFILE, "profile", "profile", "performance",
+    {NPUBENCH__JOB_KIND__PROFILE, "profile", "profile", NB_JOB_FAMILY_PERFORMANCE,
      "metrics and a per-kernel time breakdown", NULL, 1, "per-phase and per-kernel milliseconds",
      profile_params},
-    {NPUBENCH__JOB_KIND__HEALTH, "health", "health", "health", "the board's health check", NULL,
-     0, "the board's health check: device probe, then a short verify", health_params},
+    {NPUBENCH__JOB_KIND__HEALTH, "health", "health", NB_JOB_FAMILY_HEALTH,
+     "the board's health check", NULL, 0, "the board's health check: device probe, then a short verify", health_params},
 };
 #define N_KINDS (sizeof kinds / sizeof *kinds)
 
@@ -184,7 +184,13 @@ int nb_job_kind_parse_queued(const char *name)
 const char *nb_job_kind_family(const char *name)
 {
     const nb_job_kind_desc *d = nb_job_kind_desc_of(nb_job_kind_parse_queued(name));
-    return d ? d->family : "performance";
+    return d ? d->family : NB_JOB_FAMILY_PERFORMANCE;
+}
+
+int nb_job_kind_is(int kind, const char *family)
+{
+    const nb_job_kind_desc *d = nb_job_kind_desc_of(kind);
+    return d && !strcmp(d->family, family);
 }
 
 /* ---- states ----------------------------------------------------------------------------- */

@@ -88,6 +88,14 @@ int nb_job_kind_is_shard(const char *name);
 /* The family of a run's kind as stored (a kind's name or shard name, or an imported kind such
  * as "bench" or "sweep", which measure performance). */
 const char *nb_job_kind_family(const char *name);
+/* The families (nb_job_kind_desc.family): how a kind's results are printed, reported, laid out
+ * in a matrix and traced is its family's, so a new kind of a family touches none of those. */
+#define NB_JOB_FAMILY_VERIFY "verify"           /* gate records, against a prompt set's trace */
+#define NB_JOB_FAMILY_DIAGNOSIS "diagnosis"     /* layer cosines, against one prompt's trace */
+#define NB_JOB_FAMILY_PERFORMANCE "performance" /* metrics, under the regression check */
+#define NB_JOB_FAMILY_HEALTH "health"           /* a board's health check */
+/* 1 when npubench.JobKind kind has a descriptor of family (an NB_JOB_FAMILY_*), else 0. */
+int nb_job_kind_is(int kind, const char *family);
 
 /* The queue's kind of a group made by `submit --matrix` (one child job per board). */
 #define NB_JOB_GROUP_MATRIX "matrix"

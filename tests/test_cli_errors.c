@@ -65,8 +65,9 @@ static void write_prefix(const char *name, long n, const char *magic)
 
 /* Keys never on the command line, key files owner-only, no unauthenticated listen beyond
  * loopback unless --insecure, which is warned about and logs the address really bound. */
-/* submit's kind parameters come from job/'s rows: every row with an option is refused one past
- * its limit, the message naming the option and the range, before any dial. */
+/* submit's and submit matrix's kind parameters come from job/'s rows: every row with an option
+ * is refused one past its limit, the message naming the option and the range, before any
+ * dial. */
 static void test_submit_param_limits(void **s)
 {
     (void)s;
@@ -79,6 +80,10 @@ static void test_submit_param_limits(void **s)
         snprintf(args, sizeof args, "submit run --%s %ld", p->option, p->hi + 1);
         snprintf(want, sizeof want, "--%s: %ld is outside the allowed range %ld..%ld", p->option,
                  p->hi + 1, p->lo, p->hi);
+        expect(args, 2, want);
+        /* submit matrix takes the same options from the same rows */
+        snprintf(args, sizeof args, "submit matrix --models instruct --boards t --%s %ld",
+                 p->option, p->hi + 1);
         expect(args, 2, want);
         n++;
     }

@@ -34,6 +34,7 @@
 #include "nb_db_traces.h"
 #include "nb_db_workers.h"
 #include "nb_stats.h"
+#include "npubench.pb-c.h"
 #include "testdb.h"
 #include "testutil.h"
 
@@ -654,6 +655,66 @@ static void test_selector_matching(void **state)
     nb_err err;
     assert_ok(nb_db_job_set_queued_reason(db, pin_job, "ignored: not queued", &e_));
     assert_int_equal(nb_db_job_set_queued_reason(db, 999, "x", &err), NB_ENOTFOUND);
+    close_db(db);
+}
+
+/* The queue keeps a job's dtype enum (sel_dtype_id) as given; a database of the version
+ * before gets it from the pattern's dtype word: the word after the last '/' (a model name may
+ * hold one), a canonical engine name only (an exec label, another spelling, "*", none: 0). */
+static void test_queue_dtype_enum_migrated(void **state)
+{
+    (void)state;
+    nb_db *db = fresh_db("dtype_enum");
+    static const struct {
+        const char *pattern;
+        int id;
+    } rows[] = {{"HuggingFaceTB/SmolLM2-135M/q4_1", NPUBENCH__DTYPE__DTYPE_Q4_1},
+                {"m/bf16", NPUBENCH__DTYPE__DTYPE_BF16},
+                {"m/f32", NPUBENCH__DTYPE__DTYPE_F32},
+                {"gemma3/native", NPUBENCH__DTYPE__DTYPE_NATIVE},
+                {"m/BF16", 0},
+                {"m/fp32", 0},
+                {"m/int4-awq", 0},
+                {"m/*", 0},
+                {"m", 0},
+                {"", 0}};
+    enum { N = sizeof rows / sizeof rows[0] };
+    int64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        nb_db_job_new j = {0};
+        j.kind = "run";
+        j.sel.deployment = rows[i].pattern;
+        j.sel.dtype_id = 7; /* kept as given, whatever the word */
+        assert_ok(nb_db_job_enqueue(db, &j, &ids[i], NULL, &e_));
+        nb_db_job got;
+        assert_ok(nb_db_job_get(db, ids[i], &got, &e_));
+        assert_int_equal(got.sel_dtype_id, 7);
+        nb_db_job_free(&got);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s", nb_db_path(db));
+    nb_db_close(db);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "ALTER TABLE jobs DROP COLUMN sel_dtype_id; "
+                                  "DELETE FROM schema_version WHERE version >= 10",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    nb_err err;
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
+    int v = 0;
+    assert_ok(nb_db_schema_version(db, &v, &e_));
+    assert_int_equal(v, nb_db_schema_latest());
+    for (int i = 0; i < N; i++) {
+        nb_db_job got;
+        assert_ok(nb_db_job_get(db, ids[i], &got, &e_));
+        if (got.sel_dtype_id != rows[i].id)
+            fail_msg("'%s': sel_dtype_id %d, want %d", rows[i].pattern, got.sel_dtype_id,
+                     rows[i].id);
+        nb_db_job_free(&got);
+    }
     close_db(db);
 }
 
@@ -1916,7 +1977,8 @@ static void test_regression_lifecycle(void **state)
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
     assert_int_equal(sqlite3_exec(h,
                                   "DROP TABLE regression_metrics; DROP TABLE regressions; "
-                                  "DELETE FROM schema_version WHERE version = 9",
+                                  "ALTER TABLE jobs DROP COLUMN sel_dtype_id; "
+                                  "DELETE FROM schema_version WHERE version >= 9",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(h);
@@ -2647,6 +2709,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_migrate_and_reopen),
+        cmocka_unit_test(test_queue_dtype_enum_migrated),
         cmocka_unit_test(test_newer_schema_rejected),
         cmocka_unit_test(test_foreign_files_rejected),
         cmocka_unit_test(test_deployments_and_references),

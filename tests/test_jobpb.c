@@ -701,11 +701,23 @@ static void test_kind_descriptors(void **state)
 {
     (void)state;
     size_t n_kinds = 0;
+    assert_false(nb_job_kind_is(0, NB_JOB_FAMILY_PERFORMANCE)); /* no kind, no family */
     for (size_t i = 0; nb_job_kind_at(i); i++, n_kinds++) {
         const nb_job_kind_desc *d = nb_job_kind_at(i);
         assert_ptr_equal(nb_job_kind_desc_of(d->kind), d);
         assert_int_equal(nb_job_kind_parse(d->name), d->kind);
         assert_non_null(d->family);
+        /* one of the families the printers, JUnit, matrix and traces are keyed by */
+        static const char *const families[] = {NB_JOB_FAMILY_VERIFY, NB_JOB_FAMILY_DIAGNOSIS,
+                                               NB_JOB_FAMILY_PERFORMANCE, NB_JOB_FAMILY_HEALTH};
+        int of = 0;
+        for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+            of += !strcmp(d->family, families[f]);
+            assert_int_equal(nb_job_kind_is(d->kind, families[f]),
+                             !strcmp(d->family, families[f]));
+        }
+        assert_int_equal(of, 1);
+        assert_string_equal(nb_job_kind_family(d->name), d->family);
         assert_non_null(d->stores);
         assert_non_null(d->help);
         assert_non_null(d->params);

@@ -40,6 +40,8 @@ static const char *start_prompts_dir; /* start(): the coordinator's prompts dire
 static const char *start_db;          /* start(): this database instead of a fresh one */
 static int64_t start_expire_ms;       /* start(): the coordinator's --expire-after */
 static int64_t submit_expire_ms;      /* submit(): JobSpec.expire_after_ms */
+static const char *submit_dtype;      /* submit(): the selector's dtype word (NULL: none) */
+static int submit_dtype_id;           /* submit(): the selector's npubench.Dtype (0: none) */
 static int64_t start_health_ms;       /* start(): health checks every (0 = off) */
 static int64_t start_health_retry_ms; /* start(): quarantined boards re-checked every */
 static int64_t start_lease_ms;        /* start(): lease and gone times (0 = 400 / 600 ms) */
@@ -166,6 +168,8 @@ static struct {
 static int n_insts;
 static int reg_holds_lock; /* reg() registers as a process that holds the device lock */
 static const char *reg_cpu_model = "Test CPU"; /* reg()'s probe: this CPU, driver 2.19.0-test */
+static const char *reg_dtype = "bf16"; /* reg()'s deployment: this dtype word ... */
+static int reg_dtype_id;               /* ... and this npubench.Dtype (0: none, as before) */
 
 static const char *instance_of(const char *worker)
 {
@@ -184,7 +188,8 @@ static char *reg_dep(env *e, const char *board, const char *device, const char *
     d.no_prompt_range = no_prompt_range;
     d.model = "SmolLM2-135M-Instruct";
     d.backend = "cpu";
-    d.dtype = "bf16";
+    d.dtype = (char *)reg_dtype;
+    d.dtype_id = (Npubench__Dtype)reg_dtype_id;
     d.digest = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
     Npubench__WorkerInfo info = NPUBENCH__WORKER_INFO__INIT;
     info.board_name = (char *)board;
@@ -402,6 +407,9 @@ static int submit_as(env *e, const char *key, int *dup, int kind, const char *mo
     spec.kind = kind;
     spec.selector = &sel;
     sel.model = (char *)model;
+    if (submit_dtype)
+        sel.dtype = (char *)submit_dtype;
+    sel.dtype_id = (Npubench__Dtype)submit_dtype_id;
     spec.n_tokens = n_tokens;
     spec.k = k;
     spec.matrix = matrix;
@@ -1495,6 +1503,87 @@ static void test_restart_keeps_running_jobs(void **s)
     assert_int_equal(j->state, NPUBENCH__JOB_STATE__JOB_DONE);
     nb_wire_free(j);
     nb_jobpb_free(res);
+    nb_wire_free(l);
+    free(w);
+    stop(&e);
+}
+
+/* The queue matches the dtype by the enum: a selector naming it by npubench.Dtype alone is
+ * refused where no registered deployment has that dtype and leased by the one that has it;
+ * the job row keeps the enum (sel_dtype_id). A database of the version before opens with its
+ * queued jobs' enum filled from their dtype word (canonical names only; an exec label stays
+ * 0, matched by name), and such a job is still leased by the deployment it names. */
+static void test_dtype_enum_in_queue(void **s)
+{
+    (void)s;
+    env e;
+    start_patient(&e);
+    reg_dtype = "q4_1";
+    reg_dtype_id = NPUBENCH__DTYPE__DTYPE_Q4_1;
+    char *w = reg(&e, "bq", "cpu:0", "inst-q", NULL, NULL);
+    assert_non_null(w);
+    int64_t ids[8];
+    size_t n = 0;
+    char msg[1024];
+    const int RUN = NPUBENCH__JOB_KIND__RUN;
+    const char *model = "SmolLM2-135M-Instruct";
+    submit_dtype_id = NPUBENCH__DTYPE__DTYPE_BF16;
+    assert_int_equal(submit(&e, RUN, model, 0, 0, 0, 0, NULL, ids, &n, msg, sizeof msg),
+                     NB_RPC_NOT_FOUND);
+    assert_non_null(strstr(msg, "dtype bf16: no registered worker serves it"));
+    submit_dtype_id = NPUBENCH__DTYPE__DTYPE_Q4_1;
+    assert_int_equal(submit(&e, RUN, model, 0, 0, 0, 0, NULL, ids, &n, msg, sizeof msg), 0);
+    submit_dtype_id = 0;
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND sel_dtype_id = "
+                                  "3 AND sel_deployment = 'SmolLM2-135M-Instruct/*'",
+                              ids[0]),
+                     1);
+    Npubench__Lease *l = lease(&e, w, 0);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, ids[0]);
+    nb_wire_free(l);
+
+    /* queued by name in a database of the version before: one canonical word, one exec label */
+    submit_dtype = "q4_1";
+    int64_t old_ids[2];
+    assert_int_equal(submit(&e, RUN, model, 0, 0, 0, 0, NULL, ids, &n, msg, sizeof msg), 0);
+    old_ids[0] = ids[0];
+    submit_dtype = NULL;
+    stop(&e);
+    char db[sizeof e.db];
+    snprintf(db, sizeof db, "%s", e.db);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO jobs (kind, is_group, spec, spec_format, sel_deployment, priority, "
+             "state, attempts, max_attempts, created_ms) SELECT kind, 0, spec, spec_format, "
+             "'SmolLM2-135M-Instruct/int4-awq', priority, 'queued', 0, 3, created_ms FROM jobs "
+             "WHERE id = %lld;"
+             "ALTER TABLE jobs DROP COLUMN sel_dtype_id;"
+             "DELETE FROM schema_version WHERE version = 10;",
+             (long long)old_ids[0]);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    old_ids[1] = sqlite3_last_insert_rowid(h);
+    sqlite3_close(h);
+    start_db = db;
+    start_lease_ms = 60 * 1000;
+    start(&e, NULL, NULL);
+    start_lease_ms = 0;
+    start_db = NULL;
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND sel_dtype_id = "
+                                  "3", old_ids[0]),
+                     1);
+    assert_int_equal(db_count(&e, "SELECT count(*) FROM jobs WHERE id = %lld AND sel_dtype_id = "
+                                  "0", old_ids[1]),
+                     1);
+    free(w);
+    w = reg(&e, "bq2", "cpu:1", "inst-q2", NULL, NULL);
+    reg_dtype = "bf16";
+    reg_dtype_id = 0;
+    l = lease(&e, w, 0);
+    assert_non_null(l);
+    assert_int_equal(l->job_id, old_ids[0]);
     nb_wire_free(l);
     free(w);
     stop(&e);
@@ -3543,6 +3632,7 @@ int main(void)
         cmocka_unit_test(test_forged_result_refused),
         cmocka_unit_test(test_restart_accepted_at_once),
         cmocka_unit_test(test_restart_keeps_running_jobs),
+        cmocka_unit_test(test_dtype_enum_in_queue),
         cmocka_unit_test(test_worker_id_takeover_needs_device_claim),
         cmocka_unit_test(test_board_keys),
         cmocka_unit_test(test_replay_after_restart),
