@@ -59,6 +59,24 @@ const char *nb_rpc_client_url(const nb_rpc_client *cli)
     return cli ? cli->url : NULL;
 }
 
+enum { DIAL_RETRY_MS = 500 };
+
+/* One dialer on cl->sock, started: *rv is nng's answer (0: connected, or dialling in the
+ * background). A non-zero return is a set-up error, with err set. */
+static nb_code dial_once(nb_rpc_client *cl, const char *url, const nb_rpc_opts *o, int *rv,
+                         nb_err *err)
+{
+    *rv = 0;
+    int e;
+    if ((e = nng_dialer_create(&cl->dialer, cl->sock, url)))
+        return nb_rpc_nng_fail(err, NB_EINVAL, e, "%s: cannot create dialer", url);
+    nng_dialer_set_size(cl->dialer, NNG_OPT_RECVMAXSZ, cl->max_msg);
+    if (cl->tls && (e = nng_dialer_set_ptr(cl->dialer, NNG_OPT_TLS_CONFIG, cl->tls)))
+        return nb_rpc_nng_fail(err, NB_EINTERNAL, e, "%s: setting TLS config", url);
+    *rv = nng_dialer_start(cl->dialer, o->background_dial ? NNG_FLAG_NONBLOCK : 0);
+    return NB_OK;
+}
+
 nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_client **out,
                            nb_err *err)
 {
@@ -88,18 +106,25 @@ nb_code nb_rpc_client_open(const char *url, const nb_rpc_opts *opts, nb_rpc_clie
     /* Back off up to 2 s between reconnects instead of nng's fixed 100 ms. */
     nng_socket_set_ms(cl->sock, NNG_OPT_RECONNMINT, 100);
     nng_socket_set_ms(cl->sock, NNG_OPT_RECONNMAXT, 2000);
-    if ((rv = nng_dialer_create(&cl->dialer, cl->sock, url))) {
-        c = nb_rpc_nng_fail(err, NB_EINVAL, rv, "%s: cannot create dialer", url);
+    /* A refused (or, in the handshake, dropped) ipc:// dial is tried again for up to
+     * DIAL_RETRY_MS: the server listens anew on the same path when nng 1.5.2's listener gave
+     * up (nb_rpc_server.c), and a client that dials in that gap must not fail. A failed synchronous start leaves
+     * nng's dialer started and idle, so each try takes a new one. */
+    double give_up = nb_now_ms() + DIAL_RETRY_MS;
+    for (;;) {
+        if ((c = dial_once(cl, url, o, &rv, err)) || rv == 0)
+            break;
+        if (strncmp(url, "ipc://", 6) || o->background_dial ||
+            (rv != NNG_ECONNREFUSED && rv != NNG_ENOENT && rv != NNG_ECONNSHUT &&
+             rv != NNG_ECONNRESET && rv != NNG_ECLOSED) ||
+            nb_now_ms() >= give_up)
+            break;
+        nng_dialer_close(cl->dialer);
+        nb_sleep_ms(20);
+    }
+    if (c)
         goto fail;
-    }
-    nng_dialer_set_size(cl->dialer, NNG_OPT_RECVMAXSZ, cl->max_msg);
-    if (cl->tls) {
-        if ((rv = nng_dialer_set_ptr(cl->dialer, NNG_OPT_TLS_CONFIG, cl->tls))) {
-            c = nb_rpc_nng_fail(err, NB_EINTERNAL, rv, "%s: setting TLS config", url);
-            goto fail;
-        }
-    }
-    if ((rv = nng_dialer_start(cl->dialer, o->background_dial ? NNG_FLAG_NONBLOCK : 0))) {
+    if (rv) {
         const char *hint = "";
         if (nb_rpc_url_is_tls(url) && (rv == NNG_ECRYPTO || rv == NNG_EPEERAUTH))
             hint = " (TLS handshake failed: is the server's certificate signed by "

@@ -474,6 +474,47 @@ static void test_ipc_peer_leaves_in_handshake(void **state)
     unlink(path);
 }
 
+typedef struct late_server {
+    const char *url;
+    hstate *st;
+    nb_rpc_server *srv;
+} late_server;
+
+static void *open_late(void *arg)
+{
+    late_server *l = arg;
+    nb_sleep_ms(100);
+    l->srv = serve(l->url, &(nb_rpc_opts){0}, l->st);
+    return NULL;
+}
+
+/* The other half of the listener guard: a client that dials an ipc:// path in the moment the
+ * server listens anew (no socket file, or a refused connect) tries again for a while instead
+ * of failing; here the server only appears 100 ms after the dial starts. */
+static void test_ipc_dial_waits_for_relisten(void **state)
+{
+    (void)state;
+    char url[128];
+    snprintf(url, sizeof url, "ipc:///tmp/nb-test-rpc-late-%d.sock", (int)getpid());
+    unlink(url + strlen("ipc://"));
+    late_server l = {url, hs_new(), NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, open_late, &l), 0);
+    nb_rpc_opts o = {0};
+    nb_rpc_client *cli = dial(url, &o);
+    assert_non_null(cli);
+    nb_err err = {0};
+    int status = -1;
+    pthread_join(t, NULL);
+    assert_non_null(l.srv);
+    assert_int_equal(echo(cli, "test.Echo/Echo", "late", 5000, &status, &err), NB_OK);
+    assert_int_equal(status, NB_RPC_OK);
+    nb_rpc_client_close(cli);
+    nb_rpc_server_close(l.srv);
+    hs_free(l.st);
+    unlink(url + strlen("ipc://"));
+}
+
 static void test_tcp(void **state)
 {
     (void)state;
@@ -1310,6 +1351,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_inproc),
         cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_ipc_peer_leaves_in_handshake),
+        cmocka_unit_test(test_ipc_dial_waits_for_relisten),
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_connections_bounded),
         cmocka_unit_test(test_concurrent_clients),
