@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_dash_int.h"
+#include "nb_dash_page.h"
 #include "nb_db_alias.h"
 #include "nb_db_joblog.h"
 #include "nb_db_runs.h"

@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "nb_dash_int.h"
+#include "nb_dash_page.h"
 #include "nb_db_regress.h"
 #include "nb_svg.h"
 #include "nb_time.h"

@@ -1,7 +1,7 @@
-/* nb_dash_int: what the dashboard's page files share and nothing outside dash/ uses: the
+/* nb_dash_page: what the dashboard's page files share and nothing outside dash/ uses: the
  * page frame (head with the navigation, footer) every page is drawn in. */
-#ifndef NB_DASH_INT_H
-#define NB_DASH_INT_H
+#ifndef NB_DASH_PAGE_H
+#define NB_DASH_PAGE_H
 
 #include <stdio.h>
 
