@@ -134,7 +134,6 @@ struct nb_rpc_server {
     pthread_t guard;
     pthread_cond_t guard_cv; /* stopping, under mu */
     int guard_started;
-    uint64_t listener_errors; /* "other" seen on the current listener */
 
     nb_rpc_server_stats stats; /* updated with __atomic builtins */
 };
@@ -605,6 +604,7 @@ static nb_code start_listener(nb_rpc_server *s, const char *url, nb_err *err);
 static void *guard_main(void *arg)
 {
     nb_rpc_server *s = arg;
+    int down = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         struct timespec ts;
@@ -618,18 +618,19 @@ static void *guard_main(void *arg)
         if (s->stopping)
             break;
         pthread_mutex_unlock(&s->mu);
-        /* Only this thread touches the listener after open; close joins it first. An
-         * accept error that nng retries by itself costs one needless restart, no more. */
-        uint64_t e = listener_other_errors(s->listener);
-        if (e > s->listener_errors) {
+        /* Only this thread touches the listener after open; close joins it first. Each
+         * listener counts from 0, so any "other" error means this one may have given up; one
+         * that nng retries by itself costs a needless restart, no more. A listener that could
+         * not be made again (down) is tried again every tick: its handle counts nothing. */
+        if (down || listener_other_errors(s->listener) > 0) {
             nb_err err = {0};
-            nng_listener_close(s->listener);
-            if (start_listener(s, s->url, &err) == NB_OK) {
-                s->listener_errors = 0;
-                __atomic_fetch_add(&s->stats.listener_restarts, 1, __ATOMIC_RELAXED);
-            } else {
-                s->listener_errors = e; /* tried; the next tick tries again */
+            nng_listener_close(s->listener); /* what is left of it; a bad handle is refused */
+            down = start_listener(s, s->url, &err) != NB_OK;
+            if (down) {
+                nng_listener_close(s->listener); /* made but not started */
                 __atomic_fetch_add(&s->stats.listener_restart_failures, 1, __ATOMIC_RELAXED);
+            } else {
+                __atomic_fetch_add(&s->stats.listener_restarts, 1, __ATOMIC_RELAXED);
             }
         }
         pthread_mutex_lock(&s->mu);
