@@ -1,5 +1,5 @@
-/* nb_amx: the AMX linear kernels: bf16 weights on the bf16 tiles (tdpbf16ps), Q4_1 prefill on the int8
- * tiles (tdpbsud); every other op, and linears too small to fill a tile, are the AVX-512 BF16 path's.
+/* nb_amx: the AMX linear kernels: bf16 weights on the bf16 tiles (tdpbf16ps), quantized prefill on the
+ * int8 tiles (tdpbsud / tdpbssd); every other op, and linears too small to fill a tile, are the AVX-512 BF16 path's.
  *
  * Numerics (Intel SDM, TDPBF16PS): for each output element, per column pair
  *   acc += bf16(a[2k]) * bf16(b[2k]);  acc += bf16(a[2k+1]) * bf16(b[2k+1])
@@ -16,7 +16,8 @@
  * columns x 16 weight rows each in VNNI pairs, which is the VNNI16 weight
  * layout verbatim: a B tile is 1 KiB of a group, read with a 64-byte stride.
  *
- * Q4_1 prefill runs on the int8 tiles where the CPU has AMX-INT8 (nb_amx_linear_int8, below).
+ * Quantized prefill (Q4_1, Q8_0, Q5_0, Q4_K, Q6_K) runs on the int8 tiles where the CPU has
+ * AMX-INT8 (nb_amx_linear_int8, below).
  *
  * Built a second time by tests/kernels_amx_emu.c with NB_AMX_EMULATE over a
  * C emulation of the tile instructions, so the tiling is tested on every CPU. */
@@ -214,61 +215,310 @@ void NB_AMX_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32ou
     _tile_release();
 }
 
-/* ---- Q4_1 prefill on the int8 tiles (AMX-INT8, tdpbsud) ---------------------------------
- * The reference (nb_portable.c dot_q4_1) takes each 32-block's exact integer dot of the Q8
- * activation quants with the weight nibbles, then per block acc += float(isum) * (d_w d_x) and
- * mt += m_w s_x, output acc + mt. TDPBSUD gives the integer dots of 16 activation rows x 16
- * weight rows per block (A: 16 rows x 32 signed bytes, one block of the Q8 rows in place; B: 8
- * rows of 4-byte k-groups x 16 columns of unsigned nibbles), exact in int32 (|dot| <= 32 * 127
- * * 15); the float steps then run per block on 16-lane vectors in the same order, so the
- * result is the reference bit for bit.
- * Weights: Q4_1's PACK8 (4-byte chunks, nb_kernels.c) is repacked once at setup so that B row kg
- * of block b is two 32-byte chunks of two groups with a mask (kg < 4) or a shift and a mask:
- * expand_b builds a 16-row column tile's B rows and fp32 d, m per block (640 bytes a block) once
- * per 32 output columns, and every activation row tile of the call reuses it from L1/L2. */
-#define QB_ROWS 8 /* B rows per block: 32 k / 4 */
-#define QB_BLOCK (QB_ROWS * TB + 2 * NB_VNNI * 4) /* B rows, then d[16] and m[16] as fp32 */
+/* ---- quantized prefill on the int8 tiles (AMX-INT8: tdpbsud, tdpbssd) ----------------------
+ * Every quantized type's reference (nb_portable.c Q4_1 / Q8_0, nb_kquant.c Q5_0 / Q4_K / Q6_K)
+ * takes exact integer dots of the Q8 activation quants with the weight quants over fixed spans
+ * of each 32-block, then one float step per span and output, blocks in order. The tiles give
+ * exactly those integer dots for 16 activation rows x 16 weight rows at once (A: 16 of the Q8
+ * rows in place; B: the weights as rows of 4-byte k-groups x 16 columns; int32, exact since
+ * |dot| <= 32 * 127 * 127), and the float steps then run on 16-lane vectors (a lane per weight
+ * row) in the reference's order, so the result is the reference bit for bit. What a type
+ * changes is a small table (qt_ops): how many tile products a 32-block takes (Q8_0's 8 lanes of
+ * 4 weights, Q6_K's two 16-weight halves, one for the others), signed or unsigned weights, how
+ * its PACK8 block expands to B rows and per-column fp32 factors, its float step and its output.
+ * B is expanded once per 32 output columns (8 rows of 64 bytes and QB_NF vectors of 16 factors
+ * per 32-block of K, for each of the two column tiles) and every activation row tile of the
+ * call reuses it from L1/L2. PACK8 keeps 8 rows' same 4 bytes together (nb_kernels.c), so a
+ * group's half of a B row is one 32-byte chunk transformed bytewise: no repacking at setup. */
+#define QB_ROWS 8 /* B rows per 32-block: 32 k / 4 */
+#define QB_NF 3   /* factor vectors per 32-block */
+#define QB_BLOCK (QB_ROWS * TB + QB_NF * NB_VNNI * 4)
+#define QS_ROW (2 * NB_VNNI)       /* a 32 x 32 output block's sums: row stride */
+#define QS_PLANE (2 * TM * QS_ROW) /* and one plane per sum of an output */
+#define QS_MAX 8                   /* planes at most (Q8_0's lanes) */
 
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 
-/* C: 16 x 16 int32, A: 16 rows x 32 bytes, B: 8 rows x 64 bytes. */
-static void tiles_configure_int8(void)
+/* Row kg of 32-block o's B, the half of group h (columns 8h..8h+7); its factor f of row r. */
+static uint8_t *qb_row(uint8_t *o, int kg, int h)
 {
-    tiles_configure_shapes(NB_QUANT_QK, QB_ROWS);
+    return o + kg * TB + h * 32;
+}
+static float *qb_f(uint8_t *o, int f, int h)
+{
+    return (float *)(o + QB_ROWS * TB) + f * NB_VNNI + h * NB_PACK;
 }
 
-/* Weight rows j..j+15 (two PACK8 groups; a group past the matrix reads as zeros) as per-block B
- * tiles and fp32 scales at bt. */
-static void expand_b(const nb_wmat *W, int j, uint8_t *bt)
+/* The 32-byte chunk c (8 rows x 4 bytes) of a PACK8 block's part at p. */
+static const uint8_t *chunk(const uint8_t *p, int c)
 {
-    int nb = W->cols / NB_QUANT_QK, groups = (W->rows + NB_PACK - 1) / NB_PACK;
+    return p + (size_t)c * NB_PACK * 4;
+}
+
+/* Q4_1 (d, m in 2-byte chunks, then 4 quant chunks): B row kg is chunk kg % 4's low (kg < 4)
+ * or high nibbles; factors d, m. */
+static void expand_q4_1(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *q = g + NB_PACK * NB_QUANT_Q4_1_QS;
+    for (int kg = 0; kg < QB_ROWS; kg++) {
+        const uint8_t *c = chunk(q, kg % 4);
+        uint8_t *dst = qb_row(o, kg, h);
+        int sh = kg < 4 ? 0 : 4;
+        for (int t = 0; t < 32; t++)
+            dst[t] = (uint8_t)((c[t] >> sh) & 15);
+    }
+    for (int r = 0; r < NB_PACK; r++) {
+        qb_f(o, 0, h)[r] = nb_quant_f16_at(g + 2 * r);
+        qb_f(o, 1, h)[r] = nb_quant_f16_at(g + 2 * NB_PACK + 2 * r);
+    }
+}
+
+/* Q8_0 (d in 2-byte chunks, then each row's 32 quants whole): B row kg of row r is its quants
+ * 4kg..4kg+3; factor d. */
+static void expand_q8_0(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *q = g + NB_PACK * NB_QUANT_Q8_0_QS;
+    for (int kg = 0; kg < QB_ROWS; kg++)
+        for (int r = 0; r < NB_PACK; r++)
+            memcpy(qb_row(o, kg, h) + 4 * r, q + r * NB_QUANT_QK + 4 * kg, 4);
+    for (int r = 0; r < NB_PACK; r++)
+        qb_f(o, 0, h)[r] = nb_quant_f16_at(g + 2 * r);
+}
+
+/* Q5_0 (d, then the re-ordered fifth bits and 4 quant chunks): weight e of k-group kg has its
+ * fifth bit at bit 8e + kg of the row's word (nb_kernels.c q5_0_hbits). B holds q - 16 as
+ * signed bytes, so tdpbssd gives the reference's integer sum itself; factor d. */
+static void expand_q5_0(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *rest = g + NB_PACK * NB_QUANT_Q5_0_QH, *hb = chunk(rest, 0);
+    for (int kg = 0; kg < QB_ROWS; kg++) {
+        const uint8_t *c = chunk(rest, 1 + kg % 4);
+        uint8_t *dst = qb_row(o, kg, h);
+        int sh = kg < 4 ? 0 : 4;
+        for (int t = 0; t < 32; t++) /* bit 8e + kg of row r's word: byte 4r + e, bit kg */
+            dst[t] = (uint8_t)((((c[t] >> sh) & 15) | ((hb[t] >> kg) & 1) << 4) - 16);
+    }
+    for (int r = 0; r < NB_PACK; r++)
+        qb_f(o, 0, h)[r] = nb_quant_f16_at(g + 2 * r);
+}
+
+/* Q4_K (d, dmin in 2-byte chunks, then 3 chunks of 6-bit scales and 32 quant chunks), one
+ * super-block = 8 32-blocks: sub-block s's B row kg is chunk 3 + 8(s / 2) + kg's low (s even)
+ * or high nibbles; factors d, sc[s] and the reference's dmin * m[s]. */
+static void expand_q4_k(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *rest = g + NB_PACK * NB_QUANT_Q4_K_SCALES;
+    for (int s = 0; s < 8; s++)
+        for (int kg = 0; kg < QB_ROWS; kg++) {
+            const uint8_t *c = chunk(rest, 3 + 8 * (s / 2) + kg);
+            uint8_t *dst = qb_row(o + (size_t)s * QB_BLOCK, kg, h);
+            int sh = s & 1 ? 4 : 0;
+            for (int t = 0; t < 32; t++)
+                dst[t] = (uint8_t)((c[t] >> sh) & 15);
+        }
+    for (int r = 0; r < NB_PACK; r++) {
+        uint8_t s12[12];
+        int sc[8], m[8];
+        for (int c = 0; c < 3; c++)
+            memcpy(s12 + 4 * c, chunk(rest, c) + 4 * r, 4);
+        nb_quant_q4_k_scales(s12, sc, m);
+        float d = nb_quant_f16_at(g + 2 * r), dmin = nb_quant_f16_at(g + 2 * NB_PACK + 2 * r);
+        for (int s = 0; s < 8; s++) {
+            uint8_t *ob = o + (size_t)s * QB_BLOCK;
+            qb_f(ob, 0, h)[r] = d;
+            qb_f(ob, 1, h)[r] = (float)sc[s];
+            qb_f(ob, 2, h)[r] = dmin * (float)m[s];
+        }
+    }
+}
+
+/* Q6_K (d in 2-byte chunks, then 48 chunks of re-coded quants and 4 of scales; nb_kernels.c
+ * q6_k_recode): group q = 4hh + k's k-group kg comes from chunks a = 16hh + kg, b = a + 8 and
+ * c = 32 + 8hh + kg (k < 3: chunk a, b or c's low 6 bits; k = 3: their top 2 bits). B holds
+ * q - 32 as signed bytes; factors d, sc[2q], sc[2q + 1] (the two 16-weight halves). */
+static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *rest = g + NB_PACK * 2;
+    for (int q = 0; q < 8; q++) {
+        int hh = q / 4, k = q % 4;
+        for (int kg = 0; kg < QB_ROWS; kg++) {
+            const uint8_t *a = chunk(rest, 16 * hh + kg), *b = chunk(rest, 16 * hh + 8 + kg);
+            const uint8_t *c = chunk(rest, 32 + 8 * hh + kg);
+            uint8_t *dst = qb_row(o + (size_t)q * QB_BLOCK, kg, h);
+            for (int t = 0; t < 32; t++) {
+                int v = k == 0   ? a[t] & 63
+                        : k == 1 ? b[t] & 63
+                        : k == 2 ? c[t] & 63
+                                 : a[t] >> 6 | (b[t] >> 6) << 2 | (c[t] >> 6) << 4;
+                dst[t] = (uint8_t)(v - 32);
+            }
+        }
+    }
+    for (int r = 0; r < NB_PACK; r++) {
+        float d = nb_quant_f16_at(g + 2 * r);
+        for (int q = 0; q < 8; q++) {
+            uint8_t *ob = o + (size_t)q * QB_BLOCK;
+            const uint8_t *sc = chunk(rest, 48 + q / 2) + 4 * r + 2 * (q % 2);
+            qb_f(ob, 0, h)[r] = d;
+            qb_f(ob, 1, h)[r] = (float)(int8_t)sc[0];
+            qb_f(ob, 2, h)[r] = (float)(int8_t)sc[1];
+        }
+    }
+}
+
+/* One C tile's float step: rows of 16 int32 dots (c0, and Q6_K's second half c1), the 32-block's
+ * factors, per row the activation block's d and s (stride nb), the sums at st (QS_ROW per
+ * row, QS_PLANE per sum), lane: Q8_0's 4-weight lane. */
+typedef struct qt_tile {
+    const int32_t *c0, *c1;
+    v16f f0, f1, f2;
+    const float *dx, *sx;
+    size_t nb;
+    int rows, lane;
+    float *st;
+} qt_tile;
+
+/* Vectors pass by pointer: the emulated build has no AVX-512 ABI to return them in. */
+static void dots(v16f *d, const int32_t *c, int r)
+{
+    v16i v;
+    memcpy(&v, c + r * NB_VNNI, sizeof v);
+    *d = __builtin_convertvector(v, v16f);
+}
+
+static void add_to(float *p, const v16f *v)
+{
+    v16f a;
+    memcpy(&a, p, sizeof a);
+    a = a + *v;
+    memcpy(p, &a, sizeof a);
+}
+
+/* acc += float(I) * (d_w * d_x); mt += m_w * s_x (Q4_1). */
+static void step_q4_1(const qt_tile *t)
+{
+    for (int r = 0; r < t->rows; r++) {
+        float *a = t->st + r * QS_ROW;
+        v16f is, p, m = t->f1 * t->sx[r * t->nb];
+        dots(&is, t->c0, r);
+        p = is * (t->f0 * t->dx[r * t->nb]);
+        add_to(a, &p);
+        add_to(a + QS_PLANE, &m);
+    }
+}
+
+/* Lane l's acc += float(I_l) * (d_w * d_x) (Q8_0; Q5_0 with its one lane). */
+static void step_lane(const qt_tile *t)
+{
+    for (int r = 0; r < t->rows; r++) {
+        v16f is, p;
+        dots(&is, t->c0, r);
+        p = is * (t->f0 * t->dx[r * t->nb]);
+        add_to(t->st + t->lane * QS_PLANE + r * QS_ROW, &p);
+    }
+}
+
+/* acc += float(I sc) * (d * d_x), float(I) * sc being exact (|I sc| < 2^24); mt += (dmin m) s_x. */
+static void step_q4_k(const qt_tile *t)
+{
+    for (int r = 0; r < t->rows; r++) {
+        float *a = t->st + r * QS_ROW;
+        v16f is, p, m = t->f2 * t->sx[r * t->nb];
+        dots(&is, t->c0, r);
+        p = (is * t->f1) * (t->f0 * t->dx[r * t->nb]);
+        add_to(a, &p);
+        add_to(a + QS_PLANE, &m);
+    }
+}
+
+/* acc += float(sc_a I_a + sc_b I_b) * (d * d_x): both products and their sum are integers
+ * below 2^24 (|I| <= 16 * 32 * 127, |sc| <= 128), so exact in fp32 as in int. */
+static void step_q6_k(const qt_tile *t)
+{
+    for (int r = 0; r < t->rows; r++) {
+        v16f ia, ib, p;
+        dots(&ia, t->c0, r);
+        dots(&ib, t->c1, r);
+        p = (ia * t->f1 + ib * t->f2) * (t->f0 * t->dx[r * t->nb]);
+        add_to(t->st + r * QS_ROW, &p);
+    }
+}
+
+/* An output from its sums (planes QS_PLANE apart), as the reference ends. */
+static float out_sum(const float *a)
+{
+    return a[0] + a[QS_PLANE];
+}
+static float out_diff(const float *a)
+{
+    return a[0] - a[QS_PLANE];
+}
+static float out_one(const float *a)
+{
+    return a[0];
+}
+static float out_tree8(const float *a)
+{
+#define L(k) a[(k) * QS_PLANE]
+    return (((L(0) + L(1)) + (L(2) + L(3))) + ((L(4) + L(5)) + (L(6) + L(7)))) + 0.0f;
+#undef L
+}
+
+typedef struct qt_ops {
+    nb_wtype type;
+    int elems, bytes; /* a PACK8 block: weights and bytes per row */
+    int subs, span;   /* tile products per 32-block, and per float step */
+    int sgn;          /* signed weights: tdpbssd, else tdpbsud */
+    int sums;         /* fp32 sums per output */
+    void (*expand)(const uint8_t *g, uint8_t *o, int h);
+    void (*step)(const qt_tile *t);
+    float (*out)(const float *a);
+} qt_ops;
+
+static const qt_ops qt_types[] = {
+    {NB_W_Q4_1, NB_QUANT_QK, NB_QUANT_Q4_1_BYTES, 1, 1, 0, 2, expand_q4_1, step_q4_1, out_sum},
+    {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 1, 8, expand_q8_0, step_lane, out_tree8},
+    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 1, 1, expand_q5_0, step_lane, out_one},
+    {NB_W_Q4_K, NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES, 1, 1, 0, 2, expand_q4_k, step_q4_k, out_diff},
+    {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 1, 1, expand_q6_k, step_q6_k, out_one},
+};
+
+static const qt_ops *qt_find(nb_wtype t)
+{
+    for (size_t k = 0; k < sizeof qt_types / sizeof *qt_types; k++)
+        if (qt_types[k].type == t)
+            return &qt_types[k];
+    return NULL;
+}
+
+/* C: 16 x 16 int32, A: 16 rows x a span's bytes, B: its k-groups x 64 bytes. */
+static void tiles_configure_int8(const qt_ops *op)
+{
+    tiles_configure_shapes(NB_QUANT_QK / op->subs, QB_ROWS / op->subs);
+}
+
+/* Weight rows j..j+15 (two PACK8 groups; a group past the matrix reads as zeros) as every
+ * 32-block's B rows and factors at bt. */
+static void expand_b(const qt_ops *op, const nb_wmat *W, int j, uint8_t *bt)
+{
+    int npb = W->cols / op->elems, per = op->elems / NB_QUANT_QK;
+    int groups = (W->rows + NB_PACK - 1) / NB_PACK;
     for (int h = 0; h < 2; h++) {
         int g = j / NB_PACK + h;
-        const uint8_t *grp = g < groups ? nb_wmat_group(W, g) : NULL;
-        for (int b = 0; b < nb; b++) {
+        if (g < groups) {
+            const uint8_t *grp = nb_wmat_group(W, g);
+            for (int pb = 0; pb < npb; pb++)
+                op->expand(grp + (size_t)pb * NB_PACK * op->bytes,
+                           bt + (size_t)pb * per * QB_BLOCK, h);
+            continue;
+        }
+        for (int b = 0; b < npb * per; b++) {
             uint8_t *o = bt + (size_t)b * QB_BLOCK;
-            float *d = (float *)(o + QB_ROWS * TB), *m = d + NB_VNNI;
-            if (!grp) {
-                for (int kg = 0; kg < QB_ROWS; kg++)
-                    memset(o + kg * TB + h * 32, 0, 32);
-                for (int r = 0; r < NB_PACK; r++)
-                    d[h * NB_PACK + r] = m[h * NB_PACK + r] = 0.0f;
-                continue;
-            }
-            const uint8_t *blk = grp + (size_t)b * NB_PACK * NB_QUANT_Q4_1_BYTES;
-            const uint8_t *q = blk + NB_PACK * NB_QUANT_Q4_1_QS;
-            for (int kg = 0; kg < QB_ROWS; kg++) {
-                const uint8_t *c = q + (kg % 4) * 32;
-                uint8_t *dst = o + kg * TB + h * 32;
-                int sh = kg < 4 ? 0 : 4;
-                for (int t = 0; t < 32; t++)
-                    dst[t] = (uint8_t)((c[t] >> sh) & 15);
-            }
-            for (int r = 0; r < NB_PACK; r++) {
-                d[h * NB_PACK + r] = nb_quant_f16_at(blk + 2 * r);
-                m[h * NB_PACK + r] = nb_quant_f16_at(blk + 2 * NB_PACK + 2 * r);
-            }
+            for (int kg = 0; kg < QB_ROWS; kg++)
+                memset(qb_row(o, kg, h), 0, 32);
+            for (int f = 0; f < QB_NF; f++)
+                memset(qb_f(o, f, h), 0, NB_PACK * sizeof(float));
         }
     }
 }
@@ -307,78 +557,89 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
     return x;
 }
 
-/* One block's C tile (rows i.. of the 16, columns of B tile at o) into the float sums: per row,
- * acc += float(isum) * (d_w * d_x), mt += m_w * s_x, 16 weight rows at once. */
-static void scale_tile(const int32_t *c, const uint8_t *o, const q8_rows *x, int nb, int b, int i,
-                       int rows, float *acc, float *mt)
+/* 32-block b's tile products for activation rows i..i+31 (A at a0, a1) and the column tiles at
+ * o0, o1, each span's 4 C tiles then stepped into the sums st (the second column tile only
+ * where `two`; rows from n on never). */
+static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int b,
+                    const int8_t *a0, const int8_t *a1, const uint8_t *o0, const uint8_t *o1,
+                    int two, float *st)
 {
-    v16f dw, mw, a, m;
-    memcpy(&dw, o + QB_ROWS * TB, sizeof dw);
-    memcpy(&mw, o + QB_ROWS * TB + sizeof dw, sizeof mw);
-    for (int r = 0; r < rows; r++) {
-        v16i is;
-        memcpy(&is, c + r * NB_VNNI, sizeof is);
-        float dx = x->d[(size_t)(i + r) * nb + b], sx = x->s[(size_t)(i + r) * nb + b];
-        memcpy(&a, acc + r * 2 * NB_VNNI, sizeof a);
-        memcpy(&m, mt + r * 2 * NB_VNNI, sizeof m);
-        a = a + __builtin_convertvector(is, v16f) * (dw * dx);
-        m = m + mw * sx;
-        memcpy(acc + r * 2 * NB_VNNI, &a, sizeof a);
-        memcpy(mt + r * 2 * NB_VNNI, &m, sizeof m);
+    int w = NB_QUANT_QK / op->subs, nb = K / NB_QUANT_QK;
+    int32_t c[2][4][TM * NB_VNNI];
+    for (int s = 0; s < op->subs; s++) {
+        size_t ka = (size_t)b * NB_QUANT_QK + (size_t)s * w;
+        size_t kb = (size_t)s * (QB_ROWS / op->subs) * TB;
+        int32_t(*cs)[TM * NB_VNNI] = c[s % op->span];
+        _tile_zero(T_C0);
+        _tile_zero(T_C1);
+        _tile_zero(T_C2);
+        _tile_zero(T_C3);
+        _tile_loadd(T_A0, a0 + ka, (long)K);
+        _tile_loadd(T_A1, a1 + ka, (long)K);
+        _tile_loadd(T_B0, o0 + kb, TB);
+        _tile_loadd(T_B1, o1 + kb, TB);
+        if (op->sgn) {
+            _tile_dpbssd(T_C0, T_A0, T_B0);
+            _tile_dpbssd(T_C1, T_A0, T_B1);
+            _tile_dpbssd(T_C2, T_A1, T_B0);
+            _tile_dpbssd(T_C3, T_A1, T_B1);
+        } else {
+            _tile_dpbsud(T_C0, T_A0, T_B0);
+            _tile_dpbsud(T_C1, T_A0, T_B1);
+            _tile_dpbsud(T_C2, T_A1, T_B0);
+            _tile_dpbsud(T_C3, T_A1, T_B1);
+        }
+        _tile_stored(T_C0, cs[0], NB_VNNI * 4);
+        _tile_stored(T_C1, cs[1], NB_VNNI * 4);
+        _tile_stored(T_C2, cs[2], NB_VNNI * 4);
+        _tile_stored(T_C3, cs[3], NB_VNNI * 4);
+        if ((s + 1) % op->span)
+            continue;
+        for (int t = 0; t < 4; t++) {
+            int ii = i + (t >> 1) * TM, rows = n - ii < TM ? n - ii : TM;
+            if (rows <= 0 || (!two && (t & 1)))
+                continue;
+            const uint8_t *o = (t & 1) ? o1 : o0;
+            qt_tile tt = {.c0 = c[0][t], .c1 = c[1][t], .dx = x->d + (size_t)ii * nb + b,
+                          .sx = x->s + (size_t)ii * nb + b, .nb = (size_t)nb, .rows = rows,
+                          .lane = s / op->span,
+                          .st = st + (size_t)(t >> 1) * TM * QS_ROW + (size_t)(t & 1) * NB_VNNI};
+            memcpy(&tt.f0, o + QB_ROWS * TB, sizeof tt.f0);
+            memcpy(&tt.f1, o + QB_ROWS * TB + sizeof tt.f0, sizeof tt.f1);
+            memcpy(&tt.f2, o + QB_ROWS * TB + 2 * sizeof tt.f0, sizeof tt.f2);
+            op->step(&tt);
+        }
     }
 }
 
-/* Outputs [j0, j1) of n >= 16 rows of a Q4_1 matrix: per 32 output columns, the two column
- * tiles' B once, then per 32 activation rows and block 2 A + 2 B tile loads, 4 tdpbsud and the
- * 4 C tiles' float steps; the block's sums stay in acc/mt (32 x 32 each, L1). */
-static void gemm_q4_1(const nb_wmat *W, const q8_rows *x, uint8_t *bt, int n, void *Y,
-                      int f32out, int j0, int j1)
+/* Outputs [j0, j1) of n >= 16 rows: per 32 output columns, the two column tiles' B once, then
+ * per 32 activation rows every 32-block's tile products and float steps (block_q); the sums
+ * of the 32 x 32 outputs stay in st (L1). */
+static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t *bt, int n,
+                   void *Y, int f32out, int j0, int j1)
 {
     int K = W->cols, nb = K / NB_QUANT_QK;
     size_t ld = (size_t)W->rows;
     uint8_t *bt1 = bt + (size_t)nb * QB_BLOCK;
-    int32_t c[4][TM * NB_VNNI];
-    float acc[2 * TM * 2 * NB_VNNI], mt[2 * TM * 2 * NB_VNNI];
+    float st[QS_MAX * QS_PLANE];
     for (int j = j0; j < j1; j += 2 * NB_VNNI) {
         int two = j + NB_VNNI < j1;
-        expand_b(W, j, bt);
+        expand_b(op, W, j, bt);
         if (two)
-            expand_b(W, j + NB_VNNI, bt1);
+            expand_b(op, W, j + NB_VNNI, bt1);
         for (int i = 0; i < n; i += 2 * TM) {
-            memset(acc, 0, sizeof acc);
-            memset(mt, 0, sizeof mt);
+            memset(st, 0, sizeof(float) * (size_t)op->sums * QS_PLANE);
             const int8_t *a0 = x->q + (size_t)i * K, *a1 = a0 + (size_t)TM * K;
             for (int b = 0; b < nb; b++) {
                 const uint8_t *o0 = bt + (size_t)b * QB_BLOCK;
-                const uint8_t *o1 = two ? bt1 + (size_t)b * QB_BLOCK : o0;
-                _tile_zero(T_C0);
-                _tile_zero(T_C1);
-                _tile_zero(T_C2);
-                _tile_zero(T_C3);
-                _tile_loadd(T_A0, a0 + (size_t)b * NB_QUANT_QK, (long)K);
-                _tile_loadd(T_A1, a1 + (size_t)b * NB_QUANT_QK, (long)K);
-                _tile_loadd(T_B0, o0, TB);
-                _tile_loadd(T_B1, o1, TB);
-                _tile_dpbsud(T_C0, T_A0, T_B0);
-                _tile_dpbsud(T_C1, T_A0, T_B1);
-                _tile_dpbsud(T_C2, T_A1, T_B0);
-                _tile_dpbsud(T_C3, T_A1, T_B1);
-                _tile_stored(T_C0, c[0], NB_VNNI * 4);
-                _tile_stored(T_C1, c[1], NB_VNNI * 4);
-                _tile_stored(T_C2, c[2], NB_VNNI * 4);
-                _tile_stored(T_C3, c[3], NB_VNNI * 4);
-                for (int t = 0; t < 4; t++) {
-                    int ii = i + (t >> 1) * TM, rows = n - ii < TM ? n - ii : TM;
-                    if (rows <= 0 || (!two && (t & 1)))
-                        continue;
-                    size_t off = (size_t)(t >> 1) * TM * 2 * NB_VNNI + (size_t)(t & 1) * NB_VNNI;
-                    scale_tile(c[t], (t & 1) ? o1 : o0, x, nb, b, ii, rows, acc + off, mt + off);
-                }
+                block_q(op, x, K, n, i, b, a0, a1, o0, two ? bt1 + (size_t)b * QB_BLOCK : o0,
+                        two, st);
             }
-            int rows = n - i < 2 * TM ? n - i : 2 * TM, cols = j1 - j < 2 * NB_VNNI ? j1 - j : 2 * NB_VNNI;
+            int rows = n - i < 2 * TM ? n - i : 2 * TM;
+            int cols = j1 - j < 2 * NB_VNNI ? j1 - j : 2 * NB_VNNI;
             for (int r = 0; r < rows; r++)
                 for (int k = 0; k < cols; k++) {
-                    float v = acc[r * 2 * NB_VNNI + k] + mt[r * 2 * NB_VNNI + k];
+                    float v = op->out(st + r * QS_ROW + k);
                     size_t idx = (size_t)(i + r) * ld + j + k;
                     if (f32out)
                         ((float *)Y)[idx] = v;
@@ -389,18 +650,19 @@ static void gemm_q4_1(const nb_wmat *W, const q8_rows *x, uint8_t *bt, int n, vo
     }
 }
 
-/* The AMX path's linear where the CPU has AMX-INT8: Q4_1 prefill on the int8 tiles, the rest
- * (bf16 on the bf16 tiles, decode and other types on the AVX-512 kernels) as before. */
+/* The AMX path's linear where the CPU has AMX-INT8: quantized prefill on the int8 tiles, the
+ * rest (bf16 on the bf16 tiles, decode on the AVX-512 kernels) as before. */
 void NB_AMX_LINEAR_INT8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1)
 {
-    if (W->type != NB_W_Q4_1 || W->layout != NB_LAYOUT_PACK8 || n < AMX_MIN_N) {
+    const qt_ops *op = qt_find(W->type);
+    if (!op || W->layout != NB_LAYOUT_PACK8 || n < AMX_MIN_N) {
         NB_AMX_LINEAR(W, X, n, Y, f32out, j0, j1);
         return;
     }
     uint8_t *bt;
     q8_rows x = quant_x(X, n, W->cols, &bt);
-    tiles_configure_int8();
-    gemm_q4_1(W, &x, bt, n, Y, f32out, j0, j1);
+    tiles_configure_int8(op);
+    gemm_q(op, W, &x, bt, n, Y, f32out, j0, j1);
     _tile_release();
 }
