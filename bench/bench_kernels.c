@@ -173,6 +173,7 @@ static double flop_per_cycle(nb_isa isa)
 #define PEAK_TRIPS 4000000L
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 static volatile float peak_sink;
@@ -240,6 +241,68 @@ __attribute__((target("avx512f,avx512bf16"))) static double loop_dpbf16(void)
     _mm256_zeroupper();
     return 12.0 * 64 * PEAK_TRIPS / (ms * 1e6);
 }
+
+/* The tile loops: palette 1, four 16 x 64-byte C tiles, two A and two B tiles (the 2 x 2 block
+ * nb_amx.c's GEMMs run), four independent tile products a trip. One tdpbf16ps is 16 x 16 x 32
+ * products (16384 FLOP), one tdpbssd 16 x 16 x 64 (32768 int8 OPs, a multiply and an add each).
+ * Only called where the dispatcher chose the AMX path, which needs the tile permission this
+ * process was already granted (nb_dispatch.c). */
+#define TILE_TRIPS (PEAK_TRIPS / 16)
+
+__attribute__((target("amx-tile"))) static void peak_tiles_configure(void)
+{
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+__attribute__((target("amx-tile,amx-bf16,amx-int8"))) static double loop_tiles(int int8)
+{
+    static uint8_t buf[2][16 * 64] __attribute__((aligned(64)));
+    memset(buf, 0, sizeof buf);
+    peak_tiles_configure();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, buf[0], 64);
+    _tile_loadd(5, buf[1], 64);
+    _tile_loadd(6, buf[0], 64);
+    _tile_loadd(7, buf[1], 64);
+    double t0 = thread_ms();
+    if (int8) {
+        for (long i = 0; i < TILE_TRIPS; i++) {
+            _tile_dpbssd(0, 4, 6);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
+        }
+    } else {
+        for (long i = 0; i < TILE_TRIPS; i++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    static uint8_t out[16 * 64] __attribute__((aligned(64)));
+    _tile_stored(0, out, 64); /* the sums leave, so the loop is not dead */
+    double ms = thread_ms() - t0;
+    _tile_release();
+    peak_sink = out[0];
+    return 4.0 * 16 * 16 * (int8 ? 64 : 32) * 2 * TILE_TRIPS / (ms * 1e6);
+}
+
+static double loop_tdpbf16ps(void) { return loop_tiles(0); }
 #endif
 
 typedef struct peak_info {
@@ -248,9 +311,8 @@ typedef struct peak_info {
     const char *how;
 } peak_info;
 
-/* One core's peak on a path: a timed loop of its inner instruction, best of 3, where this binary
- * has one (tdpbf16ps needs tile state set up: the AMX row is the measured clock x the
- * instruction's documented 1024 FLOP/cycle). */
+/* One core's peak on a path: a timed loop of its inner instruction, best of 3, where this CPU
+ * runs that path (elsewhere the measured clock x the instruction's documented rate). */
 static peak_info path_peak(nb_isa isa, double ghz)
 {
     peak_info pk = {ghz * flop_per_cycle(isa), flop_per_cycle(isa), "clock x documented rate"};
@@ -258,6 +320,7 @@ static peak_info path_peak(nb_isa isa, double ghz)
     double (*loop)(void) = isa == NB_ISA_PORTABLE     ? loop_sse
                            : isa == NB_ISA_AVX2       ? loop_fma
                            : isa == NB_ISA_AVX512BF16 ? loop_dpbf16
+                           : isa == NB_ISA_AMXBF16    ? loop_tdpbf16ps
                                                       : NULL;
     if (!loop || nb_kernels_cpu_isa() < isa)
         return pk;
@@ -268,9 +331,10 @@ static peak_info path_peak(nb_isa isa, double ghz)
     }
     pk.gflops_core = best;
     pk.per_cycle = ghz > 0 ? best / ghz : 0;
-    pk.how = isa == NB_ISA_PORTABLE ? "timed mulps+addps loop"
-             : isa == NB_ISA_AVX2   ? "timed vfmadd231ps loop"
-                                    : "timed vdpbf16ps loop";
+    pk.how = isa == NB_ISA_PORTABLE       ? "timed mulps+addps loop"
+             : isa == NB_ISA_AVX2         ? "timed vfmadd231ps loop"
+             : isa == NB_ISA_AVX512BF16   ? "timed vdpbf16ps loop"
+                                          : "timed tdpbf16ps loop";
 #endif
     return pk;
 }
@@ -582,8 +646,22 @@ int main(int argc, char **argv)
     printf("read bandwidth (512 MiB, huge-page slab): 1 thread %.2f GB/s, %d threads %.2f GB/s\n",
            bw1, nt, bwn);
     peak_info pk = path_peak(best, ghz);
-    printf("compute peak: %s %.0f GFLOP/s (%d threads x %.2f GHz x %.0f FLOP/cycle, %s)\n\n",
+    printf("compute peak: %s %.0f GFLOP/s (%d threads x %.2f GHz x %.0f FLOP/cycle, %s)\n",
            nb_isa_name(best), pk.gflops_core * nt, nt, ghz, pk.per_cycle, pk.how);
+#if defined(__x86_64__)
+    unsigned a, b, c, d; /* CPUID.(7,0):EDX[25] is AMX-INT8 (not every compiler's builtin knows it) */
+    if (best == NB_ISA_AMXBF16 && nb_kernels_cpu_isa() >= NB_ISA_AMXBF16 &&
+        __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 25 & 1)) { /* quantized prefill's tiles */
+        double g = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            double v = loop_tiles(1);
+            g = v > g ? v : g;
+        }
+        printf("int8 tiles: %.0f GOP/s (%d threads x %.0f OP/cycle, timed tdpbssd loop)\n",
+               g * nt, nt, ghz > 0 ? g / ghz : 0);
+    }
+#endif
+    printf("\n");
     if (bw_only) {
         nb_kernels_shutdown();
         return 0;

@@ -51,6 +51,7 @@ static inline float tail_dot(int bf16, const float *x, const uint8_t *w, int tai
         const uint8_t *p = grp;                                                                \
         for (int t = 0; t < K8; t += 8, p += 64 * (ES)) {                                      \
             __m256 xv = _mm256_loadu_ps(x + t);                                                \
+            nb_prefetch_ahead(p, 64 * (ES) - 64);                                              \
             a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, LW(p)));                                  \
             a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, LW(p + 8 * (ES))));                       \
             a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, LW(p + 16 * (ES))));                      \

@@ -37,6 +37,7 @@
 
 #include <string.h>
 
+#include "nb_avx2_simd.h"
 #include "nb_kernels_impl.h"
 
 void NB_AVX512_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
@@ -157,6 +158,8 @@ static inline __attribute__((always_inline)) void tile(const nb_wmat *W, const n
 #pragma GCC unroll 6
         for (int r = 0; r < mr; r++)
             xs[r] = xpair(x[r], p);
+        if (mr == 1) /* decode: see linear_vnni */
+            _mm_prefetch((const char *)g + (size_t)p * 64 + NB_PREFETCH_AHEAD, _MM_HINT_T0);
         step(acc, g, gstride, p, xs, mr, np);
     }
     if (K & 1) {
@@ -182,9 +185,6 @@ static inline __attribute__((always_inline)) void tile(const nb_wmat *W, const n
         tile(W, x, mr, np, keep, i, j, j1, Y, f32out);                                           \
     }
 TILE_FN(1, 1)
-TILE_FN(1, 2)
-TILE_FN(1, 3)
-TILE_FN(1, 4)
 TILE_FN(6, 1)
 TILE_FN(6, 2)
 TILE_FN(6, 3)
@@ -192,21 +192,25 @@ TILE_FN(6, 4)
 
 typedef void (*tile_fn)(const nb_wmat *, const nb_bf16 *const *, int, int, int, int, void *,
                         int);
-static const tile_fn tiles_1[NP] = {tile_1_1, tile_1_2, tile_1_3, tile_1_4};
 static const tile_fn tiles_6[NP] = {tile_6_1, tile_6_2, tile_6_3, tile_6_4};
 
-/* Decode rows (n < GEMM_MIN_N) take one activation row per tile: the
- * weights stream from memory anyway and 4 panels keep 4 chains in flight.
+/* Decode rows (n < GEMM_MIN_N) take one activation row and one panel per tile, so the weights
+ * are one stream read front to back, prefetched NB_PREFETCH_AHEAD on. Four panels at once (four
+ * streams 20 KB apart, the earlier shape) read Gemma's and SmolLM2's matrices from memory at
+ * 26-33 GB/s where the one prefetched stream reads 35-40 on Zen 5, the read bandwidth being
+ * ~38 (docs/performance.md). One panel is one chain of vdpbf16ps per output (the sum's order
+ * is fixed: nb_kernels_row_exact's premise), 64 bytes per ~6 cycles: 43 GB/s at 4 GHz from
+ * L2, above what one core reads from memory.
  * Prefill takes MR rows per tile, 4 panels at a time: the chunk's panels (a chunk is at most a few
  * hundred rows: under 1 MiB of weights) stay in L2 across row blocks. */
 static void linear_vnni(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1)
 {
-    int K = W->cols, mr = n >= GEMM_MIN_N ? MR : 1;
-    const tile_fn *fns = mr == MR ? tiles_6 : tiles_1;
-    for (int j = j0; j < j1; j += NP * NB_VNNI) {
+    int K = W->cols, mr = n >= GEMM_MIN_N ? MR : 1, panels = mr == MR ? NP : 1;
+    const tile_fn *fns = mr == MR ? tiles_6 : (const tile_fn[]){tile_1_1};
+    for (int j = j0; j < j1; j += panels * NB_VNNI) {
         int np = (j1 - j + NB_VNNI - 1) / NB_VNNI;
-        np = np < NP ? np : NP;
+        np = np < panels ? np : panels;
         for (int i = 0; i < n; i += mr) {
             int rows = n - i < mr ? n - i : mr;
             const nb_bf16 *x[MR];
