@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -564,16 +565,18 @@ static void test_row_exact_on_every_path(void **state)
  * roundings layer after layer, so the bound is on the logits as a whole:
  * cosine >= 0.9999 and the same top token. (The tiny weights are k/256,
  * so its dots are exact in fp32 and the paths in fact agree bit for bit.) */
-static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threads, float *out)
+static void engine_logits_as(const nb_model *m, const nb_kernel_table *t, int threads,
+                             nb_dtype dtype, int n, float *out)
 {
     nb_err err = {0};
+    int vocab = nb_model_cfg(m)->vocab;
     if (t)
         nb_kernels_use_table(t);
     else
         assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
     nb_engine_opts o;
     nb_engine_opts_default(&o);
-    o.dtype = NB_DTYPE_BF16;
+    o.dtype = dtype;
     o.max_seq = 64;
     o.threads = threads;
     nb_engine *e;
@@ -583,14 +586,45 @@ static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threa
     for (int i = 0; i < 40; i++)
         ids[i] = 3 + (i * 37) % 250;
     const float *logits;
-    assert_int_equal(nb_engine_prefill(e, ids, 40, &logits, &err), NB_OK);
-    memcpy(out, logits, sizeof(float) * NB_TINY_VOCAB);
+    assert_int_equal(nb_engine_prefill(e, ids, n, &logits, &err), NB_OK);
+    memcpy(out, logits, sizeof(float) * (size_t)vocab);
     for (int s = 0; s < 3; s++) {
-        assert_int_equal(nb_engine_decode_step(e, ids[s], 40 + s, &logits, &err), NB_OK);
-        memcpy(out + (size_t)(s + 1) * NB_TINY_VOCAB, logits, sizeof(float) * NB_TINY_VOCAB);
+        assert_int_equal(nb_engine_decode_step(e, ids[s], n + s, &logits, &err), NB_OK);
+        memcpy(out + (size_t)(s + 1) * vocab, logits, sizeof(float) * (size_t)vocab);
     }
     nb_engine_free(e);
     nb_kernels_use_table(NULL);
+}
+
+static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threads, float *out)
+{
+    engine_logits_as(m, t, threads, NB_DTYPE_BF16, 40, out);
+}
+
+/* The engine with its quantized weights kept (dtype native) on the AVX2 table, and on it with
+ * the emulated AMX-INT8 linear: every linear of the n-token prefill on the int8 tiles, the
+ * decode steps on the AVX2 kernels. Both compute every quantized linear as the reference does
+ * and share every other op, so the logits must agree bit for bit. 0 when they do. */
+static int engine_int8_vs_avx2(const nb_model *m, int threads, int n, const char *what)
+{
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    nb_err err = {0};
+    size_t cnt = (size_t)4 * nb_model_cfg(m)->vocab;
+    float *ref = malloc(sizeof(float) * cnt), *got = malloc(sizeof(float) * cnt);
+    assert_true(ref && got);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+    engine_logits_as(m, nb_kernels_active(), threads, NB_DTYPE_NATIVE, n, ref);
+    emu = *nb_kernels_active();
+    emu.linear_bf16 = nb_amx_emu_linear_int8;
+    engine_logits_as(m, &emu, threads, NB_DTYPE_NATIVE, n, got);
+    int bad = memcmp(ref, got, sizeof(float) * cnt) != 0;
+    if (bad)
+        print_error("%s native, %d threads: logits on the emulated int8 tiles differ from "
+                    "avx2's\n", what, threads);
+    free(ref);
+    free(got);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    return bad;
 }
 
 static int argmax(const float *x, int n)
@@ -640,6 +674,43 @@ static void test_engine_on_emulated_paths(void **state)
     nb_tiny_rmtree(dir);
 }
 
+/* Quantized prefill on the emulated int8 tiles inside the engine: the tiny model as Q4_1 (its
+ * embedding Q8_0) and, where the source tree has it (NB_SRC, models/), Gemma 3 270M's GGUF
+ * (Q5_0, Q4_K, Q6_K, Q8_0 at their real shapes), 1 and 2 threads, against the AVX2 path bit
+ * for bit. */
+static void test_engine_on_int8_tiles(void **state)
+{
+    (void)state;
+    need_avx2();
+    char dir[4096], path[4200];
+    assert_int_equal(nb_tiny_mkdtemp(dir, sizeof dir, "test_kernels_emu"), 0);
+    snprintf(path, sizeof path, "%s/tiny.gguf", dir);
+    nb_tiny_opts to = {.seed = 11, .type = NB_TT_Q4_1};
+    assert_int_equal(nb_tiny_write_gguf(&to, path), 0);
+    nb_model *m = NULL;
+    nb_err err = {0};
+    if (nb_model_open(path, &m, &err))
+        fail_msg("%s: %s", path, err.msg);
+    int bad = engine_int8_vs_avx2(m, 1, 40, "tiny q4_1") +
+              engine_int8_vs_avx2(m, 2, 40, "tiny q4_1");
+    nb_model_close(m);
+    nb_tiny_rmtree(dir);
+    const char *src = getenv("NB_SRC");
+    if (src && *src) {
+        snprintf(path, sizeof path, "%s/models/gemma-3-270m-q4_k_m.gguf", src);
+        if (!access(path, R_OK)) {
+            if (nb_model_open(path, &m, &err))
+                fail_msg("%s: %s", path, err.msg);
+            bad += engine_int8_vs_avx2(m, 2, 17, "gemma3"); /* 17: a partial A tile */
+            nb_model_close(m);
+        } else {
+            print_message("no %s: Gemma 3 not run\n", path);
+        }
+    }
+    if (bad)
+        fail_msg("%d engine runs differ", bad);
+}
+
 /* The emulated TDPBF16PS itself: the documented DAZ/FTZ and one rounding
  * per product step. */
 static void test_amx_emulated_semantics(void **state)
@@ -668,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
         cmocka_unit_test(test_engine_on_emulated_paths),
+        cmocka_unit_test(test_engine_on_int8_tiles),
         cmocka_unit_test(test_row_exact_on_every_path),
         cmocka_unit_test(test_amx_emulated_semantics),
     };
