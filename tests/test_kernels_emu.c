@@ -332,7 +332,7 @@ static int int8_vs_portable(nb_kernel_table *emu, nb_wtype type, int rows, int c
 /* Every quantized type's prefill on the emulated int8 tiles (tdpbsud: Q4_1, Q4_K; tdpbssd: Q8_0,
  * Q5_0, Q6_K), behind the public linear, 1 and 2 threads, bit for bit against portable:
  * partial A tiles (17, 33, 37 rows), a partial column tile and a missing second group (rows 40,
- * 200, 24), decode sizes handed over (n = 1, 15), K of 64/576/640 (the 32-block types) and
+ * 200, 24), a partly filled PACK8 group (rows 37), decode sizes handed over (n = 1, 15), K of 64/576/640 (the 32-block types) and
  * 256/768/2048 (the k-quants), and the shapes Gemma 3 270M's GGUF gives each type (Q5_0 and
  * Q8_0 at K = 640, rows 256/1024/2048 and a partial slice of the 262144-row output; Q4_K at K
  * 1024 and 2048, Q6_K at 2048, 640 rows); then a batch sharing X across all of them. */
@@ -355,7 +355,8 @@ static void test_amx_int8_emulated(void **state)
         {NB_W_Q4_K, 200, 2048, 33}, {NB_W_Q4_K, 24, 768, 37},  {NB_W_Q4_K, 40, 256, 15},
         {NB_W_Q4_K, 640, 1024, 17}, {NB_W_Q4_K, 640, 2048, 16}, {NB_W_Q6_K, 40, 256, 16},
         {NB_W_Q6_K, 40, 768, 17},   {NB_W_Q6_K, 200, 2048, 33}, {NB_W_Q6_K, 24, 768, 37},
-        {NB_W_Q6_K, 40, 256, 1},    {NB_W_Q6_K, 640, 2048, 17},
+        {NB_W_Q6_K, 40, 256, 1},    {NB_W_Q6_K, 640, 2048, 17}, {NB_W_Q5_0, 37, 640, 20},
+        {NB_W_Q4_K, 37, 512, 33},   {NB_W_Q6_K, 37, 256, 18},   {NB_W_Q8_0, 37, 96, 16},
     };
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
     nb_err err = {0};
