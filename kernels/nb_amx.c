@@ -383,14 +383,14 @@ static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
 
 /* One C tile's float step: rows of 16 int32 dots (c0, and Q6_K's second half c1), the 32-block's
  * factors, per row the activation block's d and s (stride nb), the sums at st (QS_ROW per
- * row, QS_PLANE per sum), lane: Q8_0's 4-weight lane. */
+ * row, QS_PLANE per sum), lane: Q8_0's 4-weight lane, dd: its d_w * d_x per row (QS_ROW). */
 typedef struct qt_tile {
     const int32_t *c0, *c1;
     v16f f0, f1, f2;
     const float *dx, *sx;
     size_t nb;
     int rows, lane;
-    float *st;
+    float *st, *dd;
 } qt_tile;
 
 /* Vectors pass by pointer: the emulated build has no AVX-512 ABI to return them in. */
@@ -429,18 +429,41 @@ static void step_q4_1(const qt_tile *t)
     }
 }
 
-/* Lane l's acc += float(I_l) * (d_w * d_x) (Q8_0; Q5_0 with its one lane). */
-static void step_lane(const qt_tile *t)
+/* acc += float(I) * (d_w * d_x) (Q5_0). */
+static void step_q5_0(const qt_tile *t)
 {
     const int32_t *c = t->c0;
     const float *dx = t->dx;
-    float *a = t->st + t->lane * QS_PLANE;
+    float *a = t->st;
     size_t nb = t->nb;
     v16f f0 = t->f0;
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, a += QS_ROW) {
         v16f is, p;
         dots(&is, c, 0);
         p = is * (f0 * *dx);
+        add_to(a, &p);
+    }
+}
+
+/* Lane l's acc += float(I_l) * dd (Q8_0), dd = d_w * d_x made by lane 0 and read by the other
+ * seven (the reference too rounds it once per block): 25 FP ops per row and block, not 32. */
+static void step_q8_0(const qt_tile *t)
+{
+    const int32_t *c = t->c0;
+    const float *dx = t->dx;
+    float *a = t->st + t->lane * QS_PLANE, *dd = t->dd;
+    size_t nb = t->nb;
+    v16f f0 = t->f0;
+    for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, a += QS_ROW, dd += QS_ROW) {
+        v16f is, p, d;
+        if (t->lane == 0) {
+            d = f0 * *dx;
+            memcpy(dd, &d, sizeof d);
+        } else {
+            memcpy(&d, dd, sizeof d);
+        }
+        dots(&is, c, 0);
+        p = is * d;
         add_to(a, &p);
     }
 }
@@ -513,8 +536,8 @@ typedef struct qt_ops {
 
 static const qt_ops qt_types[] = {
     {NB_W_Q4_1, NB_QUANT_QK, NB_QUANT_Q4_1_BYTES, 1, 1, 0, 2, expand_q4_1, step_q4_1, out_sum},
-    {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 1, 8, expand_q8_0, step_lane, out_tree8},
-    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 1, 1, expand_q5_0, step_lane, out_one},
+    {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 1, 8, expand_q8_0, step_q8_0, out_tree8},
+    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 1, 1, expand_q5_0, step_q5_0, out_one},
     {NB_W_Q4_K, NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES, 1, 1, 0, 2, expand_q4_k, step_q4_k, out_diff},
     {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 1, 1, expand_q6_k, step_q6_k, out_one},
 };
@@ -601,6 +624,7 @@ static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int
 {
     int w = NB_QUANT_QK / op->subs, nb = K / NB_QUANT_QK;
     int32_t c[2][4][TM * NB_VNNI];
+    float dd[2 * TM * QS_ROW];
     for (int s = 0; s < op->subs; s++) {
         size_t ka = (size_t)b * NB_QUANT_QK + (size_t)s * w;
         size_t kb = (size_t)s * (QB_ROWS / op->subs) * TB;
@@ -637,8 +661,10 @@ static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int
             const uint8_t *o = (t & 1) ? o1 : o0;
             qt_tile tt = {.c0 = c[0][t], .c1 = c[1][t], .dx = x->d + (size_t)ii * nb + b,
                           .sx = x->s + (size_t)ii * nb + b, .nb = (size_t)nb, .rows = rows,
-                          .lane = s / op->span,
-                          .st = st + (size_t)(t >> 1) * TM * QS_ROW + (size_t)(t & 1) * NB_VNNI};
+                          .lane = s / op->span};
+            size_t off = (size_t)(t >> 1) * TM * QS_ROW + (size_t)(t & 1) * NB_VNNI;
+            tt.st = st + off;
+            tt.dd = dd + off;
             memcpy(&tt.f0, o + QB_ROWS * TB, sizeof tt.f0);
             memcpy(&tt.f1, o + QB_ROWS * TB + sizeof tt.f0, sizeof tt.f1);
             memcpy(&tt.f2, o + QB_ROWS * TB + 2 * sizeof tt.f0, sizeof tt.f2);
