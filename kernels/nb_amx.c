@@ -256,27 +256,34 @@ static const uint8_t *chunk(const uint8_t *p, int c)
     return p + (size_t)c * NB_PACK * 4;
 }
 
-/* Chunks and B row halves as one vector of 32 bytes (the expansion is bytewise; as a vector it
- * compiles to a few SIMD ops per chunk instead of a loop of 32 at -O2). */
+/* Chunks and B row halves as one vector of 32 bytes, shifted as 32-bit words and masked per
+ * byte (x86 has no byte shifts: as bytes, GCC widens every shift to 16 bits and packs back,
+ * 3x the instructions); bytes only where they must be (the offsets' subtraction). */
+typedef uint32_t v8u32 __attribute__((vector_size(32)));
 typedef uint8_t v32u8 __attribute__((vector_size(32)));
+#define BYTES(x) (0x01010101u * (x)) /* x in every byte of a word */
+/* The 8 B rows of a block unrolled: their shift counts become constants (-O2 does not). */
+#define UNROLL8 _Pragma("GCC unroll 8")
 
-static void ld32(v32u8 *v, const uint8_t *p)
+static void ld32(v8u32 *v, const uint8_t *p)
 {
     memcpy(v, p, sizeof *v);
 }
 
-static void st32(uint8_t *p, const v32u8 *v)
+/* v's bytes less k each (the signed weights' offsets) into dst. */
+static void st32_less(uint8_t *dst, const v8u32 *v, int k)
 {
-    memcpy(p, v, sizeof *v);
+    v32u8 b = (v32u8)*v - (uint8_t)k;
+    memcpy(dst, &b, sizeof b);
 }
 
 /* Low (sh 0) or high (sh 4) nibbles of chunk c into B row half dst. */
 static void nibbles(uint8_t *dst, const uint8_t *c, int sh)
 {
-    v32u8 v;
+    v8u32 v;
     ld32(&v, c);
-    v = (v >> sh) & 15;
-    st32(dst, &v);
+    v = (v >> sh) & BYTES(15);
+    memcpy(dst, &v, sizeof v);
 }
 
 /* Q4_1 (d, m in 2-byte chunks, then 4 quant chunks): B row kg is chunk kg % 4's low (kg < 4)
@@ -284,12 +291,11 @@ static void nibbles(uint8_t *dst, const uint8_t *c, int sh)
 static void expand_q4_1(const uint8_t *g, uint8_t *o, int h)
 {
     const uint8_t *q = g + NB_PACK * NB_QUANT_Q4_1_QS;
+    UNROLL8
     for (int kg = 0; kg < QB_ROWS; kg++)
         nibbles(qb_row(o, kg, h), chunk(q, kg % 4), kg < 4 ? 0 : 4);
-    for (int r = 0; r < NB_PACK; r++) {
-        qb_f(o, 0, h)[r] = nb_quant_f16_at(g + 2 * r);
-        qb_f(o, 1, h)[r] = nb_quant_f16_at(g + 2 * NB_PACK + 2 * r);
-    }
+    nb_avx2_f16x8_to_f32(g, qb_f(o, 0, h));
+    nb_avx2_f16x8_to_f32(g + 2 * NB_PACK, qb_f(o, 1, h));
 }
 
 /* Q8_0 (d in 2-byte chunks, then each row's 32 quants whole): B row kg of row r is its quants
@@ -297,11 +303,11 @@ static void expand_q4_1(const uint8_t *g, uint8_t *o, int h)
 static void expand_q8_0(const uint8_t *g, uint8_t *o, int h)
 {
     const uint8_t *q = g + NB_PACK * NB_QUANT_Q8_0_QS;
+    UNROLL8
     for (int kg = 0; kg < QB_ROWS; kg++)
         for (int r = 0; r < NB_PACK; r++)
             memcpy(qb_row(o, kg, h) + 4 * r, q + r * NB_QUANT_QK + 4 * kg, 4);
-    for (int r = 0; r < NB_PACK; r++)
-        qb_f(o, 0, h)[r] = nb_quant_f16_at(g + 2 * r);
+    nb_avx2_f16x8_to_f32(g, qb_f(o, 0, h));
 }
 
 /* Q5_0 (d, then the re-ordered fifth bits and 4 quant chunks): weight e of k-group kg has its
@@ -310,17 +316,17 @@ static void expand_q8_0(const uint8_t *g, uint8_t *o, int h)
 static void expand_q5_0(const uint8_t *g, uint8_t *o, int h)
 {
     const uint8_t *rest = g + NB_PACK * NB_QUANT_Q5_0_QH;
-    v32u8 hb;
+    v8u32 hb;
     ld32(&hb, chunk(rest, 0));
+    UNROLL8
     for (int kg = 0; kg < QB_ROWS; kg++) {
-        v32u8 c;
+        v8u32 c;
         ld32(&c, chunk(rest, 1 + kg % 4));
         /* bit 8e + kg of row r's word: byte 4r + e, bit kg */
-        c = (((c >> (kg < 4 ? 0 : 4)) & 15) | ((hb >> kg) & 1) << 4) - 16;
-        st32(qb_row(o, kg, h), &c);
+        c = ((c >> (kg < 4 ? 0 : 4)) & BYTES(15)) | ((hb >> kg) & BYTES(1)) << 4;
+        st32_less(qb_row(o, kg, h), &c, 16);
     }
-    for (int r = 0; r < NB_PACK; r++)
-        qb_f(o, 0, h)[r] = nb_quant_f16_at(g + 2 * r);
+    nb_avx2_f16x8_to_f32(g, qb_f(o, 0, h));
 }
 
 /* Q4_K (d, dmin in 2-byte chunks, then 3 chunks of 6-bit scales and 32 quant chunks), one
@@ -330,16 +336,20 @@ static void expand_q4_k(const uint8_t *g, uint8_t *o, int h)
 {
     const uint8_t *rest = g + NB_PACK * NB_QUANT_Q4_K_SCALES;
     for (int s = 0; s < 8; s++)
+        UNROLL8
         for (int kg = 0; kg < QB_ROWS; kg++)
             nibbles(qb_row(o + (size_t)s * QB_BLOCK, kg, h), chunk(rest, 3 + 8 * (s / 2) + kg),
                     s & 1 ? 4 : 0);
+    float d8[NB_PACK], dmin8[NB_PACK];
+    nb_avx2_f16x8_to_f32(g, d8);
+    nb_avx2_f16x8_to_f32(g + 2 * NB_PACK, dmin8);
     for (int r = 0; r < NB_PACK; r++) {
         uint8_t s12[12];
         int sc[8], m[8];
         for (int c = 0; c < 3; c++)
             memcpy(s12 + 4 * c, chunk(rest, c) + 4 * r, 4);
         nb_quant_q4_k_scales(s12, sc, m);
-        float d = nb_quant_f16_at(g + 2 * r), dmin = nb_quant_f16_at(g + 2 * NB_PACK + 2 * r);
+        float d = d8[r], dmin = dmin8[r];
         for (int s = 0; s < 8; s++) {
             uint8_t *ob = o + (size_t)s * QB_BLOCK;
             qb_f(ob, 0, h)[r] = d;
@@ -358,19 +368,23 @@ static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
     const uint8_t *rest = g + NB_PACK * 2;
     for (int q = 0; q < 8; q++) {
         int hh = q / 4, k = q % 4;
+        UNROLL8
         for (int kg = 0; kg < QB_ROWS; kg++) {
-            v32u8 a, b, c, v;
+            v8u32 a, b, c, v;
             ld32(&a, chunk(rest, 16 * hh + kg));
             ld32(&b, chunk(rest, 16 * hh + 8 + kg));
             ld32(&c, chunk(rest, 32 + 8 * hh + kg));
             v = k == 0 ? a : k == 1 ? b : c;
-            v = k < 3 ? v & 63 : a >> 6 | (b >> 6) << 2 | (c >> 6) << 4;
-            v = v - 32;
-            st32(qb_row(o + (size_t)q * QB_BLOCK, kg, h), &v);
+            v = k < 3 ? v & BYTES(63)
+                      : ((a >> 6) & BYTES(3)) | ((b >> 6) & BYTES(3)) << 2 |
+                            ((c >> 6) & BYTES(3)) << 4;
+            st32_less(qb_row(o + (size_t)q * QB_BLOCK, kg, h), &v, 32);
         }
     }
+    float d8[NB_PACK];
+    nb_avx2_f16x8_to_f32(g, d8);
     for (int r = 0; r < NB_PACK; r++) {
-        float d = nb_quant_f16_at(g + 2 * r);
+        float d = d8[r];
         for (int q = 0; q < 8; q++) {
             uint8_t *ob = o + (size_t)q * QB_BLOCK;
             const uint8_t *sc = chunk(rest, 48 + q / 2) + 4 * r + 2 * (q % 2);
@@ -582,7 +596,8 @@ static void expand_b(const qt_ops *op, const nb_wmat *W, int j, uint8_t *bt)
 }
 
 /* The call's activations as Q8 rows (nb_avx2_q8_quantize_row: the reference's bits, 8 lanes at
- * a time; a CPU with AMX has AVX2, and the emulated build runs where AVX2 is), rows padded with
+ * a time; a CPU with AMX has AVX2 and F16C, as the expansion's nb_avx2_f16x8_to_f32 needs, and
+ * the emulated build runs where AVX2 is), rows padded with
  * zero quants to a multiple of 32, once per thread per call as pack_x does. The scratch also
  * holds the B tiles of two column tiles, returned in *bt. */
 typedef struct q8_rows {
