@@ -1,5 +1,5 @@
-/* nb_amx: the AMX linear kernels: bf16 weights on the bf16 tiles (tdpbf16ps), quantized prefill on the
- * int8 tiles (tdpbsud / tdpbssd); every other op, and linears too small to fill a tile, are the AVX-512 BF16 path's.
+/* nb_amx: the AMX linear kernels: bf16 weights on the bf16 tiles (tdpbf16ps), quantized prefill
+ * on the int8 tiles (tdpbsud / tdpbssd); every other op, and small linears, are nb_avx512.c's.
  *
  * Numerics (Intel SDM, TDPBF16PS): for each output element, per column pair
  *   acc += bf16(a[2k]) * bf16(b[2k]);  acc += bf16(a[2k+1]) * bf16(b[2k+1])
