@@ -224,15 +224,17 @@ void NB_AMX_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32ou
  * |dot| <= 32 * 127 * 127), and the float steps then run on 16-lane vectors (a lane per weight
  * row) in the reference's order, so the result is the reference bit for bit. What a type
  * changes is a small table (qt_ops): how many tile products a 32-block takes (Q8_0's 8 lanes of
- * 4 weights, Q6_K's two 16-weight halves, one for the others), signed or unsigned weights, how
- * its PACK8 block expands to B rows and per-column fp32 factors, its float step and its output.
- * B is expanded once per 32 output columns (8 rows of 64 bytes and QB_NF vectors of 16 factors
- * per 32-block of K, for each of the two column tiles) and every activation row tile of the
- * call reuses it from L1/L2. PACK8 keeps 8 rows' same 4 bytes together (nb_kernels.c), so a
+ * 4 weights, Q6_K's low and high bytes of its scaled weights, one for the others), signed or
+ * unsigned weights, how its PACK8 block expands to B rows and per-column fp32 factors, its
+ * float step and its output. B is expanded once per 32 output columns (QB_NF vectors of 16
+ * factors, then 8 rows of 64 bytes per product, per 32-block of K, for each of the two column
+ * tiles) and every activation row tile of the call reuses it from L1/L2. PACK8 keeps 8 rows' same 4 bytes together (nb_kernels.c), so a
  * group's half of a B row is one 32-byte chunk transformed bytewise: no repacking at setup. */
-#define QB_ROWS 8 /* B rows per 32-block: 32 k / 4 */
+#define QB_ROWS 8 /* B rows per 32 k: 32 / 4 */
 #define QB_NF 3   /* factor vectors per 32-block */
-#define QB_BLOCK (QB_ROWS * TB + QB_NF * NB_VNNI * 4)
+#define QB_F (QB_NF * NB_VNNI * 4)
+#define QB_STRIDE(rows) (QB_F + (rows) * TB) /* a 32-block's factors and B rows */
+#define QB_BLOCK QB_STRIDE(QB_ROWS)
 #define QS_ROW (2 * NB_VNNI)       /* a 32 x 32 output block's sums: row stride */
 #define QS_PLANE (2 * TM * QS_ROW) /* and one plane per sum of an output */
 #define QS_MAX 8                   /* planes at most (Q8_0's lanes) */
@@ -243,11 +245,11 @@ typedef int32_t v16i __attribute__((vector_size(64)));
 /* Row kg of 32-block o's B, the half of group h (columns 8h..8h+7); its factor f of row r. */
 static uint8_t *qb_row(uint8_t *o, int kg, int h)
 {
-    return o + kg * TB + h * 32;
+    return o + QB_F + kg * TB + h * 32;
 }
 static float *qb_f(uint8_t *o, int f, int h)
 {
-    return (float *)(o + QB_ROWS * TB) + f * NB_VNNI + h * NB_PACK;
+    return (float *)o + f * NB_VNNI + h * NB_PACK;
 }
 
 /* The 32-byte chunk c (8 rows x 4 bytes) of a PACK8 block's part at p. */
@@ -361,13 +363,33 @@ static void expand_q4_k(const uint8_t *g, uint8_t *o, int h)
 
 /* Q6_K (d in 2-byte chunks, then 48 chunks of re-coded quants and 4 of scales; nb_kernels.c
  * q6_k_recode): group q = 4hh + k's k-group kg comes from chunks a = 16hh + kg, b = a + 8 and
- * c = 32 + 8hh + kg (k < 3: chunk a, b or c's low 6 bits; k = 3: their top 2 bits). B holds
- * q - 32 as signed bytes; factors d, sc[2q], sc[2q + 1] (the two 16-weight halves). */
+ * c = 32 + 8hh + kg (k < 3: chunk a, b or c's low 6 bits; k = 3: their top 2 bits). The
+ * reference's integer is sum x_q w with w = (q - 32) sc, sc the int8 scale of the weight's
+ * 16-value half (|w| <= 4096): B rows 0..7 hold w's low bytes (unsigned, tdpbsud), rows 8..15
+ * its high bytes (w >> 8, signed, tdpbssd), so that C_lo + 256 C_hi is that integer exactly:
+ * one convert and no scale multiplies in the float step. Factor d. */
+typedef int8_t v32s8 __attribute__((vector_size(32)));
+typedef int16_t v32s16 __attribute__((vector_size(64)));
+#define Q6_STRIDE QB_STRIDE(2 * QB_ROWS)
+
 static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
 {
     const uint8_t *rest = g + NB_PACK * 2;
+    float d8[NB_PACK];
+    nb_avx2_f16x8_to_f32(g, d8);
     for (int q = 0; q < 8; q++) {
         int hh = q / 4, k = q % 4;
+        uint8_t *ob = o + (size_t)q * Q6_STRIDE;
+        v32s16 sc[2]; /* per half: each row's scale over its 4 bytes */
+        for (int e = 0; e < 32; e++) {
+            const uint8_t *p = chunk(rest, 48 + q / 2) + 4 * (e / 4) + 2 * (q % 2);
+            sc[0][e] = (int8_t)p[0];
+            sc[1][e] = (int8_t)p[1];
+        }
+        for (int r = 0; r < NB_PACK; r++) {
+            qb_f(ob, 0, h)[r] = d8[r];
+            qb_f(ob, 1, h)[r] = qb_f(ob, 2, h)[r] = 0.0f;
+        }
         UNROLL8
         for (int kg = 0; kg < QB_ROWS; kg++) {
             v8u32 a, b, c, v;
@@ -378,24 +400,17 @@ static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
             v = k < 3 ? v & BYTES(63)
                       : ((a >> 6) & BYTES(3)) | ((b >> 6) & BYTES(3)) << 2 |
                             ((c >> 6) & BYTES(3)) << 4;
-            st32_less(qb_row(o + (size_t)q * QB_BLOCK, kg, h), &v, 32);
-        }
-    }
-    float d8[NB_PACK];
-    nb_avx2_f16x8_to_f32(g, d8);
-    for (int r = 0; r < NB_PACK; r++) {
-        float d = d8[r];
-        for (int q = 0; q < 8; q++) {
-            uint8_t *ob = o + (size_t)q * QB_BLOCK;
-            const uint8_t *sc = chunk(rest, 48 + q / 2) + 4 * r + 2 * (q % 2);
-            qb_f(ob, 0, h)[r] = d;
-            qb_f(ob, 1, h)[r] = (float)(int8_t)sc[0];
-            qb_f(ob, 2, h)[r] = (float)(int8_t)sc[1];
+            v32s16 w = __builtin_convertvector((v32s8)v, v32s16) - 32;
+            w = w * sc[kg >= 4];
+            v32u8 lo = __builtin_convertvector(w & 255, v32u8);
+            v32s8 hi = __builtin_convertvector(w >> 8, v32s8);
+            memcpy(qb_row(ob, kg, h), &lo, sizeof lo);
+            memcpy(qb_row(ob, QB_ROWS + kg, h), &hi, sizeof hi);
         }
     }
 }
 
-/* One C tile's float step: rows of 16 int32 dots (c0, and Q6_K's second half c1), the 32-block's
+/* One C tile's float step: rows of 16 int32 dots (c0, and Q6_K's high bytes' c1), the 32-block's
  * factors, per row the activation block's d and s (stride nb), the sums at st (QS_ROW per
  * row, QS_PLANE per sum), lane: Q8_0's 4-weight lane, dd: its d_w * d_x per row (QS_ROW). */
 typedef struct qt_tile {
@@ -499,20 +514,21 @@ static void step_q4_k(const qt_tile *t)
     }
 }
 
-/* acc += float(sc_a I_a + sc_b I_b) * (d * d_x): both products and their sum are integers
- * below 2^24 (|I| <= 16 * 32 * 127, |sc| <= 128), so exact in fp32 as in int. */
+/* acc += float(I) * (d * d_x), I = C_lo + 256 C_hi: the reference's sc_a I_a + sc_b I_b
+ * exactly (|I| <= 2 * 16 * 32 * 127 * 128 < 2^24, so float(I) is exact too). */
 static void step_q6_k(const qt_tile *t)
 {
     const int32_t *c = t->c0, *c1 = t->c1;
     const float *dx = t->dx;
     float *a = t->st;
     size_t nb = t->nb;
-    v16f f0 = t->f0, f1 = t->f1, f2 = t->f2;
+    v16f f0 = t->f0;
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, c1 += NB_VNNI, dx += nb, a += QS_ROW) {
-        v16f ia, ib, p;
-        dots(&ia, c, 0);
-        dots(&ib, c1, 0);
-        p = (ia * f1 + ib * f2) * (f0 * *dx);
+        v16i lo, hi;
+        v16f p;
+        memcpy(&lo, c, sizeof lo);
+        memcpy(&hi, c1, sizeof hi);
+        p = __builtin_convertvector(lo + hi * 256, v16f) * (f0 * *dx);
         add_to(a, &p);
     }
 }
@@ -541,7 +557,8 @@ typedef struct qt_ops {
     nb_wtype type;
     int elems, bytes; /* a PACK8 block: weights and bytes per row */
     int subs, span;   /* tile products per 32-block, and per float step */
-    int sgn;          /* signed weights: tdpbssd, else tdpbsud */
+    int depth;        /* k per product: 32, or Q8_0's 4 (its lanes) */
+    int sgn;          /* bit s: product s has signed weights (tdpbssd), else tdpbsud */
     int sums;         /* fp32 sums per output */
     void (*expand)(const uint8_t *g, uint8_t *o, int h);
     void (*step)(const qt_tile *t);
@@ -549,11 +566,14 @@ typedef struct qt_ops {
 } qt_ops;
 
 static const qt_ops qt_types[] = {
-    {NB_W_Q4_1, NB_QUANT_QK, NB_QUANT_Q4_1_BYTES, 1, 1, 0, 2, expand_q4_1, step_q4_1, out_sum},
-    {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 1, 8, expand_q8_0, step_q8_0, out_tree8},
-    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 1, 1, expand_q5_0, step_q5_0, out_one},
-    {NB_W_Q4_K, NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES, 1, 1, 0, 2, expand_q4_k, step_q4_k, out_diff},
-    {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 1, 1, expand_q6_k, step_q6_k, out_one},
+    {NB_W_Q4_1, NB_QUANT_QK, NB_QUANT_Q4_1_BYTES, 1, 1, 32, 0, 2, expand_q4_1, step_q4_1, out_sum},
+    {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 4, 255, 8, expand_q8_0, step_q8_0,
+     out_tree8},
+    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 32, 1, 1, expand_q5_0, step_q5_0, out_one},
+    {NB_W_Q4_K, NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES, 1, 1, 32, 0, 2, expand_q4_k, step_q4_k,
+     out_diff},
+    {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 32, 2, 1, expand_q6_k, step_q6_k,
+     out_one},
 };
 
 static const qt_ops *qt_find(nb_wtype t)
@@ -564,10 +584,16 @@ static const qt_ops *qt_find(nb_wtype t)
     return NULL;
 }
 
-/* C: 16 x 16 int32, A: 16 rows x a span's bytes, B: its k-groups x 64 bytes. */
+/* C: 16 x 16 int32, A: 16 rows x a product's depth in bytes, B: its k-groups x 64 bytes. */
 static void tiles_configure_int8(const qt_ops *op)
 {
-    tiles_configure_shapes(NB_QUANT_QK / op->subs, QB_ROWS / op->subs);
+    tiles_configure_shapes(op->depth, op->depth / 4);
+}
+
+/* Bytes of a 32-block's factors and B rows. */
+static size_t qb_stride(const qt_ops *op)
+{
+    return QB_STRIDE((size_t)op->subs * op->depth / 4);
 }
 
 /* Weight rows j..j+15 (two PACK8 groups; a group past the matrix reads as zeros) as every
@@ -575,19 +601,20 @@ static void tiles_configure_int8(const qt_ops *op)
 static void expand_b(const qt_ops *op, const nb_wmat *W, int j, uint8_t *bt)
 {
     int npb = W->cols / op->elems, per = op->elems / NB_QUANT_QK;
-    int groups = (W->rows + NB_PACK - 1) / NB_PACK;
+    int groups = (W->rows + NB_PACK - 1) / NB_PACK, brows = op->subs * op->depth / 4;
+    size_t stride = qb_stride(op);
     for (int h = 0; h < 2; h++) {
         int g = j / NB_PACK + h;
         if (g < groups) {
             const uint8_t *grp = nb_wmat_group(W, g);
             for (int pb = 0; pb < npb; pb++)
-                op->expand(grp + (size_t)pb * NB_PACK * op->bytes,
-                           bt + (size_t)pb * per * QB_BLOCK, h);
+                op->expand(grp + (size_t)pb * NB_PACK * op->bytes, bt + (size_t)pb * per * stride,
+                           h);
             continue;
         }
         for (int b = 0; b < npb * per; b++) {
-            uint8_t *o = bt + (size_t)b * QB_BLOCK;
-            for (int kg = 0; kg < QB_ROWS; kg++)
+            uint8_t *o = bt + (size_t)b * stride;
+            for (int kg = 0; kg < brows; kg++)
                 memset(qb_row(o, kg, h), 0, 32);
             for (int f = 0; f < QB_NF; f++)
                 memset(qb_f(o, f, h), 0, NB_PACK * sizeof(float));
@@ -609,7 +636,7 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
 {
     int np = (n + 2 * TM - 1) / (2 * TM) * 2 * TM, nb = K / NB_QUANT_QK;
     size_t qb = ((size_t)np * K + 63) & ~(size_t)63, fb = sizeof(float) * (2 * (size_t)n * nb);
-    size_t xf = sizeof(float) * (size_t)K, bb = 2 * (size_t)nb * QB_BLOCK;
+    size_t xf = sizeof(float) * (size_t)K, bb = 2 * (size_t)nb * Q6_STRIDE; /* the largest */
     fb = (fb + 63) & ~(size_t)63;
     xf = (xf + 63) & ~(size_t)63;
     uint8_t *base = nb_scratch_or_die(qb + fb + xf + bb);
@@ -637,22 +664,25 @@ static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int
                     const int8_t *a0, const int8_t *a1, const uint8_t *o0, const uint8_t *o1,
                     int two, float *st)
 {
-    int w = NB_QUANT_QK / op->subs, nb = K / NB_QUANT_QK;
+    int nb = K / NB_QUANT_QK;
     int32_t c[2][4][TM * NB_VNNI];
     float dd[2 * TM * QS_ROW];
     for (int s = 0; s < op->subs; s++) {
-        size_t ka = (size_t)b * NB_QUANT_QK + (size_t)s * w;
-        size_t kb = (size_t)s * (QB_ROWS / op->subs) * TB;
+        /* products of a full 32-block (Q6_K's two) share the A tiles */
+        size_t ka = (size_t)b * NB_QUANT_QK + (size_t)s * op->depth % NB_QUANT_QK;
+        size_t kb = QB_F + (size_t)s * (op->depth / 4) * TB;
         int32_t(*cs)[TM * NB_VNNI] = c[s % op->span];
         _tile_zero(T_C0);
         _tile_zero(T_C1);
         _tile_zero(T_C2);
         _tile_zero(T_C3);
-        _tile_loadd(T_A0, a0 + ka, (long)K);
-        _tile_loadd(T_A1, a1 + ka, (long)K);
+        if (s == 0 || op->depth < NB_QUANT_QK) {
+            _tile_loadd(T_A0, a0 + ka, (long)K);
+            _tile_loadd(T_A1, a1 + ka, (long)K);
+        }
         _tile_loadd(T_B0, o0 + kb, TB);
         _tile_loadd(T_B1, o1 + kb, TB);
-        if (op->sgn) {
+        if ((op->sgn >> s) & 1) {
             _tile_dpbssd(T_C0, T_A0, T_B0);
             _tile_dpbssd(T_C1, T_A0, T_B1);
             _tile_dpbssd(T_C2, T_A1, T_B0);
@@ -680,9 +710,9 @@ static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int
             size_t off = (size_t)(t >> 1) * TM * QS_ROW + (size_t)(t & 1) * NB_VNNI;
             tt.st = st + off;
             tt.dd = dd + off;
-            memcpy(&tt.f0, o + QB_ROWS * TB, sizeof tt.f0);
-            memcpy(&tt.f1, o + QB_ROWS * TB + sizeof tt.f0, sizeof tt.f1);
-            memcpy(&tt.f2, o + QB_ROWS * TB + 2 * sizeof tt.f0, sizeof tt.f2);
+            memcpy(&tt.f0, o, sizeof tt.f0);
+            memcpy(&tt.f1, o + sizeof tt.f0, sizeof tt.f1);
+            memcpy(&tt.f2, o + 2 * sizeof tt.f0, sizeof tt.f2);
             op->step(&tt);
         }
     }
@@ -696,7 +726,8 @@ static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t
 {
     int K = W->cols, nb = K / NB_QUANT_QK;
     size_t ld = (size_t)W->rows;
-    uint8_t *bt1 = bt + (size_t)nb * QB_BLOCK;
+    size_t stride = qb_stride(op);
+    uint8_t *bt1 = bt + (size_t)nb * stride;
     float st[QS_MAX * QS_PLANE];
     for (int j = j0; j < j1; j += 2 * NB_VNNI) {
         int two = j + NB_VNNI < j1;
@@ -707,8 +738,8 @@ static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t
             memset(st, 0, sizeof(float) * (size_t)op->sums * QS_PLANE);
             const int8_t *a0 = x->q + (size_t)i * K, *a1 = a0 + (size_t)TM * K;
             for (int b = 0; b < nb; b++) {
-                const uint8_t *o0 = bt + (size_t)b * QB_BLOCK;
-                block_q(op, x, K, n, i, b, a0, a1, o0, two ? bt1 + (size_t)b * QB_BLOCK : o0,
+                const uint8_t *o0 = bt + (size_t)b * stride;
+                block_q(op, x, K, n, i, b, a0, a1, o0, two ? bt1 + (size_t)b * stride : o0,
                         two, st);
             }
             int rows = n - i < 2 * TM ? n - i : 2 * TM;
