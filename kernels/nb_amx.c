@@ -450,10 +450,11 @@ static void step_q4_1(const qt_tile *t)
     size_t nb = t->nb;
     v16f f0 = t->f0, f1 = t->f1;
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, sx += nb, a += QS_ROW) {
-        v16f is, p, m = f1 * *sx;
+        v16f is, p, m;
         dots(&is, c, 0);
         p = is * (f0 * *dx);
         add_to(a, &p);
+        m = f1 * *sx; /* here, not above: GCC then broadcasts s_x from memory, not on p5 */
         add_to(a + QS_PLANE, &m);
     }
 }
@@ -506,10 +507,11 @@ static void step_q4_k(const qt_tile *t)
     size_t nb = t->nb;
     v16f f0 = t->f0, f1 = t->f1, f2 = t->f2;
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, sx += nb, a += QS_ROW) {
-        v16f is, p, m = f2 * *sx;
+        v16f is, p, m;
         dots(&is, c, 0);
         p = (is * f1) * (f0 * *dx);
         add_to(a, &p);
+        m = f2 * *sx; /* here, not above: GCC then broadcasts s_x from memory, not on p5 */
         add_to(a + QS_PLANE, &m);
     }
 }
