@@ -72,8 +72,9 @@ static int amx_permitted(void)
 #endif
 }
 
-/* AVX-512 VNNI, probed with the ISA: it picks the quantized prefill kernel of the AVX-512 and
- * AMX paths (nb_avx512_kquant.c), not a path of its own; AMX-INT8 likewise adds quantized
+/* AVX-512 VNNI, probed with the ISA: it picks the quantized decode kernels of the AVX-512 and
+ * AMX paths (nb_avx512_kquant.c) and the AVX-512 path's quantized prefill (the int8 tile loop
+ * on zmm registers, nb_amx_vnni.c), not a path of its own; AMX-INT8 likewise adds quantized
  * prefill (every block type) on the int8 tiles to the AMX path (same tile state and permission
  * as AMX-BF16). */
 static int cpu_vnni, cpu_amx_int8;
@@ -138,6 +139,8 @@ static void detect(void)
         avx512bf16_table.q4_k_gemv8 = nb_avx512_q4_k_gemv8;
         avx512bf16_table.q6_k_gemv8 = nb_avx512_q6_k_gemv8;
         avx512bf16_table.kq_gemm = &nb_avx512_kq_gemm;
+        /* quantized prefill on the int8 tile loop, its tiles on zmm registers (issue 26) */
+        avx512bf16_table.linear_bf16 = nb_amx_vnni_linear_int8;
     }
     amxbf16_table = avx512bf16_table;
     amxbf16_table.isa = NB_ISA_AMXBF16;

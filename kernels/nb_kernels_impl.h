@@ -185,10 +185,15 @@ void nb_avx512_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, i
 nb_code nb_avx512_wmat_finish(nb_wmat *w, nb_err *err);
 void nb_amx_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1);
-/* The AMX table's linear where the CPU also has AMX-INT8 (nb_amx.c): Q4_1 prefill (n >= 16) on
- * the int8 tiles, the same bits as the reference; everything else nb_amx_linear_bf16's. */
+/* The AMX table's linear where the CPU also has AMX-INT8 (nb_amx.c): quantized prefill (n >= 16)
+ * on the int8 tiles, the same bits as the reference; everything else nb_amx_linear_bf16's. */
 void nb_amx_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1);
+/* The AVX-512 table's linear where the CPU has AVX-512 VNNI (nb_amx_vnni.c): the same int8 tile
+ * loop with the tile instructions on zmm registers, the same bits; everything else
+ * nb_avx512_linear_bf16's. */
+void nb_amx_vnni_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                             int j0, int j1);
 
 /* Frees the weight slab kept for reuse once every matrix is gone. */
 void nb_wmat_release_slabs(void);

@@ -331,3 +331,8 @@ static inline __m256i emu_dpbusd256(__m256i acc, __m256i a, __m256i b)
 
 #define NB_AVX512_KQ_EMULATE 1
 #include "nb_avx512_kquant.c"
+
+/* ---- nb_amx_vnni.c: the int8 tile loop with its tile instructions on these (emulated) zmm
+ * registers: vpdpbusd, set1, sub, load and store above ---- */
+#define NB_AMX_VNNI_EMULATE 1
+#include "nb_amx_vnni.c"

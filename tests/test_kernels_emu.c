@@ -26,6 +26,9 @@ void nb_amx_emu_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, 
 void nb_amx_emu_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                             int j0, int j1);
 float nb_amx_emu_dot_pair(float c0, const nb_bf16 a[2], const nb_bf16 b[2]);
+/* nb_amx_vnni.c (the int8 tile loop on zmm registers) over the emulated intrinsics. */
+void nb_amx_vnni_emu_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
+                                 int j0, int j1);
 /* nb_avx512_kquant.c over the emulated intrinsics (kernels_emu.c). */
 void nb_avx512_emu_q8_0_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
 void nb_avx512_emu_q4_1_gemv8(const nb_q8_act *x, const uint8_t *grp, int K, float out[8]);
@@ -282,12 +285,13 @@ static void test_amx_linear_emulated(void **state)
     run("amx-bf16", nb_amx_emu_linear_bf16, 200, 1536, 32);
 }
 
-/* Quantized prefill on the emulated int8 tiles: W's type through `emu` (the AVX2 table with the
- * AMX-INT8 linear swapped in; PACK8 as on the AMX path) against portable, f32 and bf16 outputs
- * bit for bit, on `threads` threads (the pool's 16-row chunks: a chunk of 16 columns runs one
- * column tile); 0 when equal. */
-static int int8_vs_portable(nb_kernel_table *emu, nb_wtype type, int rows, int cols, int n,
-                            int threads)
+/* Quantized prefill on an int8 tile loop (`lin`: the emulated AMX-INT8 tiles, or the loop on
+ * zmm registers, emulated or real): W's type through `emu` (the AVX2 table with `lin` swapped
+ * in; PACK8 as on the AMX and AVX-512 paths) against portable, f32 and bf16 outputs bit for bit,
+ * on `threads` threads (the pool's 16-row chunks: a chunk of 16 columns runs one column tile);
+ * 0 when equal. */
+static int int8_vs_portable(nb_kernel_table *emu, linear_fn lin, const char *what,
+                            nb_wtype type, int rows, int cols, int n, int threads)
 {
     nb_err err = {0};
     assert_int_equal(nb_kernels_init(threads, &err), NB_OK);
@@ -307,7 +311,7 @@ static int int8_vs_portable(nb_kernel_table *emu, nb_wtype type, int rows, int c
     assert_non_null(Wp);
     assert_int_equal(Wp->layout, NB_LAYOUT_PACK8);
     *emu = *nb_kernels_active();
-    emu->linear_bf16 = nb_amx_emu_linear_int8;
+    emu->linear_bf16 = lin;
     nb_kernels_use_table(emu);
     memset(got, 0xff, out * 4);
     memset(got16, 0xff, out * 2);
@@ -316,8 +320,8 @@ static int int8_vs_portable(nb_kernel_table *emu, nb_wtype type, int rows, int c
     nb_kernels_use_table(NULL);
     int bad = memcmp(ref, got, out * 4) || memcmp(ref16, got16, out * 2);
     if (bad)
-        print_error("%s %dx%d n=%d, %d threads: the emulated int8 tiles differ from portable\n",
-                    nb_wtype_name(type), rows, cols, n, threads);
+        print_error("%s %dx%d n=%d, %d threads: %s differs from portable\n",
+                    nb_wtype_name(type), rows, cols, n, threads, what);
     nb_wmat_free(W);
     nb_wmat_free(Wp);
     free(X);
@@ -336,11 +340,10 @@ static int int8_vs_portable(nb_kernel_table *emu, nb_wtype type, int rows, int c
  * (rows 40, 200, 24), a partly filled PACK8 group (rows 37), decode sizes handed over (n = 1,
  * 15); then the shapes Gemma 3 270M's GGUF gives each type (Q5_0 and
  * Q8_0 at K = 640, rows 256/1024/2048 and a partial slice of the 262144-row output; Q4_K at K
- * 1024 and 2048, Q6_K at 2048, 640 rows); then a batch sharing X across all of them. */
-static void test_amx_int8_emulated(void **state)
+ * 1024 and 2048, Q6_K at 2048, 640 rows); then a batch sharing X across all of them. `lin`
+ * is the loop under test (`what` names it). */
+static void int8_loop_cases(linear_fn lin, const char *what)
 {
-    (void)state;
-    need_avx2();
     static const nb_wtype types[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
     static const int k32[] = {64, 576, 640}, kk[] = {256, 768, 2048}; /* K per block size */
     static const int rn[][2] = {/* rows, n */
@@ -359,13 +362,15 @@ static void test_amx_int8_emulated(void **state)
             for (int c = 0; c < 3; c++)
                 for (size_t s = 0; s < sizeof rn / sizeof *rn; s++, runs++) {
                     int cols = kt_block_elems(types[y]) == 256 ? kk[c] : k32[c];
-                    bad += int8_vs_portable(&emu, types[y], rn[s][0], cols, rn[s][1], t);
+                    bad += int8_vs_portable(&emu, lin, what, types[y], rn[s][0], cols,
+                                            rn[s][1], t);
                 }
         for (size_t g = 0; g < sizeof gemma / sizeof *gemma; g++, runs++)
-            bad += int8_vs_portable(&emu, gemma[g].t, gemma[g].rows, gemma[g].cols, gemma[g].n, t);
+            bad += int8_vs_portable(&emu, lin, what, gemma[g].t, gemma[g].rows, gemma[g].cols,
+                                    gemma[g].n, t);
     }
     if (bad)
-        fail_msg("%d of %d cases differ from portable", bad, runs);
+        fail_msg("%s: %d of %d cases differ from portable", what, bad, runs);
     /* A batch sharing X across every quantized type and bf16 (converted by other code into the
      * same per-thread scratch, between the int8 ones): each must find its own conversion and
      * give portable's bits. */
@@ -393,16 +398,17 @@ static void test_amx_int8_emulated(void **state)
         nb_linear_bf16(Wr[m], X, BN, ref[m]);
     assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
     emu = *nb_kernels_active();
-    emu.linear_bf16 = nb_amx_emu_linear_int8;
+    emu.linear_bf16 = lin;
     nb_kernels_use_table(&emu);
     nb_linear_bf16_batch((const nb_wmat *const *)Wb, got, BM, X, BN);
     nb_kernels_use_table(NULL);
     for (int m = 0; m < BM; m++) {
-        /* bf16 ran on the bf16 tiles: within fp32 rounding of portable, checked by
-         * test_amx_linear_emulated; here its own memo must not leak into the others */
+        /* bf16 ran on the bf16 tiles or the AVX-512 kernel: within fp32 rounding of portable,
+         * checked by test_amx_linear_emulated and test_kernels; here its own memo must not leak
+         * into the others */
         if (bt[m] != NB_W_BF16 && memcmp(ref[m], got[m], sizeof(nb_bf16) * BN * BR))
-            fail_msg("batch of every quantized type and bf16: matrix %d (%s) differs from "
-                     "portable", m, nb_wtype_name(bt[m]));
+            fail_msg("%s, batch of every quantized type and bf16: matrix %d (%s) differs from "
+                     "portable", what, m, nb_wtype_name(bt[m]));
         nb_wmat_free(Wr[m]);
         nb_wmat_free(Wb[m]);
         free(data[m]);
@@ -411,6 +417,41 @@ static void test_amx_int8_emulated(void **state)
     }
     free(X);
     assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+}
+
+static void test_amx_int8_emulated(void **state)
+{
+    (void)state;
+    need_avx2();
+    int8_loop_cases(nb_amx_emu_linear_int8, "the emulated int8 tiles");
+}
+
+/* The AVX-512 path's quantized prefill linear where the CPU has AVX-512 VNNI (the dispatcher's
+ * choice: the int8 tile loop on zmm registers), else NULL. */
+static linear_fn vnni_native(void)
+{
+    nb_err err = {0};
+    if (nb_kernels_cpu_isa() < NB_ISA_AVX512BF16)
+        return NULL;
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX512BF16, &err), NB_OK);
+    linear_fn f = nb_kernels_active()->linear_bf16;
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    return f == nb_amx_vnni_linear_int8 ? f : NULL;
+}
+
+/* The same cases on the int8 tile loop with its tile instructions on zmm registers
+ * (nb_amx_vnni.c: vpdpbusd, TDPBSSD as (A xor 0x80) . B - 128 sum B): over the emulated
+ * intrinsics on every host, and natively where the CPU has AVX-512 VNNI. */
+static void test_vnni_int8_loop(void **state)
+{
+    (void)state;
+    need_avx2();
+    int8_loop_cases(nb_amx_vnni_emu_linear_int8, "the int8 loop on emulated zmm registers");
+    linear_fn native = vnni_native();
+    if (native)
+        int8_loop_cases(native, "the int8 loop on zmm registers (avx512 vnni)");
+    else
+        print_message("no AVX-512 VNNI: the native int8 loop on zmm registers not run\n");
 }
 
 /* Behind the public calls: the thread pool's row chunks on 2 threads, a
@@ -511,15 +552,18 @@ static void test_row_exact_on_every_path(void **state)
     enum { ROWS = 64, COLS = 576, N = 37 };
     nb_bf16 *X = malloc(sizeof(nb_bf16) * N * COLS);
     kt_fill_bf16(X, (size_t)N * COLS, 1.0f);
-    static const nb_wtype types[] = {NB_W_BF16, NB_W_Q4_1, NB_W_Q8_0};
+    static const nb_wtype types[] = {NB_W_BF16, NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0};
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
-    /* 0 portable, 1 avx2, 2 avx512bf16 (real), 3 avx512 (emulated), 4 amx (emulated),
-     * 5 amx with the int8 tiles for the block types (emulated) */
-    for (int p = 0; p < 6; p++) {
+    /* 0 portable, 1 avx2, 2 avx512bf16 (real: with AVX-512 VNNI the block types' prefill on the
+     * int8 loop on zmm registers), 3 avx512 (emulated), 4 amx (emulated), 5 amx with the int8
+     * tiles for the block types (emulated), 6 the int8 loop on zmm registers (emulated; no
+     * linear_bf16_rows, as the avx512bf16 table has none) */
+    for (int p = 0; p < 7; p++) {
         if (p == 2 && nb_kernels_cpu_isa() < NB_ISA_AVX512BF16)
             continue;
         for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-            if ((p >= 2 && p < 5 && types[t] != NB_W_BF16) || (p == 5 && types[t] == NB_W_BF16))
+            if (((p == 3 || p == 4) && types[t] != NB_W_BF16) ||
+                ((p == 5 || p == 6) && types[t] == NB_W_BF16))
                 continue; /* the block types run on the AVX2 kernels there */
             if (p < 3) {
                 assert_int_equal(nb_kernels_set_isa(p == 0   ? NB_ISA_PORTABLE
@@ -531,8 +575,9 @@ static void test_row_exact_on_every_path(void **state)
                 emu = nb_kernels_avx2;
                 emu.linear_bf16 = p == 3   ? nb_avx512_emu_linear_bf16
                                   : p == 4 ? nb_amx_emu_linear_bf16
-                                           : nb_amx_emu_linear_int8;
-                emu.linear_bf16_rows = p == 3 ? NULL : nb_avx512_emu_linear_bf16;
+                                  : p == 5 ? nb_amx_emu_linear_int8
+                                           : nb_amx_vnni_emu_linear_int8;
+                emu.linear_bf16_rows = p == 3 || p == 6 ? NULL : nb_avx512_emu_linear_bf16;
                 emu.wmat_finish = nb_avx512_emu_wmat_finish;
                 nb_kernels_use_table(&emu);
             }
@@ -606,7 +651,8 @@ static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threa
  * the emulated AMX-INT8 linear: every linear of the n-token prefill on the int8 tiles, the
  * decode steps on the AVX2 kernels. Both compute every quantized linear as the reference does
  * and share every other op, so the logits must agree bit for bit. 0 when they do. */
-static int engine_int8_vs_avx2(const nb_model *m, int threads, int n, const char *what)
+static int engine_int8_vs_avx2(const nb_model *m, linear_fn lin, int threads, int n,
+                               const char *what)
 {
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
     nb_err err = {0};
@@ -616,12 +662,12 @@ static int engine_int8_vs_avx2(const nb_model *m, int threads, int n, const char
     assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
     engine_logits_as(m, nb_kernels_active(), threads, NB_DTYPE_NATIVE, n, ref);
     emu = *nb_kernels_active();
-    emu.linear_bf16 = nb_amx_emu_linear_int8;
+    emu.linear_bf16 = lin;
     engine_logits_as(m, &emu, threads, NB_DTYPE_NATIVE, n, got);
     int bad = memcmp(ref, got, sizeof(float) * cnt) != 0;
     if (bad)
-        print_error("%s native, %d threads: logits on the emulated int8 tiles differ from "
-                    "avx2's\n", what, threads);
+        print_error("%s native, %d threads: logits on the int8 loop differ from avx2's\n", what,
+                    threads);
     free(ref);
     free(got);
     assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
@@ -683,10 +729,11 @@ static void test_engine_on_emulated_paths(void **state)
     nb_tiny_rmtree(dir);
 }
 
-/* Quantized prefill on the emulated int8 tiles inside the engine: the tiny model as Q4_1 (its
+/* Quantized prefill on the int8 tile loop inside the engine: the tiny model as Q4_1 (its
  * embedding Q8_0) and, where the source tree has it (NB_SRC, models/), Gemma 3 270M's GGUF
  * (Q5_0, Q4_K, Q6_K, Q8_0 at their real shapes), 1 and 2 threads, against the AVX2 path bit
- * for bit. */
+ * for bit: on the emulated AMX tiles, and on zmm registers (emulated for the tiny model; Gemma
+ * natively where the CPU has AVX-512 VNNI, else emulated). */
 static void test_engine_on_int8_tiles(void **state)
 {
     (void)state;
@@ -694,8 +741,12 @@ static void test_engine_on_int8_tiles(void **state)
     char dir[4096], path[4200];
     nb_err err = {0};
     nb_model *m = tiny_open((nb_tiny_opts){.seed = 11, .type = NB_TT_Q4_1}, dir, sizeof dir);
-    int bad = engine_int8_vs_avx2(m, 1, 40, "tiny q4_1") +
-              engine_int8_vs_avx2(m, 2, 40, "tiny q4_1");
+    linear_fn vnni = vnni_native();
+    if (!vnni)
+        vnni = nb_amx_vnni_emu_linear_int8;
+    int bad = engine_int8_vs_avx2(m, nb_amx_emu_linear_int8, 1, 40, "tiny q4_1, amx tiles") +
+              engine_int8_vs_avx2(m, nb_amx_emu_linear_int8, 2, 40, "tiny q4_1, amx tiles") +
+              engine_int8_vs_avx2(m, nb_amx_vnni_emu_linear_int8, 2, 40, "tiny q4_1, zmm tiles");
     nb_model_close(m);
     nb_tiny_rmtree(dir);
     const char *src = getenv("NB_SRC");
@@ -704,7 +755,9 @@ static void test_engine_on_int8_tiles(void **state)
         if (!access(path, R_OK)) {
             if (nb_model_open(path, &m, &err))
                 fail_msg("%s: %s", path, err.msg);
-            bad += engine_int8_vs_avx2(m, 2, 17, "gemma3"); /* 17: a partial A tile */
+            /* 17: a partial A tile */
+            bad += engine_int8_vs_avx2(m, nb_amx_emu_linear_int8, 2, 17, "gemma3, amx tiles");
+            bad += engine_int8_vs_avx2(m, vnni, 2, 17, "gemma3, zmm tiles");
             nb_model_close(m);
         } else {
             print_message("no %s: Gemma 3 not run\n", path);
@@ -738,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_avx512_quantized_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
         cmocka_unit_test(test_amx_int8_emulated),
+        cmocka_unit_test(test_vnni_int8_loop),
         cmocka_unit_test(test_avx512_kquant_emulated),
         cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
