@@ -566,7 +566,8 @@ static void quant_section(nb_isa best, int nt, double bwn)
     /* A path with the prefill GEMM runs a second time without it (its per-row kernels), in the
      * same run: the new/old ratio the GEMM is judged by. On AMX-INT8 the path's own line is
      * the int8 tiles' prefill (nb_amx.c), its per-row line the AVX-512 kernels' (its decode
-     * linear, linear_bf16_rows). */
+     * linear, linear_bf16_rows); with AVX-512 VNNI the avx512bf16 line is the int8 loop on zmm
+     * registers (nb_amx_vnni.c) for the types it takes, its per-row line the AVX-512 kernels'. */
     static nb_kernel_table rows_only;
     for (int isa = NB_ISA_PORTABLE, pass = 0; isa <= (int)best; isa += pass, pass ^= 1) {
         if (nb_kernels_set_isa((nb_isa)isa, &err)) {
@@ -582,6 +583,8 @@ static void quant_section(nb_isa best, int nt, double bwn)
                 rows_only.kq_gemm = NULL;
                 if (rows_only.linear_bf16_rows)
                     rows_only.linear_bf16 = rows_only.linear_bf16_rows;
+                else if (rows_only.linear_bf16 == nb_amx_vnni_linear_int8)
+                    rows_only.linear_bf16 = nb_avx512_linear_bf16; /* its rows-in-lanes kernels */
                 nb_kernels_use_table(&rows_only);
                 label = "(per-row)";
             }

@@ -44,15 +44,17 @@ void NB_AMX_INT8_REST(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f3
 void NB_AMX_LINEAR_INT8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1);
 
-/* The types measured faster on the loop than on the rows-in-lanes kernels (docs/performance.md,
- * issue 26; the emulated build takes every type, to test the loop on each). */
+/* The types measured faster on the loop than on the path's own prefill kernels
+ * (docs/performance.md, issue 26): not Q8_0 (8 K = 4 products per block: 1/6 the speed of
+ * nb_avx512_kquant.c's GEMM) nor Q6_K (two products per block and its expansion: no faster than
+ * its rows-in-lanes kernel). The emulated build takes every type, to test the loop on each. */
 static int vnni_takes(nb_wtype t)
 {
 #ifdef NB_AMX_VNNI_EMULATE
     (void)t;
     return 1;
 #else
-    return t == NB_W_Q4_1 || t == NB_W_Q8_0 || t == NB_W_Q5_0 || t == NB_W_Q4_K || t == NB_W_Q6_K;
+    return t == NB_W_Q4_1 || t == NB_W_Q5_0 || t == NB_W_Q4_K;
 #endif
 }
 #define NB_AMX_INT8_TAKES(t) vnni_takes(t)
@@ -74,8 +76,9 @@ static _Thread_local struct {
     const uint8_t *p[VT_TILES]; /* a loaded tile's memory */
     long stride[VT_TILES];
     int zeroed[VT_TILES], pending[VT_TILES];
+    int xored[VT_TILES]; /* ax[t] holds A tile t xor 0x80 (made by its first signed product) */
     vt_op op[VT_TILES];
-    uint8_t ax[VT_TILES][VT_ROWS][VT_COLSB]; /* a signed product's A xor 0x80 */
+    uint8_t ax[VT_TILES][VT_ROWS][VT_COLSB];
 } vt;
 
 /* LDTILECFG's shapes (bytes 16..47 colsb, 48..63 rows); every tile starts at zero. */
@@ -87,6 +90,7 @@ static void vt_loadconfig(const void *cfg)
         vt.rows[t] = c[48 + t];
         vt.zeroed[t] = 1;
         vt.pending[t] = 0;
+        vt.xored[t] = 0;
     }
 }
 
@@ -103,6 +107,10 @@ static void vt_zero(int t)
 
 static void vt_loadd(int t, const void *p, long stride)
 {
+    for (int c = 0; c < VT_TILES; c++)
+        if (vt.pending[c] && vt.op[c].a == vt.ax[t][0])
+            abort(); /* a pending product still reads this tile's xor (block_q stores first) */
+    vt.xored[t] = 0;
     vt.p[t] = p;
     vt.stride[t] = stride;
     vt.zeroed[t] = 0;
@@ -118,39 +126,53 @@ static int32_t ld4(const uint8_t *p)
 
 #define VT_UNROLL _Pragma("GCC unroll 16") /* -O2 does not: nk constant, b[] in registers */
 
+/* C rows r..r+R-1 of a product (B rows b, A rows a with stride as; a signed product's A is
+ * xored and its rows start at -128 sum B) to dst: R rows at once, R independent vpdpbusd chains
+ * in flight (one row's 8 are serial: its latency, not the ports, bounded a row at a time). */
+static inline __attribute__((always_inline)) void vt_row_group(const __m512i *b, __m512i start,
+                                                              int sgn, const uint8_t *a, long as,
+                                                              uint8_t *dst, long ds, int nk,
+                                                              int R)
+{
+    __m512i acc[4];
+    VT_UNROLL
+    for (int i = 0; i < R; i++)
+        acc[i] = start;
+    VT_UNROLL
+    for (int k = 0; k < nk; k++)
+        VT_UNROLL
+        for (int i = 0; i < R; i++) {
+            __m512i x = _mm512_set1_epi32(ld4(a + i * as + 4 * k));
+            acc[i] = sgn ? _mm512_dpbusd_epi32(acc[i], x, b[k]) : _mm512_dpbusd_epi32(acc[i], b[k], x);
+        }
+    VT_UNROLL
+    for (int i = 0; i < R; i++)
+        _mm512_storeu_si512(dst + i * ds, acc[i]);
+}
+
 /* rows C rows of o's product to dst (stride ds); nk constant where inlined, so the B rows stay
  * in registers. */
 static inline __attribute__((always_inline)) void vt_rows(const vt_op *o, int rows, uint8_t *dst,
                                                          long ds, int nk)
 {
-    __m512i b[VT_COLSB / 4], corr = _mm512_setzero_si512();
+    __m512i b[VT_COLSB / 4], start = _mm512_setzero_si512();
     VT_UNROLL
     for (int k = 0; k < VT_COLSB / 4; k++) /* all of b[] set: the generic nk is not bounded */
         b[k] = k < nk ? _mm512_loadu_si512(o->b + k * o->bs) : _mm512_setzero_si512();
-    if (o->sgn) {
-        __m512i k80 = _mm512_set1_epi8((char)0x80);
+    const uint8_t *a = o->a;
+    long as = o->as;
+    int sgn = o->sgn, r = 0;
+    if (sgn) {
+        __m512i k80 = _mm512_set1_epi8((char)0x80), corr = _mm512_setzero_si512();
         VT_UNROLL
         for (int k = 0; k < nk; k++)
             corr = _mm512_dpbusd_epi32(corr, k80, b[k]);
-        __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
-        for (int r = 0; r < rows; r++) {
-            __m512i acc = start;
-            const uint8_t *a = o->a + r * o->as;
-            VT_UNROLL
-            for (int k = 0; k < nk; k++)
-                acc = _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(ld4(a + 4 * k)), b[k]);
-            _mm512_storeu_si512(dst + r * ds, acc);
-        }
-        return;
+        start = _mm512_sub_epi32(start, corr);
     }
-    for (int r = 0; r < rows; r++) {
-        __m512i acc = _mm512_setzero_si512();
-        const uint8_t *a = o->a + r * o->as;
-        VT_UNROLL
-        for (int k = 0; k < nk; k++)
-            acc = _mm512_dpbusd_epi32(acc, b[k], _mm512_set1_epi32(ld4(a + 4 * k)));
-        _mm512_storeu_si512(dst + r * ds, acc);
-    }
+    for (; r + 4 <= rows; r += 4)
+        vt_row_group(b, start, sgn, a + r * as, as, dst + r * ds, ds, nk, 4);
+    for (; r < rows; r++)
+        vt_row_group(b, start, sgn, a + r * as, as, dst + r * ds, ds, nk, 1);
 }
 
 /* TILESTORED: tile c (zero, or its product) to dst, rows ds bytes apart. */
@@ -172,6 +194,27 @@ static void vt_stored(int c, void *dst, long ds)
         vt_rows(o, rows, d, ds, o->nk);
 }
 
+/* A tile t's rows xor 0x80 into ax[t], once per load: the products of both C tiles it meets. */
+static void vt_xor(int t)
+{
+    typedef uint8_t v32 __attribute__((vector_size(32)));
+    int w = vt.colsb[t];
+    for (int r = 0; r < vt.rows[t]; r++) {
+        const uint8_t *src = vt.p[t] + r * vt.stride[t];
+        uint8_t *dst = vt.ax[t][r];
+        int e = 0;
+        for (; e + 32 <= w; e += 32) { /* K = 32: one vector per row */
+            v32 v;
+            memcpy(&v, src + e, sizeof v);
+            v ^= 0x80;
+            memcpy(dst + e, &v, sizeof v);
+        }
+        for (; e < w; e++)
+            dst[e] = (uint8_t)(src[e] ^ 0x80);
+    }
+    vt.xored[t] = 1;
+}
+
 /* TDPBSUD / TDPBSSD: recorded, run at the store. */
 static void vt_dpb(int c, int a, int b, int sgn)
 {
@@ -185,11 +228,9 @@ static void vt_dpb(int c, int a, int b, int sgn)
     o->a = vt.p[a];
     o->as = vt.stride[a];
     if (sgn) {
-        int w = vt.colsb[a];
-        for (int r = 0; r < vt.rows[c]; r++)
-            for (int e = 0; e < w; e++)
-                vt.ax[c][r][e] = (uint8_t)(o->a[r * o->as + e] ^ 0x80);
-        o->a = vt.ax[c][0];
+        if (!vt.xored[a])
+            vt_xor(a);
+        o->a = vt.ax[a][0];
         o->as = VT_COLSB;
     }
     vt.pending[c] = 1;
