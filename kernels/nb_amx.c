@@ -48,8 +48,6 @@ void NB_AMX_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32ou
                    int j1);
 void NB_AMX_SMALL(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                   int j1);
-void NB_AMX_LINEAR_INT8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
-                        int j1);
 /* The int8 tile loop (quantized prefill); what it does not take, the bf16 tiles below. */
 #define NB_AMX_INT8_REST NB_AMX_LINEAR
 #include "nb_amx_int8.h"

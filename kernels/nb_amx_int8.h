@@ -620,6 +620,8 @@ static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t
  * loop) NB_AMX_INT8_REST's: on AMX the bf16 tiles (which hand decode to the AVX-512 kernels),
  * on the VNNI registers the AVX-512 path itself. */
 void NB_AMX_LINEAR_INT8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
+                        int j1); /* (the emulated builds' names are in no header) */
+void NB_AMX_LINEAR_INT8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1)
 {
     const qt_ops *op = qt_find(W->type);

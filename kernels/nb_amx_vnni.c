@@ -33,16 +33,9 @@
 #define NB_AMX_INT8_REST nb_avx512_emu_linear_bf16
 #endif
 
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "nb_kernels_impl.h"
-
-void NB_AMX_INT8_REST(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
-                      int j1);
-void NB_AMX_LINEAR_INT8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
-                        int j1);
+#include "nb_kernels_impl.h" /* (the emulated build: kernels_emu.c defined the REST one above) */
 
 /* The types measured faster on the loop than on the path's own prefill kernels
  * (docs/performance.md, issue 26): not Q8_0 (8 K = 4 products per block: 1/6 the speed of
