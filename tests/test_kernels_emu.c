@@ -450,6 +450,9 @@ static void test_vnni_int8_loop(void **state)
     linear_fn native = vnni_native();
     if (native)
         int8_loop_cases(native, "the int8 loop on zmm registers (avx512 vnni)");
+    else if (nb_kernels_cpu_isa() >= NB_ISA_AVX512BF16 && __builtin_cpu_supports("avx512vnni"))
+        fail_msg("the CPU has AVX-512 VNNI but the avx512bf16 path's linear is not the int8 loop "
+                 "on zmm registers (nb_dispatch.c)");
     else
         print_message("no AVX-512 VNNI: the native int8 loop on zmm registers not run\n");
 }
