@@ -408,10 +408,14 @@ static void group_to_f32(const nb_wmat *W, const uint8_t *grp, float *ws)
     int bf = W->type == NB_W_BF16;
     size_t es = bf ? 2 : 4;
     const uint8_t *p = grp;
-    for (int t = 0; t < K8; t += 8) {
+    for (int t = 0; t < K8; t += 8) { /* (the type tested outside: GCC kept it per vector) */
         nb_prefetch_ahead(p, 64 * (int)es - 64);
-        for (int r = 0; r < 8; r++, p += 8 * es)
-            _mm256_storeu_ps(ws + (size_t)r * K + t, bf ? lw_bf16(p) : lw_f32(p));
+        if (bf)
+            for (int r = 0; r < 8; r++, p += 16)
+                _mm256_storeu_ps(ws + (size_t)r * K + t, lw_bf16(p));
+        else
+            for (int r = 0; r < 8; r++, p += 32)
+                _mm256_storeu_ps(ws + (size_t)r * K + t, lw_f32(p));
     }
     for (int r = 0; r < 8; r++)
         for (int t = 0; t < tail; t++)
