@@ -150,6 +150,16 @@ __attribute__((noinline)) static void tile4x2_dense(const float *x0, const float
         }
 }
 
+/* One weight row's 8 k against the three X rows held in xa, xb, xc. */
+#define FMA_ROW3(W, A0, A1, A2)                                                                \
+    do {                                                                                       \
+        __m256 v = _mm256_loadu_ps((W) + t);                                                   \
+        IN_REG(v);                                                                             \
+        A0 = _mm256_fmadd_ps(xa, v, A0);                                                       \
+        A1 = _mm256_fmadd_ps(xb, v, A1);                                                       \
+        A2 = _mm256_fmadd_ps(xc, v, A2);                                                       \
+    } while (0)
+
 /* Four fp32 weight rows against three X rows, by FMA (every product exact:
  * bf16 X, bf16 W): out[c*4 + r] = dot(x_c, w_r), each lane summed in the
  * decode kernel's order (gemv8_bf16_fma), so a row's bits do not depend on
@@ -171,26 +181,10 @@ __attribute__((noinline)) static void tile4x3_fma(const float *const x[3],
         IN_REG(xa);
         IN_REG(xb);
         IN_REG(xc);
-        __m256 v = _mm256_loadu_ps(w0 + t);
-        IN_REG(v);
-        a00 = _mm256_fmadd_ps(xa, v, a00);
-        a01 = _mm256_fmadd_ps(xb, v, a01);
-        a02 = _mm256_fmadd_ps(xc, v, a02);
-        v = _mm256_loadu_ps(w1 + t);
-        IN_REG(v);
-        a10 = _mm256_fmadd_ps(xa, v, a10);
-        a11 = _mm256_fmadd_ps(xb, v, a11);
-        a12 = _mm256_fmadd_ps(xc, v, a12);
-        v = _mm256_loadu_ps(w2 + t);
-        IN_REG(v);
-        a20 = _mm256_fmadd_ps(xa, v, a20);
-        a21 = _mm256_fmadd_ps(xb, v, a21);
-        a22 = _mm256_fmadd_ps(xc, v, a22);
-        v = _mm256_loadu_ps(w3 + t);
-        IN_REG(v);
-        a30 = _mm256_fmadd_ps(xa, v, a30);
-        a31 = _mm256_fmadd_ps(xb, v, a31);
-        a32 = _mm256_fmadd_ps(xc, v, a32);
+        FMA_ROW3(w0, a00, a01, a02);
+        FMA_ROW3(w1, a10, a11, a12);
+        FMA_ROW3(w2, a20, a21, a22);
+        FMA_ROW3(w3, a30, a31, a32);
     }
     /* (the last four lanes of the third reduction are a copy, not read) */
     _mm256_storeu_ps(out, nb_reduce8(a00, a10, a20, a30, a01, a11, a21, a31));
