@@ -4,7 +4,7 @@
 # part of the default set-up) from the llama-cpp-python sdist's vendored copy.
 #
 # Usage: bench/bench_llamacpp.sh [--threads N] [--reps N] [--rounds N] [--model instruct|gemma3|PATH]
-#                                [--build DIR] [--work DIR] [--jobs N]
+#                                [--build DIR] [--work DIR] [--jobs N] [--isa native|avx2]
 # --model takes the CLI's preset words (instruct: SmolLM2-135M Q4_1, gemma3: Gemma 3 270M Q4_K_M)
 # or a .gguf path. The quantized row runs the file as it is on both sides: npubench's native
 # dtype (`native` where the CLI has it, else q4_1, which keeps every GGUF block type natively:
@@ -19,6 +19,13 @@
 # and AVX-512 kernels) and, where that fails (it has crashed in ggml_backend_amx_mul_mat on Q4_1),
 # again with --repack 0, marked in the table.
 #
+# --isa avx2 measures the AVX2-only host class on a host that has more: npubench runs under
+# NPUBENCH_ISA=avx2 and llama.cpp is built a second time ($WORK/build-avx2) without GGML_NATIVE,
+# with AVX2/FMA/F16C and every AVX-512, AVX-VNNI and AMX switch off; the header says so.
+# Each cell's share: prefill of the compute peak (the model's layer linears, 2 FLOP per weight
+# per token, read from the GGUF; the peak of npubench's path from bench_kernels), decode of the
+# read bandwidth (weight bytes per token x tokens/s), for both sides.
+#
 # -e guards the set-up only: every cell runs as an `if` condition, where it cannot abort the run.
 set -euo pipefail
 
@@ -30,6 +37,7 @@ MODEL=instruct
 BUILD="$HERE/build"
 WORK="${TMPDIR:-/tmp}/npubench-llamacpp"
 JOBS=1
+ISA=native
 while [ $# -gt 0 ]; do
     case "$1" in
     --threads) THREADS="$2"; shift 2 ;;
@@ -39,10 +47,22 @@ while [ $# -gt 0 ]; do
     --build) BUILD="$2"; shift 2 ;;
     --work) WORK="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
-    *) echo "usage: $0 [--threads N] [--reps N] [--rounds N] [--model instruct|gemma3|PATH] [--build DIR] [--work DIR] [--jobs N]" >&2
+    --isa) ISA="$2"; shift 2 ;;
+    *) echo "usage: $0 [--threads N] [--reps N] [--rounds N] [--model instruct|gemma3|PATH] [--build DIR] [--work DIR] [--jobs N] [--isa native|avx2]" >&2
        exit 2 ;;
     esac
 done
+case "$ISA" in
+native) LBUILD="$WORK/build"
+        GGML_ISA=(-DGGML_NATIVE=ON) ;;
+avx2) LBUILD="$WORK/build-avx2"
+      GGML_ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+                -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+                -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+                -DGGML_AMX_BF16=OFF)
+      export NPUBENCH_ISA=avx2 ;;
+*) echo "bench_llamacpp: --isa must be native or avx2, got '$ISA'" >&2; exit 2 ;;
+esac
 # The preset words, as engine/nb_deploy.c names their files ("base" is the instruct file too).
 case "$MODEL" in
 instruct | base) MODEL="$HERE/models/SmolLM2-135M-Instruct.Q4_1.gguf" ;;
@@ -54,8 +74,8 @@ mkdir -p "$WORK"
 log() { echo "bench_llamacpp: $*" >&2; }
 
 # ---- llama.cpp, built once into $WORK ----------------------------------------------
-LB="$WORK/build/bin/llama-bench"
-LQ="$WORK/build/bin/llama-quantize"
+LB="$LBUILD/bin/llama-bench"
+LQ="$LBUILD/bin/llama-quantize"
 if [ ! -x "$LB" ] || [ ! -x "$LQ" ]; then
     PIP="python3 -m pip"
     [ -x "$HERE/.venv-hf/bin/pip" ] && PIP="$HERE/.venv-hf/bin/pip"
@@ -69,10 +89,10 @@ if [ ! -x "$LB" ] || [ ! -x "$LQ" ]; then
     SRC="$WORK/$(basename "$SDIST" .tar.gz)"
     [ -d "$SRC" ] || tar -xzf "$SDIST" -C "$WORK"
     log "building llama-bench and llama-quantize (nice, -j$JOBS: takes a while on 2 cores)"
-    nice -n 10 cmake -S "$SRC/vendor/llama.cpp" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release \
+    nice -n 10 cmake -S "$SRC/vendor/llama.cpp" -B "$LBUILD" -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON >"$WORK/cmake.log" 2>&1
-    nice -n 10 cmake --build "$WORK/build" -j"$JOBS" --target llama-bench llama-quantize \
+        -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF "${GGML_ISA[@]}" >"$WORK/cmake.log" 2>&1
+    nice -n 10 cmake --build "$LBUILD" -j"$JOBS" --target llama-bench llama-quantize \
         >"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; exit 1; }
 fi
 LLAMA_VER="$("$LB" --version 2>&1 | grep -m1 -o 'version: .*' || echo 'version: ?')"
@@ -159,7 +179,7 @@ run_engine() { # $1 = dtype: its three cells in one process (one model setup)
 QD=q4_1
 if [ -x "$BUILD/npubench" ] && "$BUILD/npubench" run --help 2>&1 | grep -qw native; then QD=native; fi
 # The quantized row's label names the file's types, so a Gemma table cannot read as Q4_1.
-QLABEL="$(python3 - "$MODEL" <<'PY'
+GGUF_FACTS="$(python3 - "$MODEL" <<'PY'
 import collections, struct, sys
 # GGUF v2/v3 header walk: only the tensor infos' ggml types are wanted.
 T = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K",
@@ -176,14 +196,20 @@ try:
     assert f.read(4) == b"GGUF"; rd("I"); nt, nkv = rd("Q"), rd("Q")
     for _ in range(nkv):
         f.seek(rd("Q"), 1); skip(rd("I"))
-    c = collections.Counter()
+    c, linear = collections.Counter(), 0
     for _ in range(nt):
-        f.seek(rd("Q"), 1); nd = rd("I"); f.seek(8 * nd, 1); c[T.get(rd("I"), "?")] += 1; rd("Q")
+        name = f.read(rd("Q")).decode(errors="replace"); nd = rd("I")
+        dims = [rd("Q") for _ in range(nd)]; c[T.get(rd("I"), "?")] += 1; rd("Q")
+        if name.startswith("blk.") and nd == 2: # a layer's linear: one multiply-add per weight
+            linear += dims[0] * dims[1]
     print("/".join(k for k, _ in c.most_common() if k not in ("F32",)))
+    print(2 * linear)
 except Exception:
-    print("file's types")
+    print("file's types"); print(0)
 PY
 )"
+QLABEL="$(echo "$GGUF_FACTS" | sed -n 1p)"
+FLOP_TOKEN="$(echo "$GGUF_FACTS" | sed -n 2p)"
 log "quantized row: npubench --dtype $QD against the file's $QLABEL"
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -199,9 +225,11 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 
-python3 - "$OUT" "$THREADS" "$LLAMA_VER" "$ROUNDS" "$REPS" "$HOST_ISA" "$QD" "$QLABEL" "$MODEL" <<'PY'
+python3 - "$OUT" "$THREADS" "$LLAMA_VER" "$ROUNDS" "$REPS" "$HOST_ISA" "$QD" "$QLABEL" "$MODEL" \
+    "$ISA" "$FLOP_TOKEN" <<'PY'
 import os, statistics, sys
-path, threads, ver, rounds, reps, host_isa, qd, qlabel, model = sys.argv[1:10]
+path, threads, ver, rounds, reps, host_isa, qd, qlabel, model, isa, flop_tok = sys.argv[1:12]
+flop_tok = float(flop_tok or 0)
 bws, peaks, samples, size, cfgs, paths, fails = [], [], {}, {}, {}, set(), set()
 for line in open(path):
     f = line.split()
@@ -225,20 +253,24 @@ bw = max(bws) if bws else None
 peak = max(peaks, key=lambda p: p[1]) if peaks else None
 flags = set(host_isa.split())
 # llama.cpp is built with GGML_NATIVE: its CPU kernels are what this host's flags allow.
-llama_path = ("AMX-INT8 (repacked quant types) + " if "amx_int8" in flags else "") + (
+llama_path = "-march=native (" + ("AMX-INT8 (repacked quant types) + " if "amx_int8" in flags else "") + (
     "AVX512-BF16" if "avx512_bf16" in flags else "AVX-512" if "avx512f" in flags
-    else "AVX2" if "avx2" in flags else "baseline")
+    else "AVX2" if "avx2" in flags else "baseline") + ")"
+if isa == "avx2":
+    llama_path = "GGML_NATIVE=OFF, AVX2/FMA/F16C only (no AVX-512, AVX-VNNI or AMX)"
 print(f"model {os.path.basename(model)}; quantized row: npubench --dtype {qd} vs llama-bench "
       f"on the file ({qlabel})")
 print(f"llama.cpp {ver}; {threads} threads; {rounds} rounds x {reps} reps per side and test")
-print(f"host ISA: {host_isa or 'unknown'}")
+print(f"host ISA: {host_isa or 'unknown'}" + ("; measured as the AVX2-only host class (--isa avx2:"
+      " npubench under NPUBENCH_ISA=avx2, llama.cpp built without AVX-512)" if isa == "avx2" else ""))
 print(f"kernel paths: npubench {', '.join(sorted(paths)) or 'n/a'}; "
-      f"llama.cpp ggml-cpu -march=native ({llama_path})")
+      f"llama.cpp ggml-cpu {llama_path}")
 print("read bandwidth " + (f"{bw:.2f} GB/s (best of {len(bws)})" if bw else "n/a")
-      + "; compute peak " + (f"{peak[1]:.0f} GFLOP/s ({peak[0]}, bench_kernels)" if peak else "n/a"))
+      + "; compute peak " + (f"{peak[1]:.0f} GFLOP/s ({peak[0]}, bench_kernels)" if peak else "n/a")
+      + (f"; layer linears {flop_tok / 1e6:.1f} MFLOP per token" if flop_tok else ""))
 print()
 print("| dtype | test | llama.cpp t/s best (median) | npubench t/s best (median) | ratio best (median) "
-      "| decode GB/s at best: llama.cpp / npubench |")
+      "| share at best: llama.cpp / npubench |")
 print("|---|---|---:|---:|---:|---|")
 norepack = False
 for d in ("bf16", qd):
@@ -260,7 +292,12 @@ for d in ("bf16", qd):
             ratio = f"{ob / lb:.2f}x ({om / lm:.2f}x)"
             if t.startswith("tg"):
                 lg, og = size[("llama", d)] * lb / 1e9, size[("engine", d)] * ob / 1e9
-                gbs = f"{lg:.1f} / {og:.1f}" + (f" ({og / bw:.0%} of read bw)" if bw else "")
+                gbs = f"{lg:.1f} / {og:.1f} GB/s" + (f": {lg / bw:.0%} / {og / bw:.0%} of read bw"
+                                                      if bw else "")
+            elif flop_tok and peak:
+                gbs = (f"{flop_tok * lb / 1e9:.0f} / {flop_tok * ob / 1e9:.0f} GFLOP/s: "
+                       f"{flop_tok * lb / 1e9 / peak[1]:.0%} / {flop_tok * ob / 1e9 / peak[1]:.0%}"
+                       " of peak")
         label = d if d == "bf16" else f"{d} ({qlabel})"
         print(f"| {label} | {t} | {cells[0]} | {cells[1]} | {ratio} | {gbs} |")
 if norepack:
