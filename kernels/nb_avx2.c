@@ -186,10 +186,8 @@ __attribute__((noinline)) static void tile4x3_fma(const float *const x[3],
         FMA_ROW3(w2, a20, a21, a22);
         FMA_ROW3(w3, a30, a31, a32);
     }
-    /* (the last four lanes of the third reduction are a copy, not read) */
     _mm256_storeu_ps(out, nb_reduce8(a00, a10, a20, a30, a01, a11, a21, a31));
-    __m256 r2 = nb_reduce8(a02, a12, a22, a32, a02, a12, a22, a32);
-    _mm_storeu_ps(out + 8, _mm256_castps256_ps128(r2));
+    _mm_storeu_ps(out + 8, nb_reduce4(a02, a12, a22, a32));
     int tail = K - K8;
     if (tail)
         for (int c = 0; c < 3; c++)
@@ -432,13 +430,20 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int exact, int n, void 
         for (int j = j0; j < j1; j += 8) {
             int cnt = j1 - j < 8 ? j1 - j : 8;
             group_to_f32(W, nb_wmat_group(W, j / 8), ws);
+            /* the next group into L2 a slice per tile, so its conversion does not wait on
+             * memory or L3 (the triples of both halves share out its lines) */
+            const uint8_t *nxt = j + 8 < j1 ? nb_wmat_group(W, j / 8 + 1) : NULL;
+            size_t plen = nxt ? NB_PACK * W->row_bytes : 0, pfo = 0;
+            size_t pstep = (plen / (size_t)(2 * ((i1 - i0 + 2) / 3)) + 127) & ~(size_t)63;
             for (int h = 0; h < 8 && h < cnt; h += 4) {
                 const float *w[4] = {ws + (size_t)h * K, ws + (size_t)(h + 1) * K,
                                      ws + (size_t)(h + 2) * K, ws + (size_t)(h + 3) * K};
                 int hc = cnt - h < 4 ? cnt - h : 4;
                 if (exact) {
                     /* a short last triple repeats its first row; the copies are not stored */
-                    for (int i = i0; i < i1; i += 3) {
+                    for (int i = i0; i < i1; i += 3, pfo += pstep) {
+                        for (size_t o = pfo; o < pfo + pstep && o < plen; o += 64)
+                            _mm_prefetch((const char *)nxt + o, _MM_HINT_T1);
                         const float *x[3] = {xs + (size_t)i * K, NULL, NULL};
                         x[1] = i + 1 < i1 ? x[0] + K : x[0];
                         x[2] = i + 2 < i1 ? x[0] + 2 * (size_t)K : x[0];
