@@ -825,10 +825,56 @@ typedef void (*attn_pv_fn)(float *const acc[], const float *const w[], int cnt, 
                            int n, int hd);
 static void pv_accumulate(float *acc0, const float *w, const float *v, int n, int hd);
 
-/* The table's weighted sums of cnt row-heads, one at a time. */
+/* Four row-heads' weighted sums over 16 columns from c: each value row is loaded once for all
+ * four (Gemma's head_dim 256 makes a 64-key value tile 64 KB, past L1: one head at a time
+ * read it from L2 four times). Each accumulator still adds p = 0, 1, ... in order: the bits
+ * of pv_accumulate. */
+static void pv4_cols16(float *const acc[4], const float *const w[4], const float *v, int n,
+                       int hd, int c)
+{
+    __m256 a00 = _mm256_loadu_ps(acc[0] + c), a01 = _mm256_loadu_ps(acc[0] + c + 8);
+    __m256 a10 = _mm256_loadu_ps(acc[1] + c), a11 = _mm256_loadu_ps(acc[1] + c + 8);
+    __m256 a20 = _mm256_loadu_ps(acc[2] + c), a21 = _mm256_loadu_ps(acc[2] + c + 8);
+    __m256 a30 = _mm256_loadu_ps(acc[3] + c), a31 = _mm256_loadu_ps(acc[3] + c + 8);
+    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    for (int p = 0; p < n; p++) {
+        const float *vr = v + (size_t)p * hd + c;
+        __m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+        IN_REG(v0);
+        IN_REG(v1);
+        __m256 wv = _mm256_broadcast_ss(w0 + p);
+        a00 = _mm256_add_ps(a00, _mm256_mul_ps(wv, v0));
+        a01 = _mm256_add_ps(a01, _mm256_mul_ps(wv, v1));
+        wv = _mm256_broadcast_ss(w1 + p);
+        a10 = _mm256_add_ps(a10, _mm256_mul_ps(wv, v0));
+        a11 = _mm256_add_ps(a11, _mm256_mul_ps(wv, v1));
+        wv = _mm256_broadcast_ss(w2 + p);
+        a20 = _mm256_add_ps(a20, _mm256_mul_ps(wv, v0));
+        a21 = _mm256_add_ps(a21, _mm256_mul_ps(wv, v1));
+        wv = _mm256_broadcast_ss(w3 + p);
+        a30 = _mm256_add_ps(a30, _mm256_mul_ps(wv, v0));
+        a31 = _mm256_add_ps(a31, _mm256_mul_ps(wv, v1));
+    }
+    _mm256_storeu_ps(acc[0] + c, a00);
+    _mm256_storeu_ps(acc[0] + c + 8, a01);
+    _mm256_storeu_ps(acc[1] + c, a10);
+    _mm256_storeu_ps(acc[1] + c + 8, a11);
+    _mm256_storeu_ps(acc[2] + c, a20);
+    _mm256_storeu_ps(acc[2] + c + 8, a21);
+    _mm256_storeu_ps(acc[3] + c, a30);
+    _mm256_storeu_ps(acc[3] + c + 8, a31);
+}
+
+/* The table's weighted sums of cnt row-heads: four at once where they fill a group and the
+ * value tile outgrows L1 (head_dim >= 128), else one at a time. */
 static void pv_rows(float *const acc[], const float *const w[], int cnt, const float *v, int n,
                     int hd)
 {
+    if (cnt == 4 && hd >= 128 && hd % 16 == 0) {
+        for (int c = 0; c < hd; c += 16)
+            pv4_cols16(acc, w, v, n, hd, c);
+        return;
+    }
     for (int k = 0; k < cnt; k++)
         pv_accumulate(acc[k], w[k], v, n, hd);
 }
