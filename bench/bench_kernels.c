@@ -564,7 +564,9 @@ static void quant_section(nb_isa best, int nt, double bwn)
     printf("%-12s %-6s %10s %10s %10s %10s %12s %10s %8s\n", "path", "type", "GB/s", "Gw/s",
            "xGB/s", "xGw/s", "prefill GF/s", "xGF/s", "of bw");
     /* A path with the prefill GEMM runs a second time without it (its per-row kernels), in the
-     * same run: the new/old ratio the GEMM is judged by. */
+     * same run: the new/old ratio the GEMM is judged by. On AMX-INT8 the path's own line is
+     * the int8 tiles' prefill (nb_amx.c), its per-row line the AVX-512 kernels' (its decode
+     * linear, linear_bf16_rows). */
     static nb_kernel_table rows_only;
     for (int isa = NB_ISA_PORTABLE, pass = 0; isa <= (int)best; isa += pass, pass ^= 1) {
         if (nb_kernels_set_isa((nb_isa)isa, &err)) {
@@ -578,6 +580,8 @@ static void quant_section(nb_isa best, int nt, double bwn)
             } else {
                 rows_only = *nb_kernels_active();
                 rows_only.kq_gemm = NULL;
+                if (rows_only.linear_bf16_rows)
+                    rows_only.linear_bf16 = rows_only.linear_bf16_rows;
                 nb_kernels_use_table(&rows_only);
                 label = "(per-row)";
             }

@@ -1,5 +1,5 @@
-/* nb_amx: the AMX linear kernels: bf16 weights on the bf16 tiles (tdpbf16ps), Q4_1 prefill on the int8
- * tiles (tdpbsud); every other op, and linears too small to fill a tile, are the AVX-512 BF16 path's.
+/* nb_amx: the AMX linear kernels: bf16 weights on the bf16 tiles (tdpbf16ps), quantized prefill
+ * on the int8 tiles (tdpbsud / tdpbssd); every other op, and small linears, are nb_avx512.c's.
  *
  * Numerics (Intel SDM, TDPBF16PS): for each output element, per column pair
  *   acc += bf16(a[2k]) * bf16(b[2k]);  acc += bf16(a[2k+1]) * bf16(b[2k+1])
@@ -16,7 +16,8 @@
  * columns x 16 weight rows each in VNNI pairs, which is the VNNI16 weight
  * layout verbatim: a B tile is 1 KiB of a group, read with a 64-byte stride.
  *
- * Q4_1 prefill runs on the int8 tiles where the CPU has AMX-INT8 (nb_amx_linear_int8, below).
+ * Quantized prefill (Q4_1, Q8_0, Q5_0, Q4_K, Q6_K) runs on the int8 tiles where the CPU has
+ * AMX-INT8 (nb_amx_linear_int8, below).
  *
  * Built a second time by tests/kernels_amx_emu.c with NB_AMX_EMULATE over a
  * C emulation of the tile instructions, so the tiling is tested on every CPU. */
@@ -214,67 +215,418 @@ void NB_AMX_LINEAR(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32ou
     _tile_release();
 }
 
-/* ---- Q4_1 prefill on the int8 tiles (AMX-INT8, tdpbsud) ---------------------------------
- * The reference (nb_portable.c dot_q4_1) takes each 32-block's exact integer dot of the Q8
- * activation quants with the weight nibbles, then per block acc += float(isum) * (d_w d_x) and
- * mt += m_w s_x, output acc + mt. TDPBSUD gives the integer dots of 16 activation rows x 16
- * weight rows per block (A: 16 rows x 32 signed bytes, one block of the Q8 rows in place; B: 8
- * rows of 4-byte k-groups x 16 columns of unsigned nibbles), exact in int32 (|dot| <= 32 * 127
- * * 15); the float steps then run per block on 16-lane vectors in the same order, so the
- * result is the reference bit for bit.
- * Weights: Q4_1's PACK8 (4-byte chunks, nb_kernels.c) is repacked once at setup so that B row kg
- * of block b is two 32-byte chunks of two groups with a mask (kg < 4) or a shift and a mask:
- * expand_b builds a 16-row column tile's B rows and fp32 d, m per block (640 bytes a block) once
- * per 32 output columns, and every activation row tile of the call reuses it from L1/L2. */
-#define QB_ROWS 8 /* B rows per block: 32 k / 4 */
-#define QB_BLOCK (QB_ROWS * TB + 2 * NB_VNNI * 4) /* B rows, then d[16] and m[16] as fp32 */
+/* ---- quantized prefill on the int8 tiles (AMX-INT8: tdpbsud, tdpbssd) ----------------------
+ * Every quantized type's reference (nb_portable.c Q4_1 / Q8_0, nb_kquant.c Q5_0 / Q4_K / Q6_K)
+ * takes exact integer dots of the Q8 activation quants with the weight quants over fixed spans
+ * of each 32-block, then one float step per span and output, blocks in order. The tiles give
+ * exactly those integer dots for 16 activation rows x 16 weight rows at once (A: 16 of the Q8
+ * rows in place; B: the weights as rows of 4-byte k-groups x 16 columns; int32, exact since
+ * |dot| <= 32 * 127 * 127), and the float steps then run on 16-lane vectors (a lane per weight
+ * row) in the reference's order, so the result is the reference bit for bit. What a type
+ * changes is a small table (qt_ops): how many tile products a 32-block takes (Q8_0's 8 lanes of
+ * 4 weights, Q6_K's low and high bytes of its scaled weights, one for the others), signed or
+ * unsigned weights, how its PACK8 block expands to B rows and per-column fp32 factors, its
+ * float step and its output. B is expanded once per 32 output columns (QB_NF vectors of 16
+ * factors, then 8 rows of 64 bytes per product, per 32-block of K, for each of the two column
+ * tiles) and every activation row tile of the call reuses it from L1/L2. PACK8 keeps 8 rows' same 4 bytes together (nb_kernels.c), so a
+ * group's half of a B row is one 32-byte chunk transformed bytewise: no repacking at setup. */
+#define QB_ROWS 8 /* B rows per 32 k: 32 / 4 */
+#define QB_NF 3   /* factor vectors per 32-block */
+#define QB_F (QB_NF * NB_VNNI * 4)
+#define QB_STRIDE(rows) (QB_F + (rows) * TB) /* a 32-block's factors and B rows */
+#define QB_BLOCK QB_STRIDE(QB_ROWS)
+#define QS_ROW (2 * NB_VNNI)       /* a 32 x 32 output block's sums: row stride */
+#define QS_PLANE (2 * TM * QS_ROW) /* and one plane per sum of an output */
+#define QS_MAX 8                   /* planes at most (Q8_0's lanes) */
 
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 
-/* C: 16 x 16 int32, A: 16 rows x 32 bytes, B: 8 rows x 64 bytes. */
-static void tiles_configure_int8(void)
+/* Row kg of 32-block o's B, the half of group h (columns 8h..8h+7); its factor f of row r. */
+static uint8_t *qb_row(uint8_t *o, int kg, int h)
 {
-    tiles_configure_shapes(NB_QUANT_QK, QB_ROWS);
+    return o + QB_F + kg * TB + h * 32;
+}
+static float *qb_f(uint8_t *o, int f, int h)
+{
+    return (float *)o + f * NB_VNNI + h * NB_PACK;
 }
 
-/* Weight rows j..j+15 (two PACK8 groups; a group past the matrix reads as zeros) as per-block B
- * tiles and fp32 scales at bt. */
-static void expand_b(const nb_wmat *W, int j, uint8_t *bt)
+/* The 32-byte chunk c (8 rows x 4 bytes) of a PACK8 block's part at p. */
+static const uint8_t *chunk(const uint8_t *p, int c)
 {
-    int nb = W->cols / NB_QUANT_QK, groups = (W->rows + NB_PACK - 1) / NB_PACK;
+    return p + (size_t)c * NB_PACK * 4;
+}
+
+/* Chunks and B row halves as one vector of 32 bytes, shifted as 32-bit words and masked per
+ * byte (x86 has no byte shifts: as bytes, GCC widens every shift to 16 bits and packs back,
+ * 3x the instructions); bytes only where they must be (the offsets' subtraction). */
+typedef uint32_t v8u32 __attribute__((vector_size(32)));
+typedef uint8_t v32u8 __attribute__((vector_size(32)));
+#define BYTES(x) (0x01010101u * (x)) /* x in every byte of a word */
+/* The 8 B rows of a block unrolled: their shift counts become constants (-O2 does not). */
+#define UNROLL8 _Pragma("GCC unroll 8")
+
+static void ld32(v8u32 *v, const uint8_t *p)
+{
+    memcpy(v, p, sizeof *v);
+}
+
+/* v's bytes less k each (the signed weights' offsets) into dst. */
+static void st32_less(uint8_t *dst, const v8u32 *v, int k)
+{
+    v32u8 b = (v32u8)*v - (uint8_t)k;
+    memcpy(dst, &b, sizeof b);
+}
+
+/* Low (sh 0) or high (sh 4) nibbles of chunk c into B row half dst. */
+static void nibbles(uint8_t *dst, const uint8_t *c, int sh)
+{
+    v8u32 v;
+    ld32(&v, c);
+    v = (v >> sh) & BYTES(15);
+    memcpy(dst, &v, sizeof v);
+}
+
+/* Q4_1 (d, m in 2-byte chunks, then 4 quant chunks): B row kg is chunk kg % 4's low (kg < 4)
+ * or high nibbles; factors d, m. */
+static void expand_q4_1(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *q = g + NB_PACK * NB_QUANT_Q4_1_QS;
+    UNROLL8
+    for (int kg = 0; kg < QB_ROWS; kg++)
+        nibbles(qb_row(o, kg, h), chunk(q, kg % 4), kg < 4 ? 0 : 4);
+    nb_avx2_f16x8_to_f32(g, qb_f(o, 0, h));
+    nb_avx2_f16x8_to_f32(g + 2 * NB_PACK, qb_f(o, 1, h));
+}
+
+/* Q8_0 (d in 2-byte chunks, then each row's 32 quants whole): B row kg of row r is its quants
+ * 4kg..4kg+3; factor d. */
+static void expand_q8_0(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *q = g + NB_PACK * NB_QUANT_Q8_0_QS;
+    UNROLL8
+    for (int kg = 0; kg < QB_ROWS; kg++)
+        for (int r = 0; r < NB_PACK; r++)
+            memcpy(qb_row(o, kg, h) + 4 * r, q + r * NB_QUANT_QK + 4 * kg, 4);
+    nb_avx2_f16x8_to_f32(g, qb_f(o, 0, h));
+}
+
+/* Q5_0 (d, then the re-ordered fifth bits and 4 quant chunks): weight e of k-group kg has its
+ * fifth bit at bit 8e + kg of the row's word (nb_kernels.c q5_0_hbits). B holds q - 16 as
+ * signed bytes, so tdpbssd gives the reference's integer sum itself; factor d. */
+static void expand_q5_0(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *rest = g + NB_PACK * NB_QUANT_Q5_0_QH;
+    v8u32 hb;
+    ld32(&hb, chunk(rest, 0));
+    UNROLL8
+    for (int kg = 0; kg < QB_ROWS; kg++) {
+        v8u32 c;
+        ld32(&c, chunk(rest, 1 + kg % 4));
+        /* bit 8e + kg of row r's word: byte 4r + e, bit kg */
+        c = ((c >> (kg < 4 ? 0 : 4)) & BYTES(15)) | ((hb >> kg) & BYTES(1)) << 4;
+        st32_less(qb_row(o, kg, h), &c, 16);
+    }
+    nb_avx2_f16x8_to_f32(g, qb_f(o, 0, h));
+}
+
+/* Q4_K (d, dmin in 2-byte chunks, then 3 chunks of 6-bit scales and 32 quant chunks), one
+ * super-block = 8 32-blocks: sub-block s's B row kg is chunk 3 + 8(s / 2) + kg's low (s even)
+ * or high nibbles; factors d, sc[s] and the reference's dmin * m[s]. */
+static void expand_q4_k(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *rest = g + NB_PACK * NB_QUANT_Q4_K_SCALES;
+    for (int s = 0; s < 8; s++)
+        UNROLL8
+        for (int kg = 0; kg < QB_ROWS; kg++)
+            nibbles(qb_row(o + (size_t)s * QB_BLOCK, kg, h), chunk(rest, 3 + 8 * (s / 2) + kg),
+                    s & 1 ? 4 : 0);
+    float d8[NB_PACK], dmin8[NB_PACK];
+    nb_avx2_f16x8_to_f32(g, d8);
+    nb_avx2_f16x8_to_f32(g + 2 * NB_PACK, dmin8);
+    for (int r = 0; r < NB_PACK; r++) {
+        uint8_t s12[12];
+        int sc[8], m[8];
+        for (int c = 0; c < 3; c++)
+            memcpy(s12 + 4 * c, chunk(rest, c) + 4 * r, 4);
+        nb_quant_q4_k_scales(s12, sc, m);
+        float d = d8[r], dmin = dmin8[r];
+        for (int s = 0; s < 8; s++) {
+            uint8_t *ob = o + (size_t)s * QB_BLOCK;
+            qb_f(ob, 0, h)[r] = d;
+            qb_f(ob, 1, h)[r] = (float)sc[s];
+            qb_f(ob, 2, h)[r] = dmin * (float)m[s];
+        }
+    }
+}
+
+/* Q6_K (d in 2-byte chunks, then 48 chunks of re-coded quants and 4 of scales; nb_kernels.c
+ * q6_k_recode): group q = 4hh + k's k-group kg comes from chunks a = 16hh + kg, b = a + 8 and
+ * c = 32 + 8hh + kg (k < 3: chunk a, b or c's low 6 bits; k = 3: their top 2 bits). The
+ * reference's integer is sum x_q w with w = (q - 32) sc, sc the int8 scale of the weight's
+ * 16-value half (|w| <= 4096): B rows 0..7 hold w's low bytes (unsigned, tdpbsud), rows 8..15
+ * its high bytes (w >> 8, signed, tdpbssd), so that C_lo + 256 C_hi is that integer exactly:
+ * one convert and no scale multiplies in the float step. Factor d. */
+typedef int8_t v32s8 __attribute__((vector_size(32)));
+typedef int16_t v32s16 __attribute__((vector_size(64)));
+#define Q6_STRIDE QB_STRIDE(2 * QB_ROWS)
+
+static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
+{
+    const uint8_t *rest = g + NB_PACK * 2;
+    float d8[NB_PACK];
+    nb_avx2_f16x8_to_f32(g, d8);
+    for (int q = 0; q < 8; q++) {
+        int hh = q / 4, k = q % 4;
+        uint8_t *ob = o + (size_t)q * Q6_STRIDE;
+        v32s16 sc[2]; /* per half: each row's scale over its 4 bytes */
+        for (int e = 0; e < 32; e++) {
+            const uint8_t *p = chunk(rest, 48 + q / 2) + 4 * (e / 4) + 2 * (q % 2);
+            sc[0][e] = (int8_t)p[0];
+            sc[1][e] = (int8_t)p[1];
+        }
+        for (int r = 0; r < NB_PACK; r++) {
+            qb_f(ob, 0, h)[r] = d8[r];
+            qb_f(ob, 1, h)[r] = qb_f(ob, 2, h)[r] = 0.0f;
+        }
+        UNROLL8
+        for (int kg = 0; kg < QB_ROWS; kg++) {
+            v8u32 a, b, c, v;
+            ld32(&a, chunk(rest, 16 * hh + kg));
+            ld32(&b, chunk(rest, 16 * hh + 8 + kg));
+            ld32(&c, chunk(rest, 32 + 8 * hh + kg));
+            v = k == 0 ? a : k == 1 ? b : c;
+            v = k < 3 ? v & BYTES(63)
+                      : ((a >> 6) & BYTES(3)) | ((b >> 6) & BYTES(3)) << 2 |
+                            ((c >> 6) & BYTES(3)) << 4;
+            v32s16 w = __builtin_convertvector((v32s8)v, v32s16) - 32;
+            w = w * sc[kg >= 4];
+            v32u8 lo = __builtin_convertvector(w & 255, v32u8);
+            v32s8 hi = __builtin_convertvector(w >> 8, v32s8);
+            memcpy(qb_row(ob, kg, h), &lo, sizeof lo);
+            memcpy(qb_row(ob, QB_ROWS + kg, h), &hi, sizeof hi);
+        }
+    }
+}
+
+/* One C tile's float step: rows of 16 int32 dots (c0, and Q6_K's high bytes' c1), the 32-block's
+ * factors, per row the activation block's d and s (stride nb), the sums at st (QS_ROW per
+ * row, QS_PLANE per sum), lane: Q8_0's 4-weight lane, dd: its d_w * d_x per row (QS_ROW). */
+typedef struct qt_tile {
+    const int32_t *c0, *c1;
+    v16f f0, f1, f2;
+    const float *dx, *sx;
+    size_t nb;
+    int rows, lane;
+    float *st, *dd;
+} qt_tile;
+
+/* Vectors pass by pointer: the emulated build has no AVX-512 ABI to return them in. */
+static void dots(v16f *d, const int32_t *c, int r)
+{
+    v16i v;
+    memcpy(&v, c + r * NB_VNNI, sizeof v);
+    *d = __builtin_convertvector(v, v16f);
+}
+
+static void add_to(float *p, const v16f *v)
+{
+    v16f a;
+    memcpy(&a, p, sizeof a);
+    a = a + *v;
+    memcpy(p, &a, sizeof a);
+}
+
+/* The steps copy the tile's fields to locals first: the sums they store could alias them, and
+ * reloading every field per row tripled the instructions of a row's 4-8 FP ops. */
+
+/* acc += float(I) * (d_w * d_x); mt += m_w * s_x (Q4_1). */
+static void step_q4_1(const qt_tile *t)
+{
+    const int32_t *c = t->c0;
+    const float *dx = t->dx, *sx = t->sx;
+    float *a = t->st;
+    size_t nb = t->nb;
+    v16f f0 = t->f0, f1 = t->f1;
+    for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, sx += nb, a += QS_ROW) {
+        v16f is, p, m;
+        dots(&is, c, 0);
+        p = is * (f0 * *dx);
+        add_to(a, &p);
+        m = f1 * *sx; /* here, not above: GCC then broadcasts s_x from memory, not on p5 */
+        add_to(a + QS_PLANE, &m);
+    }
+}
+
+/* acc += float(I) * (d_w * d_x) (Q5_0). */
+static void step_q5_0(const qt_tile *t)
+{
+    const int32_t *c = t->c0;
+    const float *dx = t->dx;
+    float *a = t->st;
+    size_t nb = t->nb;
+    v16f f0 = t->f0;
+    for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, a += QS_ROW) {
+        v16f is, p;
+        dots(&is, c, 0);
+        p = is * (f0 * *dx);
+        add_to(a, &p);
+    }
+}
+
+/* Lane l's acc += float(I_l) * dd (Q8_0), dd = d_w * d_x made by lane 0 and read by the other
+ * seven (the reference too rounds it once per block): 25 FP ops per row and block, not 32. */
+static void step_q8_0(const qt_tile *t)
+{
+    const int32_t *c = t->c0;
+    const float *dx = t->dx;
+    float *a = t->st + t->lane * QS_PLANE, *dd = t->dd;
+    size_t nb = t->nb;
+    v16f f0 = t->f0;
+    for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, a += QS_ROW, dd += QS_ROW) {
+        v16f is, p, d;
+        if (t->lane == 0) {
+            d = f0 * *dx;
+            memcpy(dd, &d, sizeof d);
+        } else {
+            memcpy(&d, dd, sizeof d);
+        }
+        dots(&is, c, 0);
+        p = is * d;
+        add_to(a, &p);
+    }
+}
+
+/* acc += float(I sc) * (d * d_x), float(I) * sc being exact (|I sc| < 2^24); mt += (dmin m) s_x. */
+static void step_q4_k(const qt_tile *t)
+{
+    const int32_t *c = t->c0;
+    const float *dx = t->dx, *sx = t->sx;
+    float *a = t->st;
+    size_t nb = t->nb;
+    v16f f0 = t->f0, f1 = t->f1, f2 = t->f2;
+    for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, sx += nb, a += QS_ROW) {
+        v16f is, p, m;
+        dots(&is, c, 0);
+        p = (is * f1) * (f0 * *dx);
+        add_to(a, &p);
+        m = f2 * *sx; /* here, not above: GCC then broadcasts s_x from memory, not on p5 */
+        add_to(a + QS_PLANE, &m);
+    }
+}
+
+/* acc += float(I) * (d * d_x), I = C_lo + 256 C_hi: the reference's sc_a I_a + sc_b I_b
+ * exactly (|I| <= 2 * 16 * 32 * 127 * 128 < 2^24, so float(I) is exact too). */
+static void step_q6_k(const qt_tile *t)
+{
+    const int32_t *c = t->c0, *c1 = t->c1;
+    const float *dx = t->dx;
+    float *a = t->st;
+    size_t nb = t->nb;
+    v16f f0 = t->f0;
+    for (int r = t->rows; r > 0; r--, c += NB_VNNI, c1 += NB_VNNI, dx += nb, a += QS_ROW) {
+        v16i lo, hi;
+        v16f p;
+        memcpy(&lo, c, sizeof lo);
+        memcpy(&hi, c1, sizeof hi);
+        p = __builtin_convertvector(lo + hi * 256, v16f) * (f0 * *dx);
+        add_to(a, &p);
+    }
+}
+
+/* An output from its sums (planes QS_PLANE apart), as the reference ends. */
+static float out_sum(const float *a)
+{
+    return a[0] + a[QS_PLANE];
+}
+static float out_diff(const float *a)
+{
+    return a[0] - a[QS_PLANE];
+}
+static float out_one(const float *a)
+{
+    return a[0];
+}
+static float out_tree8(const float *a)
+{
+#define L(k) a[(k) * QS_PLANE]
+    return (((L(0) + L(1)) + (L(2) + L(3))) + ((L(4) + L(5)) + (L(6) + L(7)))) + 0.0f;
+#undef L
+}
+
+typedef struct qt_ops {
+    nb_wtype type;
+    int elems, bytes; /* a PACK8 block: weights and bytes per row */
+    int subs, span;   /* tile products per 32-block, and per float step */
+    int depth;        /* k per product: 32, or Q8_0's 4 (its lanes) */
+    int sgn;          /* bit s: product s has signed weights (tdpbssd), else tdpbsud */
+    int sums;         /* fp32 sums per output */
+    void (*expand)(const uint8_t *g, uint8_t *o, int h);
+    void (*step)(const qt_tile *t);
+    float (*out)(const float *a);
+} qt_ops;
+
+static const qt_ops qt_types[] = {
+    {NB_W_Q4_1, NB_QUANT_QK, NB_QUANT_Q4_1_BYTES, 1, 1, 32, 0, 2, expand_q4_1, step_q4_1, out_sum},
+    {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 4, 255, 8, expand_q8_0, step_q8_0,
+     out_tree8},
+    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 32, 1, 1, expand_q5_0, step_q5_0, out_one},
+    {NB_W_Q4_K, NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES, 1, 1, 32, 0, 2, expand_q4_k, step_q4_k,
+     out_diff},
+    {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 32, 2, 1, expand_q6_k, step_q6_k,
+     out_one},
+};
+
+static const qt_ops *qt_find(nb_wtype t)
+{
+    for (size_t k = 0; k < sizeof qt_types / sizeof *qt_types; k++)
+        if (qt_types[k].type == t)
+            return &qt_types[k];
+    return NULL;
+}
+
+/* C: 16 x 16 int32, A: 16 rows x a product's depth in bytes, B: its k-groups x 64 bytes. */
+static void tiles_configure_int8(const qt_ops *op)
+{
+    tiles_configure_shapes(op->depth, op->depth / 4);
+}
+
+/* Bytes of a 32-block's factors and B rows. */
+static size_t qb_stride(const qt_ops *op)
+{
+    return QB_STRIDE((size_t)op->subs * op->depth / 4);
+}
+
+/* Weight rows j..j+15 (two PACK8 groups; a group past the matrix reads as zeros) as every
+ * 32-block's B rows and factors at bt. */
+static void expand_b(const qt_ops *op, const nb_wmat *W, int j, uint8_t *bt)
+{
+    int npb = W->cols / op->elems, per = op->elems / NB_QUANT_QK;
+    int groups = (W->rows + NB_PACK - 1) / NB_PACK, brows = op->subs * op->depth / 4;
+    size_t stride = qb_stride(op);
     for (int h = 0; h < 2; h++) {
         int g = j / NB_PACK + h;
-        const uint8_t *grp = g < groups ? nb_wmat_group(W, g) : NULL;
-        for (int b = 0; b < nb; b++) {
-            uint8_t *o = bt + (size_t)b * QB_BLOCK;
-            float *d = (float *)(o + QB_ROWS * TB), *m = d + NB_VNNI;
-            if (!grp) {
-                for (int kg = 0; kg < QB_ROWS; kg++)
-                    memset(o + kg * TB + h * 32, 0, 32);
-                for (int r = 0; r < NB_PACK; r++)
-                    d[h * NB_PACK + r] = m[h * NB_PACK + r] = 0.0f;
-                continue;
-            }
-            const uint8_t *blk = grp + (size_t)b * NB_PACK * NB_QUANT_Q4_1_BYTES;
-            const uint8_t *q = blk + NB_PACK * NB_QUANT_Q4_1_QS;
-            for (int kg = 0; kg < QB_ROWS; kg++) {
-                const uint8_t *c = q + (kg % 4) * 32;
-                uint8_t *dst = o + kg * TB + h * 32;
-                int sh = kg < 4 ? 0 : 4;
-                for (int t = 0; t < 32; t++)
-                    dst[t] = (uint8_t)((c[t] >> sh) & 15);
-            }
-            for (int r = 0; r < NB_PACK; r++) {
-                d[h * NB_PACK + r] = nb_quant_f16_at(blk + 2 * r);
-                m[h * NB_PACK + r] = nb_quant_f16_at(blk + 2 * NB_PACK + 2 * r);
-            }
+        if (g < groups) {
+            const uint8_t *grp = nb_wmat_group(W, g);
+            for (int pb = 0; pb < npb; pb++)
+                op->expand(grp + (size_t)pb * NB_PACK * op->bytes, bt + (size_t)pb * per * stride,
+                           h);
+            continue;
+        }
+        for (int b = 0; b < npb * per; b++) {
+            uint8_t *o = bt + (size_t)b * stride;
+            for (int kg = 0; kg < brows; kg++)
+                memset(qb_row(o, kg, h), 0, 32);
+            for (int f = 0; f < QB_NF; f++)
+                memset(qb_f(o, f, h), 0, NB_PACK * sizeof(float));
         }
     }
 }
 
 /* The call's activations as Q8 rows (nb_avx2_q8_quantize_row: the reference's bits, 8 lanes at
- * a time; a CPU with AMX has AVX2, and the emulated build runs where AVX2 is), rows padded with
+ * a time; a CPU with AMX has AVX2 and F16C, as the expansion's nb_avx2_f16x8_to_f32 needs, and
+ * the emulated build runs where AVX2 is), rows padded with
  * zero quants to a multiple of 32, once per thread per call as pack_x does. The scratch also
  * holds the B tiles of two column tiles, returned in *bt. */
 typedef struct q8_rows {
@@ -286,7 +638,7 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
 {
     int np = (n + 2 * TM - 1) / (2 * TM) * 2 * TM, nb = K / NB_QUANT_QK;
     size_t qb = ((size_t)np * K + 63) & ~(size_t)63, fb = sizeof(float) * (2 * (size_t)n * nb);
-    size_t xf = sizeof(float) * (size_t)K, bb = 2 * (size_t)nb * QB_BLOCK;
+    size_t xf = sizeof(float) * (size_t)K, bb = 2 * (size_t)nb * Q6_STRIDE; /* the largest */
     fb = (fb + 63) & ~(size_t)63;
     xf = (xf + 63) & ~(size_t)63;
     uint8_t *base = nb_scratch_or_die(qb + fb + xf + bb);
@@ -307,78 +659,96 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
     return x;
 }
 
-/* One block's C tile (rows i.. of the 16, columns of B tile at o) into the float sums: per row,
- * acc += float(isum) * (d_w * d_x), mt += m_w * s_x, 16 weight rows at once. */
-static void scale_tile(const int32_t *c, const uint8_t *o, const q8_rows *x, int nb, int b, int i,
-                       int rows, float *acc, float *mt)
+/* 32-block b's tile products for activation rows i..i+31 (A at a0, a1) and the column tiles at
+ * o0, o1, each span's 4 C tiles then stepped into the sums st (the second column tile only
+ * where `two`; rows from n on never). */
+static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int b,
+                    const int8_t *a0, const int8_t *a1, const uint8_t *o0, const uint8_t *o1,
+                    int two, float *st)
 {
-    v16f dw, mw, a, m;
-    memcpy(&dw, o + QB_ROWS * TB, sizeof dw);
-    memcpy(&mw, o + QB_ROWS * TB + sizeof dw, sizeof mw);
-    for (int r = 0; r < rows; r++) {
-        v16i is;
-        memcpy(&is, c + r * NB_VNNI, sizeof is);
-        float dx = x->d[(size_t)(i + r) * nb + b], sx = x->s[(size_t)(i + r) * nb + b];
-        memcpy(&a, acc + r * 2 * NB_VNNI, sizeof a);
-        memcpy(&m, mt + r * 2 * NB_VNNI, sizeof m);
-        a = a + __builtin_convertvector(is, v16f) * (dw * dx);
-        m = m + mw * sx;
-        memcpy(acc + r * 2 * NB_VNNI, &a, sizeof a);
-        memcpy(mt + r * 2 * NB_VNNI, &m, sizeof m);
+    int nb = K / NB_QUANT_QK;
+    int32_t c[2][4][TM * NB_VNNI];
+    float dd[2 * TM * QS_ROW];
+    for (int s = 0; s < op->subs; s++) {
+        /* products of a full 32-block (Q6_K's two) share the A tiles */
+        size_t ka = (size_t)b * NB_QUANT_QK + (size_t)s * op->depth % NB_QUANT_QK;
+        size_t kb = QB_F + (size_t)s * (op->depth / 4) * TB;
+        int32_t(*cs)[TM * NB_VNNI] = c[s % op->span];
+        _tile_zero(T_C0);
+        _tile_zero(T_C1);
+        _tile_zero(T_C2);
+        _tile_zero(T_C3);
+        if (s == 0 || op->depth < NB_QUANT_QK) {
+            _tile_loadd(T_A0, a0 + ka, (long)K);
+            _tile_loadd(T_A1, a1 + ka, (long)K);
+        }
+        _tile_loadd(T_B0, o0 + kb, TB);
+        _tile_loadd(T_B1, o1 + kb, TB);
+        if ((op->sgn >> s) & 1) {
+            _tile_dpbssd(T_C0, T_A0, T_B0);
+            _tile_dpbssd(T_C1, T_A0, T_B1);
+            _tile_dpbssd(T_C2, T_A1, T_B0);
+            _tile_dpbssd(T_C3, T_A1, T_B1);
+        } else {
+            _tile_dpbsud(T_C0, T_A0, T_B0);
+            _tile_dpbsud(T_C1, T_A0, T_B1);
+            _tile_dpbsud(T_C2, T_A1, T_B0);
+            _tile_dpbsud(T_C3, T_A1, T_B1);
+        }
+        _tile_stored(T_C0, cs[0], NB_VNNI * 4);
+        _tile_stored(T_C1, cs[1], NB_VNNI * 4);
+        _tile_stored(T_C2, cs[2], NB_VNNI * 4);
+        _tile_stored(T_C3, cs[3], NB_VNNI * 4);
+        if ((s + 1) % op->span)
+            continue;
+        for (int t = 0; t < 4; t++) {
+            int ii = i + (t >> 1) * TM, rows = n - ii < TM ? n - ii : TM;
+            if (rows <= 0 || (!two && (t & 1)))
+                continue;
+            const uint8_t *o = (t & 1) ? o1 : o0;
+            qt_tile tt = {.c0 = c[0][t], .c1 = c[1][t], .dx = x->d + (size_t)ii * nb + b,
+                          .sx = x->s + (size_t)ii * nb + b, .nb = (size_t)nb, .rows = rows,
+                          .lane = s / op->span};
+            size_t off = (size_t)(t >> 1) * TM * QS_ROW + (size_t)(t & 1) * NB_VNNI;
+            tt.st = st + off;
+            tt.dd = dd + off;
+            memcpy(&tt.f0, o, sizeof tt.f0);
+            memcpy(&tt.f1, o + sizeof tt.f0, sizeof tt.f1);
+            memcpy(&tt.f2, o + 2 * sizeof tt.f0, sizeof tt.f2);
+            op->step(&tt);
+        }
     }
 }
 
-/* Outputs [j0, j1) of n >= 16 rows of a Q4_1 matrix: per 32 output columns, the two column
- * tiles' B once, then per 32 activation rows and block 2 A + 2 B tile loads, 4 tdpbsud and the
- * 4 C tiles' float steps; the block's sums stay in acc/mt (32 x 32 each, L1). */
-static void gemm_q4_1(const nb_wmat *W, const q8_rows *x, uint8_t *bt, int n, void *Y,
-                      int f32out, int j0, int j1)
+/* Outputs [j0, j1) of n >= 16 rows: per 32 output columns, the two column tiles' B once, then
+ * per 32 activation rows every 32-block's tile products and float steps (block_q); the sums
+ * of the 32 x 32 outputs stay in st (L1). */
+static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t *bt, int n,
+                   void *Y, int f32out, int j0, int j1)
 {
     int K = W->cols, nb = K / NB_QUANT_QK;
     size_t ld = (size_t)W->rows;
-    uint8_t *bt1 = bt + (size_t)nb * QB_BLOCK;
-    int32_t c[4][TM * NB_VNNI];
-    float acc[2 * TM * 2 * NB_VNNI], mt[2 * TM * 2 * NB_VNNI];
+    size_t stride = qb_stride(op);
+    uint8_t *bt1 = bt + (size_t)nb * stride;
+    float st[QS_MAX * QS_PLANE];
     for (int j = j0; j < j1; j += 2 * NB_VNNI) {
         int two = j + NB_VNNI < j1;
-        expand_b(W, j, bt);
+        expand_b(op, W, j, bt);
         if (two)
-            expand_b(W, j + NB_VNNI, bt1);
+            expand_b(op, W, j + NB_VNNI, bt1);
         for (int i = 0; i < n; i += 2 * TM) {
-            memset(acc, 0, sizeof acc);
-            memset(mt, 0, sizeof mt);
+            memset(st, 0, sizeof(float) * (size_t)op->sums * QS_PLANE);
             const int8_t *a0 = x->q + (size_t)i * K, *a1 = a0 + (size_t)TM * K;
             for (int b = 0; b < nb; b++) {
-                const uint8_t *o0 = bt + (size_t)b * QB_BLOCK;
-                const uint8_t *o1 = two ? bt1 + (size_t)b * QB_BLOCK : o0;
-                _tile_zero(T_C0);
-                _tile_zero(T_C1);
-                _tile_zero(T_C2);
-                _tile_zero(T_C3);
-                _tile_loadd(T_A0, a0 + (size_t)b * NB_QUANT_QK, (long)K);
-                _tile_loadd(T_A1, a1 + (size_t)b * NB_QUANT_QK, (long)K);
-                _tile_loadd(T_B0, o0, TB);
-                _tile_loadd(T_B1, o1, TB);
-                _tile_dpbsud(T_C0, T_A0, T_B0);
-                _tile_dpbsud(T_C1, T_A0, T_B1);
-                _tile_dpbsud(T_C2, T_A1, T_B0);
-                _tile_dpbsud(T_C3, T_A1, T_B1);
-                _tile_stored(T_C0, c[0], NB_VNNI * 4);
-                _tile_stored(T_C1, c[1], NB_VNNI * 4);
-                _tile_stored(T_C2, c[2], NB_VNNI * 4);
-                _tile_stored(T_C3, c[3], NB_VNNI * 4);
-                for (int t = 0; t < 4; t++) {
-                    int ii = i + (t >> 1) * TM, rows = n - ii < TM ? n - ii : TM;
-                    if (rows <= 0 || (!two && (t & 1)))
-                        continue;
-                    size_t off = (size_t)(t >> 1) * TM * 2 * NB_VNNI + (size_t)(t & 1) * NB_VNNI;
-                    scale_tile(c[t], (t & 1) ? o1 : o0, x, nb, b, ii, rows, acc + off, mt + off);
-                }
+                const uint8_t *o0 = bt + (size_t)b * stride;
+                block_q(op, x, K, n, i, b, a0, a1, o0, two ? bt1 + (size_t)b * stride : o0,
+                        two, st);
             }
-            int rows = n - i < 2 * TM ? n - i : 2 * TM, cols = j1 - j < 2 * NB_VNNI ? j1 - j : 2 * NB_VNNI;
+            int rows = n - i < 2 * TM ? n - i : 2 * TM;
+            int cols = j1 - j < 2 * NB_VNNI ? j1 - j : 2 * NB_VNNI;
             for (int r = 0; r < rows; r++)
                 for (int k = 0; k < cols; k++) {
-                    float v = acc[r * 2 * NB_VNNI + k] + mt[r * 2 * NB_VNNI + k];
+                    float v = op->out(st + r * QS_ROW + k);
                     size_t idx = (size_t)(i + r) * ld + j + k;
                     if (f32out)
                         ((float *)Y)[idx] = v;
@@ -389,18 +759,19 @@ static void gemm_q4_1(const nb_wmat *W, const q8_rows *x, uint8_t *bt, int n, vo
     }
 }
 
-/* The AMX path's linear where the CPU has AMX-INT8: Q4_1 prefill on the int8 tiles, the rest
- * (bf16 on the bf16 tiles, decode and other types on the AVX-512 kernels) as before. */
+/* The AMX path's linear where the CPU has AMX-INT8: quantized prefill on the int8 tiles, the
+ * rest (bf16 on the bf16 tiles, decode on the AVX-512 kernels) as before. */
 void NB_AMX_LINEAR_INT8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
                         int j1)
 {
-    if (W->type != NB_W_Q4_1 || W->layout != NB_LAYOUT_PACK8 || n < AMX_MIN_N) {
+    const qt_ops *op = qt_find(W->type);
+    if (!op || W->layout != NB_LAYOUT_PACK8 || n < AMX_MIN_N) {
         NB_AMX_LINEAR(W, X, n, Y, f32out, j0, j1);
         return;
     }
     uint8_t *bt;
     q8_rows x = quant_x(X, n, W->cols, &bt);
-    tiles_configure_int8();
-    gemm_q4_1(W, &x, bt, n, Y, f32out, j0, j1);
+    tiles_configure_int8(op);
+    gemm_q(op, W, &x, bt, n, Y, f32out, j0, j1);
     _tile_release();
 }

@@ -244,6 +244,11 @@ void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *
     }
 }
 
+void nb_avx2_f16x8_to_f32(const uint8_t *h, float out[8])
+{
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+}
+
 void nb_q8_half_sums(const int8_t *q, int nb, int32_t *hs)
 {
     for (int b = 0; b < nb; b++) {

@@ -73,8 +73,9 @@ static int amx_permitted(void)
 }
 
 /* AVX-512 VNNI, probed with the ISA: it picks the quantized prefill kernel of the AVX-512 and
- * AMX paths (nb_avx512_kquant.c), not a path of its own; AMX-INT8 likewise adds Q4_1 prefill
- * on the int8 tiles to the AMX path (same tile state and permission as AMX-BF16). */
+ * AMX paths (nb_avx512_kquant.c), not a path of its own; AMX-INT8 likewise adds quantized
+ * prefill (every block type) on the int8 tiles to the AMX path (same tile state and permission
+ * as AMX-BF16). */
 static int cpu_vnni, cpu_amx_int8;
 
 static nb_isa probe_cpu(void)

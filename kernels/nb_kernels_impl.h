@@ -201,6 +201,9 @@ void nb_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
 void nb_avx2_q8_quantize_row(const float *x, int k, int8_t *q, float *d, float *s);
 /* hs[b] of a quantized row (nb_q8_act), nb blocks. */
 void nb_q8_half_sums(const int8_t *q, int nb, int32_t *hs);
+/* 8 IEEE halves at h (any alignment) to fp32, as nb_f16_to_f32 does each, in one F16C op: a
+ * PACK8 group's 2-byte scale chunk (the AMX int8 tiles' B expansion). */
+void nb_avx2_f16x8_to_f32(const uint8_t *h, float out[8]);
 
 
 /* The k-quant and Q5_0 linears (nb_kquant.c defines the arithmetic): the reference dot of one

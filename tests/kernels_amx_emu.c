@@ -12,7 +12,7 @@
  * each step the exact product (bf16 x bf16 fits fp32) added with one
  * round-to-nearest-even, denormal bf16 inputs read as zero and denormal
  * fp32 results flushed to zero (the SDM's DAZ/FTZ note: MXCSR is neither
- * read nor written). TDPBSUD (Q4_1 prefill) likewise, in int32. Tile
+ * read nor written). TDPBSUD and TDPBSSD (quantized prefill) likewise, in int32. Tile
  * instructions without a configuration fault, as they would (#UD): abort. */
 #include <math.h>
 #include <stdint.h>
@@ -131,9 +131,10 @@ static void emu_tile_dpbf16ps(int c, int a, int b)
     }
 }
 
-/* TDPBSUD: the same shape checks; per row m, column n, k-group k, C[m][n] (int32) += the sum of
- * the 4 products of signed bytes A[m][4k+e] and unsigned bytes B[k][4n+e], wrapping. */
-static void emu_tile_dpbsud(int c, int a, int b)
+/* TDPBSUD / TDPBSSD: the same shape checks; per row m, column n, k-group k, C[m][n] (int32) +=
+ * the sum of the 4 products of signed bytes A[m][4k+e] and unsigned (TDPBSUD) or signed
+ * (TDPBSSD) bytes B[k][4n+e], wrapping. */
+static void emu_tile_dpb(int c, int a, int b, int b_signed)
 {
     emu_dot_shapes(c, a, b);
     for (int m = 0; m < emu_t.rows[c]; m++) {
@@ -142,13 +143,25 @@ static void emu_tile_dpbsud(int c, int a, int b)
         for (int k = 0; k < emu_t.colsb[a] / 4; k++)
             for (int n = 0; n < emu_t.colsb[c] / 4; n++) {
                 int32_t s = 0;
-                for (int e = 0; e < 4; e++)
-                    s += (int8_t)emu_t.data[a][m][4 * k + e] * emu_t.data[b][k][4 * n + e];
+                for (int e = 0; e < 4; e++) {
+                    uint8_t y = emu_t.data[b][k][4 * n + e];
+                    s += (int8_t)emu_t.data[a][m][4 * k + e] * (b_signed ? (int8_t)y : y);
+                }
                 tmp[n] = (int32_t)((uint32_t)tmp[n] + (uint32_t)s);
             }
         memset(emu_t.data[c][m], 0, EMU_COLSB);
         memcpy(emu_t.data[c][m], tmp, emu_t.colsb[c]);
     }
+}
+
+static void emu_tile_dpbsud(int c, int a, int b)
+{
+    emu_tile_dpb(c, a, b, 0);
+}
+
+static void emu_tile_dpbssd(int c, int a, int b)
+{
+    emu_tile_dpb(c, a, b, 1);
 }
 
 #define _tile_loadconfig emu_tile_loadconfig
@@ -158,6 +171,7 @@ static void emu_tile_dpbsud(int c, int a, int b)
 #define _tile_zero emu_tile_zero
 #define _tile_dpbf16ps emu_tile_dpbf16ps
 #define _tile_dpbsud emu_tile_dpbsud
+#define _tile_dpbssd emu_tile_dpbssd
 
 #define NB_AMX_EMULATE 1
 #include "nb_amx.c"

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -281,64 +282,96 @@ static void test_amx_linear_emulated(void **state)
     run("amx-bf16", nb_amx_emu_linear_bf16, 200, 1536, 32);
 }
 
-/* Q4_1 prefill on the emulated int8 tiles (tdpbsud), behind the public linear (a table with
- * the AMX-INT8 linear swapped in, the thread pool's 16-row chunks on 2 threads, and 1 thread):
- * the reference's bits, f32 and bf16 outputs, for partial A tiles (17, 33, 37 rows), a partial
- * column tile and a missing second group (rows 40, 200, 24), decode sizes handed over (n = 1, 15),
- * and a bf16 matrix on the same table still on the bf16 tiles' results. */
-static void test_amx_int8_q4_1_emulated(void **state)
+/* Quantized prefill on the emulated int8 tiles: W's type through `emu` (the AVX2 table with the
+ * AMX-INT8 linear swapped in; PACK8 as on the AMX path) against portable, f32 and bf16 outputs
+ * bit for bit, on `threads` threads (the pool's 16-row chunks: a chunk of 16 columns runs one
+ * column tile); 0 when equal. */
+static int int8_vs_portable(nb_kernel_table *emu, nb_wtype type, int rows, int cols, int n,
+                            int threads)
+{
+    nb_err err = {0};
+    assert_int_equal(nb_kernels_init(threads, &err), NB_OK);
+    uint8_t *data = kt_rows(type, rows, cols);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    nb_wmat *W = kt_wmat_from(type, rows, cols, data);
+    assert_non_null(W);
+    nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
+    kt_fill_bf16(X, (size_t)n * cols, 1.0f);
+    size_t out = (size_t)n * rows;
+    float *ref = malloc(out * 4), *got = malloc(out * 4);
+    nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
+    nb_linear_bf16_f32out(W, X, n, ref);
+    nb_linear_bf16(W, X, n, ref16);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+    nb_wmat *Wp = kt_wmat_from(type, rows, cols, data);
+    assert_non_null(Wp);
+    assert_int_equal(Wp->layout, NB_LAYOUT_PACK8);
+    *emu = *nb_kernels_active();
+    emu->linear_bf16 = nb_amx_emu_linear_int8;
+    nb_kernels_use_table(emu);
+    memset(got, 0xff, out * 4);
+    memset(got16, 0xff, out * 2);
+    nb_linear_bf16_f32out(Wp, X, n, got);
+    nb_linear_bf16(Wp, X, n, got16);
+    nb_kernels_use_table(NULL);
+    int bad = memcmp(ref, got, out * 4) || memcmp(ref16, got16, out * 2);
+    if (bad)
+        print_error("%s %dx%d n=%d, %d threads: the emulated int8 tiles differ from portable\n",
+                    nb_wtype_name(type), rows, cols, n, threads);
+    nb_wmat_free(W);
+    nb_wmat_free(Wp);
+    free(X);
+    free(ref);
+    free(got);
+    free(ref16);
+    free(got16);
+    free(data);
+    return bad;
+}
+
+/* Every quantized type's prefill on the emulated int8 tiles (tdpbsud: Q4_1, Q4_K, Q6_K's low
+ * bytes; tdpbssd: Q8_0, Q5_0, Q6_K's high bytes), behind the public linear, 1 and 2 threads, bit for bit against portable, each
+ * type at each K of 64/576/640 (the 32-block types) or 256/768/2048 (the k-quants) with rows x n
+ * of: partial A tiles (n = 17, 33, 37, 20), a partial column tile and a missing second group
+ * (rows 40, 200, 24), a partly filled PACK8 group (rows 37), decode sizes handed over (n = 1,
+ * 15); then the shapes Gemma 3 270M's GGUF gives each type (Q5_0 and
+ * Q8_0 at K = 640, rows 256/1024/2048 and a partial slice of the 262144-row output; Q4_K at K
+ * 1024 and 2048, Q6_K at 2048, 640 rows); then a batch sharing X across all of them. */
+static void test_amx_int8_emulated(void **state)
 {
     (void)state;
     need_avx2();
-    static const int shapes[][3] = {/* rows, cols, n */
-                                    {40, 64, 16},  {40, 576, 17}, {200, 512, 33}, {24, 1536, 37},
-                                    {40, 64, 1},   {40, 576, 15}, {200, 576, 64}};
-    nb_err err = {0};
+    static const nb_wtype types[] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_Q4_K, NB_W_Q6_K};
+    static const int k32[] = {64, 576, 640}, kk[] = {256, 768, 2048}; /* K per block size */
+    static const int rn[][2] = {/* rows, n */
+                                {40, 16}, {40, 17}, {200, 33}, {24, 37}, {37, 20}, {40, 1}, {40, 15}};
+    static const struct {
+        nb_wtype t;
+        int rows, cols, n;
+    } gemma[] = {{NB_W_Q5_0, 256, 640, 20},  {NB_W_Q5_0, 1024, 640, 17}, {NB_W_Q5_0, 2048, 640, 16},
+                 {NB_W_Q8_0, 256, 640, 19},  {NB_W_Q8_0, 1000, 640, 17}, {NB_W_Q4_K, 640, 1024, 17},
+                 {NB_W_Q4_K, 640, 2048, 16}, {NB_W_Q6_K, 640, 2048, 17}};
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
-    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
-        for (int t = 1; t <= 2; t++) {
-            int rows = shapes[k][0], cols = shapes[k][1], n = shapes[k][2];
-            assert_int_equal(nb_kernels_init(t, &err), NB_OK);
-            uint8_t *data = kt_rows(NB_W_Q4_1, rows, cols);
-            assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
-            nb_wmat *W = kt_wmat_from(NB_W_Q4_1, rows, cols, data);
-            assert_non_null(W);
-            nb_bf16 *X = malloc(sizeof(nb_bf16) * (size_t)n * cols);
-            kt_fill_bf16(X, (size_t)n * cols, 1.0f);
-            size_t out = (size_t)n * rows;
-            float *ref = malloc(out * 4), *got = malloc(out * 4);
-            nb_bf16 *ref16 = malloc(out * 2), *got16 = malloc(out * 2);
-            nb_linear_bf16_f32out(W, X, n, ref);
-            nb_linear_bf16(W, X, n, ref16);
-            assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
-            nb_wmat *Wp = kt_wmat_from(NB_W_Q4_1, rows, cols, data);
-            assert_non_null(Wp);
-            assert_int_equal(Wp->layout, NB_LAYOUT_PACK8);
-            emu = *nb_kernels_active();
-            emu.linear_bf16 = nb_amx_emu_linear_int8;
-            nb_kernels_use_table(&emu);
-            memset(got, 0xff, out * 4);
-            memset(got16, 0xff, out * 2);
-            nb_linear_bf16_f32out(Wp, X, n, got);
-            nb_linear_bf16(Wp, X, n, got16);
-            nb_kernels_use_table(NULL);
-            if (memcmp(ref, got, out * 4) || memcmp(ref16, got16, out * 2))
-                fail_msg("q4_1 %dx%d n=%d, %d threads: the emulated int8 tiles differ from "
-                         "portable", rows, cols, n, t);
-            nb_wmat_free(W);
-            nb_wmat_free(Wp);
-            free(X);
-            free(ref);
-            free(got);
-            free(ref16);
-            free(got16);
-            free(data);
-        }
-    /* A batch sharing X across Q4_1 (int8 tiles), Q8_0, Q4_1 again and bf16 matrices (Q8_0 and
-     * bf16 converted by other code into the same per-thread scratch, between the Q4_1 ones):
-     * each must find its own conversion. */
-    enum { BR = 64, BC = 576, BN = 33, BM = 4 };
-    static const nb_wtype bt[BM] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q4_1, NB_W_BF16};
+    nb_err err = {0};
+    int bad = 0, runs = 0;
+    for (int t = 1; t <= 2; t++) {
+        for (size_t y = 0; y < sizeof types / sizeof *types; y++)
+            for (int c = 0; c < 3; c++)
+                for (size_t s = 0; s < sizeof rn / sizeof *rn; s++, runs++) {
+                    int cols = kt_block_elems(types[y]) == 256 ? kk[c] : k32[c];
+                    bad += int8_vs_portable(&emu, types[y], rn[s][0], cols, rn[s][1], t);
+                }
+        for (size_t g = 0; g < sizeof gemma / sizeof *gemma; g++, runs++)
+            bad += int8_vs_portable(&emu, gemma[g].t, gemma[g].rows, gemma[g].cols, gemma[g].n, t);
+    }
+    if (bad)
+        fail_msg("%d of %d cases differ from portable", bad, runs);
+    /* A batch sharing X across every quantized type and bf16 (converted by other code into the
+     * same per-thread scratch, between the int8 ones): each must find its own conversion and
+     * give portable's bits. */
+    enum { BR = 64, BC = 768, BN = 33, BM = 7 };
+    static const nb_wtype bt[BM] = {NB_W_Q4_1, NB_W_Q8_0, NB_W_Q5_0, NB_W_BF16,
+                                    NB_W_Q4_K, NB_W_Q6_K, NB_W_Q4_1};
     assert_int_equal(nb_kernels_init(2, &err), NB_OK);
     nb_bf16 *X = malloc(sizeof(nb_bf16) * BN * BC);
     kt_fill_bf16(X, (size_t)BN * BC, 1.0f);
@@ -347,24 +380,29 @@ static void test_amx_int8_q4_1_emulated(void **state)
     nb_bf16 *ref[BM], *got[BM];
     for (int m = 0; m < BM; m++) {
         data[m] = kt_rows(bt[m], BR, BC);
-        assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+        assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
         Wr[m] = kt_wmat_from(bt[m], BR, BC, data[m]);
+        assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
         Wb[m] = kt_wmat_from(bt[m], BR, BC, data[m]);
         assert_true(Wr[m] && Wb[m]);
         ref[m] = malloc(sizeof(nb_bf16) * BN * BR);
         got[m] = malloc(sizeof(nb_bf16) * BN * BR);
     }
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    for (int m = 0; m < BM; m++)
+        nb_linear_bf16(Wr[m], X, BN, ref[m]);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
     emu = *nb_kernels_active();
     emu.linear_bf16 = nb_amx_emu_linear_int8;
     nb_kernels_use_table(&emu);
-    for (int m = 0; m < BM; m++) /* one call each */
-        nb_linear_bf16(Wr[m], X, BN, ref[m]);
     nb_linear_bf16_batch((const nb_wmat *const *)Wb, got, BM, X, BN);
     nb_kernels_use_table(NULL);
     for (int m = 0; m < BM; m++) {
-        if (memcmp(ref[m], got[m], sizeof(nb_bf16) * BN * BR))
-            fail_msg("batch of q4_1 (int8 tiles), q8_0, q4_1 and bf16: matrix %d (%s) differs "
-                     "from its own call", m, nb_wtype_name(bt[m]));
+        /* bf16 ran on the bf16 tiles: within fp32 rounding of portable, checked by
+         * test_amx_linear_emulated; here its own memo must not leak into the others */
+        if (bt[m] != NB_W_BF16 && memcmp(ref[m], got[m], sizeof(nb_bf16) * BN * BR))
+            fail_msg("batch of every quantized type and bf16: matrix %d (%s) differs from "
+                     "portable", m, nb_wtype_name(bt[m]));
         nb_wmat_free(Wr[m]);
         nb_wmat_free(Wb[m]);
         free(data[m]);
@@ -476,12 +514,12 @@ static void test_row_exact_on_every_path(void **state)
     static const nb_wtype types[] = {NB_W_BF16, NB_W_Q4_1, NB_W_Q8_0};
     static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
     /* 0 portable, 1 avx2, 2 avx512bf16 (real), 3 avx512 (emulated), 4 amx (emulated),
-     * 5 amx with the int8 tiles for Q4_1 (emulated) */
+     * 5 amx with the int8 tiles for the block types (emulated) */
     for (int p = 0; p < 6; p++) {
         if (p == 2 && nb_kernels_cpu_isa() < NB_ISA_AVX512BF16)
             continue;
         for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-            if ((p >= 2 && p < 5 && types[t] != NB_W_BF16) || (p == 5 && types[t] != NB_W_Q4_1))
+            if ((p >= 2 && p < 5 && types[t] != NB_W_BF16) || (p == 5 && types[t] == NB_W_BF16))
                 continue; /* the block types run on the AVX2 kernels there */
             if (p < 3) {
                 assert_int_equal(nb_kernels_set_isa(p == 0   ? NB_ISA_PORTABLE
@@ -528,16 +566,18 @@ static void test_row_exact_on_every_path(void **state)
  * roundings layer after layer, so the bound is on the logits as a whole:
  * cosine >= 0.9999 and the same top token. (The tiny weights are k/256,
  * so its dots are exact in fp32 and the paths in fact agree bit for bit.) */
-static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threads, float *out)
+static void engine_logits_as(const nb_model *m, const nb_kernel_table *t, int threads,
+                             nb_dtype dtype, int n, float *out)
 {
     nb_err err = {0};
+    int vocab = nb_model_cfg(m)->vocab;
     if (t)
         nb_kernels_use_table(t);
     else
         assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
     nb_engine_opts o;
     nb_engine_opts_default(&o);
-    o.dtype = NB_DTYPE_BF16;
+    o.dtype = dtype;
     o.max_seq = 64;
     o.threads = threads;
     nb_engine *e;
@@ -547,14 +587,45 @@ static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threa
     for (int i = 0; i < 40; i++)
         ids[i] = 3 + (i * 37) % 250;
     const float *logits;
-    assert_int_equal(nb_engine_prefill(e, ids, 40, &logits, &err), NB_OK);
-    memcpy(out, logits, sizeof(float) * NB_TINY_VOCAB);
+    assert_int_equal(nb_engine_prefill(e, ids, n, &logits, &err), NB_OK);
+    memcpy(out, logits, sizeof(float) * (size_t)vocab);
     for (int s = 0; s < 3; s++) {
-        assert_int_equal(nb_engine_decode_step(e, ids[s], 40 + s, &logits, &err), NB_OK);
-        memcpy(out + (size_t)(s + 1) * NB_TINY_VOCAB, logits, sizeof(float) * NB_TINY_VOCAB);
+        assert_int_equal(nb_engine_decode_step(e, ids[s], n + s, &logits, &err), NB_OK);
+        memcpy(out + (size_t)(s + 1) * vocab, logits, sizeof(float) * (size_t)vocab);
     }
     nb_engine_free(e);
     nb_kernels_use_table(NULL);
+}
+
+static void engine_logits(const nb_model *m, const nb_kernel_table *t, int threads, float *out)
+{
+    engine_logits_as(m, t, threads, NB_DTYPE_BF16, 40, out);
+}
+
+/* The engine with its quantized weights kept (dtype native) on the AVX2 table, and on it with
+ * the emulated AMX-INT8 linear: every linear of the n-token prefill on the int8 tiles, the
+ * decode steps on the AVX2 kernels. Both compute every quantized linear as the reference does
+ * and share every other op, so the logits must agree bit for bit. 0 when they do. */
+static int engine_int8_vs_avx2(const nb_model *m, int threads, int n, const char *what)
+{
+    static nb_kernel_table emu; /* static: still valid if a failed check skips the restore */
+    nb_err err = {0};
+    size_t cnt = (size_t)4 * nb_model_cfg(m)->vocab;
+    float *ref = malloc(sizeof(float) * cnt), *got = malloc(sizeof(float) * cnt);
+    assert_true(ref && got);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_AVX2, &err), NB_OK);
+    engine_logits_as(m, nb_kernels_active(), threads, NB_DTYPE_NATIVE, n, ref);
+    emu = *nb_kernels_active();
+    emu.linear_bf16 = nb_amx_emu_linear_int8;
+    engine_logits_as(m, &emu, threads, NB_DTYPE_NATIVE, n, got);
+    int bad = memcmp(ref, got, sizeof(float) * cnt) != 0;
+    if (bad)
+        print_error("%s native, %d threads: logits on the emulated int8 tiles differ from "
+                    "avx2's\n", what, threads);
+    free(ref);
+    free(got);
+    assert_int_equal(nb_kernels_set_isa(NB_ISA_PORTABLE, &err), NB_OK);
+    return bad;
 }
 
 static int argmax(const float *x, int n)
@@ -565,19 +636,27 @@ static int argmax(const float *x, int n)
     return b;
 }
 
-static void test_engine_on_emulated_paths(void **state)
+/* The tiny model as a GGUF of `to` in a new temporary directory dir (the caller removes it with
+ * nb_tiny_rmtree), opened. */
+static nb_model *tiny_open(nb_tiny_opts to, char *dir, size_t dn)
 {
-    (void)state;
-    need_avx2();
-    char dir[4096], path[4200];
-    assert_int_equal(nb_tiny_mkdtemp(dir, sizeof dir, "test_kernels_emu"), 0);
+    char path[4200];
+    assert_int_equal(nb_tiny_mkdtemp(dir, dn, "test_kernels_emu"), 0);
     snprintf(path, sizeof path, "%s/tiny.gguf", dir);
-    nb_tiny_opts to = {.seed = 7, .type = NB_TT_BF16};
     assert_int_equal(nb_tiny_write_gguf(&to, path), 0);
     nb_model *m = NULL;
     nb_err err = {0};
     if (nb_model_open(path, &m, &err))
         fail_msg("%s: %s", path, err.msg);
+    return m;
+}
+
+static void test_engine_on_emulated_paths(void **state)
+{
+    (void)state;
+    need_avx2();
+    char dir[4096];
+    nb_model *m = tiny_open((nb_tiny_opts){.seed = 7, .type = NB_TT_BF16}, dir, sizeof dir);
     enum { STEPS = 4 };
     static float ref[STEPS * NB_TINY_VOCAB], got[STEPS * NB_TINY_VOCAB];
     engine_logits(m, NULL, 2, ref);
@@ -604,6 +683,37 @@ static void test_engine_on_emulated_paths(void **state)
     nb_tiny_rmtree(dir);
 }
 
+/* Quantized prefill on the emulated int8 tiles inside the engine: the tiny model as Q4_1 (its
+ * embedding Q8_0) and, where the source tree has it (NB_SRC, models/), Gemma 3 270M's GGUF
+ * (Q5_0, Q4_K, Q6_K, Q8_0 at their real shapes), 1 and 2 threads, against the AVX2 path bit
+ * for bit. */
+static void test_engine_on_int8_tiles(void **state)
+{
+    (void)state;
+    need_avx2();
+    char dir[4096], path[4200];
+    nb_err err = {0};
+    nb_model *m = tiny_open((nb_tiny_opts){.seed = 11, .type = NB_TT_Q4_1}, dir, sizeof dir);
+    int bad = engine_int8_vs_avx2(m, 1, 40, "tiny q4_1") +
+              engine_int8_vs_avx2(m, 2, 40, "tiny q4_1");
+    nb_model_close(m);
+    nb_tiny_rmtree(dir);
+    const char *src = getenv("NB_SRC");
+    if (src && *src) {
+        snprintf(path, sizeof path, "%s/models/gemma-3-270m-q4_k_m.gguf", src);
+        if (!access(path, R_OK)) {
+            if (nb_model_open(path, &m, &err))
+                fail_msg("%s: %s", path, err.msg);
+            bad += engine_int8_vs_avx2(m, 2, 17, "gemma3"); /* 17: a partial A tile */
+            nb_model_close(m);
+        } else {
+            print_message("no %s: Gemma 3 not run\n", path);
+        }
+    }
+    if (bad)
+        fail_msg("%d engine runs differ", bad);
+}
+
 /* The emulated TDPBF16PS itself: the documented DAZ/FTZ and one rounding
  * per product step. */
 static void test_amx_emulated_semantics(void **state)
@@ -627,11 +737,12 @@ int main(void)
         cmocka_unit_test(test_avx512_linear_emulated),
         cmocka_unit_test(test_avx512_quantized_emulated),
         cmocka_unit_test(test_amx_linear_emulated),
-        cmocka_unit_test(test_amx_int8_q4_1_emulated),
+        cmocka_unit_test(test_amx_int8_emulated),
         cmocka_unit_test(test_avx512_kquant_emulated),
         cmocka_unit_test(test_attention_emulated),
         cmocka_unit_test(test_emulated_behind_public_calls),
         cmocka_unit_test(test_engine_on_emulated_paths),
+        cmocka_unit_test(test_engine_on_int8_tiles),
         cmocka_unit_test(test_row_exact_on_every_path),
         cmocka_unit_test(test_amx_emulated_semantics),
     };
