@@ -1,5 +1,5 @@
 /* nb_avx2: the AVX2+FMA+F16C kernels, compiled with those flags alone (kernels/CMakeLists.txt); dispatch runs
- * them only where CPUID says so. Linear layers reproduce the portable sums bit for bit (same lanes, same tree, mul then add). */
+ * them only where CPUID says so. Linear layers give the portable sums bit for bit (same lanes and tree; FMA only where exact). */
 
 #include <immintrin.h>
 #include <math.h>
@@ -18,9 +18,16 @@
  * Every output is the portable dot: lane l of an 8-lane accumulator sums
  * x[t+l]*w[t+l] over t = 0, 8, ...; then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7));
  * then the K % 8 tail in order (quantized weights: the integer block dots
- * of nb_portable.c, see below). Products are rounded before the add (no FMA):
- * on Zen the adders and multipliers are separate pipes, so this costs no
- * throughput, and the result is exact against portable.
+ * of nb_portable.c, see below). Products are rounded before the add (no FMA)
+ * wherever X or W is fp32-valued: there x*w is inexact and an FMA would
+ * change the bits. Where both are bf16-valued (the bf16 linear on bf16
+ * weights) x*w has at most 16 significant bits, exact in fp32, so
+ * fma(x, w, acc) rounds the same sum as add(acc, mul(x, w)) (unless the
+ * product leaves the float range: below 2^-134 mulps rounds it, beyond
+ * 2^128 it overflows; docs/numerics.md): there the decode and prefill
+ * kernels both use FMA, which halves the FP ops, never stalls on a tiny
+ * product (mulps rounding one to a denormal ran the GEMM at half speed),
+ * and leaves registers for a 4x3 tile.
  *
  * Weights are PACK8 (nb_kernels_impl.h): 8 rows interleaved so a group
  * streams as one sequential read with 8 independent accumulators (on Zen 3
@@ -28,8 +35,9 @@
  * GEMM_MIN_N (decode): each group streams once per X row, converted in
  * registers. Larger n (prefill): each dense group becomes fp32 rows in
  * scratch once per block of X rows (sized for L2) and meets every X row
- * pair of the block in 4x2 register tiles; a quantized group stays packed
- * and meets the block's Q8 rows one by one from L1. */
+ * pair of the block in 4x2 register tiles (triple in 4x3 ones with FMA,
+ * above); a quantized group stays packed and meets the block's Q8 rows
+ * one by one from L1. */
 #define GEMM_MIN_N 4
 #define XBLOCK_BYTES (384 * 1024)
 
@@ -41,8 +49,11 @@ static inline float tail_dot(int bf16, const float *x, const uint8_t *w, int tai
     return s;
 }
 
-/* Eight rows of a group against one fp32 X row. */
-#define GEMV8_DENSE(NAME, ES, LW)                                                              \
+typedef void (*gemv8_fn)(const float *x, const uint8_t *grp, int K, float out[8]);
+
+/* Eight rows of a group against one fp32 X row; MAC is mul then add, or the FMA where every
+ * product is exact (above). */
+#define GEMV8_DENSE(NAME, ES, LW, MAC)                                                         \
     static void NAME(const float *x, const uint8_t *grp, int K, float out[8])                  \
     {                                                                                          \
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,          \
@@ -52,14 +63,14 @@ static inline float tail_dot(int bf16, const float *x, const uint8_t *w, int tai
         for (int t = 0; t < K8; t += 8, p += 64 * (ES)) {                                      \
             __m256 xv = _mm256_loadu_ps(x + t);                                                \
             nb_prefetch_ahead(p, 64 * (ES) - 64);                                              \
-            a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, LW(p)));                                  \
-            a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, LW(p + 8 * (ES))));                       \
-            a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, LW(p + 16 * (ES))));                      \
-            a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, LW(p + 24 * (ES))));                      \
-            a4 = _mm256_add_ps(a4, _mm256_mul_ps(xv, LW(p + 32 * (ES))));                      \
-            a5 = _mm256_add_ps(a5, _mm256_mul_ps(xv, LW(p + 40 * (ES))));                      \
-            a6 = _mm256_add_ps(a6, _mm256_mul_ps(xv, LW(p + 48 * (ES))));                      \
-            a7 = _mm256_add_ps(a7, _mm256_mul_ps(xv, LW(p + 56 * (ES))));                      \
+            a0 = MAC(a0, xv, LW(p));                                                           \
+            a1 = MAC(a1, xv, LW(p + 8 * (ES)));                                                \
+            a2 = MAC(a2, xv, LW(p + 16 * (ES)));                                               \
+            a3 = MAC(a3, xv, LW(p + 24 * (ES)));                                               \
+            a4 = MAC(a4, xv, LW(p + 32 * (ES)));                                               \
+            a5 = MAC(a5, xv, LW(p + 40 * (ES)));                                               \
+            a6 = MAC(a6, xv, LW(p + 48 * (ES)));                                               \
+            a7 = MAC(a7, xv, LW(p + 56 * (ES)));                                               \
         }                                                                                      \
         _mm256_storeu_ps(out, nb_reduce8(a0, a1, a2, a3, a4, a5, a6, a7));                     \
         int tail = K - K8;                                                                     \
@@ -78,8 +89,25 @@ static inline __m256 lw_f32(const uint8_t *p)
     return _mm256_loadu_ps((const float *)p);
 }
 
-GEMV8_DENSE(gemv8_bf16, 2, lw_bf16)
-GEMV8_DENSE(gemv8_f32, 4, lw_f32)
+static inline __m256 mac_mul_add(__m256 acc, __m256 x, __m256 w)
+{
+    return _mm256_add_ps(acc, _mm256_mul_ps(x, w));
+}
+
+static inline __m256 mac_fma(__m256 acc, __m256 x, __m256 w)
+{
+    return _mm256_fmadd_ps(x, w, acc);
+}
+
+GEMV8_DENSE(gemv8_bf16, 2, lw_bf16, mac_mul_add)
+GEMV8_DENSE(gemv8_bf16_fma, 2, lw_bf16, mac_fma)
+GEMV8_DENSE(gemv8_f32, 4, lw_f32, mac_mul_add)
+
+/* The decode kernel of a dense group: the FMA one only when X and W are both bf16-valued. */
+static inline gemv8_fn gemv8_for(const nb_wmat *W, int xbf16)
+{
+    return W->type == NB_W_F32 ? gemv8_f32 : xbf16 ? gemv8_bf16_fma : gemv8_bf16;
+}
 
 /* Four fp32 weight rows against two X rows (x1 == x0 for one):
  * out[c*4 + r] = dot(x_c, w_r). Kept out of line: inlined into
@@ -120,6 +148,52 @@ __attribute__((noinline)) static void tile4x2_dense(const float *x0, const float
             out[r] = tail_dot(0, x0 + K8, (const uint8_t *)(w[r] + K8), tail, out[r]);
             out[4 + r] = tail_dot(0, x1 + K8, (const uint8_t *)(w[r] + K8), tail, out[4 + r]);
         }
+}
+
+/* One weight row's 8 k against the three X rows held in xa, xb, xc. */
+#define FMA_ROW3(W, A0, A1, A2)                                                                \
+    do {                                                                                       \
+        __m256 v = _mm256_loadu_ps((W) + t);                                                   \
+        IN_REG(v);                                                                             \
+        A0 = _mm256_fmadd_ps(xa, v, A0);                                                       \
+        A1 = _mm256_fmadd_ps(xb, v, A1);                                                       \
+        A2 = _mm256_fmadd_ps(xc, v, A2);                                                       \
+    } while (0)
+
+/* Four fp32 weight rows against three X rows, by FMA (every product exact:
+ * bf16 X, bf16 W): out[c*4 + r] = dot(x_c, w_r), each lane summed in the
+ * decode kernel's order (gemv8_bf16_fma), so a row's bits do not depend on
+ * n. 12 accumulators + 3 X rows + 1 weight vector are the 16 ymm; per 8 k,
+ * 7 loads feed 12 FMAs: 6 cycles on Zen's two FMA pipes, against 8 mul+add
+ * pairs in 4 for the 4x2 tile (x loads 0.25 per FMA either way). */
+__attribute__((noinline)) static void tile4x3_fma(const float *const x[3],
+                                                  const float *const w[4], int K, float out[12])
+{
+    __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00;
+    __m256 a01 = a00, a11 = a00, a21 = a00, a31 = a00;
+    __m256 a02 = a00, a12 = a00, a22 = a00, a32 = a00;
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2];
+    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    int K8 = K & ~7, t = 0;
+    for (; t < K8; t += 8) {
+        __m256 xa = _mm256_loadu_ps(x0 + t), xb = _mm256_loadu_ps(x1 + t),
+               xc = _mm256_loadu_ps(x2 + t);
+        IN_REG(xa);
+        IN_REG(xb);
+        IN_REG(xc);
+        FMA_ROW3(w0, a00, a01, a02);
+        FMA_ROW3(w1, a10, a11, a12);
+        FMA_ROW3(w2, a20, a21, a22);
+        FMA_ROW3(w3, a30, a31, a32);
+    }
+    _mm256_storeu_ps(out, nb_reduce8(a00, a10, a20, a30, a01, a11, a21, a31));
+    _mm_storeu_ps(out + 8, nb_reduce4(a02, a12, a22, a32));
+    int tail = K - K8;
+    if (tail)
+        for (int c = 0; c < 3; c++)
+            for (int r = 0; r < 4; r++)
+                out[c * 4 + r] = tail_dot(0, x[c] + K8, (const uint8_t *)(w[r] + K8), tail,
+                                          out[c * 4 + r]);
 }
 
 /* ---- quantized weights x Q8 activations ------------------------------------
@@ -295,19 +369,22 @@ static inline void store_outs(void *Y, int f32out, size_t ld, int i, int j, cons
         _mm_storeu_si128((__m128i *)y, nb_st_bf16x8(_mm256_loadu_ps(o)));
         return;
     }
+    if (cnt == 4) { /* the GEMM's tiles: a scalar rounding each took a twentieth of its time */
+        __m256 v = _mm256_castps128_ps256(_mm_loadu_ps(o));
+        _mm_storel_epi64((__m128i *)y, nb_st_bf16x8(_mm256_insertf128_ps(v, _mm_setzero_ps(), 1)));
+        return;
+    }
     for (int r = 0; r < cnt; r++)
         y[r] = nb_f32_to_bf16(o[r]);
 }
 
-typedef void (*gemv8_fn)(const float *x, const uint8_t *grp, int K, float out[8]);
-
 /* Decode-sized n: each group streams once per X row (n < GEMM_MIN_N: the
  * group is still in L1 for the next X row). j0 is a multiple of 8. */
-static void gemv_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32out, int j0,
-                      int j1)
+static void gemv_rows(const nb_wmat *W, const float *xs, int xbf16, int n, void *Y, int f32out,
+                      int j0, int j1)
 {
     int K = W->cols;
-    gemv8_fn fn = W->type == NB_W_F32 ? gemv8_f32 : gemv8_bf16;
+    gemv8_fn fn = gemv8_for(W, xbf16);
     for (int j = j0; j < j1; j += 8) {
         int cnt = j1 - j < 8 ? j1 - j : 8;
         const uint8_t *grp = nb_wmat_group(W, j / 8);
@@ -319,16 +396,24 @@ static void gemv_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
     }
 }
 
-/* The 8 rows of a dense group as fp32 rows of K in ws (exact). */
+/* The 8 rows of a dense group as fp32 rows of K in ws (exact). The groups of a matrix are one
+ * sequential stream: prefetched ahead as the decode kernel does, since waiting on each line of
+ * it from memory took a tenth of the bf16 prefill GEMM's time. */
 static void group_to_f32(const nb_wmat *W, const uint8_t *grp, float *ws)
 {
     int K = W->cols, K8 = K & ~7, tail = K - K8;
     int bf = W->type == NB_W_BF16;
     size_t es = bf ? 2 : 4;
     const uint8_t *p = grp;
-    for (int t = 0; t < K8; t += 8)
-        for (int r = 0; r < 8; r++, p += 8 * es)
-            _mm256_storeu_ps(ws + (size_t)r * K + t, bf ? lw_bf16(p) : lw_f32(p));
+    for (int t = 0; t < K8; t += 8) { /* (the type tested outside: GCC kept it per vector) */
+        nb_prefetch_ahead(p, 64 * (int)es - 64);
+        if (bf)
+            for (int r = 0; r < 8; r++, p += 16)
+                _mm256_storeu_ps(ws + (size_t)r * K + t, lw_bf16(p));
+        else
+            for (int r = 0; r < 8; r++, p += 32)
+                _mm256_storeu_ps(ws + (size_t)r * K + t, lw_f32(p));
+    }
     for (int r = 0; r < 8; r++)
         for (int t = 0; t < tail; t++)
             ws[(size_t)r * K + K8 + t] = bf ? nb_bf16_to_f32(((const nb_bf16 *)p)[r * tail + t])
@@ -336,9 +421,10 @@ static void group_to_f32(const nb_wmat *W, const uint8_t *grp, float *ws)
 }
 
 /* Prefill-sized n: X rows in L2-sized blocks; per block, each group of 8
- * rows becomes fp32 once and meets every X row pair in registers. */
-static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32out, int j0,
-                      int j1, float *ws)
+ * rows becomes fp32 once and meets every X row pair (exact: triple, by
+ * FMA; see the top of the file) in registers. */
+static void gemm_rows(const nb_wmat *W, const float *xs, int exact, int n, void *Y, int f32out,
+                      int j0, int j1, float *ws)
 {
     int K = W->cols;
     size_t ld = (size_t)W->rows;
@@ -349,10 +435,30 @@ static void gemm_rows(const nb_wmat *W, const float *xs, int n, void *Y, int f32
         for (int j = j0; j < j1; j += 8) {
             int cnt = j1 - j < 8 ? j1 - j : 8;
             group_to_f32(W, nb_wmat_group(W, j / 8), ws);
+            /* the next group into L2 a slice per tile, so its conversion does not wait on
+             * memory or L3 (the triples of both halves share out its lines) */
+            const uint8_t *nxt = j + 8 < j1 ? nb_wmat_group(W, j / 8 + 1) : NULL;
+            size_t plen = nxt ? NB_PACK * W->row_bytes : 0, pfo = 0;
+            size_t pstep = (plen / (size_t)(2 * ((i1 - i0 + 2) / 3)) + 127) & ~(size_t)63;
             for (int h = 0; h < 8 && h < cnt; h += 4) {
                 const float *w[4] = {ws + (size_t)h * K, ws + (size_t)(h + 1) * K,
                                      ws + (size_t)(h + 2) * K, ws + (size_t)(h + 3) * K};
                 int hc = cnt - h < 4 ? cnt - h : 4;
+                if (exact) {
+                    /* a short last triple repeats its first row; the copies are not stored */
+                    for (int i = i0; i < i1; i += 3, pfo += pstep) {
+                        for (size_t o = pfo; o < pfo + pstep && o < plen; o += 64)
+                            _mm_prefetch((const char *)nxt + o, _MM_HINT_T1);
+                        const float *x[3] = {xs + (size_t)i * K, NULL, NULL};
+                        x[1] = i + 1 < i1 ? x[0] + K : x[0];
+                        x[2] = i + 2 < i1 ? x[0] + 2 * (size_t)K : x[0];
+                        float o[12];
+                        tile4x3_fma(x, w, K, o);
+                        for (int c = 0; c < 3 && i + c < i1; c++)
+                            store_outs(Y, f32out, ld, i + c, j + h, o + 4 * c, hc);
+                    }
+                    continue;
+                }
                 for (int i = i0; i < i1; i += 2) {
                     const float *x0 = xs + (size_t)i * K;
                     const float *x1 = i + 1 < i1 ? x0 + K : x0;
@@ -511,9 +617,9 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     else if (quant)
         qlinear_rows(W, xq, xd, xsum, xhs, n, Y, f32out, j0, j1);
     else if (gemm)
-        gemm_rows(W, xs, n, Y, f32out, j0, j1, xs + xn);
+        gemm_rows(W, xs, xbf16 && W->type == NB_W_BF16, n, Y, f32out, j0, j1, xs + xn);
     else
-        gemv_rows(W, xs, n, Y, f32out, j0, j1);
+        gemv_rows(W, xs, xbf16, n, Y, f32out, j0, j1);
 }
 
 void nb_avx2_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
@@ -724,10 +830,56 @@ typedef void (*attn_pv_fn)(float *const acc[], const float *const w[], int cnt, 
                            int n, int hd);
 static void pv_accumulate(float *acc0, const float *w, const float *v, int n, int hd);
 
-/* The table's weighted sums of cnt row-heads, one at a time. */
+/* Four row-heads' weighted sums over 16 columns from c: each value row is loaded once for all
+ * four (Gemma's head_dim 256 makes a 64-key value tile 64 KB, past L1: one head at a time
+ * read it from L2 four times). Each accumulator still adds p = 0, 1, ... in order: the bits
+ * of pv_accumulate. */
+static void pv4_cols16(float *const acc[4], const float *const w[4], const float *v, int n,
+                       int hd, int c)
+{
+    __m256 a00 = _mm256_loadu_ps(acc[0] + c), a01 = _mm256_loadu_ps(acc[0] + c + 8);
+    __m256 a10 = _mm256_loadu_ps(acc[1] + c), a11 = _mm256_loadu_ps(acc[1] + c + 8);
+    __m256 a20 = _mm256_loadu_ps(acc[2] + c), a21 = _mm256_loadu_ps(acc[2] + c + 8);
+    __m256 a30 = _mm256_loadu_ps(acc[3] + c), a31 = _mm256_loadu_ps(acc[3] + c + 8);
+    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    for (int p = 0; p < n; p++) {
+        const float *vr = v + (size_t)p * hd + c;
+        __m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+        IN_REG(v0);
+        IN_REG(v1);
+        __m256 wv = _mm256_broadcast_ss(w0 + p);
+        a00 = _mm256_add_ps(a00, _mm256_mul_ps(wv, v0));
+        a01 = _mm256_add_ps(a01, _mm256_mul_ps(wv, v1));
+        wv = _mm256_broadcast_ss(w1 + p);
+        a10 = _mm256_add_ps(a10, _mm256_mul_ps(wv, v0));
+        a11 = _mm256_add_ps(a11, _mm256_mul_ps(wv, v1));
+        wv = _mm256_broadcast_ss(w2 + p);
+        a20 = _mm256_add_ps(a20, _mm256_mul_ps(wv, v0));
+        a21 = _mm256_add_ps(a21, _mm256_mul_ps(wv, v1));
+        wv = _mm256_broadcast_ss(w3 + p);
+        a30 = _mm256_add_ps(a30, _mm256_mul_ps(wv, v0));
+        a31 = _mm256_add_ps(a31, _mm256_mul_ps(wv, v1));
+    }
+    _mm256_storeu_ps(acc[0] + c, a00);
+    _mm256_storeu_ps(acc[0] + c + 8, a01);
+    _mm256_storeu_ps(acc[1] + c, a10);
+    _mm256_storeu_ps(acc[1] + c + 8, a11);
+    _mm256_storeu_ps(acc[2] + c, a20);
+    _mm256_storeu_ps(acc[2] + c + 8, a21);
+    _mm256_storeu_ps(acc[3] + c, a30);
+    _mm256_storeu_ps(acc[3] + c + 8, a31);
+}
+
+/* The table's weighted sums of cnt row-heads: four at once where they fill a group and the
+ * value tile outgrows L1 (head_dim >= 128), else one at a time. */
 static void pv_rows(float *const acc[], const float *const w[], int cnt, const float *v, int n,
                     int hd)
 {
+    if (cnt == 4 && hd >= 128 && hd % 16 == 0) {
+        for (int c = 0; c < hd; c += 16)
+            pv4_cols16(acc, w, v, n, hd, c);
+        return;
+    }
     for (int k = 0; k < cnt; k++)
         pv_accumulate(acc[k], w[k], v, n, hd);
 }

@@ -60,6 +60,13 @@ static inline __m256 nb_reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m2
     return _mm256_add_ps(lo, hi);
 }
 
+/* nb_reduce8's tree for four accumulators: lane r of the result sums ar. */
+static inline __m128 nb_reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    __m256 q = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+}
+
 /* The portable tree of one accumulator: ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). */
 static inline float nb_hsum8(__m256 a)
 {

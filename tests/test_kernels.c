@@ -281,6 +281,137 @@ static void test_linear_f32(void **state)
         }
 }
 
+static int has_path(nb_isa isa)
+{
+    for (int p = 0; p < n_fast; p++)
+        if (fast[p] == isa)
+            return 1;
+    return 0;
+}
+
+/* The portable dot's order (8 lanes over k, their tree, the K % 8 tail), each step by
+ * mul-then-add or (fused) by FMA. */
+static float lane_dot(const float *x, const float *w, int K, int fused)
+{
+    float a[8] = {0};
+    int K8 = K & ~7;
+    for (int t = 0; t < K8; t++)
+        a[t % 8] = fused ? fmaf(x[t], w[t], a[t % 8]) : a[t % 8] + x[t] * w[t];
+    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (int t = K8; t < K; t++)
+        s += x[t] * w[t];
+    return s;
+}
+
+/* The AVX2 kernels may use FMA only where every product is exact (bf16 X times bf16 W): the
+ * f32 linear (fp32 X, f32 W) has inexact products, where only mul-then-add gives the
+ * portable bits. At decode n, and at the prefill GEMM's n with a short last row tile, at a
+ * model's K and with a K % 8 tail; and the data must make an FMA differ: in the same order,
+ * the sums by FMA differ from mul-then-add's in most outputs. */
+static void test_linear_inexact_products(void **state)
+{
+    (void)state;
+    static const int ns[] = {1, 17, 128}, cols[] = {576, 100};
+    enum { ROWS = 37 };
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) {
+        int K = cols[c];
+        uint8_t *data = kt_rows(NB_W_F32, ROWS, K);
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+            int n = ns[k];
+            size_t out = (size_t)n * ROWS, near = 0;
+            float *X = malloc(sizeof(float) * (size_t)n * K);
+            kt_fill_f32(X, (size_t)n * K, 1.0f);
+            float *ref = malloc(out * 4), *got = malloc(out * 4);
+            use(NB_ISA_PORTABLE);
+            nb_wmat *W = kt_wmat_from(NB_W_F32, ROWS, K, data);
+            assert_non_null(W);
+            nb_linear_f32(W, X, n, ref);
+            for (size_t o = 0; o < out; o++) {
+                const float *x = X + (o / ROWS) * K, *w = (const float *)data + (o % ROWS) * K;
+                float fused = lane_dot(x, w, K, 1);
+                if (lane_dot(x, w, K, 0) != ref[o])
+                    fail_msg("lane_dot is not the portable order");
+                near += memcmp(&fused, &ref[o], 4) != 0;
+            }
+            if (near < out / 2)
+                fail_msg("f32 linear n=%d: only %zu of %zu outputs show inexact products", n,
+                         near, out);
+            for (int p = 0; p < n_fast; p++) {
+                use(fast[p]);
+                nb_wmat *Wp = kt_wmat_from(NB_W_F32, ROWS, K, data);
+                assert_non_null(Wp);
+                memset(got, 0xff, out * 4);
+                nb_linear_f32(Wp, X, n, got);
+                if (memcmp(ref, got, out * 4))
+                    fail_msg("f32 linear %dx%d n=%d: %s differs from portable", ROWS, K, n,
+                             nb_isa_name(fast[p]));
+                nb_wmat_free(Wp);
+            }
+            use(NB_ISA_PORTABLE);
+            nb_wmat_free(W);
+            free(X);
+            free(ref);
+            free(got);
+        }
+        free(data);
+    }
+}
+
+/* Where products are exact the AVX2 decode and prefill kernels use FMA, which differs from
+ * mul-then-add only for a product below 2^-126 (the rounded product loses bits there): so
+ * with such products each prefill row must still equal its decode step's bits
+ * (nb_kernels_row_exact's premise), which holds only if both kernels take the same steps. */
+static void test_avx2_tiny_products_row_exact(void **state)
+{
+    (void)state;
+    if (!has_path(NB_ISA_AVX2)) {
+        fprintf(stderr, "[  SKIP    ] no AVX2 path\n");
+        return;
+    }
+    enum { ROWS = 24, COLS = 576, N = 20 };
+    uint8_t *data = kt_rows(NB_W_BF16, ROWS, COLS);
+    nb_bf16 *w = (nb_bf16 *)data, *X = malloc(sizeof(nb_bf16) * N * COLS);
+    /* |w| ~ 2^-64, |x| ~ 2^-60 .. 2^-83: products from 2^-124 down to below 2^-134, where
+     * their 16 bits no longer fit a float and mulps rounds them, while sums stay ~2^-122
+     * (ulp 2^-145), fine enough to see that rounding */
+    for (size_t i = 0; i < (size_t)ROWS * COLS; i++)
+        w[i] = nb_f32_to_bf16(nb_bf16_to_f32(w[i]) * 0x1p-60f);
+    kt_fill_bf16(X, (size_t)N * COLS, 1.0f);
+    for (size_t i = 0; i < (size_t)N * COLS; i++)
+        X[i] = nb_f32_to_bf16(ldexpf(nb_bf16_to_f32(X[i]), -60 - (int)(i * 7 % 24)));
+    use(NB_ISA_AVX2);
+    nb_wmat *W = kt_wmat_from(NB_W_BF16, ROWS, COLS, data);
+    assert_non_null(W);
+    float *all = malloc(sizeof(float) * N * ROWS), *one = malloc(sizeof(float) * N * ROWS);
+    nb_linear_bf16_f32out(W, X, N, all);
+    for (int i = 0; i < N; i++)
+        nb_linear_bf16_f32out(W, X + (size_t)i * COLS, 1, one + (size_t)i * ROWS);
+    size_t diff = 0, inexact = 0;
+    for (size_t i = 0; i < (size_t)N * ROWS; i++)
+        diff += memcmp(&all[i], &one[i], 4) != 0;
+    /* the case is there: portable (mul then add) differs from the exact products' sums */
+    use(NB_ISA_PORTABLE);
+    nb_wmat *Wr = kt_wmat_from(NB_W_BF16, ROWS, COLS, data);
+    assert_non_null(Wr);
+    nb_linear_bf16_f32out(Wr, X, N, one);
+    for (size_t i = 0; i < (size_t)N * ROWS; i++)
+        inexact += memcmp(&all[i], &one[i], 4) != 0;
+    nb_wmat_free(Wr);
+    print_message("tiny products: %zu of %d outputs differ from mul-then-add's\n", inexact,
+                  N * ROWS);
+    if (inexact < (size_t)N * ROWS / 4)
+        fail_msg("only %zu of %d outputs see a rounded product: the data misses the case",
+                 inexact, N * ROWS);
+    if (diff)
+        fail_msg("%zu of %d prefill outputs differ from the decode step's", diff, N * ROWS);
+    use(NB_ISA_PORTABLE);
+    nb_wmat_free(W);
+    free(all);
+    free(one);
+    free(X);
+    free(data);
+}
+
 /* Engine-sized shapes at n = 1 and a full prefill chunk: the thread split,
  * the 8-row groups and the X blocking all cross real boundaries. */
 static void test_linear_model_shapes(void **state)
@@ -860,6 +991,8 @@ int main(void)
         cmocka_unit_test(test_linear_q8_activation_error),
         cmocka_unit_test(test_q8_quantize_row),
         cmocka_unit_test(test_linear_f32),
+        cmocka_unit_test(test_linear_inexact_products),
+        cmocka_unit_test(test_avx2_tiny_products_row_exact),
         cmocka_unit_test(test_linear_model_shapes),
         cmocka_unit_test(test_linear_batch),
         cmocka_unit_test(test_rmsnorm_add),
