@@ -95,7 +95,10 @@ if [ ! -x "$LB" ] || [ ! -x "$LQ" ]; then
     nice -n 10 cmake --build "$LBUILD" -j"$JOBS" --target llama-bench llama-quantize \
         >"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; exit 1; }
 fi
-LLAMA_VER="$("$LB" --version 2>&1 | grep -m1 -o 'version: .*' || echo 'version: ?')"
+# awk reads to the end: a grep -m1 that quits early could kill llama-bench with SIGPIPE, and
+# under pipefail the fallback then printed a second, bogus version line into the header.
+LLAMA_VER="$("$LB" --version 2>&1 | awk '!v && /version: / {v = substr($0, index($0, "version: "))}
+    END {print v ? v : "version: ?"}')"
 
 # BF16 copy of the model for llama.cpp (the engine's bf16 dtype rounds the same weights the same
 # way: Q4_1/Q8_0 dequantized to fp32, then round-to-nearest-even to bf16).
