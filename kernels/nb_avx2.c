@@ -103,10 +103,17 @@ GEMV8_DENSE(gemv8_bf16, 2, lw_bf16, mac_mul_add)
 GEMV8_DENSE(gemv8_bf16_fma, 2, lw_bf16, mac_fma)
 GEMV8_DENSE(gemv8_f32, 4, lw_f32, mac_mul_add)
 
-/* The decode kernel of a dense group: the FMA one only when X and W are both bf16-valued. */
-static inline gemv8_fn gemv8_for(const nb_wmat *W, int xbf16)
+/* Whether every product x*w of a dense linear is exact in fp32 (X and W both bf16-valued), so
+ * its decode and prefill kernels may fuse (above): the one rule both follow. */
+static inline int dense_exact(const nb_wmat *W, int xbf16)
 {
-    return W->type == NB_W_F32 ? gemv8_f32 : xbf16 ? gemv8_bf16_fma : gemv8_bf16;
+    return xbf16 && W->type == NB_W_BF16;
+}
+
+/* The decode kernel of a dense group: the FMA one where the products are exact. */
+static inline gemv8_fn gemv8_for(const nb_wmat *W, int exact)
+{
+    return W->type == NB_W_F32 ? gemv8_f32 : exact ? gemv8_bf16_fma : gemv8_bf16;
 }
 
 /* Four fp32 weight rows against two X rows (x1 == x0 for one):
@@ -380,11 +387,11 @@ static inline void store_outs(void *Y, int f32out, size_t ld, int i, int j, cons
 
 /* Decode-sized n: each group streams once per X row (n < GEMM_MIN_N: the
  * group is still in L1 for the next X row). j0 is a multiple of 8. */
-static void gemv_rows(const nb_wmat *W, const float *xs, int xbf16, int n, void *Y, int f32out,
+static void gemv_rows(const nb_wmat *W, const float *xs, int exact, int n, void *Y, int f32out,
                       int j0, int j1)
 {
     int K = W->cols;
-    gemv8_fn fn = gemv8_for(W, xbf16);
+    gemv8_fn fn = gemv8_for(W, exact);
     for (int j = j0; j < j1; j += 8) {
         int cnt = j1 - j < 8 ? j1 - j : 8;
         const uint8_t *grp = nb_wmat_group(W, j / 8);
@@ -617,9 +624,9 @@ static void linear_any(const nb_wmat *W, const void *X, int xbf16, int n, void *
     else if (quant)
         qlinear_rows(W, xq, xd, xsum, xhs, n, Y, f32out, j0, j1);
     else if (gemm)
-        gemm_rows(W, xs, xbf16 && W->type == NB_W_BF16, n, Y, f32out, j0, j1, xs + xn);
+        gemm_rows(W, xs, dense_exact(W, xbf16), n, Y, f32out, j0, j1, xs + xn);
     else
-        gemv_rows(W, xs, xbf16, n, Y, f32out, j0, j1);
+        gemv_rows(W, xs, dense_exact(W, xbf16), n, Y, f32out, j0, j1);
 }
 
 void nb_avx2_linear_bf16(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out, int j0,
