@@ -173,7 +173,6 @@ static double flop_per_cycle(nb_isa isa)
 #define PEAK_TRIPS 4000000L
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 static volatile float peak_sink;
@@ -303,6 +302,18 @@ __attribute__((target("amx-tile,amx-bf16,amx-int8"))) static double loop_tiles(i
 }
 
 static double loop_tdpbf16ps(void) { return loop_tiles(0); }
+static double loop_tdpbssd(void) { return loop_tiles(1); }
+
+/* A timed loop's best of 3 (the others share the core with whatever else runs). */
+static double best_of_3(double (*loop)(void))
+{
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double g = loop();
+        best = g > best ? g : best;
+    }
+    return best;
+}
 #endif
 
 typedef struct peak_info {
@@ -324,11 +335,7 @@ static peak_info path_peak(nb_isa isa, double ghz)
                                                       : NULL;
     if (!loop || nb_kernels_cpu_isa() < isa)
         return pk;
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        double g = loop();
-        best = g > best ? g : best;
-    }
+    double best = best_of_3(loop);
     pk.gflops_core = best;
     pk.per_cycle = ghz > 0 ? best / ghz : 0;
     pk.how = isa == NB_ISA_PORTABLE       ? "timed mulps+addps loop"
@@ -652,14 +659,9 @@ int main(int argc, char **argv)
     printf("compute peak: %s %.0f GFLOP/s (%d threads x %.2f GHz x %.0f FLOP/cycle, %s)\n",
            nb_isa_name(best), pk.gflops_core * nt, nt, ghz, pk.per_cycle, pk.how);
 #if defined(__x86_64__)
-    unsigned a, b, c, d; /* CPUID.(7,0):EDX[25] is AMX-INT8 (not every compiler's builtin knows it) */
-    if (best == NB_ISA_AMXBF16 && nb_kernels_cpu_isa() >= NB_ISA_AMXBF16 &&
-        __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 25 & 1)) { /* quantized prefill's tiles */
-        double g = 0;
-        for (int rep = 0; rep < 3; rep++) {
-            double v = loop_tiles(1);
-            g = v > g ? v : g;
-        }
+    /* the quantized prefill's tiles, where the dispatcher put them (it read CPUID's AMX-INT8) */
+    if (nb_kernels_active()->linear_bf16 == nb_amx_linear_int8) {
+        double g = best_of_3(loop_tdpbssd);
         printf("int8 tiles: %.0f GOP/s (%d threads x %.0f OP/cycle, timed tdpbssd loop)\n",
                g * nt, nt, ghz > 0 ? g / ghz : 0);
     }
