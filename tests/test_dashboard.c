@@ -80,6 +80,14 @@ static char *page(nb_db *db, const char *name)
     return out;
 }
 
+/* The page of one job or run: kind "job" or "run", as the dashboard names them. */
+static char *item_page(nb_db *db, const char *kind, int64_t id)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-%" PRId64 ".html", kind, id);
+    return page(db, name);
+}
+
 static int64_t add_dep(nb_db *db, const char *model, const char *backend, const char *board)
 {
     nb_db_deployment d;
@@ -500,9 +508,7 @@ static void test_pages(void **s)
     free(p);
     /* a run the regression check flagged fails on its page, as in `npubench job` (it was a
      * green "Outcome PASS") */
-    char rname[64];
-    snprintf(rname, sizeof rname, "run-%" PRId64 ".html", seed.flagged[0]);
-    p = page(db, rname);
+    p = item_page(db, "run", seed.flagged[0]);
     assert_non_null(strstr(p, "<th>Outcome</th><td class=\"fail\">fail (REGRESSION: tps -20.0%"));
     /* its profile breakdown as bar charts with an axis, not only raw JSON */
     assert_non_null(strstr(p, "<div class=\"plot\" id=\"profile-phases\">"));
@@ -551,8 +557,7 @@ static void test_pages(void **s)
     free(p);
 
     /* a run's page: its gate records and its report, escaped */
-    snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_new_b);
-    p = page(db, name);
+    p = item_page(db, "run", seed.verify_new_b);
     assert_int_equal(count(p, "<tr class=\"gate-check\">"), seed.gate_checks_new_b);
     assert_null(strstr(p, "<script"));
     assert_null(strstr(p, "<b>x</b>"));
@@ -565,8 +570,7 @@ static void test_pages(void **s)
     assert_non_null(strstr(p, "not bfloat16, its margins and near ties are not the bf16 gate's"));
     free(p);
     /* a run without localizations has no such section */
-    snprintf(name, sizeof name, "run-%" PRId64 ".html", seed.verify_old_b);
-    p = page(db, name);
+    p = item_page(db, "run", seed.verify_old_b);
     assert_null(strstr(p, "Localization"));
     free(p);
 
@@ -900,8 +904,7 @@ static void test_job_pages(void **s)
     free(p);
 
     /* the running job: what it is, where it stands, why it was requeued, its log, live */
-    snprintf(want, sizeof want, "job-%" PRId64 ".html", run_job);
-    p = page(db, want);
+    p = item_page(db, "job", run_job);
     assert_non_null(strstr(p, "<tr><th>Kind</th><td>profile</td></tr>"));
     assert_non_null(strstr(p, "<tr><th>Model</th><td>SmolLM2-135M-Instruct</td></tr>"));
     assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1</td></tr>"));
@@ -963,8 +966,7 @@ static void test_job_pages(void **s)
 
     /* the finished job: its outcome in the CLI's word (a flagged run fails), its run linked,
      * no script and no reload */
-    snprintf(want, sizeof want, "job-%" PRId64 ".html", done_job);
-    p = page(db, want);
+    p = item_page(db, "job", done_job);
     assert_non_null(strstr(p, "<td id=\"job-state\">done</td>"));
     assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
     /* a field the job left open: where its run ran */
@@ -978,8 +980,7 @@ static void test_job_pages(void **s)
     assert_null(strstr(p, "http-equiv=\"refresh\""));
     free(p);
     /* the run's page links back to its job's page */
-    snprintf(want, sizeof want, "run-%" PRId64 ".html", run_id);
-    p = page(db, want);
+    p = item_page(db, "run", run_id);
     snprintf(want, sizeof want, "<tr><th>Job</th><td><a href=\"job-%" PRId64 ".html\">job %" PRId64
                                 "</a></td></tr>",
              done_job, done_job);
@@ -999,8 +1000,7 @@ static void test_job_pages(void **s)
     assert_int_equal(j.id, cancelled_job);
     nb_db_job_free(&j);
     assert_int_equal(nb_db_job_cancel(db, cancelled_job, "cancelled by a person", &err), NB_OK);
-    snprintf(want, sizeof want, "job-%" PRId64 ".html", cancelled_job);
-    p = page(db, want);
+    p = item_page(db, "job", cancelled_job);
     assert_non_null(strstr(p, "<td id=\"job-state\">cancelled</td>"));
     assert_non_null(strstr(p, "leased to worker wj (attempt 1 of 3"));
     assert_non_null(strstr(p, "<tr><th>Attempts</th><td>1 of 3</td></tr>"));
@@ -1033,16 +1033,14 @@ static void test_job_pages(void **s)
     r.started_ms = nb_wall_ms();
     int64_t group_run = 0;
     assert_int_equal(nb_db_run_insert(db, &r, &group_run, &err), NB_OK);
-    snprintf(want, sizeof want, "job-%" PRId64 ".html", shard);
-    p = page(db, want);
+    p = item_page(db, "job", shard);
     assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1 <small>(where it ran)</small></td>"));
     assert_non_null(strstr(p, "<tr><th>Backend</th><td>cpu <small>(where it ran)</small></td>"));
     assert_non_null(strstr(p, "<tr><th>Outcome</th><td class=\"outcome pass\">pass</td></tr>"));
     snprintf(want, sizeof want, "<a href=\"run-%" PRId64 ".html\">", group_run);
     assert_non_null(strstr(p, want));
     free(p);
-    snprintf(want, sizeof want, "job-%" PRId64 ".html", group);
-    p = page(db, want);
+    p = item_page(db, "job", group);
     assert_null(strstr(p, "<tr><th>Attempts</th><td>0 of"));
     assert_non_null(strstr(p, "<tr><th>Attempts</th><td>its jobs"));
     free(p);
@@ -1073,8 +1071,7 @@ static void test_job_pages(void **s)
     int64_t pb_job = 0;
     assert_int_equal(nb_db_job_enqueue(db, &jn, &pb_job, NULL, &err), NB_OK);
     free(pb);
-    snprintf(want, sizeof want, "job-%" PRId64 ".html", pb_job);
-    p = page(db, want);
+    p = item_page(db, "job", pb_job);
     assert_non_null(strstr(p, "<tr><th>Model</th><td>SmolLM2-135M-Instruct</td></tr>\n"
                               "<tr><th>Asked as</th><td>instruct</td></tr>"));
     assert_non_null(strstr(p, "<tr><th>Dtype</th><td>q4_1</td></tr>"));
@@ -1185,24 +1182,20 @@ static void test_regress_pages(void **s)
     free(p);
 
     /* the flagged runs' pages show their state; a run that opened none has no such row */
-    snprintf(want, sizeof want, "run-%" PRId64 ".html", f);
-    p = page(db, want);
+    p = item_page(db, "run", f);
     assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state warn\">"
                               "acknowledged</td></tr>"));
     assert_non_null(strstr(p, "acknowledged by lead at "));
     free(p);
-    snprintf(want, sizeof want, "run-%" PRId64 ".html", e);
-    p = page(db, want);
+    p = item_page(db, "run", e);
     assert_non_null(strstr(p, "<tr><th>Regression state</th><td class=\"regress-state fail\">"
                               "new</td></tr>"));
     assert_null(strstr(p, "Regression history"));
     free(p);
-    snprintf(want, sizeof want, "run-%" PRId64 ".html", a);
-    p = page(db, want);
+    p = item_page(db, "run", a);
     assert_non_null(strstr(p, "<td class=\"regress-state pass\">fixed</td>"));
     free(p);
-    snprintf(want, sizeof want, "run-%" PRId64 ".html", fix);
-    p = page(db, want);
+    p = item_page(db, "run", fix);
     assert_null(strstr(p, "Regression state"));
     free(p);
     nb_db_close(db);

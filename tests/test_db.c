@@ -113,6 +113,31 @@ static int64_t sql_int(const char *path, const char *sql)
     return v;
 }
 
+/* Runs sql on the file behind npubench's back (a test's way to age or break a database). */
+static void sql_exec(const char *path, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+}
+
+/* Closes db, rolls its file back with sql (the older schema's shape), opens it again and checks
+ * it migrated to the latest version: the database a user of the version before brings. */
+static nb_db *rolled_back(nb_db *db, const char *sql)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s", nb_db_path(db));
+    nb_db_close(db);
+    sql_exec(path, sql);
+    nb_err err = {0};
+    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
+    int v = 0;
+    assert_int_equal(nb_db_schema_version(db, &v, &err), NB_OK);
+    assert_int_equal(v, nb_db_schema_latest());
+    return db;
+}
+
 static void sql_text(const char *path, const char *sql, char *out, size_t size)
 {
     sqlite3 *h;
@@ -266,14 +291,11 @@ static void test_newer_schema_rejected(void **state)
     nb_err err = {0};
     assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
     nb_db_close(db);
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
     char sql[256];
     snprintf(sql, sizeof sql,
              "INSERT INTO schema_version VALUES (%d, 'from the future', 0)",
              nb_db_schema_latest() + 1);
-    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
+    sql_exec(path, sql);
     assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_EUNSUPPORTED);
     assert_null(db);
     assert_non_null(strstr(err.msg, "newer"));
@@ -286,11 +308,7 @@ static void test_foreign_files_rejected(void **state)
     char path[512];
     db_file(path, sizeof path, "foreign");
     remove_db(path);
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h, "CREATE TABLE photos (id INTEGER)", NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(h);
+    sql_exec(path, "CREATE TABLE photos (id INTEGER)");
     nb_db *db = NULL;
     nb_err err = {0};
     assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_EFORMAT);
@@ -381,13 +399,10 @@ static void test_results_transaction_and_retention(void **state)
     assert_int_equal(len, 0);
     free(blob);
     /* Job 0 finished a day ago, job 1 is still queued. */
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
     char sql[200];
     snprintf(sql, sizeof sql, "UPDATE jobs SET state = 'done', finished_ms = %lld WHERE id = %lld",
              (long long)(fake_now - 86400000LL), (long long)ids[0]);
-    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
+    sql_exec(path, sql);
     size_t n = 99;
     assert_ok(nb_db_results_prune(db, fake_now - 3600000LL, &n, &e_));
     assert_int_equal(n, 1);
@@ -691,22 +706,8 @@ static void test_queue_dtype_enum_migrated(void **state)
         assert_int_equal(got.sel_dtype_id, 7);
         nb_db_job_free(&got);
     }
-    char path[512];
-    snprintf(path, sizeof path, "%s", nb_db_path(db));
-    nb_db_close(db);
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h,
-                                  "ALTER TABLE jobs DROP COLUMN sel_dtype_id; "
-                                  "DELETE FROM schema_version WHERE version >= 10",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(h);
-    nb_err err;
-    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
-    int v = 0;
-    assert_ok(nb_db_schema_version(db, &v, &e_));
-    assert_int_equal(v, nb_db_schema_latest());
+    db = rolled_back(db, "ALTER TABLE jobs DROP COLUMN sel_dtype_id; "
+                         "DELETE FROM schema_version WHERE version >= 10");
     for (int i = 0; i < N; i++) {
         nb_db_job got;
         assert_ok(nb_db_job_get(db, ids[i], &got, &e_));
@@ -1968,24 +1969,11 @@ static void test_regression_lifecycle(void **state)
     nb_db_regress_state st;
     assert_int_equal(nb_db_regress_state_parse("--state", "open", &st, &err), NB_EINVAL);
     assert_non_null(strstr(err.msg, "new, acknowledged or fixed"));
-    char path[512];
-    snprintf(path, sizeof path, "%s", nb_db_path(db));
-    nb_db_close(db);
 
     /* a database of the version before: its flagged runs become new regressions */
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h,
-                                  "DROP TABLE regression_metrics; DROP TABLE regressions; "
-                                  "ALTER TABLE jobs DROP COLUMN sel_dtype_id; "
-                                  "DELETE FROM schema_version WHERE version >= 9",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(h);
-    assert_int_equal(nb_db_open(path, NULL, &db, &err), NB_OK);
-    int v = 0;
-    assert_ok(nb_db_schema_version(db, &v, &e_));
-    assert_int_equal(v, nb_db_schema_latest());
+    db = rolled_back(db, "DROP TABLE regression_metrics; DROP TABLE regressions; "
+                         "ALTER TABLE jobs DROP COLUMN sel_dtype_id; "
+                         "DELETE FROM schema_version WHERE version >= 9");
     assert_ok(nb_db_regress_of_run(db, slow, &g, &e_));
     assert_int_equal(g.state, NB_REGRESS_NEW);
     assert_int_equal(g.n_metrics, 0);
