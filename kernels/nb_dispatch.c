@@ -1,5 +1,5 @@
-/* nb_dispatch: picks the kernel path at run time from CPUID, XGETBV and NPUBENCH_ISA,
- * and owns the thread-count setting. Compiled for baseline x86-64 like everything but the ISA files. */
+/* nb_dispatch: picks the kernel path at run time from CPUID, XGETBV and NPUBENCH_ISA.
+ * Compiled for baseline x86-64 like everything but the ISA files. */
 #include "nb_kernels_impl.h"
 
 #include <pthread.h>
@@ -204,30 +204,4 @@ void nb_kernels_use_table(const nb_kernel_table *t)
 {
     pthread_once(&detect_once, detect);
     atomic_store_explicit(&active, t ? t : table_for(env_best), memory_order_release);
-}
-
-nb_code nb_kernels_init(int threads, nb_err *err)
-{
-    if (threads < 0 || threads > 1024)
-        return nb_err_set(err, NB_EINVAL, "--threads %d: must be 0 (all cores) to 1024", threads);
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-        if (threads > 1024)
-            threads = 1024;
-    }
-    (void)nb_kernels_active(); /* detect once, before any worker exists */
-    return nb_pool_resize(threads, err);
-}
-
-int nb_kernels_threads(void)
-{
-    return nb_pool_size();
-}
-
-void nb_kernels_shutdown(void)
-{
-    nb_pool_shutdown();
-    nb_scratch_release();
-    nb_wmat_release_slabs();
 }
