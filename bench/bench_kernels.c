@@ -28,11 +28,7 @@ static int cpu_time;
 
 static double time_ms(clockid_t cpu_clock)
 {
-    if (!cpu_time)
-        return nb_now_ms();
-    struct timespec ts;
-    clock_gettime(cpu_clock, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    return nb_clock_ms(cpu_time ? cpu_clock : CLOCK_MONOTONIC);
 }
 
 static double clock_ms(void)
