@@ -392,24 +392,79 @@ static void step_q6_k(const qt_tile *t)
     }
 }
 
-/* An output from its sums (planes QS_PLANE apart), as the reference ends. */
-static float out_sum(const float *a)
+/* How an output ends from its sums (planes QS_PLANE apart), as the reference ends. */
+enum { OUT_ONE, OUT_SUM, OUT_DIFF, OUT_TREE8 };
+
+/* Outputs of 16 consecutive columns from their sums at a: lane by lane the scalar
+ * reference's expression (adds and subtracts only, so whole vectors give its bits). */
+static inline __attribute__((always_inline)) void out16(int kind, const float *a, v16f *o)
 {
-    return a[0] + a[QS_PLANE];
+    v16f l[QS_MAX];
+    int planes = kind == OUT_TREE8 ? 8 : kind == OUT_ONE ? 1 : 2;
+    for (int k = 0; k < planes; k++)
+        memcpy(&l[k], a + k * QS_PLANE, sizeof l[k]);
+    if (kind == OUT_ONE)
+        *o = l[0];
+    else if (kind == OUT_SUM)
+        *o = l[0] + l[1];
+    else if (kind == OUT_DIFF)
+        *o = l[0] - l[1];
+    else
+        *o = (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + 0.0f;
 }
-static float out_diff(const float *a)
+
+typedef uint16_t v16u16 __attribute__((vector_size(32)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+
+/* nb_f32_to_bf16 on 16 lanes, the same integer steps (RNE, NaN kept quiet with its sign). */
+static inline __attribute__((always_inline)) void bf16x16(const v16f *v, v16u16 *h)
 {
-    return a[0] - a[QS_PLANE];
+    v16u u;
+    memcpy(&u, v, sizeof u);
+    v16u r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x0040u;
+    v16u nan = (v16u)((u & 0x7fffffffu) > 0x7f800000u);
+    r = (q & nan) | (r & ~nan);
+    *h = __builtin_convertvector(r, v16u16);
 }
-static float out_one(const float *a)
+
+/* Rows x cols (<= 32) outputs of a 32 x 32 block's sums st to Y at (i, j), row stride ld:
+ * 16 columns at a time, a short last group through a lane buffer. Inlined per kind. */
+static inline __attribute__((always_inline)) void store_kind(int kind, const float *st, int rows,
+                                                            int cols, void *Y, int f32out,
+                                                            size_t ld, int i, int j)
 {
-    return a[0];
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < cols; k += NB_VNNI) {
+            int cnt = cols - k < NB_VNNI ? cols - k : NB_VNNI;
+            size_t idx = (size_t)(i + r) * ld + (size_t)(j + k);
+            v16f v;
+            out16(kind, st + r * QS_ROW + k, &v);
+            if (f32out) {
+                memcpy((float *)Y + idx, &v, sizeof(float) * (size_t)cnt);
+            } else {
+                v16u16 h;
+                bf16x16(&v, &h);
+                memcpy((nb_bf16 *)Y + idx, &h, sizeof(nb_bf16) * (size_t)cnt);
+            }
+        }
 }
-static float out_tree8(const float *a)
+
+static void store_out(int kind, const float *st, int rows, int cols, void *Y, int f32out,
+                      size_t ld, int i, int j)
 {
-#define L(k) a[(k) * QS_PLANE]
-    return (((L(0) + L(1)) + (L(2) + L(3))) + ((L(4) + L(5)) + (L(6) + L(7)))) + 0.0f;
-#undef L
+    switch (kind) {
+    case OUT_ONE:
+        store_kind(OUT_ONE, st, rows, cols, Y, f32out, ld, i, j);
+        break;
+    case OUT_SUM:
+        store_kind(OUT_SUM, st, rows, cols, Y, f32out, ld, i, j);
+        break;
+    case OUT_DIFF:
+        store_kind(OUT_DIFF, st, rows, cols, Y, f32out, ld, i, j);
+        break;
+    default:
+        store_kind(OUT_TREE8, st, rows, cols, Y, f32out, ld, i, j);
+    }
 }
 
 typedef struct qt_ops {
@@ -421,18 +476,20 @@ typedef struct qt_ops {
     int sums;         /* fp32 sums per output */
     void (*expand)(const uint8_t *g, uint8_t *o, int h);
     void (*step)(const qt_tile *t);
-    float (*out)(const float *a);
+    int out; /* OUT_*: how an output ends from its sums */
 } qt_ops;
 
 static const qt_ops qt_types[] = {
-    {NB_W_Q4_1, NB_QUANT_QK, NB_QUANT_Q4_1_BYTES, 1, 1, 32, 0, 2, expand_q4_1, step_q4_1, out_sum},
+    {NB_W_Q4_1, NB_QUANT_QK, NB_QUANT_Q4_1_BYTES, 1, 1, 32, 0, 2, expand_q4_1, step_q4_1,
+     OUT_SUM},
     {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 4, 255, 8, expand_q8_0, step_q8_0,
-     out_tree8},
-    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 32, 1, 1, expand_q5_0, step_q5_0, out_one},
+     OUT_TREE8},
+    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 32, 1, 1, expand_q5_0, step_q5_0,
+     OUT_ONE},
     {NB_W_Q4_K, NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES, 1, 1, 32, 0, 2, expand_q4_k, step_q4_k,
-     out_diff},
+     OUT_DIFF},
     {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 32, 2, 1, expand_q6_k, step_q6_k,
-     out_one},
+     OUT_ONE},
 };
 
 static const qt_ops *qt_find(nb_wtype t)
@@ -603,15 +660,7 @@ static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t
             }
             int rows = n - i < 2 * TM ? n - i : 2 * TM;
             int cols = j1 - j < 2 * NB_VNNI ? j1 - j : 2 * NB_VNNI;
-            for (int r = 0; r < rows; r++)
-                for (int k = 0; k < cols; k++) {
-                    float v = op->out(st + r * QS_ROW + k);
-                    size_t idx = (size_t)(i + r) * ld + j + k;
-                    if (f32out)
-                        ((float *)Y)[idx] = v;
-                    else
-                        ((nb_bf16 *)Y)[idx] = nb_f32_to_bf16(v);
-                }
+            store_out(op->out, st, rows, cols, Y, f32out, ld, i, j);
         }
     }
 }
