@@ -440,11 +440,17 @@ static inline __attribute__((always_inline)) void store_kind(int kind, const flo
             v16f v;
             out16(kind, st + r * QS_ROW + k, &v);
             if (f32out) {
-                memcpy((float *)Y + idx, &v, sizeof(float) * (size_t)cnt);
+                if (cnt == NB_VNNI) /* a constant size: one store, not a copy loop */
+                    memcpy((float *)Y + idx, &v, sizeof v);
+                else
+                    memcpy((float *)Y + idx, &v, sizeof(float) * (size_t)cnt);
             } else {
                 v16u16 h;
                 bf16x16(&v, &h);
-                memcpy((nb_bf16 *)Y + idx, &h, sizeof(nb_bf16) * (size_t)cnt);
+                if (cnt == NB_VNNI)
+                    memcpy((nb_bf16 *)Y + idx, &h, sizeof h);
+                else
+                    memcpy((nb_bf16 *)Y + idx, &h, sizeof(nb_bf16) * (size_t)cnt);
             }
         }
 }
