@@ -81,7 +81,7 @@ static int x_memo_hit(x_memo *m, const void *X, const void *buf, int n, int K)
  * |dot| <= 32 * 127 * 127), and the float steps then run on 16-lane vectors (a lane per weight
  * row) in the reference's order, so the result is the reference bit for bit. What a type
  * changes is a small table (qt_ops): how many tile products a 32-block takes (Q8_0's 8 lanes of
- * 4 weights, Q6_K's low and high bytes of its scaled weights, one for the others), signed or
+ * 4 weights, Q6_K's two 16-value halves, one for the others), signed or
  * unsigned weights, how its PACK8 block expands to B rows and per-column fp32 factors, its
  * float step and its output. B is expanded once per 32 output columns (QB_NF vectors of 16
  * factors, then 8 rows of 64 bytes per product, per 32-block of K, for each of the two column
@@ -117,7 +117,7 @@ static const uint8_t *chunk(const uint8_t *p, int c)
 
 /* Chunks and B row halves as one vector of 32 bytes, shifted as 32-bit words and masked per
  * byte (x86 has no byte shifts: as bytes, GCC widens every shift to 16 bits and packs back,
- * 3x the instructions); bytes only where they must be (the offsets' subtraction). */
+ * 3x the instructions). */
 typedef uint32_t v8u32 __attribute__((vector_size(32)));
 typedef uint8_t v32u8 __attribute__((vector_size(32)));
 #define BYTES(x) (0x01010101u * (x)) /* x in every byte of a word */
@@ -127,13 +127,6 @@ typedef uint8_t v32u8 __attribute__((vector_size(32)));
 static void ld32(v8u32 *v, const uint8_t *p)
 {
     memcpy(v, p, sizeof *v);
-}
-
-/* v's bytes less k each (the signed weights' offsets) into dst. */
-static void st32_less(uint8_t *dst, const v8u32 *v, int k)
-{
-    v32u8 b = (v32u8)*v - (uint8_t)k;
-    memcpy(dst, &b, sizeof b);
 }
 
 /* Low (sh 0) or high (sh 4) nibbles of chunk c into B row half dst. */
@@ -170,8 +163,10 @@ static void expand_q8_0(const uint8_t *g, uint8_t *o, int h)
 }
 
 /* Q5_0 (d, then the re-ordered fifth bits and 4 quant chunks): weight e of k-group kg has its
- * fifth bit at bit 8e + kg of the row's word (nb_kernels.c q5_0_hbits). B holds q - 16 as
- * signed bytes, so tdpbssd gives the reference's integer sum itself; factor d. */
+ * fifth bit at bit 8e + kg of the row's word (nb_kernels.c q5_0_hbits). B holds q (0..31) as
+ * unsigned bytes, so tdpbsud gives sum q x_q, and the step takes 16 sum x_q off (the
+ * activation's o5): the reference's sum (q - 16) x_q exactly, with no signed product (whose
+ * VNNI form needs A xor 0x80 made per A tile, 4% of Gemma's prefill); factor d. */
 static void expand_q5_0(const uint8_t *g, uint8_t *o, int h)
 {
     const uint8_t *rest = g + NB_PACK * NB_QUANT_Q5_0_QH;
@@ -183,7 +178,7 @@ static void expand_q5_0(const uint8_t *g, uint8_t *o, int h)
         ld32(&c, chunk(rest, 1 + kg % 4));
         /* bit 8e + kg of row r's word: byte 4r + e, bit kg */
         c = ((c >> (kg < 4 ? 0 : 4)) & BYTES(15)) | ((hb >> kg) & BYTES(1)) << 4;
-        st32_less(qb_row(o, kg, h), &c, 16);
+        memcpy(qb_row(o, kg, h), &c, sizeof c);
     }
     nb_avx2_f16x8_to_f32(g, qb_f(o, 0, h));
 }
@@ -221,13 +216,11 @@ static void expand_q4_k(const uint8_t *g, uint8_t *o, int h)
 /* Q6_K (d in 2-byte chunks, then 48 chunks of re-coded quants and 4 of scales; nb_kernels.c
  * q6_k_recode): group q = 4hh + k's k-group kg comes from chunks a = 16hh + kg, b = a + 8 and
  * c = 32 + 8hh + kg (k < 3: chunk a, b or c's low 6 bits; k = 3: their top 2 bits). The
- * reference's integer is sum x_q w with w = (q - 32) sc, sc the int8 scale of the weight's
- * 16-value half (|w| <= 4096): B rows 0..7 hold w's low bytes (unsigned, tdpbsud), rows 8..15
- * its high bytes (w >> 8, signed, tdpbssd), so that C_lo + 256 C_hi is that integer exactly:
- * one convert and no scale multiplies in the float step. Factor d. */
-typedef int8_t v32s8 __attribute__((vector_size(32)));
-typedef int16_t v32s16 __attribute__((vector_size(64)));
-#define Q6_STRIDE QB_STRIDE(2 * QB_ROWS)
+ * reference's integer is I = sc_a I_a + sc_b I_b, I_h = sum x_q (q - 32) over the block's
+ * 16-value half h, sc_h its int8 scale. B rows hold q (0..63) as unsigned bytes, rows 0..3 the
+ * first half, 4..7 the second: two products of K = 16 (tdpbsud) give sum q x_q per half, the
+ * step takes 32 sum x_q off each (the activation's o6) for I_a and I_b and forms I exactly
+ * (step_q6_k); factors d, sc_a, sc_b. */
 
 static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
 {
@@ -236,16 +229,12 @@ static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
     nb_avx2_f16x8_to_f32(g, d8);
     for (int q = 0; q < 8; q++) {
         int hh = q / 4, k = q % 4;
-        uint8_t *ob = o + (size_t)q * Q6_STRIDE;
-        v32s16 sc[2]; /* per half: each row's scale over its 4 bytes */
-        for (int e = 0; e < 32; e++) {
-            const uint8_t *p = chunk(rest, 48 + q / 2) + 4 * (e / 4) + 2 * (q % 2);
-            sc[0][e] = (int8_t)p[0];
-            sc[1][e] = (int8_t)p[1];
-        }
+        uint8_t *ob = o + (size_t)q * QB_BLOCK;
+        const uint8_t *sc = chunk(rest, 48 + q / 2) + 2 * (q % 2); /* row r's at 4r, 4r + 1 */
         for (int r = 0; r < NB_PACK; r++) {
             qb_f(ob, 0, h)[r] = d8[r];
-            qb_f(ob, 1, h)[r] = qb_f(ob, 2, h)[r] = 0.0f;
+            qb_f(ob, 1, h)[r] = (float)(int8_t)sc[4 * r];
+            qb_f(ob, 2, h)[r] = (float)(int8_t)sc[4 * r + 1];
         }
         UNROLL8
         for (int kg = 0; kg < QB_ROWS; kg++) {
@@ -257,23 +246,19 @@ static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
             v = k < 3 ? v & BYTES(63)
                       : ((a >> 6) & BYTES(3)) | ((b >> 6) & BYTES(3)) << 2 |
                             ((c >> 6) & BYTES(3)) << 4;
-            v32s16 w = __builtin_convertvector((v32s8)v, v32s16) - 32;
-            w = w * sc[kg >= 4];
-            v32u8 lo = __builtin_convertvector(w & 255, v32u8);
-            v32s8 hi = __builtin_convertvector(w >> 8, v32s8);
-            memcpy(qb_row(ob, kg, h), &lo, sizeof lo);
-            memcpy(qb_row(ob, QB_ROWS + kg, h), &hi, sizeof hi);
+            memcpy(qb_row(ob, kg, h), &v, sizeof v);
         }
     }
 }
 
-/* One C tile's float step: rows of 16 int32 dots (c0, and Q6_K's high bytes' c1), the 32-block's
+/* One C tile's float step: rows of 16 int32 dots (c0, and Q6_K's second half's c1), the block's
  * factors, per row the activation block's d and s (stride nb), the sums at st (QS_ROW per
  * row, QS_PLANE per sum), lane: Q8_0's 4-weight lane, dd: its d_w * d_x per row (QS_ROW). */
 typedef struct qt_tile {
     const int32_t *c0, *c1;
     v16f f0, f1, f2;
     const float *dx, *sx;
+    const int32_t *o5, *o6; /* the rows' activation offsets (q8_rows), stride nb and 2 nb */
     size_t nb;
     int rows, lane;
     float *st, *dd;
@@ -316,17 +301,25 @@ static void step_q4_1(const qt_tile *t)
     }
 }
 
-/* acc += float(I) * (d_w * d_x) (Q5_0). */
+/* The integer dots of C row r less off, as floats (exact: |.| < 2^24). */
+static void dots_less(v16f *d, const int32_t *c, int r, int32_t off)
+{
+    v16i v;
+    memcpy(&v, c + r * NB_VNNI, sizeof v);
+    *d = __builtin_convertvector(v - off, v16f);
+}
+
+/* acc += float(I) * (d_w * d_x), I = sum q x_q - 16 sum x_q (Q5_0). */
 static void step_q5_0(const qt_tile *t)
 {
-    const int32_t *c = t->c0;
+    const int32_t *c = t->c0, *o5 = t->o5;
     const float *dx = t->dx;
     float *a = t->st;
     size_t nb = t->nb;
     v16f f0 = t->f0;
-    for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, a += QS_ROW) {
+    for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, o5 += nb, a += QS_ROW) {
         v16f is, p;
-        dots(&is, c, 0);
+        dots_less(&is, c, 0, *o5);
         p = is * (f0 * *dx);
         add_to(a, &p);
     }
@@ -373,21 +366,22 @@ static void step_q4_k(const qt_tile *t)
     }
 }
 
-/* acc += float(I) * (d * d_x), I = C_lo + 256 C_hi: the reference's sc_a I_a + sc_b I_b
- * exactly (|I| <= 2 * 16 * 32 * 127 * 128 < 2^24, so float(I) is exact too). */
+/* acc += float(I) * (d * d_x), I = sc_a I_a + sc_b I_b formed in float from the two products:
+ * exact, as |sc_h I_h| <= 128 * 16 * 32 * 127 < 2^23 and |I| < 2^24, so float(I) is the
+ * reference's (which forms I in int32 and converts it). */
 static void step_q6_k(const qt_tile *t)
 {
-    const int32_t *c = t->c0, *c1 = t->c1;
+    const int32_t *c = t->c0, *c1 = t->c1, *o6 = t->o6;
     const float *dx = t->dx;
     float *a = t->st;
     size_t nb = t->nb;
-    v16f f0 = t->f0;
-    for (int r = t->rows; r > 0; r--, c += NB_VNNI, c1 += NB_VNNI, dx += nb, a += QS_ROW) {
-        v16i lo, hi;
-        v16f p;
-        memcpy(&lo, c, sizeof lo);
-        memcpy(&hi, c1, sizeof hi);
-        p = __builtin_convertvector(lo + hi * 256, v16f) * (f0 * *dx);
+    v16f f0 = t->f0, f1 = t->f1, f2 = t->f2;
+    for (int r = t->rows; r > 0;
+         r--, c += NB_VNNI, c1 += NB_VNNI, dx += nb, o6 += 2 * nb, a += QS_ROW) {
+        v16f ia, ib, p;
+        dots_less(&ia, c, 0, o6[0]);
+        dots_less(&ib, c1, 0, o6[1]);
+        p = (ia * f1 + ib * f2) * (f0 * *dx);
         add_to(a, &p);
     }
 }
@@ -477,7 +471,7 @@ typedef struct qt_ops {
     nb_wtype type;
     int elems, bytes; /* a PACK8 block: weights and bytes per row */
     int subs, span;   /* tile products per 32-block, and per float step */
-    int depth;        /* k per product: 32, or Q8_0's 4 (its lanes) */
+    int depth;        /* k per product: 32, Q6_K's 16 (its halves) or Q8_0's 4 (its lanes) */
     int sgn;          /* bit s: product s has signed weights (tdpbssd), else tdpbsud */
     int sums;         /* fp32 sums per output */
     void (*expand)(const uint8_t *g, uint8_t *o, int h);
@@ -490,11 +484,11 @@ static const qt_ops qt_types[] = {
      OUT_SUM},
     {NB_W_Q8_0, NB_QUANT_QK, NB_QUANT_Q8_0_BYTES, 8, 1, 4, 255, 8, expand_q8_0, step_q8_0,
      OUT_TREE8},
-    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 32, 1, 1, expand_q5_0, step_q5_0,
+    {NB_W_Q5_0, NB_QUANT_QK, NB_QUANT_Q5_0_BYTES, 1, 1, 32, 0, 1, expand_q5_0, step_q5_0,
      OUT_ONE},
     {NB_W_Q4_K, NB_QUANT_QK_K, NB_QUANT_Q4_K_BYTES, 1, 1, 32, 0, 2, expand_q4_k, step_q4_k,
      OUT_DIFF},
-    {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 32, 2, 1, expand_q6_k, step_q6_k,
+    {NB_W_Q6_K, NB_QUANT_QK_K, NB_QUANT_Q6_K_BYTES, 2, 2, 16, 0, 1, expand_q6_k, step_q6_k,
      OUT_ONE},
 };
 
@@ -552,18 +546,37 @@ static void expand_b(const qt_ops *op, const nb_wmat *W, int j, uint8_t *bt)
 typedef struct q8_rows {
     const int8_t *q;
     const float *d, *s;
+    /* per row and 32-block, from the quants' exact sums over its 16-value halves:
+     * o5 = 16 sum x_q (Q5_0's offset), o6 = 32 sum x_q over each half, two words (Q6_K's) */
+    const int32_t *o5, *o6;
 } q8_rows;
+
+/* The sum of 16 int8 at q, 8 bytes to a word: biased to unsigned bytes (+128 each), pairs
+ * added into 16-bit lanes, the lanes summed by one multiply (every partial sum < 2^16). */
+static int32_t sum16(const int8_t *q)
+{
+    const uint64_t bias = 0x8080808080808080ull, m = 0x00ff00ff00ff00ffull;
+    uint64_t a, b;
+    memcpy(&a, q, sizeof a);
+    memcpy(&b, q + 8, sizeof b);
+    a ^= bias;
+    b ^= bias;
+    uint64_t l = (a & m) + ((a >> 8) & m) + (b & m) + ((b >> 8) & m);
+    return (int32_t)((l * 0x0001000100010001ull) >> 48) - 16 * 128;
+}
 
 static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
 {
     int np = (n + 2 * TM - 1) / (2 * TM) * 2 * TM, nb = K / NB_QUANT_QK;
-    size_t qb = ((size_t)np * K + 63) & ~(size_t)63, fb = sizeof(float) * (2 * (size_t)n * nb);
-    size_t xf = sizeof(float) * (size_t)K, bb = 2 * (size_t)nb * Q6_STRIDE; /* the largest */
+    size_t qb = ((size_t)np * K + 63) & ~(size_t)63, fb = sizeof(float) * (5 * (size_t)n * nb);
+    size_t xf = sizeof(float) * (size_t)K, bb = 2 * (size_t)nb * QB_BLOCK; /* the largest */
     fb = (fb + 63) & ~(size_t)63;
     xf = (xf + 63) & ~(size_t)63;
     uint8_t *base = nb_scratch_or_die(qb + fb + xf + bb);
-    q8_rows x = {(const int8_t *)base, (const float *)(base + qb),
-                 (const float *)(base + qb) + (size_t)n * nb};
+    float *fw = (float *)(base + qb);
+    q8_rows x = {(const int8_t *)base, fw, fw + (size_t)n * nb,
+                 (const int32_t *)(fw + 2 * (size_t)n * nb),
+                 (const int32_t *)(fw + 3 * (size_t)n * nb)};
     *bt = base + qb + fb + xf;
     static _Thread_local x_memo last;
     if (x_memo_hit(&last, X, base, n, K))
@@ -574,6 +587,14 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
             row[t] = nb_bf16_to_f32(X[(size_t)i * K + t]);
         nb_avx2_q8_quantize_row(row, K, (int8_t *)base + (size_t)i * K,
                                 (float *)x.d + (size_t)i * nb, (float *)x.s + (size_t)i * nb);
+        int32_t *o5 = (int32_t *)x.o5 + (size_t)i * nb, *o6 = (int32_t *)x.o6 + 2 * (size_t)i * nb;
+        const int8_t *q = x.q + (size_t)i * K;
+        for (int b = 0; b < nb; b++) {
+            int32_t lo = sum16(q + 32 * b), hi = sum16(q + 32 * b + 16);
+            o5[b] = 16 * (lo + hi);
+            o6[2 * b] = 32 * lo;
+            o6[2 * b + 1] = 32 * hi;
+        }
     }
     memset(base + (size_t)n * K, 0, (size_t)(np - n) * K);
     return x;
@@ -627,7 +648,8 @@ static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int
                 continue;
             const uint8_t *o = (t & 1) ? o1 : o0;
             qt_tile tt = {.c0 = c[0][t], .c1 = c[1][t], .dx = x->d + (size_t)ii * nb + b,
-                          .sx = x->s + (size_t)ii * nb + b, .nb = (size_t)nb, .rows = rows,
+                          .sx = x->s + (size_t)ii * nb + b, .o5 = x->o5 + (size_t)ii * nb + b,
+                          .o6 = x->o6 + 2 * ((size_t)ii * nb + b), .nb = (size_t)nb, .rows = rows,
                           .lane = s / op->span};
             size_t off = (size_t)(t >> 1) * TM * QS_ROW + (size_t)(t & 1) * NB_VNNI;
             tt.st = st + off;

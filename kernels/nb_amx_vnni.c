@@ -39,15 +39,15 @@
 
 /* The types measured faster on the loop than on the path's own prefill kernels
  * (docs/performance.md, issue 26): not Q8_0 (8 K = 4 products per block: 1/6 the speed of
- * nb_avx512_kquant.c's GEMM) nor Q6_K (two products per block and its expansion: no faster than
- * its rows-in-lanes kernel). The emulated build takes every type, to test the loop on each. */
+ * nb_avx512_kquant.c's GEMM). Q6_K since its two unsigned K = 16 products (1.3-1.5x its
+ * rows-in-lanes kernel). The emulated build takes every type, to test the loop on each. */
 static int vnni_takes(nb_wtype t)
 {
 #ifdef NB_AMX_VNNI_EMULATE
     (void)t;
     return 1;
 #else
-    return t == NB_W_Q4_1 || t == NB_W_Q5_0 || t == NB_W_Q4_K;
+    return t == NB_W_Q4_1 || t == NB_W_Q5_0 || t == NB_W_Q4_K || t == NB_W_Q6_K;
 #endif
 }
 #define NB_AMX_INT8_TAKES(t) vnni_takes(t)
@@ -170,8 +170,10 @@ static void vt_stored(int c, void *dst, long ds)
     if (!(vt.pending >> c & 1))
         for (int r = 0; r < rows; r++)
             memset(d + r * ds, 0, VT_COLSB);
-    else if (o->nk == 8) /* a K = 32 product: every type but Q8_0 */
+    else if (o->nk == 8) /* a K = 32 product: Q4_1, Q5_0, Q4_K */
         vt_rows(o, rows, d, ds, 8);
+    else if (o->nk == 4) /* Q6_K's K = 16 halves */
+        vt_rows(o, rows, d, ds, 4);
     else if (o->nk == 1) /* Q8_0's K = 4 lanes */
         vt_rows(o, rows, d, ds, 1);
     else
@@ -187,7 +189,7 @@ static void vt_xor(int t)
         const uint8_t *src = vt.p[t] + r * vt.stride[t];
         uint8_t *dst = vt.ax[t][r];
         int e = 0;
-        for (; e + 32 <= w; e += 32) { /* K = 32: one vector per row */
+        for (; e + 32 <= w; e += 32) { /* K = 32: one vector per row (Q8_0's K = 4: bytes) */
             v32 v;
             memcpy(&v, src + e, sizeof v);
             v ^= 0x80;

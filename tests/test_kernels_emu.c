@@ -333,8 +333,8 @@ static int int8_vs_portable(nb_kernel_table *emu, linear_fn lin, const char *wha
     return bad;
 }
 
-/* Every quantized type's prefill on the emulated int8 tiles (tdpbsud: Q4_1, Q4_K, Q6_K's low
- * bytes; tdpbssd: Q8_0, Q5_0, Q6_K's high bytes), behind the public linear, 1 and 2 threads, bit for bit against portable, each
+/* Every quantized type's prefill on the emulated int8 tiles (tdpbsud: Q4_1, Q4_K, Q5_0, Q6_K's
+ * two K = 16 halves, the last two with the activation's offsets; tdpbssd: Q8_0), behind the public linear, 1 and 2 threads, bit for bit against portable, each
  * type at each K of 64/576/640 (the 32-block types) or 256/768/2048 (the k-quants) with rows x n
  * of: partial A tiles (n = 17, 33, 37, 20), a partial column tile and a missing second group
  * (rows 40, 200, 24), a partly filled PACK8 group (rows 37), decode sizes handed over (n = 1,
