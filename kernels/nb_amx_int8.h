@@ -551,6 +551,18 @@ typedef struct q8_rows {
     const int32_t *o5, *o6;
 } q8_rows;
 
+/* K bf16 to fp32 (exact: the bits become the top half), 16 at a time (K % 32 == 0): as a scalar
+ * loop it was 2% of Gemma's native prefill. */
+static void bf16_row(const nb_bf16 *x, int K, float *row)
+{
+    for (int t = 0; t < K; t += 16) {
+        v16u16 h;
+        memcpy(&h, x + t, sizeof h);
+        v16u u = __builtin_convertvector(h, v16u) << 16;
+        memcpy(row + t, &u, sizeof u);
+    }
+}
+
 /* The sum of 16 int8 at q, 8 bytes to a word: biased to unsigned bytes (+128 each), pairs
  * added into 16-bit lanes, the lanes summed by one multiply (every partial sum < 2^16). */
 static int32_t sum16(const int8_t *q)
@@ -583,8 +595,7 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
         return x;
     float *row = (float *)(base + qb + fb);
     for (int i = 0; i < n; i++) {
-        for (int t = 0; t < K; t++)
-            row[t] = nb_bf16_to_f32(X[(size_t)i * K + t]);
+        bf16_row(X + (size_t)i * K, K, row);
         nb_avx2_q8_quantize_row(row, K, (int8_t *)base + (size_t)i * K,
                                 (float *)x.d + (size_t)i * nb, (float *)x.s + (size_t)i * nb);
         int32_t *o5 = (int32_t *)x.o5 + (size_t)i * nb, *o6 = (int32_t *)x.o6 + 2 * (size_t)i * nb;
