@@ -256,7 +256,7 @@ static void expand_q6_k(const uint8_t *g, uint8_t *o, int h)
  * row, QS_PLANE per sum), lane: Q8_0's 4-weight lane, dd: its d_w * d_x per row (QS_ROW). */
 typedef struct qt_tile {
     const int32_t *c0, *c1;
-    v16f f0, f1, f2;
+    const uint8_t *f; /* the factor vectors (qb_f's layout: 16 floats each) */
     const float *dx, *sx;
     const int32_t *o5, *o6; /* the rows' activation offsets (q8_rows), stride nb and 2 nb */
     size_t nb;
@@ -265,6 +265,16 @@ typedef struct qt_tile {
 } qt_tile;
 
 /* Vectors pass by pointer: the emulated build has no AVX-512 ABI to return them in. */
+
+/* The tile's factor vectors f0..f2 (NULL: not needed), read once per step into registers. */
+static void factors(const qt_tile *t, v16f *f0, v16f *f1, v16f *f2)
+{
+    memcpy(f0, t->f, sizeof *f0);
+    if (f1)
+        memcpy(f1, t->f + sizeof *f0, sizeof *f1);
+    if (f2)
+        memcpy(f2, t->f + 2 * sizeof *f0, sizeof *f2);
+}
 static void dots(v16f *d, const int32_t *c, int r)
 {
     v16i v;
@@ -290,7 +300,8 @@ static void step_q4_1(const qt_tile *t)
     const float *dx = t->dx, *sx = t->sx;
     float *a = t->st;
     size_t nb = t->nb;
-    v16f f0 = t->f0, f1 = t->f1;
+    v16f f0, f1;
+    factors(t, &f0, &f1, NULL);
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, sx += nb, a += QS_ROW) {
         v16f is, p, m;
         dots(&is, c, 0);
@@ -316,7 +327,8 @@ static void step_q5_0(const qt_tile *t)
     const float *dx = t->dx;
     float *a = t->st;
     size_t nb = t->nb;
-    v16f f0 = t->f0;
+    v16f f0;
+    factors(t, &f0, NULL, NULL);
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, o5 += nb, a += QS_ROW) {
         v16f is, p;
         dots_less(&is, c, 0, *o5);
@@ -333,7 +345,8 @@ static void step_q8_0(const qt_tile *t)
     const float *dx = t->dx;
     float *a = t->st + t->lane * QS_PLANE, *dd = t->dd;
     size_t nb = t->nb;
-    v16f f0 = t->f0;
+    v16f f0;
+    factors(t, &f0, NULL, NULL);
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, a += QS_ROW, dd += QS_ROW) {
         v16f is, p, d;
         if (t->lane == 0) {
@@ -355,7 +368,8 @@ static void step_q4_k(const qt_tile *t)
     const float *dx = t->dx, *sx = t->sx;
     float *a = t->st;
     size_t nb = t->nb;
-    v16f f0 = t->f0, f1 = t->f1, f2 = t->f2;
+    v16f f0, f1, f2;
+    factors(t, &f0, &f1, &f2);
     for (int r = t->rows; r > 0; r--, c += NB_VNNI, dx += nb, sx += nb, a += QS_ROW) {
         v16f is, p, m;
         dots(&is, c, 0);
@@ -375,7 +389,8 @@ static void step_q6_k(const qt_tile *t)
     const float *dx = t->dx;
     float *a = t->st;
     size_t nb = t->nb;
-    v16f f0 = t->f0, f1 = t->f1, f2 = t->f2;
+    v16f f0, f1, f2;
+    factors(t, &f0, &f1, &f2);
     for (int r = t->rows; r > 0;
          r--, c += NB_VNNI, c1 += NB_VNNI, dx += nb, o6 += 2 * nb, a += QS_ROW) {
         v16f ia, ib, p;
@@ -665,9 +680,7 @@ static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int
             size_t off = (size_t)(t >> 1) * TM * QS_ROW + (size_t)(t & 1) * NB_VNNI;
             tt.st = st + off;
             tt.dd = dd + off;
-            memcpy(&tt.f0, o, sizeof tt.f0);
-            memcpy(&tt.f1, o + sizeof tt.f0, sizeof tt.f1);
-            memcpy(&tt.f2, o + 2 * sizeof tt.f0, sizeof tt.f2);
+            tt.f = o;
             op->step(&tt);
         }
     }
