@@ -93,7 +93,9 @@ static int x_memo_hit(x_memo *m, const void *X, const void *buf, int n, int K)
 #define QB_STRIDE(rows) (QB_F + (rows) * TB) /* a 32-block's factors and B rows */
 #define QB_BLOCK QB_STRIDE(QB_ROWS)
 #define QS_ROW (2 * NB_VNNI)       /* a 32 x 32 output block's sums: row stride */
-#define QS_PLANE (2 * TM * QS_ROW) /* and one plane per sum of an output */
+/* and one plane per sum of an output, 64 bytes more than the rows: at 4 KiB apart a step's
+ * store to one plane and its load from the next alias in the CPU's store-to-load check */
+#define QS_PLANE (2 * TM * QS_ROW + NB_VNNI)
 #define QS_MAX 8                   /* planes at most (Q8_0's lanes) */
 
 typedef float v16f __attribute__((vector_size(64)));
