@@ -452,6 +452,37 @@ long nb_job_param_or(long v, long dflt)
 
 /* ---- model matching ------------------------------------------------------------------- */
 
+/* Whether s (to its end) is a quantisation tag, case-insensitively: f16, f32, bf16, fp16,
+ * fp32; q<n> with "_<n>" / "_k" / "_s" / "_m" / "_l" parts (q4_0, q8_0, q4_k_m, q6_k,
+ * q4_0_4_4); iq<n> with letter parts (iq4_xs, iq2_xxs, iq4_nl). */
+static int is_quant_tag(const char *s)
+{
+    static const char *const floats[] = {"f16", "f32", "bf16", "fp16", "fp32"};
+    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++)
+        if (!strcasecmp(s, floats[i]))
+            return 1;
+    int iq = tolower((unsigned char)s[0]) == 'i';
+    s += iq;
+    if (tolower((unsigned char)*s) != 'q' || !isdigit((unsigned char)s[1]))
+        return 0;
+    for (s++; isdigit((unsigned char)*s); s++)
+        ;
+    while (*s == '_') {
+        const char *p = ++s;
+        if (iq)
+            while (isalpha((unsigned char)*s))
+                s++;
+        else if (isdigit((unsigned char)*s))
+            while (isdigit((unsigned char)*s))
+                s++;
+        else if (*s && strchr("ksmlKSML", *s))
+            s++;
+        if (s == p)
+            return 0;
+    }
+    return !*s;
+}
+
 void nb_job_model_canon(const char *model, char *out, size_t cap)
 {
     if (!model)
@@ -466,12 +497,13 @@ void nb_job_model_canon(const char *model, char *out, size_t cap)
     size_t n = strlen(tmp);
     if (n > 5 && !strcasecmp(tmp + n - 5, ".gguf"))
         tmp[n -= 5] = '\0';
-    /* "Name.Q4_1" / "Name.F16": the quantisation is the deployment's dtype. */
-    char *dot = strrchr(tmp, '.');
-    if (dot && strchr("QqFfBb", dot[1]) && dot[1] && isdigit((unsigned char)dot[2]))
-        *dot = '\0';
-    else if (dot && !strcasecmp(dot, ".bf16"))
-        *dot = '\0';
+    /* "Name.Q4_1", "name-q4_k_m", "Name_F16": the quantisation is the deployment's dtype,
+     * not the model's. The first separator whose rest is one tag: the longest tag. */
+    for (size_t i = 1; i + 1 < n; i++)
+        if (strchr("-_.", tmp[i]) && is_quant_tag(tmp + i + 1)) {
+            tmp[i] = '\0';
+            break;
+        }
     snprintf(out, cap, "%s", tmp);
 }
 

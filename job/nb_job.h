@@ -191,11 +191,15 @@ void nb_job_param_set(Npubench__JobSpec *s, const nb_job_param_desc *p, long v,
 
 /* ---- model matching ------------------------------------------------------------------- */
 
-/* The canonical form of a model name, path or preset word, for comparisons: a preset word
- * ("instruct", "base") becomes its model's name, a path its basename, and the ".gguf"
- * extension and a quantisation suffix (".Q4_1", ".F16", ".BF16": the dtype is the
- * deployment's, not the model's) are dropped: "models/SmolLM2-135M-Instruct.Q4_1.gguf"
- * and "instruct" are both "SmolLM2-135M-Instruct".  Needs no file system. */
+/* The canonical form of a model name, path or preset word: the model's one display name
+ * (history, workers, job, JUnit, dashboard) and what comparisons use. A preset word
+ * ("instruct", "gemma3") becomes its model's name, a path its basename, and the ".gguf"
+ * extension and a trailing quantisation tag after '-', '_' or '.' (q4_0 .. q8_0, q4_k_m,
+ * q6_k, iq4_xs, f16, bf16, f32, any case: the dtype is the deployment's, not the model's)
+ * are dropped: "models/SmolLM2-135M-Instruct.Q4_1.gguf" and "instruct" are both
+ * "SmolLM2-135M-Instruct", "gemma-3-270m-q4_k_m.gguf" is "gemma-3-270m". The GGUF's
+ * general.name is no input (free text: "Smollm2 135M 8k Lc100K Mix1 Ep2"); it is an alias
+ * (db/nb_db_alias.h). Needs no file system, so coordinator and dashboard derive the same. */
 void nb_job_model_canon(const char *model, char *out, size_t cap);
 
 /* How well selector sel names a deployment whose model is model and whose name is name

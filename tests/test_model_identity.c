@@ -37,6 +37,52 @@ static void test_resolve(void **state)
     assert_string_equal(nb_job_model_resolve("llama32_1b", NULL, 0), "llama32_1b");
 }
 
+/* Known limit of issue 27: Gemma was "gemma-3-270m-q4_k_m" (its file's quantisation tag
+ * kept) while SmolLM2 was "SmolLM2-135M-Instruct". One rule: the file's stem less a trailing
+ * quantisation tag after '-', '_' or '.', any case. */
+static void test_display_name_drops_quant_tag(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *name;
+    } c[] = {
+        {"gemma3", "gemma-3-270m"},
+        {"models/gemma-3-270m-q4_k_m.gguf", "gemma-3-270m"},
+        {"gemma-3-270m-q4_k_m", "gemma-3-270m"},
+        {"instruct", "SmolLM2-135M-Instruct"},
+        {"models/SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"},
+        {"Llama-3.2-1B-Instruct-Q4_K_S.gguf", "Llama-3.2-1B-Instruct"},
+        {"Qwen2.5-0.5B-Instruct.q8_0.gguf", "Qwen2.5-0.5B-Instruct"},
+        {"phi_f16.gguf", "phi"},
+        {"Phi-3-mini.BF16", "Phi-3-mini"},
+        {"model-F32", "model"},
+        {"tiny-q5_1", "tiny"},
+        {"tiny-Q5_K_M", "tiny"},
+        {"tiny_q6_k", "tiny"},
+        {"tiny.IQ4_XS.gguf", "tiny"},
+        {"tiny-iq2_xxs", "tiny"},
+        {"tiny-q4_0_4_4", "tiny"},
+        /* not tags: kept whole */
+        {"llama32_1b_q4nx", "llama32_1b_q4nx"},
+        {"qwen25_0_5b", "qwen25_0_5b"},
+        {"Llama-3.2-1B", "Llama-3.2-1B"},
+        {"q4_0", "q4_0"},
+        {"gemma-3-270m", "gemma-3-270m"},
+        {"tiny-q", "tiny-q"},
+        {"tiny-q4_", "tiny-q4_"},
+        {"tiny-iq4_9", "tiny-iq4_9"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char out[256];
+        nb_job_model_canon(c[i].in, out, sizeof out);
+        if (strcmp(out, c[i].name))
+            fail_msg("'%s': '%s', want '%s'", c[i].in, out, c[i].name);
+    }
+    /* the old name still names the model: a selector, history filter or stored row */
+    assert_int_equal(nb_job_model_match("gemma-3-270m-q4_k_m", "gemma-3-270m", NULL), 2);
+    assert_int_equal(nb_job_model_match("gemma3", "gemma-3-270m", NULL), 2);
+}
+
 static void test_match_aliased(void **state)
 {
     (void)state;
@@ -171,6 +217,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_match_aliased),
+        cmocka_unit_test(test_display_name_drops_quant_tag),
         cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_one_dtype_name_per_file),
     };
