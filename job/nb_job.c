@@ -561,6 +561,60 @@ int nb_job_model_match(const char *sel, const char *model, const char *name)
     return a[0] && !strcasecmp(a, b) ? 2 : 0;
 }
 
+/* ---- a worker's deployments as people read them ------------------------------------- */
+
+const char *nb_job_dep_name(const Npubench__Deployment *d, char *buf, size_t cap)
+{
+    if (*d->canonical)
+        return d->canonical;
+    nb_job_model_canon(d->model, buf, cap);
+    return *buf ? buf : d->model;
+}
+
+const char *nb_job_dep_stored_dtype(const Npubench__Deployment *d)
+{
+    return *d->stored_dtype ? d->stored_dtype : d->dtype;
+}
+
+static int dep_same(const Npubench__Deployment *a, const Npubench__Deployment *b)
+{
+    char na[256], nb[256];
+    return !strcmp(a->backend, b->backend) &&
+           !strcasecmp(nb_job_dep_stored_dtype(a), nb_job_dep_stored_dtype(b)) &&
+           !strcmp(a->digest, b->digest) &&
+           !strcmp(nb_job_dep_name(a, na, sizeof na), nb_job_dep_name(b, nb, sizeof nb));
+}
+
+size_t nb_job_dep_first(Npubench__Deployment *const *deps, size_t k)
+{
+    for (size_t j = 0; j < k; j++)
+        if (dep_same(deps[j], deps[k]))
+            return j;
+    return k;
+}
+
+void nb_job_dep_text(Npubench__Deployment *const *deps, size_t n, size_t k,
+                     const char *also_sep, char *out, size_t cap)
+{
+    const Npubench__Deployment *d = deps[k];
+    const char *stored = nb_job_dep_stored_dtype(d);
+    char name[256];
+    size_t len = (size_t)snprintf(out, cap, "%s %s/%s", nb_job_dep_name(d, name, sizeof name),
+                                  d->backend, stored);
+    int also = 0;
+    for (size_t j = k; j < n && len < cap; j++) {
+        const char *w = deps[j]->dtype;
+        int dup = !strcasecmp(w, stored) || nb_job_dep_first(deps, j) != k;
+        for (size_t i = k; i < j && !dup; i++)
+            dup = nb_job_dep_first(deps, i) == k && !strcasecmp(deps[i]->dtype, w);
+        if (dup)
+            continue;
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", also++ ? also_sep : " (also ", w);
+    }
+    if (also && len < cap)
+        snprintf(out + len, cap - len, ")");
+}
+
 /* ---- worker matching ---------------------------------------------------------------- */
 
 static int any(const char *s)

@@ -234,6 +234,24 @@ int nb_job_model_match_aliased(const char *sel, const char *model, const char *n
 int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
                                 const char *canonical, const char *const *aliases, size_t n);
 
+/* ---- a worker's deployments as people read them (`workers`, the dashboard) ------------- */
+
+/* The display name of an advertised deployment: its declared canonical name, else its
+ * model's nb_job_model_canon ("instruct" is "SmolLM2-135M-Instruct"); buf or d's. */
+const char *nb_job_dep_name(const Npubench__Deployment *d, char *buf, size_t cap);
+/* The dtype its results are stored under: the worker's stored_dtype, else as declared. */
+const char *nb_job_dep_stored_dtype(const Npubench__Deployment *d);
+/* The first of deps[0..k] that is the same deployment as deps[k] (the same display name,
+ * backend, weights and stored dtype: a file declared as q4_1 and as native is one, as its
+ * results are): k itself when none before it is. A listing shows each deployment once, at
+ * its first entry. */
+size_t nb_job_dep_first(Npubench__Deployment *const *deps, size_t k);
+/* Entry k's deployment (k its first entry) as one item of a listing, the other dtypes its
+ * entries in deps[0..n) were declared as beside it: "SmolLM2-135M-Instruct cpu/q4_1 (also
+ * native)"; several joined by also_sep. */
+void nb_job_dep_text(Npubench__Deployment *const *deps, size_t n, size_t k,
+                     const char *also_sep, char *out, size_t cap);
+
 /* ---- worker matching: the one rule the queue's lease (db/), the scheduler (coordinator/)
  * and the worker's choice of deployment (worker/) apply ------------------------------------ */
 

@@ -209,7 +209,68 @@ static void test_one_dtype_name_per_file(void **state)
         assert_string_equal(env, nb_dtype_name(m[i].name));
         /* bf16 stays bf16: a layout of its own */
         assert_int_equal(stored_dtype(m[i].sel, NB_DTYPE_BF16, env, sizeof env), NB_DTYPE_BF16);
+        /* what a worker lists before its first job (nb_deploy_stored_dtype, from the file's
+         * tensor types) is the name setup gives */
+        static const nb_dtype asked[] = {NB_DTYPE_Q4_1, NB_DTYPE_NATIVE, NB_DTYPE_BF16};
+        for (size_t k = 0; k < sizeof asked / sizeof *asked; k++) {
+            nb_dtype got = NB_DTYPE_F32;
+            assert_int_equal(nb_deploy_stored_dtype(m[i].sel, "cpu", asked[k], &got, &err),
+                             NB_OK);
+            assert_int_equal(got, asked[k] == NB_DTYPE_BF16 ? NB_DTYPE_BF16 : m[i].name);
+        }
+        /* a backend without named_dtype: as asked */
+        nb_dtype got = NB_DTYPE_F32;
+        assert_int_equal(nb_deploy_stored_dtype(m[i].sel, "exec", NB_DTYPE_NATIVE, &got, &err),
+                         NB_OK);
+        assert_int_equal(got, NB_DTYPE_NATIVE);
     }
+}
+
+/* A worker's listing: one item per deployment its results land in, by display name. */
+static void test_dep_listing(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *dtype, *stored, *digest;
+    } e[] = {
+        {"gemma3", "q4_1", "native", "a5fd"},
+        {"instruct", "bf16", "bf16", "b179"},
+        {"models/gemma-3-270m-q4_k_m.gguf", "native", "native", "a5fd"},
+        {"gemma3", "native", "native", "ffff"}, /* other weights: another deployment */
+        {"instruct", "native", "q4_1", "b179"},
+        {"instruct", "Q4_1", "q4_1", "b179"},
+    };
+    enum { N = sizeof e / sizeof e[0] };
+    Npubench__Deployment d[N], *p[N];
+    for (size_t i = 0; i < N; i++) {
+        npubench__deployment__init(&d[i]);
+        d[i].model = (char *)e[i].model;
+        d[i].backend = (char *)"cpu";
+        d[i].dtype = (char *)e[i].dtype;
+        d[i].stored_dtype = (char *)e[i].stored;
+        d[i].digest = (char *)e[i].digest;
+        p[i] = &d[i];
+    }
+    static const size_t first[N] = {0, 1, 0, 3, 4, 4};
+    for (size_t i = 0; i < N; i++)
+        assert_int_equal(nb_job_dep_first(p, i), first[i]);
+    static const char *const text[N] = {"gemma-3-270m cpu/native (also q4_1)",
+                                        "SmolLM2-135M-Instruct cpu/bf16", NULL,
+                                        "gemma-3-270m cpu/native",
+                                        "SmolLM2-135M-Instruct cpu/q4_1 (also native)", NULL};
+    for (size_t i = 0; i < N; i++) {
+        if (!text[i])
+            continue;
+        char out[256];
+        nb_job_dep_text(p, N, i, ", ", out, sizeof out);
+        assert_string_equal(out, text[i]);
+    }
+    /* an older worker says no stored dtype: its entries stand as declared */
+    d[4].stored_dtype = (char *)"";
+    assert_int_equal(nb_job_dep_first(p, 4), 4);
+    char out[256];
+    nb_job_dep_text(p, N, 4, ", ", out, sizeof out);
+    assert_string_equal(out, "SmolLM2-135M-Instruct cpu/native");
 }
 
 int main(void)
@@ -220,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_display_name_drops_quant_tag),
         cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_one_dtype_name_per_file),
+        cmocka_unit_test(test_dep_listing),
     };
     return tu_run_group(tests, NULL, NULL);
 }
