@@ -47,7 +47,7 @@ static nb_db_regress_state state_of(const char *s)
     "g.fixed_run_id, g.fixed_by, g.fixed_note FROM regressions g "                             \
     "JOIN runs r ON r.id = g.run_id JOIN deployments d ON d.id = g.deployment_id "
 
-static void row(sqlite3_stmt *st, void *slot, void *ud)
+static void regression_row(sqlite3_stmt *st, void *slot, void *ud)
 {
     (void)ud;
     nb_db_regression *g = slot;
@@ -108,7 +108,7 @@ static nb_code get_locked(nb_db *db, const char *sql, int64_t key, const char *w
     sqlite3_bind_int64(st, 1, key);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW)
-        row(st, out, NULL);
+        regression_row(st, out, NULL);
     else if (s == SQLITE_DONE)
         rc = nb_err_set(err, NB_ENOTFOUND, "%s %lld", what, (long long)key);
     else
@@ -154,7 +154,7 @@ nb_code nb_db_regress_list(nb_db *db, unsigned mask, size_t limit, nb_db_regress
     if (!rc) {
         sqlite3_bind_int64(st, 1, (int64_t)mask);
         sqlite3_bind_int64(st, 2, (int64_t)limit);
-        rc = nb_db_collect(db, st, sizeof **out, row, NULL, &arr, n, err, "regressions");
+        rc = nb_db_collect(db, st, sizeof **out, regression_row, NULL, &arr, n, err, "regressions");
     }
     nb_db_regression *g = arr;
     for (size_t i = 0; !rc && i < *n; i++)
@@ -401,7 +401,7 @@ nb_code nb_db_regress_on_run_locked(nb_db *db, const nb_db_run *run, int64_t run
     sqlite3_bind_int64(st, 2, run->started_ms);
     void *arr = NULL;
     size_t n = 0;
-    rc = nb_db_collect(db, st, sizeof(nb_db_regression), row, NULL, &arr, &n, err,
+    rc = nb_db_collect(db, st, sizeof(nb_db_regression), regression_row, NULL, &arr, &n, err,
                        "open regressions");
     nb_db_regression *g = arr;
     for (size_t i = 0; !rc && i < n; i++) {

@@ -1,5 +1,5 @@
-/* nb_dispatch: picks the kernel path at run time from CPUID, XGETBV and NPUBENCH_ISA,
- * and owns the thread-count setting. Compiled for baseline x86-64 like everything but the ISA files. */
+/* nb_dispatch: picks the kernel path at run time from CPUID, XGETBV and NPUBENCH_ISA.
+ * Compiled for baseline x86-64 like everything but the ISA files. */
 #include "nb_kernels_impl.h"
 
 #include <pthread.h>
@@ -45,6 +45,60 @@ static const nb_kernel_table *table_for(nb_isa isa)
     return &nb_kernels_portable;
 }
 
+/* The decision from what probe_cpu read, nothing else: a test hands it any host (an AMX CPU
+ * whose tile state the kernel refuses, an OS that does not save ZMM state, ...). AVX-512 VNNI
+ * picks the quantized decode kernels of the AVX-512 and AMX paths (nb_avx512_kquant.c) and the
+ * AVX-512 path's quantized prefill (the int8 tile loop on zmm registers, nb_amx_vnni.c), not a
+ * path of its own; AMX-INT8 likewise adds quantized prefill (every block type) on the int8
+ * tiles to the AMX path (same tile state and permission as AMX-BF16). */
+void nb_dispatch_pick(const nb_cpu_facts *f, nb_dispatch_choice *out)
+{
+    memset(out, 0, sizeof *out);
+    out->best = NB_ISA_PORTABLE;
+    if (!f->osxsave || !f->avx || (f->xcr0 & 0x6) != 0x6) /* XMM and YMM state */
+        return;
+    if (!f->avx2 || !f->fma || !f->f16c)
+        return;
+    out->best = NB_ISA_AVX2;
+    int zmm_state = (f->xcr0 & 0xe6) == 0xe6; /* opmask, ZMM_Hi256, Hi16_ZMM */
+    if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512bf16 && zmm_state))
+        return;
+    out->best = NB_ISA_AVX512BF16;
+    out->vnni = f->vnni;
+    int tile_state = (f->xcr0 & 0x60000) == 0x60000; /* XTILECFG, XTILEDATA */
+    if (f->amx_bf16 && f->amx_tile && tile_state && f->tiles_permitted) {
+        out->best = NB_ISA_AMXBF16;
+        out->amx_int8 = f->amx_int8;
+    }
+}
+
+/* Both tables from the AVX2 one, for a choice: what detect installs, and what the test of a
+ * refused tile state reads. */
+void nb_dispatch_build(const nb_dispatch_choice *c, nb_kernel_table *avx512,
+                       nb_kernel_table *amx)
+{
+    *avx512 = nb_kernels_avx2;
+    avx512->isa = NB_ISA_AVX512BF16;
+    avx512->linear_bf16 = nb_avx512_linear_bf16;
+    avx512->wmat_finish = nb_avx512_wmat_finish;
+    avx512->attn_scores4 = nb_avx512_attn_scores4;
+    avx512->attn_pv = nb_avx512_attn_pv;
+    if (c->vnni) {
+        avx512->q8_0_gemv8 = nb_avx512_q8_0_gemv8;
+        avx512->q4_1_gemv8 = nb_avx512_q4_1_gemv8;
+        avx512->q5_0_gemv8 = nb_avx512_q5_0_gemv8;
+        avx512->q4_k_gemv8 = nb_avx512_q4_k_gemv8;
+        avx512->q6_k_gemv8 = nb_avx512_q6_k_gemv8;
+        avx512->kq_gemm = &nb_avx512_kq_gemm;
+        /* quantized prefill on the int8 tile loop, its tiles on zmm registers (issue 26) */
+        avx512->linear_bf16 = nb_amx_vnni_linear_int8;
+    }
+    *amx = *avx512;
+    amx->isa = NB_ISA_AMXBF16;
+    amx->linear_bf16 = c->amx_int8 ? nb_amx_linear_int8 : nb_amx_linear_bf16;
+    amx->linear_bf16_rows = nb_avx512_linear_bf16; /* the AMX path's own decode kernel */
+}
+
 #ifdef NB_X86
 /* XCR0: which register state the OS saves on context switch. A CPU with
  * AVX-512 under an OS that does not save ZMM state must not use it. */
@@ -72,80 +126,57 @@ static int amx_permitted(void)
 #endif
 }
 
-/* AVX-512 VNNI, probed with the ISA: it picks the quantized decode kernels of the AVX-512 and
- * AMX paths (nb_avx512_kquant.c) and the AVX-512 path's quantized prefill (the int8 tile loop
- * on zmm registers, nb_amx_vnni.c), not a path of its own; AMX-INT8 likewise adds quantized
- * prefill (every block type) on the int8 tiles to the AMX path (same tile state and permission
- * as AMX-BF16). */
-static int cpu_vnni, cpu_amx_int8;
-
-static nb_isa probe_cpu(void)
+static void probe_cpu(nb_dispatch_choice *out)
 {
+    nb_cpu_facts f = {0};
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return NB_ISA_PORTABLE;
-    int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
-    if (!osxsave || !avx)
-        return NB_ISA_PORTABLE;
-    uint64_t xcr0 = xgetbv0();
-    if ((xcr0 & 0x6) != 0x6) /* XMM and YMM state */
-        return NB_ISA_PORTABLE;
-    if (__get_cpuid_max(0, NULL) < 7)
-        return NB_ISA_PORTABLE;
-    __cpuid_count(7, 0, a, b, c, d);
-    int avx2 = (b >> 5) & 1;
-    int avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
-    int vnni = (c >> 11) & 1;
-    unsigned max_sub = a;
-    if (!avx2 || !fma || !f16c)
-        return NB_ISA_PORTABLE;
-    int bf16 = 0;
-    if (max_sub >= 1) {
-        __cpuid_count(7, 1, a, b, c, d);
-        bf16 = (a >> 5) & 1;
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+        f.osxsave = (c >> 27) & 1;
+        f.avx = (c >> 28) & 1;
+        f.fma = (c >> 12) & 1;
+        f.f16c = (c >> 29) & 1;
     }
-    int zmm_state = (xcr0 & 0xe6) == 0xe6; /* opmask, ZMM_Hi256, Hi16_ZMM */
-    if (!(avx512f && avx512bw && avx512vl && bf16 && zmm_state))
-        return NB_ISA_AVX2;
-    cpu_vnni = vnni;
-    __cpuid_count(7, 0, a, b, c, d);
-    int amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
-    cpu_amx_int8 = (d >> 25) & 1;
-    int tile_state = (xcr0 & 0x60000) == 0x60000; /* XTILECFG, XTILEDATA */
-    if (amx_bf16 && amx_tile && tile_state && amx_permitted())
-        return NB_ISA_AMXBF16;
-    return NB_ISA_AVX512BF16;
+    if (f.osxsave && f.avx)
+        f.xcr0 = xgetbv0();
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        unsigned max_sub = a;
+        f.avx2 = (b >> 5) & 1;
+        f.avx512f = (b >> 16) & 1;
+        f.avx512bw = (b >> 30) & 1;
+        f.avx512vl = (b >> 31) & 1;
+        f.vnni = (c >> 11) & 1;
+        f.amx_bf16 = (d >> 22) & 1;
+        f.amx_tile = (d >> 24) & 1;
+        f.amx_int8 = (d >> 25) & 1;
+        if (max_sub >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            f.avx512bf16 = (a >> 5) & 1;
+        }
+    }
+    /* Ask for the tile state only where everything else says AMX: the request is a syscall
+     * with a lasting effect on the process. */
+    f.tiles_permitted = 1;
+    nb_dispatch_pick(&f, out);
+    if (out->best == NB_ISA_AMXBF16 && !amx_permitted()) {
+        f.tiles_permitted = 0;
+        nb_dispatch_pick(&f, out);
+    }
 }
 #else
-static nb_isa probe_cpu(void)
+static void probe_cpu(nb_dispatch_choice *out)
 {
-    return NB_ISA_PORTABLE;
+    nb_cpu_facts f = {0};
+    nb_dispatch_pick(&f, out);
 }
 #endif
 
 static void detect(void)
 {
-    avx512bf16_table = nb_kernels_avx2;
-    avx512bf16_table.isa = NB_ISA_AVX512BF16;
-    avx512bf16_table.linear_bf16 = nb_avx512_linear_bf16;
-    avx512bf16_table.wmat_finish = nb_avx512_wmat_finish;
-    avx512bf16_table.attn_scores4 = nb_avx512_attn_scores4;
-    avx512bf16_table.attn_pv = nb_avx512_attn_pv;
-    cpu_best = probe_cpu();
-    if (cpu_vnni) {
-        avx512bf16_table.q8_0_gemv8 = nb_avx512_q8_0_gemv8;
-        avx512bf16_table.q4_1_gemv8 = nb_avx512_q4_1_gemv8;
-        avx512bf16_table.q5_0_gemv8 = nb_avx512_q5_0_gemv8;
-        avx512bf16_table.q4_k_gemv8 = nb_avx512_q4_k_gemv8;
-        avx512bf16_table.q6_k_gemv8 = nb_avx512_q6_k_gemv8;
-        avx512bf16_table.kq_gemm = &nb_avx512_kq_gemm;
-        /* quantized prefill on the int8 tile loop, its tiles on zmm registers (issue 26) */
-        avx512bf16_table.linear_bf16 = nb_amx_vnni_linear_int8;
-    }
-    amxbf16_table = avx512bf16_table;
-    amxbf16_table.isa = NB_ISA_AMXBF16;
-    amxbf16_table.linear_bf16 = cpu_amx_int8 ? nb_amx_linear_int8 : nb_amx_linear_bf16;
-    amxbf16_table.linear_bf16_rows = nb_avx512_linear_bf16; /* the AMX path's own decode kernel */
+    nb_dispatch_choice c;
+    probe_cpu(&c);
+    cpu_best = c.best;
+    nb_dispatch_build(&c, &avx512bf16_table, &amxbf16_table);
     env_best = cpu_best;
     const char *cap = getenv("NPUBENCH_ISA");
     if (cap && *cap) {
@@ -204,30 +235,4 @@ void nb_kernels_use_table(const nb_kernel_table *t)
 {
     pthread_once(&detect_once, detect);
     atomic_store_explicit(&active, t ? t : table_for(env_best), memory_order_release);
-}
-
-nb_code nb_kernels_init(int threads, nb_err *err)
-{
-    if (threads < 0 || threads > 1024)
-        return nb_err_set(err, NB_EINVAL, "--threads %d: must be 0 (all cores) to 1024", threads);
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-        if (threads > 1024)
-            threads = 1024;
-    }
-    (void)nb_kernels_active(); /* detect once, before any worker exists */
-    return nb_pool_resize(threads, err);
-}
-
-int nb_kernels_threads(void)
-{
-    return nb_pool_size();
-}
-
-void nb_kernels_shutdown(void)
-{
-    nb_pool_shutdown();
-    nb_scratch_release();
-    nb_wmat_release_slabs();
 }

@@ -1,5 +1,5 @@
-/* nb_kernels: weight matrices and the public kernel entry points, which split each call over
- * the thread pool and run the active path's kernel on every slice (nb_portable.c, nb_avx2.c, nb_avx512.c, nb_amx.c). */
+/* nb_kernels: weight matrices, the thread pool's size and the public kernel entry points, which split
+ * each call over the pool and run the active path's kernel on every slice (nb_portable.c, nb_avx2.c, ...). */
 #include "nb_kernels.h"
 #include "nb_kernels_impl.h"
 
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- weight matrices ------------------------------------------------------ */
 
@@ -463,6 +464,34 @@ void nb_wmat_get_row_f32(const nb_wmat *w, int r, float *dst)
 {
     uint8_t *tmp = w->layout == NB_LAYOUT_ROWS ? NULL : nb_scratch_or_die(w->row_bytes);
     nb_quant_row_f32(wtype_fmt(w->type), nb_wmat_row(w, r, tmp), w->cols, dst);
+}
+
+/* ---- threads: the pool every entry point splits its calls over -------------- */
+
+nb_code nb_kernels_init(int threads, nb_err *err)
+{
+    if (threads < 0 || threads > 1024)
+        return nb_err_set(err, NB_EINVAL, "--threads %d: must be 0 (all cores) to 1024", threads);
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+        if (threads > 1024)
+            threads = 1024;
+    }
+    (void)nb_kernels_active(); /* detect once, before any worker exists */
+    return nb_pool_resize(threads, err);
+}
+
+int nb_kernels_threads(void)
+{
+    return nb_pool_size();
+}
+
+void nb_kernels_shutdown(void)
+{
+    nb_pool_shutdown();
+    nb_scratch_release();
+    nb_wmat_release_slabs();
 }
 
 /* ---- linear layers: split by rows of W -------------------------------------- */

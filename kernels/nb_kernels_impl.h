@@ -195,6 +195,27 @@ void nb_amx_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int 
 void nb_amx_vnni_linear_int8(const nb_wmat *W, const nb_bf16 *X, int n, void *Y, int f32out,
                              int j0, int j1);
 
+/* What the CPU and the OS offer, as the dispatcher reads them (CPUID leaves 1 and 7, XGETBV,
+ * and whether Linux granted the tile data state), and what it decides from that alone. */
+typedef struct nb_cpu_facts {
+    int osxsave, avx, fma, f16c, avx2;
+    int avx512f, avx512bw, avx512vl, avx512bf16, vnni;
+    int amx_tile, amx_bf16, amx_int8;
+    uint64_t xcr0;
+    int tiles_permitted; /* arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) succeeded */
+} nb_cpu_facts;
+
+typedef struct nb_dispatch_choice {
+    nb_isa best;  /* the fastest path the CPU and OS allow */
+    int vnni;     /* quantized kernels on AVX-512 VNNI (the AVX-512 and AMX paths) */
+    int amx_int8; /* quantized prefill on the int8 tiles (the AMX path) */
+} nb_dispatch_choice;
+
+void nb_dispatch_pick(const nb_cpu_facts *f, nb_dispatch_choice *out);
+/* The AVX-512 and AMX tables for a choice, each built from the AVX2 table. */
+void nb_dispatch_build(const nb_dispatch_choice *c, nb_kernel_table *avx512,
+                       nb_kernel_table *amx);
+
 /* Frees the weight slab kept for reuse once every matrix is gone. */
 void nb_wmat_release_slabs(void);
 

@@ -983,6 +983,90 @@ static void test_head_rows(void **state)
     free(hits);
 }
 
+/* A Sapphire Rapids-class CPU as CPUID reads it, under an OS that saves every state. */
+static nb_cpu_facts amx_host(void)
+{
+    nb_cpu_facts f = {.osxsave = 1, .avx = 1, .fma = 1, .f16c = 1, .avx2 = 1, .avx512f = 1,
+                      .avx512bw = 1, .avx512vl = 1, .avx512bf16 = 1, .vnni = 1, .amx_tile = 1,
+                      .amx_bf16 = 1, .amx_int8 = 1, .xcr0 = 0x600e7, .tiles_permitted = 1};
+    return f;
+}
+
+static nb_isa picked(const nb_cpu_facts *f, nb_dispatch_choice *c)
+{
+    nb_dispatch_pick(f, c);
+    return c->best;
+}
+
+/* The dispatcher's decision for hosts this machine is not: an AMX CPU whose tile state Linux
+ * refuses runs the AVX-512 path as a whole (its VNNI decode kernels and the int8 loop on zmm
+ * for quantized prefill), never a tile instruction; state the OS does not save is never used. */
+static void test_dispatch_hosts(void **state)
+{
+    (void)state;
+    nb_dispatch_choice c;
+    nb_kernel_table avx512, amx;
+
+    nb_cpu_facts f = amx_host();
+    assert_int_equal(picked(&f, &c), NB_ISA_AMXBF16);
+    assert_true(c.vnni && c.amx_int8);
+    nb_dispatch_build(&c, &avx512, &amx);
+    assert_int_equal(amx.isa, NB_ISA_AMXBF16);
+    assert_ptr_equal(amx.linear_bf16, nb_amx_linear_int8);
+    assert_ptr_equal(amx.linear_bf16_rows, nb_avx512_linear_bf16);
+    assert_ptr_equal(amx.q4_1_gemv8, nb_avx512_q4_1_gemv8);
+
+    f.tiles_permitted = 0; /* arch_prctl refused: older kernel, seccomp, small sigaltstack */
+    assert_int_equal(picked(&f, &c), NB_ISA_AVX512BF16);
+    assert_true(c.vnni);
+    assert_false(c.amx_int8);
+    nb_dispatch_build(&c, &avx512, &amx);
+    assert_int_equal(avx512.isa, NB_ISA_AVX512BF16);
+    assert_ptr_equal(avx512.linear_bf16, nb_amx_vnni_linear_int8);
+    assert_ptr_equal(avx512.q4_1_gemv8, nb_avx512_q4_1_gemv8);
+    assert_ptr_equal(avx512.q6_k_gemv8, nb_avx512_q6_k_gemv8);
+    assert_ptr_equal(avx512.kq_gemm, &nb_avx512_kq_gemm);
+    assert_ptr_equal(avx512.wmat_finish, nb_avx512_wmat_finish);
+
+    f = amx_host();
+    f.xcr0 = 0xe7; /* the OS does not save XTILECFG/XTILEDATA */
+    assert_int_equal(picked(&f, &c), NB_ISA_AVX512BF16);
+
+    f = amx_host();
+    f.amx_int8 = 0; /* bf16 tiles only: quantized prefill keeps the bf16 tile kernel's path */
+    assert_int_equal(picked(&f, &c), NB_ISA_AMXBF16);
+    nb_dispatch_build(&c, &avx512, &amx);
+    assert_ptr_equal(amx.linear_bf16, nb_amx_linear_bf16);
+
+    f = amx_host();
+    f.amx_tile = f.amx_bf16 = f.amx_int8 = 0;
+    f.xcr0 = 0xe7;
+    f.vnni = 0; /* AVX-512 BF16 without VNNI: the AVX2 quantized kernels, the bf16 GEMM */
+    assert_int_equal(picked(&f, &c), NB_ISA_AVX512BF16);
+    nb_dispatch_build(&c, &avx512, &amx);
+    assert_ptr_equal(avx512.linear_bf16, nb_avx512_linear_bf16);
+    assert_ptr_equal(avx512.q4_1_gemv8, nb_kernels_avx2.q4_1_gemv8);
+
+    f = amx_host();
+    f.xcr0 = 0x7; /* ZMM state not saved (AVX-512 off in the OS) */
+    assert_int_equal(picked(&f, &c), NB_ISA_AVX2);
+    assert_false(c.vnni || c.amx_int8);
+
+    f = amx_host();
+    f.avx512bf16 = 0; /* Skylake-SP, Ice Lake: AVX-512 without BF16 */
+    assert_int_equal(picked(&f, &c), NB_ISA_AVX2);
+
+    f = amx_host();
+    f.fma = 0;
+    assert_int_equal(picked(&f, &c), NB_ISA_PORTABLE);
+    f = amx_host();
+    f.osxsave = 0;
+    assert_int_equal(picked(&f, &c), NB_ISA_PORTABLE);
+    f = amx_host();
+    f.xcr0 = 0x3; /* YMM state not saved */
+    assert_int_equal(picked(&f, &c), NB_ISA_PORTABLE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1004,6 +1088,7 @@ int main(void)
         cmocka_unit_test(test_topk_ties),
         cmocka_unit_test(test_topk_vocab),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_dispatch_hosts),
         cmocka_unit_test(test_get_row),
         cmocka_unit_test(test_q_gemv8),
         cmocka_unit_test(test_kq_gemm),
