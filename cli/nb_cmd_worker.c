@@ -107,17 +107,6 @@ int nb_cmd_worker(int argc, char **argv)
 
 /* ---------------------------------------------------------------- workers */
 
-/* A deployment's model as people name it: the deployments file's canonical name, else the
- * model's display name ("instruct" and models/SmolLM2-135M-Instruct.Q4_1.gguf are both
- * "SmolLM2-135M-Instruct"), as run, verify and history print it. */
-static const char *dep_name(const Npubench__Deployment *d, char *buf, size_t cap)
-{
-    if (*d->canonical)
-        return d->canonical;
-    nb_job_model_canon(d->model, buf, cap);
-    return *buf ? buf : d->model;
-}
-
 /* npubench.workers/1: one object per worker, ids and raw times. */
 static json_object *worker_json(const Npubench__WorkerStatus *w)
 {
@@ -139,14 +128,22 @@ static json_object *worker_json(const Npubench__WorkerStatus *w)
     json_object *tags = json_object_new_array(), *deps = json_object_new_array();
     for (size_t k = 0; in && k < in->n_tags; k++)
         json_object_array_add(tags, json_object_new_string(in->tags[k]));
+    /* one object per deployment its results land in (nb_job_dep_first) */
     for (size_t k = 0; in && k < in->n_deployments; k++) {
-        json_object *d = json_object_new_object();
+        if (nb_job_dep_first(in->deployments, k) != k)
+            continue;
+        json_object *d = json_object_new_object(), *declared = json_object_new_array();
         nb_out_str(d, "model", in->deployments[k]->model);
         nb_out_str(d, "backend", in->deployments[k]->backend);
-        nb_out_str(d, "dtype", in->deployments[k]->dtype);
+        nb_out_str(d, "dtype", nb_job_dep_stored_dtype(in->deployments[k]));
+        for (size_t j = k; j < in->n_deployments; j++)
+            if (nb_job_dep_first(in->deployments, j) == k)
+                json_object_array_add(declared,
+                                      json_object_new_string(in->deployments[j]->dtype));
+        json_object_object_add(d, "declared_dtypes", declared);
         nb_out_str(d, "digest", in->deployments[k]->digest);
         char name[256];
-        nb_out_str(d, "name", dep_name(in->deployments[k], name, sizeof name));
+        nb_out_str(d, "name", nb_job_dep_name(in->deployments[k], name, sizeof name));
         json_object_array_add(deps, d);
     }
     json_object_object_add(o, "tags", tags);
@@ -176,11 +173,15 @@ static nb_code worker_row(nb_out_table *t, const Npubench__WorkerStatus *w, nb_e
     if (w->progress && w->progress->total)
         snprintf(prog, sizeof prog, "%d/%d", w->progress->done, w->progress->total);
     size_t len = 0;
-    char name[256];
-    for (size_t k = 0; in && k < in->n_deployments && len < sizeof deps; k++)
-        len += (size_t)snprintf(deps + len, sizeof deps - len, "%s%s %s/%s", k ? ", " : "",
-                                dep_name(in->deployments[k], name, sizeof name),
-                                in->deployments[k]->backend, in->deployments[k]->dtype);
+    /* one deployment per stored name, the other words it was declared as beside it:
+     * "SmolLM2-135M-Instruct cpu/q4_1 (also native)" */
+    for (size_t k = 0; in && k < in->n_deployments && len < sizeof deps; k++) {
+        if (nb_job_dep_first(in->deployments, k) != k)
+            continue;
+        char item[384];
+        nb_job_dep_text(in->deployments, in->n_deployments, k, ", ", item, sizeof item);
+        len += (size_t)snprintf(deps + len, sizeof deps - len, "%s%s", len ? ", " : "", item);
+    }
     for (size_t k = 0; in && k < in->n_tags && len < sizeof deps; k++)
         len += (size_t)snprintf(deps + len, sizeof deps - len, " #%s", in->tags[k]);
     char health[48], checked[16] = "-";

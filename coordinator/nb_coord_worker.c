@@ -137,6 +137,7 @@ static nb_code check_info(const Npubench__WorkerInfo *w, nb_err *err)
     for (size_t i = 0; i < w->n_deployments; i++) {
         const Npubench__Deployment *d = w->deployments[i];
         if (strlen(d->model) >= 1024 || strlen(d->backend) >= 64 || strlen(d->dtype) >= 64 ||
+            strlen(d->stored_dtype) >= 64 ||
             strlen(d->digest) >= NB_DB_DIGEST_MAX || strlen(d->canonical) >= NB_DB_NAME_MAX)
             return nb_err_set(err, NB_EINVAL, "WorkerInfo.deployments[%zu]: a field is too long",
                               i);
@@ -168,15 +169,17 @@ static void make_id(const Npubench__WorkerInfo *w, char *out, size_t cap)
     out[k] = '\0';
 }
 
+/* The worker's deployments as `workers` lists them (one per deployment its results land in,
+ * by display name: nb_job_dep_text), for the dashboard's workers table. */
 static void deployments_text(const Npubench__WorkerInfo *w, char *out, size_t cap)
 {
     size_t len = 0;
     out[0] = '\0';
     for (size_t i = 0; i < w->n_deployments; i++) {
-        const Npubench__Deployment *d = w->deployments[i];
-        char item[256];
-        snprintf(item, sizeof item, "%s %s/%s", *d->model ? d->model : "*",
-                 *d->backend ? d->backend : "*", *d->dtype ? d->dtype : "*");
+        if (nb_job_dep_first(w->deployments, i) != i)
+            continue;
+        char item[384];
+        nb_job_dep_text(w->deployments, w->n_deployments, i, "; ", item, sizeof item);
         for (char *p = item; *p; p++)
             if (*p == ',')
                 *p = ';';

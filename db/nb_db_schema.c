@@ -7,6 +7,7 @@
 
 #include "nb_db_int.h"
 #include "nb_dtype.h"
+#include "nb_job.h"
 
 /* Migration steps, applied in order; a step is never edited once released,
  * changes are new steps appended at the end. */
@@ -302,6 +303,59 @@ static const char v10_sql[] =
     "ALTER TABLE jobs ADD COLUMN sel_dtype_id INTEGER NOT NULL DEFAULT 0;\n"
     "UPDATE jobs SET sel_dtype_id = nb_sel_dtype_id(sel_deployment);\n";
 
+/* A model's display name lost its quantisation tag (nb_job_model_canon: "gemma-3-270m-q4_k_m"
+ * is "gemma-3-270m"). The names this npubench stores (every deployment with a run that is not
+ * an import: imports keep the nightly's own names) are renamed once: a deployment whose new
+ * tuple is already stored merges into it (its runs, regressions and reference follow), the
+ * regression series and references follow, and the old name stays an alias of the new one so
+ * everything that named it still resolves. nb_model_canon is nb_job_model_canon. */
+static const char v11_sql[] =
+    "CREATE TEMP TABLE nb_ren AS SELECT d.id, d.model AS old, nb_model_canon(d.model) AS new "
+    "FROM deployments d WHERE nb_model_canon(d.model) <> d.model "
+    "AND nb_model_canon(d.model) <> '' "
+    "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.deployment_id = d.id AND r.source = 'import');\n"
+    /* each renamed deployment's row under its new tuple: one already named so, else the
+     * first of those renamed to it */
+    "CREATE TEMP TABLE nb_map AS SELECT n.id, (SELECT e.id FROM deployments e "
+    "LEFT JOIN nb_ren r2 ON r2.id = e.id WHERE COALESCE(r2.new, e.model) = n.new "
+    "AND e.weights_digest = d.weights_digest AND e.backend = d.backend AND e.dtype = d.dtype "
+    "AND e.board = d.board ORDER BY r2.id IS NOT NULL, e.id LIMIT 1) AS target "
+    "FROM nb_ren n JOIN deployments d ON d.id = n.id;\n"
+    "UPDATE runs SET deployment_id = (SELECT target FROM nb_map m WHERE m.id = deployment_id) "
+    "WHERE deployment_id IN (SELECT id FROM nb_map WHERE target <> id);\n"
+    "UPDATE regressions SET deployment_id = "
+    "(SELECT target FROM nb_map m WHERE m.id = deployment_id) "
+    "WHERE deployment_id IN (SELECT id FROM nb_map WHERE target <> id);\n"
+    "UPDATE reference_deployments SET deployment_id = "
+    "(SELECT target FROM nb_map m WHERE m.id = deployment_id) "
+    "WHERE deployment_id IN (SELECT id FROM nb_map WHERE target <> id);\n"
+    "DELETE FROM deployments WHERE id IN (SELECT id FROM nb_map WHERE target <> id);\n"
+    "UPDATE deployments SET model = (SELECT new FROM nb_ren n WHERE n.id = deployments.id) "
+    "WHERE id IN (SELECT id FROM nb_map WHERE target = id);\n"
+    /* a reference set under an old and the new name: the one set last stays */
+    "DELETE FROM reference_deployments WHERE model IN (SELECT old FROM nb_ren) AND EXISTS "
+    "(SELECT 1 FROM reference_deployments o WHERE o.model = nb_model_canon("
+    "reference_deployments.model) AND o.set_ms >= reference_deployments.set_ms);\n"
+    "DELETE FROM reference_deployments WHERE EXISTS (SELECT 1 FROM reference_deployments o "
+    "WHERE o.model IN (SELECT old FROM nb_ren) AND nb_model_canon(o.model) = "
+    "reference_deployments.model AND o.set_ms > reference_deployments.set_ms);\n"
+    "UPDATE OR REPLACE reference_deployments SET model = nb_model_canon(model) "
+    "WHERE model IN (SELECT old FROM nb_ren);\n"
+    "UPDATE regressions SET series = "
+    "nb_model_canon(substr(series, 1, instr(series, '|') - 1)) || "
+    "substr(series, instr(series, '|')) "
+    "WHERE substr(series, 1, instr(series, '|') - 1) IN (SELECT old FROM nb_ren);\n"
+    /* the aliases of an old name follow it; the old name becomes one */
+    "UPDATE model_aliases SET model = (SELECT new FROM nb_ren n WHERE n.old = model_aliases.model "
+    "LIMIT 1) WHERE model IN (SELECT old FROM nb_ren);\n"
+    "INSERT INTO model_aliases (alias, model, origin, set_ms) "
+    "SELECT DISTINCT old, new, 'renamed', CAST(strftime('%s', 'now') AS INTEGER) * 1000 "
+    "FROM nb_ren WHERE true "
+    "ON CONFLICT (alias) DO UPDATE SET model = excluded.model, origin = excluded.origin;\n"
+    "DELETE FROM model_aliases WHERE alias = model;\n"
+    "DROP TABLE nb_map;\n"
+    "DROP TABLE nb_ren;\n";
+
 static const migration migrations[] = {
     {"initial schema", v1_sql},
     {"job results in the database", v2_sql},
@@ -313,6 +367,7 @@ static const migration migrations[] = {
     {"gate decode-path checks", v8_sql},
     {"regression lifecycle", v9_sql},
     {"queued jobs' dtype as the enum", v10_sql},
+    {"model names without their quantisation tag", v11_sql},
 };
 
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -399,11 +454,24 @@ static void sql_sel_dtype_id(sqlite3_context *ctx, int argc, sqlite3_value **arg
     sqlite3_result_int(ctx, slash ? nb_dtype_pb_of_name(slash + 1) : 0);
 }
 
+/* nb_model_canon(name): the model's display name (v11_sql), nb_job_model_canon's. */
+static void sql_model_canon(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    const char *name = (const char *)sqlite3_value_text(argv[0]);
+    char out[NB_DB_NAME_MAX];
+    nb_job_model_canon(name ? name : "", out, sizeof out);
+    sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+}
+
 nb_code nb_db_schema_migrate(nb_db *db, nb_err *err)
 {
     if (sqlite3_create_function(db->h, "nb_sel_dtype_id", 1,
                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
-                                sql_sel_dtype_id, NULL, NULL) != SQLITE_OK)
+                                sql_sel_dtype_id, NULL, NULL) != SQLITE_OK ||
+        sqlite3_create_function(db->h, "nb_model_canon", 1,
+                                SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
+                                sql_model_canon, NULL, NULL) != SQLITE_OK)
         return nb_db_sqlerr(db, err, "registering the migrations' functions");
     int cur = 0;
     int64_t has = 0;

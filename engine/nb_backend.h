@@ -48,6 +48,10 @@ typedef struct nb_backend_ops {
      * backend up (the timed regions start after this) and returns its state in *be. */
     nb_code (*open)(struct nb_deploy *d, void **be, nb_err *err);
     void (*close)(void *be);
+    /* The dtype a deployment of model m asked for as d is stored under, where the backend
+     * lays two dtypes out alike (cpu: q4_1 and native, nb_engine_model_dtype); its open sets
+     * nb_deploy.dtype to the same. NULL: d names itself. */
+    nb_dtype (*named_dtype)(const nb_model *m, nb_dtype d);
     /* The backend's part of "<model> <backend>/<dtype>" (NULL: "<name>/<dtype>"). */
     void (*describe)(const struct nb_deploy *d, char *buf, size_t cap);
 

@@ -71,6 +71,7 @@ const nb_backend_ops nb_backend_cpu = {
             NB_BACKEND_READS_MODEL,
     .open = cpu_open,
     .close = cpu_close,
+    .named_dtype = nb_engine_model_dtype,
     .prefill = cpu_prefill,
     .decode_step = cpu_decode_step,
     .max_seq = cpu_max_seq,

@@ -77,6 +77,25 @@ nb_code nb_deploy_open_tokenizer(const char *sel, nb_model **model, nb_tokenizer
     return rc;
 }
 
+nb_code nb_deploy_stored_dtype(const char *sel, const char *backend, nb_dtype dtype,
+                               nb_dtype *out, nb_err *err)
+{
+    *out = dtype;
+    const nb_backend_ops *ops =
+        backend && *backend ? nb_backend_find(backend) : nb_backend_default();
+    if (!ops || !ops->named_dtype)
+        return NB_OK;
+    char path[1024], preset[16];
+    nb_model *m = NULL;
+    nb_code rc = nb_deploy_resolve_model(sel, path, sizeof path, preset, sizeof preset, err);
+    if (!rc)
+        rc = nb_model_open(path, &m, err);
+    if (!rc)
+        *out = ops->named_dtype(m, dtype);
+    nb_model_close(m);
+    return rc;
+}
+
 nb_code nb_deploy_open(const nb_deploy_spec *spec, nb_deploy **out, nb_err *err)
 {
     *out = NULL;

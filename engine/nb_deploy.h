@@ -39,6 +39,12 @@ nb_code nb_deploy_resolve_model(const char *sel, char *path, size_t cap, char *p
  * both NULL on error. For `npubench tokenize`. */
 nb_code nb_deploy_open_tokenizer(const char *sel, nb_model **model, nb_tokenizer **tok,
                                  nb_err *err);
+/* The dtype a deployment of model selector sel on backend (NULL or "": cpu) asked for as
+ * dtype is stored under (nb_deploy.dtype) without setting it up: the backend's
+ * named_dtype over the model's file, else dtype. For a worker's listing (q4_1 and native
+ * of one file are one deployment). */
+nb_code nb_deploy_stored_dtype(const char *sel, const char *backend, nb_dtype dtype,
+                               nb_dtype *out, nb_err *err);
 
 
 typedef struct nb_deploy {

@@ -289,6 +289,16 @@ static nb_code check_shapes(const nb_engine *e, nb_err *err)
     return NB_OK;
 }
 
+/* One layer linear's vote on its deployment's name: Q4_1 blocks, or anything else (another
+ * block format, or bf16 / f32 where a linear is not kept quantized). */
+static void name_vote(nb_wtype wt, int *q4_1, int *other)
+{
+    if (wt == NB_W_Q4_1)
+        *q4_1 = 1;
+    else
+        *other = 1;
+}
+
 /* q4_1 and native lay out the same weights (wtype_for: every stored format with a native
  * linear keeps its blocks), so they are one deployment of a file and get one name, the file's
  * as llama.cpp's file type names it ("mostly Q4_1": the layers' linears, whatever the
@@ -304,14 +314,25 @@ static nb_dtype weights_dtype(const nb_engine *e)
     for (int l = 0; l < e->cfg.n_layers; l++) {
         const layer *L = &e->layers[l];
         const nb_wmat *lw[7] = {L->wq, L->wk, L->wv, L->wo, L->wg, L->wu, L->wd};
-        for (int i = 0; i < 7; i++) {
-            if (!lw[i] || !nb_wtype_quantized(nb_wmat_type(lw[i])))
-                other |= lw[i] != NULL; /* a layer linear kept as bf16: not all Q4_1 */
-            else if (nb_wmat_type(lw[i]) == NB_W_Q4_1)
-                q4_1 = 1;
-            else
-                other = 1;
-        }
+        for (int i = 0; i < 7; i++)
+            if (lw[i])
+                name_vote(nb_wmat_type(lw[i]), &q4_1, &other);
+    }
+    return q4_1 && !other ? NB_DTYPE_Q4_1 : NB_DTYPE_NATIVE;
+}
+
+nb_dtype nb_engine_model_dtype(const nb_model *m, nb_dtype d)
+{
+    if (d != NB_DTYPE_Q4_1 && d != NB_DTYPE_NATIVE)
+        return d;
+    int q4_1 = 0, other = 0;
+    for (int l = 0; l < nb_model_cfg(m)->n_layers; l++) {
+        const nb_layer_weights *L = nb_model_layer(m, l);
+        const nb_tensor *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                                  &L->w_down};
+        for (int i = 0; i < 7; i++)
+            if (lw[i]->data)
+                name_vote(wtype_for(d, lw[i]->type), &q4_1, &other);
     }
     return q4_1 && !other ? NB_DTYPE_Q4_1 : NB_DTYPE_NATIVE;
 }

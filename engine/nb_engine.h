@@ -111,6 +111,10 @@ nb_dtype nb_engine_dtype(const nb_engine *e); /* as asked */
  * name the file's format (q4_1 when its layers' linears are all Q4_1, native for a mix);
  * else as asked. */
 nb_dtype nb_engine_weights_dtype(const nb_engine *e);
+/* nb_engine_weights_dtype of an engine m would set up under dtype d, read from the file's
+ * tensor types without laying anything out (a worker lists its deployments before its
+ * first job). An engine whose setup corrupts weights (NPUBENCH_FAULT) may say otherwise. */
+nb_dtype nb_engine_model_dtype(const nb_model *m, nb_dtype d);
 const nb_model_config *nb_engine_cfg(const nb_engine *e);
 size_t nb_engine_weight_bytes(const nb_engine *e);
 

@@ -452,6 +452,37 @@ long nb_job_param_or(long v, long dflt)
 
 /* ---- model matching ------------------------------------------------------------------- */
 
+/* Whether s (to its end) is a quantisation tag, case-insensitively: f16, f32, bf16, fp16,
+ * fp32; q<n> with "_<n>" / "_k" / "_s" / "_m" / "_l" parts (q4_0, q8_0, q4_k_m, q6_k,
+ * q4_0_4_4); iq<n> with letter parts (iq4_xs, iq2_xxs, iq4_nl). */
+static int is_quant_tag(const char *s)
+{
+    static const char *const floats[] = {"f16", "f32", "bf16", "fp16", "fp32"};
+    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++)
+        if (!strcasecmp(s, floats[i]))
+            return 1;
+    int iq = tolower((unsigned char)s[0]) == 'i';
+    s += iq;
+    if (tolower((unsigned char)*s) != 'q' || !isdigit((unsigned char)s[1]))
+        return 0;
+    for (s++; isdigit((unsigned char)*s); s++)
+        ;
+    while (*s == '_') {
+        const char *p = ++s;
+        if (iq)
+            while (isalpha((unsigned char)*s))
+                s++;
+        else if (isdigit((unsigned char)*s))
+            while (isdigit((unsigned char)*s))
+                s++;
+        else if (*s && strchr("ksmlKSML", *s))
+            s++;
+        if (s == p)
+            return 0;
+    }
+    return !*s;
+}
+
 void nb_job_model_canon(const char *model, char *out, size_t cap)
 {
     if (!model)
@@ -466,12 +497,13 @@ void nb_job_model_canon(const char *model, char *out, size_t cap)
     size_t n = strlen(tmp);
     if (n > 5 && !strcasecmp(tmp + n - 5, ".gguf"))
         tmp[n -= 5] = '\0';
-    /* "Name.Q4_1" / "Name.F16": the quantisation is the deployment's dtype. */
-    char *dot = strrchr(tmp, '.');
-    if (dot && strchr("QqFfBb", dot[1]) && dot[1] && isdigit((unsigned char)dot[2]))
-        *dot = '\0';
-    else if (dot && !strcasecmp(dot, ".bf16"))
-        *dot = '\0';
+    /* "Name.Q4_1", "name-q4_k_m", "Name_F16": the quantisation is the deployment's dtype,
+     * not the model's. The first separator whose rest is one tag: the longest tag. */
+    for (size_t i = 1; i + 1 < n; i++)
+        if (strchr("-_.", tmp[i]) && is_quant_tag(tmp + i + 1)) {
+            tmp[i] = '\0';
+            break;
+        }
     snprintf(out, cap, "%s", tmp);
 }
 
@@ -527,6 +559,60 @@ int nb_job_model_match(const char *sel, const char *model, const char *name)
     nb_job_model_canon(sel, a, sizeof a);
     nb_job_model_canon(model, b, sizeof b);
     return a[0] && !strcasecmp(a, b) ? 2 : 0;
+}
+
+/* ---- a worker's deployments as people read them ------------------------------------- */
+
+const char *nb_job_dep_name(const Npubench__Deployment *d, char *buf, size_t cap)
+{
+    if (*d->canonical)
+        return d->canonical;
+    nb_job_model_canon(d->model, buf, cap);
+    return *buf ? buf : d->model;
+}
+
+const char *nb_job_dep_stored_dtype(const Npubench__Deployment *d)
+{
+    return *d->stored_dtype ? d->stored_dtype : d->dtype;
+}
+
+static int dep_same(const Npubench__Deployment *a, const Npubench__Deployment *b)
+{
+    char na[256], nb[256];
+    return !strcmp(a->backend, b->backend) &&
+           !strcasecmp(nb_job_dep_stored_dtype(a), nb_job_dep_stored_dtype(b)) &&
+           !strcmp(a->digest, b->digest) &&
+           !strcmp(nb_job_dep_name(a, na, sizeof na), nb_job_dep_name(b, nb, sizeof nb));
+}
+
+size_t nb_job_dep_first(Npubench__Deployment *const *deps, size_t k)
+{
+    for (size_t j = 0; j < k; j++)
+        if (dep_same(deps[j], deps[k]))
+            return j;
+    return k;
+}
+
+void nb_job_dep_text(Npubench__Deployment *const *deps, size_t n, size_t k,
+                     const char *also_sep, char *out, size_t cap)
+{
+    const Npubench__Deployment *d = deps[k];
+    const char *stored = nb_job_dep_stored_dtype(d);
+    char name[256];
+    size_t len = (size_t)snprintf(out, cap, "%s %s/%s", nb_job_dep_name(d, name, sizeof name),
+                                  d->backend, stored);
+    int also = 0;
+    for (size_t j = k; j < n && len < cap; j++) {
+        const char *w = deps[j]->dtype;
+        int dup = !strcasecmp(w, stored) || nb_job_dep_first(deps, j) != k;
+        for (size_t i = k; i < j && !dup; i++)
+            dup = nb_job_dep_first(deps, i) == k && !strcasecmp(deps[i]->dtype, w);
+        if (dup)
+            continue;
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", also++ ? also_sep : " (also ", w);
+    }
+    if (also && len < cap)
+        snprintf(out + len, cap - len, ")");
 }
 
 /* ---- worker matching ---------------------------------------------------------------- */

@@ -191,11 +191,15 @@ void nb_job_param_set(Npubench__JobSpec *s, const nb_job_param_desc *p, long v,
 
 /* ---- model matching ------------------------------------------------------------------- */
 
-/* The canonical form of a model name, path or preset word, for comparisons: a preset word
- * ("instruct", "base") becomes its model's name, a path its basename, and the ".gguf"
- * extension and a quantisation suffix (".Q4_1", ".F16", ".BF16": the dtype is the
- * deployment's, not the model's) are dropped: "models/SmolLM2-135M-Instruct.Q4_1.gguf"
- * and "instruct" are both "SmolLM2-135M-Instruct".  Needs no file system. */
+/* The canonical form of a model name, path or preset word: the model's one display name
+ * (history, workers, job, JUnit, dashboard) and what comparisons use. A preset word
+ * ("instruct", "gemma3") becomes its model's name, a path its basename, and the ".gguf"
+ * extension and a trailing quantisation tag after '-', '_' or '.' (q4_0 .. q8_0, q4_k_m,
+ * q6_k, iq4_xs, f16, bf16, f32, any case: the dtype is the deployment's, not the model's)
+ * are dropped: "models/SmolLM2-135M-Instruct.Q4_1.gguf" and "instruct" are both
+ * "SmolLM2-135M-Instruct", "gemma-3-270m-q4_k_m.gguf" is "gemma-3-270m". The GGUF's
+ * general.name is no input (free text: "Smollm2 135M 8k Lc100K Mix1 Ep2"); it is an alias
+ * (db/nb_db_alias.h). Needs no file system, so coordinator and dashboard derive the same. */
 void nb_job_model_canon(const char *model, char *out, size_t cap);
 
 /* How well selector sel names a deployment whose model is model and whose name is name
@@ -229,6 +233,24 @@ int nb_job_model_match_aliased(const char *sel, const char *model, const char *n
  * the coordinator (lease, submit) and the worker (which entry runs the job) match by. */
 int nb_job_model_match_declared(const char *sel, const char *model, const char *name,
                                 const char *canonical, const char *const *aliases, size_t n);
+
+/* ---- a worker's deployments as people read them (`workers`, the dashboard) ------------- */
+
+/* The display name of an advertised deployment: its declared canonical name, else its
+ * model's nb_job_model_canon ("instruct" is "SmolLM2-135M-Instruct"); buf or d's. */
+const char *nb_job_dep_name(const Npubench__Deployment *d, char *buf, size_t cap);
+/* The dtype its results are stored under: the worker's stored_dtype, else as declared. */
+const char *nb_job_dep_stored_dtype(const Npubench__Deployment *d);
+/* The first of deps[0..k] that is the same deployment as deps[k] (the same display name,
+ * backend, weights and stored dtype: a file declared as q4_1 and as native is one, as its
+ * results are): k itself when none before it is. A listing shows each deployment once, at
+ * its first entry. */
+size_t nb_job_dep_first(Npubench__Deployment *const *deps, size_t k);
+/* Entry k's deployment (k its first entry) as one item of a listing, the other dtypes its
+ * entries in deps[0..n) were declared as beside it: "SmolLM2-135M-Instruct cpu/q4_1 (also
+ * native)"; several joined by also_sep. */
+void nb_job_dep_text(Npubench__Deployment *const *deps, size_t n, size_t k,
+                     const char *also_sep, char *out, size_t cap);
 
 /* ---- worker matching: the one rule the queue's lease (db/), the scheduler (coordinator/)
  * and the worker's choice of deployment (worker/) apply ------------------------------------ */

@@ -7,7 +7,7 @@
 static const nb_preset presets[] = {
     {"instruct", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct", "instruct"},
     {"base", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct", "base"},
-    {"gemma3", "gemma-3-270m-q4_k_m.gguf", "gemma-3-270m-q4_k_m", "gemma3"},
+    {"gemma3", "gemma-3-270m-q4_k_m.gguf", "gemma-3-270m", "gemma3"},
 };
 
 const nb_preset *nb_preset_find(const char *word)

@@ -6,8 +6,9 @@
 typedef struct nb_preset {
     const char *word;    /* "instruct", "base", "gemma3" */
     const char *file;    /* under the models directory */
-    const char *model;   /* the name the history and matching know it by (for Gemma the
-                          * file's stem, which is what a path to it canonicalizes to) */
+    const char *model;   /* the name the history and matching know it by: what a path to
+                          * the file canonicalizes to (nb_job_model_canon: its stem less the
+                          * quantisation tag, "gemma-3-270m") */
     const char *prompts; /* its prompt set: verify/prompts/<prompts>.txt */
 } nb_preset;
 

@@ -95,6 +95,41 @@ static void need_coordinator(void)
 
 /* No worker: the job waits (exit 5), is cancelled with its reason kept (exit 4); a cancel
  * repeats harmlessly; an unknown id is NOT_FOUND (exit 2) naming the call. */
+/* Known limit of issue 27: a worker declaring one file as native and as q4_1 (whose results
+ * land in one deployment, q4_1 for SmolLM2's all-Q4_1 GGUF) was listed as two deployments.
+ * `workers` lists one per stored name, the other declared words beside it. */
+static void test_workers_one_deployment_per_file(void **s)
+{
+    (void)s;
+    tu_require_model();
+    need_coordinator();
+    pid_t w = tu_spawn("worker-b2.log", "worker --coordinator '%s' --board b2 --threads 1 "
+                       "--heartbeat-ms 100 --deploy instruct:native --deploy instruct:q4_1 "
+                       "--deploy instruct:bf16", url);
+    char args[2048];
+    snprintf(args, sizeof args, "workers --format csv --coordinator '%s'", url);
+    assert_true(tu_poll(60000, cli_prints(args, ",b2,alive,") || tu_exited(w)));
+    char *out = tu_cli(0, "", "workers --format md " COORD, url);
+    assert_non_null(strstr(out, " | - | - | SmolLM2-135M-Instruct cpu/q4_1 (also native), "
+                                "SmolLM2-135M-Instruct cpu/bf16 |\n"));
+    assert_null(strstr(out, "cpu/native"));
+    free(out);
+    out = tu_cli(0, "          \"model\":\"instruct\",\n          \"backend\":\"cpu\",\n"
+                 "          \"dtype\":\"q4_1\",\n          \"declared_dtypes\":[\n"
+                 "            \"native\",\n            \"q4_1\"\n          ],",
+                 "workers --json " COORD, url);
+    /* two deployments, not three */
+    json_object *root = json_tokener_parse(out), *ws, *deps;
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "workers", &ws));
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(ws, 0), "deployments",
+                                          &deps));
+    assert_int_equal(json_object_array_length(deps), 2);
+    json_object_put(root);
+    free(out);
+    tu_stop(&w);
+}
+
 static void test_queued_then_cancelled(void **s)
 {
     (void)s;
@@ -327,6 +362,8 @@ int main(void)
         cmocka_unit_test(test_queued_then_cancelled),
         cmocka_unit_test(test_worker_runs_jobs),
         cmocka_unit_test(test_embedded_database),
+        /* last: a registered worker changes what the others' queued jobs wait for */
+        cmocka_unit_test(test_workers_one_deployment_per_file),
     };
     return tu_run_group(tests, tu_group_setup, teardown);
 }

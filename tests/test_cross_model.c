@@ -15,7 +15,7 @@
 
 #define GEMMA_FILE "models/gemma-3-270m-q4_k_m.gguf"
 #define SMOL "SmolLM2-135M-Instruct"
-#define GEMMA "gemma-3-270m-q4_k_m"
+#define GEMMA "gemma-3-270m" /* its display name: the file stem less "-q4_k_m" */
 /* Short jobs: one prompt, four tokens; the engine on one thread so two workers share the
  * machine's cores without starving each other. */
 #define JOB "--max-prompts 1 --n-tokens 4 --wait --coordinator '%s'"

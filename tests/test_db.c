@@ -1992,6 +1992,84 @@ static void test_regression_lifecycle(void **state)
     close_db(db);
 }
 
+/* A database written while Gemma's display name kept its quantisation tag
+ * ("gemma-3-270m-q4_k_m", schema 10) is renamed once to "gemma-3-270m" when it opens: no run,
+ * regression or reference is lost, a deployment already stored under the new name takes the
+ * old one's runs, and the old name still resolves as an alias. Imported names stay as the
+ * nightly wrote them. */
+static void test_model_rename_migrated(void **state)
+{
+    (void)state;
+    static const char OLD[] = "gemma-3-270m-q4_k_m", NEW[] = "gemma-3-270m";
+    nb_db *db = fresh_db("rename");
+    int64_t old_b1 = add_deployment(db, OLD, "cpu", "native", "b1");
+    int64_t new_b1 = add_deployment(db, NEW, "cpu", "native", "b1");
+    int64_t old_b2 = add_deployment(db, OLD, "cpu", "native", "b2");
+    int64_t imp = add_deployment(db, "nightly-q4_0", "npu", "q4_0", "b1");
+    int64_t t0 = 1700000000000LL;
+    int flag = 0;
+    for (int i = 0; i < 6; i++)
+        tdb_checked_run(db, old_b1, t0 + i * 1000, 100.0 + (i % 3) * 0.3, 4, NULL);
+    int64_t slow = tdb_checked_run(db, old_b1, t0 + 10000, 70.0, 4, &flag);
+    assert_true(flag);
+    add_run(db, new_b1, t0 + 20000, 99.0, 10.0, NB_OUTCOME_PASS);
+    add_run(db, old_b2, t0 + 20000, 99.0, 10.0, NB_OUTCOME_PASS);
+    nb_db_run r;
+    nb_db_run_init(&r);
+    r.deployment_id = imp;
+    r.kind = "bench";
+    r.outcome = NB_OUTCOME_PASS;
+    r.started_ms = t0;
+    r.source = NB_SOURCE_IMPORT;
+    int64_t id = 0;
+    assert_ok(nb_db_run_insert(db, &r, &id, &e_));
+    assert_ok(nb_db_reference_set(db, old_b1, &e_));
+    assert_ok(nb_db_alias_set(db, "Gemma 3 270m", OLD, "result", &e_));
+    assert_ok(nb_db_alias_set(db, "gemma3", OLD, "deployments", &e_));
+    char path[512];
+    snprintf(path, sizeof path, "%s", nb_db_path(db));
+    int64_t runs = sql_int(path, "SELECT count(*) FROM runs");
+    assert_int_equal(runs, 10);
+
+    db = rolled_back(db, "DELETE FROM schema_version WHERE version >= 11");
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM runs"), runs);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM deployments WHERE model = "
+                                   "'gemma-3-270m-q4_k_m'"),
+                     0);
+    nb_db_deployment d;
+    nb_err err;
+    assert_int_equal(nb_db_deployment_get(db, old_b1, &d, &err), NB_ENOTFOUND);
+    assert_ok(nb_db_deployment_get(db, new_b1, &d, &e_));
+    assert_string_equal(d.model, NEW);
+    char q[160];
+    snprintf(q, sizeof q, "SELECT count(*) FROM runs WHERE deployment_id = %lld",
+             (long long)new_b1);
+    assert_int_equal(sql_int(path, q), 8); /* its own and the old name's */
+    assert_ok(nb_db_deployment_get(db, old_b2, &d, &e_));
+    assert_string_equal(d.model, NEW); /* renamed in place */
+    assert_ok(nb_db_deployment_get(db, imp, &d, &e_));
+    assert_string_equal(d.model, "nightly-q4_0");
+    /* the regression follows: its deployment and its series */
+    nb_db_regression g;
+    assert_ok(nb_db_regress_of_run(db, slow, &g, &e_));
+    assert_int_equal(g.deployment_id, new_b1);
+    assert_string_equal(g.series,
+                        "gemma-3-270m|cpu|native|b1|profile|ctx=-|gen=32|prompt=6|threads=4");
+    /* every name it had resolves to the new one, the old name included */
+    static const char *const names[] = {OLD, "Gemma 3 270m", "gemma3", NEW};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char out[NB_DB_NAME_MAX];
+        assert_ok(nb_db_alias_resolve(db, names[i], out, sizeof out, &e_));
+        if (strcmp(out, NEW))
+            fail_msg("'%s' resolves to '%s'", names[i], out);
+    }
+    assert_ok(nb_db_reference_get(db, NEW, &d, &e_));
+    assert_int_equal(d.id, new_b1);
+    assert_ok(nb_db_reference_get(db, OLD, &d, &e_));
+    assert_int_equal(d.id, new_b1);
+    close_db(db);
+}
+
 static void data_path(char *buf, size_t size, const char *name)
 {
     const char *src = getenv("NB_SRC");
@@ -2717,6 +2795,7 @@ int main(void)
         cmocka_unit_test(test_mann_whitney_known_values),
         cmocka_unit_test(test_regression_needs_both),
         cmocka_unit_test(test_regression_lifecycle),
+        cmocka_unit_test(test_model_rename_migrated),
         cmocka_unit_test(test_regression_threshold_boundaries),
         cmocka_unit_test(test_replay_answers),
         cmocka_unit_test(test_import),

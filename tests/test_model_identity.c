@@ -37,6 +37,52 @@ static void test_resolve(void **state)
     assert_string_equal(nb_job_model_resolve("llama32_1b", NULL, 0), "llama32_1b");
 }
 
+/* Known limit of issue 27: Gemma was "gemma-3-270m-q4_k_m" (its file's quantisation tag
+ * kept) while SmolLM2 was "SmolLM2-135M-Instruct". One rule: the file's stem less a trailing
+ * quantisation tag after '-', '_' or '.', any case. */
+static void test_display_name_drops_quant_tag(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *name;
+    } c[] = {
+        {"gemma3", "gemma-3-270m"},
+        {"models/gemma-3-270m-q4_k_m.gguf", "gemma-3-270m"},
+        {"gemma-3-270m-q4_k_m", "gemma-3-270m"},
+        {"instruct", "SmolLM2-135M-Instruct"},
+        {"models/SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"},
+        {"Llama-3.2-1B-Instruct-Q4_K_S.gguf", "Llama-3.2-1B-Instruct"},
+        {"Qwen2.5-0.5B-Instruct.q8_0.gguf", "Qwen2.5-0.5B-Instruct"},
+        {"phi_f16.gguf", "phi"},
+        {"Phi-3-mini.BF16", "Phi-3-mini"},
+        {"model-F32", "model"},
+        {"tiny-q5_1", "tiny"},
+        {"tiny-Q5_K_M", "tiny"},
+        {"tiny_q6_k", "tiny"},
+        {"tiny.IQ4_XS.gguf", "tiny"},
+        {"tiny-iq2_xxs", "tiny"},
+        {"tiny-q4_0_4_4", "tiny"},
+        /* not tags: kept whole */
+        {"llama32_1b_q4nx", "llama32_1b_q4nx"},
+        {"qwen25_0_5b", "qwen25_0_5b"},
+        {"Llama-3.2-1B", "Llama-3.2-1B"},
+        {"q4_0", "q4_0"},
+        {"gemma-3-270m", "gemma-3-270m"},
+        {"tiny-q", "tiny-q"},
+        {"tiny-q4_", "tiny-q4_"},
+        {"tiny-iq4_9", "tiny-iq4_9"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char out[256];
+        nb_job_model_canon(c[i].in, out, sizeof out);
+        if (strcmp(out, c[i].name))
+            fail_msg("'%s': '%s', want '%s'", c[i].in, out, c[i].name);
+    }
+    /* the old name still names the model: a selector, history filter or stored row */
+    assert_int_equal(nb_job_model_match("gemma-3-270m-q4_k_m", "gemma-3-270m", NULL), 2);
+    assert_int_equal(nb_job_model_match("gemma3", "gemma-3-270m", NULL), 2);
+}
+
 static void test_match_aliased(void **state)
 {
     (void)state;
@@ -163,7 +209,68 @@ static void test_one_dtype_name_per_file(void **state)
         assert_string_equal(env, nb_dtype_name(m[i].name));
         /* bf16 stays bf16: a layout of its own */
         assert_int_equal(stored_dtype(m[i].sel, NB_DTYPE_BF16, env, sizeof env), NB_DTYPE_BF16);
+        /* what a worker lists before its first job (nb_deploy_stored_dtype, from the file's
+         * tensor types) is the name setup gives */
+        static const nb_dtype asked[] = {NB_DTYPE_Q4_1, NB_DTYPE_NATIVE, NB_DTYPE_BF16};
+        for (size_t k = 0; k < sizeof asked / sizeof *asked; k++) {
+            nb_dtype got = NB_DTYPE_F32;
+            assert_int_equal(nb_deploy_stored_dtype(m[i].sel, "cpu", asked[k], &got, &err),
+                             NB_OK);
+            assert_int_equal(got, asked[k] == NB_DTYPE_BF16 ? NB_DTYPE_BF16 : m[i].name);
+        }
+        /* a backend without named_dtype: as asked */
+        nb_dtype got = NB_DTYPE_F32;
+        assert_int_equal(nb_deploy_stored_dtype(m[i].sel, "exec", NB_DTYPE_NATIVE, &got, &err),
+                         NB_OK);
+        assert_int_equal(got, NB_DTYPE_NATIVE);
     }
+}
+
+/* A worker's listing: one item per deployment its results land in, by display name. */
+static void test_dep_listing(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *dtype, *stored, *digest;
+    } e[] = {
+        {"gemma3", "q4_1", "native", "a5fd"},
+        {"instruct", "bf16", "bf16", "b179"},
+        {"models/gemma-3-270m-q4_k_m.gguf", "native", "native", "a5fd"},
+        {"gemma3", "native", "native", "ffff"}, /* other weights: another deployment */
+        {"instruct", "native", "q4_1", "b179"},
+        {"instruct", "Q4_1", "q4_1", "b179"},
+    };
+    enum { N = sizeof e / sizeof e[0] };
+    Npubench__Deployment d[N], *p[N];
+    for (size_t i = 0; i < N; i++) {
+        npubench__deployment__init(&d[i]);
+        d[i].model = (char *)e[i].model;
+        d[i].backend = (char *)"cpu";
+        d[i].dtype = (char *)e[i].dtype;
+        d[i].stored_dtype = (char *)e[i].stored;
+        d[i].digest = (char *)e[i].digest;
+        p[i] = &d[i];
+    }
+    static const size_t first[N] = {0, 1, 0, 3, 4, 4};
+    for (size_t i = 0; i < N; i++)
+        assert_int_equal(nb_job_dep_first(p, i), first[i]);
+    static const char *const text[N] = {"gemma-3-270m cpu/native (also q4_1)",
+                                        "SmolLM2-135M-Instruct cpu/bf16", NULL,
+                                        "gemma-3-270m cpu/native",
+                                        "SmolLM2-135M-Instruct cpu/q4_1 (also native)", NULL};
+    for (size_t i = 0; i < N; i++) {
+        if (!text[i])
+            continue;
+        char out[256];
+        nb_job_dep_text(p, N, i, ", ", out, sizeof out);
+        assert_string_equal(out, text[i]);
+    }
+    /* an older worker says no stored dtype: its entries stand as declared */
+    d[4].stored_dtype = (char *)"";
+    assert_int_equal(nb_job_dep_first(p, 4), 4);
+    char out[256];
+    nb_job_dep_text(p, N, 4, ", ", out, sizeof out);
+    assert_string_equal(out, "SmolLM2-135M-Instruct cpu/native");
 }
 
 int main(void)
@@ -171,8 +278,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_match_aliased),
+        cmocka_unit_test(test_display_name_drops_quant_tag),
         cmocka_unit_test(test_deployments_file),
         cmocka_unit_test(test_one_dtype_name_per_file),
+        cmocka_unit_test(test_dep_listing),
     };
     return tu_run_group(tests, NULL, NULL);
 }

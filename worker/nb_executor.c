@@ -52,6 +52,7 @@ typedef struct cache_entry {
  * digest while the file is unchanged instead of reading a 250 MB model a second time. */
 typedef struct adv_cache {
     char digest[65];
+    char stored_dtype[16]; /* nb_deploy_stored_dtype's name; "" = unknown or as declared */
     char hashed[1100]; /* the GGUF, or an HF directory's config.json */
     struct stat st;
     int tried;
@@ -257,6 +258,12 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
             if (nb_deploy_resolve_model(d->model, path, sizeof path, preset, sizeof preset,
                                         &e2) == NB_OK)
                 model_digest(path, &c->adv[i]);
+            /* q4_1 and native of one file are one deployment: listed under its one name */
+            nb_dtype sd;
+            if (!d->exec_dtype[0] &&
+                nb_deploy_stored_dtype(d->model, d->backend, d->dtype, &sd, &e2) == NB_OK)
+                snprintf(c->adv[i].stored_dtype, sizeof c->adv[i].stored_dtype, "%s",
+                         nb_dtype_name(sd));
         }
         Npubench__Deployment *p = malloc(sizeof *p);
         if (!p) {
@@ -274,7 +281,9 @@ nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_
         if (!(p->model = nb_jobpb_strdup(d->model)) || !(p->backend = nb_jobpb_strdup(d->backend)) ||
             !(p->dtype = nb_jobpb_strdup(nb_deployment_dtype(d))) ||
             !(p->digest = nb_jobpb_strdup(c->adv[i].digest)) ||
-            !(p->canonical = nb_jobpb_strdup(d->canonical)) || advertise_aliases(d, p)) {
+            !(p->canonical = nb_jobpb_strdup(d->canonical)) ||
+            !(p->stored_dtype = nb_jobpb_strdup(c->adv[i].stored_dtype)) ||
+            advertise_aliases(d, p)) {
             for (int j = 0; j <= i; j++)
                 nb_jobpb_free(v[j]);
             free(v);

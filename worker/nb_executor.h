@@ -36,8 +36,9 @@ void nb_executor_free(nb_executor *c);
  * the entry's `model` as configured ("instruct", a .gguf path, an exec deployment's model
  * name; the coordinator matches it case-insensitively, by basename and by preset family),
  * backend, dtype, digest = the weights' sha256 (hashed once per process; "" when the file
- * cannot be read and for exec).  A model that cannot be read is still listed: its jobs
- * fail with the loader's message.  *out is a malloc'ed array of malloc'ed messages (free
+ * cannot be read and for exec), stored_dtype = the dtype its results are stored under
+ * (nb_deploy_stored_dtype, read once per process; "" where unknown, and for exec).  A model
+ * that cannot be read is still listed: its jobs fail with the loader's message.  *out is a malloc'ed array of malloc'ed messages (free
  * each with nb_jobpb_free, then the array). */
 nb_code nb_executor_advertise(nb_executor *c, Npubench__Deployment ***out, size_t *n,
                              nb_err *err);
