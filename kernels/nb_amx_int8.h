@@ -5,6 +5,7 @@
  * _tile_zero, _tile_loadd, _tile_stored, _tile_dpbsud, _tile_dpbssd), NB_AMX_LINEAR_INT8 (the
  * linear built here) and NB_AMX_INT8_REST (its linear for everything the loop does not take),
  * and may define NB_AMX_INT8_TAKES(type) to keep some types off the loop. */
+#include <stddef.h>
 #include <string.h>
 
 #include "nb_kernels_impl.h"
@@ -631,13 +632,26 @@ static q8_rows quant_x(const nb_bf16 *X, int n, int K, uint8_t **bt)
 /* 32-block b's tile products for activation rows i..i+31 (A at a0, a1) and the column tiles at
  * o0, o1, each span's 4 C tiles then stepped into the sums st (the second column tile only
  * where `two`; rows from n on never). */
-static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int b,
-                    const int8_t *a0, const int8_t *a1, const uint8_t *o0, const uint8_t *o1,
-                    int two, float *st)
-{
-    int nb = K / NB_QUANT_QK;
+/* A 32 x 32 output block's sums (st), its C tiles (c) and Q8_0's d_w d_x (dd). The C tiles
+ * start 2 KiB (mod 4 KiB) past the sums: at the same offset, which separate stack arrays had,
+ * a step's load of the next C row met its store to a sum row 4 KiB away, which the CPU's
+ * store-to-load check (12 address bits) takes for a dependency. */
+#define QT_SUMS (QS_MAX * QS_PLANE * 4)
+typedef struct qt_work {
+    _Alignas(64) float st[QS_MAX * QS_PLANE];
+    uint8_t pad[(2048 + 4096 - QT_SUMS % 4096) % 4096];
     int32_t c[2][4][TM * NB_VNNI];
     float dd[2 * TM * QS_ROW];
+} qt_work;
+_Static_assert(offsetof(qt_work, c) % 4096 == 2048, "C tiles 2 KiB off the sums, mod 4 KiB");
+
+static void block_q(const qt_ops *op, const q8_rows *x, int K, int n, int i, int b,
+                    const int8_t *a0, const int8_t *a1, const uint8_t *o0, const uint8_t *o1,
+                    int two, qt_work *w)
+{
+    int nb = K / NB_QUANT_QK;
+    int32_t(*c)[4][TM * NB_VNNI] = w->c;
+    float *dd = w->dd, *st = w->st;
     for (int s = 0; s < op->subs; s++) {
         /* products of a full 32-block (Q6_K's two) share the A tiles */
         size_t ka = (size_t)b * NB_QUANT_QK + (size_t)s * op->depth % NB_QUANT_QK;
@@ -698,7 +712,8 @@ static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t
     size_t ld = (size_t)W->rows;
     size_t stride = qb_stride(op);
     uint8_t *bt1 = bt + (size_t)nb * stride;
-    float st[QS_MAX * QS_PLANE];
+    qt_work w;
+    float *st = w.st;
     for (int j = j0; j < j1; j += 2 * NB_VNNI) {
         int two = j + NB_VNNI < j1;
         expand_b(op, W, j, bt);
@@ -710,7 +725,7 @@ static void gemm_q(const qt_ops *op, const nb_wmat *W, const q8_rows *x, uint8_t
             for (int b = 0; b < nb; b++) {
                 const uint8_t *o0 = bt + (size_t)b * stride;
                 block_q(op, x, K, n, i, b, a0, a1, o0, two ? bt1 + (size_t)b * stride : o0,
-                        two, st);
+                        two, &w);
             }
             int rows = n - i < 2 * TM ? n - i : 2 * TM;
             int cols = j1 - j < 2 * NB_VNNI ? j1 - j : 2 * NB_VNNI;
