@@ -93,8 +93,6 @@ static void need_coordinator(void)
 
 #define COORD "--coordinator '%s'"
 
-/* No worker: the job waits (exit 5), is cancelled with its reason kept (exit 4); a cancel
- * repeats harmlessly; an unknown id is NOT_FOUND (exit 2) naming the call. */
 /* Known limit of issue 27: a worker declaring one file as native and as q4_1 (whose results
  * land in one deployment, q4_1 for SmolLM2's all-Q4_1 GGUF) was listed as two deployments.
  * `workers` lists one per stored name, the other declared words beside it. */
@@ -130,6 +128,8 @@ static void test_workers_one_deployment_per_file(void **s)
     tu_stop(&w);
 }
 
+/* No worker: the job waits (exit 5), is cancelled with its reason kept (exit 4); a cancel
+ * repeats harmlessly; an unknown id is NOT_FOUND (exit 2) naming the call. */
 static void test_queued_then_cancelled(void **s)
 {
     (void)s;
